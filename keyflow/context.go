@@ -1,0 +1,74 @@
+package keyflow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+)
+
+// ErrNoOutput is returned by Context.Emit when the flow has no producer
+// (WithOutput).
+var ErrNoOutput = errors.New("keyflow: no output producer configured (WithOutput)")
+
+// ErrNoTimerHandler is returned by Context.SetTimer when the flow has no
+// timer handler (WithTimers).
+var ErrNoTimerHandler = errors.New("keyflow: no timer handler configured (WithTimers)")
+
+// Context is a key's handle inside FoldFunc and TimerFunc. It is only valid
+// during the call; it must not be retained or used from another goroutine.
+type Context struct{ k *keyCore }
+
+// Key returns the key being folded.
+func (c *Context) Key() string { return c.k.key }
+
+// Topic returns the input topic.
+func (c *Context) Topic() string { return c.k.env.Topic }
+
+// Partition returns the input partition.
+func (c *Context) Partition() int32 { return c.k.env.Partition }
+
+// Logger returns the partition's logger with the key attached.
+func (c *Context) Logger() *zap.Logger { return c.k.env.Logger.With(zap.String("key", c.k.key)) }
+
+// SetTimer schedules the processing-time timer name to fire at `at` (now if
+// in the past), replacing a timer of the same name. It fires on the key's
+// actor through the flow's TimerFunc. A key with pending timers is not
+// unloaded. Fails with ErrNoTimerHandler without WithTimers.
+func (c *Context) SetTimer(name string, at time.Time) error {
+	if !c.k.cfg.timers {
+		return ErrNoTimerHandler
+	}
+	c.k.setTimer(name, time.Until(at))
+	return nil
+}
+
+// CancelTimer cancels the timer name; a no-op if it is not pending.
+func (c *Context) CancelTimer(name string) { c.k.cancelTimer(name) }
+
+// Emit produces rec through the flow's output producer (at-least-once: the
+// input record's offset stays uncommitted, and the key's snapshot is not
+// written, until the broker acknowledges rec). rec.Topic defaults to the
+// output topic of WithOutput. A failed produce fails the partition. Fails
+// with ErrNoOutput without WithOutput.
+func (c *Context) Emit(rec *kgo.Record) error {
+	k := c.k
+	if k.cfg.output == nil {
+		return ErrNoOutput
+	}
+	if rec.Topic == "" {
+		rec.Topic = k.cfg.outputTopic
+	}
+	if rec.Topic == "" {
+		return fmt.Errorf("keyflow: emit for key %q: record has no topic and WithOutput set none", k.key)
+	}
+	k.addOutput(k.cur)
+	self, sys, at := k.self, k.env.System, k.cur
+	k.cfg.output.Produce(context.Background(), rec, func(r *kgo.Record, err error) {
+		sys.Root.Send(self, &outputAck{offset: at, err: err, topic: r.Topic})
+	})
+	return nil
+}

@@ -1,0 +1,12 @@
+// Package keyflow is the user API of actorflow: a Flow folds the records of
+// one key into a typed state S, inside one actor per key.
+//
+// A Flow is defined once (New) and run by a worker (package actorflow). Each
+// key's fold, timers and outputs run on that key's actor, one message at a
+// time, so user code needs no locks. The state is persisted as a snapshot
+// (Codec, JSON by default) and recovered when the key's partition is
+// assigned; each snapshot records the offset of the last record folded into
+// it, and replayed records at or below it are skipped, so each record's
+// effect on the state is applied exactly once. Outputs emitted with
+// Context.Emit are at-least-once.
+package keyflow

@@ -1,0 +1,122 @@
+package keyflow
+
+import (
+	"time"
+
+	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+)
+
+// FoldFunc folds one record into a key's state. state is nil when the key
+// has no state (first record, or after a delete). Return the new state —
+// which may be state itself, mutated — or nil to delete the key (a
+// tombstone is written). An error fails the partition by default (see
+// WithFoldErrorPolicy).
+type FoldFunc[S any] func(kc *Context, state *S, rec *kgo.Record) (*S, error)
+
+// TimerFunc handles a fired timer like FoldFunc handles a record.
+type TimerFunc[S any] func(kc *Context, state *S, name string) (*S, error)
+
+// Flow is a per-key flow over state S. Build it with New; run it with a
+// worker (package actorflow). A Flow is immutable and safe to share.
+type Flow[S any] struct {
+	common
+	fold    FoldFunc[S]
+	onTimer TimerFunc[S]
+	codec   Codec[S]
+}
+
+// common is the part of a Flow that its key actors' non-generic code reads.
+type common struct {
+	maxIdle     time.Duration
+	foldPolicy  Policy
+	nilKey      Policy
+	output      *kgo.Client
+	outputTopic string
+	timers      bool
+}
+
+// Option configures a Flow.
+type Option[S any] func(*Flow[S])
+
+// New returns a flow folding records with fold.
+func New[S any](fold FoldFunc[S], opts ...Option[S]) *Flow[S] {
+	f := &Flow[S]{fold: fold, codec: JSON[S]()}
+	f.maxIdle = 10 * time.Minute
+	for _, o := range opts {
+		o(f)
+	}
+	f.timers = f.onTimer != nil
+	return f
+}
+
+// WithCodec sets the snapshot codec. Default: JSON.
+func WithCodec[S any](c Codec[S]) Option[S] { return func(f *Flow[S]) { f.codec = c } }
+
+// WithTimers sets the handler of per-key processing-time timers (see
+// Context.SetTimer). Default: none; setting a timer without a handler is an
+// error. Timers are not persisted: a key's pending timers are lost when its
+// partition moves.
+func WithTimers[S any](fn TimerFunc[S]) Option[S] { return func(f *Flow[S]) { f.onTimer = fn } }
+
+// WithMaxIdle unloads a key actor idle for d once its state is persisted (it
+// reloads from the snapshot on its next record). Default 10 min; 0 never
+// unloads.
+func WithMaxIdle[S any](d time.Duration) Option[S] { return func(f *Flow[S]) { f.maxIdle = d } }
+
+// WithFoldErrorPolicy says what a fold error does. Default Fail.
+func WithFoldErrorPolicy[S any](p Policy) Option[S] { return func(f *Flow[S]) { f.foldPolicy = p } }
+
+// WithNilKeyPolicy says what a record without a key does. Default Fail.
+func WithNilKeyPolicy[S any](p Policy) Option[S] { return func(f *Flow[S]) { f.nilKey = p } }
+
+// WithOutput sets the application's producer used by Context.Emit, and the
+// topic of emitted records that name none. Outputs are at-least-once: a key
+// holds its input offset until its outputs are acknowledged.
+func WithOutput[S any](producer *kgo.Client, defaultTopic string) Option[S] {
+	return func(f *Flow[S]) { f.output, f.outputTopic = producer, defaultTopic }
+}
+
+// Handler is a Flow with its state type erased, as the partition runtime
+// sees it.
+type Handler interface {
+	// NewKeyActor returns the actor of one key, starting from snap (nil: no
+	// snapshot).
+	NewKeyActor(key string, snap *snapshotstore.Snapshot, env *Env) actor.Actor
+	// NilKeyPolicy says what a record with no key does.
+	NilKeyPolicy() Policy
+	// MaxIdle is how long a key stays loaded without records (0: forever).
+	MaxIdle() time.Duration
+}
+
+// Env is what one partition gives its key actors.
+type Env struct {
+	Topic     string
+	Partition int32
+	System    *actor.ActorSystem
+	Logger    *zap.Logger
+	// Persist sends a snapshot to the partition's transaction actor; done is
+	// called exactly once with the outcome of the transaction carrying it.
+	Persist func(s snapshotstore.Snapshot, done func(error))
+}
+
+// NewKeyActor implements Handler.
+func (f *Flow[S]) NewKeyActor(key string, snap *snapshotstore.Snapshot, env *Env) actor.Actor {
+	a := &keyActor[S]{flow: f}
+	a.key, a.env, a.cfg = key, env, &f.common
+	a.lastSeen, a.lastFolded = -1, -1
+	a.firstDirty, a.inflightFirst = -1, -1
+	if snap != nil {
+		a.snap = snap
+		a.lastFolded, a.lastSeen = snap.Offset, snap.Offset
+	}
+	return a
+}
+
+// NilKeyPolicy implements Handler.
+func (f *Flow[S]) NilKeyPolicy() Policy { return f.nilKey }
+
+// MaxIdle implements Handler.
+func (f *Flow[S]) MaxIdle() time.Duration { return f.maxIdle }

@@ -1,0 +1,325 @@
+package keyflow
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/asynkron/protoactor-go/actor"
+	"go.uber.org/zap"
+)
+
+// keyCore is the non-generic part of a key actor: offsets, persistence and
+// output bookkeeping, timers.
+type keyCore struct {
+	key  string
+	env  *Env
+	cfg  *common
+	self *actor.PID
+
+	lastSeen   int64 // last input offset delivered, folded or skipped
+	lastFolded int64 // input offset of the last record folded into the state
+	cur        int64 // offset of the record being folded (-1 in a timer)
+
+	// dirty: the state changed since the last persist started. firstDirty is
+	// the first input offset folded since then; inflightFirst the first
+	// offset covered by the persist in flight (-1: none).
+	dirty         bool
+	firstDirty    int64
+	persisting    bool
+	inflightFirst int64
+
+	flushWaiting bool
+	flushRound   uint64
+	// waitAcks: a flush waits for output acks before encoding the state, so
+	// that no snapshot covers a fold whose outputs could still be lost (a
+	// replay skips folded records and would not re-emit them). Deliveries are
+	// stashed meanwhile.
+	waitAcks bool
+	stash    []*Deliver
+
+	outputs map[int64]int // pending output acks by input offset
+	timers  map[string]*keyTimer
+
+	processed, skipped int
+	reported           int64
+	reportedDirty      bool
+	failed             error
+}
+
+type keyTimer struct{ t *time.Timer }
+
+type (
+	persistDone struct{ err error }
+	outputAck   struct {
+		offset int64
+		topic  string
+		err    error
+	}
+	timerFired struct {
+		name string
+		t    *keyTimer
+	}
+)
+
+type keyActor[S any] struct {
+	keyCore
+	flow  *Flow[S]
+	state *S
+	snap  *snapshotstore.Snapshot // decoded on Started
+}
+
+func (a *keyActor[S]) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *Deliver:
+		if a.waitAcks {
+			a.stash = append(a.stash, m)
+			return
+		}
+		a.deliver(ctx, m)
+		a.report(ctx)
+	case *Flush:
+		a.flushWaiting, a.flushRound = true, m.Round
+		a.maybePersist(ctx)
+		a.maybeFlushDone(ctx)
+	case *persistDone:
+		a.persisting, a.inflightFirst = false, -1
+		if m.err != nil {
+			a.fail(ctx, m.err)
+		}
+		a.report(ctx)
+		a.maybePersist(ctx)
+		a.maybeFlushDone(ctx)
+	case *outputAck:
+		a.ackOutput(m.offset)
+		if m.err != nil {
+			a.fail(ctx, fmt.Errorf("%s[%d] key %q: emit output to %s for input offset %d: %w",
+				a.env.Topic, a.env.Partition, a.key, m.topic, m.offset, m.err))
+		}
+		if a.waitAcks && len(a.outputs) == 0 {
+			a.waitAcks = false
+			a.maybePersist(ctx)
+			stash := a.stash
+			a.stash = nil
+			for _, d := range stash {
+				a.deliver(ctx, d)
+			}
+		}
+		a.report(ctx)
+		a.maybeFlushDone(ctx)
+	case *timerFired:
+		if a.timers[m.name] != m.t {
+			return // cancelled or replaced
+		}
+		delete(a.timers, m.name)
+		a.fireTimer(ctx, m.name)
+		a.report(ctx)
+	case *Unload:
+		if a.dirty || a.persisting || len(a.outputs) > 0 || len(a.timers) > 0 || a.failed != nil || a.waitAcks {
+			ctx.Send(ctx.Parent(), &Busy{Key: a.key})
+			return
+		}
+		snap, err := a.encode()
+		if err != nil {
+			a.fail(ctx, err)
+			ctx.Send(ctx.Parent(), &Busy{Key: a.key})
+			return
+		}
+		ctx.Send(ctx.Parent(), &Unloaded{Key: a.key, Snapshot: snap})
+		ctx.Stop(ctx.Self())
+	case *actor.Started:
+		a.self = ctx.Self()
+		a.reported = -2
+		if a.snap != nil && !a.snap.Tombstone() {
+			s, err := a.flow.codec.Decode(a.snap.Value)
+			if err != nil {
+				a.fail(ctx, fmt.Errorf("%s[%d] key %q: decode snapshot at %s (offset %d): %w",
+					a.env.Topic, a.env.Partition, a.key, a.snap.Source, a.snap.Offset, err))
+			}
+			a.state = s
+		}
+		a.snap = nil
+	case *actor.Stopping:
+		for _, t := range a.timers {
+			t.t.Stop()
+		}
+	}
+}
+
+func (a *keyActor[S]) deliver(ctx actor.Context, m *Deliver) {
+	a.processed += len(m.Records)
+	for _, rec := range m.Records {
+		if rec.Offset > a.lastSeen {
+			a.lastSeen = rec.Offset
+		}
+		if a.failed != nil || rec.Offset <= a.lastFolded {
+			continue // failed, or a replayed record already in the snapshot
+		}
+		a.cur = rec.Offset
+		ns, err := a.flow.fold(&Context{k: &a.keyCore}, a.state, rec)
+		if err != nil {
+			err = fmt.Errorf("%s[%d] offset %d key %q: fold: %w", rec.Topic, rec.Partition, rec.Offset, a.key, err)
+			if a.cfg.foldPolicy == Skip {
+				a.skipped++
+				a.env.Logger.Warn("fold failed; record skipped (policy skip)", zap.Error(err))
+				continue
+			}
+			a.fail(ctx, err)
+			continue
+		}
+		a.state = ns
+		a.lastFolded = rec.Offset
+		a.markDirty(rec.Offset)
+	}
+}
+
+func (a *keyActor[S]) fireTimer(ctx actor.Context, name string) {
+	if a.failed != nil {
+		return
+	}
+	a.cur = -1
+	ns, err := a.flow.onTimer(&Context{k: &a.keyCore}, a.state, name)
+	if err != nil {
+		err = fmt.Errorf("%s[%d] key %q: timer %q: %w", a.env.Topic, a.env.Partition, a.key, name, err)
+		if a.cfg.foldPolicy == Skip {
+			a.skipped++
+			a.env.Logger.Warn("timer failed; skipped (policy skip)", zap.Error(err))
+			return
+		}
+		a.fail(ctx, err)
+		return
+	}
+	a.state = ns
+	a.markDirty(-1)
+}
+
+func (k *keyCore) markDirty(offset int64) {
+	k.dirty = true
+	if offset >= 0 && k.firstDirty < 0 {
+		k.firstDirty = offset
+	}
+}
+
+func (a *keyActor[S]) encode() (snapshotstore.Snapshot, error) {
+	s := snapshotstore.Snapshot{Key: a.key, Offset: a.lastFolded}
+	if a.state != nil {
+		b, err := a.flow.codec.Encode(a.state)
+		if err != nil {
+			return s, fmt.Errorf("%s[%d] key %q: encode state at offset %d: %w", a.env.Topic, a.env.Partition, a.key, a.lastFolded, err)
+		}
+		if b == nil {
+			b = []byte{} // nil is a tombstone
+		}
+		s.Value = b
+	}
+	return s, nil
+}
+
+// maybePersist starts a persist when a flush waits, the state is dirty and
+// none is in flight.
+func (a *keyActor[S]) maybePersist(ctx actor.Context) {
+	if !a.flushWaiting || !a.dirty || a.persisting || a.failed != nil || a.waitAcks {
+		return
+	}
+	if len(a.outputs) > 0 {
+		a.waitAcks = true
+		return
+	}
+	snap, err := a.encode()
+	if err != nil {
+		a.fail(ctx, err)
+		return
+	}
+	a.persisting, a.inflightFirst = true, a.firstDirty
+	a.dirty, a.firstDirty = false, -1
+	self, sys := a.self, a.env.System
+	a.env.Persist(snap, func(err error) { sys.Root.Send(self, &persistDone{err: err}) })
+}
+
+func (a *keyActor[S]) maybeFlushDone(ctx actor.Context) {
+	if !a.flushWaiting {
+		return
+	}
+	if a.failed == nil && (a.dirty || a.persisting || len(a.outputs) > 0) {
+		return
+	}
+	a.flushWaiting = false
+	ctx.Send(ctx.Parent(), &FlushDone{Key: a.key, Round: a.flushRound, Err: a.failed})
+}
+
+// settled is the highest input offset through which every effect of the key
+// is persisted and every output acknowledged.
+func (k *keyCore) settled() int64 {
+	hold := int64(-1)
+	consider := func(o int64) {
+		if o >= 0 && (hold < 0 || o < hold) {
+			hold = o
+		}
+	}
+	if k.persisting {
+		consider(k.inflightFirst)
+	}
+	consider(k.firstDirty)
+	for o := range k.outputs {
+		consider(o)
+	}
+	for _, d := range k.stash {
+		if len(d.Records) > 0 {
+			consider(d.Records[0].Offset)
+		}
+	}
+	if hold < 0 {
+		return k.lastSeen
+	}
+	return hold - 1
+}
+
+func (k *keyCore) report(ctx actor.Context) {
+	s := k.settled()
+	if k.processed == 0 && s == k.reported && k.dirty == k.reportedDirty {
+		return
+	}
+	ctx.Send(ctx.Parent(), &Progress{Key: k.key, Processed: k.processed, Settled: s, Dirty: k.dirty})
+	k.processed, k.reported, k.reportedDirty = 0, s, k.dirty
+}
+
+func (k *keyCore) fail(ctx actor.Context, err error) {
+	if k.failed != nil {
+		return
+	}
+	k.failed = err
+	ctx.Send(ctx.Parent(), &KeyFailed{Key: k.key, Err: err})
+}
+
+func (k *keyCore) addOutput(offset int64) {
+	if k.outputs == nil {
+		k.outputs = map[int64]int{}
+	}
+	k.outputs[offset]++
+}
+
+func (k *keyCore) ackOutput(offset int64) {
+	if k.outputs[offset] <= 1 {
+		delete(k.outputs, offset)
+	} else {
+		k.outputs[offset]--
+	}
+}
+
+func (k *keyCore) setTimer(name string, d time.Duration) {
+	k.cancelTimer(name)
+	if k.timers == nil {
+		k.timers = map[string]*keyTimer{}
+	}
+	t := &keyTimer{}
+	self, sys := k.self, k.env.System
+	t.t = time.AfterFunc(max(d, 0), func() { sys.Root.Send(self, &timerFired{name: name, t: t}) })
+	k.timers[name] = t
+}
+
+func (k *keyCore) cancelTimer(name string) {
+	if t, ok := k.timers[name]; ok {
+		t.t.Stop()
+		delete(k.timers, name)
+	}
+}

@@ -1,0 +1,77 @@
+package partitionflow
+
+// OffsetTracker computes a partition's committable offset: the offset of the
+// first record whose effect is not yet persisted, minimised over keys, else
+// the last consumed offset + 1. It never moves backwards and starts at the
+// assigned offset. Pure logic, no I/O: the partition actor drives it.
+type OffsetTracker struct {
+	holds        map[string]*keyHold
+	lastConsumed int64
+	floor        int64 // the last committable returned; never regresses
+}
+
+type keyHold struct {
+	first int64 // first dispatched offset not yet settled
+	last  int64 // last dispatched offset
+}
+
+// NewOffsetTracker starts at the assigned offset (the position the consumer
+// resumes from).
+func NewOffsetTracker(assigned int64) *OffsetTracker {
+	return &OffsetTracker{holds: map[string]*keyHold{}, lastConsumed: assigned - 1, floor: assigned}
+}
+
+// Dispatched records that key was sent the records first..last (offsets in
+// the partition, first <= last). The key holds first until it settles it.
+func (t *OffsetTracker) Dispatched(key string, first, last int64) {
+	h, ok := t.holds[key]
+	if !ok {
+		t.holds[key] = &keyHold{first: first, last: last}
+	} else if last > h.last {
+		h.last = last
+	}
+	t.Consumed(last)
+}
+
+// Consumed records a consumed offset that holds nothing (a skipped record).
+func (t *OffsetTracker) Consumed(offset int64) {
+	if offset > t.lastConsumed {
+		t.lastConsumed = offset
+	}
+}
+
+// Settled records that every effect of key through offset `through` is
+// persisted. The hold moves to through+1 — conservative: the key's next
+// dispatched record is at or above it — or is released when nothing
+// dispatched remains unsettled.
+func (t *OffsetTracker) Settled(key string, through int64) {
+	h, ok := t.holds[key]
+	if !ok {
+		return
+	}
+	if through >= h.last {
+		delete(t.holds, key)
+		return
+	}
+	if through+1 > h.first {
+		h.first = through + 1
+	}
+}
+
+// Holding reports whether key holds an offset.
+func (t *OffsetTracker) Holding(key string) bool { _, ok := t.holds[key]; return ok }
+
+// Committable returns the offset that may be committed: every record below
+// it is persisted. O(keys holding).
+func (t *OffsetTracker) Committable() int64 {
+	c := t.lastConsumed + 1
+	for _, h := range t.holds {
+		if h.first < c {
+			c = h.first
+		}
+	}
+	if c > t.floor {
+		t.floor = c
+	}
+	return t.floor
+}

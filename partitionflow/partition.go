@@ -1,0 +1,265 @@
+package partitionflow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/actorflow/actorflow/keyflow"
+	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+)
+
+// Config is one partition actor's configuration.
+type Config struct {
+	Topic     string
+	Partition int32
+	// AssignedOffset is the consumer's position at assignment: the
+	// committable offset starts here and the first flush commits it.
+	AssignedOffset int64
+	// Store is the opened partition; the transaction actor owns and closes it.
+	Store   snapshotstore.Partition
+	Handler keyflow.Handler
+	// PersistEvery flushes dirty keys' snapshots. Default 5 s.
+	PersistEvery time.Duration
+	// CommitOffsetsInterval commits the committable offset. Default 5 s.
+	CommitOffsetsInterval time.Duration
+	// MaxWritesPerTransaction caps a group commit. Default 256.
+	MaxWritesPerTransaction int
+	Logger                  *zap.Logger
+	// OnProcessed releases n records of in-flight budget (backpressure).
+	OnProcessed func(n int)
+	// OnStopped is called once, after the whole subtree has stopped, with the
+	// partition's failure (nil on a clean stop).
+	OnStopped func(err error)
+}
+
+// Records is one poll batch of the partition, in offset order.
+type Records struct{ Records []*kgo.Record }
+
+// Revoke stops the partition. With Flush, dirty keys are persisted and the
+// committable offset committed first (a fence during that flush is logged
+// and swallowed: the new owner replays).
+type Revoke struct{ Flush bool }
+
+// Status is a snapshot of a partition's progress.
+type Status struct {
+	Topic       string `json:"topic"`
+	Partition   int32  `json:"partition"`
+	Phase       string `json:"phase"`
+	KeysLoaded  int    `json:"keys_loaded"`
+	KeysCold    int    `json:"keys_cold"`
+	Committable int64  `json:"committable_offset"`
+	Committed   int64  `json:"committed_offset"`
+	Recovered   int    `json:"recovered_snapshots"`
+	Skipped     int64  `json:"skipped_records"`
+}
+
+// StatusRequest asks a partition for its Status (RequestFuture).
+type StatusRequest struct{}
+
+const (
+	phaseRecovering = "recovering"
+	phaseRunning    = "running"
+	phaseRevoking   = "revoking"
+)
+
+type keyEntry struct {
+	pid       *actor.PID
+	unloading bool
+	active    uint32 // sweep generation of the last dispatch
+	pending   []*kgo.Record
+}
+
+type (
+	recovered struct {
+		snaps map[string]snapshotstore.Snapshot
+		err   error
+	}
+	tick         struct{ kind int }
+	finalCommit  struct{ err error }
+	offsetCommit struct {
+		offset int64
+		err    error
+	}
+)
+
+const (
+	tickPersist = iota
+	tickCommit
+	tickSweep
+)
+
+type partition struct {
+	cfg     Config
+	log     *zap.Logger
+	env     *keyflow.Env
+	phase   string
+	txn     *actor.PID
+	tracker *OffsetTracker
+	keys    map[string]*keyEntry
+	byPID   map[*actor.PID]string
+	cold    map[string]snapshotstore.Snapshot // persisted state of keys without an actor
+	dirty   map[string]struct{}
+	waiting []*kgo.Record // batches received while recovering
+	cancel  context.CancelFunc
+	stopT   chan struct{}
+	sweep   uint32
+	round   uint64
+	flushN  int // keys yet to answer the revoke flush
+	flushOf map[string]bool
+	err     error
+
+	committed, requested int64
+	recoveredN           int
+	skipped              int64
+}
+
+// Props returns the props of a partition actor.
+func Props(cfg Config) *actor.Props {
+	if cfg.PersistEvery <= 0 {
+		cfg.PersistEvery = 5 * time.Second
+	}
+	if cfg.CommitOffsetsInterval <= 0 {
+		cfg.CommitOffsetsInterval = 5 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	if cfg.OnProcessed == nil {
+		cfg.OnProcessed = func(int) {}
+	}
+	return actor.PropsFromProducer(func() actor.Actor { return newPartition(cfg) }, actor.WithSupervisor(StopAndReport))
+}
+
+func newPartition(cfg Config) *partition {
+	return &partition{
+		cfg:       cfg,
+		log:       cfg.Logger.With(zap.String("topic", cfg.Topic), zap.Int32("partition", cfg.Partition)),
+		phase:     phaseRecovering,
+		tracker:   NewOffsetTracker(cfg.AssignedOffset),
+		keys:      map[string]*keyEntry{},
+		byPID:     map[*actor.PID]string{},
+		dirty:     map[string]struct{}{},
+		committed: cfg.AssignedOffset,
+		requested: cfg.AssignedOffset,
+	}
+}
+
+func (p *partition) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *Records:
+		p.records(ctx, m.Records)
+	case *keyflow.Progress:
+		p.cfg.OnProcessed(m.Processed)
+		p.tracker.Settled(m.Key, m.Settled)
+		if m.Dirty {
+			p.dirty[m.Key] = struct{}{} // e.g. changed by a timer
+		}
+	case *tick:
+		p.onTick(ctx, m.kind)
+	case *offsetCommit:
+		if m.err == nil && m.offset > p.committed {
+			p.committed = m.offset
+		}
+	case *keyflow.FlushDone:
+		p.flushAnswered(ctx, m.Key, m.Round, m.Err)
+	case *keyflow.Unloaded:
+		p.unloaded(ctx, m)
+	case *keyflow.Busy:
+		if e := p.keys[m.Key]; e != nil {
+			e.unloading = false
+			p.flushPending(ctx, m.Key, e)
+		}
+	case *keyflow.KeyFailed:
+		p.fail(ctx, m.Err)
+	case *txnFailed:
+		if p.phase == phaseRevoking && errors.Is(m.err, snapshotstore.ErrFenced) {
+			p.log.Warn("revoke-time flush fenced; the new owner replays", zap.Error(m.err))
+			ctx.Stop(ctx.Self())
+			return
+		}
+		p.fail(ctx, fmt.Errorf("%s[%d]: snapshot transaction: %w", p.cfg.Topic, p.cfg.Partition, m.err))
+	case *ChildFailed:
+		who := "transaction actor"
+		if k, ok := p.byPID[m.Child]; ok {
+			who = fmt.Sprintf("key %q", k)
+		}
+		p.fail(ctx, fmt.Errorf("%s[%d]: %s: %w", p.cfg.Topic, p.cfg.Partition, who, panicError(m.Reason)))
+	case *recovered:
+		p.recovered(ctx, m)
+	case *Revoke:
+		p.revoke(ctx, m.Flush)
+	case *finalCommit:
+		if m.err != nil {
+			if errors.Is(m.err, snapshotstore.ErrFenced) {
+				p.log.Warn("revoke-time offset commit fenced; the new owner replays", zap.Error(m.err))
+			} else {
+				p.log.Error("revoke-time offset commit failed; the new owner replays from the last committed offset", zap.Error(m.err))
+			}
+		}
+		ctx.Stop(ctx.Self())
+	case *StatusRequest:
+		ctx.Respond(p.status())
+	case *actor.Started:
+		p.start(ctx)
+	case *actor.Stopping:
+		if p.cancel != nil {
+			p.cancel()
+		}
+		if p.stopT != nil {
+			close(p.stopT)
+		}
+	case *actor.Stopped:
+		if p.err == nil && p.phase != phaseRevoking {
+			p.log.Info("partition stopped")
+		}
+		if p.cfg.OnStopped != nil {
+			p.cfg.OnStopped(p.err)
+		}
+	case *actor.Terminated:
+		if k, ok := p.byPID[m.Who]; ok {
+			delete(p.byPID, m.Who)
+			if e := p.keys[k]; e != nil && e.pid == m.Who && !e.unloading {
+				// A key that stopped without unloading (it panicked: the
+				// strategy reports it too).
+				delete(p.keys, k)
+			}
+		}
+	}
+}
+
+func (p *partition) start(ctx actor.Context) {
+	p.env = &keyflow.Env{
+		Topic:     p.cfg.Topic,
+		Partition: p.cfg.Partition,
+		System:    ctx.ActorSystem(),
+		Logger:    p.log,
+	}
+	txn := newTxnActor(p.cfg.Store, p.cfg.MaxWritesPerTransaction, p.cfg.AssignedOffset, p.log)
+	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return txn }), "txn")
+	if err != nil {
+		p.fail(ctx, fmt.Errorf("%s[%d]: spawn transaction actor: %w", p.cfg.Topic, p.cfg.Partition, err))
+		return
+	}
+	p.txn = pid
+	root, txnPID := ctx.ActorSystem().Root, p.txn
+	p.env.Persist = func(s snapshotstore.Snapshot, done func(error)) {
+		root.Send(txnPID, &writeReq{w: Write{Snapshot: s, Done: done}})
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	p.cancel = cancel
+	self := ctx.Self()
+	store := p.cfg.Store
+	go func() {
+		snaps := map[string]snapshotstore.Snapshot{}
+		err := store.Recover(rctx, func(s snapshotstore.Snapshot) error {
+			snaps[s.Key] = s
+			return nil
+		})
+		root.Send(self, &recovered{snaps: snaps, err: err})
+	}()
+}

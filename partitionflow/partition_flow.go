@@ -1,0 +1,257 @@
+package partitionflow
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/actorflow/actorflow/keyflow"
+	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+)
+
+func (p *partition) recovered(ctx actor.Context, m *recovered) {
+	if p.phase != phaseRecovering {
+		return
+	}
+	if m.err != nil {
+		p.fail(ctx, fmt.Errorf("%s[%d]: recover snapshots: %w", p.cfg.Topic, p.cfg.Partition, m.err))
+		return
+	}
+	p.cold = m.snaps
+	p.recoveredN = len(m.snaps)
+	p.phase = phaseRunning
+	p.log.Info("partition recovered", zap.Int("snapshots", len(m.snaps)), zap.Int64("assigned_offset", p.cfg.AssignedOffset))
+	p.startTicks(ctx)
+	waiting := p.waiting
+	p.waiting = nil
+	p.records(ctx, waiting)
+}
+
+// records routes a batch: one Deliver per key, in offset order.
+func (p *partition) records(ctx actor.Context, recs []*kgo.Record) {
+	switch {
+	case len(recs) == 0 || p.err != nil:
+		return
+	case p.phase == phaseRecovering:
+		p.waiting = append(p.waiting, recs...)
+		return
+	case p.phase != phaseRunning:
+		return // revoking: the new owner replays
+	}
+	byKey := map[string][]*kgo.Record{}
+	var order []string
+	for _, r := range recs {
+		if r.Key == nil {
+			if p.cfg.Handler.NilKeyPolicy() == keyflow.Skip {
+				p.skipped++
+				p.log.Warn("record without key skipped (policy skip)", zap.Int64("offset", r.Offset))
+				p.tracker.Consumed(r.Offset)
+				p.cfg.OnProcessed(1)
+				continue
+			}
+			p.fail(ctx, fmt.Errorf("%s[%d] offset %d: record has no key (nil-key policy: fail)", r.Topic, r.Partition, r.Offset))
+			return
+		}
+		if string(r.Key) == snapshotstore.MarkerKey {
+			p.fail(ctx, fmt.Errorf("%s[%d] offset %d: key %q is reserved for the snapshot offset marker", r.Topic, r.Partition, r.Offset, r.Key))
+			return
+		}
+		k := string(r.Key)
+		if _, ok := byKey[k]; !ok {
+			order = append(order, k)
+		}
+		byKey[k] = append(byKey[k], r)
+	}
+	for _, k := range order {
+		rs := byKey[k]
+		p.tracker.Dispatched(k, rs[0].Offset, rs[len(rs)-1].Offset)
+		p.dirty[k] = struct{}{}
+		e := p.keys[k]
+		if e == nil {
+			if e = p.spawnKey(ctx, k); e == nil {
+				return
+			}
+		}
+		e.active = p.sweep
+		if e.unloading {
+			e.pending = append(e.pending, rs...)
+			continue
+		}
+		ctx.Send(e.pid, &keyflow.Deliver{Records: rs})
+	}
+}
+
+func (p *partition) spawnKey(ctx actor.Context, k string) *keyEntry {
+	var snap *snapshotstore.Snapshot
+	if s, ok := p.cold[k]; ok {
+		snap = &s
+		delete(p.cold, k)
+	}
+	h, env := p.cfg.Handler, p.env
+	pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return h.NewKeyActor(k, snap, env) }))
+	e := &keyEntry{pid: pid, active: p.sweep}
+	p.keys[k] = e
+	p.byPID[pid] = k
+	return e
+}
+
+// flushPending delivers records that arrived while the key was unloading.
+func (p *partition) flushPending(ctx actor.Context, k string, e *keyEntry) {
+	if len(e.pending) > 0 {
+		ctx.Send(e.pid, &keyflow.Deliver{Records: e.pending})
+		e.pending = nil
+	}
+}
+
+func (p *partition) unloaded(ctx actor.Context, m *keyflow.Unloaded) {
+	e := p.keys[m.Key]
+	if e == nil {
+		return
+	}
+	delete(p.keys, m.Key)
+	p.cold[m.Key] = m.Snapshot
+	if p.flushOf[m.Key] {
+		p.flushAnswered(ctx, m.Key, p.round, nil)
+	}
+	if len(e.pending) > 0 && p.phase == phaseRunning {
+		ne := p.spawnKey(ctx, m.Key)
+		ne.pending = e.pending
+		p.flushPending(ctx, m.Key, ne)
+	}
+}
+
+func (p *partition) startTicks(ctx actor.Context) {
+	p.stopT = make(chan struct{})
+	stop, root, self := p.stopT, ctx.ActorSystem().Root, ctx.Self()
+	persistEvery, commitEvery, idle := p.cfg.PersistEvery, p.cfg.CommitOffsetsInterval, p.cfg.Handler.MaxIdle()
+	go func() {
+		persist := time.NewTicker(persistEvery)
+		defer persist.Stop()
+		commit := time.NewTicker(commitEvery)
+		defer commit.Stop()
+		var sweepC <-chan time.Time // nil: never unload
+		if idle > 0 {
+			sweep := time.NewTicker(idle)
+			defer sweep.Stop()
+			sweepC = sweep.C
+		}
+		for {
+			select {
+			case <-stop:
+				return
+			case <-persist.C:
+				root.Send(self, &tick{tickPersist})
+			case <-commit.C:
+				root.Send(self, &tick{tickCommit})
+			case <-sweepC:
+				root.Send(self, &tick{tickSweep})
+			}
+		}
+	}()
+}
+
+func (p *partition) onTick(ctx actor.Context, kind int) {
+	if p.phase != phaseRunning || p.err != nil {
+		return
+	}
+	switch kind {
+	case tickPersist:
+		p.round++
+		for k := range p.dirty {
+			if e := p.keys[k]; e != nil {
+				ctx.Send(e.pid, &keyflow.Flush{Round: p.round})
+			}
+		}
+		clear(p.dirty)
+	case tickCommit:
+		p.commitOffset(ctx)
+	case tickSweep:
+		for k, e := range p.keys {
+			if !e.unloading && e.active != p.sweep && !p.tracker.Holding(k) {
+				e.unloading = true
+				ctx.Send(e.pid, &keyflow.Unload{})
+			}
+		}
+		p.sweep++
+	}
+}
+
+// commitOffset sends the committable offset to the transaction actor when it
+// advanced. A snapshot write never advances it (seed: "Generation fencing").
+func (p *partition) commitOffset(ctx actor.Context) {
+	c := p.tracker.Committable()
+	if c <= p.requested {
+		return
+	}
+	p.requested = c
+	root, self := ctx.ActorSystem().Root, ctx.Self()
+	ctx.Send(p.txn, &commitReq{offset: c, done: func(err error) { root.Send(self, &offsetCommit{offset: c, err: err}) }})
+}
+
+func (p *partition) revoke(ctx actor.Context, flush bool) {
+	if p.phase == phaseRevoking {
+		return
+	}
+	wasRunning := p.phase == phaseRunning
+	p.phase = phaseRevoking
+	if p.cancel != nil {
+		p.cancel() // a recovery read in flight
+	}
+	if !flush || !wasRunning || p.err != nil {
+		ctx.Stop(ctx.Self())
+		return
+	}
+	// Flush every live key (clean keys answer at once), then commit.
+	p.round++
+	p.flushOf = make(map[string]bool, len(p.keys))
+	for k, e := range p.keys {
+		p.flushOf[k] = true
+		ctx.Send(e.pid, &keyflow.Flush{Round: p.round})
+	}
+	p.flushN = len(p.flushOf)
+	if p.flushN == 0 {
+		p.finalCommit(ctx)
+	}
+}
+
+func (p *partition) flushAnswered(ctx actor.Context, k string, round uint64, err error) {
+	if p.phase != phaseRevoking || round != p.round || !p.flushOf[k] {
+		return
+	}
+	delete(p.flushOf, k)
+	if err != nil {
+		p.log.Warn("revoke-time flush of key failed", zap.String("key", k), zap.Error(err))
+	}
+	p.flushN--
+	if p.flushN == 0 {
+		p.finalCommit(ctx)
+	}
+}
+
+func (p *partition) finalCommit(ctx actor.Context) {
+	c := p.tracker.Committable()
+	root, self := ctx.ActorSystem().Root, ctx.Self()
+	ctx.Send(p.txn, &commitReq{offset: c, done: func(err error) { root.Send(self, &finalCommit{err: err}) }})
+}
+
+// fail stops the partition's subtree; OnStopped reports err. Nothing is
+// committed after a failure.
+func (p *partition) fail(ctx actor.Context, err error) {
+	if p.err != nil {
+		return
+	}
+	p.err = err
+	p.log.Error("partition failed; stopping its actors", zap.Error(err))
+	ctx.Stop(ctx.Self())
+}
+
+func (p *partition) status() Status {
+	return Status{
+		Topic: p.cfg.Topic, Partition: p.cfg.Partition, Phase: p.phase,
+		KeysLoaded: len(p.keys), KeysCold: len(p.cold),
+		Committable: p.tracker.Committable(), Committed: p.committed,
+		Recovered: p.recoveredN, Skipped: p.skipped,
+	}
+}

@@ -1,0 +1,133 @@
+package partitionflow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/asynkron/protoactor-go/actor"
+	"go.uber.org/zap"
+)
+
+// ErrStopped answers writes and offset commits still queued when the
+// transaction actor stops: they were not committed.
+var ErrStopped = errors.New("actorflow: transaction actor stopped; not committed")
+
+// Messages of the transaction actor.
+type (
+	writeReq  struct{ w Write }
+	commitReq struct {
+		offset int64
+		done   func(error)
+	}
+	flightDone struct {
+		f   *Flight
+		err error
+	}
+	flight struct {
+		f    *Flight
+		err  error         // set before done is closed
+		done chan struct{} // closed when the transaction returns
+	}
+	// txnFailed tells the partition that a transaction failed: the
+	// partition's persisted state and offset can no longer advance.
+	txnFailed struct{ err error }
+)
+
+// txnActor owns the partition's store (its producer in the transactional
+// mode). Its mailbox is the group-commit queue: Receive never blocks; a
+// transaction runs on its own goroutine and reports back with flightDone,
+// and whatever queued meanwhile goes into the next one.
+type txnActor struct {
+	store   snapshotstore.Partition
+	gc      *GroupCommit
+	log     *zap.Logger
+	ctx     context.Context
+	cancel  context.CancelFunc
+	flying  *flight // the transaction in flight, nil if none
+	failed  error
+	drainTO time.Duration
+}
+
+func newTxnActor(store snapshotstore.Partition, maxWrites int, seed int64, log *zap.Logger) *txnActor {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &txnActor{store: store, gc: NewGroupCommit(maxWrites, seed), log: log, ctx: ctx, cancel: cancel, drainTO: 30 * time.Second}
+}
+
+func (t *txnActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *writeReq:
+		if t.failed != nil {
+			m.w.Done(t.failed)
+			return
+		}
+		t.gc.Add(m.w)
+		t.pump(ctx)
+	case *commitReq:
+		if t.failed != nil {
+			if m.done != nil {
+				m.done(t.failed)
+			}
+			return
+		}
+		t.gc.CommitOffset(m.offset, m.done)
+		t.pump(ctx)
+	case *flightDone:
+		if t.flying == nil || t.flying.f != m.f {
+			return
+		}
+		t.flying = nil
+		t.gc.Complete(m.f, m.err)
+		if m.err != nil {
+			t.failed = m.err
+			t.gc.FailPending(m.err)
+			ctx.Send(ctx.Parent(), &txnFailed{err: m.err})
+			return
+		}
+		t.pump(ctx)
+	case *actor.Stopping:
+		t.stop()
+	}
+}
+
+func (t *txnActor) pump(ctx actor.Context) {
+	f, ok := t.gc.Next()
+	if !ok {
+		return
+	}
+	fl := &flight{f: f, done: make(chan struct{})}
+	t.flying = fl
+	self, sys := ctx.Self(), ctx.ActorSystem()
+	go func() {
+		fl.err = t.store.Commit(t.ctx, f.Batch)
+		close(fl.done)
+		sys.Root.Send(self, &flightDone{f: f, err: fl.err})
+	}()
+}
+
+// stop cancels an in-flight transaction (it aborts), waits for it within a
+// bound, answers everything still queued with ErrStopped and closes the
+// store. Queued user messages the actor never received are dropped by
+// protoactor; their senders are siblings stopping with this subtree.
+func (t *txnActor) stop() {
+	t.cancel()
+	if fl := t.flying; fl != nil {
+		// Its flightDone will never be received: answer its waiters here.
+		select {
+		case <-fl.done:
+			t.gc.Complete(fl.f, fl.err)
+		case <-time.After(t.drainTO):
+			t.log.Error("transaction still in flight after the stop bound; closing the producer under it", zap.Duration("bound", t.drainTO))
+			t.gc.Complete(fl.f, fmt.Errorf("%w (in flight at stop; outcome unknown)", ErrStopped))
+		}
+		t.flying = nil
+	}
+	t.gc.FailPending(fmt.Errorf("%w", ErrStopped))
+	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := t.store.Close(cctx); err != nil {
+		t.log.Warn("closing partition store", zap.Error(err))
+	}
+}

@@ -1,0 +1,14 @@
+// Package snapshotstore persists per-key snapshots and input offsets for one
+// partition at a time.
+//
+// It owns every Kafka protocol detail of persistence: the snapshot record
+// format (snapshot.go), the recovery read bounded by the high watermark
+// (recovery.go, kafka_reader.go), the plain store (kafka_plain.go: a shared
+// idempotent producer, offsets committed by the consumer) and the
+// transactional store (kafka_txn.go: one producer per partition with a stable
+// transactional.id, every transaction gated by a generation-fenced
+// TxnOffsetCommit, KIP-447). The in-memory store (memory.go) is for tests.
+//
+// The partition runtime sees only the narrow interfaces of store.go, so it
+// does not know which mode it runs in.
+package snapshotstore

@@ -1,0 +1,192 @@
+package snapshotstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+)
+
+// Mode selects how a Kafka store persists snapshots and offsets.
+type Mode int
+
+const (
+	// Plain writes snapshots through one shared idempotent producer and
+	// commits offsets through the consumer. A stale owner's write can land
+	// (kafka-flow#732); state effects stay exactly-once only while ownership
+	// is never contested.
+	Plain Mode = iota
+	// Transactional binds every snapshot write to a generation-fenced offset
+	// commit in one transaction on a per-partition producer with a stable
+	// transactional.id: a stale owner's write dies at the broker.
+	Transactional
+)
+
+func (m Mode) String() string {
+	if m == Transactional {
+		return "transactional"
+	}
+	return "plain"
+}
+
+// KafkaOption configures NewKafka.
+type KafkaOption func(*kafkaConfig)
+
+type kafkaConfig struct {
+	mode          Mode
+	txnPrefix     string
+	txnTimeout    time.Duration
+	stallTimeout  time.Duration
+	clientOpts    []kgo.Opt
+	log           *zap.Logger
+	commitRetries int
+}
+
+// WithMode selects Plain (default) or Transactional.
+func WithMode(m Mode) KafkaOption { return func(c *kafkaConfig) { c.mode = m } }
+
+// WithTransactionalIDPrefix sets the prefix of the per-partition
+// transactional.id "<prefix>-<topic>-<partition>". Default "actorflow". The
+// prefix is cluster-scoped like a group id: one per flow, unique on the
+// cluster, or applications fence each other's producers. On an ACL-secured
+// cluster the producer principal needs TransactionalId rights on it.
+func WithTransactionalIDPrefix(p string) KafkaOption { return func(c *kafkaConfig) { c.txnPrefix = p } }
+
+// WithTransactionTimeout sets transaction.timeout.ms. Default 1 min: only the
+// backstop for transactions no takeover aborts.
+func WithTransactionTimeout(d time.Duration) KafkaOption {
+	return func(c *kafkaConfig) { c.txnTimeout = d }
+}
+
+// WithRecoveryStallTimeout sets the transactional recovery read's no-progress
+// deadline (default 3 min; reset by every advance of the read position). It
+// must sit above the longest legitimate wait on an open transaction
+// (transaction.timeout.ms plus the broker's abort scan, ~70 s at defaults)
+// and below the rebalance timeout. Zero disables it.
+func WithRecoveryStallTimeout(d time.Duration) KafkaOption {
+	return func(c *kafkaConfig) { c.stallTimeout = d }
+}
+
+// WithClientOpts adds kgo options (TLS, SASL, ...) to every client the store
+// creates.
+func WithClientOpts(opts ...kgo.Opt) KafkaOption {
+	return func(c *kafkaConfig) { c.clientOpts = append(c.clientOpts, opts...) }
+}
+
+// WithLogger sets the logger (default: no logging).
+func WithLogger(l *zap.Logger) KafkaOption { return func(c *kafkaConfig) { c.log = l } }
+
+// Kafka is the Kafka-backed Store. Snapshot partition N holds the snapshots
+// of input partition N.
+type Kafka struct {
+	brokers  []string
+	topic    string
+	cfg      kafkaConfig
+	producer *kgo.Client // shared, plain mode only
+}
+
+// NewKafka returns a store writing snapshots to topic. In the plain mode it
+// starts the shared idempotent producer; Close stops it.
+func NewKafka(brokers []string, topic string, opts ...KafkaOption) (*Kafka, error) {
+	cfg := kafkaConfig{
+		txnPrefix:     "actorflow",
+		txnTimeout:    time.Minute,
+		stallTimeout:  3 * time.Minute,
+		log:           zap.NewNop(),
+		commitRetries: 10,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	k := &Kafka{brokers: brokers, topic: topic, cfg: cfg}
+	if cfg.mode == Plain {
+		cl, err := kgo.NewClient(append([]kgo.Opt{
+			kgo.SeedBrokers(brokers...),
+			kgo.DefaultProduceTopic(topic),
+			kgo.RecordPartitioner(kgo.ManualPartitioner()),
+			kgo.ProducerLinger(0),
+		}, cfg.clientOpts...)...)
+		if err != nil {
+			return nil, fmt.Errorf("snapshot producer: %w", err)
+		}
+		k.producer = cl
+	}
+	return k, nil
+}
+
+// Topic returns the snapshot topic.
+func (k *Kafka) Topic() string { return k.topic }
+
+// Mode returns the store's mode.
+func (k *Kafka) Mode() Mode { return k.cfg.mode }
+
+// TransactionalID returns the stable transactional.id of an input partition.
+func (k *Kafka) TransactionalID(inputTopic string, partition int32) string {
+	return fmt.Sprintf("%s-%s-%d", k.cfg.txnPrefix, inputTopic, partition)
+}
+
+// Close stops the shared producer.
+func (k *Kafka) Close() {
+	if k.producer != nil {
+		k.producer.Close()
+	}
+}
+
+// Open implements Store.
+func (k *Kafka) Open(ctx context.Context, p PartitionInfo) (Partition, error) {
+	if k.cfg.mode == Transactional {
+		return k.openTxn(ctx, p)
+	}
+	return &plainPartition{k: k, info: p}, nil
+}
+
+// recover is the recovery read of both modes.
+func (k *Kafka) recover(ctx context.Context, p PartitionInfo, readCommitted bool, stall time.Duration, fn func(Snapshot) error) error {
+	r, err := newKafkaLogReader(k.brokers, k.topic, p.Partition, readCommitted, k.cfg.clientOpts)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	return ReadToTarget(ctx, r, ReadOptions{
+		Partition:    fmt.Sprintf("%s[%d]", k.topic, p.Partition),
+		StallTimeout: stall,
+		Logger:       k.cfg.log,
+	}, func(rec *kgo.Record) error {
+		s, ok, err := DecodeRecord(rec)
+		if err != nil || !ok {
+			return err
+		}
+		return fn(s)
+	})
+}
+
+type plainPartition struct {
+	k    *Kafka
+	info PartitionInfo
+}
+
+func (p *plainPartition) Recover(ctx context.Context, fn func(Snapshot) error) error {
+	return p.k.recover(ctx, p.info, false, 0, fn)
+}
+
+func (p *plainPartition) Commit(ctx context.Context, b Batch) error {
+	if len(b.Writes) > 0 {
+		recs := make([]*kgo.Record, len(b.Writes))
+		for i, w := range b.Writes {
+			recs[i] = EncodeRecord(p.k.topic, p.info.Partition, w)
+		}
+		if err := p.k.producer.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			return fmt.Errorf("%s: write %d snapshots to %s: %w", p.info, len(recs), p.k.topic, err)
+		}
+	}
+	if b.OffsetAdvanced && p.info.ConsumerCommit != nil {
+		if err := p.info.ConsumerCommit(ctx, b.Offset); err != nil {
+			return fmt.Errorf("%s: commit offset %d: %w", p.info, b.Offset, err)
+		}
+	}
+	return nil
+}
+
+func (p *plainPartition) Close(context.Context) error { return nil }

@@ -1,0 +1,232 @@
+package snapshotstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
+	"go.uber.org/zap"
+)
+
+// txnPartition is one input partition's transactional writer: a producer
+// with the stable transactional.id "<prefix>-<topic>-<partition>".
+//
+// kgo commits transactional offsets only through GroupTransactSession, whose
+// client is both member and producer. This design needs one producer per
+// partition committing with the consumer's group metadata, so offsets go out
+// as raw AddOffsetsToTxn + TxnOffsetCommit requests inside a kgo transaction
+// (the route the franz-go maintainer suggested in franz-go#175).
+type txnPartition struct {
+	k    *Kafka
+	info PartitionInfo
+	id   string
+	cl   *kgo.Client
+}
+
+func (k *Kafka) openTxn(ctx context.Context, p PartitionInfo) (Partition, error) {
+	// TxnOffsetCommit v6 names topics by id; cap it at v5 so topics go by name.
+	versions := kversion.Stable()
+	versions.SetMaxKeyVersion(kmsg.TxnOffsetCommit.Int16(), 5)
+	id := k.TransactionalID(p.Topic, p.Partition)
+	cl, err := kgo.NewClient(append([]kgo.Opt{
+		kgo.SeedBrokers(k.brokers...),
+		kgo.TransactionalID(id),
+		kgo.TransactionTimeout(k.cfg.txnTimeout),
+		kgo.DefaultProduceTopic(k.topic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(0),
+		kgo.MaxVersions(versions),
+	}, k.cfg.clientOpts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: transactional producer %q: %w", p, id, err)
+	}
+	// InitProducerID on the stable id fences the previous owner's producer
+	// and aborts any transaction it left open — before the recovery read and
+	// before the committed offset is fetched, so neither sees its leftovers.
+	if _, _, err := cl.ProducerID(ctx); err != nil {
+		cl.Close()
+		return nil, fmt.Errorf("%s: init transactional producer %q: %w", p, id, classify(err))
+	}
+	return &txnPartition{k: k, info: p, id: id, cl: cl}, nil
+}
+
+func (t *txnPartition) Recover(ctx context.Context, fn func(Snapshot) error) error {
+	// read_committed: a fenced writer's aborted records stay invisible.
+	return t.k.recover(ctx, t.info, true, t.k.cfg.stallTimeout, fn)
+}
+
+func (t *txnPartition) Close(context.Context) error {
+	t.cl.Close()
+	return nil
+}
+
+// Commit runs one transaction: the batch's snapshot writes, a marker record,
+// and the committable offset committed with the consumer's generation. The
+// coordinator rejects a stale generation (KIP-447), which aborts the writes.
+func (t *txnPartition) Commit(ctx context.Context, b Batch) (err error) {
+	meta, err := t.info.GroupMetadata()
+	if err != nil {
+		return fmt.Errorf("%s: %w", t.info, err)
+	}
+	if meta.Generation < 0 {
+		return fmt.Errorf("%s: generation %d: %w", t.info, meta.Generation, ErrNoGroupMetadata)
+	}
+	if err := t.cl.BeginTransaction(); err != nil {
+		return fmt.Errorf("%s: begin transaction: %w", t.info, classify(err))
+	}
+	defer func() {
+		if err == nil {
+			return
+		}
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if aerr := t.cl.EndTransaction(actx, kgo.TryAbort); aerr != nil {
+			t.k.cfg.log.Warn("abort transaction failed", zap.String("partition", t.info.String()),
+				zap.String("transactional_id", t.id), zap.Error(aerr))
+		}
+		err = t.fenced(meta, err)
+	}()
+
+	recs := make([]*kgo.Record, 0, len(b.Writes)+1)
+	for _, w := range b.Writes {
+		recs = append(recs, EncodeRecord(t.k.topic, t.info.Partition, w))
+	}
+	// The marker makes kgo send EndTxn even when the batch has no writes
+	// (see ../shared/notes/franz-go.md, "offset-only transactions").
+	recs = append(recs, markerRecord(t.k.topic, t.info.Partition, b.Offset))
+	if err := t.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		return fmt.Errorf("%s: produce %d snapshots: %w", t.info, len(b.Writes), err)
+	}
+	// Under transaction version 2 (KIP-890) the epoch changes after every
+	// EndTxn: read it inside each transaction.
+	pid, epoch, err := t.cl.ProducerID(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: producer id: %w", t.info, err)
+	}
+	if err := t.addOffsets(ctx, pid, epoch); err != nil {
+		return err
+	}
+	if err := t.commitOffset(ctx, pid, epoch, meta, b.Offset); err != nil {
+		return err
+	}
+	if err := t.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		// Any EndTxn error means "not committed".
+		return fmt.Errorf("%s: commit transaction: %w", t.info, err)
+	}
+	return nil
+}
+
+func (t *txnPartition) addOffsets(ctx context.Context, pid int64, epoch int16) error {
+	return t.retry(ctx, "add offsets to transaction", func() error {
+		req := kmsg.NewPtrAddOffsetsToTxnRequest()
+		req.TransactionalID = t.id
+		req.ProducerID = pid
+		req.ProducerEpoch = epoch
+		req.Group = t.info.Group
+		resp, err := req.RequestWith(ctx, t.cl)
+		if err != nil {
+			return err
+		}
+		return kerr.ErrorForCode(resp.ErrorCode)
+	})
+}
+
+func (t *txnPartition) commitOffset(ctx context.Context, pid int64, epoch int16, meta GroupMetadata, offset int64) error {
+	return t.retry(ctx, fmt.Sprintf("commit offset %d (generation %d)", offset, meta.Generation), func() error {
+		req := kmsg.NewPtrTxnOffsetCommitRequest()
+		req.TransactionalID = t.id
+		req.Group = t.info.Group
+		req.ProducerID = pid
+		req.ProducerEpoch = epoch
+		req.Generation = meta.Generation
+		req.MemberID = meta.MemberID
+		if meta.InstanceID != "" {
+			req.InstanceID = &meta.InstanceID
+		}
+		rt := kmsg.NewTxnOffsetCommitRequestTopic()
+		rt.Topic = t.info.Topic
+		rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+		rp.Partition = t.info.Partition
+		rp.Offset = offset
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, t.cl)
+		if err != nil {
+			return err
+		}
+		for _, rt := range resp.Topics {
+			for _, rp := range rt.Partitions {
+				if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// retry retries the errors kgo leaves to the caller on raw requests:
+// CONCURRENT_TRANSACTIONS (the previous EndTxn is still completing) and
+// coordinator moves, with a bound.
+func (t *txnPartition) retry(ctx context.Context, what string, fn func() error) error {
+	backoff := 10 * time.Millisecond
+	var err error
+	for attempt := 0; attempt <= t.k.cfg.commitRetries; attempt++ {
+		if err = fn(); err == nil || !retriable(err) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %s: %w (last: %v)", t.info, what, ctx.Err(), err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %s: %w", t.info, what, err)
+	}
+	return nil
+}
+
+func retriable(err error) bool {
+	return errors.Is(err, kerr.ConcurrentTransactions) ||
+		errors.Is(err, kerr.NotCoordinator) ||
+		errors.Is(err, kerr.CoordinatorNotAvailable) ||
+		errors.Is(err, kerr.CoordinatorLoadInProgress)
+}
+
+// fencedErrors are the broker's answers that mean this owner is stale.
+var fencedErrors = []error{
+	kerr.IllegalGeneration, kerr.UnknownMemberID, kerr.FencedInstanceID,
+	kerr.StaleMemberEpoch, kerr.ProducerFenced, kerr.InvalidProducerEpoch,
+}
+
+// IsFenceError reports whether err carries one of the broker errors that
+// fence a stale owner.
+func IsFenceError(err error) bool {
+	for _, f := range fencedErrors {
+		if errors.Is(err, f) {
+			return true
+		}
+	}
+	return false
+}
+
+func classify(err error) error {
+	if IsFenceError(err) {
+		return fmt.Errorf("%w: %w", ErrFenced, err)
+	}
+	return err
+}
+
+func (t *txnPartition) fenced(meta GroupMetadata, err error) error {
+	if IsFenceError(err) && !errors.Is(err, ErrFenced) {
+		return &FencedError{Partition: t.info, Meta: meta, Err: err}
+	}
+	return err
+}

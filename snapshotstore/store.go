@@ -1,0 +1,74 @@
+package snapshotstore
+
+import (
+	"context"
+	"fmt"
+)
+
+// GroupMetadata is the consumer's group membership at one moment, the
+// fencing token of the transactional mode (KIP-447).
+type GroupMetadata struct {
+	MemberID string
+	// Generation is the classic generation or the KIP-848 member epoch.
+	Generation int32
+	// InstanceID is the static member id (KIP-345), empty when unset.
+	InstanceID string
+}
+
+// GroupMetadataFunc returns the consumer's current group metadata. It is read
+// live for every transaction, never cached. It fails (ErrNoGroupMetadata)
+// before the first join, when the generation is still negative.
+type GroupMetadataFunc func() (GroupMetadata, error)
+
+// PartitionInfo is what a store needs to open one partition.
+type PartitionInfo struct {
+	// Topic and Partition name the input partition; the snapshot partition
+	// has the same number.
+	Topic     string
+	Partition int32
+	// Group is the consumer group driving the partition.
+	Group string
+	// GroupMetadata reads the driving consumer's membership live.
+	GroupMetadata GroupMetadataFunc
+	// ConsumerCommit commits an input offset through the driving consumer
+	// (the plain mode's path; the transactional mode never calls it).
+	ConsumerCommit func(ctx context.Context, offset int64) error
+}
+
+func (p PartitionInfo) String() string { return fmt.Sprintf("%s[%d]", p.Topic, p.Partition) }
+
+// Batch is one group commit: snapshot writes and the committable input offset.
+type Batch struct {
+	Writes []Snapshot
+	// Offset is the input offset to commit (the next offset to consume).
+	// Every batch carries it: the transactional mode re-commits it with the
+	// writes so that they are generation-gated.
+	Offset int64
+	// OffsetAdvanced reports whether Offset moved since the last batch. The
+	// plain mode commits through the consumer only then.
+	OffsetAdvanced bool
+}
+
+// Store opens partitions. Implementations: Memory, Kafka (plain and
+// transactional modes).
+type Store interface {
+	// Open prepares one partition before its committed offset is fetched. The
+	// transactional store fences the previous owner here (InitProducerID on
+	// the stable transactional.id aborts its open transaction).
+	Open(ctx context.Context, p PartitionInfo) (Partition, error)
+}
+
+// Partition is one opened partition of a store. Its methods are called by a
+// single goroutine at a time (the partition's transaction actor or its
+// recovery), never concurrently with each other except Close.
+type Partition interface {
+	// Recover calls fn for every snapshot of the partition, in log order, so
+	// a later snapshot of a key replaces an earlier one.
+	Recover(ctx context.Context, fn func(Snapshot) error) error
+	// Commit persists b atomically where the mode allows. Failure: the writes
+	// may or may not be visible (plain) or are aborted (transactional); an
+	// error matching ErrFenced means this owner is stale.
+	Commit(ctx context.Context, b Batch) error
+	// Close releases the partition (its producer in the transactional mode).
+	Close(ctx context.Context) error
+}
