@@ -58,8 +58,9 @@ type Status struct {
 	Skipped     int64  `json:"skipped_records"`
 }
 
-// StatusRequest asks a partition for its Status (RequestFuture).
-type StatusRequest struct{}
+// StatusRequest asks a partition for its Status, sent on Reply (which must
+// be buffered: the partition never blocks on it).
+type StatusRequest struct{ Reply chan<- Status }
 
 const (
 	phaseRecovering = "recovering"
@@ -203,7 +204,10 @@ func (p *partition) Receive(ctx actor.Context) {
 		}
 		ctx.Stop(ctx.Self())
 	case *StatusRequest:
-		ctx.Respond(p.status())
+		select {
+		case m.Reply <- p.status():
+		default:
+		}
 	case *actor.Started:
 		p.start(ctx)
 	case *actor.Stopping:

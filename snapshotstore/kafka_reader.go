@@ -86,3 +86,24 @@ func listEnd(ctx context.Context, cl *kgo.Client, topic string, partition int32,
 	}
 	return 0, fmt.Errorf("%s[%d]: list offsets: partition missing from response", topic, partition)
 }
+
+// ReadLatest reads one snapshot partition up to its high watermark and
+// returns the latest snapshot of every key (tombstones included). It is the
+// recovery read, usable by tools and verifiers; readCommitted hides aborted
+// writes (and waits on open transactions).
+func ReadLatest(ctx context.Context, brokers []string, topic string, partition int32, readCommitted bool, opts ...kgo.Opt) (map[string]Snapshot, error) {
+	r, err := newKafkaLogReader(brokers, topic, partition, readCommitted, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	out := map[string]Snapshot{}
+	err = ReadToTarget(ctx, r, ReadOptions{Partition: fmt.Sprintf("%s[%d]", topic, partition)}, func(rec *kgo.Record) error {
+		s, ok, err := DecodeRecord(rec)
+		if ok {
+			out[s.Key] = s
+		}
+		return err
+	})
+	return out, err
+}

@@ -1,0 +1,333 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/actorflow/actorflow/coordinator"
+	"github.com/actorflow/actorflow/keyflow"
+	"github.com/actorflow/actorflow/partitionflow"
+	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+)
+
+// Consumer is what the supervisor needs from the group consumer.
+type Consumer interface {
+	GroupMetadata() (snapshotstore.GroupMetadata, error)
+	CommitOffset(ctx context.Context, tp coordinator.TopicPartition, offset int64) error
+	Processed(tp coordinator.TopicPartition, n int)
+}
+
+// SupervisorConfig configures a Supervisor.
+type SupervisorConfig struct {
+	Group   string
+	Store   snapshotstore.Store
+	Handler keyflow.Handler
+	// Partition is the template of every partition's config (intervals,
+	// cap, logger); the supervisor fills in the rest.
+	Partition partitionflow.Config
+	// OnFailure is called when a partition fails (default: log only). The
+	// worker makes it fatal.
+	OnFailure func(tp coordinator.TopicPartition, err error)
+	Logger    *zap.Logger
+}
+
+// Supervisor is the root of the actor tree and the consumer's
+// coordinator.Handler.
+type Supervisor struct {
+	sys  *actor.ActorSystem
+	pid  *actor.PID
+	cfg  SupervisorConfig
+	cons Consumer
+	log  *zap.Logger
+
+	mu     sync.Mutex
+	seq    int
+	opened map[coordinator.TopicPartition]snapshotstore.Partition
+	parts  map[coordinator.TopicPartition]*handle
+	events []Event // for tests; bounded
+}
+
+// handle is one running partition actor.
+type handle struct {
+	pid  *actor.PID
+	done chan struct{} // closed in the partition's *Stopped: the subtree is gone
+	err  error
+}
+
+// Event records a partition lifecycle step (tests assert their order).
+type Event struct {
+	Kind string // "started", "stopping", "stopped", "failed"
+	TP   coordinator.TopicPartition
+	Err  error
+}
+
+const maxEvents = 10000
+
+// NewSupervisor spawns the supervisor actor.
+func NewSupervisor(sys *actor.ActorSystem, cfg SupervisorConfig) (*Supervisor, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	s := &Supervisor{sys: sys, cfg: cfg, log: cfg.Logger,
+		opened: map[coordinator.TopicPartition]snapshotstore.Partition{},
+		parts:  map[coordinator.TopicPartition]*handle{},
+	}
+	pid, err := sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &supervisorActor{s: s} },
+		actor.WithSupervisor(partitionflow.StopAndReport)), fmt.Sprintf("supervisor-%p", s))
+	if err != nil {
+		return nil, fmt.Errorf("spawn supervisor: %w", err)
+	}
+	s.pid = pid
+	return s, nil
+}
+
+// SetConsumer binds the consumer (it is created after the supervisor, which
+// it calls back).
+func (s *Supervisor) SetConsumer(c Consumer) { s.cons = c }
+
+// Open implements coordinator.Handler: it opens every partition's store
+// concurrently (the transactional store fences the previous owner).
+func (s *Supervisor) Open(ctx context.Context, tps []coordinator.TopicPartition) error {
+	type res struct {
+		tp  coordinator.TopicPartition
+		p   snapshotstore.Partition
+		err error
+	}
+	ch := make(chan res, len(tps))
+	for _, tp := range tps {
+		go func() {
+			p, err := s.cfg.Store.Open(ctx, s.info(tp))
+			ch <- res{tp, p, err}
+		}()
+	}
+	var first error
+	for range tps {
+		r := <-ch
+		if r.err != nil {
+			if first == nil {
+				first = r.err
+			}
+			continue
+		}
+		s.mu.Lock()
+		s.opened[r.tp] = r.p
+		s.mu.Unlock()
+	}
+	return first
+}
+
+func (s *Supervisor) info(tp coordinator.TopicPartition) snapshotstore.PartitionInfo {
+	return snapshotstore.PartitionInfo{
+		Topic: tp.Topic, Partition: tp.Partition, Group: s.cfg.Group,
+		GroupMetadata: s.cons.GroupMetadata,
+		ConsumerCommit: func(ctx context.Context, offset int64) error {
+			return s.cons.CommitOffset(ctx, tp, offset)
+		},
+	}
+}
+
+type spawnReq struct {
+	name  string
+	props *actor.Props
+	reply chan spawnRes
+}
+
+type spawnRes struct {
+	pid *actor.PID
+	err error
+}
+
+// Start implements coordinator.Handler.
+func (s *Supervisor) Start(_ context.Context, assigned map[coordinator.TopicPartition]int64) error {
+	for tp, off := range assigned {
+		s.mu.Lock()
+		store := s.opened[tp]
+		delete(s.opened, tp)
+		s.mu.Unlock()
+		if store == nil {
+			return fmt.Errorf("%s[%d]: started without an opened store", tp.Topic, tp.Partition)
+		}
+		h := &handle{done: make(chan struct{})}
+		cfg := s.cfg.Partition
+		cfg.Topic, cfg.Partition, cfg.AssignedOffset = tp.Topic, tp.Partition, off
+		cfg.Store, cfg.Handler = store, s.cfg.Handler
+		cfg.OnProcessed = func(n int) { s.cons.Processed(tp, n) }
+		cfg.OnStopped = func(err error) { s.stopped(tp, h, err) }
+		if cfg.Logger == nil {
+			cfg.Logger = s.log
+		}
+		reply := make(chan spawnRes, 1)
+		s.mu.Lock()
+		s.seq++ // a unique name: the previous incarnation may still be deregistering
+		name := fmt.Sprintf("%s-%d-%d", tp.Topic, tp.Partition, s.seq)
+		s.mu.Unlock()
+		s.sys.Root.Send(s.pid, &spawnReq{name: name, props: partitionflow.Props(cfg), reply: reply})
+		r := <-reply
+		if r.err != nil {
+			_ = store.Close(context.Background())
+			return fmt.Errorf("%s[%d]: spawn partition actor: %w", tp.Topic, tp.Partition, r.err)
+		}
+		h.pid = r.pid
+		s.mu.Lock()
+		s.parts[tp] = h
+		s.event(Event{Kind: "started", TP: tp})
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+func (s *Supervisor) stopped(tp coordinator.TopicPartition, h *handle, err error) {
+	s.mu.Lock()
+	h.err = err
+	if s.parts[tp] == h {
+		delete(s.parts, tp)
+	}
+	kind := "stopped"
+	if err != nil {
+		kind = "failed"
+	}
+	s.event(Event{Kind: kind, TP: tp, Err: err})
+	s.mu.Unlock()
+	close(h.done)
+	if err != nil {
+		s.log.Error("partition failed", zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Error(err))
+		if s.cfg.OnFailure != nil {
+			s.cfg.OnFailure(tp, err)
+		}
+	}
+}
+
+// Deliver implements coordinator.Handler.
+func (s *Supervisor) Deliver(tp coordinator.TopicPartition, recs []*kgo.Record) {
+	s.mu.Lock()
+	h := s.parts[tp]
+	s.mu.Unlock()
+	if h == nil {
+		return // stopped or failed: the next owner replays
+	}
+	s.sys.Root.Send(h.pid, &partitionflow.Records{Records: recs})
+}
+
+// Stop implements coordinator.Handler: it returns only when every partition's
+// subtree has stopped — awaited on a channel closed in the partition's
+// *Stopped, not protoactor's StopFuture (which gives up after a fixed 10 s)
+// — or when ctx (the teardown bound) ends, which is logged as an error.
+func (s *Supervisor) Stop(ctx context.Context, tps []coordinator.TopicPartition, flush bool) {
+	var waits []*handle
+	var names []coordinator.TopicPartition
+	for _, tp := range tps {
+		s.mu.Lock()
+		h := s.parts[tp]
+		if p := s.opened[tp]; p != nil { // opened but never started
+			delete(s.opened, tp)
+			_ = p.Close(context.Background())
+		}
+		if h != nil {
+			s.event(Event{Kind: "stopping", TP: tp})
+		}
+		s.mu.Unlock()
+		if h == nil {
+			continue
+		}
+		s.sys.Root.Send(h.pid, &partitionflow.Revoke{Flush: flush})
+		waits = append(waits, h)
+		names = append(names, tp)
+	}
+	start := time.Now()
+	for i, h := range waits {
+		select {
+		case <-h.done:
+		case <-ctx.Done():
+			s.log.Error("TEARDOWN BOUND EXCEEDED: partition subtree still running; returning from the rebalance callback anyway (the member may be evicted; the transactional mode's generation fence rejects its late writes)",
+				zap.String("topic", names[i].Topic), zap.Int32("partition", names[i].Partition),
+				zap.Duration("waited", time.Since(start)))
+			s.sys.Root.Stop(h.pid)
+		}
+	}
+}
+
+// Status returns the status of every running partition.
+func (s *Supervisor) Status(ctx context.Context) []partitionflow.Status {
+	s.mu.Lock()
+	hs := make([]*handle, 0, len(s.parts))
+	for _, h := range s.parts {
+		hs = append(hs, h)
+	}
+	s.mu.Unlock()
+	out := make([]partitionflow.Status, 0, len(hs))
+	for _, h := range hs {
+		reply := make(chan partitionflow.Status, 1)
+		s.sys.Root.Send(h.pid, &partitionflow.StatusRequest{Reply: reply})
+		select {
+		case st := <-reply:
+			out = append(out, st)
+		case <-h.done:
+		case <-ctx.Done():
+			return out
+		}
+	}
+	return out
+}
+
+// Running returns the partitions with a live actor subtree.
+func (s *Supervisor) Running() []coordinator.TopicPartition {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]coordinator.TopicPartition, 0, len(s.parts))
+	for tp := range s.parts {
+		out = append(out, tp)
+	}
+	return out
+}
+
+// Events returns the recorded partition lifecycle events.
+func (s *Supervisor) Events() []Event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Event(nil), s.events...)
+}
+
+func (s *Supervisor) event(e Event) {
+	if len(s.events) < maxEvents {
+		s.events = append(s.events, e)
+	}
+}
+
+// Shutdown stops the supervisor actor (after the consumer stopped every
+// partition).
+func (s *Supervisor) Shutdown() { s.sys.Root.Stop(s.pid) }
+
+type supervisorActor struct{ s *Supervisor }
+
+func (a *supervisorActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *spawnReq:
+		pid, err := ctx.SpawnNamed(m.props, m.name)
+		m.reply <- spawnRes{pid, err}
+	case *partitionflow.ChildFailed:
+		// A partition actor panicked; the strategy stopped it. Its OnStopped
+		// reports a clean stop, so report the panic here.
+		a.s.mu.Lock()
+		var tp *coordinator.TopicPartition
+		for t, h := range a.s.parts {
+			if h.pid.Equal(m.Child) {
+				t := t
+				tp = &t
+			}
+		}
+		a.s.mu.Unlock()
+		err := fmt.Errorf("partition actor panicked: %v", m.Reason)
+		if tp != nil {
+			err = fmt.Errorf("%s[%d]: %w", tp.Topic, tp.Partition, err)
+			a.s.log.Error("partition failed", zap.Error(err))
+			if a.s.cfg.OnFailure != nil {
+				a.s.cfg.OnFailure(*tp, err)
+			}
+		}
+	}
+}

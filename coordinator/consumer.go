@@ -1,0 +1,396 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+)
+
+// Handler receives the consumer's partition events. The supervisor
+// implements it.
+type Handler interface {
+	// Open prepares newly assigned partitions before their committed offsets
+	// are fetched (the transactional store fences the previous owner here).
+	Open(ctx context.Context, tps []TopicPartition) error
+	// Start starts partitions at their assigned offsets (the consumer's
+	// position: the committed offset, else the log start).
+	Start(ctx context.Context, assigned map[TopicPartition]int64) error
+	// Stop stops partitions and returns only after their actor subtrees have
+	// stopped (or the teardown bound passed). flush persists them first
+	// (revoke); a lost partition is stopped without flushing.
+	Stop(ctx context.Context, tps []TopicPartition, flush bool)
+	// Deliver hands over one partition's records of a poll, in offset order.
+	Deliver(tp TopicPartition, recs []*kgo.Record)
+}
+
+// Protocol selects the group protocol and assignor.
+type Protocol int
+
+const (
+	// Cooperative is the classic protocol with the cooperative-sticky
+	// assignor (the default): only moving partitions are revoked.
+	Cooperative Protocol = iota
+	// Eager is the classic protocol with the (eager) sticky assignor: every
+	// rebalance revokes and reassigns the full set.
+	Eager
+	// ConsumerProtocol is KIP-848 (group.protocol=consumer, Kafka 4.0+;
+	// recommended only on brokers 4.3+, see the seed and kgo's docs).
+	ConsumerProtocol
+)
+
+func (p Protocol) String() string {
+	switch p {
+	case Eager:
+		return "classic-eager"
+	case ConsumerProtocol:
+		return "consumer"
+	default:
+		return "classic-cooperative"
+	}
+}
+
+// Config configures a Consumer.
+type Config struct {
+	Brokers []string
+	Group   string
+	Topic   string
+	// InstanceID enables static membership (KIP-345). Default none.
+	InstanceID string
+	// Protocol defaults to Cooperative.
+	Protocol Protocol
+	// MaxInFlight bounds records delivered but not yet processed, per
+	// partition; its fetches pause above it and resume at half. Default 10000.
+	MaxInFlight int
+	// SessionTimeout and RebalanceTimeout: kgo defaults (45 s, 60 s) when 0.
+	SessionTimeout   time.Duration
+	RebalanceTimeout time.Duration
+	// TeardownTimeout bounds a revoke's wait for the partition subtrees to
+	// stop; it must stay below RebalanceTimeout (default: 2/3 of it). When
+	// exceeded the callback returns anyway and an error is logged: the member
+	// may be evicted, and in the transactional mode its late writes die at
+	// the generation fence.
+	TeardownTimeout time.Duration
+	// ClientOpts are extra kgo options (TLS, SASL, ...).
+	ClientOpts []kgo.Opt
+	Logger     *zap.Logger
+}
+
+// Consumer is the group consumer of one worker.
+type Consumer struct {
+	cfg  Config
+	cl   *kgo.Client
+	adm  *kadm.Client
+	h    Handler
+	fc   *FlowControl
+	meta *GroupMetadataTracker
+	log  *zap.Logger
+
+	mu    sync.Mutex
+	owned map[TopicPartition]bool
+	fatal error
+	done  chan struct{}
+}
+
+// New creates the consumer (it joins the group on Run).
+func New(cfg Config, h Handler) (*Consumer, error) {
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = 10000
+	}
+	if cfg.RebalanceTimeout <= 0 {
+		cfg.RebalanceTimeout = 60 * time.Second
+	}
+	if cfg.TeardownTimeout <= 0 {
+		cfg.TeardownTimeout = cfg.RebalanceTimeout * 2 / 3
+	}
+	if cfg.TeardownTimeout >= cfg.RebalanceTimeout {
+		return nil, fmt.Errorf("coordinator: teardown timeout %s must be below the rebalance timeout %s", cfg.TeardownTimeout, cfg.RebalanceTimeout)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	c := &Consumer{
+		cfg: cfg, h: h, fc: NewFlowControl(cfg.MaxInFlight), log: cfg.Logger,
+		owned: map[TopicPartition]bool{}, done: make(chan struct{}),
+	}
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.ConsumerGroup(cfg.Group),
+		kgo.ConsumeTopics(cfg.Topic),
+		kgo.DisableAutoCommit(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.RebalanceTimeout(cfg.RebalanceTimeout),
+		kgo.OnPartitionsAssigned(c.onAssigned),
+		kgo.OnPartitionsRevoked(c.onRevoked),
+		kgo.OnPartitionsLost(c.onLost),
+		kgo.WithLogger(kgoLogger{cfg.Logger.Named("kgo")}),
+	}
+	if cfg.SessionTimeout > 0 {
+		opts = append(opts, kgo.SessionTimeout(cfg.SessionTimeout))
+	}
+	if cfg.InstanceID != "" {
+		opts = append(opts, kgo.InstanceID(cfg.InstanceID))
+	}
+	switch cfg.Protocol {
+	case Eager:
+		opts = append(opts, kgo.Balancers(kgo.StickyBalancer()))
+	case ConsumerProtocol:
+		opts = append(opts, kgo.Balancers(kgo.StickyBalancer()), kgo.ServerSideBalancer())
+	default:
+		opts = append(opts, kgo.Balancers(kgo.CooperativeStickyBalancer()))
+	}
+	cl, err := kgo.NewClient(append(opts, cfg.ClientOpts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: consumer: %w", err)
+	}
+	c.cl, c.adm = cl, kadm.NewClient(cl)
+	c.meta = NewGroupMetadataTracker(cl, cfg.InstanceID)
+	return c, nil
+}
+
+// Client returns the underlying kgo client.
+func (c *Consumer) Client() *kgo.Client { return c.cl }
+
+// GroupMetadata is the live group-metadata reader handed to the stores.
+func (c *Consumer) GroupMetadata() (snapshotstore.GroupMetadata, error) { return c.meta.Current() }
+
+// Tracker returns the group-metadata tracker.
+func (c *Consumer) Tracker() *GroupMetadataTracker { return c.meta }
+
+// Processed releases n records of tp's in-flight budget.
+func (c *Consumer) Processed(tp TopicPartition, n int) {
+	if n == 0 {
+		return
+	}
+	c.fc.Done(tp, n, func() { c.cl.ResumeFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}}) })
+}
+
+// FlowControl exposes the backpressure accounting (status, tests).
+func (c *Consumer) FlowControl() *FlowControl { return c.fc }
+
+// Owned returns the partitions currently owned.
+func (c *Consumer) Owned() []TopicPartition {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]TopicPartition, 0, len(c.owned))
+	for tp := range c.owned {
+		out = append(out, tp)
+	}
+	return out
+}
+
+// CommitOffset commits tp's offset through the consumer (the plain mode).
+// The commit carries the consumer's generation, so a member that has lost
+// the partition in a completed rebalance is rejected.
+func (c *Consumer) CommitOffset(ctx context.Context, tp TopicPartition, offset int64) error {
+	var cerr error
+	c.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{tp.Topic: {tp.Partition: {Epoch: -1, Offset: offset}}},
+		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+			if err != nil {
+				cerr = err
+				return
+			}
+			for _, t := range resp.Topics {
+				for _, p := range t.Partitions {
+					if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+						cerr = err
+					}
+				}
+			}
+		})
+	if cerr != nil && snapshotstore.IsFenceError(cerr) {
+		return fmt.Errorf("%w: %w", snapshotstore.ErrFenced, cerr)
+	}
+	return cerr
+}
+
+// Fail makes Run return err (a partition failure is fatal to the worker).
+func (c *Consumer) Fail(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fatal == nil {
+		c.fatal = err
+		close(c.done)
+	}
+}
+
+func (c *Consumer) failed() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.fatal
+}
+
+// Run polls until ctx ends or a fatal error, then stops every owned
+// partition (flushing them) and leaves the group. It returns the fatal
+// error, or nil after a clean stop.
+func (c *Consumer) Run(ctx context.Context) error {
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-c.done:
+			cancel()
+		case <-pctx.Done():
+		}
+	}()
+	for pctx.Err() == nil {
+		fs := c.cl.PollFetches(pctx)
+		c.meta.Refresh()
+		if fs.IsClientClosed() {
+			break
+		}
+		fs.EachError(func(t string, p int32, err error) {
+			if errors.Is(err, context.Canceled) {
+				return
+			}
+			c.log.Warn("fetch error", zap.String("topic", t), zap.Int32("partition", p), zap.Error(err))
+		})
+		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+			if len(fp.Records) == 0 {
+				return
+			}
+			tp := TopicPartition{fp.Topic, fp.Partition}
+			c.mu.Lock()
+			owned := c.owned[tp]
+			c.mu.Unlock()
+			if !owned {
+				return // revoked while the fetch was buffered
+			}
+			c.fc.Add(tp, len(fp.Records), func() {
+				c.cl.PauseFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}})
+			})
+			c.h.Deliver(tp, fp.Records)
+		})
+	}
+	c.shutdown()
+	return c.failed()
+}
+
+// shutdown stops (and flushes) every owned partition, then leaves the group.
+func (c *Consumer) shutdown() {
+	tps := c.Owned()
+	if len(tps) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.TeardownTimeout)
+		flush := c.failed() == nil
+		c.stop(ctx, tps, flush)
+		cancel()
+	}
+	c.cl.Close()
+}
+
+func (c *Consumer) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	tps := flatten(assigned)
+	if len(tps) == 0 {
+		return // an empty-delta callback (cooperative)
+	}
+	c.meta.Refresh()
+	if err := c.assign(ctx, tps); err != nil {
+		c.log.Error("assignment failed; stopping the worker", zap.Error(err))
+		c.stop(context.Background(), tps, false)
+		c.Fail(err)
+	}
+}
+
+func (c *Consumer) assign(ctx context.Context, tps []TopicPartition) error {
+	c.mu.Lock()
+	for _, tp := range tps {
+		c.owned[tp] = true
+		c.fc.Track(tp)
+	}
+	c.mu.Unlock()
+	// Order matters (seed, "Stable transactional.id"): fence first, then
+	// fetch the committed offset, which the fence's abort may have changed.
+	if err := c.h.Open(ctx, tps); err != nil {
+		return err
+	}
+	offsets, err := c.assignedOffsets(ctx, tps)
+	if err != nil {
+		return err
+	}
+	return c.h.Start(ctx, offsets)
+}
+
+// assignedOffsets returns each partition's position at assignment: its
+// committed offset, else its log start (the reset policy is AtStart).
+func (c *Consumer) assignedOffsets(ctx context.Context, tps []TopicPartition) (map[TopicPartition]int64, error) {
+	out := make(map[TopicPartition]int64, len(tps))
+	committed, err := c.adm.FetchOffsets(ctx, c.cfg.Group)
+	if err != nil {
+		return nil, fmt.Errorf("fetch committed offsets of group %q: %w", c.cfg.Group, err)
+	}
+	var missing []TopicPartition
+	for _, tp := range tps {
+		if o, ok := committed.Lookup(tp.Topic, tp.Partition); ok && o.Err == nil && o.At >= 0 {
+			out[tp] = o.At
+		} else if ok && o.Err != nil {
+			return nil, fmt.Errorf("fetch committed offset of %s[%d]: %w", tp.Topic, tp.Partition, o.Err)
+		} else {
+			missing = append(missing, tp)
+		}
+	}
+	if len(missing) > 0 {
+		starts, err := c.adm.ListStartOffsets(ctx, c.cfg.Topic)
+		if err != nil {
+			return nil, fmt.Errorf("list start offsets of %q: %w", c.cfg.Topic, err)
+		}
+		for _, tp := range missing {
+			o, ok := starts.Lookup(tp.Topic, tp.Partition)
+			if !ok || o.Err != nil {
+				return nil, fmt.Errorf("list start offset of %s[%d]: %v", tp.Topic, tp.Partition, o.Err)
+			}
+			out[tp] = o.Offset
+		}
+	}
+	return out, nil
+}
+
+func (c *Consumer) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	c.meta.Refresh()
+	c.stop(ctx, flatten(revoked), c.failed() == nil)
+}
+
+func (c *Consumer) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
+	// Ownership may already have moved: abort, don't flush.
+	c.stop(ctx, flatten(lost), false)
+}
+
+// stop returns only after the partitions' subtrees have stopped, or the
+// teardown bound passed (logged as an error by the handler).
+func (c *Consumer) stop(ctx context.Context, tps []TopicPartition, flush bool) {
+	var mine []TopicPartition
+	c.mu.Lock()
+	for _, tp := range tps {
+		if c.owned[tp] {
+			delete(c.owned, tp)
+			mine = append(mine, tp)
+		}
+	}
+	c.mu.Unlock()
+	if len(mine) == 0 {
+		return
+	}
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.TeardownTimeout)
+	defer cancel()
+	c.h.Stop(tctx, mine, flush)
+	for _, tp := range mine {
+		c.fc.Remove(tp, func() { c.cl.ResumeFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}}) })
+	}
+}
+
+func flatten(m map[string][]int32) []TopicPartition {
+	var out []TopicPartition
+	for t, ps := range m {
+		for _, p := range ps {
+			out = append(out, TopicPartition{t, p})
+		}
+	}
+	return out
+}

@@ -1,0 +1,126 @@
+// Package testkit holds helpers shared by the kfake and real-broker tests:
+// the broker is a parameter (a list of seed addresses).
+package testkit
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/actorflow/actorflow/internal/ledger"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Kfake starts an in-process kfake cluster, closed at the end of the test.
+func Kfake(t testing.TB, opts ...kfake.Opt) (*kfake.Cluster, []string) {
+	t.Helper()
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1)}, opts...)...)
+	if err != nil {
+		t.Fatalf("kfake: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c, c.ListenAddrs()
+}
+
+var seq atomic.Int64
+
+// Name returns a name unique in the process, for topics and groups.
+func Name(t testing.TB, prefix string) string {
+	return fmt.Sprintf("%s-%d-%d", prefix, time.Now().UnixNano()%1e6, seq.Add(1))
+}
+
+// Client returns a kgo client closed at the end of the test.
+func Client(t testing.TB, brokers []string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// CreateTopics creates the input topic and the compacted snapshot topic.
+func CreateTopics(t testing.TB, brokers []string, input, snapshot string, partitions int32) {
+	t.Helper()
+	adm := kadm.NewClient(Client(t, brokers))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := adm.CreateTopic(ctx, partitions, 1, nil, input); err != nil {
+		t.Fatalf("create %s: %v", input, err)
+	}
+	compact := "compact"
+	if _, err := adm.CreateTopic(ctx, partitions, 1, map[string]*string{"cleanup.policy": &compact}, snapshot); err != nil {
+		t.Fatalf("create %s: %v", snapshot, err)
+	}
+}
+
+// ProduceLedger produces n ledger events from gen to topic and folds them
+// into exp.
+func ProduceLedger(t testing.TB, brokers []string, topic string, gen *ledger.Generator, n int, exp ledger.Expected) {
+	t.Helper()
+	cl := Client(t, brokers, kgo.DefaultProduceTopic(topic))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	recs := make([]*kgo.Record, 0, n)
+	for range n {
+		ev := gen.Next()
+		exp.Add(ev)
+		recs = append(recs, ledger.Record(topic, ev))
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+}
+
+// Eventually polls cond until it holds or the timeout passes: for awaiting
+// a state of the broker, which pushes no event.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for {
+		ok, s := cond()
+		if ok {
+			return
+		}
+		last = s
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s (last: %s)", timeout, what, last)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// WaitCommittedAtEnd waits until group's committed offset of every
+// partition of topic equals the partition's end offset.
+func WaitCommittedAtEnd(t testing.TB, brokers []string, group, topic string, timeout time.Duration) {
+	t.Helper()
+	adm := kadm.NewClient(Client(t, brokers))
+	Eventually(t, timeout, "committed offsets at the log end", func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		if err != nil {
+			return false, err.Error()
+		}
+		com, err := adm.FetchOffsets(ctx, group)
+		if err != nil {
+			return false, err.Error()
+		}
+		ok := true
+		state := ""
+		ends.Each(func(o kadm.ListedOffset) {
+			c, found := com.Lookup(o.Topic, o.Partition)
+			state += fmt.Sprintf(" p%d:%d/%d", o.Partition, c.At, o.Offset)
+			if !found || c.At != o.Offset {
+				ok = false
+			}
+		})
+		return ok, state
+	})
+}

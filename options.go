@@ -1,0 +1,129 @@
+package actorflow
+
+import (
+	"time"
+
+	"github.com/actorflow/actorflow/coordinator"
+	"github.com/actorflow/actorflow/partitionflow"
+	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+)
+
+// Option configures a Worker.
+type Option func(*config)
+
+type config struct {
+	brokers          []string
+	group            string
+	input, snapshot  string
+	mode             snapshotstore.Mode
+	txnPrefix        string
+	store            snapshotstore.Store
+	topics           snapshotstore.TopicSpec
+	persistEvery     time.Duration
+	commitEvery      time.Duration
+	maxWrites        int
+	maxInFlight      int
+	stall            time.Duration
+	protocol         coordinator.Protocol
+	instanceID       string
+	sessionTimeout   time.Duration
+	rebalanceTimeout time.Duration
+	startTimeout     time.Duration
+	clientOpts       []kgo.Opt
+	log              *zap.Logger
+}
+
+func defaults() config {
+	return config{
+		txnPrefix:    "actorflow",
+		persistEvery: 5 * time.Second,
+		commitEvery:  5 * time.Second,
+		maxWrites:    partitionflow.DefaultMaxWritesPerTransaction,
+		maxInFlight:  10000,
+		stall:        3 * time.Minute,
+		startTimeout: 30 * time.Second,
+		topics:       snapshotstore.TopicSpec{ReplicationFactor: -1},
+		log:          zap.NewNop(),
+	}
+}
+
+// WithBrokers sets the seed brokers. Required.
+func WithBrokers(b ...string) Option { return func(c *config) { c.brokers = b } }
+
+// WithGroup sets the consumer group. Required.
+func WithGroup(g string) Option { return func(c *config) { c.group = g } }
+
+// WithInputTopic sets the input topic. Required.
+func WithInputTopic(t string) Option { return func(c *config) { c.input = t } }
+
+// WithSnapshotTopic sets the compacted snapshot topic (at least as many
+// partitions as the input topic). Required unless WithStore.
+func WithSnapshotTopic(t string) Option { return func(c *config) { c.snapshot = t } }
+
+// WithMode selects snapshotstore.Plain (default) or
+// snapshotstore.Transactional (generation-fenced; see ARCHITECTURE.md).
+func WithMode(m snapshotstore.Mode) Option { return func(c *config) { c.mode = m } }
+
+// WithTransactionalIDPrefix sets the cluster-scoped prefix of the
+// transactional mode's per-partition transactional.id
+// "<prefix>-<topic>-<partition>". Default "actorflow": set one per flow.
+func WithTransactionalIDPrefix(p string) Option { return func(c *config) { c.txnPrefix = p } }
+
+// WithStore replaces the Kafka store (e.g. snapshotstore.NewMemory() in
+// tests). Topics are then neither checked nor created.
+func WithStore(s snapshotstore.Store) Option { return func(c *config) { c.store = s } }
+
+// WithCreateTopics creates missing topics: the input topic with partitions
+// partitions, the snapshot topic compacted with as many. Default: a missing
+// topic is an error. rf -1 takes the broker default.
+func WithCreateTopics(partitions int32, rf int16) Option {
+	return func(c *config) {
+		c.topics = snapshotstore.TopicSpec{Create: true, Partitions: partitions, ReplicationFactor: rf}
+	}
+}
+
+// WithPersistEvery sets how often dirty keys' snapshots are flushed. Default 5 s.
+func WithPersistEvery(d time.Duration) Option { return func(c *config) { c.persistEvery = d } }
+
+// WithCommitOffsetsInterval sets how often the committable offset is
+// committed. Default 5 s.
+func WithCommitOffsetsInterval(d time.Duration) Option { return func(c *config) { c.commitEvery = d } }
+
+// WithMaxWritesPerTransaction caps a group commit's snapshot writes.
+// Default 256.
+func WithMaxWritesPerTransaction(n int) Option { return func(c *config) { c.maxWrites = n } }
+
+// WithMaxInFlight bounds records delivered but not processed per partition
+// (fetches pause above it). Default 10000.
+func WithMaxInFlight(n int) Option { return func(c *config) { c.maxInFlight = n } }
+
+// WithRecoveryStallTimeout sets the transactional recovery read's
+// no-progress deadline. Default 3 min.
+func WithRecoveryStallTimeout(d time.Duration) Option { return func(c *config) { c.stall = d } }
+
+// WithProtocol selects the group protocol. Default classic cooperative-sticky.
+func WithProtocol(p coordinator.Protocol) Option { return func(c *config) { c.protocol = p } }
+
+// WithInstanceID enables static membership (KIP-345).
+func WithInstanceID(id string) Option { return func(c *config) { c.instanceID = id } }
+
+// WithSessionTimeout sets the group session timeout (kgo default 45 s).
+func WithSessionTimeout(d time.Duration) Option { return func(c *config) { c.sessionTimeout = d } }
+
+// WithRebalanceTimeout sets the rebalance timeout (default 60 s); the
+// revoke teardown bound is 2/3 of it.
+func WithRebalanceTimeout(d time.Duration) Option { return func(c *config) { c.rebalanceTimeout = d } }
+
+// WithStartTimeout bounds the retries to reach the brokers at start.
+// Default 30 s; then Run fails with ErrBrokersUnreachable.
+func WithStartTimeout(d time.Duration) Option { return func(c *config) { c.startTimeout = d } }
+
+// WithClientOpts adds kgo options (TLS, SASL, ...) to every client.
+func WithClientOpts(o ...kgo.Opt) Option {
+	return func(c *config) { c.clientOpts = append(c.clientOpts, o...) }
+}
+
+// WithLogger sets the logger. Default: none.
+func WithLogger(l *zap.Logger) Option { return func(c *config) { c.log = l } }

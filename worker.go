@@ -1,0 +1,203 @@
+package actorflow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/actorflow/actorflow/actors"
+	"github.com/actorflow/actorflow/coordinator"
+	"github.com/actorflow/actorflow/keyflow"
+	"github.com/actorflow/actorflow/partitionflow"
+	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+)
+
+// ErrBrokersUnreachable is matched by Run's error when no broker answered
+// within the start timeout.
+var ErrBrokersUnreachable = errors.New("actorflow: brokers unreachable")
+
+// PartitionError is Run's error when a partition failed: a fold error, an
+// undecodable snapshot, a fenced transaction (errors.Is(err,
+// snapshotstore.ErrFenced)), ...
+type PartitionError struct {
+	Topic     string
+	Partition int32
+	Err       error
+}
+
+func (e *PartitionError) Error() string {
+	return fmt.Sprintf("actorflow: partition %s[%d] failed: %v", e.Topic, e.Partition, e.Err)
+}
+
+func (e *PartitionError) Unwrap() error { return e.Err }
+
+// Worker is one member of a flow's consumer group.
+type Worker struct {
+	flow keyflow.Handler
+	cfg  config
+
+	sup  *actors.Supervisor
+	cons *coordinator.Consumer
+	sys  *actor.ActorSystem
+	// ready is closed once the worker has joined the consumer loop.
+	ready chan struct{}
+}
+
+// NewWorker returns a worker running flow. Required options: WithBrokers,
+// WithGroup, WithInputTopic, WithSnapshotTopic (or WithStore).
+func NewWorker(flow keyflow.Handler, opts ...Option) (*Worker, error) {
+	cfg := defaults()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	switch {
+	case cfg.group == "":
+		return nil, errors.New("actorflow: WithGroup is required")
+	case cfg.input == "":
+		return nil, errors.New("actorflow: WithInputTopic is required")
+	case cfg.store == nil && cfg.snapshot == "":
+		return nil, errors.New("actorflow: WithSnapshotTopic (or WithStore) is required")
+	case len(cfg.brokers) == 0:
+		return nil, errors.New("actorflow: WithBrokers is required")
+	}
+	return &Worker{flow: flow, cfg: cfg, ready: make(chan struct{})}, nil
+}
+
+// Run joins the group and processes until ctx ends (a clean stop: every
+// owned partition is flushed and committed, then the member leaves) or a
+// partition fails (returned as *PartitionError; the member leaves without
+// flushing the failed partition).
+func (w *Worker) Run(ctx context.Context) error {
+	log := w.cfg.log
+	if err := w.waitBrokers(ctx); err != nil {
+		return err
+	}
+	store := w.cfg.store
+	if store == nil {
+		admin, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(w.cfg.brokers...)}, w.cfg.clientOpts...)...)
+		if err != nil {
+			return err
+		}
+		err = snapshotstore.EnsureTopics(ctx, admin, w.cfg.input, w.cfg.snapshot, w.cfg.topics)
+		admin.Close()
+		if err != nil {
+			return err
+		}
+		k, err := snapshotstore.NewKafka(w.cfg.brokers, w.cfg.snapshot,
+			snapshotstore.WithMode(w.cfg.mode),
+			snapshotstore.WithTransactionalIDPrefix(w.cfg.txnPrefix),
+			snapshotstore.WithRecoveryStallTimeout(w.cfg.stall),
+			snapshotstore.WithClientOpts(w.cfg.clientOpts...),
+			snapshotstore.WithLogger(log.Named("snapshots")))
+		if err != nil {
+			return err
+		}
+		defer k.Close()
+		store = k
+	}
+	w.sys = actors.NewSystem(log)
+	cons := (*coordinator.Consumer)(nil)
+	sup, err := actors.NewSupervisor(w.sys, actors.SupervisorConfig{
+		Group: w.cfg.group, Store: store, Handler: w.flow, Logger: log,
+		Partition: partitionflow.Config{
+			PersistEvery:            w.cfg.persistEvery,
+			CommitOffsetsInterval:   w.cfg.commitEvery,
+			MaxWritesPerTransaction: w.cfg.maxWrites,
+			Logger:                  log,
+		},
+		OnFailure: func(tp coordinator.TopicPartition, err error) {
+			cons.Fail(&PartitionError{Topic: tp.Topic, Partition: tp.Partition, Err: err})
+		},
+	})
+	if err != nil {
+		return err
+	}
+	defer sup.Shutdown()
+	cons, err = coordinator.New(coordinator.Config{
+		Brokers: w.cfg.brokers, Group: w.cfg.group, Topic: w.cfg.input,
+		InstanceID: w.cfg.instanceID, Protocol: w.cfg.protocol,
+		MaxInFlight: w.cfg.maxInFlight, SessionTimeout: w.cfg.sessionTimeout,
+		RebalanceTimeout: w.cfg.rebalanceTimeout, ClientOpts: w.cfg.clientOpts,
+		Logger: log,
+	}, sup)
+	if err != nil {
+		return err
+	}
+	sup.SetConsumer(cons)
+	w.sup, w.cons = sup, cons
+	close(w.ready)
+	log.Info("worker running", zap.String("group", w.cfg.group), zap.String("input", w.cfg.input),
+		zap.String("snapshots", w.cfg.snapshot), zap.Stringer("mode", w.cfg.mode))
+	return cons.Run(ctx)
+}
+
+// waitBrokers retries reaching the cluster within the start timeout.
+func (w *Worker) waitBrokers(ctx context.Context) error {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(w.cfg.brokers...)}, w.cfg.clientOpts...)...)
+	if err != nil {
+		return fmt.Errorf("actorflow: client: %w", err)
+	}
+	defer cl.Close()
+	sctx, cancel := context.WithTimeout(ctx, w.cfg.startTimeout)
+	defer cancel()
+	backoff := 100 * time.Millisecond
+	for {
+		_, lerr := kadm.NewClient(cl).ListBrokers(sctx)
+		if lerr == nil {
+			return nil
+		}
+		select {
+		case <-sctx.Done():
+			return fmt.Errorf("%w: %v within %s: %v", ErrBrokersUnreachable, w.cfg.brokers, w.cfg.startTimeout, lerr)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// Status is a worker's state, for status pages.
+type Status struct {
+	Group      string                       `json:"group"`
+	MemberID   string                       `json:"member_id"`
+	Generation int32                        `json:"generation"`
+	Partitions []partitionflow.Status       `json:"partitions"`
+	Paused     []coordinator.TopicPartition `json:"paused,omitempty"`
+}
+
+// Status returns the worker's partitions (empty before Run started).
+func (w *Worker) Status(ctx context.Context) Status {
+	st := Status{Group: w.cfg.group}
+	select {
+	case <-w.ready:
+	default:
+		return st
+	}
+	if m, ok := w.cons.Tracker().Published(); ok {
+		st.MemberID, st.Generation = m.MemberID, m.Generation
+	}
+	st.Partitions = w.sup.Status(ctx)
+	for _, p := range st.Partitions {
+		tp := coordinator.TopicPartition{Topic: p.Topic, Partition: p.Partition}
+		if w.cons.FlowControl().Paused(tp) {
+			st.Paused = append(st.Paused, tp)
+		}
+	}
+	return st
+}
+
+// Supervisor returns the supervisor once Run has started (tests).
+func (w *Worker) Supervisor() *actors.Supervisor {
+	<-w.ready
+	return w.sup
+}
+
+// Consumer returns the group consumer once Run has started (tests).
+func (w *Worker) Consumer() *coordinator.Consumer {
+	<-w.ready
+	return w.cons
+}
