@@ -61,9 +61,12 @@ type handle struct {
 
 // Event records a partition lifecycle step (tests assert their order).
 type Event struct {
-	Kind string // "started", "stopping", "stopped", "failed"
+	// Kind: "started", "stopping" (revoke sent), "stopped" / "failed" (the
+	// subtree is gone), "returned" (Stop returned to the consumer).
+	Kind string
 	TP   coordinator.TopicPartition
 	Err  error
+	At   time.Time
 }
 
 const maxEvents = 10000
@@ -249,6 +252,11 @@ func (s *Supervisor) Stop(ctx context.Context, tps []coordinator.TopicPartition,
 			s.sys.Root.Stop(h.pid)
 		}
 	}
+	s.mu.Lock()
+	for _, tp := range names {
+		s.event(Event{Kind: "returned", TP: tp})
+	}
+	s.mu.Unlock()
 }
 
 // Status returns the status of every running partition.
@@ -293,6 +301,7 @@ func (s *Supervisor) Events() []Event {
 }
 
 func (s *Supervisor) event(e Event) {
+	e.At = time.Now()
 	if len(s.events) < maxEvents {
 		s.events = append(s.events, e)
 	}
