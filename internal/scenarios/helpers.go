@@ -1,0 +1,201 @@
+package scenarios
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/actorflow/actorflow"
+	"github.com/actorflow/actorflow/internal/ledger"
+	"github.com/actorflow/actorflow/internal/testkit"
+	"github.com/actorflow/actorflow/keyflow"
+	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap/zaptest"
+)
+
+// Worker is a worker running in the background of a test.
+type Worker struct {
+	W      *actorflow.Worker
+	cancel context.CancelFunc
+	done   chan error
+	once   sync.Once
+	err    error
+}
+
+// StartWorker runs a worker of flow; it is stopped at the end of the test.
+func StartWorker(t *testing.T, flow keyflow.Handler, brokers []string, group, input, snaps string, mode snapshotstore.Mode, extra ...actorflow.Option) *Worker {
+	t.Helper()
+	opts := append([]actorflow.Option{
+		actorflow.WithBrokers(brokers...), actorflow.WithGroup(group),
+		actorflow.WithInputTopic(input), actorflow.WithSnapshotTopic(snaps),
+		actorflow.WithMode(mode), actorflow.WithTransactionalIDPrefix(group),
+		actorflow.WithPersistEvery(50 * time.Millisecond),
+		actorflow.WithCommitOffsetsInterval(50 * time.Millisecond),
+		actorflow.WithLogger(zaptest.NewLogger(t).Named(group)),
+	}, extra...)
+	w, err := actorflow.NewWorker(flow, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	rw := &Worker{W: w, cancel: cancel, done: make(chan error, 1)}
+	go func() { rw.done <- w.Run(ctx) }()
+	t.Cleanup(func() { rw.Stop(t) })
+	return rw
+}
+
+// Stop cancels the worker and returns Run's error.
+func (rw *Worker) Stop(t *testing.T) error {
+	t.Helper()
+	rw.once.Do(func() {
+		rw.cancel()
+		select {
+		case rw.err = <-rw.done:
+		case <-time.After(90 * time.Second):
+			t.Error("worker did not stop within 90s")
+		}
+	})
+	return rw.err
+}
+
+// Wait returns Run's error once the worker stops by itself.
+func (rw *Worker) Wait(t *testing.T, timeout time.Duration) error {
+	t.Helper()
+	select {
+	case err := <-rw.done:
+		rw.once.Do(func() { rw.err = err; rw.cancel() })
+		return err
+	case <-time.After(timeout):
+		t.Fatalf("worker still running after %s", timeout)
+		return nil
+	}
+}
+
+// Topics creates a fresh input and snapshot topic pair and a group name.
+func Topics(t *testing.T, brokers []string, partitions int32) (input, snaps, group string) {
+	t.Helper()
+	input, snaps, group = testkit.Name(t, "in"), testkit.Name(t, "snap"), testkit.Name(t, "g")
+	testkit.CreateTopics(t, brokers, input, snaps, partitions)
+	return input, snaps, group
+}
+
+// VerifyLedger fails the test for every account whose stored snapshot
+// differs from exp.
+func VerifyLedger(t *testing.T, brokers []string, snaps string, partitions int32, exp ledger.Expected) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	mm, err := ledger.Verify(ctx, brokers, snaps, partitions, exp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range mm {
+		if i == 10 {
+			t.Errorf("... %d mismatches in all", len(mm))
+			break
+		}
+		t.Errorf("mismatch: %s", m)
+	}
+}
+
+// countingFlow is the ledger flow counting folds.
+func countingFlow(n *atomic.Int64) *keyflow.Flow[ledger.State] {
+	return keyflow.New(func(kc *keyflow.Context, s *ledger.State, rec *kgo.Record) (*ledger.State, error) {
+		n.Add(1)
+		return ledger.Fold(kc, s, rec)
+	})
+}
+
+// joinMember starts a consumer-group member and waits until it has joined
+// (generation >= 1). It keeps polling in the background so it stays a
+// healthy member.
+func joinMember(t *testing.T, brokers []string, group, topic string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl := testkit.Client(t, brokers, append([]kgo.Opt{
+		kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit(),
+	}, opts...)...)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			cl.PollFetches(ctx)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	testkit.Eventually(t, 30*time.Second, "member joined", func() (bool, string) {
+		m, g := cl.GroupMetadata()
+		return g >= 1 && m != "", m
+	})
+	return cl
+}
+
+// liveMeta reads a member's group metadata live.
+func liveMeta(cl *kgo.Client) snapshotstore.GroupMetadataFunc {
+	return func() (snapshotstore.GroupMetadata, error) {
+		m, g := cl.GroupMetadata()
+		if g < 1 {
+			return snapshotstore.GroupMetadata{}, snapshotstore.ErrNoGroupMetadata
+		}
+		return snapshotstore.GroupMetadata{MemberID: m, Generation: g}, nil
+	}
+}
+
+// frozenMeta returns the same metadata forever: a stale owner that has not
+// observed the rebalance.
+func frozenMeta(m snapshotstore.GroupMetadata) snapshotstore.GroupMetadataFunc {
+	return func() (snapshotstore.GroupMetadata, error) { return m, nil }
+}
+
+func metaOf(cl *kgo.Client) snapshotstore.GroupMetadata {
+	m, g := cl.GroupMetadata()
+	return snapshotstore.GroupMetadata{MemberID: m, Generation: g}
+}
+
+// committed returns group's committed offset of topic[p], -1 if none.
+func committed(t *testing.T, brokers []string, group, topic string, p int32) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	offs, err := kadm.NewClient(testkit.Client(t, brokers)).FetchOffsets(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := offs.Lookup(topic, p); ok && o.Err == nil {
+		return o.At
+	}
+	return -1
+}
+
+// ends returns the high watermark and last stable offset of topic[p].
+func ends(t *testing.T, brokers []string, topic string) (hwm, lso int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(testkit.Client(t, brokers))
+	h, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := adm.ListCommittedOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ho, _ := h.Lookup(topic, 0)
+	lo, _ := l.Lookup(topic, 0)
+	return ho.Offset, lo.Offset
+}
+
+func stateSnapshot(t *testing.T, key string, s ledger.State, offset int64) snapshotstore.Snapshot {
+	t.Helper()
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snapshotstore.Snapshot{Key: key, Value: b, Offset: offset}
+}
