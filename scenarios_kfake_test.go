@@ -3,6 +3,7 @@ package actorflow_test
 import (
 	"testing"
 
+	"github.com/actorflow/actorflow/coordinator"
 	"github.com/actorflow/actorflow/internal/scenarios"
 	"github.com/actorflow/actorflow/internal/testkit"
 	"github.com/actorflow/actorflow/snapshotstore"
@@ -38,4 +39,48 @@ func TestStaleOffsetCommitRejected(t *testing.T) {
 
 func TestNoGroupMetadataFailsLoudly(t *testing.T) {
 	scenarios.NoGroupMetadataFailsLoudly(t, kfakeBrokers(t))
+}
+
+func TestConcurrentWritesCap256(t *testing.T) {
+	scenarios.ConcurrentWrites(t, kfakeBrokers(t), 256)
+}
+
+func TestConcurrentWritesCap1(t *testing.T) {
+	scenarios.ConcurrentWrites(t, kfakeBrokers(t), 1)
+}
+
+func TestTakeoverAbortsOpenTransaction(t *testing.T) {
+	scenarios.TakeoverAbortsOpenTransaction(t, kfakeBrokers(t))
+}
+
+func TestForeignTransactionWaitedOut(t *testing.T) {
+	scenarios.ForeignTransactionWaitedOut(t, kfakeBrokers(t))
+}
+
+func TestStallDeadlineHangingTransaction(t *testing.T) {
+	scenarios.StallDeadlineHangingTransaction(t, kfakeBrokers(t))
+}
+
+func TestLedgerRestart(t *testing.T) {
+	for _, mode := range []snapshotstore.Mode{snapshotstore.Plain, snapshotstore.Transactional} {
+		t.Run(mode.String(), func(t *testing.T) { scenarios.LedgerRestart(t, kfakeBrokers(t), mode) })
+	}
+}
+
+func TestRevokeStopsSubtreeFirst(t *testing.T) {
+	for _, mode := range []snapshotstore.Mode{snapshotstore.Plain, snapshotstore.Transactional} {
+		for _, proto := range []coordinator.Protocol{coordinator.Cooperative, coordinator.Eager} {
+			t.Run(mode.String()+"/"+proto.String(), func(t *testing.T) {
+				scenarios.RevokeStopsSubtreeFirst(t, kfakeBrokers(t), mode, proto)
+			})
+		}
+	}
+}
+
+func TestBackpressureBound(t *testing.T) {
+	scenarios.BackpressureBound(t, kfakeBrokers(t))
+}
+
+func TestFencedPartitionFailsWorker(t *testing.T) {
+	scenarios.FencedPartitionFailsWorker(t, kfakeBrokers(t))
 }

@@ -94,6 +94,11 @@ type Consumer struct {
 	meta *GroupMetadataTracker
 	log  *zap.Logger
 
+	// rebalance serializes the rebalance callbacks with the shutdown, so a
+	// shutdown never stops partitions under an assignment in progress.
+	rebalance sync.Mutex
+	closing   bool
+
 	mu    sync.Mutex
 	owned map[TopicPartition]bool
 	fatal error
@@ -128,6 +133,9 @@ func New(cfg Config, h Handler) (*Consumer, error) {
 		kgo.DisableAutoCommit(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.RebalanceTimeout(cfg.RebalanceTimeout),
+		// Kafka's own fetch.max.wait.ms default (kgo's is 5 s): a partition
+		// resumed after backpressure is fetched again within it.
+		kgo.FetchMaxWait(500 * time.Millisecond),
 		kgo.OnPartitionsAssigned(c.onAssigned),
 		kgo.OnPartitionsRevoked(c.onRevoked),
 		kgo.OnPartitionsLost(c.onLost),
@@ -276,14 +284,15 @@ func (c *Consumer) Run(ctx context.Context) error {
 
 // shutdown stops (and flushes) every owned partition, then leaves the group.
 func (c *Consumer) shutdown() {
-	tps := c.Owned()
-	if len(tps) > 0 {
+	c.rebalance.Lock()
+	c.closing = true // assignments from here on are not started
+	if tps := c.Owned(); len(tps) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.TeardownTimeout)
-		flush := c.failed() == nil
-		c.stop(ctx, tps, flush)
+		c.stop(ctx, tps, c.failed() == nil)
 		cancel()
 	}
-	c.cl.Close()
+	c.rebalance.Unlock()
+	c.cl.Close() // leaving runs the revoke callback: nothing is owned any more
 }
 
 func (c *Consumer) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
@@ -291,10 +300,15 @@ func (c *Consumer) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[s
 	if len(tps) == 0 {
 		return // an empty-delta callback (cooperative)
 	}
+	c.rebalance.Lock()
+	defer c.rebalance.Unlock()
+	if c.closing {
+		return
+	}
 	c.meta.Refresh()
 	if err := c.assign(ctx, tps); err != nil {
-		c.log.Error("assignment failed; stopping the worker", zap.Error(err))
 		c.stop(context.Background(), tps, false)
+		c.log.Error("assignment failed; stopping the worker", zap.Error(err))
 		c.Fail(err)
 	}
 }
@@ -353,12 +367,16 @@ func (c *Consumer) assignedOffsets(ctx context.Context, tps []TopicPartition) (m
 }
 
 func (c *Consumer) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	c.rebalance.Lock()
+	defer c.rebalance.Unlock()
 	c.meta.Refresh()
 	c.stop(ctx, flatten(revoked), c.failed() == nil)
 }
 
 func (c *Consumer) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
 	// Ownership may already have moved: abort, don't flush.
+	c.rebalance.Lock()
+	defer c.rebalance.Unlock()
 	c.stop(ctx, flatten(lost), false)
 }
 

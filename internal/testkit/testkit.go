@@ -61,9 +61,9 @@ func CreateTopics(t testing.TB, brokers []string, input, snapshot string, partit
 
 // ProduceLedger produces n ledger events from gen to topic and folds them
 // into exp.
-func ProduceLedger(t testing.TB, brokers []string, topic string, gen *ledger.Generator, n int, exp ledger.Expected) {
+func ProduceLedger(t testing.TB, brokers []string, topic string, gen *ledger.Generator, n int, exp ledger.Expected, opts ...kgo.Opt) {
 	t.Helper()
-	cl := Client(t, brokers, kgo.DefaultProduceTopic(topic))
+	cl := Client(t, brokers, append([]kgo.Opt{kgo.DefaultProduceTopic(topic)}, opts...)...)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	recs := make([]*kgo.Record, 0, n)
