@@ -237,7 +237,7 @@ type counter struct {
 	n  int64
 }
 
-func (c *counter) add(n int) { c.mu.Lock(); c.n += int64(n); c.mu.Unlock() }
+func (c *counter) add(n int)  { c.mu.Lock(); c.n += int64(n); c.mu.Unlock() }
 func (c *counter) get() int64 { c.mu.Lock(); defer c.mu.Unlock(); return c.n }
 
 // produce writes the events at the configured rate, in batches of up to
