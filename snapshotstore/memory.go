@@ -18,6 +18,9 @@ type Memory struct {
 	// BeforeCommit, when set, runs before every commit; an error fails the
 	// commit with nothing persisted (fault injection in tests).
 	BeforeCommit func(p PartitionInfo, b Batch) error
+	// AfterCommit, when set, runs after every successful commit, outside the
+	// store's lock (tests await commits with it).
+	AfterCommit func(p PartitionInfo, b Batch)
 }
 
 // PartitionInfoKey names a partition in the memory store.
@@ -101,6 +104,11 @@ func (p *memPartition) Commit(ctx context.Context, b Batch) error {
 		}
 	}
 	p.m.mu.Lock()
+	defer func() {
+		if hook := p.m.AfterCommit; hook != nil {
+			hook(p.info, b)
+		}
+	}()
 	defer p.m.mu.Unlock()
 	for _, w := range b.Writes {
 		if w.Value != nil {

@@ -1,0 +1,440 @@
+package partitionflow_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/actorflow/actorflow/actors"
+	"github.com/actorflow/actorflow/keyflow"
+	"github.com/actorflow/actorflow/partitionflow"
+	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+const topic = "in"
+
+// harness runs one partition actor over the in-memory store.
+type harness struct {
+	t       *testing.T
+	sys     *actor.ActorSystem
+	mem     *snapshotstore.Memory
+	pid     *actor.PID
+	stopped chan error
+	commits chan snapshotstore.Batch
+}
+
+func newHarness(t *testing.T, mem *snapshotstore.Memory, h keyflow.Handler, assigned int64) *harness {
+	t.Helper()
+	if mem == nil {
+		mem = snapshotstore.NewMemory()
+	}
+	hs := &harness{t: t, sys: actors.NewSystem(nil), mem: mem, stopped: make(chan error, 1), commits: make(chan snapshotstore.Batch, 1000)}
+	mem.AfterCommit = func(_ snapshotstore.PartitionInfo, b snapshotstore.Batch) {
+		select {
+		case hs.commits <- b:
+		default:
+		}
+	}
+	store, err := mem.Open(context.Background(), snapshotstore.PartitionInfo{Topic: topic, Partition: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs.pid = hs.sys.Root.Spawn(partitionflow.Props(partitionflow.Config{
+		Topic: topic, Partition: 0, AssignedOffset: assigned, Store: store, Handler: h,
+		PersistEvery: 10 * time.Millisecond, CommitOffsetsInterval: 10 * time.Millisecond,
+		OnStopped: func(err error) { hs.stopped <- err },
+	}))
+	t.Cleanup(func() {
+		hs.sys.Root.Send(hs.pid, &partitionflow.Revoke{})
+		select {
+		case <-hs.stopped:
+		case <-time.After(10 * time.Second):
+		}
+	})
+	return hs
+}
+
+func (h *harness) send(recs ...*kgo.Record) {
+	h.sys.Root.Send(h.pid, &partitionflow.Records{Records: recs})
+}
+
+// awaitCommitted waits for a commit of at least offset.
+func (h *harness) awaitCommitted(offset int64) {
+	h.t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		if h.mem.Committed(topic, 0) >= offset {
+			return
+		}
+		select {
+		case <-h.commits:
+		case err := <-h.stopped:
+			h.t.Fatalf("partition stopped (%v) before committing %d", err, offset)
+		case <-timeout:
+			h.t.Fatalf("offset %d not committed (at %d)", offset, h.mem.Committed(topic, 0))
+		}
+	}
+}
+
+func (h *harness) awaitFailure() error {
+	h.t.Helper()
+	select {
+	case err := <-h.stopped:
+		if err == nil {
+			h.t.Fatal("partition stopped cleanly, want a failure")
+		}
+		h.stopped <- err // for cleanup
+		return err
+	case <-time.After(10 * time.Second):
+		h.t.Fatal("partition did not fail")
+		return nil
+	}
+}
+
+func rec(offset int64, key, value string) *kgo.Record {
+	r := &kgo.Record{Topic: topic, Partition: 0, Offset: offset, Value: []byte(value)}
+	if key != "" {
+		r.Key = []byte(key)
+	}
+	return r
+}
+
+// trace is a state recording every offset folded into it.
+type trace struct{ Offsets []int64 }
+
+func traceFold(_ *keyflow.Context, s *trace, r *kgo.Record) (*trace, error) {
+	if s == nil {
+		s = &trace{}
+	}
+	s.Offsets = append(s.Offsets, r.Offset)
+	return s, nil
+}
+
+func latest(t *testing.T, mem *snapshotstore.Memory, key string) (trace, snapshotstore.Snapshot) {
+	t.Helper()
+	s, ok := mem.Latest(topic, 0)[key]
+	if !ok {
+		t.Fatalf("no snapshot of %q", key)
+	}
+	var tr trace
+	if !s.Tombstone() {
+		if err := json.Unmarshal(s.Value, &tr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return tr, s
+}
+
+func TestRoutingFoldsEachKeyInOffsetOrderOnce(t *testing.T) {
+	h := newHarness(t, nil, keyflow.New(traceFold), 0)
+	h.send(rec(0, "a", ""), rec(1, "b", ""), rec(2, "a", ""), rec(3, "c", ""))
+	h.send(rec(4, "b", ""), rec(5, "a", ""))
+	h.awaitCommitted(6)
+	want := map[string][]int64{"a": {0, 2, 5}, "b": {1, 4}, "c": {3}}
+	for k, offs := range want {
+		tr, s := latest(t, h.mem, k)
+		if fmt.Sprint(tr.Offsets) != fmt.Sprint(offs) {
+			t.Errorf("key %s folded %v, want %v", k, tr.Offsets, offs)
+		}
+		if s.Offset != offs[len(offs)-1] {
+			t.Errorf("key %s snapshot offset %d, want %d", k, s.Offset, offs[len(offs)-1])
+		}
+	}
+}
+
+func TestRecoveredSnapshotSkipsReplayedRecords(t *testing.T) {
+	mem := snapshotstore.NewMemory()
+	p, _ := mem.Open(context.Background(), snapshotstore.PartitionInfo{Topic: topic})
+	b, _ := json.Marshal(trace{Offsets: []int64{1, 3}})
+	if err := p.Commit(context.Background(), snapshotstore.Batch{Writes: []snapshotstore.Snapshot{{Key: "a", Value: b, Offset: 3}}, Offset: 2}); err != nil {
+		t.Fatal(err)
+	}
+	// Resume from the committed offset 2: records 2 and 3 are replayed; 3 is
+	// already in the snapshot and must not be folded twice.
+	h := newHarness(t, mem, keyflow.New(traceFold), 2)
+	h.send(rec(2, "b", ""), rec(3, "a", ""), rec(4, "a", ""))
+	h.awaitCommitted(5)
+	if tr, _ := latest(t, mem, "a"); fmt.Sprint(tr.Offsets) != "[1 3 4]" {
+		t.Fatalf("key a folded %v, want [1 3 4] (3 once)", tr.Offsets)
+	}
+}
+
+func TestNilKeyFailsPartitionByDefault(t *testing.T) {
+	h := newHarness(t, nil, keyflow.New(traceFold), 0)
+	h.send(rec(0, "a", ""), rec(1, "", ""), rec(2, "a", ""))
+	err := h.awaitFailure()
+	if !strings.Contains(err.Error(), "offset 1") || !strings.Contains(err.Error(), "no key") || !strings.Contains(err.Error(), topic+"[0]") {
+		t.Fatalf("error %q does not name topic, partition, offset and cause", err)
+	}
+	if c := h.mem.Committed(topic, 0); c > 1 {
+		t.Fatalf("committed %d, past the bad record", c)
+	}
+}
+
+func TestNilKeySkipPolicyCountsAndGoesOn(t *testing.T) {
+	h := newHarness(t, nil, keyflow.New(traceFold, keyflow.WithNilKeyPolicy[trace](keyflow.Skip)), 0)
+	h.send(rec(0, "a", ""), rec(1, "", ""), rec(2, "a", ""))
+	h.awaitCommitted(3)
+	if tr, _ := latest(t, h.mem, "a"); fmt.Sprint(tr.Offsets) != "[0 2]" {
+		t.Fatalf("folded %v", tr.Offsets)
+	}
+}
+
+var errBoom = errors.New("boom")
+
+func failingAt(off int64) keyflow.FoldFunc[trace] {
+	return func(kc *keyflow.Context, s *trace, r *kgo.Record) (*trace, error) {
+		if r.Offset == off {
+			return nil, errBoom
+		}
+		return traceFold(kc, s, r)
+	}
+}
+
+func TestFoldErrorFailsPartitionNamingRecord(t *testing.T) {
+	h := newHarness(t, nil, keyflow.New(failingAt(3)), 0)
+	h.send(rec(0, "a", ""), rec(1, "b", ""), rec(2, "a", ""))
+	h.awaitCommitted(3)
+	h.send(rec(3, "k7", ""), rec(4, "a", ""))
+	err := h.awaitFailure()
+	if !errors.Is(err, errBoom) {
+		t.Fatalf("error %v does not wrap the fold's error", err)
+	}
+	for _, want := range []string{topic + "[0]", "offset 3", `key "k7"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %s", err, want)
+		}
+	}
+	if c := h.mem.Committed(topic, 0); c > 3 {
+		t.Fatalf("committed %d past the failed record 3", c)
+	}
+}
+
+func TestFoldErrorSkipPolicy(t *testing.T) {
+	h := newHarness(t, nil, keyflow.New(failingAt(1), keyflow.WithFoldErrorPolicy[trace](keyflow.Skip)), 0)
+	h.send(rec(0, "a", ""), rec(1, "a", ""), rec(2, "a", ""))
+	h.awaitCommitted(3)
+	if tr, _ := latest(t, h.mem, "a"); fmt.Sprint(tr.Offsets) != "[0 2]" {
+		t.Fatalf("folded %v, want [0 2]", tr.Offsets)
+	}
+}
+
+func TestUndecodableSnapshotFailsNamingKeyAndPosition(t *testing.T) {
+	mem := snapshotstore.NewMemory()
+	p, _ := mem.Open(context.Background(), snapshotstore.PartitionInfo{Topic: topic})
+	_ = p.Commit(context.Background(), snapshotstore.Batch{Writes: []snapshotstore.Snapshot{{Key: "bad", Value: []byte("{not json"), Offset: 4}}, Offset: 5})
+	h := newHarness(t, mem, keyflow.New(traceFold), 5)
+	h.send(rec(5, "ok", ""), rec(6, "bad", ""))
+	err := h.awaitFailure()
+	for _, want := range []string{`key "bad"`, "decode snapshot", "in[0]@0"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %s", err, want)
+		}
+	}
+	if c := mem.Committed(topic, 0); c > 6 {
+		t.Fatalf("committed %d past the record of the undecodable key", c)
+	}
+}
+
+type failingCodec struct{ keyflow.Codec[trace] }
+
+func (failingCodec) Encode(*trace) ([]byte, error) { return nil, errBoom }
+
+func TestEncodeErrorFailsPartition(t *testing.T) {
+	h := newHarness(t, nil, keyflow.New(traceFold, keyflow.WithCodec[trace](failingCodec{keyflow.JSON[trace]()})), 0)
+	h.send(rec(0, "a", ""))
+	if err := h.awaitFailure(); !errors.Is(err, errBoom) || !strings.Contains(err.Error(), `key "a"`) {
+		t.Fatalf("error %v", err)
+	}
+	if c := h.mem.Committed(topic, 0); c > 0 {
+		t.Fatalf("committed %d with no snapshot persisted", c)
+	}
+}
+
+func TestDeleteWritesTombstoneWithOffset(t *testing.T) {
+	fold := func(kc *keyflow.Context, s *trace, r *kgo.Record) (*trace, error) {
+		if string(r.Value) == "delete" {
+			return nil, nil
+		}
+		return traceFold(kc, s, r)
+	}
+	h := newHarness(t, nil, keyflow.New(fold), 0)
+	h.send(rec(0, "a", ""), rec(1, "a", "delete"))
+	h.awaitCommitted(2)
+	if _, s := latest(t, h.mem, "a"); !s.Tombstone() || s.Offset != 1 {
+		t.Fatalf("snapshot %+v, want a tombstone at offset 1", s)
+	}
+	// A replay from before the delete must not resurrect the key.
+	h.send(rec(2, "a", ""))
+	h.awaitCommitted(3)
+	if tr, _ := latest(t, h.mem, "a"); fmt.Sprint(tr.Offsets) != "[2]" {
+		t.Fatalf("after delete folded %v, want [2]", tr.Offsets)
+	}
+}
+
+func TestTimerFiresInsideKeyActor(t *testing.T) {
+	fired := make(chan string, 1)
+	fold := func(kc *keyflow.Context, s *trace, r *kgo.Record) (*trace, error) {
+		if err := kc.SetTimer("t", time.Now().Add(5*time.Millisecond)); err != nil {
+			return nil, err
+		}
+		if err := kc.SetTimer("cancelled", time.Now()); err != nil {
+			return nil, err
+		}
+		kc.CancelTimer("cancelled")
+		return traceFold(kc, s, r)
+	}
+	onTimer := func(kc *keyflow.Context, s *trace, name string) (*trace, error) {
+		fired <- name
+		s.Offsets = append(s.Offsets, -100)
+		return s, nil
+	}
+	h := newHarness(t, nil, keyflow.New(fold, keyflow.WithTimers(onTimer)), 0)
+	h.send(rec(0, "a", ""))
+	select {
+	case name := <-fired:
+		if name != "t" {
+			t.Fatalf("timer %q fired, want t (cancelled must not)", name)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("timer did not fire")
+	}
+	for {
+		var tr trace
+		if s, ok := h.mem.Latest(topic, 0)["a"]; ok {
+			_ = json.Unmarshal(s.Value, &tr)
+		}
+		if fmt.Sprint(tr.Offsets) == "[0 -100]" {
+			break
+		}
+		select {
+		case <-h.commits:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("timer's state change not persisted: %v", tr.Offsets)
+		}
+	}
+	select {
+	case name := <-fired:
+		t.Fatalf("timer %q fired again", name)
+	default:
+	}
+}
+
+func TestSetTimerWithoutHandlerIsAnError(t *testing.T) {
+	var got error
+	var mu sync.Mutex
+	fold := func(kc *keyflow.Context, s *trace, r *kgo.Record) (*trace, error) {
+		mu.Lock()
+		got = kc.SetTimer("t", time.Now())
+		mu.Unlock()
+		return traceFold(kc, s, r)
+	}
+	h := newHarness(t, nil, keyflow.New(fold), 0)
+	h.send(rec(0, "a", ""))
+	h.awaitCommitted(1)
+	mu.Lock()
+	defer mu.Unlock()
+	if !errors.Is(got, keyflow.ErrNoTimerHandler) {
+		t.Fatalf("SetTimer: %v", got)
+	}
+}
+
+func status(t *testing.T, h *harness) partitionflow.Status {
+	t.Helper()
+	reply := make(chan partitionflow.Status, 1)
+	h.sys.Root.Send(h.pid, &partitionflow.StatusRequest{Reply: reply})
+	select {
+	case s := <-reply:
+		return s
+	case <-time.After(5 * time.Second):
+		t.Fatal("no status")
+		return partitionflow.Status{}
+	}
+}
+
+func TestIdleKeyUnloadsAndReloadsFromSnapshot(t *testing.T) {
+	h := newHarness(t, nil, keyflow.New(traceFold, keyflow.WithMaxIdle[trace](20*time.Millisecond)), 0)
+	h.send(rec(0, "a", ""), rec(1, "b", ""))
+	h.awaitCommitted(2)
+	deadline := time.Now().Add(10 * time.Second)
+	for s := status(t, h); s.KeysLoaded != 0 || s.KeysCold != 2; s = status(t, h) {
+		if time.Now().After(deadline) {
+			t.Fatalf("keys not unloaded: %+v", s)
+		}
+		<-time.After(5 * time.Millisecond) // the sweep is a timer: poll its effect
+	}
+	h.send(rec(2, "a", ""))
+	h.awaitCommitted(3)
+	if tr, _ := latest(t, h.mem, "a"); fmt.Sprint(tr.Offsets) != "[0 2]" {
+		t.Fatalf("reloaded key folded %v, want [0 2]", tr.Offsets)
+	}
+	if s := status(t, h); s.KeysLoaded != 1 {
+		t.Fatalf("status %+v, want a loaded again", s)
+	}
+}
+
+func TestKeyPanicFailsPartition(t *testing.T) {
+	fold := func(kc *keyflow.Context, s *trace, r *kgo.Record) (*trace, error) {
+		if r.Offset == 1 {
+			panic("user bug")
+		}
+		return traceFold(kc, s, r)
+	}
+	h := newHarness(t, nil, keyflow.New(fold), 0)
+	h.send(rec(0, "a", ""), rec(1, "b", ""))
+	err := h.awaitFailure()
+	if !strings.Contains(err.Error(), "user bug") || !strings.Contains(err.Error(), `key "b"`) {
+		t.Fatalf("error %q", err)
+	}
+}
+
+func TestRevokeFlushPersistsAndCommits(t *testing.T) {
+	mem := snapshotstore.NewMemory()
+	store, _ := mem.Open(context.Background(), snapshotstore.PartitionInfo{Topic: topic})
+	sys := actors.NewSystem(nil)
+	stopped := make(chan error, 1)
+	pid := sys.Root.Spawn(partitionflow.Props(partitionflow.Config{
+		Topic: topic, Store: store, Handler: keyflow.New(traceFold),
+		PersistEvery: time.Hour, CommitOffsetsInterval: time.Hour,
+		OnStopped: func(err error) { stopped <- err },
+	}))
+	var recs []*kgo.Record
+	for i := range 100 {
+		recs = append(recs, rec(int64(i), fmt.Sprint("k", i%7), ""))
+	}
+	sys.Root.Send(pid, &partitionflow.Records{Records: recs})
+	// A revoke during recovery stops without flushing (nothing was folded):
+	// wait until the partition runs.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		reply := make(chan partitionflow.Status, 1)
+		sys.Root.Send(pid, &partitionflow.StatusRequest{Reply: reply})
+		if (<-reply).Phase == "running" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("partition never ran")
+		}
+	}
+	sys.Root.Send(pid, &partitionflow.Revoke{Flush: true})
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("revoke did not stop the partition")
+	}
+	if c := mem.Committed(topic, 0); c != 100 {
+		t.Fatalf("committed %d after the revoke flush, want 100", c)
+	}
+	if n := len(mem.Latest(topic, 0)); n != 7 {
+		t.Fatalf("%d keys persisted, want 7", n)
+	}
+}
