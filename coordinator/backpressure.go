@@ -32,6 +32,9 @@ func NewFlowControl(high int) *FlowControl {
 func (f *FlowControl) Add(tp TopicPartition, n int, pause func()) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if _, ok := f.inflight[tp]; !ok {
+		return // not tracked (revoked while its fetch was being handed over)
+	}
 	f.inflight[tp] += n
 	if f.inflight[tp] >= f.high && !f.paused[tp] {
 		f.paused[tp] = true
@@ -63,6 +66,7 @@ func (f *FlowControl) Track(tp TopicPartition) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.inflight[tp] = 0
+	delete(f.paused, tp)
 }
 
 // Remove forgets tp (on revoke or loss); resume runs if it was paused, so a

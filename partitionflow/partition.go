@@ -102,7 +102,7 @@ type partition struct {
 	txn     *actor.PID
 	tracker *OffsetTracker
 	keys    map[string]*keyEntry
-	byPID   map[*actor.PID]string
+	byPID   map[string]string // child PID id → key (PIDs compare by id, not pointer)
 	cold    map[string]snapshotstore.Snapshot // persisted state of keys without an actor
 	dirty   map[string]struct{}
 	waiting []*kgo.Record // batches received while recovering
@@ -143,7 +143,7 @@ func newPartition(cfg Config) *partition {
 		phase:     phaseRecovering,
 		tracker:   NewOffsetTracker(cfg.AssignedOffset),
 		keys:      map[string]*keyEntry{},
-		byPID:     map[*actor.PID]string{},
+		byPID:     map[string]string{},
 		dirty:     map[string]struct{}{},
 		committed: cfg.AssignedOffset,
 		requested: cfg.AssignedOffset,
@@ -186,7 +186,7 @@ func (p *partition) Receive(ctx actor.Context) {
 		p.fail(ctx, fmt.Errorf("%s[%d]: snapshot transaction: %w", p.cfg.Topic, p.cfg.Partition, m.err))
 	case *ChildFailed:
 		who := "transaction actor"
-		if k, ok := p.byPID[m.Child]; ok {
+		if k, ok := p.byPID[m.Child.Id]; ok {
 			who = fmt.Sprintf("key %q", k)
 		}
 		p.fail(ctx, fmt.Errorf("%s[%d]: %s: %w", p.cfg.Topic, p.cfg.Partition, who, panicError(m.Reason)))
@@ -225,9 +225,9 @@ func (p *partition) Receive(ctx actor.Context) {
 			p.cfg.OnStopped(p.err)
 		}
 	case *actor.Terminated:
-		if k, ok := p.byPID[m.Who]; ok {
-			delete(p.byPID, m.Who)
-			if e := p.keys[k]; e != nil && e.pid == m.Who && !e.unloading {
+		if k, ok := p.byPID[m.Who.Id]; ok {
+			delete(p.byPID, m.Who.Id)
+			if e := p.keys[k]; e != nil && e.pid.Id == m.Who.Id && !e.unloading {
 				// A key that stopped without unloading (it panicked: the
 				// strategy reports it too).
 				delete(p.keys, k)

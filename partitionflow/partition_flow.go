@@ -93,7 +93,7 @@ func (p *partition) spawnKey(ctx actor.Context, k string) *keyEntry {
 	pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return h.NewKeyActor(k, snap, env) }))
 	e := &keyEntry{pid: pid, active: p.sweep}
 	p.keys[k] = e
-	p.byPID[pid] = k
+	p.byPID[pid.Id] = k
 	return e
 }
 

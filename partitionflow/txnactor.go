@@ -83,7 +83,9 @@ func (t *txnActor) Receive(ctx actor.Context) {
 		if m.err != nil {
 			t.failed = m.err
 			t.gc.FailPending(m.err)
-			ctx.Send(ctx.Parent(), &txnFailed{err: m.err})
+			if parent := ctx.Parent(); parent != nil { // nil when spawned at the root (TxnHandle)
+				ctx.Send(parent, &txnFailed{err: m.err})
+			}
 			return
 		}
 		t.pump(ctx)

@@ -2,6 +2,7 @@ package partitionflow
 
 import (
 	"context"
+	"sync"
 
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/asynkron/protoactor-go/actor"
@@ -12,8 +13,10 @@ import (
 // actor spawns as its child) from plain goroutines: for benchmarks, tools
 // and tests of the group commit against a real store.
 type TxnHandle struct {
-	sys *actor.ActorSystem
-	pid *actor.PID
+	sys     *actor.ActorSystem
+	pid     *actor.PID
+	stopped chan struct{} // closed by Stop: a stopped actor never answers
+	once    sync.Once
 }
 
 // SpawnTxn spawns a transaction actor at the root of sys, owning store.
@@ -24,7 +27,7 @@ func SpawnTxn(sys *actor.ActorSystem, store snapshotstore.Partition, maxWrites i
 		log = zap.NewNop()
 	}
 	t := newTxnActor(store, maxWrites, seed, log)
-	return &TxnHandle{sys: sys, pid: sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return t }))}
+	return &TxnHandle{sys: sys, pid: sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return t })), stopped: make(chan struct{})}
 }
 
 // Write queues a snapshot and blocks until the transaction carrying it
@@ -32,7 +35,7 @@ func SpawnTxn(sys *actor.ActorSystem, store snapshotstore.Partition, maxWrites i
 func (h *TxnHandle) Write(ctx context.Context, s snapshotstore.Snapshot) error {
 	done := make(chan error, 1)
 	h.sys.Root.Send(h.pid, &writeReq{w: Write{Snapshot: s, Done: func(err error) { done <- err }}})
-	return wait(ctx, done)
+	return h.wait(ctx, done)
 }
 
 // CommitOffset advances the committed offset, in a transaction of its own
@@ -40,17 +43,31 @@ func (h *TxnHandle) Write(ctx context.Context, s snapshotstore.Snapshot) error {
 func (h *TxnHandle) CommitOffset(ctx context.Context, offset int64) error {
 	done := make(chan error, 1)
 	h.sys.Root.Send(h.pid, &commitReq{offset: offset, done: func(err error) { done <- err }})
-	return wait(ctx, done)
+	return h.wait(ctx, done)
 }
 
 // Stop stops the actor (queued writes fail with ErrStopped) and closes the
 // store.
-func (h *TxnHandle) Stop() { _ = h.sys.Root.StopFuture(h.pid).Wait() }
+func (h *TxnHandle) Stop() {
+	h.once.Do(func() {
+		_ = h.sys.Root.StopFuture(h.pid).Wait()
+		close(h.stopped)
+	})
+}
 
-func wait(ctx context.Context, done <-chan error) error {
+// wait returns the outcome, or ErrStopped for a request the stopped actor
+// never received (protoactor drops it silently).
+func (h *TxnHandle) wait(ctx context.Context, done <-chan error) error {
 	select {
 	case err := <-done:
 		return err
+	case <-h.stopped:
+		select {
+		case err := <-done:
+			return err
+		default:
+			return ErrStopped
+		}
 	case <-ctx.Done():
 		return ctx.Err()
 	}

@@ -41,13 +41,18 @@ func (r *kafkaLogReader) Close() { r.cl.Close() }
 func (r *kafkaLogReader) Ends(ctx context.Context) (hwm, lso int64, err error) {
 	// Isolation level 0 (read_uncommitted) lists the high watermark; 1
 	// (read_committed) lists the last stable offset.
-	if hwm, err = listEnd(ctx, r.cl, r.topic, r.partition, 0); err != nil {
+	if hwm, err = listOffset(ctx, r.cl, r.topic, r.partition, 0, -1); err != nil {
 		return 0, 0, err
 	}
-	if lso, err = listEnd(ctx, r.cl, r.topic, r.partition, 1); err != nil {
+	if lso, err = listOffset(ctx, r.cl, r.topic, r.partition, 1, -1); err != nil {
 		return 0, 0, err
 	}
 	return hwm, lso, nil
+}
+
+// Start returns the log start offset (the read position before any record).
+func (r *kafkaLogReader) Start(ctx context.Context) (int64, error) {
+	return listOffset(ctx, r.cl, r.topic, r.partition, 0, -2)
 }
 
 func (r *kafkaLogReader) Poll(ctx context.Context) ([]*kgo.Record, error) {
@@ -61,15 +66,16 @@ func (r *kafkaLogReader) Poll(ctx context.Context) ([]*kgo.Record, error) {
 	return fs.Records(), firstErr
 }
 
-// listEnd lists the end offset of one partition at an isolation level.
-func listEnd(ctx context.Context, cl *kgo.Client, topic string, partition int32, isolation int8) (int64, error) {
+// listOffset lists one offset of a partition at an isolation level:
+// timestamp -1 is the end, -2 the log start.
+func listOffset(ctx context.Context, cl *kgo.Client, topic string, partition int32, isolation int8, timestamp int64) (int64, error) {
 	req := kmsg.NewPtrListOffsetsRequest()
 	req.IsolationLevel = isolation
 	rt := kmsg.NewListOffsetsRequestTopic()
 	rt.Topic = topic
 	rp := kmsg.NewListOffsetsRequestTopicPartition()
 	rp.Partition = partition
-	rp.Timestamp = -1 // latest
+	rp.Timestamp = timestamp
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	resp, err := req.RequestWith(ctx, cl)

@@ -108,6 +108,15 @@ func ReadToTarget(ctx context.Context, r LogReader, o ReadOptions, fn func(*kgo.
 			zap.String("partition", o.Partition), zap.Int64("target_high_watermark", hwm), zap.Int64("last_stable_offset", lso))
 	}
 	var pos int64
+	if sr, ok := r.(interface {
+		Start(context.Context) (int64, error)
+	}); ok {
+		// The position starts at the log start: a log whose records were all
+		// deleted has start = high watermark > 0 and no record to read.
+		if pos, err = sr.Start(ctx); err != nil {
+			return fmt.Errorf("%s: recovery: log start: %w", o.Partition, err)
+		}
+	}
 	lastProgress := time.Now()
 	for pos < target {
 		pctx, cancel := ctx, context.CancelFunc(func() {})

@@ -1,0 +1,284 @@
+package coordinator_test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/actorflow/actorflow/coordinator"
+)
+
+// fetchState stands in for kgo's per-partition pause state; it records the
+// callbacks and fails on a double pause or a resume of a running partition.
+// FlowControl runs the callbacks under its lock, as the consumer relies on.
+type fetchState struct {
+	t               *testing.T
+	paused          bool
+	pauses, resumes int
+	doublePause     bool
+	resumeNotPaused bool
+}
+
+func (s *fetchState) pause() {
+	if s.paused {
+		s.doublePause = true
+	}
+	s.paused = true
+	s.pauses++
+}
+
+func (s *fetchState) resume() {
+	if !s.paused {
+		s.resumeNotPaused = true
+	}
+	s.paused = false
+	s.resumes++
+}
+
+func (s *fetchState) check() {
+	s.t.Helper()
+	if s.doublePause {
+		s.t.Error("pause called on an already paused partition")
+	}
+	if s.resumeNotPaused {
+		s.t.Error("resume called on a partition that was not paused")
+	}
+}
+
+var tp0 = coordinator.TopicPartition{Topic: "in", Partition: 0}
+
+func TestFlowControlPausesAtHighMarkExactlyOnce(t *testing.T) {
+	fc := coordinator.NewFlowControl(10)
+	fc.Track(tp0)
+	s := &fetchState{t: t}
+	steps := []struct {
+		add        int
+		wantPauses int
+	}{
+		{4, 0}, {5, 0}, // 9: below the mark
+		{1, 1},         // 10: at the mark
+		{5, 1}, {1, 1}, // above: already paused
+	}
+	total := 0
+	for _, st := range steps {
+		fc.Add(tp0, st.add, s.pause)
+		total += st.add
+		if s.pauses != st.wantPauses {
+			t.Fatalf("after %d in flight: %d pauses, want %d", total, s.pauses, st.wantPauses)
+		}
+		if got := fc.InFlight(tp0); got != total {
+			t.Fatalf("InFlight = %d, want %d", got, total)
+		}
+		if fc.Paused(tp0) != (st.wantPauses == 1) {
+			t.Fatalf("Paused = %v at %d in flight", fc.Paused(tp0), total)
+		}
+	}
+	s.check()
+}
+
+func TestFlowControlResumesAtHalf(t *testing.T) {
+	for _, tc := range []struct {
+		high, resumeAt int
+	}{
+		{high: 10, resumeAt: 5},
+		{high: 5, resumeAt: 2}, // integer half
+		{high: 1, resumeAt: 0},
+	} {
+		t.Run(fmt.Sprintf("high=%d", tc.high), func(t *testing.T) {
+			fc := coordinator.NewFlowControl(tc.high)
+			fc.Track(tp0)
+			s := &fetchState{t: t}
+			fc.Add(tp0, tc.high, s.pause)
+			if s.pauses != 1 {
+				t.Fatalf("%d pauses at the high mark, want 1", s.pauses)
+			}
+			for inflight := tc.high - 1; inflight >= 0; inflight-- {
+				fc.Done(tp0, 1, s.resume)
+				wantResumes := 0
+				if inflight <= tc.resumeAt {
+					wantResumes = 1
+				}
+				if s.resumes != wantResumes {
+					t.Fatalf("at %d in flight: %d resumes, want %d (resume at <= %d, once)", inflight, s.resumes, wantResumes, tc.resumeAt)
+				}
+				if fc.Paused(tp0) != (wantResumes == 0) {
+					t.Fatalf("at %d in flight: Paused = %v", inflight, fc.Paused(tp0))
+				}
+			}
+			// A second cycle pauses again.
+			fc.Add(tp0, tc.high, s.pause)
+			if s.pauses != 2 || !fc.Paused(tp0) {
+				t.Fatalf("second crossing: %d pauses, Paused=%v; want 2, true", s.pauses, fc.Paused(tp0))
+			}
+			s.check()
+		})
+	}
+}
+
+func TestFlowControlNonPositiveHighMarkMeansOne(t *testing.T) {
+	for _, high := range []int{0, -3} {
+		fc := coordinator.NewFlowControl(high)
+		fc.Track(tp0)
+		s := &fetchState{t: t}
+		fc.Add(tp0, 1, s.pause)
+		if s.pauses != 1 {
+			t.Fatalf("NewFlowControl(%d): one record in flight must pause (high mark 1), got %d pauses", high, s.pauses)
+		}
+		fc.Done(tp0, 1, s.resume)
+		if s.resumes != 1 {
+			t.Fatalf("NewFlowControl(%d): zero in flight must resume, got %d resumes", high, s.resumes)
+		}
+	}
+}
+
+func TestFlowControlDoneClampsAtZero(t *testing.T) {
+	fc := coordinator.NewFlowControl(10)
+	fc.Track(tp0)
+	fc.Add(tp0, 2, func() { t.Fatal("pause below the mark") })
+	fc.Done(tp0, 5, func() { t.Fatal("resume of a running partition") })
+	if got := fc.InFlight(tp0); got != 0 {
+		t.Fatalf("InFlight = %d after over-release, want 0", got)
+	}
+	s := &fetchState{t: t}
+	fc.Add(tp0, 10, s.pause)
+	if s.pauses != 1 {
+		t.Fatal("an over-release must not leave credit: 10 in flight must pause")
+	}
+}
+
+func TestFlowControlRemoveResumesPausedPartition(t *testing.T) {
+	fc := coordinator.NewFlowControl(4)
+	fc.Track(tp0)
+	s := &fetchState{t: t}
+	fc.Add(tp0, 4, s.pause)
+	fc.Remove(tp0, s.resume)
+	if s.resumes != 1 || s.paused {
+		t.Fatalf("Remove of a paused partition: %d resumes, want 1", s.resumes)
+	}
+	if fc.Paused(tp0) || fc.InFlight(tp0) != 0 {
+		t.Fatalf("after Remove: Paused=%v InFlight=%d, want false, 0", fc.Paused(tp0), fc.InFlight(tp0))
+	}
+	// Records of the removed partition processed late change nothing.
+	fc.Done(tp0, 4, func() { t.Fatal("resume after Remove") })
+	// Reassignment starts clean.
+	fc.Track(tp0)
+	fc.Add(tp0, 3, func() { t.Fatal("pause below the mark after reassignment") })
+	if got := fc.InFlight(tp0); got != 3 {
+		t.Fatalf("InFlight after reassignment = %d, want 3", got)
+	}
+	s.check()
+}
+
+func TestFlowControlRemoveOfRunningPartitionDoesNotResume(t *testing.T) {
+	fc := coordinator.NewFlowControl(4)
+	fc.Track(tp0)
+	fc.Add(tp0, 1, func() { t.Fatal("pause below the mark") })
+	fc.Remove(tp0, func() { t.Fatal("resume of a partition that was never paused") })
+	fc.Remove(coordinator.TopicPartition{Topic: "in", Partition: 9}, func() { t.Fatal("resume of an unknown partition") })
+}
+
+func TestFlowControlDoneOnUnknownPartitionIsNoOp(t *testing.T) {
+	fc := coordinator.NewFlowControl(4)
+	unknown := coordinator.TopicPartition{Topic: "other", Partition: 3}
+	fc.Done(unknown, 7, func() { t.Fatal("resume called for an unknown partition") })
+	if fc.InFlight(unknown) != 0 || fc.Paused(unknown) {
+		t.Fatalf("unknown partition: InFlight=%d Paused=%v, want 0, false", fc.InFlight(unknown), fc.Paused(unknown))
+	}
+	// It did not create a negative (or any) balance: tracking it later
+	// starts at zero and pauses at the mark.
+	fc.Track(unknown)
+	s := &fetchState{t: t}
+	fc.Add(unknown, 4, s.pause)
+	if s.pauses != 1 {
+		t.Fatalf("%d pauses at the mark, want 1", s.pauses)
+	}
+}
+
+func TestFlowControlPartitionsAreIndependent(t *testing.T) {
+	fc := coordinator.NewFlowControl(2)
+	tp1 := coordinator.TopicPartition{Topic: "in", Partition: 1}
+	fc.Track(tp0)
+	fc.Track(tp1)
+	fc.Add(tp0, 2, func() {})
+	fc.Add(tp1, 1, func() { t.Fatal("tp1 paused by tp0's records") })
+	if !fc.Paused(tp0) || fc.Paused(tp1) {
+		t.Fatalf("Paused tp0=%v tp1=%v, want true, false", fc.Paused(tp0), fc.Paused(tp1))
+	}
+}
+
+// Concurrent Add/Done (the poll loop and the partition actors) must never
+// leave a partition paused with nothing in flight: it would never fetch
+// again, since only Done resumes it.
+func TestFlowControlConcurrentAddDoneNeverStrandsAPausedPartition(t *testing.T) {
+	const (
+		high       = 8
+		partitions = 4
+		workers    = 8
+		rounds     = 500
+	)
+	fc := coordinator.NewFlowControl(high)
+	states := make([]*fetchState, partitions)
+	tps := make([]coordinator.TopicPartition, partitions)
+	for p := range partitions {
+		tps[p] = coordinator.TopicPartition{Topic: "in", Partition: int32(p)}
+		states[p] = &fetchState{t: t}
+		fc.Track(tps[p])
+	}
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range rounds {
+				p := (w + i) % partitions
+				n := 1 + (w*7+i)%5
+				// Three deliveries before their processing: up to 15 in
+				// flight from one worker alone, over the mark of 8.
+				for range 3 {
+					fc.Add(tps[p], n, states[p].pause)
+				}
+				for range 3 {
+					fc.Done(tps[p], n, states[p].resume)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	totalPauses := 0
+	for p := range partitions {
+		totalPauses += states[p].pauses
+		s := states[p]
+		s.check()
+		if fc.InFlight(tps[p]) != 0 {
+			t.Errorf("%v: InFlight = %d after every record was processed, want 0", tps[p], fc.InFlight(tps[p]))
+		}
+		if fc.Paused(tps[p]) || s.paused {
+			t.Errorf("%v: left paused with zero in flight (FlowControl %v, fetch %v)", tps[p], fc.Paused(tps[p]), s.paused)
+		}
+		if s.pauses != s.resumes {
+			t.Errorf("%v: %d pauses, %d resumes", tps[p], s.pauses, s.resumes)
+		}
+	}
+	if totalPauses == 0 {
+		t.Fatal("no partition ever crossed the high mark: the test exercised nothing")
+	}
+}
+
+// Records of a partition can be accounted (Add) after it was removed: the
+// consumer's owned check and its Add are not atomic with a revoke running on
+// kgo's group goroutine. Such a stale Add must not pause the partition, or
+// the next assignment of it starts paused with zero in flight.
+func TestFlowControlAddAfterRemoveDoesNotStrandReassignedPartition(t *testing.T) {
+	fc := coordinator.NewFlowControl(4)
+	fc.Track(tp0)
+	fc.Remove(tp0, func() {})
+	s := &fetchState{t: t}
+	fc.Add(tp0, 4, s.pause) // a buffered fetch of the revoked partition
+	fc.Track(tp0)           // reassigned
+	if fc.Paused(tp0) && fc.InFlight(tp0) == 0 {
+		t.Fatal("regression: FlowControl.Add accounts an untracked (removed) partition: it recreates inflight and pauses it; " +
+			"Track on reassignment resets inflight to 0 but keeps paused=true, so no Done ever resumes it and kgo keeps " +
+			"its fetches paused. Fix: Add ignores partitions with no inflight entry (as Done does), and Track clears paused.")
+	}
+	if s.pauses != 0 {
+		t.Fatalf("a removed partition was paused by a stale Add")
+	}
+}

@@ -1,0 +1,418 @@
+package partitionflow_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/actorflow/actorflow/partitionflow"
+	"github.com/actorflow/actorflow/snapshotstore"
+)
+
+// gcRecorder simulates the transaction actor's loop over a GroupCommit:
+// Next → record the batch → Complete. It records every batch it committed
+// and every outcome delivered to a waiter.
+type gcRecorder struct {
+	t       *testing.T
+	g       *partitionflow.GroupCommit
+	batches []snapshotstore.Batch
+	// outcomes counts Done calls per write key / offset waiter name.
+	outcomes map[string][]error
+}
+
+func newGCRecorder(t *testing.T, max int, seed int64) *gcRecorder {
+	return &gcRecorder{t: t, g: partitionflow.NewGroupCommit(max, seed), outcomes: map[string][]error{}}
+}
+
+func (c *gcRecorder) done(name string) func(error) {
+	return func(err error) { c.outcomes[name] = append(c.outcomes[name], err) }
+}
+
+// add queues a write of key with a value naming it.
+func (c *gcRecorder) add(key string) {
+	c.g.Add(partitionflow.Write{Snapshot: snapshotstore.Snapshot{Key: key, Value: []byte(key)}, Done: c.done(key)})
+}
+
+// commitOffset asks for an offset commit with a named waiter.
+func (c *gcRecorder) commitOffset(name string, offset int64) {
+	c.g.CommitOffset(offset, c.done(name))
+}
+
+// next takes the next flight and records its batch; it fails the test when
+// none is due.
+func (c *gcRecorder) next() *partitionflow.Flight {
+	c.t.Helper()
+	f, ok := c.g.Next()
+	if !ok {
+		c.t.Fatal("Next() = false, want a transaction")
+	}
+	c.batches = append(c.batches, f.Batch)
+	return f
+}
+
+// drain runs transactions until none is due, each completing with err.
+func (c *gcRecorder) drain(err error) {
+	for {
+		f, ok := c.g.Next()
+		if !ok {
+			return
+		}
+		c.batches = append(c.batches, f.Batch)
+		c.g.Complete(f, err)
+	}
+}
+
+func (c *gcRecorder) answeredOnce(name string, want error) {
+	c.t.Helper()
+	got := c.outcomes[name]
+	if len(got) != 1 {
+		c.t.Fatalf("%s answered %d times, want exactly once", name, len(got))
+	}
+	if !errors.Is(got[0], want) && got[0] != want {
+		c.t.Fatalf("%s answered %v, want %v", name, got[0], want)
+	}
+}
+
+func (c *gcRecorder) unanswered(name string) {
+	c.t.Helper()
+	if n := len(c.outcomes[name]); n != 0 {
+		c.t.Fatalf("%s answered %d times (%v), want not yet", name, n, c.outcomes[name])
+	}
+}
+
+func gcKeys(b snapshotstore.Batch) []string {
+	out := make([]string, len(b.Writes))
+	for i, w := range b.Writes {
+		out[i] = w.Key
+	}
+	return out
+}
+
+func TestGroupCommitEveryWriteCommitsExactlyOnceWithTheOffset(t *testing.T) {
+	c := newGCRecorder(t, 7, 3)
+	const n = 100
+	for i := range n {
+		c.add(fmt.Sprintf("k%03d", i))
+		if i%10 == 9 {
+			c.commitOffset(fmt.Sprintf("off%d", i), int64(i))
+			// Interleave: sometimes a transaction runs mid-stream.
+			c.drain(nil)
+		}
+	}
+	c.drain(nil)
+	seen := map[string]int{}
+	for _, b := range c.batches {
+		for _, w := range b.Writes {
+			seen[w.Key]++
+			if string(w.Value) != w.Key {
+				t.Fatalf("write %s carried value %q", w.Key, w.Value)
+			}
+		}
+		if b.Offset < 3 {
+			t.Fatalf("batch %v committed offset %d below the seed 3", gcKeys(b), b.Offset)
+		}
+	}
+	for i := range n {
+		k := fmt.Sprintf("k%03d", i)
+		if seen[k] != 1 {
+			t.Fatalf("write %s committed %d times, want exactly once", k, seen[k])
+		}
+		c.answeredOnce(k, nil)
+	}
+	for i := 9; i < n; i += 10 {
+		c.answeredOnce(fmt.Sprintf("off%d", i), nil)
+	}
+	if p := c.g.Pending(); p != 0 {
+		t.Fatalf("Pending() = %d after draining, want 0", p)
+	}
+}
+
+func TestGroupCommitCapHoldsAndRemainderGoesToNextFlight(t *testing.T) {
+	for _, tc := range []struct {
+		max, writes int
+		want        []int
+	}{
+		{max: 1, writes: 3, want: []int{1, 1, 1}},
+		{max: 4, writes: 10, want: []int{4, 4, 2}},
+		{max: 5, writes: 5, want: []int{5}},
+		{max: 0, writes: partitionflow.DefaultMaxWritesPerTransaction + 1, want: []int{partitionflow.DefaultMaxWritesPerTransaction, 1}},
+	} {
+		t.Run(fmt.Sprintf("max=%d/writes=%d", tc.max, tc.writes), func(t *testing.T) {
+			c := newGCRecorder(t, tc.max, 0)
+			for i := range tc.writes {
+				c.add(fmt.Sprintf("k%04d", i))
+			}
+			c.drain(nil)
+			var sizes []int
+			var order []string
+			for _, b := range c.batches {
+				sizes = append(sizes, len(b.Writes))
+				order = append(order, gcKeys(b)...)
+			}
+			if fmt.Sprint(sizes) != fmt.Sprint(tc.want) {
+				t.Fatalf("batch sizes %v, want %v", sizes, tc.want)
+			}
+			for i, k := range order {
+				if want := fmt.Sprintf("k%04d", i); k != want {
+					t.Fatalf("write %d committed is %s, want %s (queue order)", i, k, want)
+				}
+			}
+		})
+	}
+}
+
+func TestGroupCommitOffsetOnlyCommitForcesTransactionWithoutWrites(t *testing.T) {
+	c := newGCRecorder(t, 4, 10)
+	if _, ok := c.g.Next(); ok {
+		t.Fatal("Next() with nothing queued and the seed unchanged must not start a transaction")
+	}
+	c.commitOffset("adv", 15)
+	f := c.next()
+	if len(f.Batch.Writes) != 0 {
+		t.Fatalf("offset-only transaction carries %d writes, want 0", len(f.Batch.Writes))
+	}
+	if f.Batch.Offset != 15 || !f.Batch.OffsetAdvanced {
+		t.Fatalf("offset-only batch = {Offset %d, Advanced %v}, want {15, true}", f.Batch.Offset, f.Batch.OffsetAdvanced)
+	}
+	c.unanswered("adv")
+	c.g.Complete(f, nil)
+	c.answeredOnce("adv", nil)
+
+	// The same offset again, awaited: still a transaction (the revoke-time
+	// commit must be driven and answered), but not an advance.
+	c.commitOffset("again", 15)
+	f = c.next()
+	if len(f.Batch.Writes) != 0 || f.Batch.Offset != 15 || f.Batch.OffsetAdvanced {
+		t.Fatalf("re-commit batch = %+v, want no writes, offset 15, not advanced", f.Batch)
+	}
+	c.g.Complete(f, nil)
+	c.answeredOnce("again", nil)
+
+	// An advance with no waiter is still due.
+	c.g.CommitOffset(20, nil)
+	f = c.next()
+	if f.Batch.Offset != 20 || !f.Batch.OffsetAdvanced {
+		t.Fatalf("unawaited advance batch = %+v, want offset 20 advanced", f.Batch)
+	}
+	c.g.Complete(f, nil)
+	if _, ok := c.g.Next(); ok {
+		t.Fatal("Next() after everything committed must be false")
+	}
+}
+
+func TestGroupCommitOffsetCommitsDoNotConsumeTheCap(t *testing.T) {
+	c := newGCRecorder(t, 2, 0)
+	c.add("a")
+	c.commitOffset("o1", 5)
+	c.add("b")
+	c.commitOffset("o2", 6)
+	c.add("c")
+	c.commitOffset("o3", 7)
+	f := c.next()
+	if got := gcKeys(f.Batch); fmt.Sprint(got) != "[a b]" {
+		t.Fatalf("first flight writes %v, want [a b] (cap 2, offset commits free)", got)
+	}
+	if f.Batch.Offset != 7 {
+		t.Fatalf("first flight offset %d, want 7", f.Batch.Offset)
+	}
+	c.g.Complete(f, nil)
+	for _, n := range []string{"a", "b", "o1", "o2", "o3"} {
+		c.answeredOnce(n, nil)
+	}
+	c.unanswered("c")
+	f = c.next()
+	if got := gcKeys(f.Batch); fmt.Sprint(got) != "[c]" {
+		t.Fatalf("second flight writes %v, want [c]", got)
+	}
+	if f.Batch.OffsetAdvanced {
+		t.Fatal("second flight re-commits offset 7: OffsetAdvanced must be false")
+	}
+	c.g.Complete(f, nil)
+	c.answeredOnce("c", nil)
+}
+
+func TestGroupCommitSeedGoesOutWithFirstWriteNotAsAnAdvance(t *testing.T) {
+	c := newGCRecorder(t, 0, 42)
+	c.add("first")
+	f := c.next()
+	if f.Batch.Offset != 42 {
+		t.Fatalf("first write's batch offset %d, want the seeded assigned offset 42", f.Batch.Offset)
+	}
+	if f.Batch.OffsetAdvanced {
+		t.Fatal("the seed is the already-committed position: OffsetAdvanced must be false")
+	}
+	c.g.Complete(f, nil)
+	c.answeredOnce("first", nil)
+}
+
+func TestGroupCommitOffsetNeverGoesBackwards(t *testing.T) {
+	c := newGCRecorder(t, 0, 0)
+	c.commitOffset("o10", 10)
+	c.commitOffset("o5", 5)
+	f := c.next()
+	if f.Batch.Offset != 10 {
+		t.Fatalf("batch offset %d, want 10 (5 is behind)", f.Batch.Offset)
+	}
+	c.g.Complete(f, nil)
+	c.answeredOnce("o10", nil)
+	c.answeredOnce("o5", nil)
+
+	c.commitOffset("o7", 7)
+	c.add("w")
+	f = c.next()
+	if f.Batch.Offset != 10 || f.Batch.OffsetAdvanced {
+		t.Fatalf("batch after a lower commit = {Offset %d, Advanced %v}, want {10, false}", f.Batch.Offset, f.Batch.OffsetAdvanced)
+	}
+	c.g.Complete(f, nil)
+
+	// Below the seed, too.
+	c2 := newGCRecorder(t, 0, 100)
+	c2.commitOffset("low", 50)
+	f = c2.next()
+	if f.Batch.Offset != 100 {
+		t.Fatalf("batch offset %d, want the seed 100", f.Batch.Offset)
+	}
+}
+
+func TestGroupCommitLoneWriteGoesOutImmediately(t *testing.T) {
+	c := newGCRecorder(t, 256, 0)
+	c.add("lone")
+	f, ok := c.g.Next()
+	if !ok {
+		t.Fatal("a lone write must be due at once: no batching delay")
+	}
+	if got := gcKeys(f.Batch); fmt.Sprint(got) != "[lone]" {
+		t.Fatalf("flight writes %v, want [lone]", got)
+	}
+}
+
+func TestGroupCommitWritesDuringFlightBatchIntoNext(t *testing.T) {
+	c := newGCRecorder(t, 3, 0)
+	c.add("w0")
+	f1 := c.next()
+	for i := 1; i <= 5; i++ {
+		c.add(fmt.Sprintf("w%d", i))
+		if _, ok := c.g.Next(); ok {
+			t.Fatal("Next() while a transaction is in flight must be false")
+		}
+	}
+	if p := c.g.Pending(); p != 5 {
+		t.Fatalf("Pending() = %d during the flight, want 5", p)
+	}
+	c.g.Complete(f1, nil)
+	c.answeredOnce("w0", nil)
+	f2 := c.next()
+	if got := gcKeys(f2.Batch); fmt.Sprint(got) != "[w1 w2 w3]" {
+		t.Fatalf("second flight %v, want [w1 w2 w3] (batched, capped at 3)", got)
+	}
+	c.g.Complete(f2, nil)
+	f3 := c.next()
+	if got := gcKeys(f3.Batch); fmt.Sprint(got) != "[w4 w5]" {
+		t.Fatalf("third flight %v, want [w4 w5]", got)
+	}
+	c.g.Complete(f3, nil)
+	for i := 1; i <= 5; i++ {
+		c.answeredOnce(fmt.Sprintf("w%d", i), nil)
+	}
+}
+
+func TestGroupCommitFailureAnswersEveryWaiterOfThatFlight(t *testing.T) {
+	boom := errors.New("boom: ILLEGAL_GENERATION")
+	c := newGCRecorder(t, 2, 0)
+	c.add("a")
+	c.add("b")
+	c.commitOffset("off", 9)
+	c.add("c") // over the cap: not in this flight
+	f := c.next()
+	c.g.Complete(f, boom)
+	for _, n := range []string{"a", "b", "off"} {
+		c.answeredOnce(n, boom)
+	}
+	c.unanswered("c")
+
+	// The failed offset was not committed: the next transaction still
+	// reports it as an advance.
+	f = c.next()
+	if f.Batch.Offset != 9 || !f.Batch.OffsetAdvanced {
+		t.Fatalf("after a failed commit, batch = {Offset %d, Advanced %v}, want {9, true}", f.Batch.Offset, f.Batch.OffsetAdvanced)
+	}
+}
+
+func TestGroupCommitFailPendingAnswersQueuedWritesAndOffsetWaiters(t *testing.T) {
+	stopped := errors.New("stopped")
+	c := newGCRecorder(t, 1, 0)
+	c.add("inflight")
+	f := c.next()
+	c.add("q1")
+	c.add("q2")
+	c.commitOffset("off", 3)
+	c.g.FailPending(stopped)
+	for _, n := range []string{"q1", "q2", "off"} {
+		c.answeredOnce(n, stopped)
+	}
+	c.unanswered("inflight") // FailPending leaves the flight to Complete
+	if p := c.g.Pending(); p != 0 {
+		t.Fatalf("Pending() = %d after FailPending, want 0", p)
+	}
+	c.g.Complete(f, nil)
+	c.answeredOnce("inflight", nil)
+	for _, n := range []string{"q1", "q2", "off"} {
+		c.answeredOnce(n, stopped) // still once: FailPending dropped them
+	}
+}
+
+// The committed offset never leads the writes it covers: a flight's offset is
+// exactly what CommitOffset set before Next took it; an offset requested
+// while the flight is out goes with the next flight, not this one.
+func TestGroupCommitOffsetInFlightIsFixedAtNext(t *testing.T) {
+	c := newGCRecorder(t, 0, 0)
+	c.add("covered")
+	c.commitOffset("o4", 4)
+	f1 := c.next()
+	if f1.Batch.Offset != 4 {
+		t.Fatalf("flight offset %d, want 4 (set before Next)", f1.Batch.Offset)
+	}
+	c.add("later")
+	c.commitOffset("o100", 100) // requested while f1 is out
+	if f1.Batch.Offset != 4 {
+		t.Fatalf("flight offset changed to %d after Next, want it fixed at 4", f1.Batch.Offset)
+	}
+	if len(f1.Batch.Writes) != 1 {
+		t.Fatalf("flight grew to %d writes after Next", len(f1.Batch.Writes))
+	}
+	c.g.Complete(f1, nil)
+	c.answeredOnce("o4", nil)
+	c.unanswered("o100") // its commit has not run yet
+	f2 := c.next()
+	if f2.Batch.Offset != 100 || fmt.Sprint(gcKeys(f2.Batch)) != "[later]" {
+		t.Fatalf("second flight = %v @%d, want [later] @100", gcKeys(f2.Batch), f2.Batch.Offset)
+	}
+	c.g.Complete(f2, nil)
+	c.answeredOnce("o100", nil)
+
+	// Across the whole run, every committed offset is non-decreasing.
+	var last int64 = -1
+	for _, b := range c.batches {
+		if b.Offset < last {
+			t.Fatalf("committed offsets went backwards: %d after %d", b.Offset, last)
+		}
+		last = b.Offset
+	}
+}
+
+func TestGroupCommitPending(t *testing.T) {
+	c := newGCRecorder(t, 0, 0)
+	if p := c.g.Pending(); p != 0 {
+		t.Fatalf("Pending() = %d, want 0", p)
+	}
+	c.add("a")
+	c.commitOffset("o", 1)
+	c.g.CommitOffset(2, nil) // no waiter: not pending
+	if p := c.g.Pending(); p != 2 {
+		t.Fatalf("Pending() = %d, want 2 (one write, one offset waiter)", p)
+	}
+	c.next()
+	if p := c.g.Pending(); p != 0 {
+		t.Fatalf("Pending() = %d with everything in flight, want 0", p)
+	}
+}

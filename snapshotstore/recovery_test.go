@@ -1,0 +1,384 @@
+package snapshotstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// testTimeout bounds every wait: an event that does not happen within it is
+// a hang.
+const testTimeout = 10 * time.Second
+
+type endsResult struct {
+	hwm, lso int64
+	err      error
+}
+
+type pollResult struct {
+	recs []*kgo.Record
+	err  error
+}
+
+// scriptedLog is a LogReader driven by the test. Ends answers from a script
+// (the last entry repeats). Poll blocks, like kgo's PollFetches, until the
+// test feeds a result or the poll's context ends; every call is announced on
+// polls with its context.
+type scriptedLog struct {
+	mu    sync.Mutex
+	ends  []endsResult
+	nEnds int
+
+	feed  chan pollResult
+	polls chan context.Context
+}
+
+func newScriptedLog(ends ...endsResult) *scriptedLog {
+	return &scriptedLog{ends: ends, feed: make(chan pollResult, 100), polls: make(chan context.Context, 100)}
+}
+
+func (l *scriptedLog) Ends(context.Context) (int64, int64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.ends[min(l.nEnds, len(l.ends)-1)]
+	l.nEnds++
+	return e.hwm, e.lso, e.err
+}
+
+func (l *scriptedLog) endsCalls() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.nEnds
+}
+
+func (l *scriptedLog) Poll(ctx context.Context) ([]*kgo.Record, error) {
+	l.polls <- ctx
+	select {
+	case r := <-l.feed:
+		return r.recs, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// give queues records for later polls, one poll per call.
+func (l *scriptedLog) give(recs ...*kgo.Record) { l.feed <- pollResult{recs: recs} }
+
+// awaitPoll returns the context of the next Poll call.
+func (l *scriptedLog) awaitPoll(t *testing.T) context.Context {
+	t.Helper()
+	select {
+	case ctx := <-l.polls:
+		return ctx
+	case <-time.After(testTimeout):
+		t.Fatal("the read did not poll")
+		return nil
+	}
+}
+
+func dataRec(offset int64) *kgo.Record {
+	return &kgo.Record{Topic: "snaps", Partition: 0, Offset: offset, Key: fmt.Appendf(nil, "k%d", offset)}
+}
+
+// controlRec is a transaction marker, as kgo returns it with
+// KeepControlRecords.
+func controlRec(offset int64) *kgo.Record {
+	return &kgo.Record{Topic: "snaps", Partition: 0, Offset: offset,
+		Attrs: kgo.NewRecordAttrs(kgo.RecordAttrsOpts{Transactional: true, Control: true})}
+}
+
+func recs(from, to int64) []*kgo.Record {
+	var out []*kgo.Record
+	for o := from; o <= to; o++ {
+		out = append(out, dataRec(o))
+	}
+	return out
+}
+
+// read runs ReadToTarget in the background, recording the offsets fn saw.
+type read struct {
+	mu   sync.Mutex
+	seen []int64
+	done chan error
+}
+
+func startRead(ctx context.Context, l snapshotstore.LogReader, o snapshotstore.ReadOptions) *read {
+	r := &read{done: make(chan error, 1)}
+	go func() {
+		r.done <- snapshotstore.ReadToTarget(ctx, l, o, func(rec *kgo.Record) error {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.seen = append(r.seen, rec.Offset)
+			return nil
+		})
+	}()
+	return r
+}
+
+func (r *read) wait(t *testing.T) error {
+	t.Helper()
+	select {
+	case err := <-r.done:
+		return err
+	case <-time.After(testTimeout):
+		t.Fatal("the read did not return")
+		return nil
+	}
+}
+
+func (r *read) offsets() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return fmt.Sprint(r.seen)
+}
+
+func TestControlRecordHelperSetsTheControlBit(t *testing.T) {
+	if !controlRec(0).Attrs.IsControl() || dataRec(0).Attrs.IsControl() {
+		t.Fatal("kgo.NewRecordAttrs does not build the control bit the read checks")
+	}
+}
+
+// The read's target is the high watermark, not the LSO: with an open
+// transaction pinning the LSO at 5, a read bounded by the LSO would stop
+// after offset 4 and silently miss 5..9 (KAFKA-10167).
+func TestReadToTargetReadsToHighWatermarkNotLSO(t *testing.T) {
+	l := newScriptedLog(endsResult{hwm: 10, lso: 5})
+	l.give(recs(0, 4)...)
+	r := startRead(context.Background(), l, snapshotstore.ReadOptions{Partition: "snaps[0]", StallTimeout: time.Minute})
+	l.awaitPoll(t) // the first poll returns 0..4
+	l.awaitPoll(t) // at position 5 (the LSO) the read polls again: it did not stop
+	select {
+	case err := <-r.done:
+		t.Fatalf("the read returned (%v) at the LSO with records 5..9 unread", err)
+	default:
+	}
+	l.give(recs(5, 9)...) // the transaction resolves
+	if err := r.wait(t); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.offsets(); got != fmt.Sprint([]int64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}) {
+		t.Fatalf("fn saw %s, want 0..9", got)
+	}
+}
+
+func TestReadToTargetControlRecordsAdvanceWithoutCallingFn(t *testing.T) {
+	// 0..2 committed data, 3 its commit marker, 4 aborted data (hidden by
+	// read_committed), 5 the abort marker: the target 6 is reachable only
+	// through the markers.
+	l := newScriptedLog(endsResult{hwm: 6, lso: 6})
+	l.give(dataRec(0), dataRec(1), dataRec(2), controlRec(3))
+	l.give(controlRec(5))
+	r := startRead(context.Background(), l, snapshotstore.ReadOptions{StallTimeout: time.Minute})
+	if err := r.wait(t); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.offsets(); got != "[0 1 2]" {
+		t.Fatalf("fn saw %s, want only the data records [0 1 2]", got)
+	}
+}
+
+func TestReadToTargetEmptyPartitionReturnsWithoutPolling(t *testing.T) {
+	l := newScriptedLog(endsResult{hwm: 0, lso: 0})
+	r := startRead(context.Background(), l, snapshotstore.ReadOptions{})
+	if err := r.wait(t); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-l.polls:
+		t.Fatal("an empty partition was polled")
+	default:
+	}
+}
+
+func TestReadToTargetLogStartingAboveZero(t *testing.T) {
+	// Compaction/retention removed the head: the first record is 100.
+	l := newScriptedLog(endsResult{hwm: 103, lso: 103})
+	l.give(dataRec(100), dataRec(102))
+	r := startRead(context.Background(), l, snapshotstore.ReadOptions{StallTimeout: time.Minute})
+	if err := r.wait(t); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.offsets(); got != "[100 102]" {
+		t.Fatalf("fn saw %s", got)
+	}
+}
+
+func TestReadToTargetStallDiagnosis(t *testing.T) {
+	rereadFailed := errors.New("list offsets: NOT_LEADER_OR_FOLLOWER")
+	for _, tc := range []struct {
+		name      string
+		reread    endsResult
+		cause     snapshotstore.StallCause
+		logEnd    int64
+		rereadErr error
+	}{
+		{"log end below the target: truncation", endsResult{hwm: 7, lso: 7}, snapshotstore.StallTruncation, 7, nil},
+		{"log end at the target: open transaction", endsResult{hwm: 10, lso: 5}, snapshotstore.StallOpenTransaction, 10, nil},
+		{"log end above the target: open transaction", endsResult{hwm: 15, lso: 5}, snapshotstore.StallOpenTransaction, 15, nil},
+		{"failing re-read never masks the stall", endsResult{err: rereadFailed}, snapshotstore.StallUnknown, -1, rereadFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const stall = 30 * time.Millisecond
+			l := newScriptedLog(endsResult{hwm: 10, lso: 5}, tc.reread)
+			l.give(recs(0, 4)...)
+			start := time.Now()
+			r := startRead(context.Background(), l, snapshotstore.ReadOptions{Partition: "snaps[3]", StallTimeout: stall})
+			err := r.wait(t)
+			var se *snapshotstore.RecoveryReadStalledError
+			if !errors.As(err, &se) {
+				t.Fatalf("read error %v (%T), want a *RecoveryReadStalledError", err, err)
+			}
+			if se.Cause != tc.cause {
+				t.Errorf("Cause = %v, want %v", se.Cause, tc.cause)
+			}
+			if se.Partition != "snaps[3]" || se.Target != 10 || se.Position != 5 || se.LogEnd != tc.logEnd {
+				t.Errorf("stall = {Partition %q Target %d Position %d LogEnd %d}, want {snaps[3] 10 5 %d}",
+					se.Partition, se.Target, se.Position, se.LogEnd, tc.logEnd)
+			}
+			if se.Stalled < stall {
+				t.Errorf("Stalled = %s, below the stall timeout %s", se.Stalled, stall)
+			}
+			if elapsed := time.Since(start); elapsed < stall {
+				t.Errorf("the read failed after %s, before the stall timeout %s", elapsed, stall)
+			}
+			if tc.rereadErr != nil {
+				if !errors.Is(se.ReReadErr, tc.rereadErr) || !errors.Is(err, tc.rereadErr) {
+					t.Errorf("ReReadErr = %v (errors.Is(err) %v), want the re-read error", se.ReReadErr, errors.Is(err, tc.rereadErr))
+				}
+			} else if se.ReReadErr != nil {
+				t.Errorf("ReReadErr = %v, want nil", se.ReReadErr)
+			}
+			if n := l.endsCalls(); n != 2 {
+				t.Errorf("Ends called %d times, want 2 (capture, then the re-read at the stall)", n)
+			}
+			if se.Error() == "" || r.offsets() != "[0 1 2 3 4]" {
+				t.Errorf("Error() = %q, fn saw %s", se.Error(), r.offsets())
+			}
+		})
+	}
+}
+
+// Every advance resets the no-progress deadline: a read that progresses in
+// gaps shorter than the stall timeout completes, however long it takes in
+// total.
+func TestReadToTargetProgressingReadOutlivesTheStallTimeout(t *testing.T) {
+	const (
+		stall = 200 * time.Millisecond
+		gap   = 30 * time.Millisecond // well below the stall timeout, even on a loaded -race run
+		n     = 10                    // n × gap = 1.5 × stall
+	)
+	l := newScriptedLog(endsResult{hwm: n, lso: n})
+	start := time.Now()
+	r := startRead(context.Background(), l, snapshotstore.ReadOptions{StallTimeout: stall})
+	for o := range int64(n) {
+		var ctx context.Context
+		select {
+		case ctx = <-l.polls:
+		case err := <-r.done:
+			t.Fatalf("the read returned before record %d: %v", o, err)
+		case <-time.After(testTimeout):
+			t.Fatal("the read did not poll")
+		}
+		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > stall {
+			t.Fatalf("poll %d: deadline %v (set %v), want at most the stall timeout ahead", o, time.Until(dl), ok)
+		}
+		time.Sleep(gap) // slow, but within the deadline
+		l.give(dataRec(o))
+	}
+	if err := r.wait(t); err != nil {
+		t.Fatalf("a progressing read failed: %v", err)
+	}
+	if elapsed := time.Since(start); elapsed <= stall {
+		t.Fatalf("the read took %s, not longer than the stall timeout %s: the test proved nothing", elapsed, stall)
+	}
+	if n := l.endsCalls(); n != 1 {
+		t.Fatalf("Ends called %d times: a stall was diagnosed", n)
+	}
+}
+
+// With no stall timeout (the plain mode) the read waits unbounded.
+func TestReadToTargetWithoutStallTimeoutWaits(t *testing.T) {
+	const wouldHaveFired = 50 * time.Millisecond
+	l := newScriptedLog(endsResult{hwm: 3, lso: 1})
+	l.give(dataRec(0))
+	r := startRead(context.Background(), l, snapshotstore.ReadOptions{StallTimeout: 0})
+	l.awaitPoll(t)
+	ctx := l.awaitPoll(t) // blocked at position 1
+	if dl, ok := ctx.Deadline(); ok {
+		t.Fatalf("poll has a deadline %v with StallTimeout 0, want none", dl)
+	}
+	select {
+	case err := <-r.done:
+		t.Fatalf("the read returned (%v) while blocked below its target", err)
+	case <-time.After(wouldHaveFired):
+	}
+	l.give(dataRec(1), controlRec(2))
+	if err := r.wait(t); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.offsets(); got != "[0 1]" {
+		t.Fatalf("fn saw %s", got)
+	}
+}
+
+func TestReadToTargetContextCancellation(t *testing.T) {
+	for _, stall := range []time.Duration{0, time.Minute} {
+		t.Run(fmt.Sprint("stall=", stall), func(t *testing.T) {
+			l := newScriptedLog(endsResult{hwm: 5, lso: 5})
+			ctx, cancel := context.WithCancel(context.Background())
+			r := startRead(ctx, l, snapshotstore.ReadOptions{Partition: "snaps[1]", StallTimeout: stall})
+			l.awaitPoll(t)
+			cancel()
+			err := r.wait(t)
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("read error %v, want one wrapping context.Canceled", err)
+			}
+			var se *snapshotstore.RecoveryReadStalledError
+			if errors.As(err, &se) {
+				t.Fatalf("a cancellation was reported as a stall: %v", err)
+			}
+		})
+	}
+}
+
+func TestReadToTargetCaptureFailure(t *testing.T) {
+	boom := errors.New("list offsets failed")
+	l := newScriptedLog(endsResult{err: boom})
+	err := startRead(context.Background(), l, snapshotstore.ReadOptions{Partition: "snaps[2]"}).wait(t)
+	if !errors.Is(err, boom) {
+		t.Fatalf("read error %v, want one wrapping the capture error", err)
+	}
+}
+
+func TestReadToTargetPollErrorWithoutProgressFails(t *testing.T) {
+	boom := errors.New("fetch: TOPIC_AUTHORIZATION_FAILED")
+	l := newScriptedLog(endsResult{hwm: 5, lso: 5})
+	l.feed <- pollResult{err: boom}
+	err := startRead(context.Background(), l, snapshotstore.ReadOptions{StallTimeout: time.Minute}).wait(t)
+	if !errors.Is(err, boom) {
+		t.Fatalf("read error %v, want one wrapping the poll error", err)
+	}
+}
+
+func TestReadToTargetFnErrorStopsTheRead(t *testing.T) {
+	boom := errors.New("decode failed")
+	l := newScriptedLog(endsResult{hwm: 5, lso: 5})
+	l.give(recs(0, 4)...)
+	calls := 0
+	err := snapshotstore.ReadToTarget(context.Background(), l, snapshotstore.ReadOptions{}, func(rec *kgo.Record) error {
+		calls++
+		if rec.Offset == 2 {
+			return boom
+		}
+		return nil
+	})
+	if !errors.Is(err, boom) || calls != 3 {
+		t.Fatalf("ReadToTarget = %v after %d calls, want the fn error after 3", err, calls)
+	}
+}

@@ -1,0 +1,140 @@
+package snapshotstore
+
+import (
+	"bytes"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// asRead makes an encoded record look read back from the log at offset.
+func asRead(r *kgo.Record, offset int64) *kgo.Record {
+	r.Offset = offset
+	return r
+}
+
+func TestEncodeDecodeRoundTrip(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		s    Snapshot
+	}{
+		{"state", Snapshot{Key: "acct-1", Value: []byte(`{"balance":10}`), Offset: 41}},
+		{"tombstone carries its offset", Snapshot{Key: "acct-2", Value: nil, Offset: 7}},
+		{"empty non-nil value is state, not a tombstone", Snapshot{Key: "acct-3", Value: []byte{}, Offset: 0}},
+		{"binary key and value", Snapshot{Key: "\x00\xff k", Value: []byte{0, 1, 2, 255}, Offset: 1}},
+		{"large offset", Snapshot{Key: "k", Value: []byte("v"), Offset: 1<<62 + 3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := EncodeRecord("snaps", 4, tc.s)
+			if rec.Topic != "snaps" || rec.Partition != 4 || string(rec.Key) != tc.s.Key {
+				t.Fatalf("EncodeRecord addressed %s[%d] key %q", rec.Topic, rec.Partition, rec.Key)
+			}
+			got, ok, err := DecodeRecord(asRead(rec, 99))
+			if err != nil || !ok {
+				t.Fatalf("DecodeRecord = ok %v, err %v", ok, err)
+			}
+			if got.Key != tc.s.Key || got.Offset != tc.s.Offset || !bytes.Equal(got.Value, tc.s.Value) {
+				t.Fatalf("round trip = %+v, want %+v", got, tc.s)
+			}
+			if got.Tombstone() != tc.s.Tombstone() || (got.Value == nil) != (tc.s.Value == nil) {
+				t.Fatalf("round trip Tombstone() = %v (value nil %v), want %v", got.Tombstone(), got.Value == nil, tc.s.Tombstone())
+			}
+			if want := (Position{"snaps", 4, 99}); got.Source != want {
+				t.Fatalf("Source = %v, want %v (the record's position)", got.Source, want)
+			}
+		})
+	}
+}
+
+func TestTombstone(t *testing.T) {
+	if !(Snapshot{Value: nil}).Tombstone() {
+		t.Error("nil value must be a tombstone")
+	}
+	if (Snapshot{Value: []byte{}}).Tombstone() {
+		t.Error("empty non-nil value must not be a tombstone")
+	}
+}
+
+func TestEncodeRecordHeaders(t *testing.T) {
+	rec := EncodeRecord("snaps", 0, Snapshot{Key: "k", Value: []byte("v"), Offset: 12})
+	hs := map[string]string{}
+	for _, h := range rec.Headers {
+		if _, dup := hs[h.Key]; dup {
+			t.Fatalf("header %s written twice", h.Key)
+		}
+		hs[h.Key] = string(h.Value)
+	}
+	if hs[HeaderOffset] != "12" || hs[HeaderFormat] != "1" {
+		t.Fatalf("headers %v, want %s=12 and %s=1", hs, HeaderOffset, HeaderFormat)
+	}
+	if _, ok := hs[HeaderKind]; ok {
+		t.Fatalf("a snapshot record carries %s", HeaderKind)
+	}
+}
+
+func TestDecodeRecordSkipsMarkers(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		rec  *kgo.Record
+	}{
+		{"the marker the transactional mode writes", markerRecord("snaps", 2, 500)},
+		{"marker kind header", &kgo.Record{Key: []byte("any"), Headers: []kgo.RecordHeader{{Key: HeaderKind, Value: []byte("offset-marker")}}}},
+		{"marker key, no headers", &kgo.Record{Key: []byte(MarkerKey), Value: []byte("500")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, ok, err := DecodeRecord(tc.rec)
+			if err != nil || ok {
+				t.Fatalf("DecodeRecord(marker) = %+v, ok %v, err %v; want skipped (ok false, no error)", s, ok, err)
+			}
+		})
+	}
+}
+
+func TestMarkerRecordShape(t *testing.T) {
+	m := markerRecord("snaps", 2, 500)
+	if m.Topic != "snaps" || m.Partition != 2 || string(m.Key) != MarkerKey || string(m.Value) != "500" {
+		t.Fatalf("marker = %s[%d] key %q value %q", m.Topic, m.Partition, m.Key, m.Value)
+	}
+}
+
+func TestDecodeRecordErrorsNameTheRecord(t *testing.T) {
+	base := func(headers ...kgo.RecordHeader) *kgo.Record {
+		return &kgo.Record{Topic: "snaps", Partition: 3, Offset: 17, Key: []byte("acct-9"), Value: []byte("x"), Headers: headers}
+	}
+	format := kgo.RecordHeader{Key: HeaderFormat, Value: []byte("1")}
+	for _, tc := range []struct {
+		name    string
+		rec     *kgo.Record
+		mention string
+		wrapped any
+	}{
+		{"missing offset header", base(format), "missing header " + HeaderOffset, nil},
+		{"non-numeric offset", base(format, kgo.RecordHeader{Key: HeaderOffset, Value: []byte("abc")}), "bad header " + HeaderOffset, new(*strconv.NumError)},
+		{"empty offset", base(format, kgo.RecordHeader{Key: HeaderOffset, Value: nil}), "bad header " + HeaderOffset, new(*strconv.NumError)},
+		{"fractional offset", base(format, kgo.RecordHeader{Key: HeaderOffset, Value: []byte("1.5")}), "bad header " + HeaderOffset, new(*strconv.NumError)},
+		{"unsupported format", base(kgo.RecordHeader{Key: HeaderFormat, Value: []byte("2")}, kgo.RecordHeader{Key: HeaderOffset, Value: []byte("1")}), `unsupported format "2"`, nil},
+		{"empty format", base(kgo.RecordHeader{Key: HeaderOffset, Value: []byte("1")}, kgo.RecordHeader{Key: HeaderFormat, Value: nil}), "unsupported format", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, ok, err := DecodeRecord(tc.rec)
+			if err == nil {
+				t.Fatalf("DecodeRecord = %+v, ok %v; want an error", s, ok)
+			}
+			if ok {
+				t.Fatal("ok must be false with an error")
+			}
+			msg := err.Error()
+			for _, want := range []string{"snaps[3]@17", `"acct-9"`, tc.mention} {
+				if !strings.Contains(msg, want) {
+					t.Errorf("error %q does not mention %q (topic, partition, offset, key and cause)", msg, want)
+				}
+			}
+			if tc.wrapped != nil && !errors.As(err, tc.wrapped) {
+				t.Errorf("error %q does not wrap the parse error", msg)
+			}
+		})
+	}
+}
