@@ -158,6 +158,10 @@ func startBroker() (*broker, error) {
 	}()
 
 	pool.MaxWait = readyTimeout()
+	// pool.Retry backs off exponentially (0.5s, 0.75s, ... 5s); poll the port every 200ms first so a
+	// broker that is up in 4s is seen at once. (Behind Docker's userland proxy the port accepts
+	// connections before Kafka listens; then pool.Retry does the waiting.)
+	b.waitPort(started.Add(pool.MaxWait))
 	err = pool.Retry(func() error { return b.probe() })
 	if err != nil {
 		b.dumpLogs(200)
@@ -167,6 +171,19 @@ func startBroker() (*broker, error) {
 	fmt.Fprintf(os.Stderr, "itest: Kafka broker %s from image %s ready in %.1fs (container %s)\n",
 		b.brokers[0], image, time.Since(started).Seconds(), strings.TrimPrefix(res.Container.Name, "/"))
 	return b, nil
+}
+
+func (b *broker) waitPort(deadline time.Time) {
+	for time.Now().Before(deadline) {
+		if conn, err := net.DialTimeout("tcp", b.brokers[0], time.Second); err == nil {
+			conn.Close()
+			return
+		}
+		if c, err := b.pool.Client.InspectContainer(b.res.Container.ID); err == nil && !c.State.Running {
+			return // probe reports it
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // probe succeeds once the broker lists itself and can create a topic (the controller is up and
@@ -444,6 +461,8 @@ func TestBrokerTransactionsSmoke(t *testing.T) {
 	topic := newTopic(t, 1, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
+	start := time.Now()
+	since := func() string { return fmt.Sprintf("[%5.2fs]", time.Since(start).Seconds()) }
 
 	prod := newClient(t,
 		kgo.TransactionalID(uniqueName(t, "txn")),
@@ -466,6 +485,7 @@ func TestBrokerTransactionsSmoke(t *testing.T) {
 	if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatalf("commit: %v", err)
 	}
+	t.Logf("%s transaction 1 (3 records) committed", since())
 
 	// 2. A read_committed consumer reads them back, in order.
 	cons := newClient(t,
@@ -479,7 +499,7 @@ func TestBrokerTransactionsSmoke(t *testing.T) {
 			t.Fatalf("record %d: got %q at offset %d, want %q at offset %d", i, r.Value, r.Offset, want[i], i)
 		}
 	}
-	t.Logf("read_committed consumer read %d committed records at offsets 0..2", len(got))
+	t.Logf("%s read_committed consumer read %d committed records at offsets 0..2", since(), len(got))
 
 	// 3. With a transaction open, the high watermark (read_uncommitted end) moves past the open
 	// record while the last stable offset (read_committed end) stays pinned at its first offset.
@@ -491,7 +511,7 @@ func TestBrokerTransactionsSmoke(t *testing.T) {
 		t.Fatalf("produce 2: %v", err)
 	}
 	hwm, lso := endOffsets(ctx, t, adm, topic)
-	t.Logf("transaction open: high watermark=%d last stable offset=%d", hwm, lso)
+	t.Logf("%s transaction 2 open: high watermark=%d last stable offset=%d", since(), hwm, lso)
 	if hwm != 5 || lso != 4 {
 		t.Fatalf("open transaction: got HWM=%d LSO=%d, want HWM=5 (3 records + marker + open record) and LSO=4 (pinned)", hwm, lso)
 	}
@@ -517,10 +537,11 @@ func TestBrokerTransactionsSmoke(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Logf("transaction committed: high watermark=%d last stable offset=%d", hwm, lso)
+	t.Logf("%s transaction 2 committed: high watermark=%d last stable offset=%d", since(), hwm, lso)
 	if r := pollN(ctx, t, cons, 1)[0]; string(r.Value) != "open" || r.Offset != 4 {
 		t.Fatalf("after commit: got %q at offset %d, want \"open\" at offset 4", r.Value, r.Offset)
 	}
+	t.Logf("%s read_committed consumer read the record of transaction 2 at offset 4", since())
 }
 
 // endOffsets returns partition 0's high watermark (ListOffsets read_uncommitted) and last stable

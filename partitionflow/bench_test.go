@@ -33,10 +33,17 @@ func countingFold(n *atomic.Int64, target int64, done chan struct{}) keyflow.Fol
 	}
 }
 
-func spawnBench(b *testing.B, h keyflow.Handler, persist time.Duration) (*partitionflow.Records, func(*partitionflow.Records), func()) {
+// discard is a store that persists nothing: benchmarks measure the actor
+// tree, not a store.
+type discard struct{}
+
+func (discard) Recover(context.Context, func(snapshotstore.Snapshot) error) error { return nil }
+func (discard) Commit(context.Context, snapshotstore.Batch) error               { return nil }
+func (discard) Close(context.Context) error                                      { return nil }
+
+func spawnBench(b *testing.B, h keyflow.Handler, persist time.Duration) (func() partitionflow.Status, func(*partitionflow.Records), func()) {
 	b.Helper()
-	mem := snapshotstore.NewMemory()
-	store, _ := mem.Open(context.Background(), snapshotstore.PartitionInfo{Topic: topic})
+	var store snapshotstore.Partition = discard{}
 	sys := actors.NewSystem(nil)
 	stopped := make(chan error, 1)
 	pid := sys.Root.Spawn(partitionflow.Props(partitionflow.Config{
@@ -49,7 +56,12 @@ func spawnBench(b *testing.B, h keyflow.Handler, persist time.Duration) (*partit
 		sys.Root.Send(pid, &partitionflow.Revoke{})
 		<-stopped
 	}
-	return nil, send, stop
+	status := func() partitionflow.Status {
+		reply := make(chan partitionflow.Status, 1)
+		sys.Root.Send(pid, &partitionflow.StatusRequest{Reply: reply})
+		return <-reply
+	}
+	return status, send, stop
 }
 
 // BenchmarkThroughput measures events/s through the actor tree (partition
@@ -98,7 +110,7 @@ func BenchmarkHeapPerKey(b *testing.B) {
 				runtime.GC()
 				var before runtime.MemStats
 				runtime.ReadMemStats(&before)
-				_, send, stop := spawnBench(b, keyflow.New(countingFold(&n, int64(keys), done), keyflow.WithMaxIdle[state64](0)), 100*time.Millisecond)
+				status, send, stop := spawnBench(b, keyflow.New(countingFold(&n, int64(keys), done), keyflow.WithMaxIdle[state64](0)), 100*time.Millisecond)
 				for off := 0; off < keys; off += 500 {
 					recs := make([]*kgo.Record, 0, 500)
 					for i := off; i < min(off+500, keys); i++ {
@@ -107,9 +119,15 @@ func BenchmarkHeapPerKey(b *testing.B) {
 					send(&partitionflow.Records{Records: recs})
 				}
 				<-done
-				// Let the flush persist every key (holds released, dirty set
-				// cleared), then measure what stays: loaded idle keys.
-				time.Sleep(time.Second)
+				// Wait until every key is persisted (the committable offset
+				// is past all records: holds released, dirty set cleared) and
+				// the mailboxes are drained, then measure what stays: loaded
+				// idle keys.
+				for status().Committable < int64(keys) {
+					time.Sleep(50 * time.Millisecond)
+				}
+				time.Sleep(200 * time.Millisecond)
+				status()
 				runtime.GC()
 				var after runtime.MemStats
 				runtime.ReadMemStats(&after)

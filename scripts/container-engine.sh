@@ -54,8 +54,10 @@ apt_install() {
   # Fresh machines may have empty package lists: update once, right before installing.
   log "installing $* (apt-get)"
   export DEBIAN_FRONTEND=noninteractive
+  mkdir -p "$DIR"
   apt-get update -qq >&2
-  apt-get install -y -qq --no-install-recommends "$@" >&2
+  apt-get install -y -qq --no-install-recommends "$@" >"$DIR/apt.log" 2>&1 ||
+    { tail -n 30 "$DIR/apt.log" >&2; log "apt-get install $* failed"; exit 1; }
 }
 
 ensure_packages() {
@@ -138,7 +140,7 @@ stop() {
     log "stopping podman service (pid $pid)"
     kill -TERM "$pid" 2>/dev/null || true
     for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
-    kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null || true
+    if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null || true; fi
   fi
   rm -f "$PIDFILE" "$SOCK"
 }

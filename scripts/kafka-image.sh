@@ -98,27 +98,31 @@ build_jars() {
 </project>
 EOF
   log "resolving org.apache.kafka:kafka_${SCALA}:${VERSION} from Maven Central"
-  (cd "$tmp" && mvn -B -q -Dstyle.color=never dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=libs >&2) ||
-    die "mvn could not resolve kafka_${SCALA}:${VERSION}"
+  (cd "$tmp" && mvn -B -q dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=libs >"$KDIR/jars/mvn.log" 2>&1) ||
+    { tail -n 30 "$KDIR/jars/mvn.log" >&2; die "mvn could not resolve kafka_${SCALA}:${VERSION}"; }
   [[ -f "$tmp/libs/kafka_${SCALA}-${VERSION}.jar" ]] || die "kafka_${SCALA}-${VERSION}.jar missing after mvn"
 
   # Kafka logs through slf4j; without a binding it would print nothing at all (not even errors).
-  if ! ls "$tmp/libs" | grep -qE '^(log4j-slf4j2?-impl|slf4j-reload4j|logback-classic)-'; then
-    local log4j slf4j binding
-    log4j="$(ls "$tmp/libs" | sed -n 's/^log4j-api-\(.*\)\.jar$/\1/p' | head -n1)"
-    slf4j="$(ls "$tmp/libs" | sed -n 's/^slf4j-api-\(.*\)\.jar$/\1/p' | head -n1)"
+  if ! compgen -G "$tmp/libs/log4j-slf4j*-impl-*.jar" >/dev/null &&
+    ! compgen -G "$tmp/libs/slf4j-reload4j-*.jar" >/dev/null &&
+    ! compgen -G "$tmp/libs/logback-classic-*.jar" >/dev/null; then
+    local log4j slf4j binding jars
+    jars="$(cd "$tmp/libs" && printf '%s\n' *.jar)"
+    log4j="$(sed -n 's/^log4j-api-\(.*\)\.jar$/\1/p' <<<"$jars" | head -n1)"
+    slf4j="$(sed -n 's/^slf4j-api-\(.*\)\.jar$/\1/p' <<<"$jars" | head -n1)"
     [[ -n "$log4j" ]] || die "no log4j-api in the classpath: cannot pick an slf4j binding"
-    if [[ "$slf4j" == 1.* ]]; then binding=log4j-slf4j-impl; else binding=log4j-slf4j2-impl; fi
+    if [[ "$slf4j" == 1.* ]]; then binding="log4j-slf4j-impl"; else binding="log4j-slf4j2-impl"; fi
     log "adding slf4j binding org.apache.logging.log4j:${binding}:${log4j} (slf4j-api ${slf4j})"
-    (cd "$tmp" && mvn -B -q -Dstyle.color=never dependency:copy -Dartifact="org.apache.logging.log4j:${binding}:${log4j}" \
-      -DoutputDirectory=libs >&2) || die "mvn could not fetch ${binding}:${log4j}"
+    (cd "$tmp" && mvn -B -q dependency:copy -Dartifact="org.apache.logging.log4j:${binding}:${log4j}" \
+      -DoutputDirectory=libs >"$KDIR/jars/mvn.log" 2>&1) ||
+      { tail -n 30 "$KDIR/jars/mvn.log" >&2; die "mvn could not fetch ${binding}:${log4j}"; }
   fi
   rm -rf "$out"
   mkdir -p "$out"
   mv "$tmp/libs" "$out/libs"
   rm -rf "$tmp"
   touch "$out/.complete"
-  log "jars for $VERSION: $(ls "$out/libs" | wc -l) jars, $(du -sh "$out/libs" | cut -f1), $(($(now) - t0))s"
+  log "jars for $VERSION: $(find "$out/libs" -name '*.jar' | wc -l) jars, $(du -sh "$out/libs" | cut -f1), $(($(now) - t0))s"
 }
 
 # ---------------------------------------------------------------------------------------------------
@@ -182,6 +186,8 @@ build_image() {
   install -m 0644 "$HERE/kafka-image/log4j2.properties" "$tmp/stage/opt/kafka/config/log4j2.properties"
   cp "$KDIR/rootfs/${SUITE}-${JRE}.tar" "$tmp/image.tar"
   tar --owner=0 --group=0 --numeric-owner -C "$tmp/stage" -rf "$tmp/image.tar" ./opt/kafka
+  # The image this import replaces (an older recipe) would stay behind untagged: remember it.
+  local old; old="$("$CLI" image inspect --format '{{.Id}}' "$LOCAL" 2>/dev/null || true)"
   log "importing $LOCAL"
   "$CLI" import \
     --change 'ENTRYPOINT ["/opt/kafka/bin/entrypoint.sh"]' \
@@ -189,7 +195,9 @@ build_image() {
     --change 'WORKDIR /opt/kafka' \
     --change 'EXPOSE 9092' \
     --change "LABEL $LABEL=$hash" \
-    "$tmp/image.tar" "$LOCAL" >&2
+    "$tmp/image.tar" "$LOCAL" >/dev/null
+  # Fails harmlessly while a container still uses the old image.
+  if [[ -n "$old" ]]; then "$CLI" rmi "$old" >/dev/null 2>&1 || true; fi
   rm -rf "$tmp"
   trap - EXIT
   log "image $LOCAL imported in $(($(now) - t0))s"

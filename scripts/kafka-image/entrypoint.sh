@@ -20,6 +20,7 @@ PORT="${KAFKA_PORT:-9092}"
 HOST="${KAFKA_ADVERTISED_HOST:-localhost}"
 CPORT="${KAFKA_CONTROLLER_PORT:-9093}"
 
+# shellcheck disable=SC2054 # commas are inside values
 declare -A props=(
   [node.id]=1
   [process.roles]=broker,controller
@@ -77,6 +78,7 @@ if [[ -z "${CLUSTER_ID:-}" ]]; then
   done
 fi
 
+# shellcheck disable=SC2206 # the *_OPTS variables are word lists on purpose
 JAVA_OPTS=(
   ${KAFKA_HEAP_OPTS:--Xms256m -Xmx768m}
   # The GC flags bin/kafka-run-class.sh uses.
@@ -91,7 +93,7 @@ CP="$KAFKA_HOME/libs/*"
 # kafka.tools.StorageTool is what bin/kafka-storage.sh runs; --ignore-formatted keeps a restart of the
 # same container working.
 java "${JAVA_OPTS[@]}" -cp "$CP" kafka.tools.StorageTool format \
-  --ignore-formatted --cluster-id "$CLUSTER_ID" --config "$CONFIG"
+  --ignore-formatted --cluster-id="$CLUSTER_ID" --config "$CONFIG"
 
 # kafka.Kafka is what bin/kafka-server-start.sh runs.
 exec java "${JAVA_OPTS[@]}" -cp "$CP" kafka.Kafka "$CONFIG"
