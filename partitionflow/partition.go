@@ -102,7 +102,7 @@ type partition struct {
 	txn     *actor.PID
 	tracker *OffsetTracker
 	keys    map[string]*keyEntry
-	byPID   map[string]string // child PID id → key (PIDs compare by id, not pointer)
+	byPID   map[string]string                 // child PID id → key (PIDs compare by id, not pointer)
 	cold    map[string]snapshotstore.Snapshot // persisted state of keys without an actor
 	dirty   map[string]struct{}
 	waiting []*kgo.Record // batches received while recovering
