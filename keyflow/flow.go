@@ -100,6 +100,9 @@ type Env struct {
 	// Persist sends a snapshot to the partition's transaction actor; done is
 	// called exactly once with the outcome of the transaction carrying it.
 	Persist func(s snapshotstore.Snapshot, done func(error))
+	// Processed releases n delivered records of the partition's in-flight
+	// budget (backpressure). Called from key actors: goroutine-safe.
+	Processed func(n int)
 }
 
 // NewKeyActor implements Handler.

@@ -41,9 +41,9 @@ type keyCore struct {
 	outputs map[int64]int // pending output acks by input offset
 	timers  map[string]*keyTimer
 
-	processed, skipped int
+	skipped            int
 	reported           int64
-	reportedDirty      bool
+	reportDirty        bool // a timer made the state dirty: the partition must flush it
 	failed             error
 }
 
@@ -147,7 +147,7 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 }
 
 func (a *keyActor[S]) deliver(ctx actor.Context, m *Deliver) {
-	a.processed += len(m.Records)
+	defer a.env.Processed(len(m.Records))
 	for _, rec := range m.Records {
 		if rec.Offset > a.lastSeen {
 			a.lastSeen = rec.Offset
@@ -191,6 +191,7 @@ func (a *keyActor[S]) fireTimer(ctx actor.Context, name string) {
 	}
 	a.state = ns
 	a.markDirty(-1)
+	a.reportDirty = true
 }
 
 func (k *keyCore) markDirty(offset int64) {
@@ -276,11 +277,13 @@ func (k *keyCore) settled() int64 {
 
 func (k *keyCore) report(ctx actor.Context) {
 	s := k.settled()
-	if k.processed == 0 && s == k.reported && k.dirty == k.reportedDirty {
+	// Only changes: the partition already knows the keys it dispatched to
+	// are dirty, and a fold of a dirty key leaves Settled where it was.
+	if s == k.reported && !k.reportDirty {
 		return
 	}
-	ctx.Send(ctx.Parent(), &Progress{Key: k.key, Processed: k.processed, Settled: s, Dirty: k.dirty})
-	k.processed, k.reported, k.reportedDirty = 0, s, k.dirty
+	ctx.Send(ctx.Parent(), &Progress{Key: k.key, Settled: s, Dirty: k.reportDirty})
+	k.reported, k.reportDirty = s, false
 }
 
 func (k *keyCore) fail(ctx actor.Context, err error) {

@@ -22,14 +22,14 @@ type Flush struct{ Round uint64 }
 // Unload asks an idle key to stop. It answers Unloaded (and stops) or Busy.
 type Unload struct{}
 
-// Progress reports a key's processing to its partition. Settled is the
-// highest input offset through which every effect of the key is persisted
-// and every output acknowledged (-1: none yet); the partition's committable
-// offset never passes Settled+1 while the key holds records above it.
+// Progress reports a change of a key's progress to its partition. Settled
+// is the highest input offset through which every effect of the key is
+// persisted and every output acknowledged (-1: none yet); the partition's
+// committable offset never passes Settled+1 while the key holds records
+// above it.
 type Progress struct {
-	Key       string
-	Processed int // records of Deliver messages handled since the last report
-	Settled   int64
+	Key     string
+	Settled int64
 	// Dirty: the state has changes not yet persisted.
 	Dirty bool
 }

@@ -30,7 +30,8 @@ type Config struct {
 	// MaxWritesPerTransaction caps a group commit. Default 256.
 	MaxWritesPerTransaction int
 	Logger                  *zap.Logger
-	// OnProcessed releases n records of in-flight budget (backpressure).
+	// OnProcessed releases n records of in-flight budget (backpressure). It
+	// is called from key actors' goroutines: it must be goroutine-safe.
 	OnProcessed func(n int)
 	// OnStopped is called once, after the whole subtree has stopped, with the
 	// partition's failure (nil on a clean stop).
@@ -155,7 +156,6 @@ func (p *partition) Receive(ctx actor.Context) {
 	case *Records:
 		p.records(ctx, m.Records)
 	case *keyflow.Progress:
-		p.cfg.OnProcessed(m.Processed)
 		p.tracker.Settled(m.Key, m.Settled)
 		if m.Dirty {
 			p.dirty[m.Key] = struct{}{} // e.g. changed by a timer
@@ -242,6 +242,7 @@ func (p *partition) start(ctx actor.Context) {
 		Partition: p.cfg.Partition,
 		System:    ctx.ActorSystem(),
 		Logger:    p.log,
+		Processed: p.cfg.OnProcessed,
 	}
 	txn := newTxnActor(p.cfg.Store, p.cfg.MaxWritesPerTransaction, p.cfg.AssignedOffset, p.log)
 	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return txn }), "txn")

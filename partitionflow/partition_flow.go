@@ -90,7 +90,7 @@ func (p *partition) spawnKey(ctx actor.Context, k string) *keyEntry {
 		delete(p.cold, k)
 	}
 	h, env := p.cfg.Handler, p.env
-	pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return h.NewKeyActor(k, snap, env) }))
+	pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return h.NewKeyActor(k, snap, env) }, actor.WithDispatcher(dispatcher())))
 	e := &keyEntry{pid: pid, active: p.sweep}
 	p.keys[k] = e
 	p.byPID[pid.Id] = k
