@@ -41,10 +41,10 @@ type keyCore struct {
 	outputs map[int64]int // pending output acks by input offset
 	timers  map[string]*keyTimer
 
-	skipped            int
-	reported           int64
-	reportDirty        bool // a timer made the state dirty: the partition must flush it
-	failed             error
+	skipped     int
+	reported    int64
+	reportDirty bool // a timer made the state dirty: the partition must flush it
+	failed      error
 }
 
 type keyTimer struct{ t *time.Timer }

@@ -38,8 +38,8 @@ func countingFold(n *atomic.Int64, target int64, done chan struct{}) keyflow.Fol
 type discard struct{}
 
 func (discard) Recover(context.Context, func(snapshotstore.Snapshot) error) error { return nil }
-func (discard) Commit(context.Context, snapshotstore.Batch) error               { return nil }
-func (discard) Close(context.Context) error                                      { return nil }
+func (discard) Commit(context.Context, snapshotstore.Batch) error                 { return nil }
+func (discard) Close(context.Context) error                                       { return nil }
 
 func spawnBench(b *testing.B, h keyflow.Handler, persist time.Duration) (func() partitionflow.Status, func(*partitionflow.Records), func()) {
 	b.Helper()
