@@ -30,6 +30,7 @@ type keyCore struct {
 	inflightFirst int64
 
 	flushWaiting bool
+	flushReply   bool // the pending flush wants a FlushDone
 	flushRound   uint64
 	// waitAcks: a flush waits for output acks before encoding the state, so
 	// that no snapshot covers a fold whose outputs could still be lost (a
@@ -80,6 +81,7 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 		a.report(ctx)
 	case *Flush:
 		a.flushWaiting, a.flushRound = true, m.Round
+		a.flushReply = a.flushReply || m.Reply
 		a.maybePersist(ctx)
 		a.maybeFlushDone(ctx)
 	case *persistDone:
@@ -245,7 +247,10 @@ func (a *keyActor[S]) maybeFlushDone(ctx actor.Context) {
 		return
 	}
 	a.flushWaiting = false
-	ctx.Send(ctx.Parent(), &FlushDone{Key: a.key, Round: a.flushRound, Err: a.failed})
+	if a.flushReply {
+		a.flushReply = false
+		ctx.Send(ctx.Parent(), &FlushDone{Key: a.key, Round: a.flushRound, Err: a.failed})
+	}
 }
 
 // settled is the highest input offset through which every effect of the key

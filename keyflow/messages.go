@@ -15,9 +15,13 @@ type Deliver struct {
 	Records []*kgo.Record
 }
 
-// Flush asks the key to persist its state if dirty; it answers FlushDone
-// once its state is persisted and its outputs acknowledged.
-type Flush struct{ Round uint64 }
+// Flush asks the key to persist its state if dirty. With Reply it answers
+// FlushDone once its state is persisted and its outputs acknowledged (the
+// revoke-time flush waits for every key; the periodic flush does not).
+type Flush struct {
+	Round uint64
+	Reply bool
+}
 
 // Unload asks an idle key to stop. It answers Unloaded (and stops) or Busy.
 type Unload struct{}

@@ -108,6 +108,12 @@ type partition struct {
 	dirty   map[string]struct{}
 	waiting []*kgo.Record // batches received while recovering
 	cancel  context.CancelFunc
+	// keyProps is shared by every key actor (one Props per key would cost
+	// ~200 B per loaded key); its producer reads spawnKey/spawnSnap, which
+	// spawnKey sets around ctx.Spawn (protoactor calls it synchronously).
+	keyProps  *actor.Props
+	spawnName string
+	spawnSnap *snapshotstore.Snapshot
 	stopT   chan struct{}
 	sweep   uint32
 	round   uint64
@@ -144,7 +150,6 @@ func newPartition(cfg Config) *partition {
 		phase:     phaseRecovering,
 		tracker:   NewOffsetTracker(cfg.AssignedOffset),
 		keys:      map[string]*keyEntry{},
-		byPID:     map[string]string{},
 		dirty:     map[string]struct{}{},
 		committed: cfg.AssignedOffset,
 		requested: cfg.AssignedOffset,
@@ -186,8 +191,10 @@ func (p *partition) Receive(ctx actor.Context) {
 		p.fail(ctx, fmt.Errorf("%s[%d]: snapshot transaction: %w", p.cfg.Topic, p.cfg.Partition, m.err))
 	case *ChildFailed:
 		who := "transaction actor"
-		if k, ok := p.byPID[m.Child.Id]; ok {
-			who = fmt.Sprintf("key %q", k)
+		for k, e := range p.keys { // rare: O(keys) is fine
+			if e.pid.Id == m.Child.Id {
+				who = fmt.Sprintf("key %q", k)
+			}
 		}
 		p.fail(ctx, fmt.Errorf("%s[%d]: %s: %w", p.cfg.Topic, p.cfg.Partition, who, panicError(m.Reason)))
 	case *recovered:
@@ -224,15 +231,6 @@ func (p *partition) Receive(ctx actor.Context) {
 		if p.cfg.OnStopped != nil {
 			p.cfg.OnStopped(p.err)
 		}
-	case *actor.Terminated:
-		if k, ok := p.byPID[m.Who.Id]; ok {
-			delete(p.byPID, m.Who.Id)
-			if e := p.keys[k]; e != nil && e.pid.Id == m.Who.Id && !e.unloading {
-				// A key that stopped without unloading (it panicked: the
-				// strategy reports it too).
-				delete(p.keys, k)
-			}
-		}
 	}
 }
 
@@ -251,6 +249,9 @@ func (p *partition) start(ctx actor.Context) {
 		return
 	}
 	p.txn = pid
+	h, env := p.cfg.Handler, p.env
+	p.keyProps = actor.PropsFromProducer(func() actor.Actor { return h.NewKeyActor(p.spawnName, p.spawnSnap, env) },
+		actor.WithDispatcher(dispatcher()))
 	root, txnPID := ctx.ActorSystem().Root, p.txn
 	p.env.Persist = func(s snapshotstore.Snapshot, done func(error)) {
 		root.Send(txnPID, &writeReq{w: Write{Snapshot: s, Done: done}})

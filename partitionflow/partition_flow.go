@@ -89,11 +89,11 @@ func (p *partition) spawnKey(ctx actor.Context, k string) *keyEntry {
 		snap = &s
 		delete(p.cold, k)
 	}
-	h, env := p.cfg.Handler, p.env
-	pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return h.NewKeyActor(k, snap, env) }, actor.WithDispatcher(dispatcher())))
+	p.spawnName, p.spawnSnap = k, snap
+	pid := ctx.Spawn(p.keyProps)
+	p.spawnName, p.spawnSnap = "", nil
 	e := &keyEntry{pid: pid, active: p.sweep}
 	p.keys[k] = e
-	p.byPID[pid.Id] = k
 	return e
 }
 
@@ -208,7 +208,7 @@ func (p *partition) revoke(ctx actor.Context, flush bool) {
 	p.flushOf = make(map[string]bool, len(p.keys))
 	for k, e := range p.keys {
 		p.flushOf[k] = true
-		ctx.Send(e.pid, &keyflow.Flush{Round: p.round})
+		ctx.Send(e.pid, &keyflow.Flush{Round: p.round, Reply: true})
 	}
 	p.flushN = len(p.flushOf)
 	if p.flushN == 0 {
