@@ -114,12 +114,12 @@ type partition struct {
 	keyProps  *actor.Props
 	spawnName string
 	spawnSnap *snapshotstore.Snapshot
-	stopT   chan struct{}
-	sweep   uint32
-	round   uint64
-	flushN  int // keys yet to answer the revoke flush
-	flushOf map[string]bool
-	err     error
+	stopT     chan struct{}
+	sweep     uint32
+	round     uint64
+	flushN    int // keys yet to answer the revoke flush
+	flushOf   map[string]bool
+	err       error
 
 	committed, requested int64
 	recoveredN           int
