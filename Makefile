@@ -1,0 +1,39 @@
+# actorflow — the commands a user types. `make test` is the README's test
+# command and what CI (.ci/run) runs.
+SHELL := /usr/bin/env bash
+GO    ?= go
+
+.PHONY: test test-fast test-itest check demo bench bench-go clean-itest
+
+## test: everything — vet and format checks, unit and kfake tests under -race,
+## then the integration suite on a real Apache Kafka broker (provisioned by
+## scripts/: container engine + broker image, installed when missing).
+test: check test-fast test-itest
+
+## test-fast: unit and kfake tests only (no container engine needed). The
+## itest package reports every test as SKIPPED, loudly.
+test-fast:
+	ACTORFLOW_SKIP_ITEST=1 $(GO) test -race -count=1 ./...
+
+## test-itest: the dockertest integration suite on a real broker.
+test-itest:
+	scripts/itest.sh
+
+## check: gofmt and go vet.
+check:
+	@unformatted="$$(gofmt -l $$(git ls-files '*.go'))"; \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+
+## demo: the ledger demo on an embedded cluster (transactional mode).
+demo:
+	$(GO) run ./cmd/demo
+
+## bench: Experiments A and B of the seed (embedded broker; BROKERS=host:port for a real one).
+bench:
+	$(GO) run ./cmd/bench $(if $(BROKERS),--brokers $(BROKERS))
+
+## bench-go: the actor-tree benchmarks (throughput; heap per key takes minutes).
+bench-go:
+	$(GO) test ./partitionflow -run '^$$' -bench Throughput -benchtime 2000000x -count 3
+	$(GO) test ./partitionflow -run '^$$' -bench 'HeapPerKey' -benchtime 1x
