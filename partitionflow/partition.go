@@ -56,6 +56,8 @@ type Status struct {
 	Committable int64  `json:"committable_offset"`
 	Committed   int64  `json:"committed_offset"`
 	Recovered   int    `json:"recovered_snapshots"`
+	LastBatch   int    `json:"last_txn_batch"`
+	Txns        int64  `json:"txns"`
 	Skipped     int64  `json:"skipped_records"`
 }
 
@@ -123,6 +125,8 @@ type partition struct {
 
 	committed, requested int64
 	recoveredN           int
+	lastBatch            int
+	txns                 int64
 	skipped              int64
 }
 
@@ -167,6 +171,9 @@ func (p *partition) Receive(ctx actor.Context) {
 		}
 	case *tick:
 		p.onTick(ctx, m.kind)
+	case *txnCommitted:
+		p.lastBatch = m.writes
+		p.txns++
 	case *offsetCommit:
 		if m.err == nil && m.offset > p.committed {
 			p.committed = m.offset

@@ -34,6 +34,8 @@ type (
 	// txnFailed tells the partition that a transaction failed: the
 	// partition's persisted state and offset can no longer advance.
 	txnFailed struct{ err error }
+	// txnCommitted tells the partition a transaction's size (status).
+	txnCommitted struct{ writes int }
 )
 
 // txnActor owns the partition's store (its producer in the transactional
@@ -87,6 +89,9 @@ func (t *txnActor) Receive(ctx actor.Context) {
 				ctx.Send(parent, &txnFailed{err: m.err})
 			}
 			return
+		}
+		if parent := ctx.Parent(); parent != nil {
+			ctx.Send(parent, &txnCommitted{writes: len(m.f.Batch.Writes)})
 		}
 		t.pump(ctx)
 	case *actor.Stopping:

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/actorflow/actorflow/keyflow"
 	"github.com/actorflow/actorflow/snapshotstore"
@@ -150,4 +151,32 @@ func Compare(exp Expected, got map[string]*State) []Mismatch {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Account < out[j].Account })
 	return out
+}
+
+// Output is what the ledger flow emits for every event it applies.
+type Output struct {
+	Account string `json:"account"`
+	Seq     int64  `json:"seq"`
+	Balance int64  `json:"balance"`
+}
+
+// FlowWithOutput is the ledger flow emitting an Output per applied event
+// through producer to topic (at-least-once), counting folds in folds.
+func FlowWithOutput(producer *kgo.Client, topic string, folds *atomic.Int64) *keyflow.Flow[State] {
+	fold := func(kc *keyflow.Context, s *State, rec *kgo.Record) (*State, error) {
+		s, err := Fold(kc, s, rec)
+		if err != nil {
+			return nil, err
+		}
+		folds.Add(1)
+		if producer == nil {
+			return s, nil
+		}
+		b, _ := json.Marshal(Output{Account: kc.Key(), Seq: s.LastSeq, Balance: s.Balance})
+		return s, kc.Emit(&kgo.Record{Key: []byte(kc.Key()), Value: b})
+	}
+	if producer == nil {
+		return keyflow.New(fold)
+	}
+	return keyflow.New(fold, keyflow.WithOutput[State](producer, topic))
 }

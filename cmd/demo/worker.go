@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/actorflow/actorflow"
+	"github.com/actorflow/actorflow/internal/ledger"
+	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+)
+
+// runWorker runs one worker of the ledger flow with an HTTP status endpoint,
+// until SIGTERM (exit 0 after a clean flush) or a partition failure (exit 1).
+func runWorker(args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	return worker(ctx, args)
+}
+
+func worker(ctx context.Context, args []string) int {
+	fs := flag.NewFlagSet("worker", flag.ExitOnError)
+	brokers := fs.String("brokers", env("ACTORFLOW_BROKERS", "localhost:9092"), "seed brokers (ACTORFLOW_BROKERS)")
+	group := fs.String("group", env("ACTORFLOW_GROUP", "ledger"), "consumer group (ACTORFLOW_GROUP)")
+	input := fs.String("input", env("ACTORFLOW_INPUT", "ledger"), "input topic (ACTORFLOW_INPUT)")
+	snaps := fs.String("snapshots", env("ACTORFLOW_SNAPSHOTS", "ledger-snapshots"), "snapshot topic (ACTORFLOW_SNAPSHOTS)")
+	output := fs.String("output", env("ACTORFLOW_OUTPUT", ""), "output topic, empty for none (ACTORFLOW_OUTPUT)")
+	mode := fs.String("mode", env("ACTORFLOW_MODE", "transactional"), "plain | transactional (ACTORFLOW_MODE)")
+	addr := fs.String("http", env("ACTORFLOW_HTTP", ":8080"), "HTTP status address (ACTORFLOW_HTTP)")
+	session := fs.Duration("session-timeout", envDuration("ACTORFLOW_SESSION_TIMEOUT", 10*time.Second), "group session timeout (ACTORFLOW_SESSION_TIMEOUT)")
+	prefix := fs.String("txn-prefix", env("ACTORFLOW_TXN_PREFIX", ""), "transactional.id prefix, default the group (ACTORFLOW_TXN_PREFIX)")
+	parts := fs.Int("partitions", envInt("ACTORFLOW_PARTITIONS", 6), "partitions of topics created when missing (ACTORFLOW_PARTITIONS)")
+	persist := fs.Duration("persist-every", envDuration("ACTORFLOW_PERSIST_EVERY", time.Second), "snapshot flush interval (ACTORFLOW_PERSIST_EVERY)")
+	_ = fs.Parse(args)
+
+	log, _ := zap.NewProduction()
+	defer func() { _ = log.Sync() }()
+	m, err := parseMode(*mode)
+	if err != nil {
+		log.Error("bad flag", zap.Error(err))
+		return 2
+	}
+	if *prefix == "" {
+		*prefix = *group
+	}
+	bl := splitBrokers(*brokers)
+
+	var producer *kgo.Client
+	if *output != "" {
+		if producer, err = kgo.NewClient(kgo.SeedBrokers(bl...), kgo.DefaultProduceTopic(*output)); err != nil {
+			log.Error("output producer", zap.Error(err))
+			return 2
+		}
+		defer producer.Close()
+		if err := createTopic(ctx, producer, *output, int32(*parts)); err != nil {
+			log.Error("output topic", zap.Error(err))
+			return 2
+		}
+	}
+	var folds atomic.Int64
+	w, err := actorflow.NewWorker(ledger.FlowWithOutput(producer, *output, &folds),
+		actorflow.WithBrokers(bl...), actorflow.WithGroup(*group),
+		actorflow.WithInputTopic(*input), actorflow.WithSnapshotTopic(*snaps),
+		actorflow.WithMode(m), actorflow.WithTransactionalIDPrefix(*prefix),
+		actorflow.WithCreateTopics(int32(*parts), -1),
+		actorflow.WithSessionTimeout(*session),
+		actorflow.WithPersistEvery(*persist), actorflow.WithCommitOffsetsInterval(*persist),
+		actorflow.WithStartTimeout(3*time.Minute),
+		actorflow.WithLogger(log))
+	if err != nil {
+		log.Error("worker", zap.Error(err))
+		return 2
+	}
+
+	srv := &http.Server{Addr: *addr, Handler: statusHandler(w, &folds), ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("http", zap.Error(err))
+		}
+	}()
+	defer func() { _ = srv.Close() }()
+
+	err = w.Run(ctx)
+	if err != nil {
+		log.Error("worker failed", zap.Error(err))
+		return 1
+	}
+	log.Info("worker stopped cleanly")
+	return 0
+}
+
+// workerStatus is /status: the worker's partitions and fold count.
+type workerStatus struct {
+	actorflow.Status
+	ProcessedTotal int64 `json:"processed_total"`
+}
+
+func statusHandler(w *actorflow.Worker, folds *atomic.Int64) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(rw http.ResponseWriter, _ *http.Request) { fmt.Fprintln(rw, "ok") })
+	mux.HandleFunc("/readyz", func(rw http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if st := w.Status(ctx); st.Generation >= 1 {
+			fmt.Fprintf(rw, "ready: member %s generation %d\n", st.MemberID, st.Generation)
+			return
+		}
+		http.Error(rw, "not joined", http.StatusServiceUnavailable)
+	})
+	mux.HandleFunc("/status", func(rw http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		rw.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(rw).Encode(workerStatus{Status: w.Status(ctx), ProcessedTotal: folds.Load()})
+	})
+	return mux
+}
+
+func parseMode(s string) (snapshotstore.Mode, error) {
+	switch s {
+	case "plain":
+		return snapshotstore.Plain, nil
+	case "transactional":
+		return snapshotstore.Transactional, nil
+	}
+	return 0, fmt.Errorf("--mode %q: want plain or transactional", s)
+}
+
+func createTopic(ctx context.Context, cl *kgo.Client, topic string, partitions int32) error {
+	resp, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, -1, nil, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if errors.Is(err, kerr.TopicAlreadyExists) {
+		return nil
+	}
+	return err
+}
