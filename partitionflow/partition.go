@@ -188,6 +188,10 @@ func (p *partition) Receive(ctx actor.Context) {
 			p.flushPending(ctx, m.Key, e)
 		}
 	case *keyflow.KeyFailed:
+		if p.phase == phaseRevoking && errors.Is(m.Err, snapshotstore.ErrFenced) {
+			p.log.Warn("revoke-time flush of key fenced; the new owner replays", zap.String("key", m.Key), zap.Error(m.Err))
+			return
+		}
 		p.fail(ctx, m.Err)
 	case *txnFailed:
 		if p.phase == phaseRevoking && errors.Is(m.err, snapshotstore.ErrFenced) {

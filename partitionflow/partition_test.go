@@ -438,3 +438,53 @@ func TestRevokeFlushPersistsAndCommits(t *testing.T) {
 		t.Fatalf("%d keys persisted, want 7", n)
 	}
 }
+
+// During the revoke-time flush a fence is logged and swallowed: the new
+// owner replays; the partition stops cleanly.
+func TestRevokeFlushFenceIsSwallowed(t *testing.T) {
+	mem := snapshotstore.NewMemory()
+	fenced := false
+	var mu sync.Mutex
+	mem.BeforeCommit = func(p snapshotstore.PartitionInfo, b snapshotstore.Batch) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if fenced {
+			return &snapshotstore.FencedError{Partition: p, Err: errors.New("ILLEGAL_GENERATION (injected)")}
+		}
+		return nil
+	}
+	store, _ := mem.Open(context.Background(), snapshotstore.PartitionInfo{Topic: topic})
+	sys := actors.NewSystem(nil)
+	stopped := make(chan error, 1)
+	pid := sys.Root.Spawn(partitionflow.Props(partitionflow.Config{
+		Topic: topic, Store: store, Handler: keyflow.New(traceFold),
+		PersistEvery: time.Hour, CommitOffsetsInterval: time.Hour,
+		OnStopped: func(err error) { stopped <- err },
+	}))
+	sys.Root.Send(pid, &partitionflow.Records{Records: []*kgo.Record{rec(0, "a", ""), rec(1, "b", "")}})
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		reply := make(chan partitionflow.Status, 1)
+		sys.Root.Send(pid, &partitionflow.StatusRequest{Reply: reply})
+		if (<-reply).Phase == "running" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("partition never ran")
+		}
+	}
+	mu.Lock()
+	fenced = true
+	mu.Unlock()
+	sys.Root.Send(pid, &partitionflow.Revoke{Flush: true})
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatalf("a fence during the revoke flush failed the partition: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("revoke did not stop the partition")
+	}
+	if c := mem.Committed(topic, 0); c != -1 {
+		t.Fatalf("committed %d through a fenced flush", c)
+	}
+}
