@@ -69,7 +69,7 @@ func TestLedgerRestart(t *testing.T) {
 
 func TestRevokeStopsSubtreeFirst(t *testing.T) {
 	for _, mode := range []snapshotstore.Mode{snapshotstore.Plain, snapshotstore.Transactional} {
-		for _, proto := range []coordinator.Protocol{coordinator.Cooperative, coordinator.Eager} {
+		for _, proto := range []coordinator.Protocol{coordinator.Cooperative, coordinator.Eager, coordinator.ConsumerProtocol} {
 			t.Run(mode.String()+"/"+proto.String(), func(t *testing.T) {
 				scenarios.RevokeStopsSubtreeFirst(t, kfakeBrokers(t), mode, proto)
 			})
