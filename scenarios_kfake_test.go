@@ -71,6 +71,7 @@ func TestRevokeStopsSubtreeFirst(t *testing.T) {
 	for _, mode := range []snapshotstore.Mode{snapshotstore.Plain, snapshotstore.Transactional} {
 		for _, proto := range []coordinator.Protocol{coordinator.Cooperative, coordinator.Eager, coordinator.ConsumerProtocol} {
 			t.Run(mode.String()+"/"+proto.String(), func(t *testing.T) {
+				t.Parallel() // mostly waiting on group heartbeats
 				scenarios.RevokeStopsSubtreeFirst(t, kfakeBrokers(t), mode, proto)
 			})
 		}

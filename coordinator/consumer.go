@@ -336,9 +336,9 @@ func (c *Consumer) assign(ctx context.Context, tps []TopicPartition) error {
 // committed offset, else its log start (the reset policy is AtStart).
 func (c *Consumer) assignedOffsets(ctx context.Context, tps []TopicPartition) (map[TopicPartition]int64, error) {
 	out := make(map[TopicPartition]int64, len(tps))
-	committed, err := c.adm.FetchOffsets(ctx, c.cfg.Group)
+	committed, err := c.fetchStable(ctx, tps)
 	if err != nil {
-		return nil, fmt.Errorf("fetch committed offsets of group %q: %w", c.cfg.Group, err)
+		return nil, err
 	}
 	var missing []TopicPartition
 	for _, tp := range tps {
@@ -364,6 +364,35 @@ func (c *Consumer) assignedOffsets(ctx context.Context, tps []TopicPartition) (m
 		}
 	}
 	return out, nil
+}
+
+// fetchStable fetches the group's committed offsets with require_stable
+// (KIP-447), waiting out UNSTABLE_OFFSET_COMMIT: on Apache Kafka EndTxn
+// returns before the commit markers are written, so right after the previous
+// owner's last transaction a plain fetch can return an older offset.
+func (c *Consumer) fetchStable(ctx context.Context, tps []TopicPartition) (kadm.OffsetResponses, error) {
+	backoff := 10 * time.Millisecond
+	for {
+		committed, err := c.adm.FetchOffsets(kadm.RequireStable(ctx), c.cfg.Group)
+		if err != nil {
+			return nil, fmt.Errorf("fetch committed offsets of group %q: %w", c.cfg.Group, err)
+		}
+		unstable := false
+		for _, tp := range tps {
+			if o, ok := committed.Lookup(tp.Topic, tp.Partition); ok && errors.Is(o.Err, kerr.UnstableOffsetCommit) {
+				unstable = true
+			}
+		}
+		if !unstable {
+			return committed, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("fetch committed offsets of group %q: still unstable: %w", c.cfg.Group, ctx.Err())
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
 }
 
 func (c *Consumer) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
