@@ -284,8 +284,16 @@ func brokerEnv(host string, port int) []string {
 		"KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS":                            "0",
 		"KAFKA_TRANSACTION_ABORT_TIMED_OUT_TRANSACTION_CLEANUP_INTERVAL_MS": "1000",
 		"KAFKA_TRANSACTION_MAX_TIMEOUT_MS":                                  "900000",
-		"KAFKA_HEAP_OPTS":                                                   "-Xms256m -Xmx768m",
-		"KAFKA_LOG4J_ROOT_LOGLEVEL":                                         "WARN",
+		// The protocol matrix (protocol_test.go). KIP-848 groups served explicitly (4.1's
+		// default is classic,consumer,streams; explicit so that other versions behave the same),
+		// and per-group session timeouts / heartbeat intervals (consumer.session.timeout.ms,
+		// consumer.heartbeat.interval.ms, set by the matrix) allowed below the default floors
+		// of 45 s / 5 s. Groups that set nothing keep the defaults (45 s / 5 s).
+		"KAFKA_GROUP_COORDINATOR_REBALANCE_PROTOCOLS":    "classic,consumer",
+		"KAFKA_GROUP_CONSUMER_MIN_SESSION_TIMEOUT_MS":    "2000",
+		"KAFKA_GROUP_CONSUMER_MIN_HEARTBEAT_INTERVAL_MS": "100",
+		"KAFKA_HEAP_OPTS":           "-Xms256m -Xmx768m",
+		"KAFKA_LOG4J_ROOT_LOGLEVEL": "WARN",
 	}
 	for _, kv := range os.Environ() {
 		k, v, _ := strings.Cut(kv, "=")

@@ -15,4 +15,7 @@
 //     suite's broker settings (both images turn KAFKA_FOO_BAR into foo.bar).
 //   - ACTORFLOW_SKIP_ITEST=1: skip every test of the package (loudly) instead of failing when no
 //     container engine is available.
+//
+// TestForeignReaderKcat needs kcat in PATH (scripts/itest.sh installs Debian's package with
+// apt-get when it runs as root); without it that test skips with a message.
 package itest

@@ -3,6 +3,7 @@ package scenarios
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/actorflow/actorflow/keyflow"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap/zaptest"
 )
@@ -158,18 +160,36 @@ func metaOf(cl *kgo.Client) snapshotstore.GroupMetadata {
 }
 
 // committed returns group's committed offset of topic[p], -1 if none.
+//
+// It asks for stable offsets (KIP-447 require_stable) and waits out
+// UNSTABLE_OFFSET_COMMIT: on Apache Kafka EndTxn returns before the commit
+// markers are written, so right after a transactional commit a plain
+// OffsetFetch can still return the previous offset.
 func committed(t *testing.T, brokers []string, group, topic string, p int32) int64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(kadm.RequireStable(context.Background()), 30*time.Second)
 	defer cancel()
-	offs, err := kadm.NewClient(testkit.Client(t, brokers)).FetchOffsets(ctx, group)
-	if err != nil {
-		t.Fatal(err)
+	adm := kadm.NewClient(testkit.Client(t, brokers))
+	for {
+		offs, err := adm.FetchOffsets(ctx, group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, ok := offs.Lookup(topic, p)
+		switch {
+		case !ok:
+			return -1
+		case o.Err == nil:
+			return o.At
+		case !errors.Is(o.Err, kerr.UnstableOffsetCommit):
+			t.Fatalf("fetch committed offset of %s[%d]: %v", topic, p, o.Err)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("committed offset of %s[%d] still unstable (a transaction holds it) after 30s", topic, p)
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
-	if o, ok := offs.Lookup(topic, p); ok && o.Err == nil {
-		return o.At
-	}
-	return -1
 }
 
 // ends returns the high watermark and last stable offset of topic[p].

@@ -22,6 +22,13 @@ import (
 // restart resumes from the committed offset onto the persisted state with
 // no lost and no double-applied ledger event.
 func LedgerRestart(t *testing.T, brokers []string, mode snapshotstore.Mode) {
+	LedgerRestartTopics(t, brokers, mode)
+}
+
+// LedgerRestartTopics is LedgerRestart returning its snapshot topic and
+// partition count, for checks that read the snapshots afterwards (the
+// foreign reader of itest/).
+func LedgerRestartTopics(t *testing.T, brokers []string, mode snapshotstore.Mode) (snaps string, partitions int32) {
 	input, snaps, group := Topics(t, brokers, 3)
 	exp := ledger.Expected{}
 	gen := &ledger.Generator{Accounts: 50}
@@ -40,6 +47,7 @@ func LedgerRestart(t *testing.T, brokers []string, mode snapshotstore.Mode) {
 		t.Fatalf("worker: %v", err)
 	}
 	VerifyLedger(t, brokers, snaps, 3, exp)
+	return snaps, 3
 }
 
 // slowStore delays every commit: a revoke's flush takes visible time, so
