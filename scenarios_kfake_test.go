@@ -7,6 +7,7 @@ import (
 	"github.com/actorflow/actorflow/internal/scenarios"
 	"github.com/actorflow/actorflow/internal/testkit"
 	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/twmb/franz-go/pkg/kfake"
 )
 
 // The integration scenarios on the embedded kfake cluster; itest/ runs the
@@ -84,4 +85,15 @@ func TestBackpressureBound(t *testing.T) {
 
 func TestFencedPartitionFailsWorker(t *testing.T) {
 	scenarios.FencedPartitionFailsWorker(t, kfakeBrokers(t))
+}
+
+func TestProtocolMatrix(t *testing.T) {
+	for _, p := range []coordinator.Protocol{coordinator.Eager, coordinator.Cooperative, coordinator.ConsumerProtocol} {
+		t.Run(p.String(), func(t *testing.T) {
+			t.Parallel()
+			// A short KIP-848 heartbeat only speeds the consumer protocol up.
+			_, b := testkit.Kfake(t, kfake.BrokerConfigs(map[string]string{"group.consumer.heartbeat.interval.ms": "500"}))
+			scenarios.ProtocolMatrix(t, b, p)
+		})
+	}
 }

@@ -40,6 +40,13 @@ func NewGroupMetadataTracker(src memberSource, instanceID string) *GroupMetadata
 func (t *GroupMetadataTracker) Current() (snapshotstore.GroupMetadata, error) {
 	m, g := t.src.GroupMetadata()
 	if g < 1 || m == "" {
+		if prev := t.published.Load(); prev != nil {
+			// Joined before, no generation now: a KIP-848 member that lost
+			// its session restarts at epoch 0. It is an evicted owner, the
+			// same outcome as UNKNOWN_MEMBER_ID under the classic protocol.
+			return snapshotstore.GroupMetadata{}, fmt.Errorf("%w: %w: member %q lost its membership (generation %d, was %d)",
+				snapshotstore.ErrFenced, snapshotstore.ErrNoGroupMetadata, m, g, prev.Generation)
+		}
 		return snapshotstore.GroupMetadata{}, fmt.Errorf("member %q generation %d: %w", m, g, snapshotstore.ErrNoGroupMetadata)
 	}
 	gm := snapshotstore.GroupMetadata{MemberID: m, Generation: g, InstanceID: t.instanceID}

@@ -182,3 +182,19 @@ func TestGroupMetadataConcurrentRefreshAndCurrent(t *testing.T) {
 		t.Fatalf("final Current().Generation = %d, want 200", gm.Generation)
 	}
 }
+
+// A member that had joined and now shows no generation (KIP-848: epoch 0
+// after losing its session) is an evicted owner: the error is a fence.
+func TestGroupMetadataLostAfterJoinIsAFence(t *testing.T) {
+	src := &fakeMembers{}
+	src.set("m", 3)
+	tr := coordinator.NewGroupMetadataTracker(src, "")
+	if _, err := tr.Current(); err != nil {
+		t.Fatal(err)
+	}
+	src.set("m", 0)
+	_, err := tr.Current()
+	if !errors.Is(err, snapshotstore.ErrFenced) || !errors.Is(err, snapshotstore.ErrNoGroupMetadata) {
+		t.Fatalf("got %v, want ErrFenced and ErrNoGroupMetadata", err)
+	}
+}
