@@ -3,7 +3,7 @@
 SHELL := /usr/bin/env bash
 GO    ?= go
 
-.PHONY: test test-fast test-itest check demo bench bench-go clean-itest
+.PHONY: test test-fast test-itest check demo bench bench-real bench-go
 
 ## test: everything — vet and format checks, unit and kfake tests under -race,
 ## then the integration suite on a real Apache Kafka broker (provisioned by
@@ -32,6 +32,10 @@ demo:
 ## bench: Experiments A and B of the seed (embedded broker; BROKERS=host:port for a real one).
 bench:
 	$(GO) run ./cmd/bench $(if $(BROKERS),--brokers $(BROKERS))
+
+## bench-real: Experiments A and B against the integration suite's real broker.
+bench-real:
+	ACTORFLOW_ITEST_BENCH=1 scripts/itest.sh -run TestBenchOnRealBroker
 
 ## bench-go: the actor-tree benchmarks (throughput; heap per key takes minutes).
 bench-go:
