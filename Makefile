@@ -3,7 +3,7 @@
 SHELL := /usr/bin/env bash
 GO    ?= go
 
-.PHONY: test test-fast test-itest check demo bench bench-real bench-go
+.PHONY: test test-fast test-itest check demo bench bench-real bench-go cluster-up cluster-down cluster-status chaos chaos-short chaos-plain
 
 ## test: everything — vet and format checks, unit and kfake tests under -race,
 ## then the integration suite on a real Apache Kafka broker (provisioned by
@@ -41,3 +41,26 @@ bench-real:
 bench-go:
 	$(GO) test ./partitionflow -run '^$$' -bench Throughput -benchtime 2000000x -count 3
 	$(GO) test ./partitionflow -run '^$$' -bench 'HeapPerKey' -benchtime 1x
+
+## cluster-up: the demo cluster in containers: Kafka, producer, 3 workers (MODE=plain for the plain mode).
+cluster-up:
+	scripts/cluster.sh up $(if $(MODE),--mode $(MODE))
+
+## cluster-down: remove the demo cluster (containers, network, demo image).
+cluster-down:
+	scripts/cluster.sh down
+
+cluster-status:
+	scripts/cluster.sh status
+
+## chaos-short: 12 faults of every kind on a fresh cluster, then the verifier (~5 min).
+chaos-short:
+	scripts/chaos.sh --short
+
+## chaos: the long run, 50 faults (~18 min); FAULTS=N for more.
+chaos:
+	scripts/chaos.sh $(if $(FAULTS),--faults $(FAULTS))
+
+## chaos-plain: plain mode under zombies; the verifier catches #732 (exits 1 when it does). Not in CI.
+chaos-plain:
+	scripts/chaos.sh --mode plain --kinds zombie,zombie_handover --faults 10

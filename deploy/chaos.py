@@ -1,0 +1,718 @@
+#!/usr/bin/env python3
+"""Fault injection against the demo cluster (deploy/docker-compose.yml). Run through scripts/chaos.sh,
+which brings the cluster up first; this file only needs Python 3's standard library, the docker CLI
+(DOCKER_HOST set) and scripts/cluster.sh (for compose commands).
+
+While the producer runs it injects faults of every kind, each followed by a wait until the group has
+settled again (every partition owned exactly once, in phase "running", by a live worker):
+
+  kill             docker kill -s KILL <worker>; the survivors take its partitions after the session
+                   timeout. Measured: kill -> another member owns each of the victim's partitions, and
+                   kill -> that owner's committable offset passes the victim's last one (processing).
+                   Neither engine restarts an explicitly killed container, so the script starts it again
+                   once the takeover is measured (a supervisor's restart).
+  zombie           docker pause <worker> (cgroup freezer; SIGSTOP of its host PID when pause fails) for
+                   longer than the session timeout, then resume it: it is evicted meanwhile, and on
+                   resume it still holds dirty keys and tries to flush them as a stale owner. In the
+                   transactional mode that write is fenced and the worker exits 1 (restart: on-failure
+                   brings it back); in the plain mode it lands (kafka-flow#732).
+  zombie_handover  a zombie, then (1 s after the resume) a clean restart of the workers that now own
+                   its former partitions, so that those partitions are recovered from the snapshot topic
+                   right after the zombie's flush: the plain mode's stale snapshot, if it landed, becomes
+                   the recovered state behind an already committed offset (the #732 shape). Drawn in the
+                   long run; the short (CI) schedule keeps to the kinds above and the ones below.
+  broker_restart   docker restart <kafka>
+  rolling_restart  docker restart of every worker, one at a time, each waited for (/readyz)
+  scale_out        compose up -d worker4 worker5 (3 -> 5 workers)
+  scale_in         compose stop + rm worker4 worker5 (5 -> 3)
+
+Then it stops the producer (SIGTERM), runs the verifier service (which waits for the group to commit
+the whole input, folds the input itself and compares every snapshot) and prints a report: faults by
+kind, partition handovers seen on /status, mismatches, output duplicates, kill -> takeover times.
+Exit 0 when the verifier found no mismatch, 1 otherwise (2 when the run itself broke).
+"""
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CLUSTER = os.path.join(ROOT, "scripts", "cluster.sh")
+DOCKER = os.environ.get("DOCKER_CLI") or ("docker" if shutil.which("docker") else "podman")
+PROJECT = os.environ.get("ACTORFLOW_PROJECT", "actorflow")
+INPUT = os.environ.get("ACTORFLOW_INPUT", "ledger")
+PARTITIONS = int(os.environ.get("ACTORFLOW_PARTITIONS", "6"))
+SESSION = float(os.environ.get("ACTORFLOW_SESSION_TIMEOUT", "6s").rstrip("s"))
+WORKERS = ["worker1", "worker2", "worker3", "worker4", "worker5"]
+BASE = ["worker1", "worker2", "worker3"]
+EXTRA = ["worker4", "worker5"]
+T0 = time.time()
+
+
+def port(w):
+    n = int(w[len("worker"):])
+    return int(os.environ.get(f"ACTORFLOW_WORKER{n}_PORT", str(18080 + n)))
+
+
+def ts():
+    return f"[{time.time() - T0:7.1f}s]"
+
+
+def log(*a):
+    print(ts(), *a, flush=True)
+
+
+def run(args, timeout=120, check=True, env=None):
+    """Runs a command, returns its stdout; raises on a non-zero exit when check."""
+    p = subprocess.run(args, capture_output=True, text=True, timeout=timeout,
+                       env={**os.environ, **(env or {})})
+    if check and p.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)}: exit {p.returncode}: {p.stderr.strip()[-800:]}")
+    return p.stdout
+
+
+def docker(*args, timeout=120, check=True):
+    return run([DOCKER, *args], timeout=timeout, check=check)
+
+
+def logs(container):
+    """A container's whole log, stdout and stderr (the workers log to stderr)."""
+    p = subprocess.run([DOCKER, "logs", container], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True, timeout=120)
+    return p.stdout
+
+
+def compose(*args, timeout=180, check=True, profiles="scale"):
+    return run([CLUSTER, "compose", *args], timeout=timeout, check=check,
+               env={"COMPOSE_PROFILES": profiles})
+
+
+def cid(service):
+    out = docker("ps", "-aq", "--filter", f"label=com.docker.compose.project={PROJECT}",
+                 "--filter", f"label=com.docker.compose.service={service}")
+    ids = out.split()
+    return ids[0] if ids else None
+
+
+def inspect(service):
+    c = cid(service)
+    if not c:
+        return None
+    out = docker("inspect", "-f",
+                 "{{.State.Status}} {{.State.Pid}} {{.State.ExitCode}} {{.RestartCount}} {{.State.Paused}} "
+                 "{{.State.StartedAt}}", c, check=False).split()
+    if len(out) < 6:
+        return None
+    return {"id": c, "status": out[0], "pid": int(out[1]), "exit": int(out[2]),
+            "restarts": int(out[3]), "paused": out[4] == "true", "started": out[5]}
+
+
+# Worker log lines (zap JSON) that tell what happened to a worker. A container's log spans its restarts
+# (docker restart, restart policy), so they are counted once, at the end (and before worker4/5 are removed).
+FENCE_WORDS = ("fenced", "FENCED", "ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID", "INVALID_PRODUCER_EPOCH")
+
+
+def worker_events(text, since=0.0):
+    """[(ts, kind, message)] of the interesting lines of a worker's log after `since` (epoch seconds)."""
+    ev = []
+    for line in text.splitlines():
+        if not line.startswith("{"):
+            continue
+        try:
+            d = json.loads(line)
+        except ValueError:
+            continue
+        t = d.get("ts") or 0
+        if t < since:
+            continue
+        msg, err = d.get("msg", ""), str(d.get("error") or d.get("err") or "")
+        if msg == "worker failed":
+            kind = "exit 1 (fenced)" if any(w in err for w in FENCE_WORDS) else "exit 1 (other)"
+        elif msg == "worker stopped cleanly":
+            kind = "exit 0 (clean stop)"
+        elif any(w in err for w in FENCE_WORDS) and msg not in ("partition failed", "partition failed; stopping its actors"):
+            kind = "fence seen (logged)"
+        else:
+            continue
+        ev.append((t, kind, f"{msg}: {err}"[:300]))
+    return ev
+
+
+def http_get(w, path, timeout=1.0):
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port(w)}{path}", timeout=timeout) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, b""
+    except Exception:
+        return None, b""
+
+
+# ---------------------------------------------------------------------------------------------------
+class Monitor:
+    """Polls every worker's /status (one thread per worker, so a frozen worker delays no other), keeps
+    the latest answer of each, derives the owner of every input partition and records handovers."""
+
+    def __init__(self, logpath, interval=0.25):
+        self.interval = interval
+        self.lock = threading.Lock()
+        self.latest = {}  # worker -> (time, status dict)
+        self.owner = {}  # partition -> (worker, member_id)
+        self.handovers = []  # (time, partition, from, to)
+        self.stop = threading.Event()
+        self.logf = open(logpath, "w")
+        self.threads = [threading.Thread(target=self._poll, args=(w,), daemon=True) for w in WORKERS]
+        self.threads.append(threading.Thread(target=self._owners, daemon=True))
+
+    def start(self):
+        for t in self.threads:
+            t.start()
+
+    def close(self):
+        self.stop.set()
+        for t in self.threads:
+            t.join(timeout=3)
+        self.logf.close()
+
+    def _poll(self, w):
+        while not self.stop.is_set():
+            code, body = http_get(w, "/status", timeout=1.0)
+            now = time.time()
+            if code == 200:
+                try:
+                    st = json.loads(body)
+                except ValueError:
+                    st = None
+                if st is not None:
+                    with self.lock:
+                        self.latest[w] = (now, st)
+                        parts = [[p.get("partition"), p.get("phase"), p.get("committable_offset"),
+                                  p.get("committed_offset")]
+                                 for p in st.get("partitions") or [] if p.get("topic") == INPUT]
+                        self.logf.write(json.dumps({"t": round(now - T0, 3), "w": w, "m": st.get("member_id"),
+                                                    "g": st.get("generation"), "n": st.get("processed_total"),
+                                                    "p": parts}) + "\n")
+            self.stop.wait(self.interval)
+
+    def fresh(self, max_age=2.0):
+        """{worker: status} of the workers that answered within max_age seconds."""
+        now = time.time()
+        with self.lock:
+            return {w: st for w, (t, st) in self.latest.items() if now - t <= max_age}
+
+    def since(self, w, t):
+        """The status of w if it answered after time t, else None."""
+        with self.lock:
+            v = self.latest.get(w)
+        return v[1] if v and v[0] > t else None
+
+    def _owners(self):
+        while not self.stop.is_set():
+            claims = {}
+            for w, st in self.fresh().items():
+                for p in st.get("partitions") or []:
+                    if p.get("topic") != INPUT:
+                        continue
+                    key = (st.get("generation") or 0, w, st.get("member_id"))
+                    cur = claims.get(p["partition"])
+                    if cur is None or key[0] > cur[0]:
+                        claims[p["partition"]] = key
+            now = time.time()
+            with self.lock:
+                for part, (_, w, m) in claims.items():
+                    prev = self.owner.get(part)
+                    if prev != (w, m):
+                        if prev is not None:
+                            self.handovers.append((now, part, prev[0], w))
+                        self.owner[part] = (w, m)
+            self.stop.wait(0.2)
+
+    def handovers_between(self, a, b):
+        with self.lock:
+            return [h for h in self.handovers if a <= h[0] <= b]
+
+
+# ---------------------------------------------------------------------------------------------------
+class Chaos:
+    def __init__(self, args, outdir):
+        self.args = args
+        self.outdir = outdir
+        self.mon = Monitor(os.path.join(outdir, "status.jsonl"))
+        self.active = list(BASE)
+        self.faults = []  # dicts: kind, worker, start, end, details
+        self.takeovers = []
+        self.warnings = []
+        self.pause_method = None
+        self.rng = random.Random(args.seed)
+        self.n = 0
+        self.saved_logs = {}  # name -> log text of removed containers
+
+    # --- waiting -----------------------------------------------------------------------------------
+    def settled(self):
+        """Every partition owned exactly once, in phase running, by the active workers, each of which
+        answered /status recently and has joined (generation >= 1)."""
+        fresh = self.mon.fresh(max_age=1.5)
+        owned = {}
+        for w in self.active:
+            st = fresh.get(w)
+            if not st or (st.get("generation") or 0) < 1:
+                return False, f"{w} not answering/joined"
+            for p in st.get("partitions") or []:
+                if p.get("topic") != INPUT:
+                    continue
+                if p["partition"] in owned:
+                    return False, f"partition {p['partition']} claimed by {owned[p['partition']]} and {w}"
+                if p.get("phase") != "running":
+                    return False, f"partition {p['partition']} {p.get('phase')} on {w}"
+                owned[p["partition"]] = w
+        for w, st in fresh.items():  # a worker that should be gone still claiming partitions
+            if w not in self.active and st.get("partitions"):
+                return False, f"{w} (inactive) still claims partitions"
+        missing = sorted(set(range(PARTITIONS)) - set(owned))
+        if missing:
+            return False, f"partitions {missing} unowned"
+        return True, "settled"
+
+    def committables(self):
+        """partition -> the highest committable offset the active workers report for it now."""
+        out = {}
+        fresh = self.mon.fresh(max_age=1.5)
+        for w in self.active:
+            for p in (fresh.get(w) or {}).get("partitions") or []:
+                if p.get("topic") == INPUT:
+                    out[p["partition"]] = max(out.get(p["partition"], -1), p.get("committable_offset") or 0)
+        return out
+
+    def wait_settled(self, timeout, what):
+        """Waits until the group is settled (see settled) and every partition's committable offset has
+        moved past where it was when the wait began: the group is processing again, not merely assigned
+        (after a broker restart the old assignment looks settled until the workers notice)."""
+        t = time.time()
+        base = self.committables()
+        deadline = t + timeout
+        why = ""
+        while time.time() < deadline:
+            ok, why = self.settled()
+            if ok:
+                cur = self.committables()
+                stuck = [n for n in range(PARTITIONS) if cur.get(n, -1) <= base.get(n, -1)]
+                if not stuck:
+                    return time.time() - t
+                why = f"partitions {stuck} not progressing"
+            time.sleep(0.25)
+        self.warn(f"{what}: group not settled and processing after {timeout:.0f}s ({why})")
+        return None
+
+    def wait_ready(self, w, timeout):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            code, _ = http_get(w, "/readyz")
+            if code == 200:
+                return True
+            time.sleep(0.25)
+        self.warn(f"{w}: /readyz not 200 within {timeout:.0f}s")
+        return False
+
+    def warn(self, msg):
+        log("WARNING:", msg)
+        self.warnings.append(msg)
+
+    def ensure_running(self, w, timeout=20):
+        """Waits for the restart policy to bring w back, starts it by hand otherwise."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            st = inspect(w)
+            if st and st["status"] == "running":
+                return "restart policy" if st["restarts"] else "running"
+            time.sleep(0.5)
+        st = inspect(w)
+        docker("start", cid(w))
+        return f"started by the script (was {st['status'] if st else '?'}, exit {st['exit'] if st else '?'})"
+
+    # --- faults ------------------------------------------------------------------------------------
+    def fault_kill(self):
+        w = self.rng.choice(self.active)
+        before = self.mon.since(w, time.time() - 2) or {}
+        member = before.get("member_id")
+        parts = {p["partition"]: p.get("committable_offset") or 0
+                 for p in before.get("partitions") or [] if p.get("topic") == INPUT}
+        log(f"kill -9 {w} (member {member}, partitions {sorted(parts)})")
+        t_kill = time.time()
+        docker("kill", "-s", "KILL", cid(w))
+        owned, processing = {}, {}
+        deadline = t_kill + self.args.takeover_timeout
+        while time.time() < deadline and len(processing) < len(parts):
+            for ow in self.active:
+                st = self.mon.since(ow, t_kill)
+                if not st or (ow == w and st.get("member_id") == member):
+                    continue
+                for p in st.get("partitions") or []:
+                    n = p["partition"]
+                    if p.get("topic") != INPUT or n not in parts:
+                        continue
+                    owned.setdefault(n, (time.time() - t_kill, ow))
+                    if n not in processing and p.get("phase") == "running" and \
+                            (p.get("committable_offset") or 0) > parts[n]:
+                        processing[n] = (time.time() - t_kill, ow)
+            time.sleep(0.1)
+        for n in sorted(parts):
+            rec = {"fault": self.n, "worker": w, "partition": n,
+                   "owned_s": round(owned[n][0], 2) if n in owned else None,
+                   "processing_s": round(processing[n][0], 2) if n in processing else None,
+                   "new_owner": (processing.get(n) or owned.get(n) or (None, None))[1]}
+            self.takeovers.append(rec)
+            if rec["processing_s"] is None:
+                self.warn(f"kill {w}: partition {n} not processed by another member within "
+                          f"{self.args.takeover_timeout:.0f}s")
+        took = max((v[0] for v in processing.values()), default=None)
+        log(f"  takeover of {sorted(parts)}: " + ", ".join(
+            f"p{n}->{processing[n][1]} {processing[n][0]:.1f}s" for n in sorted(processing)))
+        how = self.ensure_running(w, timeout=1)
+        self.wait_ready(w, 90)
+        return w, {"partitions": sorted(parts), "takeover_s": round(took, 2) if took else None, "restart": how}
+
+    def pause(self, w):
+        c = cid(w)
+        if self.pause_method in (None, "docker pause"):
+            try:
+                docker("pause", c, timeout=30)
+                if inspect(w)["paused"]:
+                    self.pause_method = "docker pause"
+                    return
+            except Exception as e:  # noqa: BLE001
+                if self.pause_method is None:
+                    log(f"  docker pause failed ({e}); using SIGSTOP on the host PID")
+        self.pause_method = "SIGSTOP"
+        os.kill(inspect(w)["pid"], 19)  # SIGSTOP
+
+    def resume(self, w):
+        if self.pause_method == "docker pause":
+            docker("unpause", cid(w), timeout=30)
+        else:
+            os.kill(inspect(w)["pid"], 18)  # SIGCONT
+
+    def fault_zombie_handover(self):
+        return self.fault_zombie(handover=True)
+
+    def fault_zombie(self, handover=False):
+        w = self.rng.choice(self.active)
+        st0 = inspect(w)
+        before = self.mon.since(w, time.time() - 2) or {}
+        zparts = sorted(p["partition"] for p in before.get("partitions") or [] if p.get("topic") == INPUT)
+        log(f"pause {w} for {self.args.pause:.0f}s (session timeout {SESSION:.0f}s; partitions {zparts})")
+        self.pause(w)
+        try:
+            time.sleep(self.args.pause)
+        finally:
+            self.resume(w)
+        t_resume = time.time()
+        log(f"  resumed {w} ({self.pause_method})")
+        moved = []
+        if handover:
+            # The zombie's partitions change hands once more right after its flush: their current owners
+            # restart (clean stop: revoke-time flush of their dirty keys, commit), so the next owner
+            # recovers those partitions from the snapshot topic, where a stale write of the zombie that
+            # landed (plain mode) is now the latest snapshot of its keys, behind the committed offset.
+            time.sleep(self.args.handover_delay)
+            owners = set()
+            for ow, st in self.mon.fresh().items():
+                if ow != w and any(p["partition"] in zparts for p in st.get("partitions") or []
+                                   if p.get("topic") == INPUT):
+                    owners.add(ow)
+            for ow in sorted(owners):
+                log(f"  handover: restarting {ow}, the new owner of some of {zparts}")
+                docker("restart", "-t", "30", cid(ow), timeout=120)
+                moved.append(ow)
+            for ow in moved:
+                self.wait_ready(ow, 90)
+        # Transactional: the zombie's writes are fenced. A fence during its revoke-time flush is logged and
+        # swallowed (it rejoins and keeps running); a fenced commit of a running partition fails it and the
+        # worker exits 1 (restart: on-failure brings it back). Plain: its stale writes land.
+        exited, fences = None, []
+        deadline = t_resume + 20
+        while time.time() < deadline:
+            st = inspect(w)
+            if st and (st["started"] != st0["started"] or st["status"] != "running"):
+                exited = st
+                break
+            if time.time() - t_resume > 6 and self.settled()[0]:
+                break
+            time.sleep(0.25)
+        fences = worker_events(logs(cid(w)), since=t_resume - 1)
+        kinds = sorted({k for _, k, _ in fences})
+        outcome = ("exited and restarted" if exited else "kept running") + (
+            f" [{', '.join(kinds)}]" if kinds else " [no fence logged]")
+        log(f"  zombie {w}: {outcome}")
+        self.ensure_running(w)
+        self.wait_ready(w, 90)
+        return w, {"outcome": outcome, "method": self.pause_method, "handover_restarts": moved,
+                   "events": [m for _, _, m in fences][:5]}
+
+    def fault_broker_restart(self):
+        log("restart the broker")
+        t = time.time()
+        docker("restart", "-t", "20", cid("kafka"), timeout=120)
+        return "kafka", {"restart_s": round(time.time() - t, 1)}
+
+    def fault_rolling_restart(self):
+        log(f"rolling restart of {', '.join(self.active)}")
+        times = {}
+        for w in list(self.active):
+            t = time.time()
+            docker("restart", "-t", "30", cid(w), timeout=120)
+            self.wait_ready(w, 90)
+            self.wait_settled(self.args.settle_timeout, f"rolling restart, after {w}")
+            times[w] = round(time.time() - t, 1)
+            log(f"  {w} back in {times[w]}s")
+        return ",".join(self.active), {"per_worker_s": times}
+
+    def fault_scale_out(self):
+        log("scale out 3 -> 5 (worker4, worker5)")
+        compose("up", "-d", "--no-deps", "--no-recreate", *EXTRA)
+        self.active = BASE + EXTRA
+        for w in EXTRA:
+            self.wait_ready(w, 90)
+        return ",".join(EXTRA), {}
+
+    def fault_scale_in(self):
+        log("scale in 5 -> 3 (stop worker4, worker5)")
+        self.active = list(BASE)
+        compose("stop", "-t", "30", *EXTRA)
+        for w in EXTRA:  # their logs go with the containers
+            c = cid(w)
+            if c:
+                self.saved_logs[f"{w}.{self.n}"] = logs(c)
+        compose("rm", "-f", *EXTRA)
+        return ",".join(EXTRA), {}
+
+    # --- schedule ----------------------------------------------------------------------------------
+    def next_kind(self, i):
+        kinds = self.args.kinds
+        if "scale" in kinds:
+            kinds = [k for k in kinds if k != "scale"] + ["scale_out" if len(self.active) == 3 else "scale_in"]
+        if self.args.short and not self.args.kinds_given:
+            # Every kind within the first faults, in an order that also kills and zombifies with 5 workers.
+            order = ["kill", "zombie", "broker_restart", "kill", "rolling_restart", "scale_out", "zombie",
+                     "kill", "scale_in", "zombie", "kill", "broker_restart"]
+            if i < len(order):
+                return order[i]
+        if not self.args.kinds_given and i < 7:
+            first = ["kill", "zombie", "broker_restart", "rolling_restart", "scale_out", "scale_in",
+                     "zombie_handover"]
+            return first[i]
+        # Weighted: the faults that exercise the fence and the takeover most often.
+        weights = {"kill": 4, "zombie": 4, "zombie_handover": 2, "broker_restart": 1, "rolling_restart": 1,
+                   "scale_out": 1, "scale_in": 1}
+        return self.rng.choices(kinds, [weights.get(k, 1) for k in kinds])[0]
+
+    def run(self):
+        self.mon.start()
+        log(f"mode {self.args.mode}, {self.args.faults} faults, partitions {PARTITIONS}, "
+            f"session timeout {SESSION:.0f}s, output in {self.outdir}")
+        if self.wait_settled(120, "start") is None:
+            raise RuntimeError("the cluster did not settle before the first fault")
+        t_start = time.time()
+        for i in range(self.args.faults):
+            kind = self.next_kind(i)
+            self.n = i + 1
+            t = time.time()
+            target, details = getattr(self, "fault_" + kind)()
+            settle = self.wait_settled(self.args.settle_timeout, f"after {kind}")
+            end = time.time()
+            h = self.mon.handovers_between(t, end)
+            self.faults.append({"n": i + 1, "kind": kind, "target": target, "t": round(t - T0, 1),
+                                "seconds": round(end - t, 1),
+                                "settle_s": round(settle, 1) if settle is not None else None,
+                                "handovers": len(h), **details})
+            log(f"fault {i + 1}/{self.args.faults} {kind} {target}: {end - t:.1f}s, "
+                f"{len(h)} handovers, settled {'%.1fs' % settle if settle is not None else 'NO'}")
+            time.sleep(self.args.gap)
+        if len(self.active) == 5:
+            self.fault_scale_in()
+            self.wait_settled(self.args.settle_timeout, "final scale in")
+        t_faults = time.time() - t_start
+
+        # Stop the producer (SIGTERM: it prints its count), let the cluster drain, verify.
+        log("stopping the producer")
+        docker("stop", "-t", "30", cid("producer"), timeout=90)
+        produced = None
+        for line in docker("logs", cid("producer"), check=False).splitlines()[::-1]:
+            if "produce:" in line and ("stopped after" in line or "done," in line):
+                produced = int("".join(ch for ch in line.split("after" if "after" in line else "done,")[1]
+                                       if ch.isdigit()) or 0)
+                break
+        log(f"producer stopped after {produced} events; running the verifier")
+        t = time.time()
+        p = subprocess.run([CLUSTER, "compose", "run", "--rm", "-T", "--no-deps", "verifier"], capture_output=True,
+                           text=True, timeout=900, env={**os.environ, "COMPOSE_PROFILES": "verify"})
+        verify_s = time.time() - t
+        with open(os.path.join(self.outdir, "verify.out"), "w") as f:
+            f.write(p.stdout + "\n--- stderr ---\n" + p.stderr)
+        vr = None
+        for line in p.stdout.splitlines():
+            if line.startswith("{"):
+                try:
+                    vr = json.loads(line)
+                except ValueError:
+                    pass
+        verdict = next((ln for ln in p.stdout.splitlines() if ln.startswith(("PASS", "FAIL"))), None)
+        if vr is None:
+            log("verifier output:\n" + p.stdout[-3000:] + p.stderr[-3000:])
+        self.mon.close()
+        exits = self.collect_logs(t_start)
+        return self.report(vr, verdict, p.returncode, verify_s, t_faults, produced, exits)
+
+    def collect_logs(self, t_start):
+        """Saves every container's log under outdir/logs and returns the workers' exits and fences during
+        the faults, each attributed to the fault in whose window it happened."""
+        os.makedirs(os.path.join(self.outdir, "logs"), exist_ok=True)
+        texts = dict(self.saved_logs)
+        for svc in ["kafka", "producer"] + WORKERS:
+            c = cid(svc)
+            if c:
+                texts[svc] = logs(c)
+        events = []
+        for name, text in texts.items():
+            with open(os.path.join(self.outdir, "logs", name + ".log"), "w") as f:
+                f.write(text)
+            if name.startswith("worker"):
+                for t, kind, msg in worker_events(text, since=t_start):
+                    fault = None
+                    for fl in self.faults:
+                        if T0 + fl["t"] <= t <= T0 + fl["t"] + fl["seconds"] + self.args.gap + 1:
+                            fault = fl
+                    events.append({"t": round(t - T0, 1), "worker": name.split(".")[0], "kind": kind,
+                                   "fault": f"#{fault['n']} {fault['kind']} {fault['target']}" if fault else None,
+                                   "msg": msg})
+        events.sort(key=lambda e: e["t"])
+        with open(os.path.join(self.outdir, "worker_events.json"), "w") as f:
+            json.dump(events, f, indent=1)
+        return events
+
+    # --- report ------------------------------------------------------------------------------------
+    def report(self, vr, verdict, vrc, verify_s, t_faults, produced, events):
+        by_kind = {}
+        for f in self.faults:
+            by_kind[f["kind"]] = by_kind.get(f["kind"], 0) + 1
+        procs = sorted(t["processing_s"] for t in self.takeovers if t["processing_s"] is not None)
+        kills = [f for f in self.faults if f["kind"] == "kill"]
+        zombies = [f for f in self.faults if f["kind"] in ("zombie", "zombie_handover")]
+        mismatches = vr.get("mismatches") if vr else None
+        rep = {
+            "mode": self.args.mode, "faults": len(self.faults), "faults_by_kind": by_kind,
+            "fault_seconds": round(t_faults, 1), "total_seconds": round(time.time() - T0, 1),
+            "handovers": len(self.mon.handovers), "produced": produced,
+            "verifier": vr, "verifier_exit": vrc, "verdict": verdict, "verify_seconds": round(verify_s, 1),
+            "mismatches": mismatches, "output_duplicates": vr.get("output_duplicates") if vr else None,
+            "kill_takeovers": [{"worker": f["target"], "partitions": f["partitions"], "takeover_s": f["takeover_s"]}
+                               for f in kills],
+            "takeover_per_partition": self.takeovers,
+            "takeover_s_min_median_max": [procs[0], procs[len(procs) // 2], procs[-1]] if procs else None,
+            "zombie_outcomes": [f"{f['target']}: {f['outcome']}" for f in zombies],
+            "worker_events": events, "pause_method": self.pause_method,
+            "warnings": self.warnings, "fault_log": self.faults,
+        }
+        with open(os.path.join(self.outdir, "report.json"), "w") as f:
+            json.dump(rep, f, indent=2)
+        out = [
+            "", "=" * 78, f"chaos report: mode {rep['mode']}, {rep['faults']} faults in {rep['fault_seconds']}s "
+            f"(total {rep['total_seconds']}s)", "=" * 78,
+            "faults by kind:    " + ", ".join(f"{k} {v}" for k, v in sorted(by_kind.items())),
+            f"handovers:         {rep['handovers']} partition owner changes seen on /status",
+            f"produced:          {produced} events",
+            "worker exits/fences (from the workers' logs, by kind and by the fault they fell in):",
+        ]
+        exits = {}
+        for e in events:
+            if e["kind"] == "exit 0 (clean stop)":
+                continue
+            kind = e["fault"].split()[1] if e["fault"] else "between faults"
+            tgt = e["fault"].split()[2] if e["fault"] else ""
+            role = "target" if e["worker"] in tgt.split(",") else "bystander"
+            key = (e["kind"], kind, role)
+            exits[key] = exits.get(key, 0) + 1
+        for (k, fk, role), n in sorted(exits.items()):
+            out.append(f"  {n:4d} x {k:<22} during {fk} ({role})")
+        if not exits:
+            out.append("  none")
+        out += [
+            "zombies:           " + ("; ".join(rep["zombie_outcomes"]) or "-") +
+            (f" [{self.pause_method}]" if self.pause_method else ""),
+            "kill -> takeover (another member processing past the victim's committable offset):",
+        ]
+        for f in kills:
+            per = [t for t in self.takeovers if t["fault"] == f["n"]]
+            out.append(f"  #{f['n']:<3} {f['target']}: max {f['takeover_s']}s  " + " ".join(
+                f"p{t['partition']} {t['processing_s']}s (owned {t['owned_s']}s) -> {t['new_owner']};" for t in per))
+        if procs:
+            out.append(f"  per partition: min {procs[0]}s, median {procs[len(procs) // 2]}s, max {procs[-1]}s "
+                       f"({len(procs)} partitions)")
+        if vr:
+            out += [f"verifier:          {vr.get('accounts')} accounts, {vr.get('events')} events, "
+                    f"drained in {vr.get('drain_seconds', 0):.1f}s",
+                    f"mismatches:        {vr.get('mismatches')}",
+                    f"output duplicates: {vr.get('output_duplicates')} of {vr.get('outputs')} outputs "
+                    f"(at-least-once), missing outputs {vr.get('missing_outputs')}"]
+            for e in (vr.get("mismatch_examples") or [])[:10]:
+                out.append(f"  MISMATCH {e}")
+        else:
+            out.append(f"verifier:          no report (exit {vrc}); see {self.outdir}/verify.out")
+        if verdict:
+            out.append(f"verdict:           {verdict}")
+        for w in self.warnings:
+            out.append(f"warning:           {w}")
+        ok = vr is not None and vrc in (0, 1) and mismatches == 0
+        out.append(f"RESULT: {'PASS' if ok else 'FAIL'} (mismatches = {mismatches})")
+        out.append(f"details: {self.outdir}/report.json, status.jsonl, verify.out, logs/")
+        print("\n".join(out), flush=True)
+        return 0 if ok else 1
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--faults", type=int, default=None, help="number of faults (default 12 with --short, else 50)")
+    ap.add_argument("--mode", default=os.environ.get("ACTORFLOW_MODE", "transactional"))
+    ap.add_argument("--short", action="store_true", help="CI: 12 faults covering every kind, short gaps")
+    ap.add_argument("--kinds", default="kill,zombie,zombie_handover,broker_restart,rolling_restart,scale",
+                    help="comma-separated fault kinds to draw from (scale = scale_out/scale_in in turn)")
+    ap.add_argument("--pause", type=float, default=None, help="zombie pause seconds (default 2 x session timeout)")
+    ap.add_argument("--handover-delay", type=float, default=1.0,
+                    help="zombie_handover: seconds between the resume and the restart of the new owners")
+    ap.add_argument("--gap", type=float, default=None, help="seconds of quiet running between faults")
+    ap.add_argument("--settle-timeout", type=float, default=90)
+    ap.add_argument("--takeover-timeout", type=float, default=60)
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--outdir", required=True)
+    a = ap.parse_args()
+    a.kinds_given = a.kinds != ap.get_default("kinds")
+    a.kinds = [k.strip() for k in a.kinds.split(",") if k.strip()]
+    for k in a.kinds:
+        if k != "scale" and not hasattr(Chaos, "fault_" + k):
+            ap.error(f"unknown fault kind {k}")
+    if a.faults is None:
+        a.faults = 12 if a.short else 50
+    if a.pause is None:
+        a.pause = 2 * SESSION
+    if a.gap is None:
+        a.gap = 2 if a.short else 5
+    if a.seed is None:
+        a.seed = int(time.time())
+    os.makedirs(a.outdir, exist_ok=True)
+    print(f"chaos: seed {a.seed}", flush=True)
+    c = Chaos(a, a.outdir)
+    try:
+        return c.run()
+    except Exception as e:  # noqa: BLE001
+        log(f"chaos run broke: {e}")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

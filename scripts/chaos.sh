@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# chaos.sh — fault injection on the demo cluster, then the verifier (issue 5).
+#
+#   scripts/chaos.sh --short                  # CI: 12 faults of every kind, < 10 min, exit 0 iff no mismatch
+#   scripts/chaos.sh                          # long run: 50 faults
+#   scripts/chaos.sh --faults 100 --seed 7
+#   scripts/chaos.sh --mode plain --kinds zombie,zombie_handover --faults 10   # the verifier failing (#732)
+#
+# Options (the rest go to deploy/chaos.py, see its --help):
+#   --mode transactional|plain   persistence mode of the workers (default transactional)
+#   --short                      12 faults covering every kind, 2 s gaps
+#   --faults N                   number of faults (default 50; 12 with --short)
+#   --kinds k1,k2                draw only these: kill, zombie, zombie_handover, broker_restart,
+#                                rolling_restart, scale (scale_out and scale_in in turn)
+#   --pause S                    zombie pause in seconds (default 2 x the 6 s session timeout)
+#   --seed N                     the random schedule's seed (printed at the start)
+#   --reuse                      keep a cluster already up in the same mode (default: a fresh one)
+#   --keep                       leave the cluster up afterwards (default: scripts/cluster.sh down)
+#
+# Steps: scripts/cluster.sh up --fresh --mode M (engine, images, broker, 3 workers, producer), then
+# deploy/chaos.py (faults while the producer runs, /status polling, producer stop, verifier, report),
+# then the containers' logs are saved and the cluster is removed. Output: the report on stdout, and
+# $ACTORFLOW_CACHE/chaos/<time>-<mode>/ (report.json, status.jsonl, verify.out, logs/).
+# Exit: 0 when the verifier found no mismatch, 1 on any mismatch, 2 when the run could not complete.
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CACHE="${ACTORFLOW_CACHE:-$HOME/.cache/actorflow}"
+log() { echo "chaos.sh: $*" >&2; }
+
+mode="${ACTORFLOW_MODE:-transactional}" reuse=0 keep=0 pass=()
+while (($#)); do
+  case "$1" in
+    --mode) mode="$2"; shift 2 ;;
+    --mode=*) mode="${1#--mode=}"; shift ;;
+    --reuse) reuse=1; shift ;;
+    --keep) keep=1; shift ;;
+    -h | --help) sed -n '2,/^set -uo/p' "$0" | sed '$d'; exit 0 ;;
+    *) pass+=("$1"); shift ;;
+  esac
+done
+export ACTORFLOW_MODE="$mode"
+command -v python3 >/dev/null 2>&1 || { log "python3 is needed"; exit 2; }
+
+t0=$(date +%s)
+out="$CACHE/chaos/$(date +%Y%m%d-%H%M%S)-$mode"
+mkdir -p "$out"
+up_args=(--mode "$mode")
+((reuse)) || up_args+=(--fresh)
+if ! "$ROOT/scripts/cluster.sh" up "${up_args[@]}"; then
+  log "the cluster did not come up"
+  ((keep)) || "$ROOT/scripts/cluster.sh" down
+  exit 2
+fi
+t1=$(date +%s)
+log "cluster up in $((t1 - t0))s"
+eval "$("$ROOT/scripts/cluster.sh" env)"
+
+# deploy/chaos.py restores a paused worker itself; on Ctrl-C the cluster is still removed below.
+python3 "$ROOT/deploy/chaos.py" --mode "$mode" --outdir "$out" "${pass[@]}"
+rc=$?
+
+# deploy/chaos.py saves the logs at its end; when it broke before, save them here.
+if [[ ! -d "$out/logs" ]]; then
+  mkdir -p "$out/logs"
+  for id in $(docker ps -aq --filter "label=com.docker.compose.project=${ACTORFLOW_PROJECT:-actorflow}"); do
+    name="$(docker inspect -f '{{index .Config.Labels "com.docker.compose.service"}}' "$id" 2>/dev/null || echo "$id")"
+    docker logs "$id" >"$out/logs/$name.log" 2>&1 || true
+  done
+fi
+((keep)) || "$ROOT/scripts/cluster.sh" down
+log "exit $rc after $(($(date +%s) - t0))s (cluster up $((t1 - t0))s); output in $out"
+exit "$rc"
