@@ -38,6 +38,10 @@ func TestStaleOffsetCommitRejected(t *testing.T) {
 	scenarios.StaleOffsetCommitRejected(t, kfakeBrokers(t))
 }
 
+func TestStaleGenerationRetriedWhileMember(t *testing.T) {
+	scenarios.StaleGenerationRetriedWhileMember(t, kfakeBrokers(t))
+}
+
 func TestNoGroupMetadataFailsLoudly(t *testing.T) {
 	scenarios.NoGroupMetadataFailsLoudly(t, kfakeBrokers(t))
 }

@@ -92,6 +92,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			snapshotstore.WithMode(w.cfg.mode),
 			snapshotstore.WithTransactionalIDPrefix(w.cfg.txnPrefix),
 			snapshotstore.WithRecoveryStallTimeout(w.cfg.stall),
+			snapshotstore.WithStaleGenerationWait(max(w.cfg.rebalanceTimeout, time.Minute)),
 			snapshotstore.WithClientOpts(w.cfg.clientOpts...),
 			snapshotstore.WithLogger(log.Named("snapshots")))
 		if err != nil {

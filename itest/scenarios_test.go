@@ -32,6 +32,10 @@ func TestStaleOffsetCommitRejected(t *testing.T) {
 	scenarios.StaleOffsetCommitRejected(t, Brokers(t))
 }
 
+func TestStaleGenerationRetriedWhileMember(t *testing.T) {
+	scenarios.StaleGenerationRetriedWhileMember(t, Brokers(t))
+}
+
 func TestNoGroupMetadataFailsLoudly(t *testing.T) {
 	scenarios.NoGroupMetadataFailsLoudly(t, Brokers(t))
 }

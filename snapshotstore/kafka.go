@@ -42,6 +42,7 @@ type kafkaConfig struct {
 	clientOpts    []kgo.Opt
 	log           *zap.Logger
 	commitRetries int
+	staleGenWait  time.Duration
 }
 
 // WithMode selects Plain (default) or Transactional.
@@ -67,6 +68,14 @@ func WithTransactionTimeout(d time.Duration) KafkaOption {
 // and below the rebalance timeout. Zero disables it.
 func WithRecoveryStallTimeout(d time.Duration) KafkaOption {
 	return func(c *kafkaConfig) { c.stallTimeout = d }
+}
+
+// WithStaleGenerationWait bounds how long a transaction rejected for a
+// stale generation waits for the consumer to observe the newer one before
+// it is retried (default 1 min, the default rebalance timeout: a join round
+// completes within it). After the bound the rejection stands (ErrFenced).
+func WithStaleGenerationWait(d time.Duration) KafkaOption {
+	return func(c *kafkaConfig) { c.staleGenWait = d }
 }
 
 // WithClientOpts adds kgo options (TLS, SASL, ...) to every client the store
@@ -96,6 +105,7 @@ func NewKafka(brokers []string, topic string, opts ...KafkaOption) (*Kafka, erro
 		stallTimeout:  3 * time.Minute,
 		log:           zap.NewNop(),
 		commitRetries: 10,
+		staleGenWait:  time.Minute,
 	}
 	for _, o := range opts {
 		o(&cfg)

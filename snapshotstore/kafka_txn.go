@@ -65,19 +65,76 @@ func (t *txnPartition) Close(context.Context) error {
 	return nil
 }
 
-// Commit runs one transaction: the batch's snapshot writes, a marker record,
-// and the committable offset committed with the consumer's generation. The
-// coordinator rejects a stale generation (KIP-447), which aborts the writes.
-func (t *txnPartition) Commit(ctx context.Context, b Batch) (err error) {
-	meta, err := t.info.GroupMetadata()
+// Commit runs the batch's transaction. When it is rejected because the
+// generation moved on (ILLEGAL_GENERATION, STALE_MEMBER_EPOCH) while this
+// member is still in the group, it waits for the consumer to observe the
+// newer generation and runs it again: a rebalance that leaves this member's
+// partitions in place bumps the generation between polls (the seed's
+// "residual window"), and failing there would crash a valid owner and start
+// a restart storm. It is safe for the reason the fence is per member +
+// generation: a partition moves to a new owner only after this member's
+// revoke callback has stopped the partition — which cancels ctx, and so
+// this wait. An evicted member (UNKNOWN_MEMBER_ID) or a fenced producer is
+// never retried, nor is a reader that never observes a newer generation
+// (bounded by WithStaleGenerationWait).
+func (t *txnPartition) Commit(ctx context.Context, b Batch) error {
+	for attempt := 0; ; attempt++ {
+		used, err := t.commitOnce(ctx, b)
+		if err == nil || attempt >= 3 || !staleGeneration(err) {
+			return err
+		}
+		newer, werr := t.awaitNewerGeneration(ctx, used.Generation)
+		if werr != nil {
+			return err
+		}
+		t.k.cfg.log.Info("generation moved on while this member kept the partition; retrying the transaction",
+			zap.String("partition", t.info.String()), zap.Int32("rejected_generation", used.Generation),
+			zap.Int32("generation", newer), zap.Error(err))
+	}
+}
+
+// staleGeneration: the broker rejected an older generation of a member it
+// still knows (KIP-848's STALE_MEMBER_EPOCH is ILLEGAL_GENERATION below
+// TxnOffsetCommit v6).
+func staleGeneration(err error) bool {
+	return errors.Is(err, kerr.IllegalGeneration) || errors.Is(err, kerr.StaleMemberEpoch)
+}
+
+// awaitNewerGeneration polls the live group metadata until its generation
+// is above gen.
+func (t *txnPartition) awaitNewerGeneration(ctx context.Context, gen int32) (int32, error) {
+	wctx, cancel := context.WithTimeout(ctx, t.k.cfg.staleGenWait)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if m, err := t.info.GroupMetadata(); err != nil {
+			return 0, err
+		} else if m.Generation > gen {
+			return m.Generation, nil
+		}
+		select {
+		case <-wctx.Done():
+			return 0, wctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// commitOnce runs one transaction: the batch's snapshot writes, a marker
+// record, and the committable offset committed with the consumer's
+// generation. The coordinator rejects a stale generation (KIP-447), which
+// aborts the writes.
+func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetadata, err error) {
+	meta, err = t.info.GroupMetadata()
 	if err != nil {
-		return fmt.Errorf("%s: %w", t.info, err)
+		return meta, fmt.Errorf("%s: %w", t.info, err)
 	}
 	if meta.Generation < 0 {
-		return fmt.Errorf("%s: generation %d: %w", t.info, meta.Generation, ErrNoGroupMetadata)
+		return meta, fmt.Errorf("%s: generation %d: %w", t.info, meta.Generation, ErrNoGroupMetadata)
 	}
 	if err := t.cl.BeginTransaction(); err != nil {
-		return fmt.Errorf("%s: begin transaction: %w", t.info, classify(err))
+		return meta, fmt.Errorf("%s: begin transaction: %w", t.info, classify(err))
 	}
 	defer func() {
 		if err == nil {
@@ -103,7 +160,7 @@ func (t *txnPartition) Commit(ctx context.Context, b Batch) (err error) {
 	// EndTxn: read it inside each transaction.
 	pid, epoch, err := t.cl.ProducerID(ctx)
 	if err != nil {
-		return fmt.Errorf("%s: producer id: %w", t.info, err)
+		return meta, fmt.Errorf("%s: producer id: %w", t.info, err)
 	}
 	// The produce and the offset commit are independent until EndTxn: run
 	// them concurrently (as the Java producer pipelines them), saving the
@@ -115,16 +172,16 @@ func (t *txnPartition) Commit(ctx context.Context, b Batch) (err error) {
 		offErr = t.commitOffset(ctx, pid, epoch, meta, b.Offset)
 	}
 	if err := <-produced; err != nil {
-		return fmt.Errorf("%s: produce %d snapshots: %w", t.info, len(b.Writes), err)
+		return meta, fmt.Errorf("%s: produce %d snapshots: %w", t.info, len(b.Writes), err)
 	}
 	if offErr != nil {
-		return offErr
+		return meta, offErr
 	}
 	if err := t.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		// Any EndTxn error means "not committed".
-		return fmt.Errorf("%s: commit transaction: %w", t.info, err)
+		return meta, fmt.Errorf("%s: commit transaction: %w", t.info, err)
 	}
-	return nil
+	return meta, nil
 }
 
 func (t *txnPartition) addOffsets(ctx context.Context, pid int64, epoch int16) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,7 +28,10 @@ type owner struct {
 func openOwner(t *testing.T, brokers []string, mode snapshotstore.Mode, prefix, group, input, snaps string, seed int64,
 	meta snapshotstore.GroupMetadataFunc, commit func(context.Context, int64) error) *owner {
 	t.Helper()
-	k, err := snapshotstore.NewKafka(brokers, snaps, snapshotstore.WithMode(mode), snapshotstore.WithTransactionalIDPrefix(prefix))
+	// A frozen reader never observes a newer generation: bound the wait
+	// before a stale-generation rejection stands.
+	k, err := snapshotstore.NewKafka(brokers, snaps, snapshotstore.WithMode(mode), snapshotstore.WithTransactionalIDPrefix(prefix),
+		snapshotstore.WithStaleGenerationWait(500*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,5 +264,50 @@ func NoGroupMetadataFailsLoudly(t *testing.T, brokers []string) {
 	hwm, _ := ends(t, brokers, snaps)
 	if hwm != 0 {
 		t.Fatalf("snapshot topic high watermark %d: something was written", hwm)
+	}
+}
+
+// StaleGenerationRetriedWhileMember: a member that keeps its partition
+// through a rebalance flushes with the generation it read before the bump
+// (the residual window of the seed). The broker rejects it; the member, still
+// in the group, observes the newer generation and the transaction is run
+// again and commits — a valid owner is not crashed.
+func StaleGenerationRetriedWhileMember(t *testing.T, brokers []string) {
+	input, snaps, group := Topics(t, brokers, 1)
+	a := joinMember(t, brokers, group, input)
+	before := metaOf(a)
+	b := joinMember(t, brokers, group, input)
+	testkit.Eventually(t, 30*time.Second, "a's newer generation", func() (bool, string) {
+		return metaOf(a).Generation > before.Generation && metaOf(b).Generation > before.Generation, ""
+	})
+	var reads atomic.Int32
+	lagging := func() (snapshotstore.GroupMetadata, error) {
+		if reads.Add(1) == 1 {
+			return before, nil // read just before the bump
+		}
+		return liveMeta(a)()
+	}
+	k, err := snapshotstore.NewKafka(brokers, snaps, snapshotstore.WithMode(snapshotstore.Transactional),
+		snapshotstore.WithTransactionalIDPrefix(group))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := k.Open(ctx, snapshotstore.PartitionInfo{Topic: input, Partition: 0, Group: group, GroupMetadata: lagging})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	cp := &countingPartition{Partition: p}
+	if err := cp.Commit(ctx, snapshotstore.Batch{Writes: []snapshotstore.Snapshot{stateSnapshot(t, "k", ledger.State{Count: 1}, 0)}, Offset: 1, OffsetAdvanced: true}); err != nil {
+		t.Fatalf("commit of a member that kept its partition: %v", err)
+	}
+	if n := reads.Load(); n < 3 {
+		t.Fatalf("group metadata read %d times: the stale transaction was not rejected and retried", n)
+	}
+	if c := committed(t, brokers, group, input, 0); c != 1 {
+		t.Fatalf("committed offset %d, want 1", c)
 	}
 }

@@ -528,7 +528,7 @@ func openMatrixFlusher(t *testing.T, brokers []string, snaps, group, input strin
 	t.Helper()
 	f := &matrixFlusher{brokers: brokers, snaps: snaps, p: p}
 	k, err := snapshotstore.NewKafka(brokers, snaps, snapshotstore.WithMode(snapshotstore.Transactional),
-		snapshotstore.WithTransactionalIDPrefix(group+"-"+owner))
+		snapshotstore.WithTransactionalIDPrefix(group+"-"+owner), snapshotstore.WithStaleGenerationWait(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
