@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 )
 
@@ -38,7 +39,7 @@ func StartWorker(t *testing.T, flow keyflow.Handler, brokers []string, group, in
 		actorflow.WithMode(mode), actorflow.WithTransactionalIDPrefix(group),
 		actorflow.WithPersistEvery(50 * time.Millisecond),
 		actorflow.WithCommitOffsetsInterval(50 * time.Millisecond),
-		actorflow.WithLogger(zaptest.NewLogger(t).Named(group)),
+		actorflow.WithLogger(zaptest.NewLogger(t, zaptest.Level(zapcore.InfoLevel)).Named(group)),
 	}, extra...)
 	w, err := actorflow.NewWorker(flow, opts...)
 	if err != nil {
