@@ -99,6 +99,11 @@ type Consumer struct {
 	rebalance sync.Mutex
 	closing   bool
 
+	// ready is closed when Run starts: kgo may run the rebalance callbacks
+	// (KIP-848: right away) before NewClient returns, and the handler may
+	// not be wired to this consumer until Run.
+	ready chan struct{}
+
 	mu    sync.Mutex
 	owned map[TopicPartition]bool
 	fatal error
@@ -124,7 +129,7 @@ func New(cfg Config, h Handler) (*Consumer, error) {
 	}
 	c := &Consumer{
 		cfg: cfg, h: h, fc: NewFlowControl(cfg.MaxInFlight), log: cfg.Logger,
-		owned: map[TopicPartition]bool{}, done: make(chan struct{}),
+		owned: map[TopicPartition]bool{}, done: make(chan struct{}), ready: make(chan struct{}),
 	}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
@@ -238,8 +243,9 @@ func (c *Consumer) failed() error {
 
 // Run polls until ctx ends or a fatal error, then stops every owned
 // partition (flushing them) and leaves the group. It returns the fatal
-// error, or nil after a clean stop.
+// error, or nil after a clean stop. Call it once.
 func (c *Consumer) Run(ctx context.Context) error {
+	close(c.ready) // the callbacks may run from here on
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -300,6 +306,7 @@ func (c *Consumer) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[s
 	if len(tps) == 0 {
 		return // an empty-delta callback (cooperative)
 	}
+	<-c.ready
 	c.rebalance.Lock()
 	defer c.rebalance.Unlock()
 	if c.closing {
@@ -396,6 +403,7 @@ func (c *Consumer) fetchStable(ctx context.Context, tps []TopicPartition) (kadm.
 }
 
 func (c *Consumer) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	<-c.ready
 	c.rebalance.Lock()
 	defer c.rebalance.Unlock()
 	c.meta.Refresh()
@@ -404,6 +412,7 @@ func (c *Consumer) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[str
 
 func (c *Consumer) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
 	// Ownership may already have moved: abort, don't flush.
+	<-c.ready
 	c.rebalance.Lock()
 	defer c.rebalance.Unlock()
 	c.stop(ctx, flatten(lost), false)
