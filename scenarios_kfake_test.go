@@ -6,89 +6,21 @@ import (
 	"github.com/actorflow/actorflow/coordinator"
 	"github.com/actorflow/actorflow/internal/scenarios"
 	"github.com/actorflow/actorflow/internal/testkit"
-	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
 // The integration scenarios on the embedded kfake cluster; itest/ runs the
 // same functions on a real Apache Kafka broker.
 
-func kfakeBrokers(t *testing.T) []string {
+func kfakeBrokers(t testing.TB) []string {
 	_, b := testkit.Kfake(t)
 	return b
 }
 
-func TestCorruption732Plain(t *testing.T) {
-	scenarios.Corruption732(t, kfakeBrokers(t), snapshotstore.Plain)
-}
-
-func TestCorruption732Transactional(t *testing.T) {
-	scenarios.Corruption732(t, kfakeBrokers(t), snapshotstore.Transactional)
-}
-
-func TestStaleOwnerFencedOnNextFlush(t *testing.T) {
-	scenarios.StaleOwnerFencedOnNextFlush(t, kfakeBrokers(t))
-}
-
-func TestFirstFlushGatedBySeededOffset(t *testing.T) {
-	scenarios.FirstFlushGatedBySeededOffset(t, kfakeBrokers(t))
-}
-
-func TestStaleOffsetCommitRejected(t *testing.T) {
-	scenarios.StaleOffsetCommitRejected(t, kfakeBrokers(t))
-}
-
-func TestStaleGenerationRetriedWhileMember(t *testing.T) {
-	scenarios.StaleGenerationRetriedWhileMember(t, kfakeBrokers(t))
-}
-
-func TestNoGroupMetadataFailsLoudly(t *testing.T) {
-	scenarios.NoGroupMetadataFailsLoudly(t, kfakeBrokers(t))
-}
-
-func TestConcurrentWritesCap256(t *testing.T) {
-	scenarios.ConcurrentWrites(t, kfakeBrokers(t), 256)
-}
-
-func TestConcurrentWritesCap1(t *testing.T) {
-	scenarios.ConcurrentWrites(t, kfakeBrokers(t), 1)
-}
-
-func TestTakeoverAbortsOpenTransaction(t *testing.T) {
-	scenarios.TakeoverAbortsOpenTransaction(t, kfakeBrokers(t))
-}
-
-func TestForeignTransactionWaitedOut(t *testing.T) {
-	scenarios.ForeignTransactionWaitedOut(t, kfakeBrokers(t))
-}
-
-func TestStallDeadlineHangingTransaction(t *testing.T) {
-	scenarios.StallDeadlineHangingTransaction(t, kfakeBrokers(t))
-}
-
-func TestLedgerRestart(t *testing.T) {
-	for _, mode := range []snapshotstore.Mode{snapshotstore.Plain, snapshotstore.Transactional} {
-		t.Run(mode.String(), func(t *testing.T) { scenarios.LedgerRestart(t, kfakeBrokers(t), mode) })
-	}
-}
-
-func TestRevokeStopsSubtreeFirst(t *testing.T) {
-	for _, mode := range []snapshotstore.Mode{snapshotstore.Plain, snapshotstore.Transactional} {
-		for _, proto := range []coordinator.Protocol{coordinator.Cooperative, coordinator.Eager, coordinator.ConsumerProtocol} {
-			t.Run(mode.String()+"/"+proto.String(), func(t *testing.T) {
-				t.Parallel() // mostly waiting on group heartbeats
-				scenarios.RevokeStopsSubtreeFirst(t, kfakeBrokers(t), mode, proto)
-			})
-		}
-	}
-}
-
-func TestBackpressureBound(t *testing.T) {
-	scenarios.BackpressureBound(t, kfakeBrokers(t))
-}
-
-func TestFencedPartitionFailsWorker(t *testing.T) {
-	scenarios.FencedPartitionFailsWorker(t, kfakeBrokers(t))
+// TestScenarios runs every integration scenario, each on a fresh embedded
+// cluster.
+func TestScenarios(t *testing.T) {
+	scenarios.RunSuite(t, kfakeBrokers)
 }
 
 func TestProtocolMatrix(t *testing.T) {

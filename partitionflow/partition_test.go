@@ -412,16 +412,7 @@ func TestRevokeFlushPersistsAndCommits(t *testing.T) {
 	sys.Root.Send(pid, &partitionflow.Records{Records: recs})
 	// A revoke during recovery stops without flushing (nothing was folded):
 	// wait until the partition runs.
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		reply := make(chan partitionflow.Status, 1)
-		sys.Root.Send(pid, &partitionflow.StatusRequest{Reply: reply})
-		if (<-reply).Phase == "running" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("partition never ran")
-		}
-	}
+	awaitRunning(t, sys, pid)
 	sys.Root.Send(pid, &partitionflow.Revoke{Flush: true})
 	select {
 	case err := <-stopped:
@@ -462,16 +453,7 @@ func TestRevokeFlushFenceIsSwallowed(t *testing.T) {
 		OnStopped: func(err error) { stopped <- err },
 	}))
 	sys.Root.Send(pid, &partitionflow.Records{Records: []*kgo.Record{rec(0, "a", ""), rec(1, "b", "")}})
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		reply := make(chan partitionflow.Status, 1)
-		sys.Root.Send(pid, &partitionflow.StatusRequest{Reply: reply})
-		if (<-reply).Phase == "running" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("partition never ran")
-		}
-	}
+	awaitRunning(t, sys, pid)
 	mu.Lock()
 	fenced = true
 	mu.Unlock()
@@ -486,5 +468,21 @@ func TestRevokeFlushFenceIsSwallowed(t *testing.T) {
 	}
 	if c := mem.Committed(topic, 0); c != -1 {
 		t.Fatalf("committed %d through a fenced flush", c)
+	}
+}
+
+// awaitRunning waits until the partition has recovered and runs (a revoke
+// during recovery stops without flushing).
+func awaitRunning(t *testing.T, sys *actor.ActorSystem, pid *actor.PID) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		reply := make(chan partitionflow.Status, 1)
+		sys.Root.Send(pid, &partitionflow.StatusRequest{Reply: reply})
+		if (<-reply).Phase == "running" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("partition never ran")
+		}
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/actorflow/actorflow"
-	"github.com/actorflow/actorflow/actors"
 	"github.com/actorflow/actorflow/coordinator"
 	"github.com/actorflow/actorflow/internal/ledger"
 	"github.com/actorflow/actorflow/internal/testkit"
@@ -225,5 +224,4 @@ func FencedPartitionFailsWorker(t *testing.T, brokers []string) {
 	if !failed {
 		t.Fatal("no partition failure recorded")
 	}
-	_ = actors.Event{}
 }

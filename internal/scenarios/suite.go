@@ -1,0 +1,62 @@
+package scenarios
+
+import (
+	"testing"
+
+	"github.com/actorflow/actorflow/coordinator"
+	"github.com/actorflow/actorflow/snapshotstore"
+)
+
+// Case is one integration scenario.
+type Case struct {
+	Name string
+	// Parallel cases mostly wait on group heartbeats.
+	Parallel bool
+	Run      func(t *testing.T, brokers []string)
+}
+
+// Suite lists every scenario, so that the embedded broker (root package) and
+// the real broker (itest/) run the same list under the same names.
+func Suite() []Case {
+	cases := []Case{
+		{Name: "Corruption732Plain", Run: func(t *testing.T, b []string) { Corruption732(t, b, snapshotstore.Plain) }},
+		{Name: "Corruption732Transactional", Run: func(t *testing.T, b []string) { Corruption732(t, b, snapshotstore.Transactional) }},
+		{Name: "StaleOwnerFencedOnNextFlush", Run: StaleOwnerFencedOnNextFlush},
+		{Name: "FirstFlushGatedBySeededOffset", Run: FirstFlushGatedBySeededOffset},
+		{Name: "StaleOffsetCommitRejected", Run: StaleOffsetCommitRejected},
+		{Name: "StaleGenerationRetriedWhileMember", Run: StaleGenerationRetriedWhileMember},
+		{Name: "NoGroupMetadataFailsLoudly", Run: NoGroupMetadataFailsLoudly},
+		{Name: "ConcurrentWritesCap256", Run: func(t *testing.T, b []string) { ConcurrentWrites(t, b, 256) }},
+		{Name: "ConcurrentWritesCap1", Run: func(t *testing.T, b []string) { ConcurrentWrites(t, b, 1) }},
+		{Name: "TakeoverAbortsOpenTransaction", Run: TakeoverAbortsOpenTransaction},
+		{Name: "ForeignTransactionWaitedOut", Run: ForeignTransactionWaitedOut},
+		{Name: "StallDeadlineHangingTransaction", Run: StallDeadlineHangingTransaction},
+		{Name: "BackpressureBound", Run: BackpressureBound},
+		{Name: "FencedPartitionFailsWorker", Run: FencedPartitionFailsWorker},
+	}
+	modes := []snapshotstore.Mode{snapshotstore.Plain, snapshotstore.Transactional}
+	for _, mode := range modes {
+		cases = append(cases, Case{Name: "LedgerRestart/" + mode.String(),
+			Run: func(t *testing.T, b []string) { LedgerRestart(t, b, mode) }})
+	}
+	for _, mode := range modes {
+		for _, proto := range []coordinator.Protocol{coordinator.Cooperative, coordinator.Eager, coordinator.ConsumerProtocol} {
+			cases = append(cases, Case{Name: "RevokeStopsSubtreeFirst/" + mode.String() + "/" + proto.String(), Parallel: true,
+				Run: func(t *testing.T, b []string) { RevokeStopsSubtreeFirst(t, b, mode, proto) }})
+		}
+	}
+	return cases
+}
+
+// RunSuite runs every case of Suite as a subtest of t; brokers gives each
+// case its broker (a fresh kfake cluster, or the suite's shared broker).
+func RunSuite(t *testing.T, brokers func(t testing.TB) []string) {
+	for _, c := range Suite() {
+		t.Run(c.Name, func(t *testing.T) {
+			if c.Parallel {
+				t.Parallel()
+			}
+			c.Run(t, brokers(t))
+		})
+	}
+}
