@@ -74,25 +74,29 @@ func NewWorker(flow keyflow.Handler, opts ...Option) (*Worker, error) {
 // flushing the failed partition).
 func (w *Worker) Run(ctx context.Context) error {
 	log := w.cfg.log
-	if err := w.waitBrokers(ctx); err != nil {
+	admin, err := w.waitBrokers(ctx)
+	if err != nil {
 		return err
 	}
 	store := w.cfg.store
 	if store == nil {
-		admin, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(w.cfg.brokers...)}, w.cfg.clientOpts...)...)
-		if err != nil {
-			return err
-		}
 		err = snapshotstore.EnsureTopics(ctx, admin, w.cfg.input, w.cfg.snapshot, w.cfg.topics)
-		admin.Close()
-		if err != nil {
-			return err
+	}
+	admin.Close()
+	if err != nil {
+		return err
+	}
+	if store == nil {
+		// A join round completes within the rebalance timeout (kgo's default 1 min).
+		staleWait := w.cfg.rebalanceTimeout
+		if staleWait <= 0 {
+			staleWait = time.Minute
 		}
 		k, err := snapshotstore.NewKafka(w.cfg.brokers, w.cfg.snapshot,
 			snapshotstore.WithMode(w.cfg.mode),
 			snapshotstore.WithTransactionalIDPrefix(w.cfg.txnPrefix),
 			snapshotstore.WithRecoveryStallTimeout(w.cfg.stall),
-			snapshotstore.WithStaleGenerationWait(max(w.cfg.rebalanceTimeout, time.Minute)),
+			snapshotstore.WithStaleGenerationWait(staleWait),
 			snapshotstore.WithClientOpts(w.cfg.clientOpts...),
 			snapshotstore.WithLogger(log.Named("snapshots")))
 		if err != nil {
@@ -137,24 +141,25 @@ func (w *Worker) Run(ctx context.Context) error {
 	return cons.Run(ctx)
 }
 
-// waitBrokers retries reaching the cluster within the start timeout.
-func (w *Worker) waitBrokers(ctx context.Context) error {
+// waitBrokers retries reaching the cluster within the start timeout and
+// returns the admin client that reached it (the caller closes it).
+func (w *Worker) waitBrokers(ctx context.Context) (*kgo.Client, error) {
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(w.cfg.brokers...)}, w.cfg.clientOpts...)...)
 	if err != nil {
-		return fmt.Errorf("actorflow: client: %w", err)
+		return nil, fmt.Errorf("actorflow: client: %w", err)
 	}
-	defer cl.Close()
 	sctx, cancel := context.WithTimeout(ctx, w.cfg.startTimeout)
 	defer cancel()
 	backoff := 100 * time.Millisecond
 	for {
 		_, lerr := kadm.NewClient(cl).ListBrokers(sctx)
 		if lerr == nil {
-			return nil
+			return cl, nil
 		}
 		select {
 		case <-sctx.Done():
-			return fmt.Errorf("%w: %v within %s: %v", ErrBrokersUnreachable, w.cfg.brokers, w.cfg.startTimeout, lerr)
+			cl.Close()
+			return nil, fmt.Errorf("%w: %v within %s: %v", ErrBrokersUnreachable, w.cfg.brokers, w.cfg.startTimeout, lerr)
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 2*time.Second)
