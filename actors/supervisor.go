@@ -2,7 +2,10 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,7 +20,10 @@ import (
 
 // Consumer is what the supervisor needs from the group consumer.
 type Consumer interface {
-	GroupMetadata() (snapshotstore.GroupMetadata, error)
+	// PartitionMetadata is the live group metadata for tp's writes; it fails
+	// (snapshotstore.ErrNotOwned) once tp is not owned under the membership
+	// it was assigned under.
+	PartitionMetadata(tp coordinator.TopicPartition) (snapshotstore.GroupMetadata, error)
 	CommitOffset(ctx context.Context, tp coordinator.TopicPartition, offset int64) error
 	Processed(tp coordinator.TopicPartition, n int)
 }
@@ -80,8 +86,11 @@ func NewSupervisor(sys *actor.ActorSystem, cfg SupervisorConfig) (*Supervisor, e
 		opened: map[coordinator.TopicPartition]snapshotstore.Partition{},
 		parts:  map[coordinator.TopicPartition]*handle{},
 	}
+	// The guardian of the supervisor actor itself: protoactor's default
+	// would restart it on a panic, which stops every partition actor
+	// silently. resumeAndReport keeps the tree and fails the worker instead.
 	pid, err := sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &supervisorActor{s: s} },
-		actor.WithSupervisor(partitionflow.StopAndReport)), fmt.Sprintf("supervisor-%p", s))
+		actor.WithSupervisor(partitionflow.StopAndReport), actor.WithGuardian(resumeAndReport{s})), fmt.Sprintf("supervisor-%p", s))
 	if err != nil {
 		return nil, fmt.Errorf("spawn supervisor: %w", err)
 	}
@@ -127,7 +136,7 @@ func (s *Supervisor) Open(ctx context.Context, tps []coordinator.TopicPartition)
 func (s *Supervisor) info(tp coordinator.TopicPartition) snapshotstore.PartitionInfo {
 	return snapshotstore.PartitionInfo{
 		Topic: tp.Topic, Partition: tp.Partition, Group: s.cfg.Group,
-		GroupMetadata: s.cons.GroupMetadata,
+		GroupMetadata: func() (snapshotstore.GroupMetadata, error) { return s.cons.PartitionMetadata(tp) },
 		ConsumerCommit: func(ctx context.Context, offset int64) error {
 			return s.cons.CommitOffset(ctx, tp, offset)
 		},
@@ -167,7 +176,7 @@ func (s *Supervisor) Start(_ context.Context, assigned map[coordinator.TopicPart
 		reply := make(chan spawnRes, 1)
 		s.mu.Lock()
 		s.seq++ // a unique name: the previous incarnation may still be deregistering
-		name := fmt.Sprintf("%s-%d-%d", tp.Topic, tp.Partition, s.seq)
+		name := partitionName(tp, s.seq)
 		s.mu.Unlock()
 		s.sys.Root.Send(s.pid, &spawnReq{name: name, props: partitionflow.Props(cfg), reply: reply})
 		r := <-reply
@@ -197,11 +206,23 @@ func (s *Supervisor) stopped(tp coordinator.TopicPartition, h *handle, err error
 	s.event(Event{Kind: kind, TP: tp, Err: err})
 	s.mu.Unlock()
 	close(h.done)
-	if err != nil {
-		s.log.Error("partition failed", zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Error(err))
-		if s.cfg.OnFailure != nil {
-			s.cfg.OnFailure(tp, err)
-		}
+	switch {
+	case err == nil:
+	case errors.Is(err, snapshotstore.ErrNotOwned):
+		// Not a failure: the partition was lost to a membership change or
+		// outlived its revoke, and its writes were refused before the
+		// broker. The consumer stops it as lost; its new owner replays.
+		s.log.Warn("partition stopped: no longer owned under this membership; nothing written (its new owner replays)",
+			zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Error(err))
+	default:
+		s.fail(tp, err)
+	}
+}
+
+func (s *Supervisor) fail(tp coordinator.TopicPartition, err error) {
+	s.log.Error("partition failed", zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Error(err))
+	if s.cfg.OnFailure != nil {
+		s.cfg.OnFailure(tp, err)
 	}
 }
 
@@ -320,23 +341,58 @@ func (a *supervisorActor) Receive(ctx actor.Context) {
 		m.reply <- spawnRes{pid, err}
 	case *partitionflow.ChildFailed:
 		// A partition actor panicked; the strategy stopped it. Its OnStopped
-		// reports a clean stop, so report the panic here.
-		a.s.mu.Lock()
-		var tp *coordinator.TopicPartition
-		for t, h := range a.s.parts {
-			if h.pid.Equal(m.Child) {
-				t := t
-				tp = &t
-			}
-		}
-		a.s.mu.Unlock()
+		// may report a clean stop, or may already have run (a panic while
+		// stopping): the name carries the partition, so the panic is
+		// reported either way.
+		tp, ok := partitionOfPID(m.Child)
 		err := fmt.Errorf("partition actor panicked: %v", m.Reason)
-		if tp != nil {
-			err = fmt.Errorf("%s[%d]: %w", tp.Topic, tp.Partition, err)
-			a.s.log.Error("partition failed", zap.Error(err))
-			if a.s.cfg.OnFailure != nil {
-				a.s.cfg.OnFailure(*tp, err)
-			}
+		if !ok {
+			tp = coordinator.TopicPartition{Topic: m.Child.Id, Partition: -1}
 		}
+		a.s.fail(tp, fmt.Errorf("%s[%d]: %w", tp.Topic, tp.Partition, err))
+	}
+}
+
+// partitionName names a partition actor "<topic>-<partition>-<seq>" (the
+// seq makes it unique: an earlier incarnation may still be deregistering).
+func partitionName(tp coordinator.TopicPartition, seq int) string {
+	return fmt.Sprintf("%s-%d-%d", tp.Topic, tp.Partition, seq)
+}
+
+// partitionOfPID parses the topic and partition back from a partition
+// actor's PID ("<supervisor>/<topic>-<partition>-<seq>"; topics may contain
+// '-', so it parses from the right).
+func partitionOfPID(pid *actor.PID) (coordinator.TopicPartition, bool) {
+	name := pid.Id[strings.LastIndex(pid.Id, "/")+1:]
+	i := strings.LastIndex(name, "-")
+	if i < 0 {
+		return coordinator.TopicPartition{}, false
+	}
+	j := strings.LastIndex(name[:i], "-")
+	if j < 0 {
+		return coordinator.TopicPartition{}, false
+	}
+	p, err := strconv.ParseInt(name[j+1:i], 10, 32)
+	if err != nil || name[:j] == "" {
+		return coordinator.TopicPartition{}, false
+	}
+	return coordinator.TopicPartition{Topic: name[:j], Partition: int32(p)}, true
+}
+
+// resumeAndReport is the supervisor actor's guardian strategy: a panic in
+// the supervisor actor resumes it (its children, the partition actors, keep
+// running so the consumer can still revoke them) and fails the worker
+// through every running partition.
+type resumeAndReport struct{ s *Supervisor }
+
+func (r resumeAndReport) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, _ *actor.RestartStatistics, reason, _ any) {
+	sup.ResumeChildren(child)
+	err := fmt.Errorf("supervisor actor panicked: %v", reason)
+	running := r.s.Running()
+	if len(running) == 0 {
+		running = []coordinator.TopicPartition{{Topic: "(supervisor)", Partition: -1}}
+	}
+	for _, tp := range running {
+		r.s.fail(tp, err)
 	}
 }

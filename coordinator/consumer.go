@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 	"go.uber.org/zap"
 )
 
@@ -92,7 +93,11 @@ type Consumer struct {
 	h    Handler
 	fc   *FlowControl
 	meta *GroupMetadataTracker
+	own  *Ownership
 	log  *zap.Logger
+	// kick wakes the membership watcher at once (a refused write saw a
+	// membership change before the watcher's next tick).
+	kick chan struct{}
 
 	// rebalance serializes the rebalance callbacks with the shutdown, so a
 	// shutdown never stops partitions under an assignment in progress.
@@ -105,7 +110,13 @@ type Consumer struct {
 	ready chan struct{}
 
 	mu    sync.Mutex
-	owned map[TopicPartition]bool
+	owned map[TopicPartition]bool // partitions with a started (or starting) subtree
+	// held is kgo's view of this member's assignment (added by the assigned
+	// callback, removed by revoked and lost). It differs from owned after a
+	// membership change: kgo keeps partitions it was never told are lost,
+	// and they are re-acquired under the new membership at the next
+	// assignment (see onAssigned).
+	held  map[TopicPartition]bool
 	fatal error
 	done  chan struct{}
 }
@@ -129,8 +140,14 @@ func New(cfg Config, h Handler) (*Consumer, error) {
 	}
 	c := &Consumer{
 		cfg: cfg, h: h, fc: NewFlowControl(cfg.MaxInFlight), log: cfg.Logger,
-		owned: map[TopicPartition]bool{}, done: make(chan struct{}), ready: make(chan struct{}),
+		owned: map[TopicPartition]bool{}, held: map[TopicPartition]bool{},
+		done: make(chan struct{}), ready: make(chan struct{}),
+		own: NewOwnership(), kick: make(chan struct{}, 1),
 	}
+	// CommitOffset sends OffsetCommit itself, by topic name: v10+ names
+	// topics by id only.
+	versions := kversion.Stable()
+	versions.SetMaxKeyVersion(kmsg.OffsetCommit.Int16(), 9)
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ConsumerGroup(cfg.Group),
@@ -145,6 +162,7 @@ func New(cfg Config, h Handler) (*Consumer, error) {
 		kgo.OnPartitionsRevoked(c.onRevoked),
 		kgo.OnPartitionsLost(c.onLost),
 		kgo.WithLogger(kgoLogger{cfg.Logger.Named("kgo")}),
+		kgo.MaxVersions(versions),
 	}
 	if cfg.SessionTimeout > 0 {
 		opts = append(opts, kgo.SessionTimeout(cfg.SessionTimeout))
@@ -172,8 +190,43 @@ func New(cfg Config, h Handler) (*Consumer, error) {
 // Client returns the underlying kgo client.
 func (c *Consumer) Client() *kgo.Client { return c.cl }
 
-// GroupMetadata is the live group-metadata reader handed to the stores.
+// GroupMetadata returns the consumer's group metadata now (see
+// GroupMetadataTracker.Current). Writes use PartitionMetadata instead.
 func (c *Consumer) GroupMetadata() (snapshotstore.GroupMetadata, error) { return c.meta.Current() }
+
+// PartitionMetadata is the live group-metadata reader of one partition's
+// writes: the consumer's current metadata, only while tp is owned under the
+// membership it was assigned under (Ownership). Otherwise it fails with an
+// *snapshotstore.OwnershipError (errors.Is ErrNotOwned and ErrFenced) and
+// nothing reaches the broker; before the first join it fails with
+// ErrNoGroupMetadata.
+func (c *Consumer) PartitionMetadata(tp TopicPartition) (snapshotstore.GroupMetadata, error) {
+	m, err := c.meta.Current()
+	if err != nil {
+		if errors.Is(err, snapshotstore.ErrFenced) { // joined before, no membership now
+			c.kickWatcher()
+			b, _ := c.own.Bound(tp)
+			return snapshotstore.GroupMetadata{}, &snapshotstore.OwnershipError{Topic: tp.Topic, Partition: tp.Partition,
+				Bound: b, Current: c.meta.Now(), Reason: "the consumer lost its group membership"}
+		}
+		return m, err
+	}
+	if err := c.own.Check(tp, m); err != nil {
+		c.kickWatcher()
+		return snapshotstore.GroupMetadata{}, err
+	}
+	return m, nil
+}
+
+// Ownership returns the partition bindings (status, tests).
+func (c *Consumer) Ownership() *Ownership { return c.own }
+
+func (c *Consumer) kickWatcher() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
 
 // Tracker returns the group-metadata tracker.
 func (c *Consumer) Tracker() *GroupMetadataTracker { return c.meta }
@@ -200,29 +253,50 @@ func (c *Consumer) Owned() []TopicPartition {
 	return out
 }
 
-// CommitOffset commits tp's offset through the consumer (the plain mode).
-// The commit carries the consumer's generation, so a member that has lost
-// the partition in a completed rebalance is rejected.
+// CommitOffset commits tp's offset through the consumer's group (the plain
+// mode). It carries exactly the membership PartitionMetadata approved, so a
+// member that rejoined as a new member in between is rejected by the broker
+// (UNKNOWN_MEMBER_ID) instead of committing under its new id, and a member
+// that lost the partition in a completed rebalance is rejected by the
+// generation check. A refused or fenced commit matches ErrFenced.
 func (c *Consumer) CommitOffset(ctx context.Context, tp TopicPartition, offset int64) error {
-	var cerr error
-	c.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{tp.Topic: {tp.Partition: {Epoch: -1, Offset: offset}}},
-		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-			if err != nil {
-				cerr = err
-				return
-			}
-			for _, t := range resp.Topics {
-				for _, p := range t.Partitions {
-					if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-						cerr = err
-					}
+	m, err := c.PartitionMetadata(tp)
+	if err != nil {
+		return fmt.Errorf("commit offset %d of %s[%d]: %w", offset, tp.Topic, tp.Partition, err)
+	}
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Group = c.cfg.Group
+	req.Generation = m.Generation // the KIP-848 member epoch under the consumer protocol
+	req.MemberID = m.MemberID
+	if m.InstanceID != "" {
+		req.InstanceID = &m.InstanceID
+	}
+	rt := kmsg.NewOffsetCommitRequestTopic()
+	rt.Topic = tp.Topic
+	rp := kmsg.NewOffsetCommitRequestTopicPartition()
+	rp.Partition = tp.Partition
+	rp.Offset = offset
+	rp.LeaderEpoch = -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, c.cl)
+	if err == nil {
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if perr := kerr.ErrorForCode(p.ErrorCode); perr != nil {
+					err = perr
 				}
 			}
-		})
-	if cerr != nil && snapshotstore.IsFenceError(cerr) {
-		return fmt.Errorf("%w: %w", snapshotstore.ErrFenced, cerr)
+		}
 	}
-	return cerr
+	if err != nil {
+		if snapshotstore.IsFenceError(err) {
+			return fmt.Errorf("commit offset %d of %s[%d] (member %q generation %d): %w: %w",
+				offset, tp.Topic, tp.Partition, m.MemberID, m.Generation, snapshotstore.ErrFenced, err)
+		}
+		return fmt.Errorf("commit offset %d of %s[%d]: %w", offset, tp.Topic, tp.Partition, err)
+	}
+	return nil
 }
 
 // Fail makes Run return err (a partition failure is fatal to the worker).
@@ -255,6 +329,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 		case <-pctx.Done():
 		}
 	}()
+	watched := make(chan struct{})
+	go func() { defer close(watched); c.watchMembership(pctx) }()
+	defer func() { <-watched }()
 	for pctx.Err() == nil {
 		fs := c.cl.PollFetches(pctx)
 		c.meta.Refresh()
@@ -284,14 +361,61 @@ func (c *Consumer) Run(ctx context.Context) error {
 			c.h.Deliver(tp, fp.Records)
 		})
 	}
+	cancel() // the watcher stops before the shutdown takes the partitions
+	<-watched
 	c.shutdown()
 	return c.failed()
+}
+
+// watchMembership stops, as lost, every partition bound to a membership the
+// consumer no longer has — at most one tick (100 ms) after kgo stored the
+// new member id, or at once when a refused write kicks it. The callbacks
+// run the same check first; this covers the time before kgo's next
+// callback (kgo rejoins as a new member without calling OnPartitionsLost).
+func (c *Consumer) watchMembership(ctx context.Context) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-c.kick:
+		}
+		if len(c.own.Stale(c.meta.Now())) == 0 {
+			continue
+		}
+		c.rebalance.Lock()
+		if !c.closing {
+			c.loseStale(ctx, "membership changed")
+		}
+		c.rebalance.Unlock()
+	}
+}
+
+// loseStale stops, without flushing, the partitions bound to a membership
+// the consumer no longer has. The caller holds c.rebalance.
+func (c *Consumer) loseStale(ctx context.Context, why string) {
+	cur := c.meta.Now()
+	stale := c.own.Stale(cur)
+	if len(stale) == 0 {
+		return
+	}
+	for _, tp := range stale {
+		b, _ := c.own.Bound(tp)
+		c.log.Warn("partition lost: the consumer's membership changed since it was assigned; stopping it without flushing (its new owner replays)",
+			zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.String("why", why),
+			zap.String("assigned_member", b.MemberID), zap.Int32("assigned_generation", b.Generation),
+			zap.String("member", cur.MemberID), zap.Int32("generation", cur.Generation))
+	}
+	c.stop(ctx, stale, false)
 }
 
 // shutdown stops (and flushes) every owned partition, then leaves the group.
 func (c *Consumer) shutdown() {
 	c.rebalance.Lock()
 	c.closing = true // assignments from here on are not started
+	c.loseStale(context.Background(), "shutdown")
 	if tps := c.Owned(); len(tps) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.TeardownTimeout)
 		c.stop(ctx, tps, c.failed() == nil)
@@ -302,10 +426,6 @@ func (c *Consumer) shutdown() {
 }
 
 func (c *Consumer) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
-	tps := flatten(assigned)
-	if len(tps) == 0 {
-		return // an empty-delta callback (cooperative)
-	}
 	<-c.ready
 	c.rebalance.Lock()
 	defer c.rebalance.Unlock()
@@ -313,6 +433,26 @@ func (c *Consumer) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[s
 		return
 	}
 	c.meta.Refresh()
+	c.loseStale(ctx, "assignment under a new membership")
+	// kgo calls this after every SyncGroup (cooperative: with the delta,
+	// often empty). Besides the new partitions, start again those kgo still
+	// holds but that were lost to a membership change: kgo kept them, so it
+	// will never assign them again, and this member owns them under its new
+	// membership now that the assignment has settled.
+	c.mu.Lock()
+	for _, tp := range flatten(assigned) {
+		c.held[tp] = true
+	}
+	var tps []TopicPartition
+	for tp := range c.held {
+		if !c.owned[tp] {
+			tps = append(tps, tp)
+		}
+	}
+	c.mu.Unlock()
+	if len(tps) == 0 {
+		return
+	}
 	if err := c.assign(ctx, tps); err != nil {
 		c.stop(context.Background(), tps, false)
 		c.log.Error("assignment failed; stopping the worker", zap.Error(err))
@@ -321,6 +461,13 @@ func (c *Consumer) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[s
 }
 
 func (c *Consumer) assign(ctx context.Context, tps []TopicPartition) error {
+	m, err := c.meta.Current()
+	if err != nil {
+		return fmt.Errorf("assignment of %v: %w", tps, err)
+	}
+	for _, tp := range tps {
+		c.own.Bind(tp, m)
+	}
 	c.mu.Lock()
 	for _, tp := range tps {
 		c.owned[tp] = true
@@ -407,7 +554,20 @@ func (c *Consumer) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[str
 	c.rebalance.Lock()
 	defer c.rebalance.Unlock()
 	c.meta.Refresh()
-	c.stop(ctx, flatten(revoked), c.failed() == nil)
+	// A partition assigned under an older membership is lost, not revoked:
+	// its flush would commit stale state under the new membership.
+	c.loseStale(ctx, "revoke after a membership change")
+	tps := flatten(revoked)
+	c.unhold(tps)
+	c.stop(ctx, tps, c.failed() == nil)
+}
+
+func (c *Consumer) unhold(tps []TopicPartition) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, tp := range tps {
+		delete(c.held, tp)
+	}
 }
 
 func (c *Consumer) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
@@ -415,11 +575,17 @@ func (c *Consumer) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]
 	<-c.ready
 	c.rebalance.Lock()
 	defer c.rebalance.Unlock()
-	c.stop(ctx, flatten(lost), false)
+	tps := flatten(lost)
+	c.unhold(tps)
+	c.stop(ctx, tps, false)
 }
 
 // stop returns only after the partitions' subtrees have stopped, or the
-// teardown bound passed (logged as an error by the handler).
+// teardown bound passed (logged as an error by the handler). Their bindings
+// end: before the stop without flush (nothing may be written), after it with
+// flush (the revoke-time flush writes under the binding) — in both cases no
+// later write of theirs reaches the broker, even one that outlives the
+// teardown bound.
 func (c *Consumer) stop(ctx context.Context, tps []TopicPartition, flush bool) {
 	var mine []TopicPartition
 	c.mu.Lock()
@@ -430,6 +596,16 @@ func (c *Consumer) stop(ctx context.Context, tps []TopicPartition, flush bool) {
 		}
 	}
 	c.mu.Unlock()
+	if !flush {
+		for _, tp := range tps {
+			c.own.Release(tp)
+		}
+	}
+	defer func() {
+		for _, tp := range tps {
+			c.own.Release(tp)
+		}
+	}()
 	if len(mine) == 0 {
 		return
 	}

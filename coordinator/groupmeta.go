@@ -65,3 +65,10 @@ func (t *GroupMetadataTracker) Published() (snapshotstore.GroupMetadata, bool) {
 	}
 	return *p, true
 }
+
+// Now returns kgo's member id and generation as they are this moment,
+// pre-join values included (an empty member id, a negative generation).
+func (t *GroupMetadataTracker) Now() snapshotstore.GroupMetadata {
+	m, g := t.src.GroupMetadata()
+	return snapshotstore.GroupMetadata{MemberID: m, Generation: g, InstanceID: t.instanceID}
+}

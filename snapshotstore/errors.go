@@ -32,3 +32,28 @@ func (e *FencedError) Unwrap() error { return e.Err }
 
 // Is makes errors.Is(err, ErrFenced) true.
 func (e *FencedError) Is(target error) bool { return target == ErrFenced }
+
+// ErrNotOwned is matched (errors.Is) by a write refused before it reached the
+// broker because its partition is no longer owned under the membership it
+// was assigned under (see coordinator.Ownership). Such an error also matches
+// ErrFenced. It is not a failure of the worker: the partition is lost, its
+// subtree stops without flushing, and its new owner replays.
+var ErrNotOwned = errors.New("actorflow: partition not owned under this membership")
+
+// OwnershipError is the refusal of a write by the ownership binding.
+type OwnershipError struct {
+	Topic     string
+	Partition int32
+	// Bound is the membership the partition was assigned under (zero when
+	// the partition is not bound any more); Current the consumer's now.
+	Bound, Current GroupMetadata
+	Reason         string
+}
+
+func (e *OwnershipError) Error() string {
+	return fmt.Sprintf("%s[%d]: write refused: %s (assigned under member %q generation %d; now member %q generation %d)",
+		e.Topic, e.Partition, e.Reason, e.Bound.MemberID, e.Bound.Generation, e.Current.MemberID, e.Current.Generation)
+}
+
+// Is makes errors.Is(err, ErrNotOwned) and errors.Is(err, ErrFenced) true.
+func (e *OwnershipError) Is(target error) bool { return target == ErrNotOwned || target == ErrFenced }

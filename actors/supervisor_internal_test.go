@@ -1,0 +1,89 @@
+package actors
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/actorflow/actorflow/coordinator"
+	"github.com/actorflow/actorflow/partitionflow"
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+type failure struct {
+	tp  coordinator.TopicPartition
+	err error
+}
+
+func newTestSupervisor(t *testing.T) (*Supervisor, chan failure) {
+	t.Helper()
+	failures := make(chan failure, 16)
+	sys := actor.NewActorSystem()
+	s, err := NewSupervisor(sys, SupervisorConfig{
+		OnFailure: func(tp coordinator.TopicPartition, err error) { failures <- failure{tp, err} },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Shutdown)
+	return s, failures
+}
+
+func awaitFailure(t *testing.T, failures chan failure) failure {
+	t.Helper()
+	select {
+	case f := <-failures:
+		return f
+	case <-time.After(10 * time.Second):
+		t.Fatal("the panic was never reported to OnFailure (it would never reach Run)")
+		return failure{}
+	}
+}
+
+// A partition actor that panics after the supervisor recorded its stop (its
+// handle is gone from the running set) is still reported, under its
+// partition: the report used to be dropped when the PID was not found among
+// the running partitions, leaving the partition paused and owned.
+func TestPanicOfAStoppedPartitionIsReported(t *testing.T) {
+	s, failures := newTestSupervisor(t)
+	child := actor.NewPID("nonhost", s.pid.Id+"/"+partitionName(coordinator.TopicPartition{Topic: "orders-eu", Partition: 3}, 7))
+	s.sys.Root.Send(s.pid, &partitionflow.ChildFailed{Child: child, Reason: "boom while stopping"})
+	f := awaitFailure(t, failures)
+	if f.tp != (coordinator.TopicPartition{Topic: "orders-eu", Partition: 3}) {
+		t.Fatalf("reported under %v, want orders-eu[3]", f.tp)
+	}
+	if !strings.Contains(f.err.Error(), "boom while stopping") || !strings.Contains(f.err.Error(), "orders-eu[3]") {
+		t.Fatalf("error %q does not name the partition and the panic", f.err)
+	}
+}
+
+// A panic in the supervisor actor itself used to restart it under
+// protoactor's default strategy, stopping every partition actor silently.
+// It must reach OnFailure (and so Run).
+func TestSupervisorActorPanicIsReported(t *testing.T) {
+	s, failures := newTestSupervisor(t)
+	reply := make(chan spawnRes, 1)
+	s.sys.Root.Send(s.pid, &spawnReq{name: "x", props: nil, reply: reply}) // nil props: SpawnNamed panics
+	f := awaitFailure(t, failures)
+	if !strings.Contains(f.err.Error(), "supervisor actor panicked") {
+		t.Fatalf("error %q, want the supervisor's panic", f.err)
+	}
+}
+
+func TestPartitionOfPID(t *testing.T) {
+	for _, tc := range []struct {
+		id   string
+		want coordinator.TopicPartition
+		ok   bool
+	}{
+		{"supervisor-0xc000/in-0-1", coordinator.TopicPartition{Topic: "in", Partition: 0}, true},
+		{"supervisor-0xc000/my-topic-name-12-345", coordinator.TopicPartition{Topic: "my-topic-name", Partition: 12}, true},
+		{"supervisor-0xc000/txn", coordinator.TopicPartition{}, false},
+		{"supervisor-0xc000/-3-4", coordinator.TopicPartition{}, false},
+	} {
+		got, ok := partitionOfPID(actor.NewPID("nonhost", tc.id))
+		if ok != tc.ok || got != tc.want {
+			t.Errorf("partitionOfPID(%q) = %v, %v; want %v, %v", tc.id, got, ok, tc.want, tc.ok)
+		}
+	}
+}

@@ -1,0 +1,110 @@
+package coordinator_test
+
+import (
+	"errors"
+	"reflect"
+	"sort"
+	"testing"
+
+	"github.com/actorflow/actorflow/coordinator"
+	"github.com/actorflow/actorflow/snapshotstore"
+)
+
+func gm(member string, gen int32) snapshotstore.GroupMetadata {
+	return snapshotstore.GroupMetadata{MemberID: member, Generation: gen}
+}
+
+// The decision table of the ownership binding: which current membership may
+// write for a partition bound under (member "A", generation 5).
+func TestOwnershipCheck(t *testing.T) {
+	tp := coordinator.TopicPartition{Topic: "in", Partition: 3}
+	for _, tc := range []struct {
+		name string
+		cur  snapshotstore.GroupMetadata
+		ok   bool
+	}{
+		{"same member, same generation", gm("A", 5), true},
+		{"same member, later generation (a rebalance that kept the partition)", gm("A", 9), true},
+		{"rejoined as a new member (classic UNKNOWN_MEMBER_ID, kgo calls no lost callback)", gm("A2", 7), false},
+		{"between the UNKNOWN_MEMBER_ID and the new id: no member id", gm("", -1), false},
+		{"same member id, lower generation (KIP-848 rejoin at epoch 0, or a reset)", gm("A", 0), false},
+		{"same member id, lower positive generation", gm("A", 4), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := coordinator.NewOwnership()
+			o.Bind(tp, gm("A", 5))
+			err := o.Check(tp, tc.cur)
+			if tc.ok {
+				if err != nil {
+					t.Fatalf("Check(%+v) = %v, want nil", tc.cur, err)
+				}
+				if st := o.Stale(tc.cur); len(st) != 0 {
+					t.Fatalf("Stale(%+v) = %v, want none", tc.cur, st)
+				}
+				return
+			}
+			if !errors.Is(err, snapshotstore.ErrNotOwned) || !errors.Is(err, snapshotstore.ErrFenced) {
+				t.Fatalf("Check(%+v) = %v, want an error matching ErrNotOwned and ErrFenced", tc.cur, err)
+			}
+			var oe *snapshotstore.OwnershipError
+			if !errors.As(err, &oe) || oe.Topic != "in" || oe.Partition != 3 || oe.Bound != gm("A", 5) || oe.Current != tc.cur {
+				t.Fatalf("error %#v does not name the partition and both memberships", err)
+			}
+			if st := o.Stale(tc.cur); !reflect.DeepEqual(st, []coordinator.TopicPartition{tp}) {
+				t.Fatalf("Stale(%+v) = %v, want [%v]", tc.cur, st, tp)
+			}
+		})
+	}
+}
+
+// After Release (the revoke callback returned, its teardown bound passed, or
+// the partition was lost) no membership may write for the partition, not
+// even the one it was bound under.
+func TestOwnershipReleaseRefusesEveryMembership(t *testing.T) {
+	tp := coordinator.TopicPartition{Topic: "in", Partition: 0}
+	o := coordinator.NewOwnership()
+	if err := o.Check(tp, gm("A", 1)); !errors.Is(err, snapshotstore.ErrNotOwned) {
+		t.Fatalf("never bound: Check = %v, want ErrNotOwned", err)
+	}
+	o.Bind(tp, gm("A", 1))
+	if err := o.Check(tp, gm("A", 1)); err != nil {
+		t.Fatalf("bound: Check = %v", err)
+	}
+	o.Release(tp)
+	for _, cur := range []snapshotstore.GroupMetadata{gm("A", 1), gm("A", 2), gm("B", 3)} {
+		if err := o.Check(tp, cur); !errors.Is(err, snapshotstore.ErrNotOwned) {
+			t.Fatalf("released: Check(%+v) = %v, want ErrNotOwned", cur, err)
+		}
+	}
+	if st := o.Stale(gm("B", 3)); len(st) != 0 {
+		t.Fatalf("a released partition is not stale (nothing to stop): %v", st)
+	}
+}
+
+// A rebind under the new membership (the partition re-acquired after a
+// member change) makes the new membership the one that may write, and only
+// partitions still bound to the old one are stale.
+func TestOwnershipRebindAfterMembershipChange(t *testing.T) {
+	p0 := coordinator.TopicPartition{Topic: "in", Partition: 0}
+	p1 := coordinator.TopicPartition{Topic: "in", Partition: 1}
+	o := coordinator.NewOwnership()
+	o.Bind(p0, gm("A", 2))
+	o.Bind(p1, gm("A", 2))
+	st := o.Stale(gm("A2", 4))
+	sort.Slice(st, func(i, j int) bool { return st[i].Partition < st[j].Partition })
+	if !reflect.DeepEqual(st, []coordinator.TopicPartition{p0, p1}) {
+		t.Fatalf("Stale = %v, want both", st)
+	}
+	o.Release(p0)
+	o.Release(p1)
+	o.Bind(p1, gm("A2", 4))
+	if err := o.Check(p1, gm("A2", 4)); err != nil {
+		t.Fatalf("rebound: %v", err)
+	}
+	if err := o.Check(p1, gm("A", 2)); !errors.Is(err, snapshotstore.ErrNotOwned) {
+		t.Fatalf("the old membership still writes after the rebind: %v", err)
+	}
+	if st := o.Stale(gm("A2", 5)); len(st) != 0 {
+		t.Fatalf("Stale = %v, want none", st)
+	}
+}
