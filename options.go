@@ -33,6 +33,9 @@ type config struct {
 	startTimeout     time.Duration
 	clientOpts       []kgo.Opt
 	log              *zap.Logger
+	failFast         bool
+	retryBackoff     time.Duration
+	maxRetryBackoff  time.Duration
 }
 
 func defaults() config {
@@ -127,3 +130,21 @@ func WithClientOpts(o ...kgo.Opt) Option {
 
 // WithLogger sets the logger. Default: none.
 func WithLogger(l *zap.Logger) Option { return func(c *config) { c.log = l } }
+
+// WithFailFast makes any partition failure stop the worker: Run returns the
+// failure as a *PartitionError (the behaviour before partitions were
+// isolated). Default: a failed partition stops alone — its subtree stops,
+// nothing is committed past its persisted state, it is logged at error and
+// listed in Status.Failed — and starts again after a backoff (see
+// WithPartitionRetryBackoff) while the other partitions keep processing. A
+// fenced partition (errors.Is(err, snapshotstore.ErrFenced) from the broker:
+// this member is stale) stops the worker in both cases: restarting it here
+// would fence its valid owner's producer.
+func WithFailFast() Option { return func(c *config) { c.failFast = true } }
+
+// WithPartitionRetryBackoff sets the delay before a failed partition starts
+// again: first, doubling per consecutive failure up to max. Defaults 1 s and
+// 1 min.
+func WithPartitionRetryBackoff(first, max time.Duration) Option {
+	return func(c *config) { c.retryBackoff, c.maxRetryBackoff = first, max }
+}

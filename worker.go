@@ -70,8 +70,12 @@ func NewWorker(flow keyflow.Handler, opts ...Option) (*Worker, error) {
 
 // Run joins the group and processes until ctx ends (a clean stop: every
 // owned partition is flushed and committed, then the member leaves) or a
-// partition fails (returned as *PartitionError; the member leaves without
-// flushing the failed partition).
+// fatal partition failure (returned as *PartitionError; the member leaves
+// without flushing the failed partition): a fenced partition, or any failure
+// under WithFailFast. Other partition failures stop only their partition,
+// which starts again after a backoff (Status.Failed lists them); partitions
+// still failing at a clean stop are returned, joined (errors.Join of
+// *PartitionError), so that the caller learns of them.
 func (w *Worker) Run(ctx context.Context) error {
 	log := w.cfg.log
 	admin, err := w.waitBrokers(ctx)
@@ -116,7 +120,12 @@ func (w *Worker) Run(ctx context.Context) error {
 			Logger:                  log,
 		},
 		OnFailure: func(tp coordinator.TopicPartition, err error) {
-			cons.Fail(&PartitionError{Topic: tp.Topic, Partition: tp.Partition, Err: err})
+			perr := &PartitionError{Topic: tp.Topic, Partition: tp.Partition, Err: err}
+			if w.cfg.failFast || errors.Is(err, snapshotstore.ErrFenced) || tp.Partition < 0 {
+				cons.Fail(perr)
+				return
+			}
+			cons.PartitionFailed(tp, perr)
 		},
 	})
 	if err != nil {
@@ -128,6 +137,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		InstanceID: w.cfg.instanceID, Protocol: w.cfg.protocol,
 		MaxInFlight: w.cfg.maxInFlight, SessionTimeout: w.cfg.sessionTimeout,
 		RebalanceTimeout: w.cfg.rebalanceTimeout, ClientOpts: w.cfg.clientOpts,
+		RetryBackoff: w.cfg.retryBackoff, MaxRetryBackoff: w.cfg.maxRetryBackoff,
 		Logger: log,
 	}, sup)
 	if err != nil {
@@ -173,6 +183,19 @@ type Status struct {
 	Generation int32                        `json:"generation"`
 	Partitions []partitionflow.Status       `json:"partitions"`
 	Paused     []coordinator.TopicPartition `json:"paused,omitempty"`
+	// Failed lists the partitions whose subtree failed, waiting to start
+	// again (see WithFailFast).
+	Failed []FailedPartition `json:"failed,omitempty"`
+}
+
+// FailedPartition is a failed partition waiting to start again.
+type FailedPartition struct {
+	Topic     string    `json:"topic"`
+	Partition int32     `json:"partition"`
+	Error     string    `json:"error"`
+	Attempts  int       `json:"consecutive_failures"`
+	Since     time.Time `json:"since"`
+	RetryAt   time.Time `json:"retry_at"`
 }
 
 // Status returns the worker's partitions (empty before Run started).
@@ -187,6 +210,10 @@ func (w *Worker) Status(ctx context.Context) Status {
 		st.MemberID, st.Generation = m.MemberID, m.Generation
 	}
 	st.Partitions = w.sup.Status(ctx)
+	for _, f := range w.cons.Failures() {
+		st.Failed = append(st.Failed, FailedPartition{Topic: f.Topic, Partition: f.Partition, Error: f.Err.Error(),
+			Attempts: f.Attempts, Since: f.Since, RetryAt: f.RetryAt})
+	}
 	for _, p := range st.Partitions {
 		tp := coordinator.TopicPartition{Topic: p.Topic, Partition: p.Partition}
 		if w.cons.FlowControl().Paused(tp) {

@@ -74,6 +74,11 @@ type Config struct {
 	// SessionTimeout and RebalanceTimeout: kgo defaults (45 s, 60 s) when 0.
 	SessionTimeout   time.Duration
 	RebalanceTimeout time.Duration
+	// RetryBackoff is the first delay before a failed partition is started
+	// again (doubling per consecutive failure up to MaxRetryBackoff, default
+	// 1 min). Default 1 s. See PartitionFailed.
+	RetryBackoff    time.Duration
+	MaxRetryBackoff time.Duration
 	// TeardownTimeout bounds a revoke's wait for the partition subtrees to
 	// stop; it must stay below RebalanceTimeout (default: 2/3 of it). When
 	// exceeded the callback returns anyway and an error is logged: the member
@@ -116,9 +121,31 @@ type Consumer struct {
 	// membership change: kgo keeps partitions it was never told are lost,
 	// and they are re-acquired under the new membership at the next
 	// assignment (see onAssigned).
-	held  map[TopicPartition]bool
-	fatal error
-	done  chan struct{}
+	held map[TopicPartition]bool
+	// failed holds the partitions whose subtree failed and waits to be
+	// started again (PartitionFailed); they stay owned and paused meanwhile.
+	failed map[TopicPartition]*Failure
+	// streak keeps a restarted partition's failure count until it has run
+	// MaxRetryBackoff without failing, so the backoff keeps growing for a
+	// partition that fails again at the same record.
+	streak map[TopicPartition]*Failure
+	// deliver is held while a poll's records are handed over, and by a
+	// restart around its seek: a poll returned before the seek (records
+	// from the old position) is delivered, to nobody, before the restarted
+	// partition exists; kgo drops what it buffered at the seek.
+	deliver sync.Mutex
+	retry   chan struct{}
+	fatal       error
+	done        chan struct{}
+}
+
+// Failure is a failed partition waiting to be started again.
+type Failure struct {
+	TopicPartition
+	Err      error
+	Attempts int       // consecutive failures
+	Since    time.Time // first of the consecutive failures
+	RetryAt  time.Time
 }
 
 // New creates the consumer (it joins the group on Run).
@@ -143,6 +170,13 @@ func New(cfg Config, h Handler) (*Consumer, error) {
 		owned: map[TopicPartition]bool{}, held: map[TopicPartition]bool{},
 		done: make(chan struct{}), ready: make(chan struct{}),
 		own: NewOwnership(), kick: make(chan struct{}, 1),
+		failed: map[TopicPartition]*Failure{}, streak: map[TopicPartition]*Failure{}, retry: make(chan struct{}, 1),
+	}
+	if c.cfg.RetryBackoff <= 0 {
+		c.cfg.RetryBackoff = time.Second
+	}
+	if c.cfg.MaxRetryBackoff <= 0 {
+		c.cfg.MaxRetryBackoff = time.Minute
 	}
 	// CommitOffset sends OffsetCommit itself, by topic name: v10+ names
 	// topics by id only.
@@ -299,6 +333,155 @@ func (c *Consumer) CommitOffset(ctx context.Context, tp TopicPartition, offset i
 	return nil
 }
 
+// PartitionFailed isolates a failed partition: its subtree has stopped
+// (committing nothing past its persisted state); its fetches pause; it stays
+// owned, and it is started again — the takeover fence, the committed offset,
+// a fresh recovery — after a backoff that doubles per consecutive failure
+// (RetryBackoff up to MaxRetryBackoff), while the other partitions keep
+// processing. A poison record thus fails again at each retry, visible in
+// Failures and the log, without stopping anything else. Goroutine-safe and
+// non-blocking. Partitions not owned any more are ignored.
+func (c *Consumer) PartitionFailed(tp TopicPartition, err error) {
+	c.mu.Lock()
+	if !c.owned[tp] {
+		c.mu.Unlock()
+		return
+	}
+	f := c.failed[tp]
+	now := time.Now()
+	if f == nil {
+		f = &Failure{TopicPartition: tp, Since: now}
+		if prev := c.streak[tp]; prev != nil && now.Sub(prev.RetryAt) < c.cfg.MaxRetryBackoff {
+			f.Attempts, f.Since = prev.Attempts, prev.Since
+		}
+		c.failed[tp] = f
+		c.streak[tp] = f
+	}
+	f.Err = err
+	f.Attempts++
+	wait := c.cfg.RetryBackoff << min(f.Attempts-1, 16)
+	wait = min(wait, c.cfg.MaxRetryBackoff)
+	f.RetryAt = now.Add(wait)
+	attempts := f.Attempts
+	c.mu.Unlock()
+	c.cl.PauseFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}})
+	c.log.Error("partition failed; the other partitions keep processing; it starts again after a backoff from its last committed state",
+		zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Int("consecutive_failures", attempts),
+		zap.Duration("retry_in", wait), zap.Error(err))
+	select {
+	case c.retry <- struct{}{}:
+	default:
+	}
+}
+
+// Failures returns the failed partitions waiting to be started again.
+func (c *Consumer) Failures() []Failure {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]Failure, 0, len(c.failed))
+	for _, f := range c.failed {
+		out = append(out, *f)
+	}
+	return out
+}
+
+// restartFailed starts failed partitions again when their backoff is due.
+func (c *Consumer) restartFailed(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		c.mu.Lock()
+		var due []TopicPartition
+		next := time.Hour
+		now := time.Now()
+		for tp, f := range c.failed {
+			if d := f.RetryAt.Sub(now); d <= 0 {
+				due = append(due, tp)
+			} else {
+				next = min(next, d)
+			}
+		}
+		c.mu.Unlock()
+		for _, tp := range due {
+			c.restart(ctx, tp)
+		}
+		if len(due) > 0 {
+			continue
+		}
+		timer.Reset(next)
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.retry:
+		case <-timer.C:
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+// restart starts one failed partition again, under the rebalance lock (no
+// callback runs meanwhile), only while it is still owned under the
+// membership it was assigned under.
+func (c *Consumer) restart(ctx context.Context, tp TopicPartition) {
+	c.rebalance.Lock()
+	defer c.rebalance.Unlock()
+	c.mu.Lock()
+	f := c.failed[tp]
+	owned := c.owned[tp]
+	c.mu.Unlock()
+	if f == nil || c.closing || ctx.Err() != nil {
+		return
+	}
+	if !owned {
+		c.mu.Lock()
+		delete(c.failed, tp)
+		c.mu.Unlock()
+		return
+	}
+	m, err := c.meta.Current()
+	if err == nil {
+		err = c.own.Check(tp, m)
+	}
+	if err != nil {
+		return // lost: the watcher or the next callback stops it
+	}
+	c.log.Info("starting a failed partition again", zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition),
+		zap.Int("consecutive_failures", f.Attempts))
+	// Its in-flight records died with its subtree.
+	c.fc.Remove(tp, func() {})
+	err = c.h.Open(ctx, []TopicPartition{tp})
+	var offsets map[TopicPartition]int64
+	if err == nil {
+		offsets, err = c.assignedOffsets(ctx, []TopicPartition{tp})
+	}
+	if err == nil {
+		// Fetch from the committed offset again (kgo: "fetching continues
+		// from the new offset"; buffered fetches of the partition are
+		// dropped), with no poll's delivery in progress.
+		c.deliver.Lock()
+		c.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{tp.Topic: {tp.Partition: {Epoch: -1, Offset: offsets[tp]}}})
+		c.fc.Track(tp)
+		err = c.h.Start(ctx, offsets)
+		if err == nil {
+			c.mu.Lock()
+			delete(c.failed, tp)
+			c.mu.Unlock()
+		}
+		c.deliver.Unlock()
+	}
+	if err != nil {
+		c.h.Stop(ctx, []TopicPartition{tp}, false) // closes an opened store
+		c.PartitionFailed(tp, fmt.Errorf("restart: %w", err))
+		return
+	}
+	c.cl.ResumeFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}})
+}
+
 // Fail makes Run return err (a partition failure is fatal to the worker).
 func (c *Consumer) Fail(err error) {
 	c.mu.Lock()
@@ -309,7 +492,7 @@ func (c *Consumer) Fail(err error) {
 	}
 }
 
-func (c *Consumer) failed() error {
+func (c *Consumer) fatalErr() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.fatal
@@ -331,7 +514,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}()
 	watched := make(chan struct{})
 	go func() { defer close(watched); c.watchMembership(pctx) }()
-	defer func() { <-watched }()
+	restarted := make(chan struct{})
+	go func() { defer close(restarted); c.restartFailed(pctx) }()
+	defer func() { <-watched; <-restarted }()
 	for pctx.Err() == nil {
 		fs := c.cl.PollFetches(pctx)
 		c.meta.Refresh()
@@ -344,27 +529,38 @@ func (c *Consumer) Run(ctx context.Context) error {
 			}
 			c.log.Warn("fetch error", zap.String("topic", t), zap.Int32("partition", p), zap.Error(err))
 		})
+		c.deliver.Lock()
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
 			if len(fp.Records) == 0 {
 				return
 			}
 			tp := TopicPartition{fp.Topic, fp.Partition}
 			c.mu.Lock()
-			owned := c.owned[tp]
+			owned := c.owned[tp] && c.failed[tp] == nil
 			c.mu.Unlock()
 			if !owned {
-				return // revoked while the fetch was buffered
+				return // revoked, failed or restarted while the fetch was buffered
 			}
 			c.fc.Add(tp, len(fp.Records), func() {
 				c.cl.PauseFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}})
 			})
 			c.h.Deliver(tp, fp.Records)
 		})
+		c.deliver.Unlock()
 	}
-	cancel() // the watcher stops before the shutdown takes the partitions
+	cancel() // the watcher and the restarter stop before the shutdown takes the partitions
 	<-watched
+	<-restarted
+	var failures []error
+	for _, f := range c.Failures() {
+		failures = append(failures, f.Err)
+	}
 	c.shutdown()
-	return c.failed()
+	if err := c.fatalErr(); err != nil {
+		return err
+	}
+	// A clean stop: the partitions still failing are the caller's to know.
+	return errors.Join(failures...)
 }
 
 // watchMembership stops, as lost, every partition bound to a membership the
@@ -418,7 +614,7 @@ func (c *Consumer) shutdown() {
 	c.loseStale(context.Background(), "shutdown")
 	if tps := c.Owned(); len(tps) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.TeardownTimeout)
-		c.stop(ctx, tps, c.failed() == nil)
+		c.stop(ctx, tps, c.fatalErr() == nil)
 		cancel()
 	}
 	c.rebalance.Unlock()
@@ -559,7 +755,7 @@ func (c *Consumer) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[str
 	c.loseStale(ctx, "revoke after a membership change")
 	tps := flatten(revoked)
 	c.unhold(tps)
-	c.stop(ctx, tps, c.failed() == nil)
+	c.stop(ctx, tps, c.fatalErr() == nil)
 }
 
 func (c *Consumer) unhold(tps []TopicPartition) {
@@ -589,13 +785,23 @@ func (c *Consumer) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]
 func (c *Consumer) stop(ctx context.Context, tps []TopicPartition, flush bool) {
 	var mine []TopicPartition
 	c.mu.Lock()
+	var failed []TopicPartition
 	for _, tp := range tps {
 		if c.owned[tp] {
 			delete(c.owned, tp)
 			mine = append(mine, tp)
 		}
+		if c.failed[tp] != nil {
+			delete(c.failed, tp)
+			failed = append(failed, tp)
+		}
+		delete(c.streak, tp)
 	}
 	c.mu.Unlock()
+	for _, tp := range failed {
+		// kgo keeps a pause across reassignment: a later owner here must fetch.
+		c.cl.ResumeFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}})
+	}
 	if !flush {
 		for _, tp := range tps {
 			c.own.Release(tp)

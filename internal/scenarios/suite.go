@@ -33,8 +33,13 @@ func Suite() []Case {
 		{Name: "StallDeadlineHangingTransaction", Run: StallDeadlineHangingTransaction},
 		{Name: "BackpressureBound", Run: BackpressureBound},
 		{Name: "FencedPartitionFailsWorker", Run: FencedPartitionFailsWorker},
+		{Name: "PoisonRecordFailFast", Parallel: true, Run: PoisonRecordFailFast},
 	}
 	modes := []snapshotstore.Mode{snapshotstore.Plain, snapshotstore.Transactional}
+	for _, mode := range modes {
+		cases = append(cases, Case{Name: "PoisonRecordIsolated/" + mode.String(), Parallel: true,
+			Run: func(t *testing.T, b []string) { PoisonRecordIsolated(t, b, mode) }})
+	}
 	for _, mode := range modes {
 		cases = append(cases, Case{Name: "LedgerRestart/" + mode.String(),
 			Run: func(t *testing.T, b []string) { LedgerRestart(t, b, mode) }})

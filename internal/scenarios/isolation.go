@@ -1,0 +1,138 @@
+package scenarios
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/actorflow/actorflow"
+	"github.com/actorflow/actorflow/internal/ledger"
+	"github.com/actorflow/actorflow/internal/testkit"
+	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// producePoison writes ledger events to every partition of input, then one
+// undecodable record (key "acct-poison") to partition poisonP, then more
+// events. It returns the poison's offset and the expected ledger.
+func producePoison(t *testing.T, brokers []string, input string, partitions, poisonP int32) (int64, ledger.Expected) {
+	t.Helper()
+	cl := testkit.Client(t, brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	exp := ledger.Expected{}
+	gen := &ledger.Generator{Accounts: 30}
+	produce := func(n int) {
+		var recs []*kgo.Record
+		for i := 0; i < n; i++ {
+			ev := gen.Next()
+			exp.Add(ev)
+			r := ledger.Record(input, ev)
+			r.Partition = int32(i) % partitions
+			recs = append(recs, r)
+		}
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produce(300)
+	res := cl.ProduceSync(ctx, &kgo.Record{Topic: input, Partition: poisonP, Key: []byte("acct-poison"), Value: []byte("{not json")})
+	if err := res.FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	poison := res[0].Record.Offset
+	produce(300)
+	return poison, exp
+}
+
+// PoisonRecordIsolated (issue 9): one undecodable record in one partition
+// stops only that partition. The other partitions drain to their log end and
+// commit, the worker keeps running, the failed partition is listed in
+// Status.Failed — retried with backoff, failing again at the same record,
+// its committed offset never past it — and Run, at the clean stop, returns
+// the *PartitionError naming topic, partition, offset and key.
+func PoisonRecordIsolated(t *testing.T, brokers []string, mode snapshotstore.Mode) {
+	const partitions, poisonP = 3, 1
+	input, snaps, group := Topics(t, brokers, partitions)
+	poison, _ := producePoison(t, brokers, input, partitions, poisonP)
+	w := StartWorker(t, ledger.Flow(), brokers, group, input, snaps, mode,
+		actorflow.WithPartitionRetryBackoff(50*time.Millisecond, 200*time.Millisecond))
+
+	adm := kadm.NewClient(testkit.Client(t, brokers))
+	endsOf, err := adm.ListEndOffsets(context.Background(), input)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, time.Minute, "the healthy partitions committed at their log end, the poisoned one retried", func() (bool, string) {
+		state := ""
+		for p := int32(0); p < partitions; p++ {
+			if p == poisonP {
+				continue
+			}
+			end, _ := endsOf.Lookup(input, p)
+			c := int64(-1)
+			if offs, err := adm.FetchOffsets(kadm.RequireStable(context.Background()), group); err == nil {
+				if o, ok := offs.Lookup(input, p); ok && o.Err == nil {
+					c = o.At
+				}
+			}
+			state += fmt.Sprintf(" p%d:%d/%d", p, c, end.Offset)
+			if c != end.Offset {
+				return false, state
+			}
+		}
+		st := w.W.Status(context.Background())
+		for _, f := range st.Failed {
+			if f.Partition == poisonP && f.Attempts >= 2 {
+				return true, state
+			}
+		}
+		return false, state + fmt.Sprintf(" failed=%+v", st.Failed)
+	})
+	select {
+	case err := <-w.done:
+		t.Fatalf("the worker stopped because of one poisoned partition: %v", err)
+	default:
+	}
+	st := w.W.Status(context.Background())
+	var f *actorflow.FailedPartition
+	for i := range st.Failed {
+		if st.Failed[i].Partition == poisonP {
+			f = &st.Failed[i]
+		}
+	}
+	if f == nil {
+		t.Fatalf("partition %d not in Status.Failed: %+v", poisonP, st.Failed)
+	}
+	for _, want := range []string{input, fmt.Sprintf("offset %d", poison), "acct-poison"} {
+		if !strings.Contains(f.Error, want) {
+			t.Errorf("the failure %q does not name %q", f.Error, want)
+		}
+	}
+	if c := committed(t, brokers, group, input, poisonP); c > poison {
+		t.Fatalf("the poisoned partition committed %d, past the poison record at %d", c, poison)
+	}
+	err = w.Stop(t)
+	var pe *actorflow.PartitionError
+	if !errors.As(err, &pe) || pe.Partition != poisonP {
+		t.Fatalf("Run at the clean stop = %v, want the *PartitionError of partition %d", err, poisonP)
+	}
+}
+
+// PoisonRecordFailFast: with WithFailFast the same record stops the worker,
+// Run returning its *PartitionError (the behaviour before isolation).
+func PoisonRecordFailFast(t *testing.T, brokers []string) {
+	const partitions, poisonP = 3, 1
+	input, snaps, group := Topics(t, brokers, partitions)
+	producePoison(t, brokers, input, partitions, poisonP)
+	w := StartWorker(t, ledger.Flow(), brokers, group, input, snaps, snapshotstore.Transactional, actorflow.WithFailFast())
+	err := w.Wait(t, time.Minute)
+	var pe *actorflow.PartitionError
+	if !errors.As(err, &pe) || pe.Partition != poisonP {
+		t.Fatalf("Run = %v, want the *PartitionError of partition %d", err, poisonP)
+	}
+}
