@@ -13,7 +13,8 @@ import (
 // has no state (first record, or after a delete). Return the new state —
 // which may be state itself, mutated — or nil to delete the key (a
 // tombstone is written). An error fails the partition by default (see
-// WithFoldErrorPolicy).
+// WithFoldErrorPolicy); a call that returns an error has no effect: its
+// outputs (Context.Emit) are not produced and its timer changes are not made.
 type FoldFunc[S any] func(kc *Context, state *S, rec *kgo.Record) (*S, error)
 
 // TimerFunc handles a fired timer like FoldFunc handles a record.
@@ -66,7 +67,19 @@ func WithTimers[S any](fn TimerFunc[S]) Option[S] { return func(f *Flow[S]) { f.
 // unloads.
 func WithMaxIdle[S any](d time.Duration) Option[S] { return func(f *Flow[S]) { f.maxIdle = d } }
 
-// WithFoldErrorPolicy says what a fold error does. Default Fail.
+// WithFoldErrorPolicy says what an error returned by the fold or a timer
+// does. Default Fail: the key's partition fails, naming topic, partition,
+// offset and key. Skip logs the error and goes on as if the record (or the
+// timer) had not been there: the state is restored to what it was before
+// the call — a fold may have mutated it in place — and the call's outputs
+// and timer changes are dropped. A panic always fails.
+//
+// Cost of Skip: the state is encoded with the flow's Codec before every
+// call that follows a successful one (the encoding of the persisted state
+// is reused when nothing changed it), and decoded once per failed call —
+// about one extra Codec.Encode per record folded. The Codec's Decode must
+// not keep references into its input, which may be decoded again. If the
+// encode or the decode fails, the key's partition fails.
 func WithFoldErrorPolicy[S any](p Policy) Option[S] { return func(f *Flow[S]) { f.foldPolicy = p } }
 
 // WithNilKeyPolicy says what a record without a key does. Default Fail.
