@@ -64,8 +64,12 @@ func (c *Context) CancelTimer(name string) {
 //
 // Outputs are at-least-once: the input record's offset stays uncommitted,
 // and the key's snapshot is not written, until the broker acknowledges rec;
-// a restart replays the record and emits again. A failed produce fails the
-// partition.
+// a restart replays the record and emits again. An output that fails, or is
+// not acknowledged within the output timeout (WithOutputTimeout, default
+// DefaultOutputTimeout), fails the key and its partition with an error
+// naming the input topic, partition, offset, key and output topic
+// (ErrOutputTimeout for a timeout); its input offset is never committed by
+// this owner.
 func (c *Context) Emit(rec *kgo.Record) error {
 	k := c.k
 	if k.cfg.output == nil {

@@ -31,12 +31,13 @@ type Flow[S any] struct {
 
 // common is the part of a Flow that its key actors' non-generic code reads.
 type common struct {
-	maxIdle     time.Duration
-	foldPolicy  Policy
-	nilKey      Policy
-	output      *kgo.Client
-	outputTopic string
-	timers      bool
+	maxIdle       time.Duration
+	foldPolicy    Policy
+	nilKey        Policy
+	output        *kgo.Client
+	outputTopic   string
+	outputTimeout time.Duration
+	timers        bool
 }
 
 // Option configures a Flow.
@@ -46,8 +47,12 @@ type Option[S any] func(*Flow[S])
 func New[S any](fold FoldFunc[S], opts ...Option[S]) *Flow[S] {
 	f := &Flow[S]{fold: fold, codec: JSON[S]()}
 	f.maxIdle = 10 * time.Minute
+	f.outputTimeout = DefaultOutputTimeout
 	for _, o := range opts {
 		o(f)
+	}
+	if f.outputTimeout <= 0 {
+		f.outputTimeout = DefaultOutputTimeout
 	}
 	f.timers = f.onTimer != nil
 	return f
@@ -86,10 +91,33 @@ func WithFoldErrorPolicy[S any](p Policy) Option[S] { return func(f *Flow[S]) { 
 func WithNilKeyPolicy[S any](p Policy) Option[S] { return func(f *Flow[S]) { f.nilKey = p } }
 
 // WithOutput sets the application's producer used by Context.Emit, and the
-// topic of emitted records that name none. Outputs are at-least-once: a key
-// holds its input offset until its outputs are acknowledged.
+// topic of emitted records that name none. Default: none (Emit fails with
+// ErrNoOutput). Outputs are at-least-once: a key holds its input offset, and
+// its next snapshot waits, until its outputs are acknowledged; an output
+// that fails or is not acknowledged within the output timeout
+// (WithOutputTimeout) fails the key's partition. The producer's own
+// settings apply (kgo retries a produce until it succeeds by default);
+// records are produced with a context that ends at the output timeout.
 func WithOutput[S any](producer *kgo.Client, defaultTopic string) Option[S] {
 	return func(f *Flow[S]) { f.output, f.outputTopic = producer, defaultTopic }
+}
+
+// WithOutputTimeout bounds the wait for each output's acknowledgement, from
+// Emit's hand-over to the producer. Default DefaultOutputTimeout (10 s);
+// d <= 0 keeps the default. A key's flush (periodic or revoke-time) waits
+// for its outputs, so without a bound a stuck output — an unreachable
+// broker, a produce request never answered, a missing topic kgo is told to
+// wait for (UnknownTopicRetries(-1)) — would hold the key's offset forever
+// and a revoke until its teardown bound. Cost: a context with a deadline per
+// output. Past the timeout the key and its partition fail
+// with an error matching ErrOutputTimeout and context.DeadlineExceeded,
+// naming topic, partition, input offset, key, output topic and timeout;
+// nothing past that input offset is committed, and the output may still be
+// written by the producer (at-least-once: the new owner emits again). Keep
+// it well below the revoke teardown bound (2/3 of the rebalance timeout),
+// which must also fit the flush's transaction.
+func WithOutputTimeout[S any](d time.Duration) Option[S] {
+	return func(f *Flow[S]) { f.outputTimeout = d }
 }
 
 // Handler is a Flow with its state type erased, as the partition runtime

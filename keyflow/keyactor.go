@@ -53,9 +53,10 @@ type keyTimer struct{ t *time.Timer }
 type (
 	persistDone struct{ err error }
 	outputAck   struct {
-		offset int64
-		topic  string
-		err    error
+		offset   int64
+		topic    string
+		err      error
+		timedOut bool // not acknowledged within the output timeout
 	}
 	timerFired struct {
 		name string
@@ -96,10 +97,11 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 		a.maybePersist(ctx)
 		a.maybeFlushDone(ctx)
 	case *outputAck:
-		a.ackOutput(m.offset)
-		if m.err != nil {
-			a.fail(ctx, fmt.Errorf("%s[%d] key %q: emit output to %s for input offset %d: %w",
-				a.env.Topic, a.env.Partition, a.key, m.topic, m.offset, m.err))
+		if m.err != nil || m.timedOut {
+			// The output's hold stays: nothing is committed past its input.
+			a.fail(ctx, a.outputError(m))
+		} else {
+			a.ackOutput(m.offset)
 		}
 		if a.waitAcks && len(a.outputs) == 0 {
 			a.waitAcks = false
