@@ -4,7 +4,10 @@ import "encoding/json"
 
 // Codec encodes a key's state for its snapshot. Encode is never called with
 // nil (an absent state is written as a tombstone). A Decode error fails the
-// key's partition with an error naming the snapshot record and key.
+// key's partition with an error naming the snapshot record and key. Decode
+// must not keep references into data, and Encode must return bytes it does
+// not reuse: the runtime keeps the latest encoding to undo skipped records
+// (WithFoldErrorPolicy) and to unload a key without encoding it again.
 type Codec[S any] interface {
 	Encode(state *S) ([]byte, error)
 	Decode(data []byte) (*S, error)

@@ -1,7 +1,6 @@
 package keyflow
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -37,23 +36,40 @@ func (c *Context) Logger() *zap.Logger { return c.k.env.Logger.With(zap.String("
 // SetTimer schedules the processing-time timer name to fire at `at` (now if
 // in the past), replacing a timer of the same name. It fires on the key's
 // actor through the flow's TimerFunc. A key with pending timers is not
-// unloaded. Fails with ErrNoTimerHandler without WithTimers.
+// unloaded. The timer is set when the fold (or timer) calling SetTimer
+// returns without error: a failing or skipped call sets none. Fails with
+// ErrNoTimerHandler without WithTimers.
 func (c *Context) SetTimer(name string, at time.Time) error {
 	if !c.k.cfg.timers {
 		return ErrNoTimerHandler
 	}
-	c.k.setTimer(name, time.Until(at))
+	c.k.fx.timers = append(c.k.fx.timers, timerOp{name: name, at: at})
 	return nil
 }
 
-// CancelTimer cancels the timer name; a no-op if it is not pending.
-func (c *Context) CancelTimer(name string) { c.k.cancelTimer(name) }
+// CancelTimer cancels the timer name; a no-op if it is not pending. Like
+// SetTimer it takes effect when the calling fold returns without error.
+func (c *Context) CancelTimer(name string) {
+	c.k.fx.timers = append(c.k.fx.timers, timerOp{name: name, cancel: true})
+}
 
-// Emit produces rec through the flow's output producer (at-least-once: the
-// input record's offset stays uncommitted, and the key's snapshot is not
-// written, until the broker acknowledges rec). rec.Topic defaults to the
-// output topic of WithOutput. A failed produce fails the partition. Fails
-// with ErrNoOutput without WithOutput.
+// Emit produces rec through the flow's output producer. rec.Topic defaults
+// to the output topic of WithOutput. Fails with ErrNoOutput without
+// WithOutput, and when neither rec nor WithOutput names a topic.
+//
+// The record is handed to the producer when the fold (or timer) calling
+// Emit returns without error; outputs of a call that fails are never
+// produced (under WithFoldErrorPolicy(Skip) a skipped record emits
+// nothing).
+//
+// Outputs are at-least-once: the input record's offset stays uncommitted,
+// and the key's snapshot is not written, until the broker acknowledges rec;
+// a restart replays the record and emits again. An output that fails, or is
+// not acknowledged within the output timeout (WithOutputTimeout, default
+// DefaultOutputTimeout), fails the key and its partition with an error
+// naming the input topic, partition, offset, key and output topic
+// (ErrOutputTimeout for a timeout); its input offset is never committed by
+// this owner.
 func (c *Context) Emit(rec *kgo.Record) error {
 	k := c.k
 	if k.cfg.output == nil {
@@ -65,10 +81,6 @@ func (c *Context) Emit(rec *kgo.Record) error {
 	if rec.Topic == "" {
 		return fmt.Errorf("keyflow: emit for key %q: record has no topic and WithOutput set none", k.key)
 	}
-	k.addOutput(k.cur)
-	self, sys, at := k.self, k.env.System, k.cur
-	k.cfg.output.Produce(context.Background(), rec, func(r *kgo.Record, err error) {
-		sys.Root.Send(self, &outputAck{offset: at, err: err, topic: r.Topic})
-	})
+	k.fx.emits = append(k.fx.emits, rec)
 	return nil
 }

@@ -8,5 +8,8 @@
 // assigned; each snapshot records the offset of the last record folded into
 // it, and replayed records at or below it are skipped, so each record's
 // effect on the state is applied exactly once. Outputs emitted with
-// Context.Emit are at-least-once.
+// Context.Emit are at-least-once, and bounded by a delivery timeout
+// (WithOutputTimeout). A fold or timer that returns an error has no effect:
+// its outputs and timer changes are dropped, and under
+// WithFoldErrorPolicy(Skip) its in-place changes to the state are undone.
 package keyflow

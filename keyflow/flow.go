@@ -13,7 +13,8 @@ import (
 // has no state (first record, or after a delete). Return the new state —
 // which may be state itself, mutated — or nil to delete the key (a
 // tombstone is written). An error fails the partition by default (see
-// WithFoldErrorPolicy).
+// WithFoldErrorPolicy); a call that returns an error has no effect: its
+// outputs (Context.Emit) are not produced and its timer changes are not made.
 type FoldFunc[S any] func(kc *Context, state *S, rec *kgo.Record) (*S, error)
 
 // TimerFunc handles a fired timer like FoldFunc handles a record.
@@ -30,12 +31,13 @@ type Flow[S any] struct {
 
 // common is the part of a Flow that its key actors' non-generic code reads.
 type common struct {
-	maxIdle     time.Duration
-	foldPolicy  Policy
-	nilKey      Policy
-	output      *kgo.Client
-	outputTopic string
-	timers      bool
+	maxIdle       time.Duration
+	foldPolicy    Policy
+	nilKey        Policy
+	output        *kgo.Client
+	outputTopic   string
+	outputTimeout time.Duration
+	timers        bool
 }
 
 // Option configures a Flow.
@@ -45,8 +47,12 @@ type Option[S any] func(*Flow[S])
 func New[S any](fold FoldFunc[S], opts ...Option[S]) *Flow[S] {
 	f := &Flow[S]{fold: fold, codec: JSON[S]()}
 	f.maxIdle = 10 * time.Minute
+	f.outputTimeout = DefaultOutputTimeout
 	for _, o := range opts {
 		o(f)
+	}
+	if f.outputTimeout <= 0 {
+		f.outputTimeout = DefaultOutputTimeout
 	}
 	f.timers = f.onTimer != nil
 	return f
@@ -66,17 +72,52 @@ func WithTimers[S any](fn TimerFunc[S]) Option[S] { return func(f *Flow[S]) { f.
 // unloads.
 func WithMaxIdle[S any](d time.Duration) Option[S] { return func(f *Flow[S]) { f.maxIdle = d } }
 
-// WithFoldErrorPolicy says what a fold error does. Default Fail.
+// WithFoldErrorPolicy says what an error returned by the fold or a timer
+// does. Default Fail: the key's partition fails, naming topic, partition,
+// offset and key. Skip logs the error and goes on as if the record (or the
+// timer) had not been there: the state is restored to what it was before
+// the call — a fold may have mutated it in place — and the call's outputs
+// and timer changes are dropped. A panic always fails.
+//
+// Cost of Skip: the state is encoded with the flow's Codec before every
+// call that follows a successful one (the encoding of the persisted state
+// is reused when nothing changed it), and decoded once per failed call —
+// about one extra Codec.Encode per record folded. The Codec's Decode must
+// not keep references into its input, which may be decoded again. If the
+// encode or the decode fails, the key's partition fails.
 func WithFoldErrorPolicy[S any](p Policy) Option[S] { return func(f *Flow[S]) { f.foldPolicy = p } }
 
 // WithNilKeyPolicy says what a record without a key does. Default Fail.
 func WithNilKeyPolicy[S any](p Policy) Option[S] { return func(f *Flow[S]) { f.nilKey = p } }
 
 // WithOutput sets the application's producer used by Context.Emit, and the
-// topic of emitted records that name none. Outputs are at-least-once: a key
-// holds its input offset until its outputs are acknowledged.
+// topic of emitted records that name none. Default: none (Emit fails with
+// ErrNoOutput). Outputs are at-least-once: a key holds its input offset, and
+// its next snapshot waits, until its outputs are acknowledged; an output
+// that fails or is not acknowledged within the output timeout
+// (WithOutputTimeout) fails the key's partition. The producer's own
+// settings apply (kgo retries a produce until it succeeds by default);
+// records are produced with a context that ends at the output timeout.
 func WithOutput[S any](producer *kgo.Client, defaultTopic string) Option[S] {
 	return func(f *Flow[S]) { f.output, f.outputTopic = producer, defaultTopic }
+}
+
+// WithOutputTimeout bounds the wait for each output's acknowledgement, from
+// Emit's hand-over to the producer. Default DefaultOutputTimeout (10 s);
+// d <= 0 keeps the default. A key's flush (periodic or revoke-time) waits
+// for its outputs, so without a bound a stuck output — an unreachable
+// broker, a produce request never answered, a missing topic kgo is told to
+// wait for (UnknownTopicRetries(-1)) — would hold the key's offset forever
+// and a revoke until its teardown bound. Cost: a context with a deadline per
+// output. Past the timeout the key and its partition fail
+// with an error matching ErrOutputTimeout and context.DeadlineExceeded,
+// naming topic, partition, input offset, key, output topic and timeout;
+// nothing past that input offset is committed, and the output may still be
+// written by the producer (at-least-once: the new owner emits again). Keep
+// it well below the revoke teardown bound (2/3 of the rebalance timeout),
+// which must also fit the flush's transaction.
+func WithOutputTimeout[S any](d time.Duration) Option[S] {
+	return func(f *Flow[S]) { f.outputTimeout = d }
 }
 
 // Handler is a Flow with its state type erased, as the partition runtime

@@ -6,7 +6,6 @@ import (
 
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/asynkron/protoactor-go/actor"
-	"go.uber.org/zap"
 )
 
 // keyCore is the non-generic part of a key actor: offsets, persistence and
@@ -41,6 +40,7 @@ type keyCore struct {
 
 	outputs map[int64]int // pending output acks by input offset
 	timers  map[string]*keyTimer
+	fx      effects // of the call in progress (effects.go)
 
 	skipped     int
 	reported    int64
@@ -53,9 +53,10 @@ type keyTimer struct{ t *time.Timer }
 type (
 	persistDone struct{ err error }
 	outputAck   struct {
-		offset int64
-		topic  string
-		err    error
+		offset   int64
+		topic    string
+		err      error
+		timedOut bool // not acknowledged within the output timeout
 	}
 	timerFired struct {
 		name string
@@ -68,6 +69,9 @@ type keyActor[S any] struct {
 	flow  *Flow[S]
 	state *S
 	snap  *snapshotstore.Snapshot // decoded on Started
+	undo  undo                    // the state's encoding, to undo a skipped call (effects.go)
+	// droppedOutputs: outputs dropped by the last failed call (logged).
+	droppedOutputs int
 }
 
 func (a *keyActor[S]) Receive(ctx actor.Context) {
@@ -93,10 +97,11 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 		a.maybePersist(ctx)
 		a.maybeFlushDone(ctx)
 	case *outputAck:
-		a.ackOutput(m.offset)
-		if m.err != nil {
-			a.fail(ctx, fmt.Errorf("%s[%d] key %q: emit output to %s for input offset %d: %w",
-				a.env.Topic, a.env.Partition, a.key, m.topic, m.offset, m.err))
+		if m.err != nil || m.timedOut {
+			// The output's hold stays: nothing is committed past its input.
+			a.fail(ctx, a.outputError(m))
+		} else {
+			a.ackOutput(m.offset)
 		}
 		if a.waitAcks && len(a.outputs) == 0 {
 			a.waitAcks = false
@@ -140,6 +145,11 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 			}
 			a.state = s
 		}
+		if a.snap != nil {
+			a.keep(*a.snap)
+		} else {
+			a.undo = undo{valid: true, null: true}
+		}
 		a.snap = nil
 	case *actor.Stopping:
 		for _, t := range a.timers {
@@ -158,18 +168,15 @@ func (a *keyActor[S]) deliver(ctx actor.Context, m *Deliver) {
 			continue // failed, or a replayed record already in the snapshot
 		}
 		a.cur = rec.Offset
-		ns, err := a.flow.fold(&Context{k: &a.keyCore}, a.state, rec)
+		err := a.beginCall()
+		if err == nil {
+			ns, ferr := a.flow.fold(&Context{k: &a.keyCore}, a.state, rec)
+			err = a.endCall(ns, ferr)
+		}
 		if err != nil {
-			err = fmt.Errorf("%s[%d] offset %d key %q: fold: %w", rec.Topic, rec.Partition, rec.Offset, a.key, err)
-			if a.cfg.foldPolicy == Skip {
-				a.skipped++
-				a.env.Logger.Warn("fold failed; record skipped (policy skip)", zap.Error(err))
-				continue
-			}
-			a.fail(ctx, err)
+			a.callFailed(ctx, fmt.Errorf("%s[%d] offset %d key %q: fold: %w", rec.Topic, rec.Partition, rec.Offset, a.key, err), "fold")
 			continue
 		}
-		a.state = ns
 		a.lastFolded = rec.Offset
 		a.markDirty(rec.Offset)
 	}
@@ -180,18 +187,15 @@ func (a *keyActor[S]) fireTimer(ctx actor.Context, name string) {
 		return
 	}
 	a.cur = -1
-	ns, err := a.flow.onTimer(&Context{k: &a.keyCore}, a.state, name)
+	err := a.beginCall()
+	if err == nil {
+		ns, terr := a.flow.onTimer(&Context{k: &a.keyCore}, a.state, name)
+		err = a.endCall(ns, terr)
+	}
 	if err != nil {
-		err = fmt.Errorf("%s[%d] key %q: timer %q: %w", a.env.Topic, a.env.Partition, a.key, name, err)
-		if a.cfg.foldPolicy == Skip {
-			a.skipped++
-			a.env.Logger.Warn("timer failed; skipped (policy skip)", zap.Error(err))
-			return
-		}
-		a.fail(ctx, err)
+		a.callFailed(ctx, fmt.Errorf("%s[%d] key %q: timer %q: %w", a.env.Topic, a.env.Partition, a.key, name, err), "timer")
 		return
 	}
-	a.state = ns
 	a.markDirty(-1)
 	a.reportDirty = true
 }
@@ -203,19 +207,34 @@ func (k *keyCore) markDirty(offset int64) {
 	}
 }
 
+// encode returns the key's snapshot, reusing the encoding of the state while
+// no call has changed it since (an unload after a persist encodes nothing).
 func (a *keyActor[S]) encode() (snapshotstore.Snapshot, error) {
 	s := snapshotstore.Snapshot{Key: a.key, Offset: a.lastFolded}
+	if a.undo.valid {
+		if !a.undo.null {
+			s.Value = a.undo.data
+		}
+		return s, nil
+	}
 	if a.state != nil {
-		b, err := a.flow.codec.Encode(a.state)
+		b, err := a.encodeState()
 		if err != nil {
 			return s, fmt.Errorf("%s[%d] key %q: encode state at offset %d: %w", a.env.Topic, a.env.Partition, a.key, a.lastFolded, err)
 		}
-		if b == nil {
-			b = []byte{} // nil is a tombstone
-		}
 		s.Value = b
 	}
+	a.keep(s)
 	return s, nil
+}
+
+// encodeState encodes the (non-nil) state; never nil, which is a tombstone.
+func (a *keyActor[S]) encodeState() ([]byte, error) {
+	b, err := a.flow.codec.Encode(a.state)
+	if b == nil && err == nil {
+		b = []byte{}
+	}
+	return b, err
 }
 
 // maybePersist starts a persist when a flush waits, the state is dirty and

@@ -1,0 +1,137 @@
+package keyflow
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+)
+
+// A call of the user's code (a fold or a timer) takes effect only if it
+// returns without error: the outputs it emits and the timers it sets or
+// cancels are buffered during the call and applied after it, and under the
+// Skip policy the state it may have mutated in place is restored from its
+// encoding. So a skipped record or timer leaves no effect, and a failing
+// one (policy Fail) emits nothing either.
+
+// effects are the buffered side effects of the call in progress.
+type effects struct {
+	emits  []*kgo.Record
+	timers []timerOp
+}
+
+// timerOp is a buffered SetTimer (cancel false) or CancelTimer.
+type timerOp struct {
+	name   string
+	at     time.Time
+	cancel bool
+}
+
+// apply runs the buffered effects in call order; outputs are held at input
+// offset k.cur (-1 in a timer).
+func (k *keyCore) applyEffects() {
+	for _, op := range k.fx.timers {
+		if op.cancel {
+			k.cancelTimer(op.name)
+		} else {
+			k.setTimer(op.name, time.Until(op.at))
+		}
+	}
+	for _, rec := range k.fx.emits {
+		k.produce(rec, k.cur)
+	}
+	k.discardEffects()
+}
+
+// discardEffects drops the buffered effects and returns how many outputs
+// were dropped.
+func (k *keyCore) discardEffects() int {
+	n := len(k.fx.emits)
+	clear(k.fx.emits) // release the records
+	k.fx.emits, k.fx.timers = k.fx.emits[:0], k.fx.timers[:0]
+	return n
+}
+
+// undo is the encoding of the state at the start of a call, kept under the
+// Skip policy to restore it when the call fails. It stays valid (and is
+// reused without encoding again) until a call succeeds.
+type undo struct {
+	valid bool
+	null  bool   // the state is nil
+	data  []byte // its encoding otherwise
+}
+
+// undoError is a failure to take or restore the undo encoding: it fails the
+// key whatever the policy.
+type undoError struct{ err error }
+
+func (e *undoError) Error() string { return e.err.Error() }
+func (e *undoError) Unwrap() error { return e.err }
+
+// keep records the encoding of the current state, already made by the
+// caller (a persist, an unload, a loaded snapshot).
+func (a *keyActor[S]) keep(s snapshotstore.Snapshot) {
+	a.undo = undo{valid: true, null: s.Tombstone(), data: s.Value}
+}
+
+// beginCall prepares a call: under Skip it makes sure the undo encoding is
+// current, which costs one Codec.Encode per call after a successful one.
+func (a *keyActor[S]) beginCall() error {
+	if a.cfg.foldPolicy != Skip || a.undo.valid {
+		return nil
+	}
+	if a.state == nil {
+		a.undo = undo{valid: true, null: true}
+		return nil
+	}
+	b, err := a.encodeState()
+	if err != nil {
+		return &undoError{fmt.Errorf("encode state to undo a failing call (policy skip): %w", err)}
+	}
+	a.undo = undo{valid: true, data: b}
+	return nil
+}
+
+// endCall takes the outcome of a call: on success the new state and the
+// buffered effects; on error nothing, the state restored under Skip. The
+// error returned is the call's (an *undoError when the restore failed).
+func (a *keyActor[S]) endCall(ns *S, err error) error {
+	if err == nil {
+		a.state = ns
+		a.undo.valid = false
+		a.applyEffects()
+		return nil
+	}
+	dropped := a.discardEffects()
+	if a.cfg.foldPolicy != Skip {
+		a.undo.valid = false // the call may have mutated the state (the key fails)
+		return err
+	}
+	a.droppedOutputs = dropped
+	if a.undo.null {
+		a.state = nil
+		return err
+	}
+	s, derr := a.flow.codec.Decode(a.undo.data)
+	if derr != nil {
+		return &undoError{fmt.Errorf("%w; decode state to undo it (policy skip): %w", err, derr)}
+	}
+	a.state = s
+	return err
+}
+
+// callFailed skips a failed call under Skip, or fails the key. err names
+// the call's position.
+func (a *keyActor[S]) callFailed(ctx actor.Context, err error, what string) {
+	var ue *undoError
+	if a.cfg.foldPolicy != Skip || errors.As(err, &ue) {
+		a.fail(ctx, err)
+		return
+	}
+	a.skipped++
+	a.env.Logger.Warn(what+" failed; skipped with no effect (policy skip)", zap.Error(err), zap.Int("outputs_dropped", a.droppedOutputs))
+}
