@@ -135,8 +135,8 @@ type Consumer struct {
 	// partition exists; kgo drops what it buffered at the seek.
 	deliver sync.Mutex
 	retry   chan struct{}
-	fatal       error
-	done        chan struct{}
+	fatal   error
+	done    chan struct{}
 }
 
 // Failure is a failed partition waiting to be started again.
