@@ -98,10 +98,15 @@ func (p *partition) spawnKey(ctx actor.Context, k string) *keyEntry {
 }
 
 // flushPending delivers records that arrived while the key was unloading.
+// The key is marked dirty again: a persist tick since their arrival cleared
+// it while the Flush went to the leaving actor (or reached the staying one
+// before these records), and a key never flushed holds the committable
+// offset forever.
 func (p *partition) flushPending(ctx actor.Context, k string, e *keyEntry) {
 	if len(e.pending) > 0 {
 		ctx.Send(e.pid, &keyflow.Deliver{Records: e.pending})
 		e.pending = nil
+		p.dirty[k] = struct{}{}
 	}
 }
 
