@@ -372,11 +372,11 @@ func TestIdleKeyUnloadsAndReloadsFromSnapshot(t *testing.T) {
 	}
 	h.send(rec(2, "a", ""))
 	h.awaitCommitted(3)
+	// [0 2] proves the reload from the snapshot (a fresh key would fold [2]).
+	// Not KeysLoaded == 1: with a 20 ms idle bound the sweep may already
+	// have unloaded the key again (that check flaked ~1 in 60 runs).
 	if tr, _ := latest(t, h.mem, "a"); fmt.Sprint(tr.Offsets) != "[0 2]" {
 		t.Fatalf("reloaded key folded %v, want [0 2]", tr.Offsets)
-	}
-	if s := status(t, h); s.KeysLoaded != 1 {
-		t.Fatalf("status %+v, want a loaded again", s)
 	}
 }
 
