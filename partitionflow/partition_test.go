@@ -32,6 +32,13 @@ type harness struct {
 
 func newHarness(t *testing.T, mem *snapshotstore.Memory, h keyflow.Handler, assigned int64) *harness {
 	t.Helper()
+	return newHarnessWith(t, mem, h, assigned, nil)
+}
+
+// newHarnessWith lets tweak change the partition's config (wrap the store,
+// set a logger or a budget) before the partition is spawned.
+func newHarnessWith(t *testing.T, mem *snapshotstore.Memory, h keyflow.Handler, assigned int64, tweak func(*partitionflow.Config)) *harness {
+	t.Helper()
 	if mem == nil {
 		mem = snapshotstore.NewMemory()
 	}
@@ -46,11 +53,15 @@ func newHarness(t *testing.T, mem *snapshotstore.Memory, h keyflow.Handler, assi
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs.pid = hs.sys.Root.Spawn(partitionflow.Props(partitionflow.Config{
+	cfg := partitionflow.Config{
 		Topic: topic, Partition: 0, AssignedOffset: assigned, Store: store, Handler: h,
 		PersistEvery: 10 * time.Millisecond, CommitOffsetsInterval: 10 * time.Millisecond,
 		OnStopped: func(err error) { hs.stopped <- err },
-	}))
+	}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	hs.pid = hs.sys.Root.Spawn(partitionflow.Props(cfg))
 	t.Cleanup(func() {
 		hs.sys.Root.Send(hs.pid, &partitionflow.Revoke{})
 		select {
