@@ -29,7 +29,18 @@ type Config struct {
 	CommitOffsetsInterval time.Duration
 	// MaxWritesPerTransaction caps a group commit. Default 256.
 	MaxWritesPerTransaction int
-	Logger                  *zap.Logger
+	// RevokeTimeout is the revoke budget: a Revoke's flush, its final offset
+	// commit, the transaction actor's drain of an in-flight transaction and
+	// the store's Close all end within it (the split: revoke.go). Default
+	// DefaultRevokeTimeout (30 s), 3/4 of the consumer's default teardown
+	// bound; keep it below the teardown bound, with room for the key actors
+	// to stop (3/4 of it). A flush still running at half the budget (a
+	// stuck output or transaction) stops the partition without the final
+	// commit, logged at error: nothing is committed past unpersisted state
+	// and the new owner replays from the last committed offset. A stop
+	// without a Revoke (a failure) gives the drain and Close a quarter of it.
+	RevokeTimeout time.Duration
+	Logger        *zap.Logger
 	// OnProcessed releases n records of in-flight budget (backpressure). It
 	// is called from key actors' goroutines: it must be goroutine-safe.
 	OnProcessed func(n int)
@@ -121,6 +132,10 @@ type partition struct {
 	round     uint64
 	flushN    int // keys yet to answer the revoke flush
 	flushOf   map[string]bool
+	txnA      *txnActor // the transaction actor; only its stop deadline is shared
+	deadlines revokeDeadlines
+	stage     int         // the revoke phase whose deadline is armed
+	stageT    *time.Timer // that deadline
 	err       error
 
 	committed, requested int64
@@ -137,6 +152,9 @@ func Props(cfg Config) *actor.Props {
 	}
 	if cfg.CommitOffsetsInterval <= 0 {
 		cfg.CommitOffsetsInterval = 5 * time.Second
+	}
+	if cfg.RevokeTimeout <= 0 {
+		cfg.RevokeTimeout = DefaultRevokeTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
@@ -213,14 +231,9 @@ func (p *partition) Receive(ctx actor.Context) {
 	case *Revoke:
 		p.revoke(ctx, m.Flush)
 	case *finalCommit:
-		if m.err != nil {
-			if errors.Is(m.err, snapshotstore.ErrFenced) {
-				p.log.Warn("revoke-time offset commit fenced; the new owner replays", zap.Error(m.err))
-			} else {
-				p.log.Error("revoke-time offset commit failed; the new owner replays from the last committed offset", zap.Error(m.err))
-			}
-		}
-		ctx.Stop(ctx.Self())
+		p.finalCommitted(ctx, m.err)
+	case *revokeTimeout:
+		p.onRevokeTimeout(ctx, m.stage)
 	case *StatusRequest:
 		select {
 		case m.Reply <- p.status():
@@ -229,6 +242,7 @@ func (p *partition) Receive(ctx actor.Context) {
 	case *actor.Started:
 		p.start(ctx)
 	case *actor.Stopping:
+		p.disarm()
 		if p.cancel != nil {
 			p.cancel()
 		}
@@ -254,12 +268,13 @@ func (p *partition) start(ctx actor.Context) {
 		Processed: p.cfg.OnProcessed,
 	}
 	txn := newTxnActor(p.cfg.Store, p.cfg.MaxWritesPerTransaction, p.cfg.AssignedOffset, p.log)
+	txn.stopTO = p.cfg.RevokeTimeout / 4 // a stop without a Revoke (a failure): the last share
 	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return txn }), "txn")
 	if err != nil {
 		p.fail(ctx, fmt.Errorf("%s[%d]: spawn transaction actor: %w", p.cfg.Topic, p.cfg.Partition, err))
 		return
 	}
-	p.txn = pid
+	p.txn, p.txnA = pid, txn
 	h, env := p.cfg.Handler, p.env
 	p.keyProps = actor.PropsFromProducer(func() actor.Actor { return h.NewKeyActor(p.spawnName, p.spawnSnap, env) },
 		actor.WithDispatcher(dispatcher()))

@@ -98,10 +98,15 @@ func (p *partition) spawnKey(ctx actor.Context, k string) *keyEntry {
 }
 
 // flushPending delivers records that arrived while the key was unloading.
+// The key is marked dirty again: a persist tick since their arrival cleared
+// it while the Flush went to the leaving actor (or reached the staying one
+// before these records), and a key never flushed holds the committable
+// offset forever.
 func (p *partition) flushPending(ctx actor.Context, k string, e *keyEntry) {
 	if len(e.pending) > 0 {
 		ctx.Send(e.pid, &keyflow.Deliver{Records: e.pending})
 		e.pending = nil
+		p.dirty[k] = struct{}{}
 	}
 }
 
@@ -188,52 +193,6 @@ func (p *partition) commitOffset(ctx actor.Context) {
 	p.requested = c
 	root, self := ctx.ActorSystem().Root, ctx.Self()
 	ctx.Send(p.txn, &commitReq{offset: c, done: func(err error) { root.Send(self, &offsetCommit{offset: c, err: err}) }})
-}
-
-func (p *partition) revoke(ctx actor.Context, flush bool) {
-	if p.phase == phaseRevoking {
-		return
-	}
-	wasRunning := p.phase == phaseRunning
-	p.phase = phaseRevoking
-	if p.cancel != nil {
-		p.cancel() // a recovery read in flight
-	}
-	if !flush || !wasRunning || p.err != nil {
-		ctx.Stop(ctx.Self())
-		return
-	}
-	// Flush every live key (clean keys answer at once), then commit.
-	p.round++
-	p.flushOf = make(map[string]bool, len(p.keys))
-	for k, e := range p.keys {
-		p.flushOf[k] = true
-		ctx.Send(e.pid, &keyflow.Flush{Round: p.round, Reply: true})
-	}
-	p.flushN = len(p.flushOf)
-	if p.flushN == 0 {
-		p.finalCommit(ctx)
-	}
-}
-
-func (p *partition) flushAnswered(ctx actor.Context, k string, round uint64, err error) {
-	if p.phase != phaseRevoking || round != p.round || !p.flushOf[k] {
-		return
-	}
-	delete(p.flushOf, k)
-	if err != nil {
-		p.log.Warn("revoke-time flush of key failed", zap.String("key", k), zap.Error(err))
-	}
-	p.flushN--
-	if p.flushN == 0 {
-		p.finalCommit(ctx)
-	}
-}
-
-func (p *partition) finalCommit(ctx actor.Context) {
-	c := p.tracker.Committable()
-	root, self := ctx.ActorSystem().Root, ctx.Self()
-	ctx.Send(p.txn, &commitReq{offset: c, done: func(err error) { root.Send(self, &finalCommit{err: err}) }})
 }
 
 // fail stops the partition's subtree; OnStopped reports err. Nothing is

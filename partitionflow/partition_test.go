@@ -32,6 +32,13 @@ type harness struct {
 
 func newHarness(t *testing.T, mem *snapshotstore.Memory, h keyflow.Handler, assigned int64) *harness {
 	t.Helper()
+	return newHarnessWith(t, mem, h, assigned, nil)
+}
+
+// newHarnessWith lets tweak change the partition's config (wrap the store,
+// set a logger or a budget) before the partition is spawned.
+func newHarnessWith(t *testing.T, mem *snapshotstore.Memory, h keyflow.Handler, assigned int64, tweak func(*partitionflow.Config)) *harness {
+	t.Helper()
 	if mem == nil {
 		mem = snapshotstore.NewMemory()
 	}
@@ -46,11 +53,15 @@ func newHarness(t *testing.T, mem *snapshotstore.Memory, h keyflow.Handler, assi
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs.pid = hs.sys.Root.Spawn(partitionflow.Props(partitionflow.Config{
+	cfg := partitionflow.Config{
 		Topic: topic, Partition: 0, AssignedOffset: assigned, Store: store, Handler: h,
 		PersistEvery: 10 * time.Millisecond, CommitOffsetsInterval: 10 * time.Millisecond,
 		OnStopped: func(err error) { hs.stopped <- err },
-	}))
+	}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	hs.pid = hs.sys.Root.Spawn(partitionflow.Props(cfg))
 	t.Cleanup(func() {
 		hs.sys.Root.Send(hs.pid, &partitionflow.Revoke{})
 		select {
@@ -372,11 +383,11 @@ func TestIdleKeyUnloadsAndReloadsFromSnapshot(t *testing.T) {
 	}
 	h.send(rec(2, "a", ""))
 	h.awaitCommitted(3)
+	// [0 2] proves the reload from the snapshot (a fresh key would fold [2]).
+	// Not KeysLoaded == 1: with a 20 ms idle bound the sweep may already
+	// have unloaded the key again (that check flaked ~1 in 60 runs).
 	if tr, _ := latest(t, h.mem, "a"); fmt.Sprint(tr.Offsets) != "[0 2]" {
 		t.Fatalf("reloaded key folded %v, want [0 2]", tr.Offsets)
-	}
-	if s := status(t, h); s.KeysLoaded != 1 {
-		t.Fatalf("status %+v, want a loaded again", s)
 	}
 }
 

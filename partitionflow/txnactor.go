@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/actorflow/actorflow/snapshotstore"
@@ -43,20 +44,31 @@ type (
 // transaction runs on its own goroutine and reports back with flightDone,
 // and whatever queued meanwhile goes into the next one.
 type txnActor struct {
-	store   snapshotstore.Partition
-	gc      *GroupCommit
-	log     *zap.Logger
-	ctx     context.Context
-	cancel  context.CancelFunc
-	flying  *flight // the transaction in flight, nil if none
-	failed  error
-	drainTO time.Duration
+	store  snapshotstore.Partition
+	gc     *GroupCommit
+	log    *zap.Logger
+	ctx    context.Context
+	cancel context.CancelFunc
+	flying *flight // the transaction in flight, nil if none
+	failed error
+	// deadline (Unix ns; 0: none) ends the Stopping's drain and Close. The
+	// partition sets it at a Revoke, from its own goroutine: hence atomic.
+	// Without one, the stop takes at most stopTO from its start.
+	deadline atomic.Int64
+	stopTO   time.Duration
 }
+
+// DefaultTxnStopTimeout bounds the stop of a transaction actor that was
+// given no deadline (a standalone TxnHandle): its drain and Close.
+const DefaultTxnStopTimeout = 30 * time.Second
 
 func newTxnActor(store snapshotstore.Partition, maxWrites int, seed int64, log *zap.Logger) *txnActor {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &txnActor{store: store, gc: NewGroupCommit(maxWrites, seed), log: log, ctx: ctx, cancel: cancel, drainTO: 30 * time.Second}
+	return &txnActor{store: store, gc: NewGroupCommit(maxWrites, seed), log: log, ctx: ctx, cancel: cancel, stopTO: DefaultTxnStopTimeout}
 }
+
+// stopBy sets the deadline of the actor's stop (safe from any goroutine).
+func (t *txnActor) stopBy(at time.Time) { t.deadline.Store(at.UnixNano()) }
 
 func (t *txnActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
@@ -114,27 +126,49 @@ func (t *txnActor) pump(ctx actor.Context) {
 	}()
 }
 
-// stop cancels an in-flight transaction (it aborts), waits for it within a
-// bound, answers everything still queued with ErrStopped and closes the
-// store. Queued user messages the actor never received are dropped by
+// stop cancels an in-flight transaction (it aborts), waits for it, answers
+// everything still queued with ErrStopped and closes the store, all by the
+// stop deadline: the drain gets 3/4 of the time left, Close the rest (see
+// revoke.go). Queued user messages the actor never received are dropped by
 // protoactor; their senders are siblings stopping with this subtree.
 func (t *txnActor) stop() {
 	t.cancel()
+	now := time.Now()
+	by := now.Add(t.stopTO)
+	if ns := t.deadline.Load(); ns != 0 {
+		by = time.Unix(0, ns)
+	}
+	drainBy := now.Add(max(by.Sub(now), 0) * 3 / 4)
 	if fl := t.flying; fl != nil {
 		// Its flightDone will never be received: answer its waiters here.
-		select {
-		case <-fl.done:
-			t.gc.Complete(fl.f, fl.err)
-		case <-time.After(t.drainTO):
-			t.log.Error("transaction still in flight after the stop bound; closing the producer under it", zap.Duration("bound", t.drainTO))
+		if !t.drain(fl, drainBy) {
+			t.log.Error("transaction still in flight at its share of the stop deadline; closing the producer under it",
+				zap.Time("deadline", by), zap.Duration("waited", time.Since(now)))
 			t.gc.Complete(fl.f, fmt.Errorf("%w (in flight at stop; outcome unknown)", ErrStopped))
 		}
 		t.flying = nil
 	}
 	t.gc.FailPending(fmt.Errorf("%w", ErrStopped))
-	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	cctx, cancel := context.WithDeadline(context.Background(), by)
 	defer cancel()
 	if err := t.store.Close(cctx); err != nil {
 		t.log.Warn("closing partition store", zap.Error(err))
 	}
+}
+
+// drain waits until the flight returns (and completes it) or until by.
+func (t *txnActor) drain(fl *flight, by time.Time) bool {
+	select {
+	case <-fl.done: // returned already: never lose that to a spent deadline
+	default:
+		timer := time.NewTimer(time.Until(by))
+		defer timer.Stop()
+		select {
+		case <-fl.done:
+		case <-timer.C:
+			return false
+		}
+	}
+	t.gc.Complete(fl.f, fl.err)
+	return true
 }

@@ -47,7 +47,8 @@ func (h *TxnHandle) CommitOffset(ctx context.Context, offset int64) error {
 }
 
 // Stop stops the actor (queued writes fail with ErrStopped) and closes the
-// store.
+// store: the in-flight transaction is cancelled and waited for, and the
+// store closed, within DefaultTxnStopTimeout.
 func (h *TxnHandle) Stop() {
 	h.once.Do(func() {
 		_ = h.sys.Root.StopFuture(h.pid).Wait()

@@ -140,7 +140,7 @@ func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetad
 		if err == nil {
 			return
 		}
-		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second) // fits a revoke's drain share (partitionflow, revoke.go); a txn left open is aborted by the next InitProducerID or transaction.timeout.ms
 		defer cancel()
 		if aerr := t.cl.EndTransaction(actx, kgo.TryAbort); aerr != nil {
 			t.k.cfg.log.Warn("abort transaction failed", zap.String("partition", t.info.String()),

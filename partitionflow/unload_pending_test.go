@@ -1,0 +1,152 @@
+package partitionflow_test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/actorflow/actorflow/keyflow"
+	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// unloadGate holds the first answer (Unloaded or Busy) of one key's actor
+// to Unload until release is closed, so that a record and a persist tick
+// reach the partition while the key is still unloading — deterministically.
+type unloadGate struct {
+	key       string
+	held      chan struct{} // closed when the answer is held
+	flushSeen chan struct{} // closed when a Flush reaches the key while held
+	release   chan struct{} // closed by the test: the answer goes out
+	once      sync.Once
+	flushOnce sync.Once
+}
+
+func newUnloadGate(key string) *unloadGate {
+	return &unloadGate{key: key, held: make(chan struct{}), flushSeen: make(chan struct{}), release: make(chan struct{})}
+}
+
+type gatedHandler struct {
+	keyflow.Handler
+	g *unloadGate
+}
+
+func (h gatedHandler) NewKeyActor(key string, snap *snapshotstore.Snapshot, env *keyflow.Env) actor.Actor {
+	inner := h.Handler.NewKeyActor(key, snap, env)
+	if key != h.g.key {
+		return inner
+	}
+	return &gatedKey{inner: inner, g: h.g}
+}
+
+// gatedKey wraps a real key actor; while its answer to Unload is held it
+// behaves as the real actor would meanwhile: gone after Unloaded (messages
+// are lost, as protoactor drops them), alive after Busy.
+type gatedKey struct {
+	inner        actor.Actor
+	g            *unloadGate
+	holding      bool
+	heldUnloaded bool
+}
+
+func (a *gatedKey) Receive(ctx actor.Context) {
+	if a.holding {
+		select {
+		case <-a.g.release:
+			a.holding = false
+		default:
+		}
+	}
+	if a.holding {
+		if _, ok := ctx.Message().(*keyflow.Flush); ok {
+			a.g.flushOnce.Do(func() { close(a.g.flushSeen) })
+		}
+		if a.heldUnloaded {
+			return
+		}
+	}
+	a.inner.Receive(&gateCtx{Context: ctx, a: a})
+}
+
+type gateCtx struct {
+	actor.Context
+	a *gatedKey
+}
+
+func (c *gateCtx) Send(pid *actor.PID, msg any) {
+	switch msg.(type) {
+	case *keyflow.Unloaded, *keyflow.Busy:
+		first := false
+		c.a.g.once.Do(func() { first = true })
+		if first {
+			_, unloaded := msg.(*keyflow.Unloaded)
+			c.a.holding, c.a.heldUnloaded = true, unloaded
+			root, self, g := c.ActorSystem().Root, c.Self(), c.a.g
+			go func() {
+				<-g.release
+				root.Send(pid, msg)
+				if unloaded {
+					root.Stop(self)
+				}
+			}()
+			close(g.held)
+			return
+		}
+	}
+	c.Context.Send(pid, msg)
+}
+
+func (c *gateCtx) Stop(pid *actor.PID) {
+	if c.a.heldUnloaded && pid.Equal(c.Self()) {
+		return // stopped on release, after the held Unloaded goes out
+	}
+	c.Context.Stop(pid)
+}
+
+// A record arriving while its key unloads waits in pending; a persist tick
+// before the key's answer finds the key clean (the tick's Flush goes to the
+// leaving actor). The record, delivered after the answer, must still be
+// flushed: otherwise the key holds the committable offset forever (it can
+// never unload, and every restart replays from there). Both answers: the
+// key stopped (Unloaded, the record goes to a respawned actor) and the key
+// stayed (Busy: a pending timer).
+func TestRecordArrivingWhileKeyUnloadsIsPersisted(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		flow keyflow.Handler
+	}{
+		{"unloaded", keyflow.New(traceFold, keyflow.WithMaxIdle[trace](20*time.Millisecond))},
+		{"busy", keyflow.New(func(kc *keyflow.Context, s *trace, r *kgo.Record) (*trace, error) {
+			if err := kc.SetTimer("later", time.Now().Add(time.Hour)); err != nil {
+				return nil, err
+			}
+			return traceFold(kc, s, r)
+		}, keyflow.WithMaxIdle[trace](20*time.Millisecond),
+			keyflow.WithTimers(func(_ *keyflow.Context, s *trace, _ string) (*trace, error) { return s, nil }))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newUnloadGate("a")
+			h := newHarness(t, nil, gatedHandler{Handler: tc.flow, g: g}, 0)
+			h.send(rec(0, "a", ""))
+			h.awaitCommitted(1)
+			select {
+			case <-g.held: // the sweep asked the idle key to unload
+			case <-time.After(10 * time.Second):
+				t.Fatal("key never asked to unload")
+			}
+			h.send(rec(1, "a", ""))
+			select {
+			case <-g.flushSeen: // a persist tick came after the record, before the answer
+			case <-time.After(10 * time.Second):
+				t.Fatal("no persist tick reached the unloading key")
+			}
+			close(g.release)
+			h.awaitCommitted(2)
+			if tr, _ := latest(t, h.mem, "a"); fmt.Sprint(tr.Offsets) != "[0 1]" {
+				t.Fatalf("key a persisted %v, want [0 1]", tr.Offsets)
+			}
+		})
+	}
+}
