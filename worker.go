@@ -114,6 +114,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	sup, err := actors.NewSupervisor(w.sys, actors.SupervisorConfig{
 		Group: w.cfg.group, Store: store, Handler: w.flow, Logger: log,
 		Partition: partitionflow.Config{
+			// 3/4 of the teardown bound (2/3 of the rebalance timeout), so
+			// that the revoke's flush, final commit and drain end before the
+			// callback gives up on them; the default fits the default bound.
+			RevokeTimeout:           w.cfg.rebalanceTimeout / 2,
 			PersistEvery:            w.cfg.persistEvery,
 			CommitOffsetsInterval:   w.cfg.commitEvery,
 			MaxWritesPerTransaction: w.cfg.maxWrites,
