@@ -44,8 +44,11 @@ type Worker struct {
 	sup  *actors.Supervisor
 	cons *coordinator.Consumer
 	sys  *actor.ActorSystem
-	// ready is closed once the worker has joined the consumer loop.
+	// ready is closed once the worker has joined the consumer loop; done
+	// when Run returns.
 	ready chan struct{}
+	done  chan struct{}
+	probe probe
 }
 
 // NewWorker returns a worker running flow. Required options: WithBrokers,
@@ -65,7 +68,7 @@ func NewWorker(flow keyflow.Handler, opts ...Option) (*Worker, error) {
 	case len(cfg.brokers) == 0:
 		return nil, errors.New("actorflow: WithBrokers is required")
 	}
-	return &Worker{flow: flow, cfg: cfg, ready: make(chan struct{})}, nil
+	return &Worker{flow: flow, cfg: cfg, ready: make(chan struct{}), done: make(chan struct{})}, nil
 }
 
 // Run joins the group and processes until ctx ends (a clean stop: every
@@ -77,6 +80,7 @@ func NewWorker(flow keyflow.Handler, opts ...Option) (*Worker, error) {
 // still failing at a clean stop are returned, joined (errors.Join of
 // *PartitionError), so that the caller learns of them.
 func (w *Worker) Run(ctx context.Context) error {
+	defer close(w.done)
 	log := w.cfg.log
 	admin, err := w.waitBrokers(ctx)
 	if err != nil {
@@ -150,6 +154,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	sup.SetConsumer(cons)
 	w.sup, w.cons = sup, cons
 	close(w.ready)
+	pctx, stopProbe := context.WithCancel(ctx)
+	defer stopProbe()
+	go w.probe.watchBrokers(pctx, cons.Client(), 5*time.Second, log)
 	log.Info("worker running", zap.String("group", w.cfg.group), zap.String("input", w.cfg.input),
 		zap.String("snapshots", w.cfg.snapshot), zap.Stringer("mode", w.cfg.mode))
 	return cons.Run(ctx)
@@ -167,9 +174,12 @@ func (w *Worker) waitBrokers(ctx context.Context) (*kgo.Client, error) {
 	backoff := 100 * time.Millisecond
 	for {
 		_, lerr := kadm.NewClient(cl).ListBrokers(sctx)
+		w.probe.record(lerr)
 		if lerr == nil {
 			return cl, nil
 		}
+		w.cfg.log.Warn("brokers unreachable; retrying", zap.Strings("brokers", w.cfg.brokers),
+			zap.Duration("retry_in", backoff), zap.Duration("start_timeout", w.cfg.startTimeout), zap.Error(lerr))
 		select {
 		case <-sctx.Done():
 			cl.Close()

@@ -12,6 +12,9 @@ import (
 	"github.com/actorflow/actorflow/internal/testkit"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 func TestBrokersUnreachableIsABoundedClearError(t *testing.T) {
@@ -80,5 +83,35 @@ func TestTopicSetupErrors(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Every retry to reach the brokers at start is logged with its cause, and
+// Health says why the worker is not live-and-ready meanwhile.
+func TestUnreachableBrokersAreLoggedAndUnhealthy(t *testing.T) {
+	core, logs := observer.New(zapcore.WarnLevel)
+	w, err := actorflow.NewWorker(ledger.Flow(),
+		actorflow.WithBrokers("127.0.0.1:1"), actorflow.WithGroup("g"),
+		actorflow.WithInputTopic("in"), actorflow.WithSnapshotTopic("snaps"),
+		actorflow.WithStartTimeout(5*time.Second), actorflow.WithLogger(zap.New(core)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- w.Run(context.Background()) }()
+	testkit.Eventually(t, 10*time.Second, "two logged retries", func() (bool, string) {
+		return logs.FilterMessage("brokers unreachable; retrying").Len() >= 2, ""
+	})
+	h := w.Health(context.Background())
+	if h.BrokersReachable || h.LastBrokerError == "" || h.Ready() {
+		t.Fatalf("Health while unreachable = %+v (ready %v), want unreachable with the cause and not ready", h, h.Ready())
+	}
+	for _, e := range logs.FilterMessage("brokers unreachable; retrying").All() {
+		if _, ok := e.ContextMap()["error"]; !ok {
+			t.Fatalf("retry logged without its cause: %v", e.ContextMap())
+		}
+	}
+	if err := <-done; !errors.Is(err, actorflow.ErrBrokersUnreachable) {
+		t.Fatalf("Run: %v", err)
 	}
 }

@@ -109,16 +109,22 @@ type workerStatus struct {
 
 func statusHandler(w *actorflow.Worker, folds *atomic.Int64) http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(rw http.ResponseWriter, _ *http.Request) { fmt.Fprintln(rw, "ok") })
-	mux.HandleFunc("/readyz", func(rw http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		if st := w.Status(ctx); st.Generation >= 1 {
-			fmt.Fprintf(rw, "ready: member %s generation %d\n", st.MemberID, st.Generation)
-			return
+	// Both answer 503 with the Health report when false, so a probe's log
+	// says why (brokers unreachable, a partition failed or recovering).
+	probe := func(ok func(actorflow.Health) bool) http.HandlerFunc {
+		return func(rw http.ResponseWriter, r *http.Request) {
+			ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+			defer cancel()
+			h := w.Health(ctx)
+			rw.Header().Set("Content-Type", "application/json")
+			if !ok(h) {
+				rw.WriteHeader(http.StatusServiceUnavailable)
+			}
+			_ = json.NewEncoder(rw).Encode(h)
 		}
-		http.Error(rw, "not joined", http.StatusServiceUnavailable)
-	})
+	}
+	mux.HandleFunc("/healthz", probe(actorflow.Health.Live))
+	mux.HandleFunc("/readyz", probe(actorflow.Health.Ready))
 	mux.HandleFunc("/status", func(rw http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()

@@ -113,6 +113,9 @@ func PoisonRecordIsolated(t *testing.T, brokers []string, mode snapshotstore.Mod
 			t.Errorf("the failure %q does not name %q", f.Error, want)
 		}
 	}
+	if h := w.W.Health(context.Background()); h.Ready() || len(h.Failed) == 0 || !h.Live() {
+		t.Errorf("Health with a failed partition = %+v: want live, not ready, the failure listed", h)
+	}
 	if c := committed(t, brokers, group, input, poisonP); c > poison {
 		t.Fatalf("the poisoned partition committed %d, past the poison record at %d", c, poison)
 	}
