@@ -19,11 +19,12 @@ test-fast:
 test-itest:
 	scripts/itest.sh
 
-## check: gofmt and go vet.
+## check: gofmt, go vet, and go.mod/go.sum tidy.
 check:
 	@unformatted="$$(gofmt -l $$(git ls-files '*.go'))"; \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum not tidy: run go mod tidy"; exit 1; }
 
 ## demo: the ledger demo on an embedded cluster (transactional mode).
 demo:
