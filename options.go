@@ -40,7 +40,7 @@ type config struct {
 
 func defaults() config {
 	return config{
-		txnPrefix:    "actorflow",
+		mode:         snapshotstore.Transactional,
 		persistEvery: 5 * time.Second,
 		commitEvery:  5 * time.Second,
 		maxWrites:    partitionflow.DefaultMaxWritesPerTransaction,
@@ -65,13 +65,20 @@ func WithInputTopic(t string) Option { return func(c *config) { c.input = t } }
 // partitions as the input topic). Required unless WithStore.
 func WithSnapshotTopic(t string) Option { return func(c *config) { c.snapshot = t } }
 
-// WithMode selects snapshotstore.Plain (default) or
-// snapshotstore.Transactional (generation-fenced; see ARCHITECTURE.md).
+// WithMode selects snapshotstore.Transactional (the default: every snapshot
+// write is bound to a generation-fenced offset commit, and the ownership
+// binding refuses writes of partitions this member no longer owns) or
+// snapshotstore.Plain (snapshots through a shared idempotent producer,
+// offsets through the consumer: cheaper, but a stale owner frozen on an old
+// generation can still overwrite its successor's snapshot — kafka-flow#732;
+// see ARCHITECTURE.md's fences).
 func WithMode(m snapshotstore.Mode) Option { return func(c *config) { c.mode = m } }
 
 // WithTransactionalIDPrefix sets the cluster-scoped prefix of the
 // transactional mode's per-partition transactional.id
-// "<prefix>-<topic>-<partition>". Default "actorflow": set one per flow.
+// "<prefix>-<topic>-<partition>". Default: the group id, which is already
+// unique per flow on a cluster; two flows sharing a prefix and an input
+// topic fence each other's producers (PRODUCER_FENCED).
 func WithTransactionalIDPrefix(p string) Option { return func(c *config) { c.txnPrefix = p } }
 
 // WithStore replaces the Kafka store (e.g. snapshotstore.NewMemory() in

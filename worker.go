@@ -68,6 +68,9 @@ func NewWorker(flow keyflow.Handler, opts ...Option) (*Worker, error) {
 	case len(cfg.brokers) == 0:
 		return nil, errors.New("actorflow: WithBrokers is required")
 	}
+	if cfg.txnPrefix == "" {
+		cfg.txnPrefix = cfg.group
+	}
 	return &Worker{flow: flow, cfg: cfg, ready: make(chan struct{}), done: make(chan struct{})}, nil
 }
 
