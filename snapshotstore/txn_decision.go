@@ -1,0 +1,126 @@
+package snapshotstore
+
+import (
+	"context"
+	"errors"
+	"net"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TxnAction is what the transactional store does after a transaction attempt
+// failed. The decision (DecideTxn) is plain Go over the error and whether the
+// partition is still owned under the membership it was assigned under.
+type TxnAction int
+
+const (
+	// TxnFail: not a condition the client can resolve; the partition fails
+	// (and, isolated, starts again after a backoff).
+	TxnFail TxnAction = iota
+	// TxnRetry: a broker-side change that resolves itself — the transaction
+	// or group coordinator moved or is loading, the previous transaction's
+	// markers are still being written, too few in-sync replicas, a timeout
+	// or a broken connection. Abort what is open and run the same batch
+	// again from the partition's in-memory state.
+	TxnRetry
+	// TxnReinit: the producer's epoch is gone — the coordinator aborted the
+	// open transaction and bumped the epoch (transaction timeout, or its
+	// state was lost with a node), which surfaces as INVALID_PRODUCER_EPOCH
+	// or PRODUCER_FENCED. While the partition is owned under this
+	// membership no other owner can exist (the group reassigns a partition
+	// only after this member's revoke, or after its eviction, which the
+	// generation check of the retried commit then rejects), so re-initialise
+	// the producer (InitProducerID on the same transactional.id) and redo.
+	TxnReinit
+	// TxnAwaitGeneration: the commit carried a generation the coordinator
+	// has moved past while this member kept the partition (the seed's
+	// residual window): wait for the consumer to observe the newer one and
+	// redo.
+	TxnAwaitGeneration
+	// TxnFenced: this owner is stale — an evicted member, a fenced static
+	// instance, or any epoch/generation rejection of a partition no longer
+	// owned here. Stop without flushing; the new owner replays.
+	TxnFenced
+)
+
+func (a TxnAction) String() string {
+	switch a {
+	case TxnRetry:
+		return "retry"
+	case TxnReinit:
+		return "reinit-producer"
+	case TxnAwaitGeneration:
+		return "await-generation"
+	case TxnFenced:
+		return "fenced"
+	}
+	return "fail"
+}
+
+// DecideTxn maps a failed transaction attempt to its action. owned reports
+// the ownership binding's answer at the time of the decision
+// (PartitionInfo.GroupMetadata succeeds); a refusal by the binding itself
+// (ErrNotOwned) is always TxnFenced. A context error is TxnFail: the caller
+// (a revoke budget, a stop) gave up, nothing is retried past it.
+//
+// The table (ARCHITECTURE.md, "The fences"):
+//
+//	error                                                   owned      not owned
+//	ErrNotOwned (refused before the broker)                 fenced     fenced
+//	UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID                   fenced     fenced
+//	ILLEGAL_GENERATION, STALE_MEMBER_EPOCH                  await-gen  fenced
+//	INVALID_PRODUCER_EPOCH, PRODUCER_FENCED                 reinit     fenced
+//	CONCURRENT_TRANSACTIONS, NOT_COORDINATOR,
+//	COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS,
+//	NOT_ENOUGH_REPLICAS(_AFTER_APPEND), NOT_LEADER_OR_FOLLOWER,
+//	REQUEST_TIMED_OUT, network errors, kgo's retries exhausted retry  fenced
+//	context canceled / deadline exceeded                    fail       fail
+//	anything else                                           fail       fail
+func DecideTxn(err error, owned bool) TxnAction {
+	switch {
+	case err == nil:
+		return TxnFail // no decision to make; callers don't ask
+	case errors.Is(err, ErrNotOwned):
+		return TxnFenced
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return TxnFail
+	case errors.Is(err, kerr.UnknownMemberID), errors.Is(err, kerr.FencedInstanceID):
+		return TxnFenced
+	}
+	var action TxnAction
+	switch {
+	case errors.Is(err, kerr.IllegalGeneration), errors.Is(err, kerr.StaleMemberEpoch):
+		action = TxnAwaitGeneration
+	case errors.Is(err, kerr.InvalidProducerEpoch), errors.Is(err, kerr.ProducerFenced):
+		action = TxnReinit
+	case transientTxnError(err):
+		action = TxnRetry
+	default:
+		return TxnFail
+	}
+	if !owned {
+		return TxnFenced
+	}
+	return action
+}
+
+// transientTxnError: broker-side conditions that resolve without the
+// client's help (KIP-890's verification answers NOT_ENOUGH_REPLICAS or
+// CONCURRENT_TRANSACTIONS while the previous transaction's markers are
+// written; coordinators move with partition leadership).
+func transientTxnError(err error) bool {
+	for _, e := range []error{
+		kerr.ConcurrentTransactions, kerr.NotCoordinator, kerr.CoordinatorNotAvailable,
+		kerr.CoordinatorLoadInProgress, kerr.NotEnoughReplicas, kerr.NotEnoughReplicasAfterAppend,
+		kerr.NotLeaderForPartition, kerr.RequestTimedOut, kerr.UnknownServerError,
+		kerr.NetworkException, kerr.LeaderNotAvailable, kerr.KafkaStorageError,
+		kgo.ErrRecordTimeout, kgo.ErrRecordRetries,
+	} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, net.ErrClosed)
+}

@@ -1,0 +1,54 @@
+package snapshotstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"testing"
+
+	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// The failover decision table (issue 16): a broker-side change is retried or
+// re-initialised only while the partition is owned under its membership;
+// everything that means "stale owner" stops without flushing.
+func TestDecideTxn(t *testing.T) {
+	wrap := func(err error) error { return fmt.Errorf("in[0]: commit transaction: %w", err) }
+	notOwned := &snapshotstore.OwnershipError{Topic: "in", Partition: 0, Reason: "test"}
+	for _, tc := range []struct {
+		err      error
+		owned    snapshotstore.TxnAction
+		notOwned snapshotstore.TxnAction
+	}{
+		{notOwned, snapshotstore.TxnFenced, snapshotstore.TxnFenced},
+		{kerr.UnknownMemberID, snapshotstore.TxnFenced, snapshotstore.TxnFenced},
+		{kerr.FencedInstanceID, snapshotstore.TxnFenced, snapshotstore.TxnFenced},
+		{kerr.IllegalGeneration, snapshotstore.TxnAwaitGeneration, snapshotstore.TxnFenced},
+		{kerr.StaleMemberEpoch, snapshotstore.TxnAwaitGeneration, snapshotstore.TxnFenced},
+		{kerr.InvalidProducerEpoch, snapshotstore.TxnReinit, snapshotstore.TxnFenced},
+		{kerr.ProducerFenced, snapshotstore.TxnReinit, snapshotstore.TxnFenced},
+		{kerr.ConcurrentTransactions, snapshotstore.TxnRetry, snapshotstore.TxnFenced},
+		{kerr.NotCoordinator, snapshotstore.TxnRetry, snapshotstore.TxnFenced},
+		{kerr.CoordinatorLoadInProgress, snapshotstore.TxnRetry, snapshotstore.TxnFenced},
+		{kerr.CoordinatorNotAvailable, snapshotstore.TxnRetry, snapshotstore.TxnFenced},
+		{kerr.NotEnoughReplicas, snapshotstore.TxnRetry, snapshotstore.TxnFenced},
+		{kerr.RequestTimedOut, snapshotstore.TxnRetry, snapshotstore.TxnFenced},
+		{&net.OpError{Op: "dial", Err: errors.New("connection refused")}, snapshotstore.TxnRetry, snapshotstore.TxnFenced},
+		{context.DeadlineExceeded, snapshotstore.TxnFail, snapshotstore.TxnFail},
+		{context.Canceled, snapshotstore.TxnFail, snapshotstore.TxnFail},
+		{kerr.TopicAuthorizationFailed, snapshotstore.TxnFail, snapshotstore.TxnFail},
+		{io.ErrUnexpectedEOF, snapshotstore.TxnFail, snapshotstore.TxnFail},
+	} {
+		for _, err := range []error{tc.err, wrap(tc.err)} {
+			if got := snapshotstore.DecideTxn(err, true); got != tc.owned {
+				t.Errorf("DecideTxn(%v, owned) = %v, want %v", err, got, tc.owned)
+			}
+			if got := snapshotstore.DecideTxn(err, false); got != tc.notOwned {
+				t.Errorf("DecideTxn(%v, not owned) = %v, want %v", err, got, tc.notOwned)
+			}
+		}
+	}
+}
