@@ -19,10 +19,12 @@ import (
 // yield no record (a cleaned batch's preserved last offset, KAFKA-5443;
 // emptied batches; batches aborted under read_committed), and a fetch that
 // only advances the cursor is never handed to PollFetches, so a position
-// tracked from the records received stays behind when compaction has removed
-// the records at the end of the log. ProcessFetchPartition is kgo's public
-// parser for hand-made fetches and returns that same next offset, computed
-// by the code kgo's cursor uses.
+// tracked from the records received stays behind whenever nothing readable
+// follows such batches below the target. (Not seen on Kafka 4.1: its cleaner
+// never touches the active segment, so the last batch stays readable;
+// itest TestRecoveryCompactedTail. A broker that cleans it would hang the
+// read.) ProcessFetchPartition is kgo's public parser for hand-made fetches
+// and returns that same next offset, computed by the code kgo's cursor uses.
 //
 // The client is group-less and never commits: a committed offset would
 // override the start position on the next recovery and silently shorten it.

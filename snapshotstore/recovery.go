@@ -174,8 +174,8 @@ func ReadToTarget(ctx context.Context, r LogReader, o ReadOptions, fn func(*kgo.
 		// The fetch position, not the last record, is the read position: it
 		// passes what yields no record (a cleaned batch's preserved last
 		// offset, KAFKA-5443; emptied batches; aborted batches under
-		// read_committed), which at the end of the log would otherwise keep
-		// the read below its target forever.
+		// read_committed). Below the target with nothing readable after
+		// them, a record-tracked position would never arrive.
 		if next > pos {
 			pos = next
 			advanced = true
