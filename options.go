@@ -21,6 +21,7 @@ type config struct {
 	txnPrefix        string
 	store            snapshotstore.Store
 	topics           snapshotstore.TopicSpec
+	allowNonCompact  bool
 	persistEvery     time.Duration
 	commitEvery      time.Duration
 	maxWrites        int
@@ -93,6 +94,16 @@ func WithCreateTopics(partitions int32, rf int16) Option {
 		c.topics = snapshotstore.TopicSpec{Create: true, Partitions: partitions, ReplicationFactor: rf}
 	}
 }
+
+// WithAllowNonCompactedSnapshots lets Run start on a snapshot topic whose
+// cleanup.policy does not contain compact (or cannot be read), logging the
+// problem as a warning. Default: Run fails with a
+// *snapshotstore.CleanupPolicyError (matching snapshotstore.ErrTopicSetup)
+// naming the topic and its policy, because with delete retention removes the
+// snapshots of keys idle longer than retention.ms, and their state is
+// silently lost at the next recovery. Only for topics whose retention is
+// known to outlive every key's idle time.
+func WithAllowNonCompactedSnapshots() Option { return func(c *config) { c.allowNonCompact = true } }
 
 // WithPersistEvery sets how often dirty keys' snapshots are flushed. Default 5 s.
 func WithPersistEvery(d time.Duration) Option { return func(c *config) { c.persistEvery = d } }

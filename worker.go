@@ -92,6 +92,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	store := w.cfg.store
 	if store == nil {
 		err = snapshotstore.EnsureTopics(ctx, admin, w.cfg.input, w.cfg.snapshot, w.cfg.topics)
+		// The cleanup.policy check is EnsureTopics' last: every other one passed.
+		if pe := (*snapshotstore.CleanupPolicyError)(nil); errors.As(err, &pe) && w.cfg.allowNonCompact {
+			log.Warn("snapshot topic is not compacted: idle keys' state may expire (allowed by WithAllowNonCompactedSnapshots)",
+				zap.String("topic", pe.Topic), zap.Error(err))
+			err = nil
+		}
 	}
 	admin.Close()
 	if err != nil {

@@ -152,7 +152,7 @@ func (k *Kafka) Open(ctx context.Context, p PartitionInfo) (Partition, error) {
 	return &plainPartition{k: k, info: p}, nil
 }
 
-// recover is the recovery read of both modes.
+// recover is the recovery read of both modes (both read_committed).
 func (k *Kafka) recover(ctx context.Context, p PartitionInfo, readCommitted bool, stall time.Duration, fn func(Snapshot) error) error {
 	r, err := newKafkaLogReader(k.brokers, k.topic, p.Partition, readCommitted, k.cfg.clientOpts)
 	if err != nil {
@@ -177,8 +177,14 @@ type plainPartition struct {
 	info PartitionInfo
 }
 
+// Recover reads read_committed too: a topic once written in the
+// transactional mode keeps its aborted (fenced) writes, which a
+// read_uncommitted read would recover after a switch to this mode. Without
+// the stall deadline (the seed: only the transactional mode enables it): the
+// plain mode's own writes are never transactional, so only a foreign open
+// transaction can hold the read, and then waiting is the only correct answer.
 func (p *plainPartition) Recover(ctx context.Context, fn func(Snapshot) error) error {
-	return p.k.recover(ctx, p.info, false, 0, fn)
+	return p.k.recover(ctx, p.info, true, 0, fn)
 }
 
 func (p *plainPartition) Commit(ctx context.Context, b Batch) error {

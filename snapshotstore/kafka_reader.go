@@ -2,38 +2,64 @@ package snapshotstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// kafkaLogReader reads one snapshot partition from its start with a
-// short-lived, group-less client that never commits: a committed offset would
+// kafkaLogReader reads one snapshot partition from its start with raw Fetch
+// requests to the partition's leader, parsed by kgo.ProcessFetchPartition.
+//
+// Why not a kgo consumer: the read position must be the fetch position, and
+// kgo's consumer does not expose it. Its cursor advances past batches that
+// yield no record (a cleaned batch's preserved last offset, KAFKA-5443;
+// emptied batches; batches aborted under read_committed), and a fetch that
+// only advances the cursor is never handed to PollFetches, so a position
+// tracked from the records received stays behind whenever nothing readable
+// follows such batches below the target. (Not seen on Kafka 4.1: its cleaner
+// never touches the active segment, so the last batch stays readable;
+// itest TestRecoveryCompactedTail. A broker that cleans it would hang the
+// read.) ProcessFetchPartition is kgo's public parser for hand-made fetches
+// and returns that same next offset, computed by the code kgo's cursor uses.
+//
+// The client is group-less and never commits: a committed offset would
 // override the start position on the next recovery and silently shorten it.
 type kafkaLogReader struct {
 	cl        *kgo.Client
 	topic     string
 	partition int32
+	isolation kgo.IsolationLevel
+	isoLevel  int8 // the same, for the request: 0 read_uncommitted, 1 read_committed
+	decomp    kgo.Decompressor
+
+	pos     int64    // the next offset to fetch
+	leader  int32    // the partition's leader; -1: look it up before the next fetch
+	topicID [16]byte // Fetch v13+ names topics by id
 }
 
+// The fetch bounds: Kafka's consumer defaults (fetch.max.wait.ms 500,
+// max.partition.fetch.bytes 1 MiB; a larger batch is still returned whole,
+// KIP-74).
+const (
+	fetchMaxWait           = 500 * time.Millisecond
+	fetchMaxPartitionBytes = 1 << 20
+)
+
 func newKafkaLogReader(brokers []string, topic string, partition int32, readCommitted bool, extra []kgo.Opt) (*kafkaLogReader, error) {
-	iso := kgo.ReadUncommitted()
+	iso, level := kgo.ReadUncommitted(), int8(0)
 	if readCommitted {
-		iso = kgo.ReadCommitted()
+		iso, level = kgo.ReadCommitted(), 1
 	}
-	opts := append([]kgo.Opt{
-		kgo.SeedBrokers(brokers...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().AtStart()}}),
-		kgo.FetchIsolationLevel(iso),
-		kgo.KeepControlRecords(),
-	}, extra...)
-	cl, err := kgo.NewClient(opts...)
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, extra...)...)
 	if err != nil {
 		return nil, fmt.Errorf("%s[%d]: recovery reader: %w", topic, partition, err)
 	}
-	return &kafkaLogReader{cl: cl, topic: topic, partition: partition}, nil
+	return &kafkaLogReader{cl: cl, topic: topic, partition: partition, isolation: iso, isoLevel: level,
+		decomp: kgo.DefaultDecompressor(), leader: -1}, nil
 }
 
 func (r *kafkaLogReader) Close() { r.cl.Close() }
@@ -50,20 +76,138 @@ func (r *kafkaLogReader) Ends(ctx context.Context) (hwm, lso int64, err error) {
 	return hwm, lso, nil
 }
 
-// Start returns the log start offset (the read position before any record).
+// Start returns the log start offset (the read position before any record)
+// and moves the read there.
 func (r *kafkaLogReader) Start(ctx context.Context) (int64, error) {
-	return listOffset(ctx, r.cl, r.topic, r.partition, 0, -2)
+	start, err := listOffset(ctx, r.cl, r.topic, r.partition, 0, -2)
+	if err == nil {
+		r.pos = start
+	}
+	return start, err
 }
 
-func (r *kafkaLogReader) Poll(ctx context.Context) ([]*kgo.Record, error) {
-	fs := r.cl.PollFetches(ctx)
-	var firstErr error
-	fs.EachError(func(_ string, _ int32, err error) {
-		if firstErr == nil {
-			firstErr = err
+// Poll fetches once from the read position. Every error leaves the position
+// where it was and makes the next poll look the leader up again.
+func (r *kafkaLogReader) Poll(ctx context.Context) ([]*kgo.Record, int64, error) {
+	recs, err := r.fetch(ctx)
+	if err != nil {
+		r.leader = -1
+		return recs, r.pos, fmt.Errorf("%s[%d]: fetch at %d: %w", r.topic, r.partition, r.pos, err)
+	}
+	return recs, r.pos, nil
+}
+
+func (r *kafkaLogReader) fetch(ctx context.Context) ([]*kgo.Record, error) {
+	if r.leader < 0 {
+		if err := r.lookupLeader(ctx); err != nil {
+			return nil, err
 		}
-	})
-	return fs.Records(), firstErr
+	}
+	req := kmsg.NewPtrFetchRequest()
+	req.MaxWaitMillis = int32(fetchMaxWait.Milliseconds())
+	req.MinBytes = 1
+	req.IsolationLevel = r.isoLevel
+	// SessionID 0 with SessionEpoch -1 (the default): a full fetch outside
+	// any fetch session (KIP-227); one partition needs no incremental state.
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic, rt.TopicID = r.topic, r.topicID
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition = r.partition
+	rp.FetchOffset = r.pos
+	rp.PartitionMaxBytes = fetchMaxPartitionBytes
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	kresp, err := r.cl.Broker(int(r.leader)).RetriableRequest(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("broker %d: %w", r.leader, err)
+	}
+	resp := kresp.(*kmsg.FetchResponse)
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return nil, fmt.Errorf("broker %d: %w", r.leader, err)
+	}
+	for i := range resp.Topics {
+		t := &resp.Topics[i]
+		if t.Topic != r.topic && t.TopicID != r.topicID {
+			continue
+		}
+		for j := range t.Partitions {
+			p := &t.Partitions[j]
+			if p.Partition != r.partition {
+				continue
+			}
+			fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
+				Offset:         r.pos,
+				IsolationLevel: r.isolation,
+				Topic:          r.topic,
+				Partition:      r.partition,
+			}, p, r.decomp, nil)
+			// next only passes batches decoded whole: a truncated or failing
+			// batch is fetched again from where it starts.
+			r.pos = max(r.pos, next)
+			if errors.Is(fp.Err, kerr.OffsetOutOfRange) {
+				return fp.Records, r.outOfRange(ctx, fp.Err)
+			}
+			return fp.Records, fp.Err
+		}
+	}
+	return nil, fmt.Errorf("broker %d: %w (partition missing from the fetch response)", r.leader, kerr.UnknownTopicOrPartition)
+}
+
+// outOfRange handles OFFSET_OUT_OF_RANGE. Below the log start (retention or
+// DeleteRecords removed the head while the read ran; the cleaner may also
+// drop emptied head segments) the records are gone and the read goes on from
+// the new start, as a consumer's reset to the earliest offset would. Above
+// the log end, records below the read position were truncated (an unclean
+// leader election): the read fails, loudly.
+func (r *kafkaLogReader) outOfRange(ctx context.Context, err error) error {
+	start, serr := listOffset(ctx, r.cl, r.topic, r.partition, 0, -2)
+	if serr != nil {
+		return fmt.Errorf("%w (log start unknown: %v)", err, serr)
+	}
+	if start > r.pos {
+		r.pos = start
+		return nil
+	}
+	end, eerr := listOffset(ctx, r.cl, r.topic, r.partition, 0, -1)
+	if eerr != nil {
+		return fmt.Errorf("%w (log start %d, log end unknown: %v)", err, start, eerr)
+	}
+	return fmt.Errorf("%w: log start %d, log end %d: records below the read position were truncated", err, start, end)
+}
+
+// lookupLeader reads the partition's leader and the topic id from the
+// metadata.
+func (r *kafkaLogReader) lookupLeader(ctx context.Context) error {
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(r.topic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, r.cl)
+	if err != nil {
+		return fmt.Errorf("metadata: %w", err)
+	}
+	for _, t := range resp.Topics {
+		if t.Topic == nil || *t.Topic != r.topic {
+			continue
+		}
+		if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
+			return fmt.Errorf("metadata: %w", err)
+		}
+		for _, p := range t.Partitions {
+			if p.Partition != r.partition {
+				continue
+			}
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return fmt.Errorf("metadata: %w", err)
+			}
+			if p.Leader < 0 {
+				return fmt.Errorf("metadata: %w", kerr.LeaderNotAvailable)
+			}
+			r.leader, r.topicID = p.Leader, t.TopicID
+			return nil
+		}
+	}
+	return fmt.Errorf("metadata: %w", kerr.UnknownTopicOrPartition)
 }
 
 // listOffset lists one offset of a partition at an isolation level:

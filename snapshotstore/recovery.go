@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 )
@@ -16,11 +18,17 @@ type LogReader interface {
 	// Ends returns the high watermark (a read_uncommitted ListOffsets) and the
 	// last stable offset (read_committed).
 	Ends(ctx context.Context) (hwm, lso int64, err error)
-	// Poll blocks until records arrive or ctx ends. It returns control
-	// records too (commit/abort markers), so the read position can be
-	// tracked up to the high watermark: the last offset below it is usually a
-	// control record, which a plain consumer never sees.
-	Poll(ctx context.Context) ([]*kgo.Record, error)
+	// Poll fetches once, returning when the fetch does (the broker holds an
+	// empty one up to its max wait) or when ctx ends. It returns the records
+	// fetched (control records among them are skipped) and the read position
+	// after them: the offset the next fetch starts at. The position may pass
+	// the last record returned, or advance with no record at all: it passes
+	// control records (commit and abort markers; the last offset below the
+	// high watermark is usually one), batches aborted under read_committed,
+	// and what compaction left of cleaned batches (a batch keeps its last
+	// offset when its records are removed, KAFKA-5443; emptied batches can
+	// stay as headers). 0: no position known beyond the records.
+	Poll(ctx context.Context) (recs []*kgo.Record, next int64, err error)
 }
 
 // StallCause is the diagnosis of a stalled recovery read.
@@ -36,6 +44,9 @@ const (
 	// transaction outlived the deadline (hanging, KIP-664, or its timeout
 	// exceeds the deadline and it will heal on its own).
 	StallOpenTransaction
+	// StallFetchError: the fetches kept failing with a transient error until
+	// the deadline (the last one is FetchErr).
+	StallFetchError
 )
 
 func (c StallCause) String() string {
@@ -44,6 +55,8 @@ func (c StallCause) String() string {
 		return "truncation: the log end fell below the captured target; records are lost (operator decision: reset or restore)"
 	case StallOpenTransaction:
 		return "open transaction: the read_committed position is pinned below the target by a transaction that outlived the deadline (hanging, or transaction.timeout.ms above the deadline)"
+	case StallFetchError:
+		return "fetch error: the fetches kept failing with a transient error until the deadline"
 	default:
 		return "unknown: the log end could not be re-read"
 	}
@@ -60,33 +73,50 @@ type RecoveryReadStalledError struct {
 	Cause     StallCause
 	// ReReadErr is why the log end could not be re-read (Cause StallUnknown).
 	ReReadErr error
+	// FetchErr is the last fetch error before the stall, nil if the last
+	// fetches succeeded (without progress).
+	FetchErr error
 }
 
 func (e *RecoveryReadStalledError) Error() string {
 	s := fmt.Sprintf("%s: recovery read stalled for %s at position %d below target %d (log end now %d): %s",
 		e.Partition, e.Stalled, e.Position, e.Target, e.LogEnd, e.Cause)
+	if e.FetchErr != nil {
+		s += fmt.Sprintf(" (last fetch error: %v)", e.FetchErr)
+	}
 	if e.ReReadErr != nil {
 		s += fmt.Sprintf(" (re-read failed: %v)", e.ReReadErr)
 	}
 	return s
 }
 
-// Unwrap exposes the re-read error.
-func (e *RecoveryReadStalledError) Unwrap() error { return e.ReReadErr }
+// Unwrap exposes the fetch and re-read errors.
+func (e *RecoveryReadStalledError) Unwrap() []error {
+	var errs []error
+	for _, err := range []error{e.FetchErr, e.ReReadErr} {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
 
 // ReadOptions tune ReadToTarget.
 type ReadOptions struct {
 	// Partition names the partition in errors and logs.
 	Partition string
 	// StallTimeout fails a read whose position has not advanced for this long
-	// (reset by every advance). Zero waits forever: the plain mode, whose
-	// read_uncommitted read never waits on a transaction.
+	// (reset by every advance); transient fetch errors are retried until then.
+	// Zero waits (and retries) forever: the plain mode, whose own writes are
+	// never transactional, so only a foreign open transaction can hold it.
 	StallTimeout time.Duration
 	Logger       *zap.Logger
 }
 
 // ReadToTarget reads r from its start until the read position reaches the
-// high watermark captured up front, calling fn for every data record.
+// high watermark captured up front, calling fn for every data record. A
+// transient fetch error (see transientFetchError) is retried with a backoff
+// until the stall deadline; any other fails the read at once.
 //
 // The target is the high watermark, never the LSO: a read bounded by the LSO
 // completes while silently missing committed snapshots above an open
@@ -118,12 +148,15 @@ func ReadToTarget(ctx context.Context, r LogReader, o ReadOptions, fn func(*kgo.
 		}
 	}
 	lastProgress := time.Now()
+	var fetchErr error // the last fetch error since the last progress
+	backoff := minFetchBackoff
 	for pos < target {
 		pctx, cancel := ctx, context.CancelFunc(func() {})
 		if o.StallTimeout > 0 {
 			pctx, cancel = context.WithDeadline(ctx, lastProgress.Add(o.StallTimeout))
 		}
-		recs, perr := r.Poll(pctx)
+		recs, next, perr := r.Poll(pctx)
+		pollExpired := pctx.Err() != nil
 		cancel()
 		advanced := false
 		for _, rec := range recs {
@@ -138,27 +171,81 @@ func ReadToTarget(ctx context.Context, r LogReader, o ReadOptions, fn func(*kgo.
 				return err
 			}
 		}
+		// The fetch position, not the last record, is the read position: it
+		// passes what yields no record (a cleaned batch's preserved last
+		// offset, KAFKA-5443; emptied batches; aborted batches under
+		// read_committed). Below the target with nothing readable after
+		// them, a record-tracked position would never arrive.
+		if next > pos {
+			pos = next
+			advanced = true
+		}
 		if advanced {
-			lastProgress = time.Now()
+			lastProgress, fetchErr, backoff = time.Now(), nil, minFetchBackoff
 			continue
 		}
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("%s: recovery read at %d of %d: %w", o.Partition, pos, target, err)
 		}
-		if o.StallTimeout > 0 && time.Since(lastProgress) >= o.StallTimeout {
-			return stalled(ctx, r, o, target, pos, time.Since(lastProgress))
-		}
-		if perr != nil && !errors.Is(perr, context.DeadlineExceeded) {
+		retry := false
+		switch {
+		case perr == nil:
+			fetchErr = nil
+		case pollExpired && errors.Is(perr, context.DeadlineExceeded):
+			// The stall deadline ended the poll: not a fetch error.
+		case !transientFetchError(perr):
 			return fmt.Errorf("%s: recovery read at %d of %d: %w", o.Partition, pos, target, perr)
+		default:
+			lvl := zap.DebugLevel // the first of a run of failures is a warning
+			if fetchErr == nil {
+				lvl = zap.WarnLevel
+			}
+			log.Log(lvl, "recovery fetch failed; retrying", zap.String("partition", o.Partition),
+				zap.Int64("position", pos), zap.Int64("target", target), zap.Error(perr))
+			fetchErr, retry = perr, true
+		}
+		if o.StallTimeout > 0 && time.Since(lastProgress) >= o.StallTimeout {
+			return stalled(ctx, r, o, target, pos, time.Since(lastProgress), fetchErr)
+		}
+		if retry {
+			// Back off before the retry, within the stall deadline.
+			wait := backoff
+			if o.StallTimeout > 0 {
+				wait = min(wait, time.Until(lastProgress.Add(o.StallTimeout)))
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(wait):
+			}
+			backoff = min(2*backoff, maxFetchBackoff)
 		}
 	}
 	return nil
 }
 
+// The backoff between retries of a failing fetch (kgo's default retry
+// backoff starts at 250 ms and caps at 1 s; a recovery read is on the
+// assignment's critical path, so it starts lower).
+const (
+	minFetchBackoff = 50 * time.Millisecond
+	maxFetchBackoff = time.Second
+)
+
+// transientFetchError reports whether a fetch error may heal by retrying:
+// Kafka's retriable errors (a leader moving: NOT_LEADER_OR_FOLLOWER,
+// UNKNOWN_LEADER_EPOCH; REQUEST_TIMED_OUT, ...) and connection failures (a
+// broker restarting refuses connections for a while, which kgo does not
+// count as retryable). Anything else — an authorization failure, a corrupt
+// batch, a position out of range — fails the read at once.
+func transientFetchError(err error) bool {
+	var ne net.Error // *net.OpError: dial refused, reset, timeouts
+	return kerr.IsRetriable(err) || kgo.IsRetryableBrokerErr(err) || errors.As(err, &ne)
+}
+
 // stalled diagnoses a stall from a fresh read of the log end. A failing
 // re-read never masks the stall: the stall error is returned either way.
-func stalled(ctx context.Context, r LogReader, o ReadOptions, target, pos int64, d time.Duration) error {
-	e := &RecoveryReadStalledError{Partition: o.Partition, Target: target, Position: pos, LogEnd: -1, Stalled: d}
+func stalled(ctx context.Context, r LogReader, o ReadOptions, target, pos int64, d time.Duration, fetchErr error) error {
+	e := &RecoveryReadStalledError{Partition: o.Partition, Target: target, Position: pos, LogEnd: -1, Stalled: d, FetchErr: fetchErr}
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	hwm, _, err := r.Ends(rctx)
@@ -167,6 +254,8 @@ func stalled(ctx context.Context, r LogReader, o ReadOptions, target, pos int64,
 		e.Cause, e.ReReadErr = StallUnknown, err
 	case hwm < target:
 		e.Cause, e.LogEnd = StallTruncation, hwm
+	case fetchErr != nil:
+		e.Cause, e.LogEnd = StallFetchError, hwm
 	default:
 		e.Cause, e.LogEnd = StallOpenTransaction, hwm
 	}

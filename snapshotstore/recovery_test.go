@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -23,17 +26,21 @@ type endsResult struct {
 
 type pollResult struct {
 	recs []*kgo.Record
+	next int64 // the read position after the fetch
 	err  error
 }
 
 // scriptedLog is a LogReader driven by the test. Ends answers from a script
-// (the last entry repeats). Poll blocks, like kgo's PollFetches, until the
-// test feeds a result or the poll's context ends; every call is announced on
-// polls with its context.
+// (the last entry repeats). Poll blocks, like a fetch the broker holds, until
+// the test feeds a result or the poll's context ends; every call is announced
+// on polls with its context. Once the fed results are used up, while a
+// sticky error is set, every Poll returns it at once (a broker that keeps
+// failing).
 type scriptedLog struct {
-	mu    sync.Mutex
-	ends  []endsResult
-	nEnds int
+	mu     sync.Mutex
+	ends   []endsResult
+	nEnds  int
+	sticky error
 
 	feed  chan pollResult
 	polls chan context.Context
@@ -57,18 +64,57 @@ func (l *scriptedLog) endsCalls() int {
 	return l.nEnds
 }
 
-func (l *scriptedLog) Poll(ctx context.Context) ([]*kgo.Record, error) {
-	l.polls <- ctx
+func (l *scriptedLog) Poll(ctx context.Context) ([]*kgo.Record, int64, error) {
+	select {
+	case l.polls <- ctx:
+	default: // a test that does not watch the polls
+	}
+	select {
+	case r := <-l.feed: // fed results first
+		return r.recs, r.next, r.err
+	default:
+	}
+	l.mu.Lock()
+	sticky := l.sticky
+	l.mu.Unlock()
+	if sticky != nil {
+		return nil, 0, sticky
+	}
 	select {
 	case r := <-l.feed:
-		return r.recs, r.err
+		return r.recs, r.next, r.err
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, 0, ctx.Err()
 	}
 }
 
-// give queues records for later polls, one poll per call.
-func (l *scriptedLog) give(recs ...*kgo.Record) { l.feed <- pollResult{recs: recs} }
+// give queues records for a later poll, one poll per call; the position
+// after it is the last record's offset + 1, as for a fetch whose last batch
+// ends with a record.
+func (l *scriptedLog) give(recs ...*kgo.Record) {
+	var next int64
+	if len(recs) > 0 {
+		next = recs[len(recs)-1].Offset + 1
+	}
+	l.feed <- pollResult{recs: recs, next: next}
+}
+
+// giveAt queues a poll that returns recs and leaves the position at next,
+// which may be past the last record: the fetch passed batches that yielded
+// no record.
+func (l *scriptedLog) giveAt(next int64, recs ...*kgo.Record) {
+	l.feed <- pollResult{recs: recs, next: next}
+}
+
+// fail queues a poll that fails with err.
+func (l *scriptedLog) fail(err error) { l.feed <- pollResult{err: err} }
+
+// failAlways makes every poll fail with err.
+func (l *scriptedLog) failAlways(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.sticky = err
+}
 
 // awaitPoll returns the context of the next Poll call.
 func (l *scriptedLog) awaitPoll(t *testing.T) context.Context {
@@ -356,13 +402,132 @@ func TestReadToTargetCaptureFailure(t *testing.T) {
 	}
 }
 
-func TestReadToTargetPollErrorWithoutProgressFails(t *testing.T) {
-	boom := errors.New("fetch: TOPIC_AUTHORIZATION_FAILED")
+// A fetch error that retrying cannot heal fails the read at once, in both
+// modes, not at the stall deadline.
+func TestReadToTargetPermanentFetchErrorFails(t *testing.T) {
+	for _, boom := range []error{kerr.TopicAuthorizationFailed, errors.New("invalid record batch: negative record count -3")} {
+		for _, stall := range []time.Duration{0, time.Minute} {
+			t.Run(fmt.Sprint(boom, "/stall=", stall), func(t *testing.T) {
+				l := newScriptedLog(endsResult{hwm: 5, lso: 5})
+				l.fail(boom)
+				err := startRead(context.Background(), l, snapshotstore.ReadOptions{StallTimeout: stall}).wait(t)
+				var se *snapshotstore.RecoveryReadStalledError
+				if !errors.Is(err, boom) || errors.As(err, &se) {
+					t.Fatalf("read error %v, want one wrapping the poll error, not a stall", err)
+				}
+			})
+		}
+	}
+}
+
+// A transient fetch error (a leader moving, a broker restarting, a request
+// timing out) is retried: the read completes once the fetches work again.
+func TestReadToTargetRetriesTransientFetchErrors(t *testing.T) {
+	for _, stall := range []time.Duration{0, time.Minute} {
+		t.Run(fmt.Sprint("stall=", stall), func(t *testing.T) {
+			l := newScriptedLog(endsResult{hwm: 5, lso: 5})
+			l.give(recs(0, 1)...)
+			l.fail(kerr.NotLeaderForPartition)
+			l.fail(&net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED})
+			l.fail(fmt.Errorf("snaps[0]: fetch at 2: %w", kerr.RequestTimedOut))
+			l.give(recs(2, 4)...)
+			err := startRead(context.Background(), l, snapshotstore.ReadOptions{Partition: "snaps[0]", StallTimeout: stall}).wait(t)
+			if err != nil {
+				t.Fatalf("a read with transient fetch errors failed: %v", err)
+			}
+			if n := l.endsCalls(); n != 1 {
+				t.Fatalf("Ends called %d times: a stall was diagnosed", n)
+			}
+		})
+	}
+}
+
+// Fetches that keep failing transiently fail the read at the stall deadline,
+// as a stall whose diagnosis names the fetch error.
+func TestReadToTargetTransientFetchErrorsUntilTheStallDeadline(t *testing.T) {
+	const stall = 100 * time.Millisecond
 	l := newScriptedLog(endsResult{hwm: 5, lso: 5})
-	l.feed <- pollResult{err: boom}
-	err := startRead(context.Background(), l, snapshotstore.ReadOptions{StallTimeout: time.Minute}).wait(t)
-	if !errors.Is(err, boom) {
-		t.Fatalf("read error %v, want one wrapping the poll error", err)
+	l.give(recs(0, 1)...)
+	l.failAlways(kerr.NotLeaderForPartition)
+	start := time.Now()
+	err := startRead(context.Background(), l, snapshotstore.ReadOptions{Partition: "snaps[4]", StallTimeout: stall}).wait(t)
+	var se *snapshotstore.RecoveryReadStalledError
+	if !errors.As(err, &se) {
+		t.Fatalf("read error %v (%T), want a *RecoveryReadStalledError", err, err)
+	}
+	if se.Cause != snapshotstore.StallFetchError || !errors.Is(se.FetchErr, kerr.NotLeaderForPartition) || !errors.Is(err, kerr.NotLeaderForPartition) {
+		t.Fatalf("stall = {Cause %v FetchErr %v}, want StallFetchError with NOT_LEADER_OR_FOLLOWER", se.Cause, se.FetchErr)
+	}
+	if se.Position != 2 || se.Partition != "snaps[4]" {
+		t.Fatalf("stall at %s position %d, want snaps[4] position 2", se.Partition, se.Position)
+	}
+	if elapsed := time.Since(start); elapsed < stall {
+		t.Fatalf("the read failed after %s, before the stall timeout %s", elapsed, stall)
+	}
+}
+
+// Compaction removes records at the end of the log while keeping the
+// position: a cleaned batch keeps its last offset (KAFKA-5443), emptied
+// batches stay as headers, and read_committed skips aborted batches. The
+// fetch position passes them without returning a record, and so must the
+// read: tracking only the records received, it never reached the target (a
+// false stall in the transactional mode, a hang in the plain mode).
+func TestReadToTargetFollowsTheFetchPositionPastRemovedRecords(t *testing.T) {
+	for _, stall := range []time.Duration{0, 200 * time.Millisecond} {
+		t.Run(fmt.Sprint("stall=", stall), func(t *testing.T) {
+			l := newScriptedLog(endsResult{hwm: 10, lso: 10})
+			l.giveAt(7, dataRec(0), dataRec(1), dataRec(2), dataRec(4)) // 3, 5, 6 cleaned; the batch ends at 6
+			l.giveAt(10)                                                // 7..9: batches that yield nothing
+			r := startRead(context.Background(), l, snapshotstore.ReadOptions{StallTimeout: stall})
+			if err := r.wait(t); err != nil {
+				t.Fatalf("read past removed records: %v", err)
+			}
+			if got := r.offsets(); got != "[0 1 2 4]" {
+				t.Fatalf("fn saw %s, want [0 1 2 4]", got)
+			}
+		})
+	}
+}
+
+// An advance of the fetch position alone is progress: it resets the stall
+// deadline.
+func TestReadToTargetPositionOnlyProgressResetsTheStallDeadline(t *testing.T) {
+	const (
+		stall = 200 * time.Millisecond
+		gap   = 30 * time.Millisecond
+		n     = 10 // n × gap = 1.5 × stall
+	)
+	l := newScriptedLog(endsResult{hwm: n, lso: n})
+	start := time.Now()
+	r := startRead(context.Background(), l, snapshotstore.ReadOptions{StallTimeout: stall})
+	for o := range int64(n) {
+		select {
+		case <-l.polls:
+		case err := <-r.done:
+			t.Fatalf("the read returned at position %d: %v", o, err)
+		case <-time.After(testTimeout):
+			t.Fatal("the read did not poll")
+		}
+		time.Sleep(gap)
+		l.giveAt(o + 1) // an empty batch per poll
+	}
+	if err := r.wait(t); err != nil {
+		t.Fatalf("a read progressing by position only failed: %v", err)
+	}
+	if elapsed := time.Since(start); elapsed <= stall {
+		t.Fatalf("the read took %s, not longer than the stall timeout %s: the test proved nothing", elapsed, stall)
+	}
+}
+
+// A reported position behind the read position never moves it back.
+func TestReadToTargetPositionNeverMovesBack(t *testing.T) {
+	l := newScriptedLog(endsResult{hwm: 8, lso: 8})
+	l.give(recs(0, 4)...)
+	l.giveAt(2)
+	err := startRead(context.Background(), l, snapshotstore.ReadOptions{StallTimeout: 50 * time.Millisecond}).wait(t)
+	var se *snapshotstore.RecoveryReadStalledError
+	if !errors.As(err, &se) || se.Position != 5 {
+		t.Fatalf("read error %v, want a stall at position 5", err)
 	}
 }
 

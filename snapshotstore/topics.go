@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -25,10 +26,48 @@ type TopicSpec struct {
 	ReplicationFactor int16
 }
 
+// CleanupPolicyError is EnsureTopics' error for a snapshot topic whose
+// cleanup.policy does not contain compact (or could not be read, Err). It
+// matches ErrTopicSetup. With delete, retention removes the snapshots of keys
+// idle longer than retention.ms and their state is silently lost on the next
+// recovery. The check runs last: on this error every other check passed, so
+// a caller may downgrade it to a warning.
+type CleanupPolicyError struct {
+	Topic  string
+	Policy string // the topic's cleanup.policy; empty when Err is set
+	Err    error  // why the policy could not be read (DescribeConfigs failed)
+}
+
+func (e *CleanupPolicyError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%v: snapshot topic %q: cannot check its cleanup.policy (it must contain compact): %v", ErrTopicSetup, e.Topic, e.Err)
+	}
+	return fmt.Sprintf("%v: snapshot topic %q has cleanup.policy=%s; it must contain compact: otherwise retention deletes the snapshots of idle keys and their state is silently lost",
+		ErrTopicSetup, e.Topic, e.Policy)
+}
+
+// Is makes errors.Is(err, ErrTopicSetup) true.
+func (e *CleanupPolicyError) Is(target error) bool { return target == ErrTopicSetup }
+
+// Unwrap exposes the describe error.
+func (e *CleanupPolicyError) Unwrap() error { return e.Err }
+
+// cleanupPolicyCompacts reports whether a cleanup.policy value (a list:
+// "compact", "compact,delete", ...) includes compaction.
+func cleanupPolicyCompacts(policy string) bool {
+	for p := range strings.SplitSeq(policy, ",") {
+		if strings.TrimSpace(p) == "compact" {
+			return true
+		}
+	}
+	return false
+}
+
 // EnsureTopics checks (and creates, if spec.Create) the input topic and the
 // compacted snapshot topic. The snapshot topic needs at least as many
-// partitions as the input topic: snapshot partition N serves input
-// partition N.
+// partitions as the input topic (snapshot partition N serves input partition
+// N) and a cleanup.policy containing compact: that check runs last and fails
+// with a *CleanupPolicyError.
 func EnsureTopics(ctx context.Context, cl *kgo.Client, input, snapshot string, spec TopicSpec) error {
 	adm := kadm.NewClient(cl)
 	details, err := adm.ListTopics(ctx, input, snapshot)
@@ -67,16 +106,43 @@ func EnsureTopics(ctx context.Context, cl *kgo.Client, input, snapshot string, s
 		in = parts
 	}
 	snap := count(snapshot)
+	created := false
 	if snap == 0 {
 		compact := "compact"
 		if err := create(snapshot, in, map[string]*string{"cleanup.policy": &compact}); err != nil {
 			return err
 		}
-		snap = in
+		snap, created = in, true
 	}
 	if snap < in {
 		return fmt.Errorf("%w: snapshot topic %q has %d partitions, fewer than the %d of input topic %q (snapshot partition N serves input partition N)",
 			ErrTopicSetup, snapshot, snap, in, input)
+	}
+	if created {
+		return nil // compacted by the create above (or by whoever won its race)
+	}
+	return checkCleanupPolicy(ctx, adm, snapshot)
+}
+
+func checkCleanupPolicy(ctx context.Context, adm *kadm.Client, topic string) error {
+	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+	if err == nil && len(rcs) == 1 {
+		err = rcs[0].Err
+	}
+	if err == nil && len(rcs) != 1 {
+		err = fmt.Errorf("describe configs: %d resources in the response", len(rcs))
+	}
+	if err != nil {
+		return &CleanupPolicyError{Topic: topic, Err: err}
+	}
+	policy := "delete" // Kafka's default, should the broker omit it
+	for _, c := range rcs[0].Configs {
+		if c.Key == "cleanup.policy" && c.Value != nil {
+			policy = *c.Value
+		}
+	}
+	if !cleanupPolicyCompacts(policy) {
+		return &CleanupPolicyError{Topic: topic, Policy: policy}
 	}
 	return nil
 }

@@ -1,0 +1,70 @@
+package snapshotstore_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/actorflow/actorflow/internal/testkit"
+	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/twmb/franz-go/pkg/kadm"
+)
+
+// A snapshot topic that is not compacted loses the state of idle keys when
+// retention deletes their snapshots: EnsureTopics refuses it, naming the
+// topic and the setting.
+func TestEnsureTopicsChecksTheSnapshotCleanupPolicy(t *testing.T) {
+	_, brokers := testkit.Kfake(t)
+	cl := testkit.Client(t, brokers)
+	adm := kadm.NewClient(cl)
+	ctx := context.Background()
+	input := testkit.Name(t, "in")
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, input); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		cfg    map[string]*string
+		policy string // "" when accepted
+	}{
+		{"explicit delete", map[string]*string{"cleanup.policy": kadm.StringPtr("delete")}, "delete"},
+		{"broker default (delete)", nil, "delete"},
+		{"compact", map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, ""},
+		{"compact,delete", map[string]*string{"cleanup.policy": kadm.StringPtr("compact,delete")}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			snaps := testkit.Name(t, "snaps")
+			if _, err := adm.CreateTopic(ctx, 1, 1, tc.cfg, snaps); err != nil {
+				t.Fatal(err)
+			}
+			err := snapshotstore.EnsureTopics(ctx, cl, input, snaps, snapshotstore.TopicSpec{})
+			if tc.policy == "" {
+				if err != nil {
+					t.Fatalf("EnsureTopics: %v", err)
+				}
+				return
+			}
+			var pe *snapshotstore.CleanupPolicyError
+			if !errors.Is(err, snapshotstore.ErrTopicSetup) || !errors.As(err, &pe) {
+				t.Fatalf("EnsureTopics = %v, want a *CleanupPolicyError matching ErrTopicSetup", err)
+			}
+			if pe.Topic != snaps || pe.Policy != tc.policy || pe.Err != nil {
+				t.Errorf("CleanupPolicyError = %+v, want topic %q policy %q", pe, snaps, tc.policy)
+			}
+			if msg := err.Error(); !strings.Contains(msg, snaps) || !strings.Contains(msg, "cleanup.policy="+tc.policy) || !strings.Contains(msg, "compact") {
+				t.Errorf("error %q does not name the topic, the setting and what it must contain", msg)
+			}
+		})
+	}
+	t.Run("created by EnsureTopics", func(t *testing.T) {
+		in, snaps := testkit.Name(t, "in"), testkit.Name(t, "snaps")
+		if err := snapshotstore.EnsureTopics(ctx, cl, in, snaps, snapshotstore.TopicSpec{Create: true, Partitions: 2, ReplicationFactor: -1}); err != nil {
+			t.Fatalf("EnsureTopics with creation: %v", err)
+		}
+		// A fresh client: kgo may answer the first one's metadata from its cache.
+		if err := snapshotstore.EnsureTopics(ctx, testkit.Client(t, brokers), in, snaps, snapshotstore.TopicSpec{}); err != nil {
+			t.Fatalf("EnsureTopics on the topics it created: %v", err)
+		}
+	})
+}
