@@ -35,6 +35,7 @@ type config struct {
 	clientOpts       []kgo.Opt
 	log              *zap.Logger
 	failFast         bool
+	integrity        snapshotstore.IntegrityOptions
 	retryBackoff     time.Duration
 	maxRetryBackoff  time.Duration
 }
@@ -165,4 +166,22 @@ func WithFailFast() Option { return func(c *config) { c.failFast = true } }
 // 1 min.
 func WithPartitionRetryBackoff(first, max time.Duration) Option {
 	return func(c *config) { c.retryBackoff, c.maxRetryBackoff = first, max }
+}
+
+// WithResetLostState starts a partition whose snapshot history is missing —
+// a committed input offset but no offset marker and no snapshot (the
+// snapshot topic was deleted and re-created, or its records expired), or a
+// committed offset above the latest marker (a truncated topic) — logging it
+// at error; its keys restart from their surviving snapshots or from nothing.
+// Default: such a partition refuses to start (errors.Is(err,
+// snapshotstore.ErrLostState)), naming topic, partition and offsets.
+func WithResetLostState() Option { return func(c *config) { c.integrity.ResetLostState = true } }
+
+// WithDropUndecodableSnapshots drops (logged at error) the state of keys
+// whose latest snapshot record cannot be decoded, instead of failing the
+// partition (errors.Is(err, snapshotstore.ErrUndecodableSnapshot), naming the
+// keys and record positions). An undecodable record superseded by a later
+// valid one of its key is skipped with a warning either way.
+func WithDropUndecodableSnapshots() Option {
+	return func(c *config) { c.integrity.DropUndecodable = true }
 }

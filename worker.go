@@ -114,6 +114,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			snapshotstore.WithTransactionalIDPrefix(w.cfg.txnPrefix),
 			snapshotstore.WithRecoveryStallTimeout(w.cfg.stall),
 			snapshotstore.WithStaleGenerationWait(staleWait),
+			snapshotstore.WithIntegrity(w.cfg.integrity),
 			snapshotstore.WithClientOpts(w.cfg.clientOpts...),
 			snapshotstore.WithLogger(log.Named("snapshots")))
 		if err != nil {

@@ -54,8 +54,10 @@ type Supervisor struct {
 	mu     sync.Mutex
 	seq    int
 	opened map[coordinator.TopicPartition]snapshotstore.Partition
-	parts  map[coordinator.TopicPartition]*handle
-	events []Event // for tests; bounded
+	// assigned is each partition's latest assignment, for its recovery.
+	assigned map[coordinator.TopicPartition]snapshotstore.Assignment
+	parts    map[coordinator.TopicPartition]*handle
+	events   []Event // for tests; bounded
 }
 
 // handle is one running partition actor.
@@ -83,8 +85,9 @@ func NewSupervisor(sys *actor.ActorSystem, cfg SupervisorConfig) (*Supervisor, e
 		cfg.Logger = zap.NewNop()
 	}
 	s := &Supervisor{sys: sys, cfg: cfg, log: cfg.Logger,
-		opened: map[coordinator.TopicPartition]snapshotstore.Partition{},
-		parts:  map[coordinator.TopicPartition]*handle{},
+		opened:   map[coordinator.TopicPartition]snapshotstore.Partition{},
+		assigned: map[coordinator.TopicPartition]snapshotstore.Assignment{},
+		parts:    map[coordinator.TopicPartition]*handle{},
 	}
 	// The guardian of the supervisor actor itself: protoactor's default
 	// would restart it on a panic, which stops every partition actor
@@ -140,6 +143,14 @@ func (s *Supervisor) info(tp coordinator.TopicPartition) snapshotstore.Partition
 		ConsumerCommit: func(ctx context.Context, offset int64) error {
 			return s.cons.CommitOffset(ctx, tp, offset)
 		},
+		Assigned: func() snapshotstore.Assignment {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if a, ok := s.assigned[tp]; ok {
+				return a
+			}
+			return snapshotstore.Assignment{Offset: -1, LogStart: -1}
+		},
 	}
 }
 
@@ -155,8 +166,12 @@ type spawnRes struct {
 }
 
 // Start implements coordinator.Handler.
-func (s *Supervisor) Start(_ context.Context, assigned map[coordinator.TopicPartition]int64) error {
-	for tp, off := range assigned {
+func (s *Supervisor) Start(_ context.Context, assigned map[coordinator.TopicPartition]snapshotstore.Assignment) error {
+	for tp, a := range assigned {
+		off := a.Offset
+		s.mu.Lock()
+		s.assigned[tp] = a // read by the store's recovery (PartitionInfo.Assigned)
+		s.mu.Unlock()
 		s.mu.Lock()
 		store := s.opened[tp]
 		delete(s.opened, tp)

@@ -24,7 +24,7 @@ type Handler interface {
 	Open(ctx context.Context, tps []TopicPartition) error
 	// Start starts partitions at their assigned offsets (the consumer's
 	// position: the committed offset, else the log start).
-	Start(ctx context.Context, assigned map[TopicPartition]int64) error
+	Start(ctx context.Context, assigned map[TopicPartition]snapshotstore.Assignment) error
 	// Stop stops partitions and returns only after their actor subtrees have
 	// stopped (or the teardown bound passed). flush persists them first
 	// (revoke); a lost partition is stopped without flushing.
@@ -455,7 +455,7 @@ func (c *Consumer) restart(ctx context.Context, tp TopicPartition) {
 	// Its in-flight records died with its subtree.
 	c.fc.Remove(tp, func() {})
 	err = c.h.Open(ctx, []TopicPartition{tp})
-	var offsets map[TopicPartition]int64
+	var offsets map[TopicPartition]snapshotstore.Assignment
 	if err == nil {
 		offsets, err = c.assignedOffsets(ctx, []TopicPartition{tp})
 	}
@@ -464,7 +464,7 @@ func (c *Consumer) restart(ctx context.Context, tp TopicPartition) {
 		// from the new offset"; buffered fetches of the partition are
 		// dropped), with no poll's delivery in progress.
 		c.deliver.Lock()
-		c.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{tp.Topic: {tp.Partition: {Epoch: -1, Offset: offsets[tp]}}})
+		c.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{tp.Topic: {tp.Partition: {Epoch: -1, Offset: offsets[tp].Offset}}})
 		c.fc.Track(tp)
 		err = c.h.Start(ctx, offsets)
 		if err == nil {
@@ -683,34 +683,30 @@ func (c *Consumer) assign(ctx context.Context, tps []TopicPartition) error {
 }
 
 // assignedOffsets returns each partition's position at assignment: its
-// committed offset, else its log start (the reset policy is AtStart).
-func (c *Consumer) assignedOffsets(ctx context.Context, tps []TopicPartition) (map[TopicPartition]int64, error) {
-	out := make(map[TopicPartition]int64, len(tps))
+// committed offset, else its log start (the reset policy is AtStart), with
+// whether it was committed and the log start (for the lost-state check).
+func (c *Consumer) assignedOffsets(ctx context.Context, tps []TopicPartition) (map[TopicPartition]snapshotstore.Assignment, error) {
+	out := make(map[TopicPartition]snapshotstore.Assignment, len(tps))
 	committed, err := c.fetchStable(ctx, tps)
 	if err != nil {
 		return nil, err
 	}
-	var missing []TopicPartition
-	for _, tp := range tps {
-		if o, ok := committed.Lookup(tp.Topic, tp.Partition); ok && o.Err == nil && o.At >= 0 {
-			out[tp] = o.At
-		} else if ok && o.Err != nil {
-			return nil, fmt.Errorf("fetch committed offset of %s[%d]: %w", tp.Topic, tp.Partition, o.Err)
-		} else {
-			missing = append(missing, tp)
-		}
+	starts, err := c.adm.ListStartOffsets(ctx, c.cfg.Topic)
+	if err != nil {
+		return nil, fmt.Errorf("list start offsets of %q: %w", c.cfg.Topic, err)
 	}
-	if len(missing) > 0 {
-		starts, err := c.adm.ListStartOffsets(ctx, c.cfg.Topic)
-		if err != nil {
-			return nil, fmt.Errorf("list start offsets of %q: %w", c.cfg.Topic, err)
+	for _, tp := range tps {
+		st, ok := starts.Lookup(tp.Topic, tp.Partition)
+		if !ok || st.Err != nil {
+			return nil, fmt.Errorf("list start offset of %s[%d]: %v", tp.Topic, tp.Partition, st.Err)
 		}
-		for _, tp := range missing {
-			o, ok := starts.Lookup(tp.Topic, tp.Partition)
-			if !ok || o.Err != nil {
-				return nil, fmt.Errorf("list start offset of %s[%d]: %v", tp.Topic, tp.Partition, o.Err)
-			}
-			out[tp] = o.Offset
+		switch o, ok := committed.Lookup(tp.Topic, tp.Partition); {
+		case ok && o.Err != nil:
+			return nil, fmt.Errorf("fetch committed offset of %s[%d]: %w", tp.Topic, tp.Partition, o.Err)
+		case ok && o.At >= 0:
+			out[tp] = snapshotstore.Assignment{Offset: o.At, Committed: true, LogStart: st.Offset}
+		default:
+			out[tp] = snapshotstore.Assignment{Offset: st.Offset, LogStart: st.Offset}
 		}
 	}
 	return out, nil

@@ -43,6 +43,7 @@ type kafkaConfig struct {
 	log           *zap.Logger
 	commitRetries int
 	staleGenWait  time.Duration
+	integrity     IntegrityOptions
 }
 
 // WithMode selects Plain (default) or Transactional.
@@ -77,6 +78,11 @@ func WithRecoveryStallTimeout(d time.Duration) KafkaOption {
 func WithStaleGenerationWait(d time.Duration) KafkaOption {
 	return func(c *kafkaConfig) { c.staleGenWait = d }
 }
+
+// WithIntegrity sets the operator's ways out of a recovery that finds an
+// undecodable latest snapshot or lost snapshot history (default: both fail
+// the partition with ErrUndecodableSnapshot / ErrLostState).
+func WithIntegrity(o IntegrityOptions) KafkaOption { return func(c *kafkaConfig) { c.integrity = o } }
 
 // WithClientOpts adds kgo options (TLS, SASL, ...) to every client the store
 // creates.
@@ -159,17 +165,36 @@ func (k *Kafka) recover(ctx context.Context, p PartitionInfo, readCommitted bool
 		return err
 	}
 	defer r.Close()
-	return ReadToTarget(ctx, r, ReadOptions{
-		Partition:    fmt.Sprintf("%s[%d]", k.topic, p.Partition),
+	snaps := fmt.Sprintf("%s[%d]", k.topic, p.Partition)
+	check := newRecoveryCheck(snaps, k.cfg.integrity, k.cfg.log)
+	err = ReadToTarget(ctx, r, ReadOptions{
+		Partition:    snaps,
 		StallTimeout: stall,
 		Logger:       k.cfg.log,
 	}, func(rec *kgo.Record) error {
-		s, ok, err := DecodeRecord(rec)
-		if err != nil || !ok {
+		if s, ok := check.add(rec); ok {
+			return fn(s)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	var a *Assignment
+	if p.Assigned != nil {
+		v := p.Assigned()
+		a = &v
+	}
+	drop, err := check.finish(p.String(), a)
+	if err != nil {
+		return err
+	}
+	for _, key := range drop {
+		if err := fn(Snapshot{Key: key, Offset: -1}); err != nil {
 			return err
 		}
-		return fn(s)
-	})
+	}
+	return nil
 }
 
 type plainPartition struct {
@@ -188,10 +213,15 @@ func (p *plainPartition) Recover(ctx context.Context, fn func(Snapshot) error) e
 }
 
 func (p *plainPartition) Commit(ctx context.Context, b Batch) error {
-	if len(b.Writes) > 0 {
-		recs := make([]*kgo.Record, len(b.Writes))
-		for i, w := range b.Writes {
-			recs[i] = EncodeRecord(p.k.topic, p.info.Partition, w)
+	if len(b.Writes) > 0 || b.OffsetAdvanced {
+		recs := make([]*kgo.Record, 0, len(b.Writes)+1)
+		for _, w := range b.Writes {
+			recs = append(recs, EncodeRecord(p.k.topic, p.info.Partition, w))
+		}
+		// The marker before the consumer commit: a committed offset above
+		// the latest marker then means lost snapshots (recoveryCheck).
+		if b.OffsetAdvanced {
+			recs = append(recs, markerRecord(p.k.topic, p.info.Partition, b.Offset))
 		}
 		if err := p.k.producer.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 			return fmt.Errorf("%s: write %d snapshots to %s: %w", p.info, len(recs), p.k.topic, err)

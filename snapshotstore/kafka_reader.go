@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
 )
 
 // kafkaLogReader reads one snapshot partition from its start with raw Fetch
@@ -248,12 +249,19 @@ func ReadLatest(ctx context.Context, brokers []string, topic string, partition i
 	}
 	defer r.Close()
 	out := map[string]Snapshot{}
-	err = ReadToTarget(ctx, r, ReadOptions{Partition: fmt.Sprintf("%s[%d]", topic, partition)}, func(rec *kgo.Record) error {
-		s, ok, err := DecodeRecord(rec)
-		if ok {
+	name := fmt.Sprintf("%s[%d]", topic, partition)
+	// The latest record of a key decides, as in a recovery: an undecodable
+	// record superseded by a valid one is skipped.
+	check := newRecoveryCheck(name, IntegrityOptions{}, zap.NewNop())
+	err = ReadToTarget(ctx, r, ReadOptions{Partition: name}, func(rec *kgo.Record) error {
+		if s, ok := check.add(rec); ok {
 			out[s.Key] = s
 		}
-		return err
+		return nil
 	})
+	if err != nil {
+		return out, err
+	}
+	_, err = check.finish(name, nil)
 	return out, err
 }

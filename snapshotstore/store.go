@@ -33,6 +33,10 @@ type PartitionInfo struct {
 	// ConsumerCommit commits an input offset through the driving consumer
 	// (the plain mode's path; the transactional mode never calls it).
 	ConsumerCommit func(ctx context.Context, offset int64) error
+	// Assigned returns the partition's assignment (offset, whether it was
+	// committed, the input's log start). Called after Open, at recovery, to
+	// detect lost snapshot history; nil skips that check.
+	Assigned func() Assignment
 }
 
 func (p PartitionInfo) String() string { return fmt.Sprintf("%s[%d]", p.Topic, p.Partition) }

@@ -34,8 +34,13 @@ func Suite() []Case {
 		{Name: "BackpressureBound", Run: BackpressureBound},
 		{Name: "FencedPartitionFailsWorker", Run: FencedPartitionFailsWorker},
 		{Name: "PoisonRecordFailFast", Parallel: true, Run: PoisonRecordFailFast},
+		{Name: "SupersededForeignSnapshotSkipped", Parallel: true, Run: SupersededForeignSnapshotSkipped},
 	}
 	modes := []snapshotstore.Mode{snapshotstore.Plain, snapshotstore.Transactional}
+	for _, mode := range modes {
+		cases = append(cases, Case{Name: "LostStateRefused/" + mode.String(), Parallel: true,
+			Run: func(t *testing.T, b []string) { LostStateRefused(t, b, mode) }})
+	}
 	for _, mode := range modes {
 		cases = append(cases, Case{Name: "PoisonRecordIsolated/" + mode.String(), Parallel: true,
 			Run: func(t *testing.T, b []string) { PoisonRecordIsolated(t, b, mode) }})

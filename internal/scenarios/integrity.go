@@ -1,0 +1,155 @@
+package scenarios
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/actorflow/actorflow"
+	"github.com/actorflow/actorflow/internal/ledger"
+	"github.com/actorflow/actorflow/internal/testkit"
+	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// recreateTopic deletes topic and creates it again, empty and compacted
+// (Kafka deletes asynchronously: the creation is retried while the old
+// topic is still being removed).
+func recreateTopic(t *testing.T, brokers []string, topic string, partitions int32) {
+	t.Helper()
+	adm := kadm.NewClient(testkit.Client(t, brokers))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := adm.DeleteTopic(ctx, topic); err != nil {
+		t.Fatalf("delete %s: %v", topic, err)
+	}
+	compact := "compact"
+	testkit.Eventually(t, time.Minute, "the snapshot topic re-created", func() (bool, string) {
+		resp, err := adm.CreateTopic(ctx, partitions, 1, map[string]*string{"cleanup.policy": &compact}, topic)
+		if err == nil {
+			err = resp.Err
+		}
+		if err == nil {
+			return true, ""
+		}
+		if errors.Is(err, kerr.TopicAlreadyExists) {
+			return false, "still being deleted"
+		}
+		t.Fatalf("create %s: %v", topic, err)
+		return false, ""
+	})
+}
+
+// LostStateRefused (issue 9): the snapshot topic deleted and re-created
+// after a worker committed offsets. A new worker refuses to start the
+// partitions — listed in Status.Failed with ErrLostState, naming topic,
+// partition and offsets — and commits nothing; with WithResetLostState it
+// starts them anyway.
+func LostStateRefused(t *testing.T, brokers []string, mode snapshotstore.Mode) {
+	const partitions = 2
+	input, snaps, group := Topics(t, brokers, partitions)
+	exp := ledger.Expected{}
+	gen := &ledger.Generator{Accounts: 20}
+	testkit.ProduceLedger(t, brokers, input, gen, 400, exp)
+	w := StartWorker(t, ledger.Flow(), brokers, group, input, snaps, mode)
+	testkit.WaitCommittedAtEnd(t, brokers, group, input, time.Minute)
+	if err := w.Stop(t); err != nil {
+		t.Fatal(err)
+	}
+	before := map[int32]int64{}
+	for p := int32(0); p < partitions; p++ {
+		before[p] = committed(t, brokers, group, input, p)
+	}
+
+	recreateTopic(t, brokers, snaps, partitions)
+	testkit.ProduceLedger(t, brokers, input, gen, 100, exp)
+	w2 := StartWorker(t, ledger.Flow(), brokers, group, input, snaps, mode,
+		actorflow.WithPartitionRetryBackoff(100*time.Millisecond, 500*time.Millisecond))
+	testkit.Eventually(t, time.Minute, "both partitions refused for lost state", func() (bool, string) {
+		st := w2.W.Status(context.Background())
+		n := 0
+		for _, f := range st.Failed {
+			if strings.Contains(f.Error, "holds no snapshot history") && strings.Contains(f.Error, input) {
+				n++
+			}
+		}
+		return n == partitions, ""
+	})
+	for p := int32(0); p < partitions; p++ {
+		if c := committed(t, brokers, group, input, p); c != before[p] {
+			t.Fatalf("partition %d committed %d after its state was lost (was %d)", p, c, before[p])
+		}
+	}
+	err := w2.Stop(t)
+	if !errors.Is(err, snapshotstore.ErrLostState) {
+		t.Fatalf("Run at the clean stop = %v, want ErrLostState", err)
+	}
+
+	// The explicit reset: processing resumes from the committed offsets.
+	w3 := StartWorker(t, ledger.Flow(), brokers, group, input, snaps, mode, actorflow.WithResetLostState())
+	testkit.WaitCommittedAtEnd(t, brokers, group, input, time.Minute)
+	if err := w3.Stop(t); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// SupersededForeignSnapshotSkipped (issue 9): a snapshot record written by
+// another client (no actorflow.offset header) and superseded by a valid
+// snapshot of its key does not stop recovery, and the state is exact. A
+// foreign record that is the LATEST of its key refuses the partition
+// (ErrUndecodableSnapshot, naming the key) until the operator drops that
+// key's state with WithDropUndecodableSnapshots.
+func SupersededForeignSnapshotSkipped(t *testing.T, brokers []string) {
+	input, snaps, group := Topics(t, brokers, 1)
+	exp := ledger.Expected{}
+	gen := &ledger.Generator{Accounts: 5}
+	testkit.ProduceLedger(t, brokers, input, gen, 100, exp)
+	cl := testkit.Client(t, brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	foreign := func(key string) {
+		t.Helper()
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: snaps, Partition: 0, Key: []byte(key), Value: []byte(`{"balance":1}`)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	foreign(ledger.AccountKey(0))
+	// A valid record of the same key after it: a tombstone covering no input
+	// (offset -1), so the key's state is the fold of all its input.
+	valid := snapshotstore.EncodeRecord(snaps, 0, snapshotstore.Snapshot{Key: ledger.AccountKey(0), Offset: -1})
+	if err := cl.ProduceSync(ctx, valid).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	w := StartWorker(t, ledger.Flow(), brokers, group, input, snaps, snapshotstore.Transactional)
+	testkit.WaitCommittedAtEnd(t, brokers, group, input, time.Minute)
+	if err := w.Stop(t); err != nil {
+		t.Fatalf("recovery over a superseded foreign record: %v", err)
+	}
+	VerifyLedger(t, brokers, snaps, 1, exp)
+
+	// Now a foreign record is the latest of its key.
+	foreign(ledger.AccountKey(1))
+	testkit.ProduceLedger(t, brokers, input, gen, 20, exp)
+	w2 := StartWorker(t, ledger.Flow(), brokers, group, input, snaps, snapshotstore.Transactional,
+		actorflow.WithPartitionRetryBackoff(100*time.Millisecond, 500*time.Millisecond))
+	testkit.Eventually(t, time.Minute, "the partition refused for an undecodable latest snapshot", func() (bool, string) {
+		for _, f := range w2.W.Status(context.Background()).Failed {
+			if strings.Contains(f.Error, `key "`+ledger.AccountKey(1)+`"`) && strings.Contains(f.Error, "WithDropUndecodableSnapshots") {
+				return true, ""
+			}
+		}
+		return false, ""
+	})
+	if err := w2.Stop(t); !errors.Is(err, snapshotstore.ErrUndecodableSnapshot) {
+		t.Fatalf("Run at the clean stop = %v, want ErrUndecodableSnapshot", err)
+	}
+	w3 := StartWorker(t, ledger.Flow(), brokers, group, input, snaps, snapshotstore.Transactional, actorflow.WithDropUndecodableSnapshots())
+	testkit.WaitCommittedAtEnd(t, brokers, group, input, time.Minute)
+	if err := w3.Stop(t); err != nil {
+		t.Fatalf("with WithDropUndecodableSnapshots: %v", err)
+	}
+}

@@ -1,0 +1,178 @@
+package snapshotstore
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+)
+
+var (
+	// ErrLostState is matched by a recovery that found the partition's
+	// snapshot history gone while its input offset says state was built: the
+	// snapshot topic was deleted and re-created, truncated, or its records
+	// expired. Starting would silently restart every key from nothing; the
+	// partition refuses to start unless WithResetLostState.
+	ErrLostState = errors.New("actorflow: snapshot history lost")
+	// ErrUndecodableSnapshot is matched by a recovery whose latest record of
+	// a key cannot be decoded (no actorflow.offset header, a bad one, an
+	// unknown format). An undecodable record superseded by a later valid one
+	// of its key is skipped with a warning. WithDropUndecodableSnapshots
+	// drops such keys' state instead of failing.
+	ErrUndecodableSnapshot = errors.New("actorflow: undecodable snapshot")
+)
+
+// Assignment is what the consumer knew of an input partition when it was
+// assigned: the offset processing starts at, whether it was a committed
+// offset (false: none was committed and processing starts at the log
+// start), and the input's log start offset then (-1 when unknown).
+type Assignment struct {
+	Offset    int64
+	Committed bool
+	LogStart  int64
+}
+
+// LostStateError names a partition whose snapshot history is missing.
+type LostStateError struct {
+	Snapshots string // the snapshot partition, "topic[p]"
+	Input     string // the input partition, "topic[p]"
+	Assigned  Assignment
+	// Marker is the input offset of the latest offset marker found (-1: none).
+	Marker int64
+}
+
+func (e *LostStateError) Error() string {
+	if e.Marker < 0 {
+		return fmt.Sprintf("%s: committed input offset %d (log start %d) but %s holds no snapshot history (no offset marker, no snapshot): "+
+			"the snapshot topic was deleted and re-created, or its records expired; refusing to start the partition "+
+			"(every key would silently restart from nothing). Restore the snapshot topic, or reset the group's offsets, "+
+			"or start anyway with actorflow.WithResetLostState",
+			e.Input, e.Assigned.Offset, e.Assigned.LogStart, e.Snapshots)
+	}
+	return fmt.Sprintf("%s: committed input offset %d but the latest offset marker of %s is at %d: snapshots written after it are gone "+
+		"(truncated or re-created snapshot topic); refusing to start the partition. Restore the snapshot topic, or reset the group's "+
+		"offsets, or start anyway with actorflow.WithResetLostState",
+		e.Input, e.Assigned.Offset, e.Snapshots, e.Marker)
+}
+
+// Is makes errors.Is(err, ErrLostState) true.
+func (e *LostStateError) Is(target error) bool { return target == ErrLostState }
+
+// UndecodableSnapshotError names keys whose latest snapshot cannot be decoded.
+type UndecodableSnapshotError struct {
+	Snapshots string
+	// Keys maps each key to the decode error of its latest record (which
+	// names the record's position).
+	Keys map[string]error
+}
+
+func (e *UndecodableSnapshotError) Error() string {
+	first := ""
+	for k, err := range e.Keys {
+		first = fmt.Sprintf("key %q: %v", k, err)
+		break
+	}
+	return fmt.Sprintf("%s: the latest snapshot of %d key(s) cannot be decoded (%s); refusing to guess their state. "+
+		"Write a valid snapshot for the key, or start with actorflow.WithDropUndecodableSnapshots to drop those keys' state (logged)",
+		e.Snapshots, len(e.Keys), first)
+}
+
+// Is makes errors.Is(err, ErrUndecodableSnapshot) true.
+func (e *UndecodableSnapshotError) Is(target error) bool { return target == ErrUndecodableSnapshot }
+
+// IntegrityOptions are the operator's ways out of a bad recovery.
+type IntegrityOptions struct {
+	// DropUndecodable drops the state of keys whose latest record cannot be
+	// decoded (logged at error) instead of failing.
+	DropUndecodable bool
+	// ResetLostState starts a partition whose snapshot history is missing
+	// (logged at error) instead of failing with ErrLostState.
+	ResetLostState bool
+}
+
+// recoveryCheck follows a recovery read record by record and decides, at the
+// end, whether what it saw is complete. Plain Go: no I/O.
+type recoveryCheck struct {
+	snaps   string
+	opts    IntegrityOptions
+	log     *zap.Logger
+	records int
+	marker  int64 // latest marker's input offset, -1 none
+	bad     map[string]error
+	// emitted: keys handed to fn; a key dropped at the end needs a
+	// tombstone to forget an earlier valid snapshot.
+	emitted map[string]bool
+}
+
+func newRecoveryCheck(snaps string, opts IntegrityOptions, log *zap.Logger) *recoveryCheck {
+	return &recoveryCheck{snaps: snaps, opts: opts, log: log, marker: -1, bad: map[string]error{}, emitted: map[string]bool{}}
+}
+
+// add decodes one record: a snapshot is returned (ok) for the caller to
+// apply; a marker updates the marker; an undecodable record is remembered
+// until a later valid record of its key supersedes it.
+func (c *recoveryCheck) add(r *kgo.Record) (s Snapshot, ok bool) {
+	c.records++
+	if string(r.Key) == MarkerKey {
+		if v, err := strconv.ParseInt(string(r.Value), 10, 64); err == nil {
+			c.marker = v
+		}
+		return Snapshot{}, false
+	}
+	s, ok, err := DecodeRecord(r)
+	if err != nil {
+		c.bad[string(r.Key)] = err
+		return Snapshot{}, false
+	}
+	if !ok {
+		return Snapshot{}, false
+	}
+	if prev, was := c.bad[s.Key]; was {
+		c.log.Warn("an undecodable snapshot record was superseded by a later valid one of its key; skipped",
+			zap.String("snapshots", c.snaps), zap.String("key", s.Key), zap.Error(prev), zap.Stringer("valid", s.Source))
+		delete(c.bad, s.Key)
+	}
+	c.emitted[s.Key] = true
+	return s, true
+}
+
+// finish decides. drop lists keys whose state the caller must forget (apply
+// a tombstone), when DropUndecodable allows it.
+func (c *recoveryCheck) finish(input string, a *Assignment) (drop []string, err error) {
+	if len(c.bad) > 0 {
+		if !c.opts.DropUndecodable {
+			return nil, &UndecodableSnapshotError{Snapshots: c.snaps, Keys: c.bad}
+		}
+		for k, e := range c.bad {
+			c.log.Error("dropping the state of a key whose latest snapshot cannot be decoded (WithDropUndecodableSnapshots); it restarts from nothing",
+				zap.String("snapshots", c.snaps), zap.String("key", k), zap.Error(e))
+			if c.emitted[k] {
+				drop = append(drop, k)
+			}
+		}
+	}
+	if a == nil || !a.Committed {
+		return drop, nil
+	}
+	lost := &LostStateError{Snapshots: c.snaps, Input: input, Assigned: *a, Marker: c.marker}
+	switch {
+	case c.records == 0 && a.Offset > max(a.LogStart, 0):
+		// Nothing at all, while input up to a.Offset was consumed. (A log
+		// start at the committed offset means nothing is left to replay, and
+		// nothing to lose.)
+	case c.marker >= 0 && a.Offset > c.marker:
+		// Every commit writes its marker first (transactional: in the same
+		// transaction; plain: before the consumer commit), so a committed
+		// offset above the latest marker means records after it are gone.
+	default:
+		return drop, nil
+	}
+	if !c.opts.ResetLostState {
+		return drop, lost
+	}
+	c.log.Error("snapshot history lost; starting anyway (WithResetLostState): keys restart from their surviving snapshots or from nothing",
+		zap.Error(lost))
+	return drop, nil
+}
