@@ -234,6 +234,13 @@ func (w *Worker) Status(ctx context.Context) Status {
 		st.MemberID, st.Generation = m.MemberID, m.Generation
 	}
 	st.Partitions = w.sup.Status(ctx)
+	for i := range st.Partitions {
+		p := &st.Partitions[i]
+		if h, ok := w.cons.HighWatermark(coordinator.TopicPartition{Topic: p.Topic, Partition: p.Partition}); ok {
+			p.HighWatermark = h
+			p.Lag = max(h-p.Committed, 0)
+		}
+	}
 	for _, f := range w.cons.Failures() {
 		st.Failed = append(st.Failed, FailedPartition{Topic: f.Topic, Partition: f.Partition, Error: f.Err.Error(),
 			Attempts: f.Attempts, Since: f.Since, RetryAt: f.RetryAt})

@@ -135,8 +135,10 @@ type Consumer struct {
 	// partition exists; kgo drops what it buffered at the seek.
 	deliver sync.Mutex
 	retry   chan struct{}
-	fatal   error
-	done    chan struct{}
+	// hwm is each partition's high watermark as of its latest fetch.
+	hwm   map[TopicPartition]int64
+	fatal error
+	done  chan struct{}
 }
 
 // Failure is a failed partition waiting to be started again.
@@ -170,7 +172,7 @@ func New(cfg Config, h Handler) (*Consumer, error) {
 		owned: map[TopicPartition]bool{}, held: map[TopicPartition]bool{},
 		done: make(chan struct{}), ready: make(chan struct{}),
 		own: NewOwnership(), kick: make(chan struct{}, 1),
-		failed: map[TopicPartition]*Failure{}, streak: map[TopicPartition]*Failure{}, retry: make(chan struct{}, 1),
+		failed: map[TopicPartition]*Failure{}, streak: map[TopicPartition]*Failure{}, hwm: map[TopicPartition]int64{}, retry: make(chan struct{}, 1),
 	}
 	if c.cfg.RetryBackoff <= 0 {
 		c.cfg.RetryBackoff = time.Second
@@ -374,6 +376,15 @@ func (c *Consumer) PartitionFailed(tp TopicPartition, err error) {
 	}
 }
 
+// HighWatermark returns tp's high watermark as of its latest fetch (false
+// before the first fetch of it).
+func (c *Consumer) HighWatermark(tp TopicPartition) (int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h, ok := c.hwm[tp]
+	return h, ok
+}
+
 // Failures returns the failed partitions waiting to be started again.
 func (c *Consumer) Failures() []Failure {
 	c.mu.Lock()
@@ -531,10 +542,15 @@ func (c *Consumer) Run(ctx context.Context) error {
 		})
 		c.deliver.Lock()
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+			tp := TopicPartition{fp.Topic, fp.Partition}
+			if fp.HighWatermark >= 0 {
+				c.mu.Lock()
+				c.hwm[tp] = fp.HighWatermark
+				c.mu.Unlock()
+			}
 			if len(fp.Records) == 0 {
 				return
 			}
-			tp := TopicPartition{fp.Topic, fp.Partition}
 			c.mu.Lock()
 			owned := c.owned[tp] && c.failed[tp] == nil
 			c.mu.Unlock()

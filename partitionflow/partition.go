@@ -70,6 +70,12 @@ type Status struct {
 	LastBatch   int    `json:"last_txn_batch"`
 	Txns        int64  `json:"txns"`
 	Skipped     int64  `json:"skipped_records"`
+	// HighWatermark is the input partition's high watermark as of the
+	// consumer's latest fetch, Lag = HighWatermark − Committed (filled by the
+	// worker; on a transactionally written input the last commit marker can
+	// leave a lag of 1).
+	HighWatermark int64 `json:"high_watermark"`
+	Lag           int64 `json:"lag"`
 }
 
 // StatusRequest asks a partition for its Status, sent on Reply (which must

@@ -212,5 +212,6 @@ func (p *partition) status() Status {
 		KeysLoaded: len(p.keys), KeysCold: len(p.cold),
 		Committable: p.tracker.Committable(), Committed: p.committed,
 		Recovered: p.recoveredN, Skipped: p.skipped,
+		LastBatch: p.lastBatch, Txns: p.txns,
 	}
 }

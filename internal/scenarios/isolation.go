@@ -99,6 +99,15 @@ func PoisonRecordIsolated(t *testing.T, brokers []string, mode snapshotstore.Mod
 	default:
 	}
 	st := w.W.Status(context.Background())
+	testkit.Eventually(t, 30*time.Second, "the healthy partitions report no lag", func() (bool, string) {
+		st = w.W.Status(context.Background())
+		for _, p := range st.Partitions {
+			if p.Partition != poisonP && (p.Lag != 0 || p.HighWatermark == 0) {
+				return false, fmt.Sprintf("%+v", p)
+			}
+		}
+		return len(st.Partitions) == partitions-1, fmt.Sprintf("%d running", len(st.Partitions))
+	})
 	var f *actorflow.FailedPartition
 	for i := range st.Failed {
 		if st.Failed[i].Partition == poisonP {
