@@ -158,6 +158,8 @@ func RejoinAsNewMember(t *testing.T, brokers []string, mode snapshotstore.Mode, 
 	if err := b.Stop(t); err != nil {
 		t.Errorf("B's Run: %v", err)
 	}
+	awaitSubtreesStopped(t, a, "A")
+	awaitSubtreesStopped(t, b, "B")
 }
 
 // awaitRejoined waits until A is a member again after its held request
@@ -278,16 +280,45 @@ func RevokeFlushOutlivesTeardownBound(t *testing.T, brokers []string, mode snaps
 	if err := b.Stop(t); err != nil {
 		t.Errorf("B's Run: %v", err)
 	}
+	awaitSubtreesStopped(t, a, "A")
+	awaitSubtreesStopped(t, b, "B")
 }
 
-// checkNoCommitAfter fails the test for every commit of the watched store
-// to partition p started after since (held flushes are judged on their
-// own) that committed, or that was refused with an error not matching
-// ErrFenced.
+// awaitSubtreesStopped waits until every partition subtree w started has
+// stopped. Run can return while a subtree whose stop outlived the teardown
+// bound still runs (a transaction in flight, bounded by the transaction
+// actor's own drain), and its goroutines log to the test's logger, which
+// panics once the test has ended.
+func awaitSubtreesStopped(t *testing.T, w *Worker, name string) {
+	t.Helper()
+	testkit.Eventually(t, 2*time.Minute, "every partition subtree of "+name+" stopped", func() (bool, string) {
+		started, stopped := map[coordinator.TopicPartition]int{}, map[coordinator.TopicPartition]int{}
+		for _, e := range w.W.Supervisor().Events() {
+			switch e.Kind {
+			case "started":
+				started[e.TP]++
+			case "stopped", "failed":
+				stopped[e.TP]++
+			}
+		}
+		for tp, n := range started {
+			if stopped[tp] < n {
+				return false, fmt.Sprintf("%v: %d started, %d stopped; events: %s", tp, n, stopped[tp], eventsOf(w, tp))
+			}
+		}
+		return true, ""
+	})
+}
+
+// checkNoCommitAfter fails the test for every commit of the watched
+// store's first incarnation of partition p (the stale owner; a later
+// incarnation is a new assignment, which recovered the new owner's state)
+// started after since (held flushes are judged on their own) that
+// committed, or that was refused with an error not matching ErrFenced.
 func checkNoCommitAfter(t *testing.T, w *commitWatch, p int32, since time.Time, what string) {
 	t.Helper()
 	for _, r := range w.all() {
-		if r.Partition != p || !r.Start.After(since) || !r.BlockedAt.IsZero() {
+		if r.Partition != p || r.Incarnation != 1 || !r.Start.After(since) || !r.BlockedAt.IsZero() {
 			continue
 		}
 		switch {
@@ -415,8 +446,11 @@ func partitionMismatches(t *testing.T, brokers []string, snaps string, p int32, 
 // commitRecord is one Commit of a watched store.
 type commitRecord struct {
 	Partition int32
-	Writes    int
-	Offset    int64
+	// Incarnation counts the store's opens of the partition: 1 is the
+	// worker's first owner of it, a later one a new assignment.
+	Incarnation int
+	Writes      int
+	Offset      int64
 	// Member is the group metadata the partition's reader returned just
 	// before the commit (what the commit would carry).
 	Member string
@@ -427,7 +461,7 @@ type commitRecord struct {
 }
 
 func (r commitRecord) String() string {
-	out := fmt.Sprintf("p%d %d writes offset %d member %q started %s", r.Partition, r.Writes, r.Offset, r.Member, r.Start.Format("15:04:05.000"))
+	out := fmt.Sprintf("p%d#%d %d writes offset %d member %q started %s", r.Partition, r.Incarnation, r.Writes, r.Offset, r.Member, r.Start.Format("15:04:05.000"))
 	if !r.BlockedAt.IsZero() {
 		out += " (held since " + r.BlockedAt.Format("15:04:05.000") + ")"
 	}
@@ -443,7 +477,8 @@ type commitWatch struct {
 	gate     chan struct{} // non-nil while armed: commits with writes wait for it to close
 	blocked  []commitRecord
 	released []commitRecord // gated commits that have returned
-	changed  chan struct{}  // closed and replaced on every change
+	opens    map[int32]int
+	changed  chan struct{} // closed and replaced on every change
 }
 
 // watchedKafka opens a Kafka store of the mode for a worker (its Close
@@ -457,7 +492,7 @@ func watchedKafka(t *testing.T, brokers []string, snaps string, mode snapshotsto
 		t.Fatal(err)
 	}
 	t.Cleanup(k.Close) // registered before the worker: runs after its Stop
-	w := &commitWatch{changed: make(chan struct{})}
+	w := &commitWatch{changed: make(chan struct{}), opens: map[int32]int{}}
 	return w, watchedStore{Store: k, w: w}
 }
 
@@ -557,17 +592,22 @@ func (s watchedStore) Open(ctx context.Context, p snapshotstore.PartitionInfo) (
 	if err != nil {
 		return nil, err
 	}
-	return watchedPartition{Partition: part, info: p, w: s.w}, nil
+	s.w.mu.Lock()
+	s.w.opens[p.Partition]++
+	inc := s.w.opens[p.Partition]
+	s.w.mu.Unlock()
+	return watchedPartition{Partition: part, info: p, w: s.w, inc: inc}, nil
 }
 
 type watchedPartition struct {
 	snapshotstore.Partition
 	info snapshotstore.PartitionInfo
 	w    *commitWatch
+	inc  int
 }
 
 func (p watchedPartition) Commit(ctx context.Context, b snapshotstore.Batch) error {
-	r := commitRecord{Partition: p.info.Partition, Writes: len(b.Writes), Offset: b.Offset}
+	r := commitRecord{Partition: p.info.Partition, Incarnation: p.inc, Writes: len(b.Writes), Offset: b.Offset}
 	p.w.mu.Lock()
 	gate := p.w.gate
 	if len(b.Writes) == 0 {
