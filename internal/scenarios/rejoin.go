@@ -129,7 +129,7 @@ func RejoinAsNewMember(t *testing.T, brokers []string, mode snapshotstore.Mode, 
 		t.Fatalf("precondition: B's snapshots after its takeover differ from the input's fold: %v", mm)
 	}
 	bMember, bGen := b.W.Consumer().Client().GroupMetadata()
-	t.Logf("REJOIN | %s | %s | A (member %s, generation %d) held %s %.1fs ago; B (member %s, generation %d) owns %v and committed %d; A still runs %v",
+	t.Logf("REJOIN | %s | %s | A (member %s, generation %d): %s held for %.1fs when B (member %s, generation %d) owned %v and had committed %d; A still runs %v",
 		mode, proto, oldMember, oldGen, holdName, tookOver.Sub(heldAt).Seconds(), bMember, bGen, tp, end, a.W.Supervisor().Running())
 
 	hold.release(holdKey) // reaches the coordinator after the group moved on without A
