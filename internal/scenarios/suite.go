@@ -55,6 +55,21 @@ func Suite() []Case {
 				Run: func(t *testing.T, b []string) { RevokeStopsSubtreeFirst(t, b, mode, proto) }})
 		}
 	}
+	// The ownership fence (issue 8): the new owner uses another
+	// transactional.id prefix, so only the consumer-side fences can stop
+	// the stale owner.
+	for _, proto := range []coordinator.Protocol{coordinator.Cooperative, coordinator.Eager, coordinator.ConsumerProtocol} {
+		for _, mode := range modes {
+			cases = append(cases, Case{Name: "RejoinAsNewMember/" + mode.String() + "/" + proto.String(), Parallel: true,
+				Run: func(t *testing.T, b []string) { RejoinAsNewMember(t, b, mode, proto) }})
+		}
+	}
+	for _, proto := range []coordinator.Protocol{coordinator.Cooperative, coordinator.Eager, coordinator.ConsumerProtocol} {
+		for _, mode := range modes {
+			cases = append(cases, Case{Name: "RevokeFlushOutlivesTeardownBound/" + mode.String() + "/" + proto.String(), Parallel: true,
+				Run: func(t *testing.T, b []string) { RevokeFlushOutlivesTeardownBound(t, b, mode, proto) }})
+		}
+	}
 	return cases
 }
 
