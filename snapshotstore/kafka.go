@@ -2,6 +2,7 @@ package snapshotstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -213,6 +214,15 @@ func (p *plainPartition) Recover(ctx context.Context, fn func(Snapshot) error) e
 }
 
 func (p *plainPartition) Commit(ctx context.Context, b Batch) error {
+	// The ownership binding (ARCHITECTURE.md, "The fences"): a partition
+	// lost to a membership change or past its revoke writes nothing. Not
+	// atomic with the produce (the plain mode has no fence that is), but it
+	// closes every window the client can see.
+	if p.info.GroupMetadata != nil {
+		if _, err := p.info.GroupMetadata(); errors.Is(err, ErrFenced) {
+			return fmt.Errorf("%s: write %d snapshots: %w", p.info, len(b.Writes), err)
+		}
+	}
 	if len(b.Writes) > 0 || b.OffsetAdvanced {
 		recs := make([]*kgo.Record, 0, len(b.Writes)+1)
 		for _, w := range b.Writes {

@@ -241,8 +241,11 @@ func RevokeFlushOutlivesTeardownBound(t *testing.T, brokers []string, mode snaps
 		}
 		return false, fmt.Sprintf("B runs %v; A's held flushes: %s", running, watch.describeBlocked())
 	})
+	// Since the revoke budget (partitionflow/revoke.go) A's subtree stops
+	// before the teardown bound even while the flush is held: the held
+	// write, detached from cancellation, is what outlives the revoke.
 	if stoppedCount(a, px) > 0 {
-		t.Fatalf("precondition: A's subtree of %v stopped before its held flush was released (events: %s)", px, eventsOf(a, px))
+		t.Logf("A's subtree of %v stopped within its revoke budget while its flush stayed held (events: %s)", px, eventsOf(a, px))
 	}
 	produceLedgerTo(t, brokers, input, gen, 200, exp) // A no longer fetches px
 	end := endOffset(t, brokers, input, px.Partition)
