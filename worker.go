@@ -91,7 +91,14 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	store := w.cfg.store
 	if store == nil {
-		err = snapshotstore.EnsureTopics(ctx, admin, w.cfg.input, w.cfg.snapshot, w.cfg.topics)
+		// Bounded like the broker check: a cluster that answers ListBrokers
+		// but not the topic requests fails Run instead of hanging it.
+		tctx, cancel := context.WithTimeout(ctx, w.cfg.startTimeout)
+		start := time.Now()
+		err = snapshotstore.EnsureTopics(tctx, admin, w.cfg.input, w.cfg.snapshot, w.cfg.topics)
+		cancel()
+		log.Info("topics checked", zap.String("input", w.cfg.input), zap.String("snapshots", w.cfg.snapshot),
+			zap.Duration("took", time.Since(start)), zap.Error(err))
 		// The cleanup.policy check is EnsureTopics' last: every other one passed.
 		if pe := (*snapshotstore.CleanupPolicyError)(nil); errors.As(err, &pe) && w.cfg.allowNonCompact {
 			log.Warn("snapshot topic is not compacted: idle keys' state may expire (allowed by WithAllowNonCompactedSnapshots)",

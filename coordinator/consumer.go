@@ -126,7 +126,7 @@ type Consumer struct {
 	// started again (PartitionFailed); they stay owned and paused meanwhile.
 	failed map[TopicPartition]*Failure
 	// streak keeps a restarted partition's failure count until it has run
-	// MaxRetryBackoff without failing, so the backoff keeps growing for a
+	// healthyAfter without failing, so the backoff keeps growing for a
 	// partition that fails again at the same record.
 	streak map[TopicPartition]*Failure
 	// deliver is held while a poll's records are handed over, and by a
@@ -140,6 +140,10 @@ type Consumer struct {
 	fatal error
 	done  chan struct{}
 }
+
+// healthyAfter: a restarted partition that runs this long without failing
+// starts its next failure streak (and backoff) from the beginning.
+const healthyAfter = 5 * time.Minute
 
 // Failure is a failed partition waiting to be started again.
 type Failure struct {
@@ -353,7 +357,7 @@ func (c *Consumer) PartitionFailed(tp TopicPartition, err error) {
 	now := time.Now()
 	if f == nil {
 		f = &Failure{TopicPartition: tp, Since: now}
-		if prev := c.streak[tp]; prev != nil && now.Sub(prev.RetryAt) < c.cfg.MaxRetryBackoff {
+		if prev := c.streak[tp]; prev != nil && now.Sub(prev.RetryAt) < healthyAfter {
 			f.Attempts, f.Since = prev.Attempts, prev.Since
 		}
 		c.failed[tp] = f
