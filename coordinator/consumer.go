@@ -141,19 +141,6 @@ type Consumer struct {
 	done  chan struct{}
 }
 
-// healthyAfter: a restarted partition that runs this long without failing
-// starts its next failure streak (and backoff) from the beginning.
-const healthyAfter = 5 * time.Minute
-
-// Failure is a failed partition waiting to be started again.
-type Failure struct {
-	TopicPartition
-	Err      error
-	Attempts int       // consecutive failures
-	Since    time.Time // first of the consecutive failures
-	RetryAt  time.Time
-}
-
 // New creates the consumer (it joins the group on Run).
 func New(cfg Config, h Handler) (*Consumer, error) {
 	if cfg.MaxInFlight <= 0 {
@@ -234,40 +221,6 @@ func (c *Consumer) Client() *kgo.Client { return c.cl }
 // GroupMetadataTracker.Current). Writes use PartitionMetadata instead.
 func (c *Consumer) GroupMetadata() (snapshotstore.GroupMetadata, error) { return c.meta.Current() }
 
-// PartitionMetadata is the live group-metadata reader of one partition's
-// writes: the consumer's current metadata, only while tp is owned under the
-// membership it was assigned under (Ownership). Otherwise it fails with an
-// *snapshotstore.OwnershipError (errors.Is ErrNotOwned and ErrFenced) and
-// nothing reaches the broker; before the first join it fails with
-// ErrNoGroupMetadata.
-func (c *Consumer) PartitionMetadata(tp TopicPartition) (snapshotstore.GroupMetadata, error) {
-	m, err := c.meta.Current()
-	if err != nil {
-		if errors.Is(err, snapshotstore.ErrFenced) { // joined before, no membership now
-			c.kickWatcher()
-			b, _ := c.own.Bound(tp)
-			return snapshotstore.GroupMetadata{}, &snapshotstore.OwnershipError{Topic: tp.Topic, Partition: tp.Partition,
-				Bound: b, Current: c.meta.Now(), Reason: "the consumer lost its group membership"}
-		}
-		return m, err
-	}
-	if err := c.own.Check(tp, m); err != nil {
-		c.kickWatcher()
-		return snapshotstore.GroupMetadata{}, err
-	}
-	return m, nil
-}
-
-// Ownership returns the partition bindings (status, tests).
-func (c *Consumer) Ownership() *Ownership { return c.own }
-
-func (c *Consumer) kickWatcher() {
-	select {
-	case c.kick <- struct{}{}:
-	default:
-	}
-}
-
 // Tracker returns the group-metadata tracker.
 func (c *Consumer) Tracker() *GroupMetadataTracker { return c.meta }
 
@@ -293,93 +246,6 @@ func (c *Consumer) Owned() []TopicPartition {
 	return out
 }
 
-// CommitOffset commits tp's offset through the consumer's group (the plain
-// mode). It carries exactly the membership PartitionMetadata approved, so a
-// member that rejoined as a new member in between is rejected by the broker
-// (UNKNOWN_MEMBER_ID) instead of committing under its new id, and a member
-// that lost the partition in a completed rebalance is rejected by the
-// generation check. A refused or fenced commit matches ErrFenced.
-func (c *Consumer) CommitOffset(ctx context.Context, tp TopicPartition, offset int64) error {
-	m, err := c.PartitionMetadata(tp)
-	if err != nil {
-		return fmt.Errorf("commit offset %d of %s[%d]: %w", offset, tp.Topic, tp.Partition, err)
-	}
-	req := kmsg.NewPtrOffsetCommitRequest()
-	req.Group = c.cfg.Group
-	req.Generation = m.Generation // the KIP-848 member epoch under the consumer protocol
-	req.MemberID = m.MemberID
-	if m.InstanceID != "" {
-		req.InstanceID = &m.InstanceID
-	}
-	rt := kmsg.NewOffsetCommitRequestTopic()
-	rt.Topic = tp.Topic
-	rp := kmsg.NewOffsetCommitRequestTopicPartition()
-	rp.Partition = tp.Partition
-	rp.Offset = offset
-	rp.LeaderEpoch = -1
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, c.cl)
-	if err == nil {
-		for _, t := range resp.Topics {
-			for _, p := range t.Partitions {
-				if perr := kerr.ErrorForCode(p.ErrorCode); perr != nil {
-					err = perr
-				}
-			}
-		}
-	}
-	if err != nil {
-		if snapshotstore.IsFenceError(err) {
-			return fmt.Errorf("commit offset %d of %s[%d] (member %q generation %d): %w: %w",
-				offset, tp.Topic, tp.Partition, m.MemberID, m.Generation, snapshotstore.ErrFenced, err)
-		}
-		return fmt.Errorf("commit offset %d of %s[%d]: %w", offset, tp.Topic, tp.Partition, err)
-	}
-	return nil
-}
-
-// PartitionFailed isolates a failed partition: its subtree has stopped
-// (committing nothing past its persisted state); its fetches pause; it stays
-// owned, and it is started again — the takeover fence, the committed offset,
-// a fresh recovery — after a backoff that doubles per consecutive failure
-// (RetryBackoff up to MaxRetryBackoff), while the other partitions keep
-// processing. A poison record thus fails again at each retry, visible in
-// Failures and the log, without stopping anything else. Goroutine-safe and
-// non-blocking. Partitions not owned any more are ignored.
-func (c *Consumer) PartitionFailed(tp TopicPartition, err error) {
-	c.mu.Lock()
-	if !c.owned[tp] {
-		c.mu.Unlock()
-		return
-	}
-	f := c.failed[tp]
-	now := time.Now()
-	if f == nil {
-		f = &Failure{TopicPartition: tp, Since: now}
-		if prev := c.streak[tp]; prev != nil && now.Sub(prev.RetryAt) < healthyAfter {
-			f.Attempts, f.Since = prev.Attempts, prev.Since
-		}
-		c.failed[tp] = f
-		c.streak[tp] = f
-	}
-	f.Err = err
-	f.Attempts++
-	wait := c.cfg.RetryBackoff << min(f.Attempts-1, 16)
-	wait = min(wait, c.cfg.MaxRetryBackoff)
-	f.RetryAt = now.Add(wait)
-	attempts := f.Attempts
-	c.mu.Unlock()
-	c.cl.PauseFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}})
-	c.log.Error("partition failed; the other partitions keep processing; it starts again after a backoff from its last committed state",
-		zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Int("consecutive_failures", attempts),
-		zap.Duration("retry_in", wait), zap.Error(err))
-	select {
-	case c.retry <- struct{}{}:
-	default:
-	}
-}
-
 // HighWatermark returns tp's high watermark as of its latest fetch (false
 // before the first fetch of it).
 func (c *Consumer) HighWatermark(tp TopicPartition) (int64, bool) {
@@ -387,114 +253,6 @@ func (c *Consumer) HighWatermark(tp TopicPartition) (int64, bool) {
 	defer c.mu.Unlock()
 	h, ok := c.hwm[tp]
 	return h, ok
-}
-
-// Failures returns the failed partitions waiting to be started again.
-func (c *Consumer) Failures() []Failure {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make([]Failure, 0, len(c.failed))
-	for _, f := range c.failed {
-		out = append(out, *f)
-	}
-	return out
-}
-
-// restartFailed starts failed partitions again when their backoff is due.
-func (c *Consumer) restartFailed(ctx context.Context) {
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		c.mu.Lock()
-		var due []TopicPartition
-		next := time.Hour
-		now := time.Now()
-		for tp, f := range c.failed {
-			if d := f.RetryAt.Sub(now); d <= 0 {
-				due = append(due, tp)
-			} else {
-				next = min(next, d)
-			}
-		}
-		c.mu.Unlock()
-		for _, tp := range due {
-			c.restart(ctx, tp)
-		}
-		if len(due) > 0 {
-			continue
-		}
-		timer.Reset(next)
-		select {
-		case <-ctx.Done():
-			return
-		case <-c.retry:
-		case <-timer.C:
-		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
-	}
-}
-
-// restart starts one failed partition again, under the rebalance lock (no
-// callback runs meanwhile), only while it is still owned under the
-// membership it was assigned under.
-func (c *Consumer) restart(ctx context.Context, tp TopicPartition) {
-	c.rebalance.Lock()
-	defer c.rebalance.Unlock()
-	c.mu.Lock()
-	f := c.failed[tp]
-	owned := c.owned[tp]
-	c.mu.Unlock()
-	if f == nil || c.closing || ctx.Err() != nil {
-		return
-	}
-	if !owned {
-		c.mu.Lock()
-		delete(c.failed, tp)
-		c.mu.Unlock()
-		return
-	}
-	m, err := c.meta.Current()
-	if err == nil {
-		err = c.own.Check(tp, m)
-	}
-	if err != nil {
-		return // lost: the watcher or the next callback stops it
-	}
-	c.log.Info("starting a failed partition again", zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition),
-		zap.Int("consecutive_failures", f.Attempts))
-	// Its in-flight records died with its subtree.
-	c.fc.Remove(tp, func() {})
-	err = c.h.Open(ctx, []TopicPartition{tp})
-	var offsets map[TopicPartition]snapshotstore.Assignment
-	if err == nil {
-		offsets, err = c.assignedOffsets(ctx, []TopicPartition{tp})
-	}
-	if err == nil {
-		// Fetch from the committed offset again (kgo: "fetching continues
-		// from the new offset"; buffered fetches of the partition are
-		// dropped), with no poll's delivery in progress.
-		c.deliver.Lock()
-		c.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{tp.Topic: {tp.Partition: {Epoch: -1, Offset: offsets[tp].Offset}}})
-		c.fc.Track(tp)
-		err = c.h.Start(ctx, offsets)
-		if err == nil {
-			c.mu.Lock()
-			delete(c.failed, tp)
-			c.mu.Unlock()
-		}
-		c.deliver.Unlock()
-	}
-	if err != nil {
-		c.h.Stop(ctx, []TopicPartition{tp}, false) // closes an opened store
-		c.PartitionFailed(tp, fmt.Errorf("restart: %w", err))
-		return
-	}
-	c.cl.ResumeFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}})
 }
 
 // Fail makes Run return err (a partition failure is fatal to the worker).
@@ -581,50 +339,6 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	// A clean stop: the partitions still failing are the caller's to know.
 	return errors.Join(failures...)
-}
-
-// watchMembership stops, as lost, every partition bound to a membership the
-// consumer no longer has — at most one tick (100 ms) after kgo stored the
-// new member id, or at once when a refused write kicks it. The callbacks
-// run the same check first; this covers the time before kgo's next
-// callback (kgo rejoins as a new member without calling OnPartitionsLost).
-func (c *Consumer) watchMembership(ctx context.Context) {
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		case <-c.kick:
-		}
-		if len(c.own.Stale(c.meta.Now())) == 0 {
-			continue
-		}
-		c.rebalance.Lock()
-		if !c.closing {
-			c.loseStale(ctx, "membership changed")
-		}
-		c.rebalance.Unlock()
-	}
-}
-
-// loseStale stops, without flushing, the partitions bound to a membership
-// the consumer no longer has. The caller holds c.rebalance.
-func (c *Consumer) loseStale(ctx context.Context, why string) {
-	cur := c.meta.Now()
-	stale := c.own.Stale(cur)
-	if len(stale) == 0 {
-		return
-	}
-	for _, tp := range stale {
-		b, _ := c.own.Bound(tp)
-		c.log.Warn("partition lost: the consumer's membership changed since it was assigned; stopping it without flushing (its new owner replays)",
-			zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.String("why", why),
-			zap.String("assigned_member", b.MemberID), zap.Int32("assigned_generation", b.Generation),
-			zap.String("member", cur.MemberID), zap.Int32("generation", cur.Generation))
-	}
-	c.stop(ctx, stale, false)
 }
 
 // shutdown stops (and flushes) every owned partition, then leaves the group.

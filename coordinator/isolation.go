@@ -1,0 +1,175 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+)
+
+// A failed partition stops alone: see PartitionFailed.
+
+// healthyAfter: a restarted partition that runs this long without failing
+// starts its next failure streak (and backoff) from the beginning.
+const healthyAfter = 5 * time.Minute
+
+// Failure is a failed partition waiting to be started again.
+type Failure struct {
+	TopicPartition
+	Err      error
+	Attempts int       // consecutive failures
+	Since    time.Time // first of the consecutive failures
+	RetryAt  time.Time
+}
+
+// PartitionFailed isolates a failed partition: its subtree has stopped
+// (committing nothing past its persisted state); its fetches pause; it stays
+// owned, and it is started again — the takeover fence, the committed offset,
+// a fresh recovery — after a backoff that doubles per consecutive failure
+// (RetryBackoff up to MaxRetryBackoff), while the other partitions keep
+// processing. A poison record thus fails again at each retry, visible in
+// Failures and the log, without stopping anything else. Goroutine-safe and
+// non-blocking. Partitions not owned any more are ignored.
+func (c *Consumer) PartitionFailed(tp TopicPartition, err error) {
+	c.mu.Lock()
+	if !c.owned[tp] {
+		c.mu.Unlock()
+		return
+	}
+	f := c.failed[tp]
+	now := time.Now()
+	if f == nil {
+		f = &Failure{TopicPartition: tp, Since: now}
+		if prev := c.streak[tp]; prev != nil && now.Sub(prev.RetryAt) < healthyAfter {
+			f.Attempts, f.Since = prev.Attempts, prev.Since
+		}
+		c.failed[tp] = f
+		c.streak[tp] = f
+	}
+	f.Err = err
+	f.Attempts++
+	wait := c.cfg.RetryBackoff << min(f.Attempts-1, 16)
+	wait = min(wait, c.cfg.MaxRetryBackoff)
+	f.RetryAt = now.Add(wait)
+	attempts := f.Attempts
+	c.mu.Unlock()
+	c.cl.PauseFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}})
+	c.log.Error("partition failed; the other partitions keep processing; it starts again after a backoff from its last committed state",
+		zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Int("consecutive_failures", attempts),
+		zap.Duration("retry_in", wait), zap.Error(err))
+	select {
+	case c.retry <- struct{}{}:
+	default:
+	}
+}
+
+// Failures returns the failed partitions waiting to be started again.
+func (c *Consumer) Failures() []Failure {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]Failure, 0, len(c.failed))
+	for _, f := range c.failed {
+		out = append(out, *f)
+	}
+	return out
+}
+
+// restartFailed starts failed partitions again when their backoff is due.
+func (c *Consumer) restartFailed(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		c.mu.Lock()
+		var due []TopicPartition
+		next := time.Hour
+		now := time.Now()
+		for tp, f := range c.failed {
+			if d := f.RetryAt.Sub(now); d <= 0 {
+				due = append(due, tp)
+			} else {
+				next = min(next, d)
+			}
+		}
+		c.mu.Unlock()
+		for _, tp := range due {
+			c.restart(ctx, tp)
+		}
+		if len(due) > 0 {
+			continue
+		}
+		timer.Reset(next)
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.retry:
+		case <-timer.C:
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+// restart starts one failed partition again, under the rebalance lock (no
+// callback runs meanwhile), only while it is still owned under the
+// membership it was assigned under.
+func (c *Consumer) restart(ctx context.Context, tp TopicPartition) {
+	c.rebalance.Lock()
+	defer c.rebalance.Unlock()
+	c.mu.Lock()
+	f := c.failed[tp]
+	owned := c.owned[tp]
+	c.mu.Unlock()
+	if f == nil || c.closing || ctx.Err() != nil {
+		return
+	}
+	if !owned {
+		c.mu.Lock()
+		delete(c.failed, tp)
+		c.mu.Unlock()
+		return
+	}
+	m, err := c.meta.Current()
+	if err == nil {
+		err = c.own.Check(tp, m)
+	}
+	if err != nil {
+		return // lost: the watcher or the next callback stops it
+	}
+	c.log.Info("starting a failed partition again", zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition),
+		zap.Int("consecutive_failures", f.Attempts))
+	// Its in-flight records died with its subtree.
+	c.fc.Remove(tp, func() {})
+	err = c.h.Open(ctx, []TopicPartition{tp})
+	var offsets map[TopicPartition]snapshotstore.Assignment
+	if err == nil {
+		offsets, err = c.assignedOffsets(ctx, []TopicPartition{tp})
+	}
+	if err == nil {
+		// Fetch from the committed offset again (kgo: "fetching continues
+		// from the new offset"; buffered fetches of the partition are
+		// dropped), with no poll's delivery in progress.
+		c.deliver.Lock()
+		c.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{tp.Topic: {tp.Partition: {Epoch: -1, Offset: offsets[tp].Offset}}})
+		c.fc.Track(tp)
+		err = c.h.Start(ctx, offsets)
+		if err == nil {
+			c.mu.Lock()
+			delete(c.failed, tp)
+			c.mu.Unlock()
+		}
+		c.deliver.Unlock()
+	}
+	if err != nil {
+		c.h.Stop(ctx, []TopicPartition{tp}, false) // closes an opened store
+		c.PartitionFailed(tp, fmt.Errorf("restart: %w", err))
+		return
+	}
+	c.cl.ResumeFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}})
+}

@@ -1,0 +1,141 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+)
+
+// The consumer's side of the ownership binding (ownership.go): the live
+// metadata reader of every write, the plain mode's offset commit through
+// it, and the watcher that stops partitions lost to a membership change.
+
+// PartitionMetadata is the live group-metadata reader of one partition's
+// writes: the consumer's current metadata, only while tp is owned under the
+// membership it was assigned under (Ownership). Otherwise it fails with an
+// *snapshotstore.OwnershipError (errors.Is ErrNotOwned and ErrFenced) and
+// nothing reaches the broker; before the first join it fails with
+// ErrNoGroupMetadata.
+func (c *Consumer) PartitionMetadata(tp TopicPartition) (snapshotstore.GroupMetadata, error) {
+	m, err := c.meta.Current()
+	if err != nil {
+		if errors.Is(err, snapshotstore.ErrFenced) { // joined before, no membership now
+			c.kickWatcher()
+			b, _ := c.own.Bound(tp)
+			return snapshotstore.GroupMetadata{}, &snapshotstore.OwnershipError{Topic: tp.Topic, Partition: tp.Partition,
+				Bound: b, Current: c.meta.Now(), Reason: "the consumer lost its group membership"}
+		}
+		return m, err
+	}
+	if err := c.own.Check(tp, m); err != nil {
+		c.kickWatcher()
+		return snapshotstore.GroupMetadata{}, err
+	}
+	return m, nil
+}
+
+// Ownership returns the partition bindings (status, tests).
+func (c *Consumer) Ownership() *Ownership { return c.own }
+
+func (c *Consumer) kickWatcher() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// CommitOffset commits tp's offset through the consumer's group (the plain
+// mode). It carries exactly the membership PartitionMetadata approved, so a
+// member that rejoined as a new member in between is rejected by the broker
+// (UNKNOWN_MEMBER_ID) instead of committing under its new id, and a member
+// that lost the partition in a completed rebalance is rejected by the
+// generation check. A refused or fenced commit matches ErrFenced.
+func (c *Consumer) CommitOffset(ctx context.Context, tp TopicPartition, offset int64) error {
+	m, err := c.PartitionMetadata(tp)
+	if err != nil {
+		return fmt.Errorf("commit offset %d of %s[%d]: %w", offset, tp.Topic, tp.Partition, err)
+	}
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Group = c.cfg.Group
+	req.Generation = m.Generation // the KIP-848 member epoch under the consumer protocol
+	req.MemberID = m.MemberID
+	if m.InstanceID != "" {
+		req.InstanceID = &m.InstanceID
+	}
+	rt := kmsg.NewOffsetCommitRequestTopic()
+	rt.Topic = tp.Topic
+	rp := kmsg.NewOffsetCommitRequestTopicPartition()
+	rp.Partition = tp.Partition
+	rp.Offset = offset
+	rp.LeaderEpoch = -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, c.cl)
+	if err == nil {
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if perr := kerr.ErrorForCode(p.ErrorCode); perr != nil {
+					err = perr
+				}
+			}
+		}
+	}
+	if err != nil {
+		if snapshotstore.IsFenceError(err) {
+			return fmt.Errorf("commit offset %d of %s[%d] (member %q generation %d): %w: %w",
+				offset, tp.Topic, tp.Partition, m.MemberID, m.Generation, snapshotstore.ErrFenced, err)
+		}
+		return fmt.Errorf("commit offset %d of %s[%d]: %w", offset, tp.Topic, tp.Partition, err)
+	}
+	return nil
+}
+
+// watchMembership stops, as lost, every partition bound to a membership the
+// consumer no longer has — at most one tick (100 ms) after kgo stored the
+// new member id, or at once when a refused write kicks it. The callbacks
+// run the same check first; this covers the time before kgo's next
+// callback (kgo rejoins as a new member without calling OnPartitionsLost).
+func (c *Consumer) watchMembership(ctx context.Context) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-c.kick:
+		}
+		if len(c.own.Stale(c.meta.Now())) == 0 {
+			continue
+		}
+		c.rebalance.Lock()
+		if !c.closing {
+			c.loseStale(ctx, "membership changed")
+		}
+		c.rebalance.Unlock()
+	}
+}
+
+// loseStale stops, without flushing, the partitions bound to a membership
+// the consumer no longer has. The caller holds c.rebalance.
+func (c *Consumer) loseStale(ctx context.Context, why string) {
+	cur := c.meta.Now()
+	stale := c.own.Stale(cur)
+	if len(stale) == 0 {
+		return
+	}
+	for _, tp := range stale {
+		b, _ := c.own.Bound(tp)
+		c.log.Warn("partition lost: the consumer's membership changed since it was assigned; stopping it without flushing (its new owner replays)",
+			zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.String("why", why),
+			zap.String("assigned_member", b.MemberID), zap.Int32("assigned_generation", b.Generation),
+			zap.String("member", cur.MemberID), zap.Int32("generation", cur.Generation))
+	}
+	c.stop(ctx, stale, false)
+}
