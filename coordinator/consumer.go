@@ -255,7 +255,8 @@ func (c *Consumer) HighWatermark(tp TopicPartition) (int64, bool) {
 	return h, ok
 }
 
-// Fail makes Run return err (a partition failure is fatal to the worker).
+// Fail makes Run return err: a fatal failure (a fenced partition, any
+// partition failure under fail-fast, a failed assignment).
 func (c *Consumer) Fail(err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
