@@ -43,6 +43,7 @@ type kafkaConfig struct {
 	log           *zap.Logger
 	commitRetries int
 	staleGenWait  time.Duration
+	outPartitions kgo.Partitioner
 }
 
 // WithMode selects Plain (default) or Transactional.
@@ -78,6 +79,17 @@ func WithStaleGenerationWait(d time.Duration) KafkaOption {
 	return func(c *kafkaConfig) { c.staleGenWait = d }
 }
 
+// WithOutputPartitioner sets how the transactional mode's per-partition
+// producer chooses the partition of an output (Batch.Outputs). Default
+// kgo.StickyKeyPartitioner(nil): murmur2 of the key, as the Java client's
+// default partitioner does (a record without a key goes to a sticky random
+// partition). kgo.ManualPartitioner() honours each record's Partition.
+// Snapshot records always go to their explicit partition whatever this
+// says; an output to the snapshot topic fails its transaction.
+func WithOutputPartitioner(p kgo.Partitioner) KafkaOption {
+	return func(c *kafkaConfig) { c.outPartitions = p }
+}
+
 // WithClientOpts adds kgo options (TLS, SASL, ...) to every client the store
 // creates.
 func WithClientOpts(opts ...kgo.Opt) KafkaOption {
@@ -109,6 +121,9 @@ func NewKafka(brokers []string, topic string, opts ...KafkaOption) (*Kafka, erro
 	}
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if cfg.outPartitions == nil {
+		cfg.outPartitions = kgo.StickyKeyPartitioner(nil)
 	}
 	k := &Kafka{brokers: brokers, topic: topic, cfg: cfg}
 	if cfg.mode == Plain {
@@ -182,6 +197,11 @@ func (p *plainPartition) Recover(ctx context.Context, fn func(Snapshot) error) e
 }
 
 func (p *plainPartition) Commit(ctx context.Context, b Batch) error {
+	if len(b.Outputs) > 0 {
+		// CommitsOutputs is false: its key actors emit through the
+		// application's producer, never through a batch.
+		return fmt.Errorf("%s: the plain mode cannot commit %d outputs with its snapshots", p.info, len(b.Outputs))
+	}
 	if len(b.Writes) > 0 {
 		recs := make([]*kgo.Record, len(b.Writes))
 		for i, w := range b.Writes {
@@ -200,3 +220,7 @@ func (p *plainPartition) Commit(ctx context.Context, b Batch) error {
 }
 
 func (p *plainPartition) Close(context.Context) error { return nil }
+
+// CommitsOutputs implements Partition: outputs go through the application's
+// producer (at-least-once).
+func (p *plainPartition) CommitsOutputs() bool { return false }
