@@ -85,6 +85,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	store := w.cfg.store
 	if store == nil {
 		err = snapshotstore.EnsureTopics(ctx, admin, w.cfg.input, w.cfg.snapshot, w.cfg.topics)
+		if err == nil {
+			err = w.ensureOutput(ctx, admin)
+		}
 	}
 	admin.Close()
 	if err != nil {
@@ -98,6 +101,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 		k, err := snapshotstore.NewKafka(w.cfg.brokers, w.cfg.snapshot,
 			snapshotstore.WithMode(w.cfg.mode),
+			snapshotstore.WithOutputPartitioner(w.cfg.outPartitioner),
 			snapshotstore.WithTransactionalIDPrefix(w.cfg.txnPrefix),
 			snapshotstore.WithRecoveryStallTimeout(w.cfg.stall),
 			snapshotstore.WithStaleGenerationWait(staleWait),
@@ -153,6 +157,36 @@ func (w *Worker) Run(ctx context.Context) error {
 	log.Info("worker running", zap.String("group", w.cfg.group), zap.String("input", w.cfg.input),
 		zap.String("snapshots", w.cfg.snapshot), zap.Stringer("mode", w.cfg.mode))
 	return cons.Run(ctx)
+}
+
+// ensureOutput checks the flow's default output topic at start (and
+// creates it under WithCreateTopics) on the cluster its outputs go to: the
+// worker's in the transactional mode (the partitions' transactional
+// producers write them), the application producer's in the plain mode.
+func (w *Worker) ensureOutput(ctx context.Context, admin *kgo.Client) error {
+	producer, topic := w.flow.Output()
+	if topic == "" {
+		return nil
+	}
+	if topic == w.cfg.snapshot || topic == w.cfg.input {
+		return fmt.Errorf("%w: output topic %q is the flow's input or snapshot topic", snapshotstore.ErrTopicSetup, topic)
+	}
+	cl := admin
+	switch {
+	case w.cfg.mode == snapshotstore.Transactional && producer != nil:
+		w.cfg.log.Warn("the application producer of keyflow.WithOutput is not used in the transactional mode: outputs are produced in the partitions' transactions (exactly-once)",
+			zap.String("output_topic", topic))
+	case w.cfg.mode == snapshotstore.Plain && producer == nil:
+		return fmt.Errorf("%w: output topic %q without a producer: the plain mode emits through the application's producer (keyflow.WithOutput); only the transactional mode needs none",
+			snapshotstore.ErrTopicSetup, topic)
+	case w.cfg.mode == snapshotstore.Plain:
+		cl = producer
+	}
+	parts, err := snapshotstore.TopicPartitions(ctx, admin, w.cfg.input)
+	if err != nil {
+		return err
+	}
+	return snapshotstore.EnsureOutputTopic(ctx, cl, topic, parts, w.cfg.topics)
 }
 
 // waitBrokers retries reaching the cluster within the start timeout and
