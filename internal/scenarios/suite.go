@@ -34,6 +34,8 @@ func Suite() []Case {
 		{Name: "BackpressureBound", Run: BackpressureBound},
 		{Name: "FencedPartitionFailsWorker", Run: FencedPartitionFailsWorker},
 		{Name: "PoisonRecordFailFast", Parallel: true, Run: PoisonRecordFailFast},
+		{Name: "AbortedOutputsReemittedOnce", Parallel: true, Run: AbortedOutputsReemittedOnce},
+		{Name: "InactivityAcrossRestart", Parallel: true, Run: InactivityAcrossRestart},
 	}
 	modes := []snapshotstore.Mode{snapshotstore.Plain, snapshotstore.Transactional}
 	for _, mode := range modes {
