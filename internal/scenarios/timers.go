@@ -150,7 +150,7 @@ func InactivityAcrossRestart(t *testing.T, brokers []string) {
 	const users, perSession = 20, 3
 	// Longer than the user's 2 s so that a stop (a revoke flush, a group
 	// leave: seconds on a real broker) falls inside the sessions.
-	const gap = 4 * time.Second
+	const gap = 6 * time.Second
 	input, snaps, group := Topics(t, brokers, 2)
 	out := CreateOutputTopic(t, brokers, 2)
 	closes := collectOutputs(t, brokers, out)
