@@ -34,7 +34,7 @@ func (c *Context) Partition() int32 { return c.k.env.Partition }
 func (c *Context) Logger() *zap.Logger { return c.k.env.Logger.With(zap.String("key", c.k.key)) }
 
 // SetTimer schedules the processing-time timer name to fire at `at` (now if
-// in the past; kept at millisecond precision), replacing a timer of the
+// in the past; kept at millisecond precision, rounded up), replacing a timer of the
 // same name. It fires on the key's actor through the flow's TimerFunc. The
 // timer is set when the fold (or timer) calling SetTimer returns without
 // error: a failing or skipped call sets none. Fails with ErrNoTimerHandler

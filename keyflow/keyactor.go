@@ -437,13 +437,18 @@ func (k *keyCore) ackOutput(offset int64) {
 }
 
 // setTimer arms name at `at`, persisted at millisecond precision: the
-// timer is kept at that precision so that the snapshot says what runs.
+// timer is kept at that precision, rounded up (it never fires before `at`),
+// so that the snapshot says what runs.
 func (k *keyCore) setTimer(name string, at time.Time) {
 	k.cancelTimer(name)
 	if k.timers == nil {
 		k.timers = map[string]*keyTimer{}
 	}
-	at = time.UnixMilli(at.UnixMilli())
+	if ms := time.UnixMilli(at.UnixMilli()); ms.Before(at) {
+		at = ms.Add(time.Millisecond)
+	} else {
+		at = ms
+	}
 	t := &keyTimer{name: name, at: at}
 	self, sys := k.self, k.env.System
 	t.t = time.AfterFunc(max(time.Until(at), 0), func() { sys.Root.Send(self, &timerFired{name: name, t: t}) })
