@@ -92,7 +92,11 @@ func WithCreateTopics(partitions int32, rf int16) Option {
 	}
 }
 
-// WithPersistEvery sets how often dirty keys' snapshots are flushed. Default 5 s.
+// WithPersistEvery sets how often dirty keys' snapshots are flushed. Default
+// 5 s. In the transactional mode a key that emitted outputs does not wait
+// for it: it writes its snapshot and outputs right after the batch (their
+// transaction's commit is their visibility), so this sets only how often
+// the keys that emitted nothing persist (and how much a restart replays).
 func WithPersistEvery(d time.Duration) Option { return func(c *config) { c.persistEvery = d } }
 
 // WithCommitOffsetsInterval sets how often the committable offset is

@@ -77,7 +77,8 @@ func (c *Context) CancelTimer(name string) {
 // rec nor WithOutput names a topic, and in the plain mode with ErrNoOutput
 // without a producer (WithOutput). The record is emitted when the call
 // returns without error; outputs of a call that fails are never produced
-// (under WithFoldErrorPolicy(Skip) a skipped record emits nothing).
+// (under WithFoldErrorPolicy(Skip) a skipped record emits nothing). Emit
+// takes rec: do not modify it afterwards.
 //
 // Transactional mode (snapshotstore.Transactional): exactly-once for a
 // read_committed consumer. The output travels with the key's snapshot to

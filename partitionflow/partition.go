@@ -23,7 +23,9 @@ type Config struct {
 	// Store is the opened partition; the transaction actor owns and closes it.
 	Store   snapshotstore.Partition
 	Handler keyflow.Handler
-	// PersistEvery flushes dirty keys' snapshots. Default 5 s.
+	// PersistEvery flushes dirty keys' snapshots. Default 5 s. A key with
+	// outputs for the transaction (keyflow.Env.TxnOutputs) writes at once,
+	// without waiting for it.
 	PersistEvery time.Duration
 	// CommitOffsetsInterval commits the committable offset. Default 5 s.
 	CommitOffsetsInterval time.Duration
