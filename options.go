@@ -38,6 +38,7 @@ type config struct {
 	integrity        snapshotstore.IntegrityOptions
 	retryBackoff     time.Duration
 	maxRetryBackoff  time.Duration
+	outPartitioner   kgo.Partitioner
 }
 
 func defaults() config {
@@ -88,8 +89,12 @@ func WithTransactionalIDPrefix(p string) Option { return func(c *config) { c.txn
 func WithStore(s snapshotstore.Store) Option { return func(c *config) { c.store = s } }
 
 // WithCreateTopics creates missing topics: the input topic with partitions
-// partitions, the snapshot topic compacted with as many. Default: a missing
-// topic is an error. rf -1 takes the broker default.
+// partitions, the snapshot topic compacted with as many, and the flow's
+// default output topic (keyflow.WithOutput) with as many as the input
+// topic. Default: a missing topic is an error at start (ErrTopicSetup),
+// the output topic included. rf -1 takes the broker default. The output
+// topic is checked on the cluster the outputs go to: the worker's in the
+// transactional mode, the application producer's in the plain mode.
 func WithCreateTopics(partitions int32, rf int16) Option {
 	return func(c *config) {
 		c.topics = snapshotstore.TopicSpec{Create: true, Partitions: partitions, ReplicationFactor: rf}
@@ -106,7 +111,11 @@ func WithCreateTopics(partitions int32, rf int16) Option {
 // known to outlive every key's idle time.
 func WithAllowNonCompactedSnapshots() Option { return func(c *config) { c.allowNonCompact = true } }
 
-// WithPersistEvery sets how often dirty keys' snapshots are flushed. Default 5 s.
+// WithPersistEvery sets how often dirty keys' snapshots are flushed. Default
+// 5 s. In the transactional mode a key that emitted outputs does not wait
+// for it: it writes its snapshot and outputs right after the batch (their
+// transaction's commit is their visibility), so this sets only how often
+// the keys that emitted nothing persist (and how much a restart replays).
 func WithPersistEvery(d time.Duration) Option { return func(c *config) { c.persistEvery = d } }
 
 // WithCommitOffsetsInterval sets how often the committable offset is
@@ -160,6 +169,15 @@ func WithLogger(l *zap.Logger) Option { return func(c *config) { c.log = l } }
 // this member is stale) stops the worker in both cases: restarting it here
 // would fence its valid owner's producer.
 func WithFailFast() Option { return func(c *config) { c.failFast = true } }
+
+// WithOutputPartitioner sets how the transactional mode picks the
+// partition of an output (Context.Emit). Default kgo.StickyKeyPartitioner(nil):
+// murmur2 of the record's key, like the Java client's default, so a key's
+// outputs stay in one partition, in order (a record without a key goes to a
+// sticky random partition). kgo.ManualPartitioner() honours each record's
+// Partition field. The plain mode uses the application producer's own
+// partitioner.
+func WithOutputPartitioner(p kgo.Partitioner) Option { return func(c *config) { c.outPartitioner = p } }
 
 // WithPartitionRetryBackoff sets the delay before a failed partition starts
 // again: first, doubling per consecutive failure up to max. Defaults 1 s and

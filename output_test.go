@@ -14,10 +14,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// A key holds its input offset until its outputs are acknowledged: with the
-// output cluster withholding produce responses, nothing is committed past
-// the first record; once released, everything commits and every output
-// exists.
+// Plain mode: a key holds its input offset until its outputs are
+// acknowledged by the application's producer: with the output cluster
+// withholding produce responses, nothing is committed past the first
+// record; once released, everything commits and every output exists. (In
+// the transactional mode the application's producer is not used: outputs
+// are produced in the partition's transactions.)
 func TestOutputAckHoldsOffset(t *testing.T) {
 	_, brokers := testkit.Kfake(t)
 	outCluster, outBrokers := testkit.Kfake(t)
@@ -39,7 +41,7 @@ func TestOutputAckHoldsOffset(t *testing.T) {
 	testkit.ProduceLedger(t, brokers, input, &ledger.Generator{Accounts: 5}, 50, exp)
 	producer := testkit.Client(t, outBrokers)
 	var folds atomicCounter
-	w := scenarios.StartWorker(t, ledger.FlowWithOutput(producer, "out", &folds.n), brokers, group, input, snaps, snapshotstore.Transactional)
+	w := scenarios.StartWorker(t, ledger.FlowWithOutput(producer, "out", &folds.n), brokers, group, input, snaps, snapshotstore.Plain)
 	select {
 	case <-held:
 	case <-time.After(30 * time.Second):

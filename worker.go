@@ -96,7 +96,6 @@ func (w *Worker) Run(ctx context.Context) error {
 		tctx, cancel := context.WithTimeout(ctx, w.cfg.startTimeout)
 		start := time.Now()
 		err = snapshotstore.EnsureTopics(tctx, admin, w.cfg.input, w.cfg.snapshot, w.cfg.topics)
-		cancel()
 		log.Info("topics checked", zap.String("input", w.cfg.input), zap.String("snapshots", w.cfg.snapshot),
 			zap.Duration("took", time.Since(start)), zap.Error(err))
 		// The cleanup.policy check is EnsureTopics' last: every other one passed.
@@ -105,6 +104,10 @@ func (w *Worker) Run(ctx context.Context) error {
 				zap.String("topic", pe.Topic), zap.Error(err))
 			err = nil
 		}
+		if err == nil {
+			err = w.ensureOutput(tctx, admin)
+		}
+		cancel()
 	}
 	admin.Close()
 	if err != nil {
@@ -118,6 +121,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 		k, err := snapshotstore.NewKafka(w.cfg.brokers, w.cfg.snapshot,
 			snapshotstore.WithMode(w.cfg.mode),
+			snapshotstore.WithOutputPartitioner(w.cfg.outPartitioner),
 			snapshotstore.WithTransactionalIDPrefix(w.cfg.txnPrefix),
 			snapshotstore.WithRecoveryStallTimeout(w.cfg.stall),
 			snapshotstore.WithStaleGenerationWait(staleWait),
@@ -177,6 +181,36 @@ func (w *Worker) Run(ctx context.Context) error {
 	log.Info("worker running", zap.String("group", w.cfg.group), zap.String("input", w.cfg.input),
 		zap.String("snapshots", w.cfg.snapshot), zap.Stringer("mode", w.cfg.mode))
 	return cons.Run(ctx)
+}
+
+// ensureOutput checks the flow's default output topic at start (and
+// creates it under WithCreateTopics) on the cluster its outputs go to: the
+// worker's in the transactional mode (the partitions' transactional
+// producers write them), the application producer's in the plain mode.
+func (w *Worker) ensureOutput(ctx context.Context, admin *kgo.Client) error {
+	producer, topic := w.flow.Output()
+	if topic == "" {
+		return nil
+	}
+	if topic == w.cfg.snapshot || topic == w.cfg.input {
+		return fmt.Errorf("%w: output topic %q is the flow's input or snapshot topic", snapshotstore.ErrTopicSetup, topic)
+	}
+	cl := admin
+	switch {
+	case w.cfg.mode == snapshotstore.Transactional && producer != nil:
+		w.cfg.log.Warn("the application producer of keyflow.WithOutput is not used in the transactional mode: outputs are produced in the partitions' transactions (exactly-once)",
+			zap.String("output_topic", topic))
+	case w.cfg.mode == snapshotstore.Plain && producer == nil:
+		return fmt.Errorf("%w: output topic %q without a producer: the plain mode emits through the application's producer (keyflow.WithOutput); only the transactional mode needs none",
+			snapshotstore.ErrTopicSetup, topic)
+	case w.cfg.mode == snapshotstore.Plain:
+		cl = producer
+	}
+	parts, err := snapshotstore.TopicPartitions(ctx, admin, w.cfg.input)
+	if err != nil {
+		return err
+	}
+	return snapshotstore.EnsureOutputTopic(ctx, cl, topic, parts, w.cfg.topics)
 }
 
 // waitBrokers retries reaching the cluster within the start timeout and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/actorflow/actorflow/internal/testkit"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -113,5 +115,62 @@ func TestUnreachableBrokersAreLoggedAndUnhealthy(t *testing.T) {
 	}
 	if err := <-done; !errors.Is(err, actorflow.ErrBrokersUnreachable) {
 		t.Fatalf("Run: %v", err)
+	}
+}
+
+// The flow's default output topic is checked at start, on the cluster the
+// outputs go to: missing, it is an ErrTopicSetup naming it (not a failed
+// transaction at the first Emit); with WithCreateTopics it is created with
+// as many partitions as the input topic; a plain-mode flow with an output
+// topic but no producer is refused.
+func TestOutputTopicCheckedAtStart(t *testing.T) {
+	_, brokers := testkit.Kfake(t)
+	input, snaps := testkit.Name(t, "in"), testkit.Name(t, "snap")
+	testkit.CreateTopics(t, brokers, input, snaps, 3)
+	run := func(mode snapshotstore.Mode, out string, producer *kgo.Client, opts ...actorflow.Option) (func(), error) {
+		var folds atomic.Int64
+		w, err := actorflow.NewWorker(ledger.FlowWithOutput(producer, out, &folds), append([]actorflow.Option{
+			actorflow.WithBrokers(brokers...), actorflow.WithGroup(testkit.Name(t, "g")), actorflow.WithMode(mode),
+			actorflow.WithInputTopic(input), actorflow.WithSnapshotTopic(snaps)}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- w.Run(ctx) }()
+		select {
+		case err := <-done:
+			cancel()
+			return func() {}, err
+		case <-time.After(2 * time.Second): // running: the check passed
+			return func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Error(err)
+				}
+			}, nil
+		}
+	}
+	for _, mode := range []snapshotstore.Mode{snapshotstore.Transactional, snapshotstore.Plain} {
+		producer := testkit.Client(t, brokers)
+		if mode == snapshotstore.Transactional {
+			producer = nil
+		}
+		if _, err := run(mode, "missing-out", producer); !errors.Is(err, snapshotstore.ErrTopicSetup) || !strings.Contains(err.Error(), `"missing-out"`) {
+			t.Errorf("%s: missing output topic: %v, want ErrTopicSetup naming it", mode, err)
+		}
+	}
+	if _, err := run(snapshotstore.Plain, "out", nil); !errors.Is(err, snapshotstore.ErrTopicSetup) || !strings.Contains(err.Error(), "without a producer") {
+		t.Errorf("plain mode without a producer: %v", err)
+	}
+	out := testkit.Name(t, "out")
+	stop, err := run(snapshotstore.Transactional, out, nil, actorflow.WithCreateTopics(3, -1))
+	if err != nil {
+		t.Fatalf("with WithCreateTopics: %v", err)
+	}
+	stop()
+	parts, err := snapshotstore.TopicPartitions(context.Background(), testkit.Client(t, brokers), out)
+	if err != nil || parts != 3 {
+		t.Fatalf("created output topic has %d partitions (%v), want the input's 3", parts, err)
 	}
 }

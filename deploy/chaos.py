@@ -27,9 +27,11 @@ settled again (every partition owned exactly once, in phase "running", by a live
   scale_in         compose stop + rm worker4 worker5 (5 -> 3)
 
 Then it stops the producer (SIGTERM), runs the verifier service (which waits for the group to commit
-the whole input, folds the input itself and compares every snapshot) and prints a report: faults by
-kind, partition handovers seen on /status, mismatches, output duplicates, kill -> takeover times.
-Exit 0 when the verifier found no mismatch, 1 otherwise (2 when the run itself broke).
+the whole input, folds the input itself, compares every snapshot, and reads the output topic
+read_committed with a client of its own) and prints a report: faults by kind, partition handovers seen
+on /status, mismatches, duplicate / missing / out-of-order outputs per account, kill -> takeover times.
+Exit 0 when the run passes, 1 otherwise (2 when the run itself broke). Pass: 0 mismatches; in the
+transactional mode also 0 duplicate and 0 missing outputs (exactly-once outputs).
 """
 
 import argparse
@@ -611,6 +613,7 @@ class Chaos:
             "handovers": len(self.mon.handovers), "produced": produced,
             "verifier": vr, "verifier_exit": vrc, "verdict": verdict, "verify_seconds": round(verify_s, 1),
             "mismatches": mismatches, "output_duplicates": vr.get("output_duplicates") if vr else None,
+            "missing_outputs": vr.get("missing_outputs") if vr else None,
             "kill_takeovers": [{"worker": f["target"], "partitions": f["partitions"], "takeover_s": f["takeover_s"]}
                                for f in kills],
             "takeover_per_partition": self.takeovers,
@@ -655,21 +658,34 @@ class Chaos:
             out.append(f"  per partition: min {procs[0]}s, median {procs[len(procs) // 2]}s, max {procs[-1]}s "
                        f"({len(procs)} partitions)")
         if vr:
+            guarantee = "exactly-once" if vr.get("exactly_once") else "at-least-once"
             out += [f"verifier:          {vr.get('accounts')} accounts, {vr.get('events')} events, "
                     f"drained in {vr.get('drain_seconds', 0):.1f}s",
                     f"mismatches:        {vr.get('mismatches')}",
-                    f"output duplicates: {vr.get('output_duplicates')} of {vr.get('outputs')} outputs "
-                    f"(at-least-once), missing outputs {vr.get('missing_outputs')}"]
+                    f"outputs:           {vr.get('outputs')} read_committed ({guarantee}): "
+                    f"{vr.get('output_duplicates')} duplicates in {vr.get('keys_with_duplicates')} accounts, "
+                    f"{vr.get('missing_outputs')} missing in {vr.get('keys_with_missing')} accounts, "
+                    f"{vr.get('outputs_out_of_order')} out of order"]
             for e in (vr.get("mismatch_examples") or [])[:10]:
                 out.append(f"  MISMATCH {e}")
+            for e in (vr.get("output_examples") or [])[:10]:
+                out.append(f"  OUTPUT {e}")
         else:
             out.append(f"verifier:          no report (exit {vrc}); see {self.outdir}/verify.out")
         if verdict:
             out.append(f"verdict:           {verdict}")
         for w in self.warnings:
             out.append(f"warning:           {w}")
+        # The transactional mode's outputs are exactly-once (issue 10): the pass condition is 0 duplicates,
+        # 0 missing and 0 mismatches. The plain mode's are at-least-once: mismatches only.
+        dups = vr.get("output_duplicates") if vr else None
+        missing = vr.get("missing_outputs") if vr else None
         ok = vr is not None and vrc in (0, 1) and mismatches == 0
-        out.append(f"RESULT: {'PASS' if ok else 'FAIL'} (mismatches = {mismatches})")
+        cond = f"mismatches = {mismatches}"
+        if self.args.mode == "transactional":
+            ok = ok and dups == 0 and missing == 0
+            cond += f", output duplicates = {dups}, missing outputs = {missing}"
+        out.append(f"RESULT: {'PASS' if ok else 'FAIL'} ({cond})")
         out.append(f"details: {self.outdir}/report.json, status.jsonl, verify.out, logs/")
         print("\n".join(out), flush=True)
         return 0 if ok else 1

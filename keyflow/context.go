@@ -9,8 +9,8 @@ import (
 	"go.uber.org/zap"
 )
 
-// ErrNoOutput is returned by Context.Emit when the flow has no producer
-// (WithOutput).
+// ErrNoOutput is returned by Context.Emit in the plain mode when the flow
+// has no producer (WithOutput).
 var ErrNoOutput = errors.New("keyflow: no output producer configured (WithOutput)")
 
 // ErrNoTimerHandler is returned by Context.SetTimer when the flow has no
@@ -34,11 +34,21 @@ func (c *Context) Partition() int32 { return c.k.env.Partition }
 func (c *Context) Logger() *zap.Logger { return c.k.env.Logger.With(zap.String("key", c.k.key)) }
 
 // SetTimer schedules the processing-time timer name to fire at `at` (now if
-// in the past), replacing a timer of the same name. It fires on the key's
-// actor through the flow's TimerFunc. A key with pending timers is not
-// unloaded. The timer is set when the fold (or timer) calling SetTimer
-// returns without error: a failing or skipped call sets none. Fails with
-// ErrNoTimerHandler without WithTimers.
+// in the past; kept at millisecond precision, rounded up), replacing a timer of the
+// same name. It fires on the key's actor through the flow's TimerFunc. The
+// timer is set when the fold (or timer) calling SetTimer returns without
+// error: a failing or skipped call sets none. Fails with ErrNoTimerHandler
+// without WithTimers.
+//
+// Timers are durable: persisted with the key's snapshot (the snapshot
+// written after the call) and re-armed whenever the key is loaded again; a
+// timer due while its partition was away — moved, restarting — or while the
+// key was unloaded fires on load, after the records delivered with the
+// load (they were produced before it). The due time is wall-clock time:
+// after a long outage a timer fires late, possibly after records produced
+// past its due time were consumed; compare record timestamps in the state
+// where that matters. A key whose state is nil (deleted) keeps its timers
+// only until compaction removes its tombstone (delete.retention.ms).
 func (c *Context) SetTimer(name string, at time.Time) error {
 	if !c.k.cfg.timers {
 		return ErrNoTimerHandler
@@ -49,30 +59,52 @@ func (c *Context) SetTimer(name string, at time.Time) error {
 
 // CancelTimer cancels the timer name; a no-op if it is not pending. Like
 // SetTimer it takes effect when the calling fold returns without error.
+
+// Timer returns the due time of the pending timer name, as of the start of
+// the current call (SetTimer and CancelTimer take effect when it returns).
+func (c *Context) Timer(name string) (time.Time, bool) {
+	if t, ok := c.k.timers[name]; ok {
+		return t.at, true
+	}
+	return time.Time{}, false
+}
 func (c *Context) CancelTimer(name string) {
 	c.k.fx.timers = append(c.k.fx.timers, timerOp{name: name, cancel: true})
 }
 
-// Emit produces rec through the flow's output producer. rec.Topic defaults
-// to the output topic of WithOutput. Fails with ErrNoOutput without
-// WithOutput, and when neither rec nor WithOutput names a topic.
+// Emit produces rec as an output of the current fold, timer or load hook.
+// rec.Topic defaults to the output topic of WithOutput. Fails when neither
+// rec nor WithOutput names a topic, and in the plain mode with ErrNoOutput
+// without a producer (WithOutput). The record is emitted when the call
+// returns without error; outputs of a call that fails are never produced
+// (under WithFoldErrorPolicy(Skip) a skipped record emits nothing). Emit
+// takes rec: do not modify it afterwards.
 //
-// The record is handed to the producer when the fold (or timer) calling
-// Emit returns without error; outputs of a call that fails are never
-// produced (under WithFoldErrorPolicy(Skip) a skipped record emits
-// nothing).
+// Transactional mode (snapshotstore.Transactional): exactly-once for a
+// read_committed consumer. The output travels with the key's snapshot to
+// the partition's transaction and is produced inside it, with the snapshot
+// that covers the record (or timer) that emitted it and the committed
+// input offset: a committed output is never emitted again (a replay skips
+// the records its snapshot covers) and an aborted one is emitted again
+// exactly once. Outputs of one key are visible in emit order. An output is
+// visible when its transaction commits: a key that emitted sends its write
+// right after the batch of records (or the timer) that emitted, without
+// waiting for the PersistEvery tick. Its partition is chosen by the
+// worker's WithOutputPartitioner (murmur2 of the key by default); the
+// application's producer of WithOutput is not used. read_uncommitted
+// consumers also see aborted outputs.
 //
-// Outputs are at-least-once: the input record's offset stays uncommitted,
-// and the key's snapshot is not written, until the broker acknowledges rec;
-// a restart replays the record and emits again. An output that fails, or is
-// not acknowledged within the output timeout (WithOutputTimeout, default
-// DefaultOutputTimeout), fails the key and its partition with an error
-// naming the input topic, partition, offset, key and output topic
-// (ErrOutputTimeout for a timeout); its input offset is never committed by
-// this owner.
+// Plain mode: at-least-once, through the application's producer. The input
+// record's offset stays uncommitted, and the key's snapshot is not written,
+// until the broker acknowledges rec; a restart replays the record and emits
+// again. An output that fails, or is not acknowledged within the output
+// timeout (WithOutputTimeout, default DefaultOutputTimeout), fails the key
+// and its partition with an error naming the input topic, partition,
+// offset, key and output topic (ErrOutputTimeout for a timeout); its input
+// offset is never committed by this owner.
 func (c *Context) Emit(rec *kgo.Record) error {
 	k := c.k
-	if k.cfg.output == nil {
+	if k.cfg.output == nil && !k.env.TxnOutputs {
 		return ErrNoOutput
 	}
 	if rec.Topic == "" {

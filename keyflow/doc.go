@@ -8,8 +8,11 @@
 // assigned; each snapshot records the offset of the last record folded into
 // it, and replayed records at or below it are skipped, so each record's
 // effect on the state is applied exactly once. Outputs emitted with
-// Context.Emit are at-least-once, and bounded by a delivery timeout
-// (WithOutputTimeout). A fold or timer that returns an error has no effect:
+// Context.Emit are exactly-once in the transactional mode (produced in the
+// transaction of the snapshot that covers the fold that emitted them) and
+// at-least-once in the plain mode (through the application's producer,
+// bounded by a delivery timeout: WithOutputTimeout). Timers are persisted
+// with the snapshot and re-armed on load. A fold or timer that returns an error has no effect:
 // its outputs and timer changes are dropped, and under
 // WithFoldErrorPolicy(Skip) its in-place changes to the state are undone.
 package keyflow

@@ -31,17 +31,22 @@ type timerOp struct {
 	cancel bool
 }
 
-// apply runs the buffered effects in call order; outputs are held at input
-// offset k.cur (-1 in a timer).
+// applyEffects runs the buffered effects in call order. Outputs go to the
+// outbox in the transactional mode; otherwise to the application's
+// producer, held at input offset k.cur (-1 in a timer) until acknowledged.
 func (k *keyCore) applyEffects() {
 	for _, op := range k.fx.timers {
 		if op.cancel {
 			k.cancelTimer(op.name)
 		} else {
-			k.setTimer(op.name, time.Until(op.at))
+			k.setTimer(op.name, op.at)
 		}
 	}
 	for _, rec := range k.fx.emits {
+		if k.env.TxnOutputs {
+			k.outbox = append(k.outbox, rec) // the key's next write carries it
+			continue
+		}
 		k.produce(rec, k.cur)
 	}
 	k.discardEffects()

@@ -20,12 +20,17 @@ type FoldFunc[S any] func(kc *Context, state *S, rec *kgo.Record) (*S, error)
 // TimerFunc handles a fired timer like FoldFunc handles a record.
 type TimerFunc[S any] func(kc *Context, state *S, name string) (*S, error)
 
+// LoadFunc runs each time a key is loaded (see WithOnLoad), like FoldFunc
+// without a record.
+type LoadFunc[S any] func(kc *Context, state *S) (*S, error)
+
 // Flow is a per-key flow over state S. Build it with New; run it with a
 // worker (package actorflow). A Flow is immutable and safe to share.
 type Flow[S any] struct {
 	common
 	fold    FoldFunc[S]
 	onTimer TimerFunc[S]
+	onLoad  LoadFunc[S]
 	codec   Codec[S]
 }
 
@@ -63,13 +68,35 @@ func WithCodec[S any](c Codec[S]) Option[S] { return func(f *Flow[S]) { f.codec 
 
 // WithTimers sets the handler of per-key processing-time timers (see
 // Context.SetTimer). Default: none; setting a timer without a handler is an
-// error. Timers are not persisted: a key's pending timers are lost when its
-// partition moves.
+// error. Timers are durable: a key's pending timers (name, due time) are
+// persisted with its snapshot and re-armed when the key is loaded again —
+// after a rebalance, a restart or an idle unload — and a timer that fell
+// due while the key was away fires on load (after the records delivered
+// with the load). A timer's outputs and state changes are persisted like a
+// fold's; in the transactional mode its outputs are exactly-once.
 func WithTimers[S any](fn TimerFunc[S]) Option[S] { return func(f *Flow[S]) { f.onTimer = fn } }
+
+// WithOnLoad sets a hook run each time a key's actor starts: from its
+// snapshot (after a rebalance, a restart, an idle unload) or with a nil
+// state for a key never seen. It runs after the snapshot's state is decoded
+// and its timers re-armed (Context.Timer sees them), before any record is
+// folded and before overdue timers fire: for flows that must re-derive
+// something not in their state (a cache, a timer computed from the state
+// by an older version of the flow). Default: none.
+//
+// Its effects are a fold's: the returned state, Emit and SetTimer /
+// CancelTimer take effect if it returns no error (WithFoldErrorPolicy
+// applies). The key is persisted after the hook only when the hook
+// changed something visible: it returned a different state pointer,
+// emitted, or set or cancelled a timer; an in-place change of the state
+// alone is persisted with the key's next write.
+func WithOnLoad[S any](fn LoadFunc[S]) Option[S] { return func(f *Flow[S]) { f.onLoad = fn } }
 
 // WithMaxIdle unloads a key actor idle for d once its state is persisted (it
 // reloads from the snapshot on its next record). Default 10 min; 0 never
-// unloads.
+// unloads. A key with pending timers unloads too when its next timer is due
+// later than max(d, 1 min) from now: the partition keeps the timers of its
+// unloaded keys and loads a key again when its first timer is due.
 func WithMaxIdle[S any](d time.Duration) Option[S] { return func(f *Flow[S]) { f.maxIdle = d } }
 
 // WithFoldErrorPolicy says what an error returned by the fold or a timer
@@ -91,19 +118,30 @@ func WithFoldErrorPolicy[S any](p Policy) Option[S] { return func(f *Flow[S]) { 
 func WithNilKeyPolicy[S any](p Policy) Option[S] { return func(f *Flow[S]) { f.nilKey = p } }
 
 // WithOutput sets the application's producer used by Context.Emit, and the
-// topic of emitted records that name none. Default: none (Emit fails with
-// ErrNoOutput). Outputs are at-least-once: a key holds its input offset, and
-// its next snapshot waits, until its outputs are acknowledged; an output
-// that fails or is not acknowledged within the output timeout
-// (WithOutputTimeout) fails the key's partition. The producer's own
-// settings apply (kgo retries a produce until it succeeds by default);
-// records are produced with a context that ends at the output timeout.
+// topic of emitted records that name none (the worker checks at start that
+// it exists, and creates it with WithCreateTopics). Default: none.
+//
+// Transactional mode (snapshotstore.Transactional): producer is not used —
+// outputs are produced by the partition's transactional producer inside the
+// transaction of the key's snapshot (exactly-once for a read_committed
+// consumer; see Context.Emit); pass nil. The worker's WithOutputPartitioner
+// picks their partitions.
+//
+// Plain mode: outputs go through producer, at-least-once; Emit fails with
+// ErrNoOutput without one. A key holds its input offset, and its next
+// snapshot waits, until its outputs are acknowledged; an output that fails
+// or is not acknowledged within the output timeout (WithOutputTimeout)
+// fails the key's partition. The producer's own settings apply (kgo
+// retries a produce until it succeeds by default); records are produced
+// with a context that ends at the output timeout.
 func WithOutput[S any](producer *kgo.Client, defaultTopic string) Option[S] {
 	return func(f *Flow[S]) { f.output, f.outputTopic = producer, defaultTopic }
 }
 
 // WithOutputTimeout bounds the wait for each output's acknowledgement, from
-// Emit's hand-over to the producer. Default DefaultOutputTimeout (10 s);
+// Emit's hand-over to the application's producer (plain mode; in the
+// transactional mode outputs are part of the transaction, bounded by the
+// revoke budget and the transaction timeout). Default DefaultOutputTimeout (10 s);
 // d <= 0 keeps the default. A key's flush (periodic or revoke-time) waits
 // for its outputs, so without a bound a stuck output — an unreachable
 // broker, a produce request never answered, a missing topic kgo is told to
@@ -130,6 +168,10 @@ type Handler interface {
 	NilKeyPolicy() Policy
 	// MaxIdle is how long a key stays loaded without records (0: forever).
 	MaxIdle() time.Duration
+	// Output returns the application's producer and the default output
+	// topic of WithOutput (nil and "" without it): the worker checks (and
+	// creates) the topic at start.
+	Output() (producer *kgo.Client, defaultTopic string)
 }
 
 // Env is what one partition gives its key actors.
@@ -138,9 +180,15 @@ type Env struct {
 	Partition int32
 	System    *actor.ActorSystem
 	Logger    *zap.Logger
-	// Persist sends a snapshot to the partition's transaction actor; done is
-	// called exactly once with the outcome of the transaction carrying it.
-	Persist func(s snapshotstore.Snapshot, done func(error))
+	// TxnOutputs: the partition's store commits outputs in its transactions
+	// (snapshotstore.Partition.CommitsOutputs). Emit then hands outputs to the key's
+	// next write instead of the application's producer.
+	TxnOutputs bool
+	// Persist sends a snapshot, and the outputs of the calls it covers
+	// (TxnOutputs only), to the partition's transaction actor; done is
+	// called exactly once with the outcome of the transaction carrying
+	// them.
+	Persist func(s snapshotstore.Snapshot, outputs []*kgo.Record, done func(error))
 	// Processed releases n delivered records of the partition's in-flight
 	// budget (backpressure). Called from key actors: goroutine-safe.
 	Processed func(n int)
@@ -164,3 +212,6 @@ func (f *Flow[S]) NilKeyPolicy() Policy { return f.nilKey }
 
 // MaxIdle implements Handler.
 func (f *Flow[S]) MaxIdle() time.Duration { return f.maxIdle }
+
+// Output implements Handler.
+func (f *Flow[S]) Output() (*kgo.Client, string) { return f.output, f.outputTopic }

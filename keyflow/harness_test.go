@@ -29,7 +29,36 @@ type part struct {
 
 func runPartition(t *testing.T, h keyflow.Handler, persistEvery time.Duration) *part {
 	t.Helper()
-	p := &part{t: t, sys: actors.NewSystem(nil), mem: snapshotstore.NewMemory(), stopped: make(chan error, 1), commits: make(chan struct{}, 1)}
+	return runPartitionOn(t, snapshotstore.NewMemory(), h, persistEvery, 0)
+}
+
+// runPartitionOn runs a partition over mem (its committed snapshots are
+// recovered: a restart of the partition), starting at the assigned offset.
+// It sets mem.AfterCommit.
+func runPartitionOn(t *testing.T, mem *snapshotstore.Memory, h keyflow.Handler, persistEvery time.Duration, assigned int64) *part {
+	t.Helper()
+	return runPartitionWrapped(t, mem, h, persistEvery, assigned, nil)
+}
+
+// gatedRecovery holds a partition's recovery until release is closed.
+type gatedRecovery struct {
+	snapshotstore.Partition
+	release chan struct{}
+}
+
+func (g gatedRecovery) Recover(ctx context.Context, fn func(snapshotstore.Snapshot) error) error {
+	select {
+	case <-g.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return g.Partition.Recover(ctx, fn)
+}
+
+// runPartitionWrapped is runPartitionOn with the store wrapped (nil: not).
+func runPartitionWrapped(t *testing.T, mem *snapshotstore.Memory, h keyflow.Handler, persistEvery time.Duration, assigned int64, wrap func(snapshotstore.Partition) snapshotstore.Partition) *part {
+	t.Helper()
+	p := &part{t: t, sys: actors.NewSystem(nil), mem: mem, stopped: make(chan error, 1), commits: make(chan struct{}, 1)}
 	p.mem.AfterCommit = func(snapshotstore.PartitionInfo, snapshotstore.Batch) {
 		select {
 		case p.commits <- struct{}{}:
@@ -40,8 +69,11 @@ func runPartition(t *testing.T, h keyflow.Handler, persistEvery time.Duration) *
 	if err != nil {
 		t.Fatal(err)
 	}
+	if wrap != nil {
+		store = wrap(store)
+	}
 	p.pid = p.sys.Root.Spawn(partitionflow.Props(partitionflow.Config{
-		Topic: inTopic, Store: store, Handler: h,
+		Topic: inTopic, Store: store, Handler: h, AssignedOffset: assigned,
 		PersistEvery: persistEvery, CommitOffsetsInterval: 10 * time.Millisecond,
 		OnStopped: func(err error) { p.stopped <- err },
 	}))

@@ -2,11 +2,18 @@ package keyflow
 
 import (
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
+
+// minTimerUnloadHorizon: an idle key whose next timer is due within
+// max(MaxIdle, this) stays loaded; reloading it so soon would cost more
+// than keeping it. A variable for tests (export_test.go).
+var minTimerUnloadHorizon = time.Minute
 
 // keyCore is the non-generic part of a key actor: offsets, persistence and
 // output bookkeeping, timers.
@@ -38,8 +45,16 @@ type keyCore struct {
 	waitAcks bool
 	stash    []*Deliver
 
-	outputs map[int64]int // pending output acks by input offset
-	timers  map[string]*keyTimer
+	outputs map[int64]int // pending output acks by input offset (plain mode)
+	// outbox: outputs emitted in the transactional mode (Env.TxnOutputs)
+	// and not yet handed to a write; the next write carries them, with a
+	// snapshot covering the calls that emitted them.
+	outbox []*kgo.Record
+	timers map[string]*keyTimer
+	// overdue: timers restored from the snapshot that were due while the
+	// key was away; they fire after the first delivery (or Wake) of this
+	// load, in due order.
+	overdue []*keyTimer
 	fx      effects // of the call in progress (effects.go)
 
 	skipped     int
@@ -48,7 +63,12 @@ type keyCore struct {
 	failed      error
 }
 
-type keyTimer struct{ t *time.Timer }
+// keyTimer is one pending timer; t is nil for an overdue one.
+type keyTimer struct {
+	name string
+	at   time.Time
+	t    *time.Timer
+}
 
 type (
 	persistDone struct{ err error }
@@ -79,10 +99,18 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 	case *Deliver:
 		if a.waitAcks {
 			a.stash = append(a.stash, m)
-			return
+		} else {
+			a.deliver(ctx, m)
 		}
-		a.deliver(ctx, m)
+		a.fireOverdue(ctx)
+		// Transactional outputs go out with the snapshot right after the
+		// batch that emitted them, not at the next PersistEvery tick:
+		// their transaction's commit is their visibility (one write per key
+		// per batch; the next one when this one is acknowledged).
+		a.maybePersist(ctx)
 		a.report(ctx)
+	case *Wake:
+		a.fireOverdue(ctx)
 	case *Flush:
 		a.flushWaiting, a.flushRound = true, m.Round
 		a.flushReply = a.flushReply || m.Reply
@@ -120,9 +148,11 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 		}
 		delete(a.timers, m.name)
 		a.fireTimer(ctx, m.name)
+		a.maybePersist(ctx)
 		a.report(ctx)
 	case *Unload:
-		if a.dirty || a.persisting || len(a.outputs) > 0 || len(a.timers) > 0 || a.failed != nil || a.waitAcks {
+		if a.dirty || a.persisting || len(a.outputs) > 0 || len(a.outbox) > 0 || a.failed != nil || a.waitAcks ||
+			len(a.overdue) > 0 || a.timersDueWithin(max(a.cfg.maxIdle, minTimerUnloadHorizon)) {
 			ctx.Send(ctx.Parent(), &Busy{Key: a.key})
 			return
 		}
@@ -135,27 +165,96 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 		ctx.Send(ctx.Parent(), &Unloaded{Key: a.key, Snapshot: snap})
 		ctx.Stop(ctx.Self())
 	case *actor.Started:
-		a.self = ctx.Self()
-		a.reported = -2
-		if a.snap != nil && !a.snap.Tombstone() {
-			s, err := a.flow.codec.Decode(a.snap.Value)
+		a.started(ctx)
+	case *actor.Stopping:
+		for _, t := range a.timers {
+			if t.t != nil {
+				t.t.Stop()
+			}
+		}
+	}
+}
+
+// started loads the key: its state from the snapshot, its pending timers
+// re-armed (those due while it was away fire after this load's first
+// delivery), then the load hook.
+func (a *keyActor[S]) started(ctx actor.Context) {
+	a.self = ctx.Self()
+	a.reported = -2
+	if snap := a.snap; snap != nil {
+		a.snap = nil
+		if !snap.Tombstone() {
+			s, err := a.flow.codec.Decode(snap.Value)
 			if err != nil {
 				a.fail(ctx, fmt.Errorf("%s[%d] key %q: decode snapshot at %s (offset %d): %w",
-					a.env.Topic, a.env.Partition, a.key, a.snap.Source, a.snap.Offset, err))
+					a.env.Topic, a.env.Partition, a.key, snap.Source, snap.Offset, err))
+				return
 			}
 			a.state = s
 		}
-		if a.snap != nil {
-			a.keep(*a.snap)
-		} else {
-			a.undo = undo{valid: true, null: true}
-		}
-		a.snap = nil
-	case *actor.Stopping:
-		for _, t := range a.timers {
-			t.t.Stop()
+		a.keep(*snap)
+		a.restoreTimers(snap.Timers)
+	} else {
+		a.undo = undo{valid: true, null: true}
+	}
+	if a.flow.onLoad == nil || a.failed != nil {
+		return
+	}
+	a.cur = -1
+	err := a.beginCall()
+	if err == nil {
+		ns, lerr := a.flow.onLoad(&Context{k: &a.keyCore}, a.state)
+		changed := ns != a.state || len(a.fx.emits) > 0 || len(a.fx.timers) > 0
+		if err = a.endCall(ns, lerr); err == nil && changed {
+			a.markDirty(-1)
+			a.reportDirty = true
 		}
 	}
+	if err != nil {
+		a.callFailed(ctx, fmt.Errorf("%s[%d] key %q: load hook: %w", a.env.Topic, a.env.Partition, a.key, err), "load hook")
+	}
+	a.maybePersist(ctx)
+	a.report(ctx)
+}
+
+// restoreTimers re-arms a loaded snapshot's timers; those already due are
+// kept for fireOverdue.
+func (k *keyCore) restoreTimers(ts []snapshotstore.Timer) {
+	now := time.Now()
+	for _, t := range ts {
+		if t.At.After(now) {
+			k.setTimer(t.Name, t.At)
+			continue
+		}
+		k.cancelTimer(t.Name)
+		if k.timers == nil {
+			k.timers = map[string]*keyTimer{}
+		}
+		kt := &keyTimer{name: t.Name, at: t.At}
+		k.timers[t.Name] = kt
+		k.overdue = append(k.overdue, kt)
+	}
+	sort.SliceStable(k.overdue, func(i, j int) bool { return k.overdue[i].at.Before(k.overdue[j].at) })
+}
+
+// fireOverdue fires the timers that were due while the key was away, in due
+// order, unless a fold of this load replaced or cancelled them: after the
+// records that loaded the key, which were produced before the load.
+func (a *keyActor[S]) fireOverdue(ctx actor.Context) {
+	if len(a.overdue) == 0 {
+		return
+	}
+	due := a.overdue
+	a.overdue = nil
+	for _, kt := range due {
+		if a.timers[kt.name] != kt {
+			continue
+		}
+		delete(a.timers, kt.name)
+		a.fireTimer(ctx, kt.name)
+	}
+	a.maybePersist(ctx)
+	a.report(ctx)
 }
 
 func (a *keyActor[S]) deliver(ctx actor.Context, m *Deliver) {
@@ -210,7 +309,7 @@ func (k *keyCore) markDirty(offset int64) {
 // encode returns the key's snapshot, reusing the encoding of the state while
 // no call has changed it since (an unload after a persist encodes nothing).
 func (a *keyActor[S]) encode() (snapshotstore.Snapshot, error) {
-	s := snapshotstore.Snapshot{Key: a.key, Offset: a.lastFolded}
+	s := snapshotstore.Snapshot{Key: a.key, Offset: a.lastFolded, Timers: a.timerList()}
 	if a.undo.valid {
 		if !a.undo.null {
 			s.Value = a.undo.data
@@ -237,10 +336,12 @@ func (a *keyActor[S]) encodeState() ([]byte, error) {
 	return b, err
 }
 
-// maybePersist starts a persist when a flush waits, the state is dirty and
-// none is in flight.
+// maybePersist starts a persist when a flush waits (or transactional
+// outputs wait for their write), the state is dirty and none is in flight.
+// The write carries the outbox: its snapshot covers every call that
+// emitted them.
 func (a *keyActor[S]) maybePersist(ctx actor.Context) {
-	if !a.flushWaiting || !a.dirty || a.persisting || a.failed != nil || a.waitAcks {
+	if !(a.flushWaiting || len(a.outbox) > 0) || !(a.dirty || len(a.outbox) > 0) || a.persisting || a.failed != nil || a.waitAcks {
 		return
 	}
 	if len(a.outputs) > 0 {
@@ -254,15 +355,17 @@ func (a *keyActor[S]) maybePersist(ctx actor.Context) {
 	}
 	a.persisting, a.inflightFirst = true, a.firstDirty
 	a.dirty, a.firstDirty = false, -1
+	outs := a.outbox
+	a.outbox = nil
 	self, sys := a.self, a.env.System
-	a.env.Persist(snap, func(err error) { sys.Root.Send(self, &persistDone{err: err}) })
+	a.env.Persist(snap, outs, func(err error) { sys.Root.Send(self, &persistDone{err: err}) })
 }
 
 func (a *keyActor[S]) maybeFlushDone(ctx actor.Context) {
 	if !a.flushWaiting {
 		return
 	}
-	if a.failed == nil && (a.dirty || a.persisting || len(a.outputs) > 0) {
+	if a.failed == nil && (a.dirty || a.persisting || len(a.outputs) > 0 || len(a.outbox) > 0) {
 		return
 	}
 	a.flushWaiting = false
@@ -333,20 +436,59 @@ func (k *keyCore) ackOutput(offset int64) {
 	}
 }
 
-func (k *keyCore) setTimer(name string, d time.Duration) {
+// setTimer arms name at `at`, persisted at millisecond precision: the
+// timer is kept at that precision, rounded up (it never fires before `at`),
+// so that the snapshot says what runs.
+func (k *keyCore) setTimer(name string, at time.Time) {
 	k.cancelTimer(name)
 	if k.timers == nil {
 		k.timers = map[string]*keyTimer{}
 	}
-	t := &keyTimer{}
+	if ms := time.UnixMilli(at.UnixMilli()); ms.Before(at) {
+		at = ms.Add(time.Millisecond)
+	} else {
+		at = ms
+	}
+	t := &keyTimer{name: name, at: at}
 	self, sys := k.self, k.env.System
-	t.t = time.AfterFunc(max(d, 0), func() { sys.Root.Send(self, &timerFired{name: name, t: t}) })
+	t.t = time.AfterFunc(max(time.Until(at), 0), func() { sys.Root.Send(self, &timerFired{name: name, t: t}) })
 	k.timers[name] = t
 }
 
 func (k *keyCore) cancelTimer(name string) {
 	if t, ok := k.timers[name]; ok {
-		t.t.Stop()
+		if t.t != nil {
+			t.t.Stop()
+		}
 		delete(k.timers, name)
 	}
+}
+
+// timerList is the pending timers for the snapshot, in due order.
+func (k *keyCore) timerList() []snapshotstore.Timer {
+	if len(k.timers) == 0 {
+		return nil
+	}
+	out := make([]snapshotstore.Timer, 0, len(k.timers))
+	for _, t := range k.timers {
+		out = append(out, snapshotstore.Timer{Name: t.name, At: t.at})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].At.Equal(out[j].At) {
+			return out[i].At.Before(out[j].At)
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+// timersDueWithin reports a pending timer due within d.
+func (k *keyCore) timersDueWithin(d time.Duration) bool {
+	limit := time.Now().Add(d)
+	for _, t := range k.timers {
+		if t.at.Before(limit) {
+			return true
+		}
+	}
+	return false
 }

@@ -23,6 +23,11 @@ type Flush struct {
 	Reply bool
 }
 
+// Wake is sent to a key loaded only because one of its persisted timers is
+// due (the partition keeps the timers of unloaded keys): the key fires its
+// overdue timers.
+type Wake struct{}
+
 // Unload asks an idle key to stop. It answers Unloaded (and stops) or Busy.
 type Unload struct{}
 
@@ -46,14 +51,15 @@ type FlushDone struct {
 }
 
 // Unloaded answers Unload: the key stopped; Snapshot is its persisted state
-// for the next load.
+// for the next load, with its pending timers (the partition loads the key
+// again when the first is due).
 type Unloaded struct {
 	Key      string
 	Snapshot snapshotstore.Snapshot
 }
 
 // Busy answers Unload when the key cannot unload (dirty, persisting,
-// outputs or timers pending).
+// outputs pending, a timer due soon).
 type Busy struct{ Key string }
 
 // KeyFailed reports a failure that must fail the partition. Err names the

@@ -40,6 +40,7 @@ type discard struct{}
 func (discard) Recover(context.Context, func(snapshotstore.Snapshot) error) error { return nil }
 func (discard) Commit(context.Context, snapshotstore.Batch) error                 { return nil }
 func (discard) Close(context.Context) error                                       { return nil }
+func (discard) CommitsOutputs() bool                                              { return false }
 
 func spawnBench(b *testing.B, h keyflow.Handler, persist time.Duration) (func() partitionflow.Status, func(*partitionflow.Records), func()) {
 	b.Helper()

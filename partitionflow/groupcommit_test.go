@@ -7,6 +7,7 @@ import (
 
 	"github.com/actorflow/actorflow/partitionflow"
 	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // gcRecorder simulates the transaction actor's loop over a GroupCommit:
@@ -414,5 +415,44 @@ func TestGroupCommitPending(t *testing.T) {
 	c.next()
 	if p := c.g.Pending(); p != 0 {
 		t.Fatalf("Pending() = %d with everything in flight, want 0", p)
+	}
+}
+
+// The cap counts records: a write costs its snapshot plus its outputs, a
+// write is never split from its outputs, outputs keep their write order,
+// and a write with more outputs than the cap goes alone.
+func TestGroupCommitCapCountsOutputs(t *testing.T) {
+	c := newGCRecorder(t, 4, 0)
+	add := func(key string, outputs int) {
+		w := partitionflow.Write{Snapshot: snapshotstore.Snapshot{Key: key}, Done: c.done(key)}
+		for i := range outputs {
+			w.Outputs = append(w.Outputs, &kgo.Record{Key: []byte(key), Value: fmt.Appendf(nil, "%s%d", key, i)})
+		}
+		c.g.Add(w)
+	}
+	add("a", 1) // 2 records
+	add("b", 1) // 2: a+b fill the cap of 4
+	add("c", 9) // 10: alone
+	add("d", 0) // 1
+	add("e", 2) // 3: d+e = 4
+	c.drain(nil)
+	var got []string
+	for _, b := range c.batches {
+		s := ""
+		for _, w := range b.Writes {
+			s += w.Key
+		}
+		s += ":"
+		for _, o := range b.Outputs {
+			s += string(o.Value) + ","
+		}
+		got = append(got, s)
+	}
+	want := []string{"ab:a0,b0,", "c:c0,c1,c2,c3,c4,c5,c6,c7,c8,", "de:e0,e1,"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("transactions %q, want %q", got, want)
+	}
+	for _, k := range []string{"a", "b", "c", "d", "e"} {
+		c.answeredOnce(k, nil)
 	}
 }

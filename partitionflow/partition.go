@@ -23,7 +23,9 @@ type Config struct {
 	// Store is the opened partition; the transaction actor owns and closes it.
 	Store   snapshotstore.Partition
 	Handler keyflow.Handler
-	// PersistEvery flushes dirty keys' snapshots. Default 5 s.
+	// PersistEvery flushes dirty keys' snapshots. Default 5 s. A key with
+	// outputs for the transaction (keyflow.Env.TxnOutputs) writes at once,
+	// without waiting for it.
 	PersistEvery time.Duration
 	// CommitOffsetsInterval commits the committable offset. Default 5 s.
 	CommitOffsetsInterval time.Duration
@@ -76,6 +78,11 @@ type Status struct {
 	// leave a lag of 1).
 	HighWatermark int64 `json:"high_watermark"`
 	Lag           int64 `json:"lag"`
+	// Outputs counts the outputs committed in this partition's
+	// transactions (transactional mode).
+	Outputs int64 `json:"outputs_committed"`
+	// TimersCold counts the scheduled timers of unloaded keys.
+	TimersCold int `json:"timers_cold"`
 }
 
 // StatusRequest asks a partition for its Status, sent on Reply (which must
@@ -114,6 +121,9 @@ const (
 	tickSweep
 )
 
+// coldDue: the earliest timer of an unloaded key may be due.
+type coldDue struct{}
+
 type partition struct {
 	cfg     Config
 	log     *zap.Logger
@@ -143,12 +153,18 @@ type partition struct {
 	stage     int         // the revoke phase whose deadline is armed
 	stageT    *time.Timer // that deadline
 	err       error
+	// The persisted timers of cold keys (coldtimers.go) and the one timer
+	// armed for the earliest of them.
+	ctimers coldTimers
+	ctT     *time.Timer
+	ctAt    time.Time
 
 	committed, requested int64
 	recoveredN           int
 	lastBatch            int
 	txns                 int64
 	skipped              int64
+	outputs              int64
 }
 
 // Props returns the props of a partition actor.
@@ -198,6 +214,9 @@ func (p *partition) Receive(ctx actor.Context) {
 	case *txnCommitted:
 		p.lastBatch = m.writes
 		p.txns++
+		p.outputs += int64(m.outputs)
+	case *coldDue:
+		p.coldDue(ctx)
 	case *offsetCommit:
 		if m.err == nil && m.offset > p.committed {
 			p.committed = m.offset
@@ -249,6 +268,9 @@ func (p *partition) Receive(ctx actor.Context) {
 		p.start(ctx)
 	case *actor.Stopping:
 		p.disarm()
+		if p.ctT != nil {
+			p.ctT.Stop()
+		}
 		if p.cancel != nil {
 			p.cancel()
 		}
@@ -272,6 +294,9 @@ func (p *partition) start(ctx actor.Context) {
 		System:    ctx.ActorSystem(),
 		Logger:    p.log,
 		Processed: p.cfg.OnProcessed,
+		// Exactly-once outputs where the store commits them (the
+		// transactional mode): Emit enrolls them in the transaction.
+		TxnOutputs: p.cfg.Store.CommitsOutputs(),
 	}
 	txn := newTxnActor(p.cfg.Store, p.cfg.MaxWritesPerTransaction, p.cfg.AssignedOffset, p.log)
 	txn.stopTO = p.cfg.RevokeTimeout / 4 // a stop without a Revoke (a failure): the last share
@@ -285,8 +310,8 @@ func (p *partition) start(ctx actor.Context) {
 	p.keyProps = actor.PropsFromProducer(func() actor.Actor { return h.NewKeyActor(p.spawnName, p.spawnSnap, env) },
 		actor.WithDispatcher(dispatcher()))
 	root, txnPID := ctx.ActorSystem().Root, p.txn
-	p.env.Persist = func(s snapshotstore.Snapshot, done func(error)) {
-		root.Send(txnPID, &writeReq{w: Write{Snapshot: s, Done: done}})
+	p.env.Persist = func(s snapshotstore.Snapshot, outputs []*kgo.Record, done func(error)) {
+		root.Send(txnPID, &writeReq{w: Write{Snapshot: s, Outputs: outputs, Done: done}})
 	}
 	rctx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel

@@ -22,11 +22,54 @@ func (p *partition) recovered(ctx actor.Context, m *recovered) {
 	p.cold = m.snaps
 	p.recoveredN = len(m.snaps)
 	p.phase = phaseRunning
-	p.log.Info("partition recovered", zap.Int("snapshots", len(m.snaps)), zap.Int64("assigned_offset", p.cfg.AssignedOffset))
+	for k, s := range m.snaps {
+		if at, ok := s.NextTimer(); ok {
+			p.ctimers.add(k, at)
+		}
+	}
+	p.log.Info("partition recovered", zap.Int("snapshots", len(m.snaps)), zap.Int("keys_with_timers", p.ctimers.len()),
+		zap.Int64("assigned_offset", p.cfg.AssignedOffset))
 	p.startTicks(ctx)
 	waiting := p.waiting
 	p.waiting = nil
+	// Records first: the keys they load fire their overdue timers after
+	// them; the other keys with timers are loaded when these are due.
 	p.records(ctx, waiting)
+	p.scheduleCold(ctx)
+}
+
+// scheduleCold arms the timer of the earliest cold-key timer, if earlier
+// than the one armed.
+func (p *partition) scheduleCold(ctx actor.Context) {
+	at, ok := p.ctimers.next()
+	if !ok || (p.ctT != nil && !at.Before(p.ctAt)) {
+		return
+	}
+	if p.ctT != nil {
+		p.ctT.Stop()
+	}
+	root, self := ctx.ActorSystem().Root, ctx.Self()
+	p.ctAt = at
+	p.ctT = time.AfterFunc(time.Until(at), func() { root.Send(self, &coldDue{}) })
+}
+
+// coldDue loads the cold keys whose earliest timer is due; each fires its
+// overdue timers on Wake. An entry whose key was loaded meanwhile (or
+// whose timers changed) is stale and dropped.
+func (p *partition) coldDue(ctx actor.Context) {
+	p.ctT = nil
+	if p.phase != phaseRunning || p.err != nil {
+		return
+	}
+	for _, e := range p.ctimers.due(time.Now()) {
+		s, ok := p.cold[e.key]
+		if at, has := s.NextTimer(); !ok || !has || !at.Equal(e.at) {
+			continue
+		}
+		ke := p.spawnKey(ctx, e.key)
+		ctx.Send(ke.pid, &keyflow.Wake{})
+	}
+	p.scheduleCold(ctx)
 }
 
 // records routes a batch: one Deliver per key, in offset order.
@@ -117,6 +160,10 @@ func (p *partition) unloaded(ctx actor.Context, m *keyflow.Unloaded) {
 	}
 	delete(p.keys, m.Key)
 	p.cold[m.Key] = m.Snapshot
+	if at, ok := m.Snapshot.NextTimer(); ok {
+		p.ctimers.add(m.Key, at)
+		p.scheduleCold(ctx)
+	}
 	if p.flushOf[m.Key] {
 		p.flushAnswered(ctx, m.Key, p.round, nil)
 	}
@@ -211,7 +258,7 @@ func (p *partition) status() Status {
 		Topic: p.cfg.Topic, Partition: p.cfg.Partition, Phase: p.phase,
 		KeysLoaded: len(p.keys), KeysCold: len(p.cold),
 		Committable: p.tracker.Committable(), Committed: p.committed,
-		Recovered: p.recoveredN, Skipped: p.skipped,
+		Recovered: p.recoveredN, Skipped: p.skipped, Outputs: p.outputs, TimersCold: p.ctimers.len(),
 		LastBatch: p.lastBatch, Txns: p.txns,
 	}
 }

@@ -36,7 +36,7 @@ type (
 	// partition's persisted state and offset can no longer advance.
 	txnFailed struct{ err error }
 	// txnCommitted tells the partition a transaction's size (status).
-	txnCommitted struct{ writes int }
+	txnCommitted struct{ writes, outputs int }
 )
 
 // txnActor owns the partition's store (its producer in the transactional
@@ -103,7 +103,7 @@ func (t *txnActor) Receive(ctx actor.Context) {
 			return
 		}
 		if parent := ctx.Parent(); parent != nil {
-			ctx.Send(parent, &txnCommitted{writes: len(m.f.Batch.Writes)})
+			ctx.Send(parent, &txnCommitted{writes: len(m.f.Batch.Writes), outputs: len(m.f.Batch.Outputs)})
 		}
 		t.pump(ctx)
 	case *actor.Stopping:

@@ -40,6 +40,8 @@ func (p *fakePartition) Recover(context.Context, func(snapshotstore.Snapshot) er
 	return nil
 }
 
+func (p *fakePartition) CommitsOutputs() bool { return false }
+
 func (p *fakePartition) Commit(ctx context.Context, b snapshotstore.Batch) error {
 	p.mu.Lock()
 	p.attempts++
@@ -481,6 +483,7 @@ type ignoringCtx struct {
 
 func (s *ignoringCtx) Recover(context.Context, func(snapshotstore.Snapshot) error) error { return nil }
 func (s *ignoringCtx) Close(context.Context) error                                       { return nil }
+func (s *ignoringCtx) CommitsOutputs() bool                                              { return false }
 func (s *ignoringCtx) Commit(ctx context.Context, _ snapshotstore.Batch) error {
 	s.mu.Lock()
 	s.ctx = ctx

@@ -119,7 +119,9 @@ func TestRecordArrivingWhileKeyUnloadsIsPersisted(t *testing.T) {
 	}{
 		{"unloaded", keyflow.New(traceFold, keyflow.WithMaxIdle[trace](20*time.Millisecond))},
 		{"busy", keyflow.New(func(kc *keyflow.Context, s *trace, r *kgo.Record) (*trace, error) {
-			if err := kc.SetTimer("later", time.Now().Add(time.Hour)); err != nil {
+			// Due within the unload horizon (max(MaxIdle, 1 min)): the key
+			// answers Busy.
+			if err := kc.SetTimer("later", time.Now().Add(30*time.Second)); err != nil {
 				return nil, err
 			}
 			return traceFold(kc, s, r)

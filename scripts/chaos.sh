@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # chaos.sh — fault injection on the demo cluster, then the verifier (issue 5).
 #
-#   scripts/chaos.sh --short                  # CI: 12 faults of every kind, < 10 min, exit 0 iff no mismatch
+#   scripts/chaos.sh --short                  # CI: 12 faults of every kind, < 10 min, exit 0 iff it passes
 #   scripts/chaos.sh                          # long run: 50 faults
 #   scripts/chaos.sh --faults 100 --seed 7
 #   scripts/chaos.sh --mode plain --kinds zombie,zombie_handover --faults 10   # the verifier failing (#732)
@@ -21,7 +21,9 @@
 # deploy/chaos.py (faults while the producer runs, /status polling, producer stop, verifier, report),
 # then the containers' logs are saved and the cluster is removed. Output: the report on stdout, and
 # $ACTORFLOW_CACHE/chaos/<time>-<mode>/ (report.json, status.jsonl, verify.out, logs/).
-# Exit: 0 when the verifier found no mismatch, 1 on any mismatch, 2 when the run could not complete.
+# Pass: 0 mismatches, and in the transactional mode 0 duplicate and 0 missing outputs (read_committed:
+# exactly-once outputs); the plain mode's outputs are at-least-once (mismatches only).
+# Exit: 0 when the run passes, 1 when it fails, 2 when the run could not complete.
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -9,6 +9,9 @@
 // transactional.id, every transaction gated by a generation-fenced
 // TxnOffsetCommit, KIP-447). The in-memory store (memory.go) is for tests.
 //
-// The partition runtime sees only the narrow interfaces of store.go, so it
-// does not know which mode it runs in.
+// The transactional store also produces a batch's outputs in its
+// transaction (outputs.go: exactly-once outputs for read_committed
+// consumers). The partition runtime sees only the narrow interfaces of
+// store.go, so it does not know which mode it runs in; it asks
+// Partition.CommitsOutputs where the outputs go.
 package snapshotstore

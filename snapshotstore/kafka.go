@@ -45,6 +45,7 @@ type kafkaConfig struct {
 	commitRetries int
 	staleGenWait  time.Duration
 	integrity     IntegrityOptions
+	outPartitions kgo.Partitioner
 }
 
 // WithMode selects Plain (default) or Transactional.
@@ -85,6 +86,17 @@ func WithStaleGenerationWait(d time.Duration) KafkaOption {
 // the partition with ErrUndecodableSnapshot / ErrLostState).
 func WithIntegrity(o IntegrityOptions) KafkaOption { return func(c *kafkaConfig) { c.integrity = o } }
 
+// WithOutputPartitioner sets how the transactional mode's per-partition
+// producer chooses the partition of an output (Batch.Outputs). Default
+// kgo.StickyKeyPartitioner(nil): murmur2 of the key, as the Java client's
+// default partitioner does (a record without a key goes to a sticky random
+// partition). kgo.ManualPartitioner() honours each record's Partition.
+// Snapshot records always go to their explicit partition whatever this
+// says; an output to the snapshot topic fails its transaction.
+func WithOutputPartitioner(p kgo.Partitioner) KafkaOption {
+	return func(c *kafkaConfig) { c.outPartitions = p }
+}
+
 // WithClientOpts adds kgo options (TLS, SASL, ...) to every client the store
 // creates.
 func WithClientOpts(opts ...kgo.Opt) KafkaOption {
@@ -116,6 +128,9 @@ func NewKafka(brokers []string, topic string, opts ...KafkaOption) (*Kafka, erro
 	}
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if cfg.outPartitions == nil {
+		cfg.outPartitions = kgo.StickyKeyPartitioner(nil)
 	}
 	k := &Kafka{brokers: brokers, topic: topic, cfg: cfg}
 	if cfg.mode == Plain {
@@ -214,6 +229,11 @@ func (p *plainPartition) Recover(ctx context.Context, fn func(Snapshot) error) e
 }
 
 func (p *plainPartition) Commit(ctx context.Context, b Batch) error {
+	if len(b.Outputs) > 0 {
+		// CommitsOutputs is false: its key actors emit through the
+		// application's producer, never through a batch.
+		return fmt.Errorf("%s: the plain mode cannot commit %d outputs with its snapshots", p.info, len(b.Outputs))
+	}
 	// The ownership binding (ARCHITECTURE.md, "The fences"): a partition
 	// lost to a membership change or past its revoke writes nothing. Not
 	// atomic with the produce (the plain mode has no fence that is), but it
@@ -246,3 +266,7 @@ func (p *plainPartition) Commit(ctx context.Context, b Batch) error {
 }
 
 func (p *plainPartition) Close(context.Context) error { return nil }
+
+// CommitsOutputs implements Partition: outputs go through the application's
+// producer (at-least-once).
+func (p *plainPartition) CommitsOutputs() bool { return false }

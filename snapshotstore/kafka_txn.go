@@ -38,7 +38,7 @@ func (k *Kafka) openTxn(ctx context.Context, p PartitionInfo) (Partition, error)
 		kgo.TransactionalID(id),
 		kgo.TransactionTimeout(k.cfg.txnTimeout),
 		kgo.DefaultProduceTopic(k.topic),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.RecordPartitioner(k.txnPartitioner()), // snapshots manual, outputs by key (outputs.go)
 		kgo.ProducerLinger(0),
 		kgo.MaxVersions(versions),
 	}, k.cfg.clientOpts...)...)
@@ -121,8 +121,8 @@ func (t *txnPartition) awaitNewerGeneration(ctx context.Context, gen int32) (int
 	}
 }
 
-// commitOnce runs one transaction: the batch's snapshot writes, a marker
-// record, and the committable offset committed with the consumer's
+// commitOnce runs one transaction: the batch's snapshot writes and
+// outputs, a marker record, and the committable offset committed with the consumer's
 // generation. The coordinator rejects a stale generation (KIP-447), which
 // aborts the writes.
 func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetadata, err error) {
@@ -149,9 +149,9 @@ func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetad
 		err = t.fenced(meta, err)
 	}()
 
-	recs := make([]*kgo.Record, 0, len(b.Writes)+1)
-	for _, w := range b.Writes {
-		recs = append(recs, EncodeRecord(t.k.topic, t.info.Partition, w))
+	recs, err := t.batchRecords(b) // snapshots and outputs (outputs.go)
+	if err != nil {
+		return meta, err
 	}
 	// The marker makes kgo send EndTxn even when the batch has no writes
 	// (see ../shared/notes/franz-go.md, "offset-only transactions").
@@ -172,7 +172,7 @@ func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetad
 		offErr = t.commitOffset(ctx, pid, epoch, meta, b.Offset)
 	}
 	if err := <-produced; err != nil {
-		return meta, fmt.Errorf("%s: produce %d snapshots: %w", t.info, len(b.Writes), err)
+		return meta, fmt.Errorf("%s: produce %d snapshots and %d outputs: %w", t.info, len(b.Writes), len(b.Outputs), err)
 	}
 	if offErr != nil {
 		return meta, offErr

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sync"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Memory is an in-memory Store for tests and benchmarks. It keeps, per
@@ -15,6 +17,12 @@ type Memory struct {
 	logs    map[PartitionInfoKey][]Snapshot
 	offsets map[PartitionInfoKey]int64
 	commits map[PartitionInfoKey]int
+	outputs map[PartitionInfoKey][]*kgo.Record
+	// TransactionalOutputs makes its partitions commit Batch.Outputs with
+	// their writes (Partition.CommitsOutputs), as the transactional Kafka store does:
+	// a failed commit keeps none of them. Set it before the first Open.
+	// Default false: key actors emit through the application's producer.
+	TransactionalOutputs bool
 	// BeforeCommit, when set, runs before every commit; an error fails the
 	// commit with nothing persisted (fault injection in tests).
 	BeforeCommit func(p PartitionInfo, b Batch) error
@@ -35,7 +43,16 @@ func NewMemory() *Memory {
 		logs:    map[PartitionInfoKey][]Snapshot{},
 		offsets: map[PartitionInfoKey]int64{},
 		commits: map[PartitionInfoKey]int{},
+		outputs: map[PartitionInfoKey][]*kgo.Record{},
 	}
+}
+
+// Outputs returns the outputs committed by the partitions of input
+// partition topic[partition], in commit order.
+func (m *Memory) Outputs(topic string, partition int32) []*kgo.Record {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]*kgo.Record(nil), m.outputs[PartitionInfoKey{topic, partition}]...)
 }
 
 // Open implements Store.
@@ -114,7 +131,12 @@ func (p *memPartition) Commit(ctx context.Context, b Batch) error {
 		if w.Value != nil {
 			w.Value = append([]byte{}, w.Value...)
 		}
+		w.Timers = append([]Timer(nil), w.Timers...)
 		p.m.logs[p.key] = append(p.m.logs[p.key], w)
+	}
+	for _, o := range b.Outputs {
+		c := *o
+		p.m.outputs[p.key] = append(p.m.outputs[p.key], &c)
 	}
 	p.m.offsets[p.key] = b.Offset
 	p.m.commits[p.key]++
@@ -122,3 +144,6 @@ func (p *memPartition) Commit(ctx context.Context, b Batch) error {
 }
 
 func (p *memPartition) Close(context.Context) error { return nil }
+
+// CommitsOutputs implements Partition (TransactionalOutputs).
+func (p *memPartition) CommitsOutputs() bool { return p.m.TransactionalOutputs }

@@ -1,8 +1,11 @@
 package snapshotstore
 
 import (
+	"encoding/json"
 	"fmt"
+	"sort"
 	"strconv"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -14,14 +17,22 @@ const (
 	// record folded into the snapshot. Replayed records at or below it are
 	// skipped, so state effects apply exactly once.
 	HeaderOffset = "actorflow.offset"
-	// HeaderFormat carries the format version ("1").
+	// HeaderFormat carries the format version: "2" is written (it adds
+	// HeaderTimers); "1" (no timers) is still read.
 	HeaderFormat = "actorflow.format"
+	// HeaderTimers carries the key's pending timers as a JSON array of
+	// {"name": string, "at": Unix milliseconds}, sorted by due time; absent
+	// when none is pending. It is a header so that the value stays the
+	// flow's codec output and readers of the state need not know it.
+	HeaderTimers = "actorflow.timers"
 	// HeaderKind is "offset-marker" on the marker record every transaction of
 	// the transactional mode writes (absent on snapshots).
 	HeaderKind = "actorflow.kind"
 
-	formatVersion = "1"
-	kindMarker    = "offset-marker"
+	formatVersion = "2"
+	// formatV1 is the format before durable timers: read, never written.
+	formatV1   = "1"
+	kindMarker = "offset-marker"
 )
 
 // MarkerKey is the key of the per-partition offset-marker record of the
@@ -36,9 +47,57 @@ type Snapshot struct {
 	Value []byte
 	// Offset is the input offset of the last record folded into Value.
 	Offset int64
+	// Timers are the key's pending timers (durable timers: re-armed when
+	// the key is loaded), in HeaderTimers.
+	Timers []Timer
 	// Source is where the snapshot was read from (zero for new writes); it
 	// names the record in errors.
 	Source Position
+}
+
+// Timer is one pending processing-time timer of a key.
+type Timer struct {
+	Name string
+	At   time.Time // due time; persisted at millisecond precision
+}
+
+// NextTimer returns the earliest due time of s's timers (false: none).
+func (s Snapshot) NextTimer() (time.Time, bool) {
+	var next time.Time
+	for i, t := range s.Timers {
+		if i == 0 || t.At.Before(next) {
+			next = t.At
+		}
+	}
+	return next, len(s.Timers) > 0
+}
+
+// timerJSON is one element of HeaderTimers.
+type timerJSON struct {
+	Name string `json:"name"`
+	At   int64  `json:"at"` // Unix milliseconds
+}
+
+func encodeTimers(ts []Timer) []byte {
+	out := make([]timerJSON, len(ts))
+	for i, t := range ts {
+		out[i] = timerJSON{Name: t.Name, At: t.At.UnixMilli()}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].At < out[j].At })
+	b, _ := json.Marshal(out) // strings and integers: cannot fail
+	return b
+}
+
+func decodeTimers(b []byte) ([]Timer, error) {
+	var in []timerJSON
+	if err := json.Unmarshal(b, &in); err != nil {
+		return nil, err
+	}
+	ts := make([]Timer, len(in))
+	for i, t := range in {
+		ts[i] = Timer{Name: t.Name, At: time.UnixMilli(t.At)}
+	}
+	return ts, nil
 }
 
 // Position names a record in a topic.
@@ -57,7 +116,7 @@ func (s Snapshot) Tombstone() bool { return s.Value == nil }
 
 // EncodeRecord returns the snapshot record for topic/partition.
 func EncodeRecord(topic string, partition int32, s Snapshot) *kgo.Record {
-	return &kgo.Record{
+	r := &kgo.Record{
 		Topic:     topic,
 		Partition: partition,
 		Key:       []byte(s.Key),
@@ -67,6 +126,10 @@ func EncodeRecord(topic string, partition int32, s Snapshot) *kgo.Record {
 			{Key: HeaderFormat, Value: []byte(formatVersion)},
 		},
 	}
+	if len(s.Timers) > 0 {
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderTimers, Value: encodeTimers(s.Timers)})
+	}
+	return r
 }
 
 // markerRecord is written in every transaction of the transactional mode so
@@ -89,8 +152,8 @@ func markerRecord(topic string, partition int32, committed int64) *kgo.Record {
 // which carry no key state. An error names the record's position.
 func DecodeRecord(r *kgo.Record) (s Snapshot, ok bool, err error) {
 	pos := Position{r.Topic, r.Partition, r.Offset}
-	var offset []byte
-	haveOffset := false
+	var offset, timers []byte
+	haveOffset, haveTimers := false, false
 	for _, h := range r.Headers {
 		switch h.Key {
 		case HeaderKind:
@@ -99,8 +162,10 @@ func DecodeRecord(r *kgo.Record) (s Snapshot, ok bool, err error) {
 			}
 		case HeaderOffset:
 			offset, haveOffset = h.Value, true
+		case HeaderTimers:
+			timers, haveTimers = h.Value, true
 		case HeaderFormat:
-			if string(h.Value) != formatVersion {
+			if v := string(h.Value); v != formatVersion && v != formatV1 {
 				return Snapshot{}, false, fmt.Errorf("snapshot %s key %q: unsupported format %q", pos, r.Key, h.Value)
 			}
 		}
@@ -115,5 +180,11 @@ func DecodeRecord(r *kgo.Record) (s Snapshot, ok bool, err error) {
 	if perr != nil {
 		return Snapshot{}, false, fmt.Errorf("snapshot %s key %q: bad header %s: %w", pos, r.Key, HeaderOffset, perr)
 	}
-	return Snapshot{Key: string(r.Key), Value: r.Value, Offset: off, Source: pos}, true, nil
+	s = Snapshot{Key: string(r.Key), Value: r.Value, Offset: off, Source: pos}
+	if haveTimers {
+		if s.Timers, err = decodeTimers(timers); err != nil {
+			return Snapshot{}, false, fmt.Errorf("snapshot %s key %q: bad header %s: %w", pos, r.Key, HeaderTimers, err)
+		}
+	}
+	return s, true, nil
 }

@@ -2,10 +2,12 @@ package snapshotstore
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -67,8 +69,11 @@ func TestEncodeRecordHeaders(t *testing.T) {
 		}
 		hs[h.Key] = string(h.Value)
 	}
-	if hs[HeaderOffset] != "12" || hs[HeaderFormat] != "1" {
-		t.Fatalf("headers %v, want %s=12 and %s=1", hs, HeaderOffset, HeaderFormat)
+	if hs[HeaderOffset] != "12" || hs[HeaderFormat] != "2" {
+		t.Fatalf("headers %v, want %s=12 and %s=2", hs, HeaderOffset, HeaderFormat)
+	}
+	if _, ok := hs[HeaderTimers]; ok {
+		t.Fatalf("a snapshot without timers carries %s", HeaderTimers)
 	}
 	if _, ok := hs[HeaderKind]; ok {
 		t.Fatalf("a snapshot record carries %s", HeaderKind)
@@ -115,7 +120,8 @@ func TestDecodeRecordErrorsNameTheRecord(t *testing.T) {
 		{"non-numeric offset", base(format, kgo.RecordHeader{Key: HeaderOffset, Value: []byte("abc")}), "bad header " + HeaderOffset, new(*strconv.NumError)},
 		{"empty offset", base(format, kgo.RecordHeader{Key: HeaderOffset, Value: nil}), "bad header " + HeaderOffset, new(*strconv.NumError)},
 		{"fractional offset", base(format, kgo.RecordHeader{Key: HeaderOffset, Value: []byte("1.5")}), "bad header " + HeaderOffset, new(*strconv.NumError)},
-		{"unsupported format", base(kgo.RecordHeader{Key: HeaderFormat, Value: []byte("2")}, kgo.RecordHeader{Key: HeaderOffset, Value: []byte("1")}), `unsupported format "2"`, nil},
+		{"unsupported format", base(kgo.RecordHeader{Key: HeaderFormat, Value: []byte("3")}, kgo.RecordHeader{Key: HeaderOffset, Value: []byte("1")}), `unsupported format "3"`, nil},
+		{"bad timers header", base(format, kgo.RecordHeader{Key: HeaderOffset, Value: []byte("1")}, kgo.RecordHeader{Key: HeaderTimers, Value: []byte("{")}), "bad header " + HeaderTimers, new(*json.SyntaxError)},
 		{"empty format", base(kgo.RecordHeader{Key: HeaderOffset, Value: []byte("1")}, kgo.RecordHeader{Key: HeaderFormat, Value: nil}), "unsupported format", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -136,5 +142,50 @@ func TestDecodeRecordErrorsNameTheRecord(t *testing.T) {
 				t.Errorf("error %q does not wrap the parse error", msg)
 			}
 		})
+	}
+}
+
+// Durable timers: a snapshot's pending timers round-trip through the
+// timers header (millisecond precision), sorted by due time, and leave the
+// value untouched.
+func TestTimersRoundTrip(t *testing.T) {
+	at1 := time.UnixMilli(1_700_000_000_123)
+	at2 := at1.Add(-time.Hour)
+	in := Snapshot{Key: "u1", Value: []byte(`{"open":true}`), Offset: 5,
+		Timers: []Timer{{Name: "close \"quoted\"", At: at1.Add(456 * time.Microsecond)}, {Name: "", At: at2}}}
+	rec := EncodeRecord("snaps", 0, in)
+	if string(rec.Value) != `{"open":true}` {
+		t.Fatalf("value %q: the timers must not touch the codec's value", rec.Value)
+	}
+	got, ok, err := DecodeRecord(asRead(rec, 3))
+	if err != nil || !ok {
+		t.Fatalf("DecodeRecord = ok %v, err %v", ok, err)
+	}
+	want := []Timer{{Name: "", At: at2}, {Name: "close \"quoted\"", At: at1}}
+	if len(got.Timers) != len(want) {
+		t.Fatalf("timers %+v, want %+v", got.Timers, want)
+	}
+	for i := range want {
+		if got.Timers[i].Name != want[i].Name || !got.Timers[i].At.Equal(want[i].At) {
+			t.Fatalf("timer %d = %+v, want %+v", i, got.Timers[i], want[i])
+		}
+	}
+	if next, ok := got.NextTimer(); !ok || !next.Equal(at2) {
+		t.Fatalf("NextTimer = %v %v, want %v", next, ok, at2)
+	}
+	if _, ok := (Snapshot{}).NextTimer(); ok {
+		t.Fatal("NextTimer of a snapshot without timers")
+	}
+}
+
+// A format-1 record (written before durable timers) is still read, with
+// no timers.
+func TestDecodeFormat1(t *testing.T) {
+	rec := &kgo.Record{Topic: "snaps", Offset: 9, Key: []byte("k"), Value: []byte("v"), Headers: []kgo.RecordHeader{
+		{Key: HeaderOffset, Value: []byte("41")}, {Key: HeaderFormat, Value: []byte("1")},
+	}}
+	s, ok, err := DecodeRecord(rec)
+	if err != nil || !ok || s.Offset != 41 || string(s.Value) != "v" || len(s.Timers) != 0 {
+		t.Fatalf("DecodeRecord(format 1) = %+v, ok %v, err %v", s, ok, err)
 	}
 }

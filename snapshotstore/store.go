@@ -3,6 +3,8 @@ package snapshotstore
 import (
 	"context"
 	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // GroupMetadata is the consumer's group membership at one moment, the
@@ -41,9 +43,17 @@ type PartitionInfo struct {
 
 func (p PartitionInfo) String() string { return fmt.Sprintf("%s[%d]", p.Topic, p.Partition) }
 
-// Batch is one group commit: snapshot writes and the committable input offset.
+// Batch is one group commit: snapshot writes, the outputs emitted by the
+// folds and timers those writes cover, and the committable input offset.
 type Batch struct {
 	Writes []Snapshot
+	// Outputs are produced in the same transaction as Writes, in order
+	// (exactly-once outputs; only for a Partition that CommitsOutputs).
+	// Each is produced to its Topic; its partition is chosen by the store's
+	// output partitioner (the transactional Kafka store: murmur2 of the
+	// key by default, see WithOutputPartitioner). The records are copied
+	// before they are produced: a retried transaction produces them again.
+	Outputs []*kgo.Record
 	// Offset is the input offset to commit (the next offset to consume).
 	// Every batch carries it: the transactional mode re-commits it with the
 	// writes so that they are generation-gated.
@@ -75,4 +85,11 @@ type Partition interface {
 	Commit(ctx context.Context, b Batch) error
 	// Close releases the partition (its producer in the transactional mode).
 	Close(ctx context.Context) error
+	// CommitsOutputs reports whether Commit produces Batch.Outputs
+	// atomically with the writes and the offset: true for the
+	// transactional Kafka store (and Memory with TransactionalOutputs).
+	// Key actors of such a partition hand their outputs to the transaction
+	// instead of the application's producer. A wrapper embedding a
+	// Partition inherits it.
+	CommitsOutputs() bool
 }

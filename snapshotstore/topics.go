@@ -146,3 +146,44 @@ func checkCleanupPolicy(ctx context.Context, adm *kadm.Client, topic string) err
 	}
 	return nil
 }
+
+// EnsureOutputTopic checks (and creates, if spec.Create, with partitions
+// partitions and the broker's default cleanup policy) a flow's default
+// output topic on the cluster of cl: a missing output topic is an
+// ErrTopicSetup at start, not a failed transaction (or a stuck output) at
+// the first Emit.
+func EnsureOutputTopic(ctx context.Context, cl *kgo.Client, topic string, partitions int32, spec TopicSpec) error {
+	adm := kadm.NewClient(cl)
+	details, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("%w: list output topic %q: %w", ErrTopicSetup, topic, err)
+	}
+	if d, ok := details[topic]; ok && d.Err == nil && len(d.Partitions) > 0 {
+		return nil
+	}
+	if !spec.Create {
+		return fmt.Errorf("%w: output topic %q does not exist (create it, or enable topic creation)", ErrTopicSetup, topic)
+	}
+	resp, err := adm.CreateTopic(ctx, max(partitions, 1), spec.ReplicationFactor, nil, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("%w: create output topic %q: %w", ErrTopicSetup, topic, err)
+	}
+	return nil
+}
+
+// TopicPartitions returns the partition count of topic on the cluster of
+// cl (0 when it does not exist).
+func TopicPartitions(ctx context.Context, cl *kgo.Client, topic string) (int32, error) {
+	details, err := kadm.NewClient(cl).ListTopics(ctx, topic)
+	if err != nil {
+		return 0, fmt.Errorf("%w: list topic %q: %w", ErrTopicSetup, topic, err)
+	}
+	d, ok := details[topic]
+	if !ok || d.Err != nil {
+		return 0, nil
+	}
+	return int32(len(d.Partitions)), nil
+}

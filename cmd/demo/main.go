@@ -22,8 +22,10 @@ func main() {
 		os.Exit(runProduce(args))
 	case "verify":
 		os.Exit(runVerify(args))
+	case "latency":
+		os.Exit(runLatency(args))
 	default:
-		fmt.Fprintf(os.Stderr, "demo: unknown subcommand %q (want worker, produce, verify, or none)\n", cmd)
+		fmt.Fprintf(os.Stderr, "demo: unknown subcommand %q (want worker, produce, verify, latency, or none)\n", cmd)
 		os.Exit(2)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 // report is the verifier's result.
 type report struct {
+	Mode             string   `json:"mode"`
 	Accounts         int      `json:"accounts"`
 	Events           int      `json:"events"`
 	Mismatches       int      `json:"mismatches"`
@@ -24,7 +25,28 @@ type report struct {
 	Outputs          int      `json:"outputs"`
 	OutputDuplicates int      `json:"output_duplicates"`
 	MissingOutputs   int      `json:"missing_outputs"`
-	DrainSeconds     float64  `json:"drain_seconds"`
+	// OutputsOutOfOrder counts outputs of an account read after one with a
+	// higher sequence number (per key, in partition order).
+	OutputsOutOfOrder int `json:"outputs_out_of_order"`
+	// Per key: how many accounts have duplicates, missing outputs, and a
+	// line for the first of them.
+	KeysWithDuplicates int      `json:"keys_with_duplicates"`
+	KeysWithMissing    int      `json:"keys_with_missing"`
+	OutputExamples     []string `json:"output_examples,omitempty"`
+	// ExactlyOnce: the outputs were checked as exactly-once (the
+	// transactional mode): a duplicate, a missing or an out-of-order output
+	// fails the verification.
+	ExactlyOnce  bool    `json:"exactly_once"`
+	DrainSeconds float64 `json:"drain_seconds"`
+}
+
+// outputsFailed reports whether the outputs break the mode's guarantee:
+// exactly-once (transactional) or at-least-once (plain: nothing missing).
+func (r *report) outputsFailed() bool {
+	if r.ExactlyOnce {
+		return r.OutputDuplicates > 0 || r.MissingOutputs > 0 || r.OutputsOutOfOrder > 0
+	}
+	return false
 }
 
 // runVerify waits until the group has committed the whole input, folds the
@@ -35,31 +57,51 @@ func runVerify(args []string) int {
 	group := fs.String("group", env("ACTORFLOW_GROUP", "ledger"), "consumer group (ACTORFLOW_GROUP)")
 	input := fs.String("input", env("ACTORFLOW_INPUT", "ledger"), "input topic (ACTORFLOW_INPUT)")
 	snaps := fs.String("snapshots", env("ACTORFLOW_SNAPSHOTS", "ledger-snapshots"), "snapshot topic (ACTORFLOW_SNAPSHOTS)")
-	output := fs.String("output", env("ACTORFLOW_OUTPUT", ""), "output topic to check for duplicates (ACTORFLOW_OUTPUT)")
+	output := fs.String("output", env("ACTORFLOW_OUTPUT", ""), "output topic to check for duplicates and missing outputs (ACTORFLOW_OUTPUT)")
+	mode := fs.String("mode", env("ACTORFLOW_MODE", "transactional"), "the workers' mode (ACTORFLOW_MODE): transactional checks the outputs as exactly-once, plain as at-least-once")
 	timeout := fs.Duration("timeout", envDuration("ACTORFLOW_VERIFY_TIMEOUT", 5*time.Minute), "how long to wait for the group to drain")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	_ = fs.Parse(args)
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout+5*time.Minute)
 	defer cancel()
 	bl := splitBrokers(*brokers)
+	if _, err := parseMode(*mode); err != nil {
+		fmt.Fprintln(os.Stderr, "verify:", err)
+		return 2
+	}
 	r, err := verify(ctx, bl, *group, *input, *snaps, *output, *timeout)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "verify:", err)
 		return 2
 	}
+	r.Mode = *mode
+	r.ExactlyOnce = *mode == "transactional" && *output != ""
 	if *asJSON {
 		_ = json.NewEncoder(os.Stdout).Encode(r)
 	} else {
 		for _, e := range r.Examples {
 			fmt.Println("MISMATCH", e)
 		}
-		fmt.Printf("outputs %d, duplicates %d (at-least-once), missing %d\n", r.Outputs, r.OutputDuplicates, r.MissingOutputs)
+		for _, e := range r.OutputExamples {
+			fmt.Println("OUTPUT", e)
+		}
+		guarantee := "at-least-once"
+		if r.ExactlyOnce {
+			guarantee = "exactly-once"
+		}
+		fmt.Printf("outputs %d (%s, read_committed): duplicates %d in %d accounts, missing %d in %d accounts, out of order %d\n",
+			r.Outputs, guarantee, r.OutputDuplicates, r.KeysWithDuplicates, r.MissingOutputs, r.KeysWithMissing, r.OutputsOutOfOrder)
 	}
-	if r.Mismatches > 0 {
-		fmt.Printf("FAIL: %d of %d accounts differ from the fold of their %d input events\n", r.Mismatches, r.Accounts, r.Events)
+	if r.Mismatches > 0 || r.outputsFailed() {
+		fmt.Printf("FAIL: %d of %d accounts differ from the fold of their %d input events; outputs: %d duplicates, %d missing, %d out of order (%s mode)\n",
+			r.Mismatches, r.Accounts, r.Events, r.OutputDuplicates, r.MissingOutputs, r.OutputsOutOfOrder, r.Mode)
 		return 1
 	}
-	fmt.Printf("PASS: %d accounts, %d events: every snapshot equals the fold of its input\n", r.Accounts, r.Events)
+	what := "every snapshot equals the fold of its input"
+	if r.ExactlyOnce {
+		what += ", every output exactly once and in order"
+	}
+	fmt.Printf("PASS: %d accounts, %d events: %s\n", r.Accounts, r.Events, what)
 	return 0
 }
 
@@ -136,37 +178,93 @@ func verify(ctx context.Context, brokers []string, group, input, snaps, output s
 	}
 
 	if output != "" {
-		seen := map[string]map[int64]bool{}
-		if err := readAll(ctx, brokers, output, func(rec *kgo.Record) error {
-			var o ledger.Output
-			if err := json.Unmarshal(rec.Value, &o); err != nil {
-				return fmt.Errorf("output %s[%d]@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
-			}
-			r.Outputs++
-			if seen[o.Account] == nil {
-				seen[o.Account] = map[int64]bool{}
-			}
-			if seen[o.Account][o.Seq] {
-				r.OutputDuplicates++
-			}
-			seen[o.Account][o.Seq] = true
-			return nil
-		}); err != nil {
+		if err := checkOutputs(ctx, brokers, output, exp, r); err != nil {
 			return nil, err
-		}
-		for acct, s := range exp {
-			for seq := int64(1); seq <= s.LastSeq; seq++ {
-				if !seen[acct][seq] {
-					r.MissingOutputs++
-				}
-			}
 		}
 	}
 	return r, nil
 }
 
+// checkOutputs reads the output topic read_committed, with a client of its
+// own, and counts per account the outputs seen twice, those missing (an
+// applied event whose output is absent) and those out of order.
+func checkOutputs(ctx context.Context, brokers []string, output string, exp map[string]*ledger.State, r *report) error {
+	seen := map[string]map[int64]int{}
+	last := map[string]int64{}
+	outOfOrder := map[string]int{}
+	if err := readAll(ctx, brokers, output, func(rec *kgo.Record) error {
+		var o ledger.Output
+		if err := json.Unmarshal(rec.Value, &o); err != nil {
+			return fmt.Errorf("output %s[%d]@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
+		}
+		r.Outputs++
+		if seen[o.Account] == nil {
+			seen[o.Account] = map[int64]int{}
+		}
+		seen[o.Account][o.Seq]++
+		if o.Seq < last[o.Account] {
+			outOfOrder[o.Account]++
+			r.OutputsOutOfOrder++
+		}
+		last[o.Account] = max(last[o.Account], o.Seq)
+		return nil
+	}); err != nil {
+		return err
+	}
+	accounts := make([]string, 0, len(exp))
+	for acct := range exp {
+		accounts = append(accounts, acct)
+	}
+	sort.Strings(accounts)
+	for _, acct := range accounts {
+		var dups, missing []int64
+		for seq := int64(1); seq <= exp[acct].LastSeq; seq++ {
+			switch n := seen[acct][seq]; {
+			case n == 0:
+				missing = append(missing, seq)
+			case n > 1:
+				dups = append(dups, seq)
+				r.OutputDuplicates += n - 1
+			}
+		}
+		r.MissingOutputs += len(missing)
+		if len(dups) > 0 {
+			r.KeysWithDuplicates++
+		}
+		if len(missing) > 0 {
+			r.KeysWithMissing++
+		}
+		if (len(dups) > 0 || len(missing) > 0 || outOfOrder[acct] > 0) && len(r.OutputExamples) < 20 {
+			r.OutputExamples = append(r.OutputExamples, fmt.Sprintf("%s: %d outputs for %d events; duplicated seqs %s; missing seqs %s; %d out of order",
+				acct, sum(seen[acct]), exp[acct].LastSeq, firstSeqs(dups), firstSeqs(missing), outOfOrder[acct]))
+		}
+	}
+	return nil
+}
+
+func sum(m map[int64]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// firstSeqs names up to 5 sequence numbers.
+func firstSeqs(s []int64) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	if len(s) > 5 {
+		return fmt.Sprint(s[:5]) + fmt.Sprintf("... (%d)", len(s))
+	}
+	return fmt.Sprint(s)
+}
+
 // readAll reads every partition of topic from the start to its end offset
-// at the time of the call.
+// (high watermark) at the time of the call, read_committed. Control records
+// are kept to track the position: on a transactional topic the last offset
+// is usually a commit marker, which a consumer never sees as a record.
 func readAll(ctx context.Context, brokers []string, topic string, fn func(*kgo.Record) error) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
@@ -192,7 +290,8 @@ func readAll(ctx context.Context, brokers []string, topic string, fn func(*kgo.R
 		return nil
 	}
 	rd, err := kgo.NewClient(kgo.SeedBrokers(brokers...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords())
 	if err != nil {
 		return err
 	}
@@ -210,8 +309,10 @@ func readAll(ctx context.Context, brokers []string, topic string, fn func(*kgo.R
 		keys := make([]int32, 0)
 		fs.EachRecord(func(rec *kgo.Record) {
 			if end, ok := remaining[rec.Partition]; ok && rec.Offset < end {
-				if err := fn(rec); err != nil && ferr == nil {
-					ferr = err
+				if !rec.Attrs.IsControl() { // a marker only moves the position
+					if err := fn(rec); err != nil && ferr == nil {
+						ferr = err
+					}
 				}
 				if rec.Offset+1 >= end {
 					keys = append(keys, rec.Partition)

@@ -57,17 +57,17 @@ func worker(ctx context.Context, args []string) int {
 	}
 	bl := splitBrokers(*brokers)
 
+	// Outputs: in the transactional mode they are produced inside the
+	// partitions' transactions (exactly-once), so no producer of our own;
+	// the plain mode emits through this producer (at-least-once). Either
+	// way WithCreateTopics creates the output topic.
 	var producer *kgo.Client
-	if *output != "" {
+	if *output != "" && m == snapshotstore.Plain {
 		if producer, err = kgo.NewClient(kgo.SeedBrokers(bl...), kgo.DefaultProduceTopic(*output)); err != nil {
 			log.Error("output producer", zap.Error(err))
 			return 2
 		}
 		defer producer.Close()
-		if err := createTopic(ctx, producer, *output, int32(*parts)); err != nil {
-			log.Error("output topic", zap.Error(err))
-			return 2
-		}
 	}
 	var folds atomic.Int64
 	w, err := actorflow.NewWorker(ledger.FlowWithOutput(producer, *output, &folds),

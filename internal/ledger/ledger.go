@@ -161,7 +161,10 @@ type Output struct {
 }
 
 // FlowWithOutput is the ledger flow emitting an Output per applied event
-// through producer to topic (at-least-once), counting folds in folds.
+// to topic, counting folds in folds. In the plain mode the outputs go
+// through producer (at-least-once); in the transactional mode producer may
+// be nil: they are produced inside the partition's transactions
+// (exactly-once). An empty topic emits nothing.
 func FlowWithOutput(producer *kgo.Client, topic string, folds *atomic.Int64) *keyflow.Flow[State] {
 	fold := func(kc *keyflow.Context, s *State, rec *kgo.Record) (*State, error) {
 		s, err := Fold(kc, s, rec)
@@ -169,13 +172,13 @@ func FlowWithOutput(producer *kgo.Client, topic string, folds *atomic.Int64) *ke
 			return nil, err
 		}
 		folds.Add(1)
-		if producer == nil {
+		if topic == "" {
 			return s, nil
 		}
 		b, _ := json.Marshal(Output{Account: kc.Key(), Seq: s.LastSeq, Balance: s.Balance})
 		return s, kc.Emit(&kgo.Record{Key: []byte(kc.Key()), Value: b})
 	}
-	if producer == nil {
+	if topic == "" {
 		return keyflow.New(fold)
 	}
 	return keyflow.New(fold, keyflow.WithOutput[State](producer, topic))

@@ -35,6 +35,8 @@ func Suite() []Case {
 		{Name: "FencedPartitionFailsWorker", Run: FencedPartitionFailsWorker},
 		{Name: "PoisonRecordFailFast", Parallel: true, Run: PoisonRecordFailFast},
 		{Name: "SupersededForeignSnapshotSkipped", Parallel: true, Run: SupersededForeignSnapshotSkipped},
+		{Name: "AbortedOutputsReemittedOnce", Parallel: true, Run: AbortedOutputsReemittedOnce},
+		{Name: "InactivityAcrossRestart", Parallel: true, Run: InactivityAcrossRestart},
 	}
 	modes := []snapshotstore.Mode{snapshotstore.Plain, snapshotstore.Transactional}
 	for _, mode := range modes {

@@ -1,0 +1,215 @@
+package scenarios
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/actorflow/actorflow/internal/testkit"
+	"github.com/actorflow/actorflow/keyflow"
+	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Durable timers (issue 10), the way a new user tried them: a per-user
+// inactivity detector — "session closed" after a gap without events —
+// across worker restarts.
+
+// session is a user's state in the inactivity detector.
+type session struct {
+	N      int  `json:"n"`      // sessions opened so far
+	Events int  `json:"events"` // events of the open session
+	Open   bool `json:"open"`
+}
+
+// sessionClosed is the detector's output.
+type sessionClosed struct {
+	User    string `json:"user"`
+	Session int    `json:"session"`
+	Events  int    `json:"events"`
+}
+
+// InactivityFlow counts each user's events into sessions and emits a
+// sessionClosed to out when gap passes without an event (a timer per user,
+// re-set by every event).
+func InactivityFlow(out string, gap time.Duration, folds *atomic.Int64) *keyflow.Flow[session] {
+	fold := func(kc *keyflow.Context, s *session, _ *kgo.Record) (*session, error) {
+		if s == nil {
+			s = &session{}
+		}
+		if !s.Open {
+			s.N, s.Events, s.Open = s.N+1, 0, true
+		}
+		s.Events++
+		folds.Add(1)
+		return s, kc.SetTimer("idle", time.Now().Add(gap))
+	}
+	onTimer := func(kc *keyflow.Context, s *session, _ string) (*session, error) {
+		if s == nil || !s.Open {
+			return s, nil
+		}
+		b, _ := json.Marshal(sessionClosed{User: kc.Key(), Session: s.N, Events: s.Events})
+		s.Open = false
+		return s, kc.Emit(&kgo.Record{Key: []byte(kc.Key()), Value: b})
+	}
+	return keyflow.New(fold, keyflow.WithTimers(onTimer), keyflow.WithOutput[session](nil, out))
+}
+
+// outputCollector reads a topic read_committed from its start, in the
+// background, with a client of its own.
+type outputCollector struct {
+	mu   sync.Mutex
+	recs []*kgo.Record
+	more chan struct{}
+}
+
+func collectOutputs(t *testing.T, brokers []string, topic string) *outputCollector {
+	t.Helper()
+	c := &outputCollector{more: make(chan struct{}, 1)}
+	cl := testkit.Client(t, brokers, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(100*time.Millisecond))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			fs := cl.PollFetches(ctx)
+			var got []*kgo.Record
+			fs.EachRecord(func(r *kgo.Record) { got = append(got, r) })
+			if len(got) == 0 {
+				continue
+			}
+			c.mu.Lock()
+			c.recs = append(c.recs, got...)
+			c.mu.Unlock()
+			select {
+			case c.more <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return c
+}
+
+func (c *outputCollector) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.recs)
+}
+
+// await waits until at least n outputs were read.
+func (c *outputCollector) await(t *testing.T, n int, timeout time.Duration, what string) {
+	t.Helper()
+	deadline := time.After(timeout)
+	for c.count() < n {
+		select {
+		case <-c.more:
+		case <-deadline:
+			t.Fatalf("%s: %d outputs read_committed after %s, want %d", what, c.count(), timeout, n)
+		}
+	}
+}
+
+func produceEvents(t *testing.T, brokers []string, topic string, users, perUser int) {
+	t.Helper()
+	cl := testkit.Client(t, brokers, kgo.DefaultProduceTopic(topic))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var recs []*kgo.Record
+	for range perUser {
+		for u := range users {
+			recs = append(recs, &kgo.Record{Key: fmt.Appendf(nil, "user-%d", u), Value: []byte("click")})
+		}
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func awaitFolds(t *testing.T, folds *atomic.Int64, n int64) {
+	t.Helper()
+	testkit.Eventually(t, time.Minute, fmt.Sprintf("%d events folded", n), func() (bool, string) {
+		return folds.Load() >= n, fmt.Sprint(folds.Load())
+	})
+}
+
+// InactivityAcrossRestart: users click in two sessions; each session is
+// open (its close timer pending) when the worker restarts. Restart 1 stops
+// the worker and starts the next one after the timers fell due (they fire
+// on load, from the persisted snapshots, without any new event); restart 2
+// starts the next worker at once (the timers are re-armed and fire at their
+// due time). Every session is closed exactly once, with its own events:
+// none lost (a timer dropped at the restart), none merged with the next
+// (the next session's events folded into a session never closed).
+func InactivityAcrossRestart(t *testing.T, brokers []string) {
+	const users, perSession = 20, 3
+	// Longer than the user's 2 s so that a stop (a revoke flush, a group
+	// leave: seconds on a real broker) falls inside the sessions.
+	const gap = 6 * time.Second
+	input, snaps, group := Topics(t, brokers, 2)
+	out := CreateOutputTopic(t, brokers, 2)
+	closes := collectOutputs(t, brokers, out)
+	var folds atomic.Int64
+	start := func() *Worker {
+		return StartWorker(t, InactivityFlow(out, gap, &folds), brokers, group, input, snaps, snapshotstore.Transactional)
+	}
+
+	// stop stops w and returns how many sessions it closed before its
+	// stop ended; the others' timers were pending at the restart.
+	stop := func(w *Worker, which string) {
+		t.Helper()
+		t0, before := time.Now(), closes.count()
+		if err := w.Stop(t); err != nil {
+			t.Fatalf("%s: %v", which, err)
+		}
+		crossed := users - (closes.count() - before)
+		t.Logf("%s stopped in %s; %d of %d sessions open across the restart", which, time.Since(t0).Round(time.Millisecond), crossed, users)
+		if crossed == 0 {
+			t.Fatalf("%s: every session closed before the restart (the stop took longer than the %s gap): nothing to test", which, gap)
+		}
+	}
+
+	produceEvents(t, brokers, input, users, perSession)
+	w := start()
+	awaitFolds(t, &folds, users*perSession)
+	due := time.Now().Add(gap)
+	stop(w, "worker 1")
+	time.Sleep(time.Until(due)) // the worker stays away until every close timer is due
+	w = start()
+	closes.await(t, users, time.Minute, "sessions 1 closed on load after restart 1")
+
+	produceEvents(t, brokers, input, users, perSession)
+	awaitFolds(t, &folds, 2*users*perSession)
+	stop(w, "worker 2")
+	w = start() // at once: the timers are re-armed, not yet due
+	closes.await(t, 2*users, time.Minute, "sessions 2 closed after restart 2")
+	if err := w.Stop(t); err != nil {
+		t.Fatalf("worker 3: %v", err)
+	}
+
+	got := map[string]map[int]int{} // user → session → closes
+	for _, r := range testkit.ReadTopic(t, brokers, out, true) {
+		var c sessionClosed
+		if err := json.Unmarshal(r.Value, &c); err != nil {
+			t.Fatal(err)
+		}
+		if c.Events != perSession {
+			t.Errorf("%s session %d closed with %d events, want %d (merged or split)", c.User, c.Session, c.Events, perSession)
+		}
+		if got[c.User] == nil {
+			got[c.User] = map[int]int{}
+		}
+		got[c.User][c.Session]++
+	}
+	for u := range users {
+		user := fmt.Sprintf("user-%d", u)
+		if fmt.Sprint(got[user]) != "map[1:1 2:1]" {
+			t.Errorf("%s: sessions closed %v, want sessions 1 and 2 exactly once each", user, got[user])
+		}
+	}
+}

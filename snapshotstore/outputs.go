@@ -1,0 +1,57 @@
+package snapshotstore
+
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Outputs in the transactional mode: a batch's outputs are produced by the
+// partition's transactional producer, in the transaction of the snapshots
+// that cover the folds which emitted them, so that a read_committed
+// consumer sees each exactly once (issue 10; the read-process-write
+// pattern of ../shared/seeds/002_e0bd084231fec92a.txt).
+
+// CommitsOutputs implements Partition: every transaction produces its
+// batch's outputs.
+func (t *txnPartition) CommitsOutputs() bool { return true }
+
+// txnPartitioner routes the transactional producer's records: snapshot
+// (and marker) records to their explicit partition, outputs by the
+// configured output partitioner.
+type txnPartitioner struct {
+	snapshots string
+	manual    kgo.Partitioner
+	outputs   kgo.Partitioner
+}
+
+func (k *Kafka) txnPartitioner() kgo.Partitioner {
+	return &txnPartitioner{snapshots: k.topic, manual: kgo.ManualPartitioner(), outputs: k.cfg.outPartitions}
+}
+
+// ForTopic implements kgo.Partitioner.
+func (p *txnPartitioner) ForTopic(topic string) kgo.TopicPartitioner {
+	if topic == p.snapshots {
+		return p.manual.ForTopic(topic)
+	}
+	return p.outputs.ForTopic(topic)
+}
+
+// batchRecords returns a transaction's records: its snapshots, then its
+// outputs (copies: kgo writes partition, offset and producer fields into a
+// record, and a retried transaction produces the batch again).
+func (t *txnPartition) batchRecords(b Batch) ([]*kgo.Record, error) {
+	recs := make([]*kgo.Record, 0, len(b.Writes)+len(b.Outputs)+1)
+	for _, w := range b.Writes {
+		recs = append(recs, EncodeRecord(t.k.topic, t.info.Partition, w))
+	}
+	for _, o := range b.Outputs {
+		if o.Topic == "" || o.Topic == t.k.topic {
+			return nil, fmt.Errorf("%s: output to topic %q: outputs need a topic other than the snapshot topic", t.info, o.Topic)
+		}
+		c := *o
+		c.Context = nil
+		recs = append(recs, &c)
+	}
+	return recs, nil
+}
