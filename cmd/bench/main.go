@@ -49,6 +49,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 )
 
@@ -59,6 +60,11 @@ type row struct {
 	Txns       *int64  `json:"txns"` // nil for the plain producer
 	MS         float64 `json:"ms"`
 	Ratio      float64 `json:"ratio"`
+	// MaxCommitMS is the slowest Commit call over all runs of the config
+	// (a transaction, or a plain producer call); CommitsOver1s counts those
+	// above 1 s: the 5-second stall of issue 11 shows up here.
+	MaxCommitMS   float64 `json:"max_commit_ms"`
+	CommitsOver1s int     `json:"commits_over_1s"`
 }
 
 func main() {
@@ -72,11 +78,16 @@ func main() {
 		sizeB      = flag.Int("size-b", 10<<10, "snapshot size in bytes of experiment B")
 		asJSON     = flag.Bool("json", false, "print one JSON object per row")
 		verbose    = flag.Bool("v", false, "log progress and store warnings to stderr")
+		kgoLog     = flag.String("kgo-log", "", "log the stores' kgo clients to stderr with timestamps: info or debug")
+		orderings  = flag.String("probe-orderings", "all", "experiment T: comma-separated orderings (concurrent, offsets-first, produce-first, add-partitions)")
+		probeTxns  = flag.Int("probe-txns", 300, "experiment T: transactions per run")
+		backoff    = flag.Duration("probe-backoff", time.Millisecond, "experiment T: retry backoff on CONCURRENT_TRANSACTIONS")
+		minAge     = flag.Duration("probe-min-age", 0, "experiment T: kgo.MetadataMinAge (0: kgo's default 5 s)")
 	)
 	flag.Parse()
 	exp := strings.ToUpper(*experiment)
-	if exp != "A" && exp != "B" && exp != "ALL" {
-		fatalf("--experiment must be A, B or all, not %q", *experiment)
+	if exp != "A" && exp != "B" && exp != "T" && exp != "ALL" {
+		fatalf("--experiment must be A, B, T or all, not %q", *experiment)
 	}
 	if *runs < 1 || *keysA < 1 || *keysB < 1 || *sizeB < 1 || *rf < 1 {
 		fatalf("--runs, --keys-a, --keys-b, --size-b and --rf must be positive")
@@ -107,9 +118,46 @@ func main() {
 	}
 
 	started := time.Now()
-	e, err := newEnv(ctx, seeds, int16(*rf), log)
+	var kgoOpts []kgo.Opt
+	switch *kgoLog {
+	case "":
+	case "info", "debug":
+		lvl := kgo.LogLevelInfo
+		if *kgoLog == "debug" {
+			lvl = kgo.LogLevelDebug
+		}
+		kgoOpts = append(kgoOpts, kgo.WithLogger(kgo.BasicLogger(os.Stderr, lvl, func() string {
+			return time.Now().Format("15:04:05.000000 ")
+		})))
+	default:
+		fatalf("--kgo-log must be info or debug, not %q", *kgoLog)
+	}
+	e, err := newEnv(ctx, seeds, int16(*rf), log, kgoOpts)
 	if err != nil {
 		fatalf("%v", err)
+	}
+	if exp == "T" {
+		ords, err := parseOrderings(*orderings)
+		if err != nil {
+			e.close()
+			fatalf("%v", err)
+		}
+		rows, err := e.probe(ctx, probeConfig{orderings: ords, txns: *probeTxns, backoff: *backoff, minAge: *minAge, runs: *runs})
+		e.close()
+		if err != nil {
+			fatalf("experiment T: %v", err)
+		}
+		if *asJSON {
+			enc := json.NewEncoder(os.Stdout)
+			for _, r := range rows {
+				_ = enc.Encode(r)
+			}
+			return
+		}
+		fmt.Printf("# %s; experiment T (transaction orderings on a bare kgo client), the run with the lowest median of %d; total %s\n",
+			target, *runs, time.Since(started).Round(time.Millisecond))
+		printProbe(os.Stdout, rows)
+		return
 	}
 	var exps []experimentSpec
 	if exp != "B" {
@@ -142,13 +190,13 @@ func main() {
 
 func printTable(w io.Writer, rows []row) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "experiment\tconfig\ttxns\tms\tratio")
+	fmt.Fprintln(tw, "experiment\tconfig\ttxns\tms\tratio\tslowest commit ms\tcommits > 1 s")
 	for _, r := range rows {
 		txns := "-"
 		if r.Txns != nil {
 			txns = fmt.Sprint(*r.Txns)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f\t%.2f\n", r.Experiment, r.Config, txns, r.MS, r.Ratio)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f\t%.2f\t%.1f\t%d\n", r.Experiment, r.Config, txns, r.MS, r.Ratio, r.MaxCommitMS, r.CommitsOver1s)
 	}
 	_ = tw.Flush()
 }
