@@ -43,6 +43,9 @@ type kafkaConfig struct {
 	log           *zap.Logger
 	commitRetries int
 	staleGenWait  time.Duration
+	// concurrentTxnWait bounds the retries of CONCURRENT_TRANSACTIONS on
+	// the transactional mode's raw requests (defaultConcurrentTxnWait).
+	concurrentTxnWait time.Duration
 }
 
 // WithMode selects Plain (default) or Transactional.
@@ -106,6 +109,8 @@ func NewKafka(brokers []string, topic string, opts ...KafkaOption) (*Kafka, erro
 		log:           zap.NewNop(),
 		commitRetries: 10,
 		staleGenWait:  time.Minute,
+
+		concurrentTxnWait: defaultConcurrentTxnWait,
 	}
 	for _, o := range opts {
 		o(&cfg)
