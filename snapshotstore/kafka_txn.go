@@ -19,13 +19,20 @@ import (
 // kgo commits transactional offsets only through GroupTransactSession, whose
 // client is both member and producer. This design needs one producer per
 // partition committing with the consumer's group metadata, so offsets go out
-// as raw AddOffsetsToTxn + TxnOffsetCommit requests inside a kgo transaction
-// (the route the franz-go maintainer suggested in franz-go#175).
+// as a raw TxnOffsetCommit (preceded by AddOffsetsToTxn under transaction
+// version 1) inside a kgo transaction (the route the franz-go maintainer
+// suggested in franz-go#175).
 type txnPartition struct {
 	k    *Kafka
 	info PartitionInfo
 	id   string
 	cl   *kgo.Client
+	// tv2 is set once a committed EndTxn bumped the producer epoch: kgo and
+	// the broker run transaction version 2 (KIP-890 part 2), where a
+	// TxnOffsetCommit adds the offsets partition to the transaction itself
+	// and AddOffsetsToTxn can be skipped (kgo's client.go supportsKIP890p2).
+	// Commit calls never overlap (Partition's contract): no lock.
+	tv2 bool
 }
 
 func (k *Kafka) openTxn(ctx context.Context, p PartitionInfo) (Partition, error) {
@@ -154,12 +161,21 @@ func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetad
 	if err := t.cl.BeginTransaction(); err != nil {
 		return meta, fmt.Errorf("%s: begin transaction: %w", t.info, classify(err))
 	}
+	// rawSent: a raw request may have begun the transaction on the broker;
+	// produced: kgo saw a produce succeed, so it will send EndTxn.
+	var rawSent, produced bool
 	defer func() {
 		if err == nil {
 			return
 		}
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
+		if rawSent && !produced {
+			// kgo sends EndTxn only for a transaction it produced in: without
+			// this, a transaction the raw requests began would stay open on
+			// the broker until its timeout, and the next one would join it.
+			_ = t.cl.ProduceSync(actx, markerRecord(t.k.topic, t.info.Partition, b.Offset)).FirstErr()
+		}
 		if aerr := t.cl.EndTransaction(actx, kgo.TryAbort); aerr != nil {
 			t.k.cfg.log.Warn("abort transaction failed", zap.String("partition", t.info.String()),
 				zap.String("transactional_id", t.id), zap.Error(aerr))
@@ -180,16 +196,23 @@ func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetad
 	if err != nil {
 		return meta, fmt.Errorf("%s: producer id: %w", t.info, err)
 	}
-	// The steps run one after another, in this order, for two broker
+	produce := func() error {
+		if err := t.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			return fmt.Errorf("%s: produce %d snapshots: %w", t.info, len(b.Writes), err)
+		}
+		produced = true
+		return nil
+	}
+	// The steps run one after another, in this order, for three broker
 	// behaviours seen on Kafka 4.1 (issue 11; cmd/bench --experiment T):
 	//
-	//  1. AddOffsetsToTxn first: EndTxn returns before the previous
-	//     transaction's markers are written, and until they are, the
-	//     coordinator answers CONCURRENT_TRANSACTIONS. Asking it here, with
-	//     a 1 ms retry, is the cheap wait for that completion. A produce
-	//     sent first waits in the broker's own verification retry instead
-	//     (add.partitions.to.txn.retry.backoff.ms, default 20 ms): ~24 ms
-	//     per transaction against ~3 ms this way.
+	//  1. The first step is a request to a coordinator, retried every 1 ms
+	//     on CONCURRENT_TRANSACTIONS: EndTxn returns before the previous
+	//     transaction's markers are written, and until they are, that is
+	//     the coordinator's answer. This is the cheap wait for the previous
+	//     transaction. A produce sent first waits in the broker's own
+	//     verification retry instead (add.partitions.to.txn.retry.backoff.ms,
+	//     default 20 ms): ~24 ms per transaction against ~3 ms.
 	//  2. The produce and the TxnOffsetCommit never overlap: under KIP-890
 	//     both make the broker verify the transaction with the coordinator,
 	//     and the broker keeps one pending verification per
@@ -197,18 +220,40 @@ func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetad
 	//     same epoch fails the first with NETWORK_EXCEPTION, which the
 	//     produce path translates to NOT_ENOUGH_REPLICAS). kgo then parked
 	//     the produce until a metadata refresh, up to 5 s (openTxn).
-	if err := t.addOffsets(ctx, pid, epoch); err != nil {
-		return meta, err
-	}
-	if err := t.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		return meta, fmt.Errorf("%s: produce %d snapshots: %w", t.info, len(b.Writes), err)
-	}
-	if err := t.commitOffset(ctx, pid, epoch, meta, b.Offset); err != nil {
-		return meta, err
+	//  3. Under transaction version 2 the TxnOffsetCommit (v5) adds the
+	//     offsets partition itself, so it is the first step and
+	//     AddOffsetsToTxn is skipped: one round trip less. Until the first
+	//     commit shows the version (the epoch moves), AddOffsetsToTxn is.
+	rawSent = true
+	if t.tv2 {
+		if err := t.commitOffset(ctx, pid, epoch, meta, b.Offset); err != nil {
+			return meta, err
+		}
+		if err := produce(); err != nil {
+			return meta, err
+		}
+	} else {
+		if err := t.addOffsets(ctx, pid, epoch); err != nil {
+			return meta, err
+		}
+		if err := produce(); err != nil {
+			return meta, err
+		}
+		if err := t.commitOffset(ctx, pid, epoch, meta, b.Offset); err != nil {
+			return meta, err
+		}
 	}
 	if err := t.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		// Any EndTxn error means "not committed".
 		return meta, fmt.Errorf("%s: commit transaction: %w", t.info, err)
+	}
+	// Under transaction version 1 a committed EndTxn keeps the epoch; under
+	// version 2 (EndTxn v5) kgo adopts the bumped one it returns (txn.go
+	// EndTransaction).
+	if _, after, err := t.cl.ProducerID(ctx); err == nil && after != epoch && !t.tv2 {
+		t.tv2 = true
+		t.k.cfg.log.Debug("transaction version 2: the offset commit adds its partition itself",
+			zap.String("partition", t.info.String()), zap.String("transactional_id", t.id))
 	}
 	return meta, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -171,7 +172,7 @@ func (e *env) run(ctx context.Context, x experimentSpec, runs int) ([]row, error
 	base := best[0].took
 	for i, c := range x.configs {
 		rows[i] = row{Experiment: x.name, Config: c.name, MS: ms(best[i].took), Ratio: round3(float64(best[i].took) / float64(base)),
-			MaxCommitMS: ms(worst[i].slowest), CommitsOver1s: worst[i].over1s}
+			MedianCommitMS: ms(best[i].median), MaxCommitMS: ms(worst[i].slowest), CommitsOver1s: worst[i].over1s}
 		if !c.plain {
 			n := best[i].commits
 			rows[i].Txns = &n
@@ -185,6 +186,7 @@ type result struct {
 	commits int64
 	slowest time.Duration // the slowest Commit call
 	over1s  int           // Commit calls that took more than a second (the 5-second stall)
+	median  time.Duration // the median Commit call
 }
 
 // measure writes snaps once under c to a fresh snapshot topic. Only the
@@ -230,8 +232,8 @@ func (e *env) measure(ctx context.Context, c config, snaps []snapshotstore.Snaps
 	start := time.Now()
 	err = writeAll(snaps, c.concurrent, write)
 	took := time.Since(start)
-	slowest, over1s := counted.slowest()
-	return result{took: took, commits: counted.commits.Load(), slowest: slowest, over1s: over1s}, err
+	slowest, over1s, median := counted.stats()
+	return result{took: took, commits: counted.commits.Load(), slowest: slowest, over1s: over1s, median: median}, err
 }
 
 // writeAll issues the writes one at a time, or each from its own goroutine,
@@ -285,7 +287,7 @@ func (c *countingPartition) Commit(ctx context.Context, b snapshotstore.Batch) e
 	return err
 }
 
-func (c *countingPartition) slowest() (slowest time.Duration, over1s int) {
+func (c *countingPartition) stats() (slowest time.Duration, over1s int, median time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, d := range c.took {
@@ -294,7 +296,12 @@ func (c *countingPartition) slowest() (slowest time.Duration, over1s int) {
 			over1s++
 		}
 	}
-	return slowest, over1s
+	if len(c.took) > 0 {
+		sorted := slices.Clone(c.took)
+		slices.Sort(sorted)
+		median = sorted[len(sorted)/2]
+	}
+	return slowest, over1s, median
 }
 
 // snapshots returns n snapshots of size random (incompressible) bytes.

@@ -31,11 +31,14 @@ import (
 //   - produce-first: produce → AddOffsetsToTxn → TxnOffsetCommit → EndTxn;
 //   - add-partitions: a raw AddPartitionsToTxn of the record's partition
 //     (retried like offsets-first) → AddOffsetsToTxn → produce →
-//     TxnOffsetCommit → EndTxn.
+//     TxnOffsetCommit → EndTxn;
+//   - commit-first: no AddOffsetsToTxn (under transaction version 2 the
+//     TxnOffsetCommit adds the offsets partition itself): TxnOffsetCommit
+//     (retried like offsets-first) → produce → EndTxn.
 //
 // For each: the per-transaction time (min, median, p99, max, count above
-// 1 s), the CONCURRENT_TRANSACTIONS retries per transaction, and the mean
-// time of each step.
+// 1 s, mean), the CONCURRENT_TRANSACTIONS retries per transaction, and each
+// step's median and p99.
 type probeOrdering string
 
 const (
@@ -43,9 +46,10 @@ const (
 	orderOffsetsFirst  probeOrdering = "offsets-first"
 	orderProduceFirst  probeOrdering = "produce-first"
 	orderAddPartitions probeOrdering = "add-partitions"
+	orderCommitFirst   probeOrdering = "commit-first"
 )
 
-var allOrderings = []probeOrdering{orderConcurrent, orderOffsetsFirst, orderProduceFirst, orderAddPartitions}
+var allOrderings = []probeOrdering{orderConcurrent, orderOffsetsFirst, orderProduceFirst, orderAddPartitions, orderCommitFirst}
 
 type probeConfig struct {
 	orderings []probeOrdering
@@ -66,7 +70,7 @@ type probeRow struct {
 	MaxMS    float64 `json:"max_ms"`
 	Over1s   int     `json:"over_1s"`
 	Retries  float64 `json:"concurrent_txn_retries_per_txn"`
-	Steps    string  `json:"mean_step_ms"`
+	Steps    string  `json:"step_p50_p99_ms"`
 	TotalMS  float64 `json:"total_ms"`
 }
 
@@ -137,6 +141,7 @@ func (e *env) probeOnce(ctx context.Context, c probeConfig, o probeOrdering) (pr
 
 	took := make([]time.Duration, 0, c.txns)
 	var sum stepTimes
+	var adds, produces, commits, ends []time.Duration
 	start := time.Now()
 	for i := range c.txns {
 		t0 := time.Now()
@@ -150,6 +155,7 @@ func (e *env) probeOnce(ctx context.Context, c probeConfig, o probeOrdering) (pr
 		sum.commit += st.commit
 		sum.end += st.end
 		sum.retries += st.retries
+		adds, produces, commits, ends = append(adds, st.add), append(produces, st.produce), append(commits, st.commit), append(ends, st.end)
 	}
 	total := time.Since(start)
 	slices.Sort(took)
@@ -160,7 +166,11 @@ func (e *env) probeOnce(ctx context.Context, c probeConfig, o probeOrdering) (pr
 			over++
 		}
 	}
-	mean := func(d time.Duration) string { return fmt.Sprintf("%.2f", ms(d)/float64(n)) }
+	// Each step's median / p99 in ms.
+	pct := func(ds []time.Duration) string {
+		slices.Sort(ds)
+		return fmt.Sprintf("%.2f/%.2f", ms(ds[len(ds)/2]), ms(ds[len(ds)*99/100]))
+	}
 	minAge := "5s (default)"
 	if c.minAge > 0 {
 		minAge = c.minAge.String()
@@ -169,7 +179,7 @@ func (e *env) probeOnce(ctx context.Context, c probeConfig, o probeOrdering) (pr
 		Ordering: string(o), MinAge: minAge, Backoff: c.backoff.String(), Txns: n,
 		MinMS: ms(took[0]), P50MS: ms(took[n/2]), P99MS: ms(took[n*99/100]), MaxMS: ms(took[n-1]), Over1s: over,
 		Retries: round3(float64(sum.retries) / float64(n)),
-		Steps:   "add " + mean(sum.add) + ", produce " + mean(sum.produce) + ", offset " + mean(sum.commit) + ", end " + mean(sum.end),
+		Steps:   "add " + pct(adds) + ", produce " + pct(produces) + ", offset " + pct(commits) + ", end " + pct(ends),
 		TotalMS: ms(total),
 	}, nil
 }
@@ -305,6 +315,11 @@ func (e *env) probeTxn(ctx context.Context, cl *kgo.Client, c probeConfig, o pro
 		if err == nil {
 			err = commit()
 		}
+	case orderCommitFirst:
+		err = commit()
+		if err == nil {
+			err = produce()
+		}
 	case orderAddPartitions:
 		err = addPartitions()
 		if err == nil {
@@ -343,10 +358,10 @@ func parseOrderings(s string) ([]probeOrdering, error) {
 
 func printProbe(w io.Writer, rows []probeRow) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ordering\tmetadata min age\tretry backoff\ttxns\tmin ms\tp50 ms\tp99 ms\tmax ms\t> 1 s\tretries/txn\tmean step ms\ttotal ms")
+	fmt.Fprintln(tw, "ordering\tmetadata min age\tretry backoff\ttxns\tmin ms\tp50 ms\tp99 ms\tmax ms\t> 1 s\tretries/txn\tstep p50/p99 ms\tmean ms")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.2f\t%.2f\t%.2f\t%.1f\t%d\t%.2f\t%s\t%.0f\n",
-			r.Ordering, r.MinAge, r.Backoff, r.Txns, r.MinMS, r.P50MS, r.P99MS, r.MaxMS, r.Over1s, r.Retries, r.Steps, r.TotalMS)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.2f\t%.2f\t%.2f\t%.1f\t%d\t%.2f\t%s\t%.2f\n",
+			r.Ordering, r.MinAge, r.Backoff, r.Txns, r.MinMS, r.P50MS, r.P99MS, r.MaxMS, r.Over1s, r.Retries, r.Steps, r.TotalMS/float64(r.Txns))
 	}
 	_ = tw.Flush()
 }
