@@ -44,6 +44,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -70,6 +72,9 @@ type row struct {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == childCommand {
+		os.Exit(childMain(os.Args[2:]))
+	}
 	var (
 		brokers    = flag.String("brokers", "", "comma-separated seed brokers of a real cluster (default: an in-process kfake cluster)")
 		rf         = flag.Int("rf", 1, "replication factor of the created topics")
@@ -85,11 +90,21 @@ func main() {
 		probeTxns  = flag.Int("probe-txns", 300, "experiment T: transactions per run")
 		backoff    = flag.Duration("probe-backoff", time.Millisecond, "experiment T: retry backoff on CONCURRENT_TRANSACTIONS")
 		minAge     = flag.Duration("probe-min-age", 0, "experiment T: kgo.MetadataMinAge (0: kgo's default 5 s)")
+		e2eEvents  = flag.Int("e2e-events", 1_000_000, "experiment E2E: ledger events in the input")
+		e2eKeys    = flag.String("e2e-keys", "10000,1000000", "experiment E2E: comma-separated account counts, one input each")
+		e2eParts   = flag.Int("e2e-partitions", 8, "experiment E2E: partitions of every topic")
+		e2eSystems = flag.String("e2e-systems", "raw,plain,txn,raw-out,txn-out", "experiment E2E: systems ("+strings.Join(allSystems, ", ")+")")
+		e2ePersist = flag.Duration("e2e-persist", 500*time.Millisecond, "experiment E2E: persist and commit interval of every system")
+		e2eTimeout = flag.Duration("e2e-timeout", 10*time.Minute, "experiment E2E: a run that has not drained by then fails")
+		e2eVerify  = flag.Bool("e2e-verify", false, "experiment E2E: compare every stored snapshot with the verifier's fold after each run")
+		e2eProfile = flag.String("e2e-heap-profiles", "", "experiment E2E: write each child's heap profile (when drained) and CPU profile (of the drain) into this directory")
+		e2eGOGC    = flag.String("e2e-gogc", "", "experiment E2E: GOGC of the children")
+		e2eMemLim  = flag.String("e2e-gomemlimit", "", "experiment E2E: GOMEMLIMIT of the children")
 	)
 	flag.Parse()
 	exp := strings.ToUpper(*experiment)
-	if exp != "A" && exp != "B" && exp != "T" && exp != "ALL" {
-		fatalf("--experiment must be A, B, T or all, not %q", *experiment)
+	if exp != "A" && exp != "B" && exp != "T" && exp != "E2E" && exp != "ALL" {
+		fatalf("--experiment must be A, B, T, E2E or all (A and B), not %q", *experiment)
 	}
 	if *runs < 1 || *keysA < 1 || *keysB < 1 || *sizeB < 1 || *rf < 1 {
 		fatalf("--runs, --keys-a, --keys-b, --size-b and --rf must be positive")
@@ -120,6 +135,44 @@ func main() {
 	}
 
 	started := time.Now()
+	if exp == "E2E" {
+		c := e2eConfig{events: *e2eEvents, partitions: *e2eParts, rounds: *runs, persist: *e2ePersist,
+			timeout: *e2eTimeout, rf: int16(*rf), verify: *e2eVerify, profileDir: *e2eProfile}
+		for _, k := range strings.Split(*e2eKeys, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(k))
+			if err != nil || n < 1 {
+				fatalf("--e2e-keys: %q is not a positive count", k)
+			}
+			c.keys = append(c.keys, n)
+		}
+		for _, sys := range strings.Split(*e2eSystems, ",") {
+			if sys = strings.TrimSpace(sys); !slices.Contains(allSystems, sys) {
+				fatalf("--e2e-systems: unknown system %q (want %v)", sys, allSystems)
+			}
+			c.systems = append(c.systems, sys)
+		}
+		if *e2eGOGC != "" {
+			c.childEnv = append(c.childEnv, "GOGC="+*e2eGOGC)
+		}
+		if *e2eMemLim != "" {
+			c.childEnv = append(c.childEnv, "GOMEMLIMIT="+*e2eMemLim)
+		}
+		rows, err := runE2E(ctx, seeds, c, log)
+		if err != nil {
+			fatalf("experiment E2E: %v", err)
+		}
+		if *asJSON {
+			enc := json.NewEncoder(os.Stdout)
+			for _, r := range rows {
+				_ = enc.Encode(r)
+			}
+			return
+		}
+		fmt.Printf("# %s; experiment E2E: %d ledger events, %d partitions, persist/commit every %s, median of %d interleaved rounds [range]; children GOGC=%q GOMEMLIMIT=%q; total %s\n",
+			target, c.events, c.partitions, c.persist, c.rounds, *e2eGOGC, *e2eMemLim, time.Since(started).Round(time.Second))
+		printE2E(os.Stdout, rows)
+		return
+	}
 	var kgoOpts []kgo.Opt
 	switch *kgoLog {
 	case "":
