@@ -19,6 +19,7 @@ import (
 
 	"github.com/actorflow/actorflow"
 	"github.com/actorflow/actorflow/internal/ledger"
+	"github.com/actorflow/actorflow/keyflow"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -71,7 +72,7 @@ type childArgs struct {
 	system, input, group, snapshot, output, txnPrefix, heapProfile, cpuProfile string
 	brokers                                                                    []string
 	events                                                                     int64
-	persist, timeout                                                           time.Duration
+	persist, timeout, maxIdle                                                  time.Duration
 }
 
 func childMain(args []string) int {
@@ -89,6 +90,7 @@ func childMain(args []string) int {
 	fs.Int64Var(&a.events, "events", 0, "records in the input")
 	fs.DurationVar(&a.persist, "persist", 500*time.Millisecond, "persist and commit interval")
 	fs.DurationVar(&a.timeout, "timeout", 10*time.Minute, "give up draining after this long")
+	fs.DurationVar(&a.maxIdle, "max-idle", 0, "keyflow.WithMaxIdle of the flow (0: keyflow's default)")
 	_ = fs.Parse(args)
 	a.brokers = splitBrokers(*brokers)
 	res := runChild(a)
@@ -213,7 +215,7 @@ func newWorker(a childArgs, processed *atomic.Int64) (*actorflow.Worker, *kgo.Cl
 	if strings.HasPrefix(a.system, "txn") {
 		mode = snapshotstore.Transactional
 	}
-	w, err := actorflow.NewWorker(ledger.FlowWithOutput(producer, a.output, processed),
+	w, err := actorflow.NewWorker(ledgerFlow(producer, a.output, a.maxIdle, processed),
 		actorflow.WithBrokers(a.brokers...),
 		actorflow.WithGroup(a.group),
 		actorflow.WithInputTopic(a.input),
@@ -230,6 +232,31 @@ func newWorker(a childArgs, processed *atomic.Int64) (*actorflow.Worker, *kgo.Cl
 		return nil, nil, err
 	}
 	return w, producer, nil
+}
+
+// ledgerFlow is ledger.FlowWithOutput (the ledger fold, one ledger.Output
+// per applied event when producer is set, folds counted) with a MaxIdle.
+func ledgerFlow(producer *kgo.Client, topic string, maxIdle time.Duration, folds *atomic.Int64) *keyflow.Flow[ledger.State] {
+	fold := func(kc *keyflow.Context, s *ledger.State, rec *kgo.Record) (*ledger.State, error) {
+		s, err := ledger.Fold(kc, s, rec)
+		if err != nil {
+			return nil, err
+		}
+		folds.Add(1)
+		if producer == nil {
+			return s, nil
+		}
+		b, _ := json.Marshal(ledger.Output{Account: kc.Key(), Seq: s.LastSeq, Balance: s.Balance})
+		return s, kc.Emit(&kgo.Record{Key: []byte(kc.Key()), Value: b})
+	}
+	var opts []keyflow.Option[ledger.State]
+	if producer != nil {
+		opts = append(opts, keyflow.WithOutput[ledger.State](producer, topic))
+	}
+	if maxIdle > 0 {
+		opts = append(opts, keyflow.WithMaxIdle[ledger.State](maxIdle))
+	}
+	return keyflow.New(fold, opts...)
 }
 
 // awaitDrained polls the group's committed offsets until every partition's

@@ -100,6 +100,7 @@ func main() {
 		e2eProfile = flag.String("e2e-heap-profiles", "", "experiment E2E: write each child's heap profile (when drained) and CPU profile (of the drain) into this directory")
 		e2eGOGC    = flag.String("e2e-gogc", "", "experiment E2E: GOGC of the children")
 		e2eMemLim  = flag.String("e2e-gomemlimit", "", "experiment E2E: GOMEMLIMIT of the children")
+		e2eMaxIdle = flag.Duration("e2e-max-idle", 0, "experiment E2E: keyflow.WithMaxIdle of the actorflow systems (0: keyflow's default)")
 	)
 	flag.Parse()
 	exp := strings.ToUpper(*experiment)
@@ -137,7 +138,7 @@ func main() {
 	started := time.Now()
 	if exp == "E2E" {
 		c := e2eConfig{events: *e2eEvents, partitions: *e2eParts, rounds: *runs, persist: *e2ePersist,
-			timeout: *e2eTimeout, rf: int16(*rf), verify: *e2eVerify, profileDir: *e2eProfile}
+			timeout: *e2eTimeout, maxIdle: *e2eMaxIdle, rf: int16(*rf), verify: *e2eVerify, profileDir: *e2eProfile}
 		for _, k := range strings.Split(*e2eKeys, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(k))
 			if err != nil || n < 1 {
@@ -168,8 +169,8 @@ func main() {
 			}
 			return
 		}
-		fmt.Printf("# %s; experiment E2E: %d ledger events, %d partitions, persist/commit every %s, median of %d interleaved rounds [range]; children GOGC=%q GOMEMLIMIT=%q; total %s\n",
-			target, c.events, c.partitions, c.persist, c.rounds, *e2eGOGC, *e2eMemLim, time.Since(started).Round(time.Second))
+		fmt.Printf("# %s; experiment E2E: %d ledger events, %d partitions, persist/commit every %s, median of %d interleaved rounds [range]; children GOGC=%q GOMEMLIMIT=%q max-idle=%s; total %s\n",
+			target, c.events, c.partitions, c.persist, c.rounds, *e2eGOGC, *e2eMemLim, c.maxIdle, time.Since(started).Round(time.Second))
 		printE2E(os.Stdout, rows)
 		return
 	}
