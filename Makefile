@@ -34,9 +34,22 @@ demo:
 bench:
 	$(GO) run ./cmd/bench $(if $(BROKERS),--brokers $(BROKERS))
 
-## bench-real: Experiments A and B against the integration suite's real broker.
+BENCH_BIN ?= $(or $(TMPDIR),/tmp)/actorflow-bench
+
+## bench-real: on a real Kafka broker, Experiments A and B, then the E2E benchmark (1M ledger
+## events, 10k and 1M keys, 8 partitions: the raw franz-go pipe, plain, transactional, each with
+## outputs). Default: the integration suite's broker (a fresh container, ~30 min in all).
+## BROKERS=host:port uses a running one instead (scripts/bench-broker.sh start prints one).
+## BENCH_ARGS and E2E_ARGS add flags to the two runs (go run ./cmd/bench -h).
 bench-real:
-	ACTORFLOW_ITEST_BENCH=1 scripts/itest.sh -run TestBenchOnRealBroker
+ifdef BROKERS
+	$(GO) build -o $(BENCH_BIN) ./cmd/bench
+	$(BENCH_BIN) --brokers $(BROKERS) $(BENCH_ARGS)
+	$(BENCH_BIN) --brokers $(BROKERS) --experiment E2E $(E2E_ARGS)
+else
+	ACTORFLOW_ITEST_BENCH=1 ACTORFLOW_ITEST_BENCH_ARGS="$(BENCH_ARGS)" ACTORFLOW_ITEST_E2E_ARGS="$(E2E_ARGS)" \
+		scripts/itest.sh -run TestBenchOnRealBroker -timeout 180m
+endif
 
 ## bench-go: the actor-tree benchmarks (throughput; heap per key takes minutes).
 bench-go:

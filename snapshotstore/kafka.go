@@ -46,6 +46,9 @@ type kafkaConfig struct {
 	staleGenWait  time.Duration
 	integrity     IntegrityOptions
 	outPartitions kgo.Partitioner
+	// concurrentTxnWait bounds the retries of CONCURRENT_TRANSACTIONS on
+	// the transactional mode's raw requests (defaultConcurrentTxnWait).
+	concurrentTxnWait time.Duration
 }
 
 // WithMode selects Plain (default) or Transactional.
@@ -125,6 +128,8 @@ func NewKafka(brokers []string, topic string, opts ...KafkaOption) (*Kafka, erro
 		log:           zap.NewNop(),
 		commitRetries: 10,
 		staleGenWait:  time.Minute,
+
+		concurrentTxnWait: defaultConcurrentTxnWait,
 	}
 	for _, o := range opts {
 		o(&cfg)

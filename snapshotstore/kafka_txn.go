@@ -19,13 +19,20 @@ import (
 // kgo commits transactional offsets only through GroupTransactSession, whose
 // client is both member and producer. This design needs one producer per
 // partition committing with the consumer's group metadata, so offsets go out
-// as raw AddOffsetsToTxn + TxnOffsetCommit requests inside a kgo transaction
-// (the route the franz-go maintainer suggested in franz-go#175).
+// as a raw TxnOffsetCommit (preceded by AddOffsetsToTxn under transaction
+// version 1) inside a kgo transaction (the route the franz-go maintainer
+// suggested in franz-go#175).
 type txnPartition struct {
 	k    *Kafka
 	info PartitionInfo
 	id   string
 	cl   *kgo.Client
+	// tv2 is set once a committed EndTxn bumped the producer epoch: kgo and
+	// the broker run transaction version 2 (KIP-890 part 2), where a
+	// TxnOffsetCommit adds the offsets partition to the transaction itself
+	// and AddOffsetsToTxn can be skipped (kgo's client.go supportsKIP890p2).
+	// Commit calls never overlap (Partition's contract): no lock.
+	tv2 bool
 }
 
 func (k *Kafka) openTxn(ctx context.Context, p PartitionInfo) (Partition, error) {
@@ -41,6 +48,24 @@ func (k *Kafka) openTxn(ctx context.Context, p PartitionInfo) (Partition, error)
 		kgo.RecordPartitioner(k.txnPartitioner()), // snapshots manual, outputs by key (outputs.go)
 		kgo.ProducerLinger(0),
 		kgo.MaxVersions(versions),
+		// A produce that comes back with a retriable partition error other
+		// than REQUEST_TIMED_OUT / NOT_ENOUGH_REPLICAS_AFTER_APPEND — e.g.
+		// NOT_ENOUGH_REPLICAS, the broker's translation of a failed KIP-890
+		// verification, or CONCURRENT_TRANSACTIONS — is parked by kgo until
+		// its next metadata refresh (kgo v1.22.3 sink.go handleReqResp →
+		// handleRetryBatches: recBuf.failing, triggerUpdateMetadata(true)),
+		// and the refresh waits MetadataMinAge since the previous one
+		// (metadata.go updateMetadataLoop). At kgo's default 5 s that froze a
+		// partition's commits for up to 5 s (issue 11). The refresh fixes
+		// nothing there (the leader has not moved): it is only the gate to
+		// re-send, so keep it short. Commit's ordering avoids the common cause.
+		kgo.MetadataMinAge(txnMetadataMinAge),
+		// kgo retries CONCURRENT_TRANSACTIONS itself on InitProducerID (the
+		// takeover waits for the previous owner's abort), EndTxn and, under
+		// transaction version 1, AddPartitionsToTxn (txn.go
+		// doWithConcurrentTransactions, default 20 ms between tries). The
+		// broker's markers take a few ms: 20 ms overshoots them.
+		kgo.ConcurrentTransactionsBackoff(txnConcurrentBackoff),
 	}, k.cfg.clientOpts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: transactional producer %q: %w", p, id, err)
@@ -136,12 +161,21 @@ func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetad
 	if err := t.cl.BeginTransaction(); err != nil {
 		return meta, fmt.Errorf("%s: begin transaction: %w", t.info, classify(err))
 	}
+	// rawSent: a raw request may have begun the transaction on the broker;
+	// produced: kgo saw a produce succeed, so it will send EndTxn.
+	var rawSent, produced bool
 	defer func() {
 		if err == nil {
 			return
 		}
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second) // fits a revoke's drain share (partitionflow, revoke.go); a txn left open is aborted by the next InitProducerID or transaction.timeout.ms
 		defer cancel()
+		if rawSent && !produced {
+			// kgo sends EndTxn only for a transaction it produced in: without
+			// this, a transaction the raw requests began would stay open on
+			// the broker until its timeout, and the next one would join it.
+			_ = t.cl.ProduceSync(actx, markerRecord(t.k.topic, t.info.Partition, b.Offset)).FirstErr()
+		}
 		if aerr := t.cl.EndTransaction(actx, kgo.TryAbort); aerr != nil {
 			t.k.cfg.log.Warn("abort transaction failed", zap.String("partition", t.info.String()),
 				zap.String("transactional_id", t.id), zap.Error(aerr))
@@ -162,24 +196,64 @@ func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetad
 	if err != nil {
 		return meta, fmt.Errorf("%s: producer id: %w", t.info, err)
 	}
-	// The produce and the offset commit are independent until EndTxn: run
-	// them concurrently (as the Java producer pipelines them), saving the
-	// produce's round trip per transaction.
-	produced := make(chan error, 1)
-	go func() { produced <- t.cl.ProduceSync(ctx, recs...).FirstErr() }()
-	offErr := t.addOffsets(ctx, pid, epoch)
-	if offErr == nil {
-		offErr = t.commitOffset(ctx, pid, epoch, meta, b.Offset)
+	produce := func() error {
+		if err := t.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			return fmt.Errorf("%s: produce %d snapshots and %d outputs: %w", t.info, len(b.Writes), len(b.Outputs), err)
+		}
+		produced = true
+		return nil
 	}
-	if err := <-produced; err != nil {
-		return meta, fmt.Errorf("%s: produce %d snapshots and %d outputs: %w", t.info, len(b.Writes), len(b.Outputs), err)
-	}
-	if offErr != nil {
-		return meta, offErr
+	// The steps run one after another, in this order, for three broker
+	// behaviours seen on Kafka 4.1 (issue 11; cmd/bench --experiment T):
+	//
+	//  1. The first step is a request to a coordinator, retried every 1 ms
+	//     on CONCURRENT_TRANSACTIONS: EndTxn returns before the previous
+	//     transaction's markers are written, and until they are, that is
+	//     the coordinator's answer. This is the cheap wait for the previous
+	//     transaction. A produce sent first waits in the broker's own
+	//     verification retry instead (add.partitions.to.txn.retry.backoff.ms,
+	//     default 20 ms): ~24 ms per transaction against ~3 ms.
+	//  2. The produce and the TxnOffsetCommit never overlap: under KIP-890
+	//     both make the broker verify the transaction with the coordinator,
+	//     and the broker keeps one pending verification per
+	//     transactional.id (AddPartitionsToTxnManager: a second one with the
+	//     same epoch fails the first with NETWORK_EXCEPTION, which the
+	//     produce path translates to NOT_ENOUGH_REPLICAS). kgo then parked
+	//     the produce until a metadata refresh, up to 5 s (openTxn).
+	//  3. Under transaction version 2 the TxnOffsetCommit (v5) adds the
+	//     offsets partition itself, so it is the first step and
+	//     AddOffsetsToTxn is skipped: one round trip less. Until the first
+	//     commit shows the version (the epoch moves), AddOffsetsToTxn is.
+	rawSent = true
+	if t.tv2 {
+		if err := t.commitOffset(ctx, pid, epoch, meta, b.Offset); err != nil {
+			return meta, err
+		}
+		if err := produce(); err != nil {
+			return meta, err
+		}
+	} else {
+		if err := t.addOffsets(ctx, pid, epoch); err != nil {
+			return meta, err
+		}
+		if err := produce(); err != nil {
+			return meta, err
+		}
+		if err := t.commitOffset(ctx, pid, epoch, meta, b.Offset); err != nil {
+			return meta, err
+		}
 	}
 	if err := t.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		// Any EndTxn error means "not committed".
 		return meta, fmt.Errorf("%s: commit transaction: %w", t.info, err)
+	}
+	// Under transaction version 1 a committed EndTxn keeps the epoch; under
+	// version 2 (EndTxn v5) kgo adopts the bumped one it returns (txn.go
+	// EndTransaction).
+	if _, after, err := t.cl.ProducerID(ctx); err == nil && after != epoch && !t.tv2 {
+		t.tv2 = true
+		t.k.cfg.log.Debug("transaction version 2: the offset commit adds its partition itself",
+			zap.String("partition", t.info.String()), zap.String("transactional_id", t.id))
 	}
 	return meta, nil
 }
@@ -233,32 +307,70 @@ func (t *txnPartition) commitOffset(ctx context.Context, pid int64, epoch int16,
 	})
 }
 
+const (
+	// txnMetadataMinAge bounds how long kgo parks a produce that needs a
+	// metadata refresh before it is re-sent (openTxn).
+	txnMetadataMinAge = 100 * time.Millisecond
+	// txnConcurrentBackoff is kgo's wait between its own retries of
+	// CONCURRENT_TRANSACTIONS (openTxn).
+	txnConcurrentBackoff = 2 * time.Millisecond
+	// defaultConcurrentTxnWait bounds how long a raw request keeps getting
+	// CONCURRENT_TRANSACTIONS before the transaction fails: the previous
+	// transaction's markers should take milliseconds; half a minute means
+	// the broker cannot write them.
+	defaultConcurrentTxnWait = 30 * time.Second
+)
+
+// concurrentTxnBackoff is the wait before re-sending a request answered
+// CONCURRENT_TRANSACTIONS after waited so far: 1 ms while the previous
+// transaction's markers are normally being written (a few ms), then
+// growing by a quarter of the time waited, up to 100 ms.
+func concurrentTxnBackoff(waited time.Duration) time.Duration {
+	if waited < 25*time.Millisecond {
+		return time.Millisecond
+	}
+	return min(waited/4, 100*time.Millisecond)
+}
+
 // retry retries the errors kgo leaves to the caller on raw requests:
-// CONCURRENT_TRANSACTIONS (the previous EndTxn is still completing) and
-// coordinator moves, with a bound.
+// CONCURRENT_TRANSACTIONS (the previous EndTxn is still completing: the
+// normal case for the first request of a transaction, retried on
+// concurrentTxnBackoff for up to concurrentTxnWait) and coordinator moves
+// (commitRetries times, backing off from 10 ms).
 func (t *txnPartition) retry(ctx context.Context, what string, fn func() error) error {
-	backoff := 10 * time.Millisecond
-	var err error
-	for attempt := 0; attempt <= t.k.cfg.commitRetries; attempt++ {
-		if err = fn(); err == nil || !retriable(err) {
-			break
+	start := time.Now()
+	moveBackoff := 10 * time.Millisecond
+	moves := 0
+	for {
+		err := fn()
+		if err == nil {
+			return nil
+		}
+		var wait time.Duration
+		switch {
+		case errors.Is(err, kerr.ConcurrentTransactions):
+			waited := time.Since(start)
+			if waited >= t.k.cfg.concurrentTxnWait {
+				return fmt.Errorf("%s: %s: still %w after %s", t.info, what, err, waited.Round(time.Millisecond))
+			}
+			wait = concurrentTxnBackoff(waited)
+		case coordinatorMoved(err) && moves < t.k.cfg.commitRetries:
+			moves++
+			wait = moveBackoff
+			moveBackoff = min(2*moveBackoff, time.Second)
+		default:
+			return fmt.Errorf("%s: %s: %w", t.info, what, err)
 		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%s: %s: %w (last: %v)", t.info, what, ctx.Err(), err)
-		case <-time.After(backoff):
+		case <-time.After(wait):
 		}
-		backoff = min(2*backoff, time.Second)
 	}
-	if err != nil {
-		return fmt.Errorf("%s: %s: %w", t.info, what, err)
-	}
-	return nil
 }
 
-func retriable(err error) bool {
-	return errors.Is(err, kerr.ConcurrentTransactions) ||
-		errors.Is(err, kerr.NotCoordinator) ||
+func coordinatorMoved(err error) bool {
+	return errors.Is(err, kerr.NotCoordinator) ||
 		errors.Is(err, kerr.CoordinatorNotAvailable) ||
 		errors.Is(err, kerr.CoordinatorLoadInProgress)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -65,6 +66,7 @@ func experimentB(keys, size int) experimentSpec {
 // without a real member id and generation).
 type env struct {
 	brokers  []string
+	kgoOpts  []kgo.Opt // added to the stores' clients (--kgo-log)
 	rf       int16
 	log      *zap.Logger
 	cl       *kgo.Client // the group member
@@ -79,10 +81,10 @@ type env struct {
 	polling  sync.WaitGroup
 }
 
-func newEnv(ctx context.Context, brokers []string, rf int16, log *zap.Logger) (*env, error) {
+func newEnv(ctx context.Context, brokers []string, rf int16, log *zap.Logger, kgoOpts []kgo.Opt) (*env, error) {
 	stamp := strconv.FormatInt(time.Now().UnixNano(), 36)
 	e := &env{
-		brokers: brokers, rf: rf, log: log, sys: actors.NewSystem(log), stamp: stamp,
+		brokers: brokers, kgoOpts: kgoOpts, rf: rf, log: log, sys: actors.NewSystem(log), stamp: stamp,
 		input: "actorflow-bench-in-" + stamp, group: "actorflow-bench-" + stamp,
 	}
 	admCl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
@@ -149,6 +151,7 @@ func (e *env) close() {
 func (e *env) run(ctx context.Context, x experimentSpec, runs int) ([]row, error) {
 	snaps := snapshots(x.keys, x.size)
 	best := make([]result, len(x.configs))
+	worst := make([]result, len(x.configs)) // slowest commit and commits over 1 s, over all runs
 	for r := range runs {
 		for i, c := range x.configs {
 			res, err := e.measure(ctx, c, snaps)
@@ -156,7 +159,10 @@ func (e *env) run(ctx context.Context, x experimentSpec, runs int) ([]row, error
 				return nil, fmt.Errorf("%s (run %d): %w", c.name, r+1, err)
 			}
 			e.log.Info("measured", zap.String("experiment", x.name), zap.String("config", c.name),
-				zap.Int("run", r+1), zap.Duration("took", res.took), zap.Int64("commits", res.commits))
+				zap.Int("run", r+1), zap.Duration("took", res.took), zap.Int64("commits", res.commits),
+				zap.Duration("slowest_commit", res.slowest), zap.Int("commits_over_1s", res.over1s))
+			worst[i].slowest = max(worst[i].slowest, res.slowest)
+			worst[i].over1s += res.over1s
 			if r == 0 || res.took < best[i].took {
 				best[i] = res
 			}
@@ -165,7 +171,8 @@ func (e *env) run(ctx context.Context, x experimentSpec, runs int) ([]row, error
 	rows := make([]row, len(x.configs))
 	base := best[0].took
 	for i, c := range x.configs {
-		rows[i] = row{Experiment: x.name, Config: c.name, MS: ms(best[i].took), Ratio: round3(float64(best[i].took) / float64(base))}
+		rows[i] = row{Experiment: x.name, Config: c.name, MS: ms(best[i].took), Ratio: round3(float64(best[i].took) / float64(base)),
+			MedianCommitMS: ms(best[i].median), MaxCommitMS: ms(worst[i].slowest), CommitsOver1s: worst[i].over1s}
 		if !c.plain {
 			n := best[i].commits
 			rows[i].Txns = &n
@@ -177,6 +184,9 @@ func (e *env) run(ctx context.Context, x experimentSpec, runs int) ([]row, error
 type result struct {
 	took    time.Duration
 	commits int64
+	slowest time.Duration // the slowest Commit call
+	over1s  int           // Commit calls that took more than a second (the 5-second stall)
+	median  time.Duration // the median Commit call
 }
 
 // measure writes snaps once under c to a fresh snapshot topic. Only the
@@ -192,7 +202,7 @@ func (e *env) measure(ctx context.Context, c config, snaps []snapshotstore.Snaps
 	}
 	defer e.deleteTopic(context.WithoutCancel(ctx), topic)
 
-	opts := []snapshotstore.KafkaOption{snapshotstore.WithLogger(e.log)}
+	opts := []snapshotstore.KafkaOption{snapshotstore.WithLogger(e.log), snapshotstore.WithClientOpts(e.kgoOpts...)}
 	if !c.plain {
 		opts = append(opts, snapshotstore.WithMode(snapshotstore.Transactional),
 			snapshotstore.WithTransactionalIDPrefix("actorflow-bench-"+e.stamp))
@@ -222,7 +232,8 @@ func (e *env) measure(ctx context.Context, c config, snaps []snapshotstore.Snaps
 	start := time.Now()
 	err = writeAll(snaps, c.concurrent, write)
 	took := time.Since(start)
-	return result{took: took, commits: counted.commits.Load()}, err
+	slowest, over1s, median := counted.stats()
+	return result{took: took, commits: counted.commits.Load(), slowest: slowest, over1s: over1s, median: median}, err
 }
 
 // writeAll issues the writes one at a time, or each from its own goroutine,
@@ -256,16 +267,41 @@ func writeAll(snaps []snapshotstore.Snapshot, concurrent bool, write func(snapsh
 	return first
 }
 
-// countingPartition counts Commit calls: one transaction each in the
-// transactional mode.
+// countingPartition counts Commit calls (one transaction each in the
+// transactional mode) and records how long each took.
 type countingPartition struct {
 	snapshotstore.Partition
 	commits atomic.Int64
+	mu      sync.Mutex
+	took    []time.Duration
 }
 
 func (c *countingPartition) Commit(ctx context.Context, b snapshotstore.Batch) error {
 	c.commits.Add(1)
-	return c.Partition.Commit(ctx, b)
+	start := time.Now()
+	err := c.Partition.Commit(ctx, b)
+	d := time.Since(start)
+	c.mu.Lock()
+	c.took = append(c.took, d)
+	c.mu.Unlock()
+	return err
+}
+
+func (c *countingPartition) stats() (slowest time.Duration, over1s int, median time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, d := range c.took {
+		slowest = max(slowest, d)
+		if d > time.Second {
+			over1s++
+		}
+	}
+	if len(c.took) > 0 {
+		sorted := slices.Clone(c.took)
+		slices.Sort(sorted)
+		median = sorted[len(sorted)/2]
+	}
+	return slowest, over1s, median
 }
 
 // snapshots returns n snapshots of size random (incompressible) bytes.

@@ -44,11 +44,14 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 )
 
@@ -59,9 +62,19 @@ type row struct {
 	Txns       *int64  `json:"txns"` // nil for the plain producer
 	MS         float64 `json:"ms"`
 	Ratio      float64 `json:"ratio"`
+	// MedianCommitMS is the median Commit call of the run that gave the
+	// minimum. MaxCommitMS is the slowest Commit call over all runs of the config
+	// (a transaction, or a plain producer call); CommitsOver1s counts those
+	// above 1 s: the 5-second stall of issue 11 shows up here.
+	MedianCommitMS float64 `json:"median_commit_ms"`
+	MaxCommitMS    float64 `json:"max_commit_ms"`
+	CommitsOver1s  int     `json:"commits_over_1s"`
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == childCommand {
+		os.Exit(childMain(os.Args[2:]))
+	}
 	var (
 		brokers    = flag.String("brokers", "", "comma-separated seed brokers of a real cluster (default: an in-process kfake cluster)")
 		rf         = flag.Int("rf", 1, "replication factor of the created topics")
@@ -72,11 +85,27 @@ func main() {
 		sizeB      = flag.Int("size-b", 10<<10, "snapshot size in bytes of experiment B")
 		asJSON     = flag.Bool("json", false, "print one JSON object per row")
 		verbose    = flag.Bool("v", false, "log progress and store warnings to stderr")
+		kgoLog     = flag.String("kgo-log", "", "log the stores' kgo clients to stderr with timestamps: info or debug")
+		orderings  = flag.String("probe-orderings", "all", "experiment T: comma-separated orderings (concurrent, offsets-first, produce-first, add-partitions)")
+		probeTxns  = flag.Int("probe-txns", 300, "experiment T: transactions per run")
+		backoff    = flag.Duration("probe-backoff", time.Millisecond, "experiment T: retry backoff on CONCURRENT_TRANSACTIONS")
+		minAge     = flag.Duration("probe-min-age", 0, "experiment T: kgo.MetadataMinAge (0: kgo's default 5 s)")
+		e2eEvents  = flag.Int("e2e-events", 1_000_000, "experiment E2E: ledger events in the input")
+		e2eKeys    = flag.String("e2e-keys", "10000,1000000", "experiment E2E: comma-separated account counts, one input each")
+		e2eParts   = flag.Int("e2e-partitions", 8, "experiment E2E: partitions of every topic")
+		e2eSystems = flag.String("e2e-systems", "raw,plain,txn,raw-out,txn-out", "experiment E2E: systems ("+strings.Join(allSystems, ", ")+")")
+		e2ePersist = flag.Duration("e2e-persist", 500*time.Millisecond, "experiment E2E: persist and commit interval of every system")
+		e2eTimeout = flag.Duration("e2e-timeout", 10*time.Minute, "experiment E2E: a run that has not drained by then fails")
+		e2eVerify  = flag.Bool("e2e-verify", false, "experiment E2E: compare every stored snapshot with the verifier's fold after each run")
+		e2eProfile = flag.String("e2e-heap-profiles", "", "experiment E2E: write each child's heap profile (when drained) and CPU profile (of the drain) into this directory")
+		e2eGOGC    = flag.String("e2e-gogc", "", "experiment E2E: GOGC of the children")
+		e2eMemLim  = flag.String("e2e-gomemlimit", "", "experiment E2E: GOMEMLIMIT of the children")
+		e2eMaxIdle = flag.Duration("e2e-max-idle", 0, "experiment E2E: keyflow.WithMaxIdle of the actorflow systems (0: keyflow's default)")
 	)
 	flag.Parse()
 	exp := strings.ToUpper(*experiment)
-	if exp != "A" && exp != "B" && exp != "ALL" {
-		fatalf("--experiment must be A, B or all, not %q", *experiment)
+	if exp != "A" && exp != "B" && exp != "T" && exp != "E2E" && exp != "ALL" {
+		fatalf("--experiment must be A, B, T, E2E or all (A and B), not %q", *experiment)
 	}
 	if *runs < 1 || *keysA < 1 || *keysB < 1 || *sizeB < 1 || *rf < 1 {
 		fatalf("--runs, --keys-a, --keys-b, --size-b and --rf must be positive")
@@ -107,9 +136,84 @@ func main() {
 	}
 
 	started := time.Now()
-	e, err := newEnv(ctx, seeds, int16(*rf), log)
+	if exp == "E2E" {
+		c := e2eConfig{events: *e2eEvents, partitions: *e2eParts, rounds: *runs, persist: *e2ePersist,
+			timeout: *e2eTimeout, maxIdle: *e2eMaxIdle, rf: int16(*rf), verify: *e2eVerify, profileDir: *e2eProfile}
+		for _, k := range strings.Split(*e2eKeys, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(k))
+			if err != nil || n < 1 {
+				fatalf("--e2e-keys: %q is not a positive count", k)
+			}
+			c.keys = append(c.keys, n)
+		}
+		for _, sys := range strings.Split(*e2eSystems, ",") {
+			if sys = strings.TrimSpace(sys); !slices.Contains(allSystems, sys) {
+				fatalf("--e2e-systems: unknown system %q (want %v)", sys, allSystems)
+			}
+			c.systems = append(c.systems, sys)
+		}
+		if *e2eGOGC != "" {
+			c.childEnv = append(c.childEnv, "GOGC="+*e2eGOGC)
+		}
+		if *e2eMemLim != "" {
+			c.childEnv = append(c.childEnv, "GOMEMLIMIT="+*e2eMemLim)
+		}
+		rows, err := runE2E(ctx, seeds, c, log)
+		if err != nil {
+			fatalf("experiment E2E: %v", err)
+		}
+		if *asJSON {
+			enc := json.NewEncoder(os.Stdout)
+			for _, r := range rows {
+				_ = enc.Encode(r)
+			}
+			return
+		}
+		fmt.Printf("# %s; experiment E2E: %d ledger events, %d partitions, persist/commit every %s, median of %d interleaved rounds [range]; children GOGC=%q GOMEMLIMIT=%q max-idle=%s; total %s\n",
+			target, c.events, c.partitions, c.persist, c.rounds, *e2eGOGC, *e2eMemLim, c.maxIdle, time.Since(started).Round(time.Second))
+		printE2E(os.Stdout, rows)
+		return
+	}
+	var kgoOpts []kgo.Opt
+	switch *kgoLog {
+	case "":
+	case "info", "debug":
+		lvl := kgo.LogLevelInfo
+		if *kgoLog == "debug" {
+			lvl = kgo.LogLevelDebug
+		}
+		kgoOpts = append(kgoOpts, kgo.WithLogger(kgo.BasicLogger(os.Stderr, lvl, func() string {
+			return time.Now().Format("15:04:05.000000 ")
+		})))
+	default:
+		fatalf("--kgo-log must be info or debug, not %q", *kgoLog)
+	}
+	e, err := newEnv(ctx, seeds, int16(*rf), log, kgoOpts)
 	if err != nil {
 		fatalf("%v", err)
+	}
+	if exp == "T" {
+		ords, err := parseOrderings(*orderings)
+		if err != nil {
+			e.close()
+			fatalf("%v", err)
+		}
+		rows, err := e.probe(ctx, probeConfig{orderings: ords, txns: *probeTxns, backoff: *backoff, minAge: *minAge, runs: *runs})
+		e.close()
+		if err != nil {
+			fatalf("experiment T: %v", err)
+		}
+		if *asJSON {
+			enc := json.NewEncoder(os.Stdout)
+			for _, r := range rows {
+				_ = enc.Encode(r)
+			}
+			return
+		}
+		fmt.Printf("# %s; experiment T (transaction orderings on a bare kgo client), the run with the lowest median of %d; total %s\n",
+			target, *runs, time.Since(started).Round(time.Millisecond))
+		printProbe(os.Stdout, rows)
+		return
 	}
 	var exps []experimentSpec
 	if exp != "B" {
@@ -142,13 +246,13 @@ func main() {
 
 func printTable(w io.Writer, rows []row) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "experiment\tconfig\ttxns\tms\tratio")
+	fmt.Fprintln(tw, "experiment\tconfig\ttxns\tms\tratio\tmedian commit ms\tslowest commit ms\tcommits > 1 s")
 	for _, r := range rows {
 		txns := "-"
 		if r.Txns != nil {
 			txns = fmt.Sprint(*r.Txns)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f\t%.2f\n", r.Experiment, r.Config, txns, r.MS, r.Ratio)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f\t%.2f\t%.2f\t%.1f\t%d\n", r.Experiment, r.Config, txns, r.MS, r.Ratio, r.MedianCommitMS, r.MaxCommitMS, r.CommitsOver1s)
 	}
 	_ = tw.Flush()
 }

@@ -1,0 +1,387 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/actorflow/actorflow/internal/ledger"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+)
+
+// Experiment E2E: --e2e-events ledger events (internal/ledger's workload)
+// over --e2e-keys accounts in --e2e-partitions partitions, drained by each
+// system from a fresh consumer group: the raw franz-go pipe (the ceiling,
+// e2e_rawpipe.go), actorflow plain, actorflow transactional, and each with
+// one output per event. Each system runs in a child process (this binary
+// re-executed with e2e-child) so that its CPU time and peak RSS are its own.
+//
+// drain: the system's start (client or Worker created) until every input
+// offset is committed. A run counts only if the system folded every record
+// (the ceiling included) and drained; --e2e-verify also compares every
+// stored snapshot with the verifier's own fold. Rounds interleave the
+// systems (rotating which runs first); each figure is the median over
+// rounds, with the range.
+type e2eConfig struct {
+	events     int
+	keys       []int
+	partitions int
+	systems    []string
+	rounds     int
+	persist    time.Duration
+	timeout    time.Duration
+	maxIdle    time.Duration // the actorflow flows' keyflow.WithMaxIdle (0: its default)
+	rf         int16
+	verify     bool
+	profileDir string // heap and CPU profiles of every child, when set
+	childEnv   []string
+}
+
+type e2eRun struct {
+	childResult
+	RSSKiB  int64   `json:"rss_kib"` // the child's peak RSS (its rusage, as the parent sees it)
+	ProcCPU float64 `json:"proc_cpu_s"`
+	Valid   bool    `json:"valid"`
+	Note    string  `json:"note,omitempty"`
+}
+
+// e2eRow is one (keys, system) line of the table (and one --json object).
+type e2eRow struct {
+	Experiment string   `json:"experiment"`
+	Keys       int      `json:"keys"`
+	System     string   `json:"system"`
+	Events     int      `json:"events"`
+	Rounds     int      `json:"rounds"` // valid rounds
+	DrainS     float64  `json:"drain_s"`
+	DrainMinS  float64  `json:"drain_min_s"`
+	DrainMaxS  float64  `json:"drain_max_s"`
+	EventsPerS float64  `json:"events_per_s"`
+	CPUPerM    float64  `json:"cpu_s_per_1m"`
+	RSSMiB     float64  `json:"peak_rss_mib"`
+	RSSMaxMiB  float64  `json:"peak_rss_max_mib"`
+	HeapMiB    float64  `json:"peak_heap_mib"`
+	Ratio      float64  `json:"ratio_to_ceiling"`
+	Ceiling    string   `json:"ceiling"`
+	ShutdownMS float64  `json:"shutdown_ms"`
+	Notes      []string `json:"notes,omitempty"`
+}
+
+func runE2E(ctx context.Context, brokers []string, c e2eConfig, log *zap.Logger) ([]e2eRow, error) {
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return nil, err
+	}
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
+	stamp := strconv.FormatInt(time.Now().UnixNano(), 36)
+	var rows []e2eRow
+	for _, keys := range c.keys {
+		input := fmt.Sprintf("actorflow-e2e-in-%s-%d", stamp, keys)
+		if err := createTopicN(ctx, adm, input, int32(c.partitions), c.rf, nil); err != nil {
+			return nil, err
+		}
+		t := time.Now()
+		exp, err := produceLedger(ctx, brokers, input, keys, c.events, c.verify)
+		if err != nil {
+			deleteTopics(adm, input)
+			return nil, err
+		}
+		log.Info("input produced", zap.String("topic", input), zap.Int("events", c.events), zap.Int("keys", keys), zap.Duration("took", time.Since(t)))
+		runs := map[string][]e2eRun{}
+		for r := range c.rounds {
+			// Each round starts one system later, so no system always runs
+			// first (right after the input was produced) or last.
+			for i := range c.systems {
+				sys := c.systems[(i+r)%len(c.systems)]
+				run, err := runSystem(ctx, brokers, adm, c, stamp, input, keys, sys, r, exp, log)
+				if err != nil {
+					deleteTopics(adm, input)
+					return nil, err
+				}
+				log.Info("e2e run", zap.Int("keys", keys), zap.String("system", sys), zap.Int("round", r+1),
+					zap.Bool("valid", run.Valid), zap.String("note", run.Note), zap.Float64("drain_s", run.DrainMS/1000),
+					zap.Float64("cpu_s", run.CPUSeconds), zap.Int64("rss_mib", run.RSSKiB>>10), zap.Int64("vmhwm_mib", run.VmHWMKiB>>10),
+					zap.Int64("peak_heap_objects_mib", run.PeakHeapObjects>>20), zap.Int64("peak_go_total_mib", run.PeakGoTotal>>20),
+					zap.Int64("peak_goroutines", run.PeakGoroutines), zap.Float64("shutdown_ms", run.ShutdownMS))
+				runs[sys] = append(runs[sys], run)
+			}
+		}
+		deleteTopics(adm, input)
+		rows = append(rows, summarize(keys, c, runs)...)
+	}
+	return rows, nil
+}
+
+// runSystem runs one system once in a child process on fresh snapshot and
+// output topics and a fresh group, and checks what it did.
+func runSystem(ctx context.Context, brokers []string, adm *kadm.Client, c e2eConfig, stamp, input string, keys int, sys string, round int, exp ledger.Expected, log *zap.Logger) (e2eRun, error) {
+	name := fmt.Sprintf("%s-%d-%s-%d", stamp, keys, sys, round+1)
+	group := "actorflow-e2e-" + name
+	snaps := "actorflow-e2e-snap-" + name
+	out := "actorflow-e2e-out-" + name
+	if err := createTopicN(ctx, adm, snaps, int32(c.partitions), c.rf, map[string]*string{"cleanup.policy": new("compact")}); err != nil {
+		return e2eRun{}, err
+	}
+	topics := []string{snaps}
+	if strings.HasSuffix(sys, "-out") {
+		if err := createTopicN(ctx, adm, out, int32(c.partitions), c.rf, nil); err != nil {
+			return e2eRun{}, err
+		}
+		topics = append(topics, out)
+	}
+	defer func() {
+		deleteTopics(adm, topics...)
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_, _ = adm.DeleteGroup(dctx, group)
+	}()
+
+	self, err := os.Executable()
+	if err != nil {
+		return e2eRun{}, err
+	}
+	args := []string{childCommand, "--system", sys, "--brokers", strings.Join(brokers, ","), "--input", input,
+		"--group", group, "--snapshot", snaps, "--output", out, "--txn-prefix", "actorflow-e2e-" + name,
+		"--events", strconv.Itoa(c.events), "--persist", c.persist.String(), "--timeout", c.timeout.String(),
+		"--max-idle", c.maxIdle.String()}
+	if c.profileDir != "" {
+		args = append(args, "--heap-profile", filepath.Join(c.profileDir, fmt.Sprintf("heap-%dkeys-%s-%d.pprof", keys, sys, round+1)),
+			"--cpu-profile", filepath.Join(c.profileDir, fmt.Sprintf("cpu-%dkeys-%s-%d.pprof", keys, sys, round+1)))
+	}
+	cmd := exec.CommandContext(ctx, self, args...)
+	cmd.Env = append(os.Environ(), c.childEnv...)
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	cmd.Stderr = os.Stderr
+	runErr := cmd.Run()
+	var run e2eRun
+	if line := lastLine(stdout.Bytes()); len(line) > 0 {
+		if err := json.Unmarshal(line, &run.childResult); err != nil {
+			return e2eRun{}, fmt.Errorf("%s: child output %q: %w", sys, line, err)
+		}
+	} else {
+		return e2eRun{}, fmt.Errorf("%s: child printed no result: %v", sys, runErr)
+	}
+	if ps := cmd.ProcessState; ps != nil {
+		if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+			run.RSSKiB = ru.Maxrss // KiB on Linux
+		}
+		run.ProcCPU = (ps.UserTime() + ps.SystemTime()).Seconds()
+	}
+	var notes []string
+	if run.Err != "" {
+		notes = append(notes, run.Err)
+	}
+	if run.Processed < int64(c.events) {
+		notes = append(notes, fmt.Sprintf("folded %d of %d records", run.Processed, c.events))
+	}
+	if run.Drained && exp != nil {
+		mm, err := ledger.Verify(ctx, brokers, snaps, int32(c.partitions), exp)
+		switch {
+		case err != nil:
+			notes = append(notes, "verify: "+err.Error())
+		case len(mm) > 0:
+			notes = append(notes, fmt.Sprintf("%d accounts differ from the verifier's fold (first: %s)", len(mm), mm[0]))
+		}
+	}
+	run.Valid = run.Drained && len(notes) == 0
+	run.Note = strings.Join(notes, "; ")
+	return run, nil
+}
+
+func summarize(keys int, c e2eConfig, runs map[string][]e2eRun) []e2eRow {
+	rows := make([]e2eRow, 0, len(c.systems))
+	drains := map[string]float64{}
+	for _, sys := range c.systems {
+		row := e2eRow{Experiment: "E2E", Keys: keys, System: sys, Events: c.events, Ceiling: ceilingOf(sys)}
+		var drain, cpu, rss, heap, shut []float64
+		for _, r := range runs[sys] {
+			if !r.Valid {
+				row.Notes = append(row.Notes, r.Note)
+				continue
+			}
+			drain = append(drain, r.DrainMS/1000)
+			cpu = append(cpu, r.CPUSeconds*1e6/float64(c.events))
+			rss = append(rss, float64(r.RSSKiB)/1024)
+			heap = append(heap, float64(r.PeakHeapObjects)/(1<<20))
+			shut = append(shut, r.ShutdownMS)
+		}
+		row.Rounds = len(drain)
+		if row.Rounds > 0 {
+			row.DrainS, row.DrainMinS, row.DrainMaxS = median(drain), slices.Min(drain), slices.Max(drain)
+			row.EventsPerS = float64(c.events) / row.DrainS
+			row.CPUPerM, row.RSSMiB, row.RSSMaxMiB = median(cpu), median(rss), slices.Max(rss)
+			row.HeapMiB, row.ShutdownMS = median(heap), median(shut)
+			drains[sys] = row.DrainS
+		}
+		rows = append(rows, row)
+	}
+	for i := range rows {
+		if d, ok := drains[rows[i].Ceiling]; ok && rows[i].DrainS > 0 {
+			rows[i].Ratio = round3(d / rows[i].DrainS)
+		}
+	}
+	return rows
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func printE2E(w io.Writer, rows []e2eRow) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "keys\tsystem\tdrain s (median [range])\tevents/s\tCPU s per 1M\tpeak RSS MiB [max]\tpeak heap MiB\tratio to ceiling\tshutdown ms\tvalid rounds")
+	for _, r := range rows {
+		if r.Rounds == 0 {
+			fmt.Fprintf(tw, "%d\t%s\t-\t-\t-\t-\t-\t-\t-\t0 (%s)\n", r.Keys, r.System, strings.Join(r.Notes, "; "))
+			continue
+		}
+		ratio := "-"
+		if r.System != r.Ceiling && r.Ratio > 0 {
+			ratio = fmt.Sprintf("%.2f× %s", r.Ratio, r.Ceiling)
+		}
+		valid := strconv.Itoa(r.Rounds)
+		if len(r.Notes) > 0 {
+			valid += " (" + strings.Join(r.Notes, "; ") + ")"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%.2f [%.2f–%.2f]\t%.0fk\t%.2f\t%.0f [%.0f]\t%.0f\t%s\t%.0f\t%s\n",
+			r.Keys, r.System, r.DrainS, r.DrainMinS, r.DrainMaxS, r.EventsPerS/1000, r.CPUPerM, r.RSSMiB, r.RSSMaxMiB, r.HeapMiB, ratio, r.ShutdownMS, valid)
+	}
+	_ = tw.Flush()
+	// The issue's targets, evaluated on these rows.
+	find := func(keys int, sys string) *e2eRow {
+		for i := range rows {
+			if rows[i].Keys == keys && rows[i].System == sys && rows[i].Rounds > 0 {
+				return &rows[i]
+			}
+		}
+		return nil
+	}
+	check := func(what string, got, want float64, ok bool) {
+		if !ok {
+			return
+		}
+		verdict := "met"
+		if got < want {
+			verdict = "NOT met"
+		}
+		fmt.Fprintf(w, "target: %s: %.2f (≥ %.2f) %s\n", what, got, want, verdict)
+	}
+	if t, c := find(10000, sysTxn), find(10000, sysRaw); t != nil && c != nil {
+		check("transactional at 10k keys vs the ceiling", t.Ratio, 0.9, true)
+	}
+	if a, b := find(1000000, sysTxn), find(10000, sysTxn); a != nil && b != nil {
+		check("transactional at 1M keys vs its 10k-key rate", a.EventsPerS/b.EventsPerS, 0.5, true)
+	}
+	for _, k := range []int{10000, 1000000} {
+		if t, c := find(k, sysTxnOut), find(k, sysRawOut); t != nil && c != nil {
+			check(fmt.Sprintf("transactional with outputs at %d keys vs the ceiling with outputs", k), t.Ratio, 0.8, true)
+		}
+	}
+	if r := find(1000000, sysTxn); r != nil {
+		fmt.Fprintf(w, "target: peak RSS with 1M live keys (transactional): %.0f MiB (≤ 1536) %s\n", r.RSSMiB, map[bool]string{true: "met", false: "NOT met"}[r.RSSMiB <= 1536])
+	}
+}
+
+// produceLedger writes events ledger events over keys accounts to topic
+// (keyed by account: the default partitioner spreads them) and returns the
+// verifier's fold when verify is set.
+func produceLedger(ctx context.Context, brokers []string, topic string, keys, events int, verify bool) (ledger.Expected, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	var exp ledger.Expected
+	if verify {
+		exp = ledger.Expected{}
+	}
+	gen := &ledger.Generator{Accounts: keys}
+	var (
+		first error
+		errc  = make(chan error, 1)
+	)
+	for i := 0; i < events; i++ {
+		ev := gen.Next()
+		if exp != nil {
+			exp.Add(ev)
+		}
+		cl.Produce(ctx, ledger.Record(topic, ev), func(_ *kgo.Record, err error) {
+			if err != nil {
+				select {
+				case errc <- err:
+				default:
+				}
+			}
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		return nil, err
+	}
+	select {
+	case first = <-errc:
+	default:
+	}
+	if first != nil {
+		return nil, fmt.Errorf("produce the input to %s: %w", topic, first)
+	}
+	return exp, nil
+}
+
+// createTopicN creates a topic and waits until every partition has a leader.
+func createTopicN(ctx context.Context, adm *kadm.Client, topic string, partitions int32, rf int16, cfg map[string]*string) error {
+	resp, err := adm.CreateTopic(ctx, partitions, rf, cfg, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		return fmt.Errorf("create topic %q: %w", topic, err)
+	}
+	for {
+		d, err := adm.ListTopics(ctx, topic)
+		if err == nil && d[topic].Err == nil && len(d[topic].Partitions) == int(partitions) {
+			led := true
+			for _, p := range d[topic].Partitions {
+				led = led && p.Err == nil && p.Leader >= 0
+			}
+			if led {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("topic %q has partitions without a leader: %w", topic, errors.Join(ctx.Err(), err))
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func deleteTopics(adm *kadm.Client, topics ...string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, _ = adm.DeleteTopics(ctx, topics...)
+}
+
+func lastLine(b []byte) []byte {
+	lines := bytes.Split(bytes.TrimSpace(b), []byte("\n"))
+	return lines[len(lines)-1]
+}

@@ -1,0 +1,375 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/metrics"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/actorflow/actorflow"
+	"github.com/actorflow/actorflow/internal/ledger"
+	"github.com/actorflow/actorflow/keyflow"
+	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// childCommand is the first argument that makes the bench binary run one
+// system of the E2E experiment in this process, so that its CPU time and
+// peak RSS are its own (the parent re-executes itself with it).
+const childCommand = "e2e-child"
+
+// e2e systems.
+const (
+	sysRaw       = "raw"       // raw franz-go consume → fold → produce states, at-least-once: the ceiling
+	sysRawOut    = "raw-out"   // the same, also producing one output per event: the ceiling with outputs
+	sysPlain     = "plain"     // actorflow.Worker, plain mode
+	sysPlainOut  = "plain-out" // plain mode, one Emit per event
+	sysTxn       = "txn"       // actorflow.Worker, transactional mode
+	sysTxnOut    = "txn-out"   // transactional mode, one Emit per event
+	sysNameWidth = len(sysPlainOut)
+)
+
+var allSystems = []string{sysRaw, sysPlain, sysTxn, sysRawOut, sysPlainOut, sysTxnOut}
+
+// ceilingOf names the system a system's ratio is measured against.
+func ceilingOf(sys string) string {
+	if strings.HasSuffix(sys, "-out") {
+		return sysRawOut
+	}
+	return sysRaw
+}
+
+// childResult is what a child prints (one JSON line) when it is done.
+type childResult struct {
+	System     string  `json:"system"`
+	Drained    bool    `json:"drained"`
+	DrainMS    float64 `json:"drain_ms"`  // start of the system until every input offset is committed
+	Processed  int64   `json:"processed"` // records folded (the raw pipe: records consumed and folded)
+	CPUSeconds float64 `json:"cpu_s"`     // user+system CPU of the process during the drain
+	ShutdownMS float64 `json:"shutdown_ms"`
+	// Peaks sampled every 100 ms during the drain (runtime/metrics).
+	PeakHeapObjects int64  `json:"peak_heap_objects_bytes"` // live + not yet swept heap objects
+	PeakGoTotal     int64  `json:"peak_go_total_bytes"`     // all memory the Go runtime mapped
+	PeakGoroutines  int64  `json:"peak_goroutines"`
+	VmHWMKiB        int64  `json:"vmhwm_kib"` // /proc/self/status at the end of the drain
+	Committed       int64  `json:"committed"` // input offsets committed at the end (progress when not drained)
+	Err             string `json:"error,omitempty"`
+}
+
+type childArgs struct {
+	system, input, group, snapshot, output, txnPrefix, heapProfile, cpuProfile string
+	brokers                                                                    []string
+	events                                                                     int64
+	persist, timeout, maxIdle                                                  time.Duration
+}
+
+func childMain(args []string) int {
+	fs := flag.NewFlagSet(childCommand, flag.ExitOnError)
+	var a childArgs
+	brokers := fs.String("brokers", "", "seed brokers")
+	fs.StringVar(&a.system, "system", "", "system to run")
+	fs.StringVar(&a.input, "input", "", "input topic")
+	fs.StringVar(&a.group, "group", "", "consumer group")
+	fs.StringVar(&a.snapshot, "snapshot", "", "snapshot topic")
+	fs.StringVar(&a.output, "output", "", "output topic (the -out systems)")
+	fs.StringVar(&a.txnPrefix, "txn-prefix", "", "transactional.id prefix")
+	fs.StringVar(&a.heapProfile, "heap-profile", "", "write a heap profile here when drained")
+	fs.StringVar(&a.cpuProfile, "cpu-profile", "", "write a CPU profile of the drain here")
+	fs.Int64Var(&a.events, "events", 0, "records in the input")
+	fs.DurationVar(&a.persist, "persist", 500*time.Millisecond, "persist and commit interval")
+	fs.DurationVar(&a.timeout, "timeout", 10*time.Minute, "give up draining after this long")
+	fs.DurationVar(&a.maxIdle, "max-idle", 0, "keyflow.WithMaxIdle of the flow (0: keyflow's default)")
+	_ = fs.Parse(args)
+	a.brokers = splitBrokers(*brokers)
+	res := runChild(a)
+	_ = json.NewEncoder(os.Stdout).Encode(res)
+	if res.Err != "" {
+		return 1
+	}
+	return 0
+}
+
+func runChild(a childArgs) (res childResult) {
+	res.System = a.system
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(a.brokers...))
+	if err != nil {
+		res.Err = err.Error()
+		return res
+	}
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
+	ends, err := adm.ListEndOffsets(ctx, a.input)
+	if err != nil {
+		res.Err = fmt.Sprintf("end offsets of %s: %v", a.input, err)
+		return res
+	}
+	var total int64
+	ends.Each(func(o kadm.ListedOffset) { total += o.Offset })
+	if total != a.events {
+		res.Err = fmt.Sprintf("input %s holds %d records, want %d", a.input, total, a.events)
+		return res
+	}
+
+	var processed atomic.Int64
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	if a.cpuProfile != "" {
+		f, err := os.Create(a.cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			res.Err = fmt.Sprintf("cpu profile: %v", err)
+			return res
+		}
+		defer f.Close()
+	}
+	sampler := startMemSampler()
+	cpu0 := cpuTime()
+	start := time.Now()
+	done := make(chan error, 1)
+	switch a.system {
+	case sysRaw, sysRawOut:
+		output := ""
+		if a.system == sysRawOut {
+			output = a.output
+		}
+		go func() {
+			done <- rawPipe(runCtx, a.brokers, a.input, a.group, a.snapshot, output, a.persist, &processed)
+		}()
+	case sysPlain, sysPlainOut, sysTxn, sysTxnOut:
+		w, producer, err := newWorker(a, &processed)
+		if err != nil {
+			res.Err = err.Error()
+			return res
+		}
+		if producer != nil {
+			defer producer.Close()
+		}
+		go func() { done <- w.Run(runCtx) }()
+	default:
+		res.Err = fmt.Sprintf("unknown system %q", a.system)
+		return res
+	}
+
+	drainErr := awaitDrained(runCtx, adm, a.group, ends, a.timeout, done, &res.Committed)
+	res.DrainMS = ms(time.Since(start))
+	res.CPUSeconds = (cpuTime() - cpu0).Seconds()
+	res.Processed = processed.Load()
+	res.PeakHeapObjects, res.PeakGoTotal, res.PeakGoroutines = sampler.stop()
+	res.VmHWMKiB = vmHWM()
+	res.Drained = drainErr == nil
+	if a.cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
+	if drainErr != nil {
+		res.Err = drainErr.Error()
+	}
+	if a.heapProfile != "" {
+		if err := writeHeapProfile(a.heapProfile); err != nil && res.Err == "" {
+			res.Err = err.Error()
+		}
+	}
+	t := time.Now()
+	stop()
+	select {
+	case err := <-done:
+		if err != nil && !errors.Is(err, context.Canceled) && res.Err == "" {
+			res.Err = fmt.Sprintf("%s stopped with: %v", a.system, err)
+		}
+	case <-time.After(2 * time.Minute):
+		if res.Err == "" {
+			res.Err = fmt.Sprintf("%s did not stop within 2 min", a.system)
+		}
+	}
+	res.ShutdownMS = ms(time.Since(t))
+	return res
+}
+
+// newWorker builds the actorflow worker of a system through the public API,
+// as a user would.
+func newWorker(a childArgs, processed *atomic.Int64) (*actorflow.Worker, *kgo.Client, error) {
+	var producer *kgo.Client
+	if strings.HasSuffix(a.system, "-out") {
+		var err error
+		if producer, err = kgo.NewClient(kgo.SeedBrokers(a.brokers...), kgo.DefaultProduceTopic(a.output)); err != nil {
+			return nil, nil, fmt.Errorf("output producer: %w", err)
+		}
+	}
+	mode := snapshotstore.Plain
+	if strings.HasPrefix(a.system, "txn") {
+		mode = snapshotstore.Transactional
+	}
+	w, err := actorflow.NewWorker(ledgerFlow(producer, a.output, a.maxIdle, processed),
+		actorflow.WithBrokers(a.brokers...),
+		actorflow.WithGroup(a.group),
+		actorflow.WithInputTopic(a.input),
+		actorflow.WithSnapshotTopic(a.snapshot),
+		actorflow.WithMode(mode),
+		actorflow.WithTransactionalIDPrefix(a.txnPrefix),
+		actorflow.WithPersistEvery(a.persist),
+		actorflow.WithCommitOffsetsInterval(a.persist),
+	)
+	if err != nil {
+		if producer != nil {
+			producer.Close()
+		}
+		return nil, nil, err
+	}
+	return w, producer, nil
+}
+
+// ledgerFlow is ledger.FlowWithOutput (the ledger fold, one ledger.Output
+// per applied event when producer is set, folds counted) with a MaxIdle.
+func ledgerFlow(producer *kgo.Client, topic string, maxIdle time.Duration, folds *atomic.Int64) *keyflow.Flow[ledger.State] {
+	fold := func(kc *keyflow.Context, s *ledger.State, rec *kgo.Record) (*ledger.State, error) {
+		s, err := ledger.Fold(kc, s, rec)
+		if err != nil {
+			return nil, err
+		}
+		folds.Add(1)
+		if producer == nil {
+			return s, nil
+		}
+		b, _ := json.Marshal(ledger.Output{Account: kc.Key(), Seq: s.LastSeq, Balance: s.Balance})
+		return s, kc.Emit(&kgo.Record{Key: []byte(kc.Key()), Value: b})
+	}
+	var opts []keyflow.Option[ledger.State]
+	if producer != nil {
+		opts = append(opts, keyflow.WithOutput[ledger.State](producer, topic))
+	}
+	if maxIdle > 0 {
+		opts = append(opts, keyflow.WithMaxIdle[ledger.State](maxIdle))
+	}
+	return keyflow.New(fold, opts...)
+}
+
+// awaitDrained polls the group's committed offsets until every partition's
+// is at its end offset (the broker pushes no event for it), the system
+// stops, or the timeout passes.
+func awaitDrained(ctx context.Context, adm *kadm.Client, group string, ends kadm.ListedOffsets, timeout time.Duration, done <-chan error, committed *int64) error {
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(25 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		offs, err := adm.FetchOffsets(fctx, group)
+		cancel()
+		if err == nil {
+			all := true
+			var sum int64
+			ends.Each(func(o kadm.ListedOffset) {
+				c, ok := offs.Lookup(o.Topic, o.Partition)
+				if ok && c.Err == nil {
+					sum += c.At
+				}
+				if !ok || c.Err != nil || c.At < o.Offset {
+					all = false
+				}
+			})
+			*committed = sum
+			if all {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not drained within %s: %d input offsets committed", timeout, *committed)
+		}
+		select {
+		case err := <-done:
+			return fmt.Errorf("stopped before draining (%d input offsets committed): %v", *committed, err)
+		case <-tick.C:
+		}
+	}
+}
+
+// cpuTime is this process's user + system CPU time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// vmHWM is the process's peak resident set size in KiB (Linux), 0 elsewhere.
+func vmHWM() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	runtime.GC() // the profile shows live objects as of the last GC
+	return pprof.Lookup("heap").WriteTo(f, 0)
+}
+
+// memSampler records peaks of a few runtime/metrics every 100 ms.
+type memSampler struct {
+	stopc               chan struct{}
+	wg                  sync.WaitGroup
+	heap, total, gorout int64
+}
+
+func startMemSampler() *memSampler {
+	s := &memSampler{stopc: make(chan struct{})}
+	samples := []metrics.Sample{
+		{Name: "/memory/classes/heap/objects:bytes"},
+		{Name: "/memory/classes/total:bytes"},
+		{Name: "/sched/goroutines:goroutines"},
+	}
+	read := func() {
+		metrics.Read(samples)
+		s.heap = max(s.heap, int64(samples[0].Value.Uint64()))
+		s.total = max(s.total, int64(samples[1].Value.Uint64()))
+		s.gorout = max(s.gorout, int64(samples[2].Value.Uint64()))
+	}
+	s.wg.Go(func() {
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			read()
+			select {
+			case <-s.stopc:
+				read()
+				return
+			case <-t.C:
+			}
+		}
+	})
+	return s
+}
+
+func (s *memSampler) stop() (heap, total, goroutines int64) {
+	close(s.stopc)
+	s.wg.Wait()
+	return s.heap, s.total, s.gorout
+}

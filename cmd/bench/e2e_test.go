@@ -1,0 +1,51 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestSummarizeCountsOnlyValidRunsAndRatesAgainstTheCeiling(t *testing.T) {
+	c := e2eConfig{events: 1_000_000, systems: []string{sysRaw, sysTxn, sysRawOut, sysTxnOut}}
+	run := func(drainS float64, valid bool, note string) e2eRun {
+		return e2eRun{childResult: childResult{DrainMS: drainS * 1000, CPUSeconds: 2, Drained: valid}, RSSKiB: 100 << 10, Valid: valid, Note: note}
+	}
+	rows := summarize(10000, c, map[string][]e2eRun{
+		sysRaw:    {run(3, true, ""), run(5, true, ""), run(4, true, "")},
+		sysTxn:    {run(4, true, ""), run(99, false, "folded 5 of 1000000 records"), run(6, true, "")},
+		sysRawOut: {run(2, true, "")},
+		sysTxnOut: {run(1, false, "not drained")},
+	})
+	byName := map[string]e2eRow{}
+	for _, r := range rows {
+		byName[r.System] = r
+	}
+	raw, txn, out := byName[sysRaw], byName[sysTxn], byName[sysTxnOut]
+	if raw.DrainS != 4 || raw.DrainMinS != 3 || raw.DrainMaxS != 5 || raw.Rounds != 3 {
+		t.Errorf("raw: median %v [%v–%v] over %d rounds, want 4 [3–5] over 3", raw.DrainS, raw.DrainMinS, raw.DrainMaxS, raw.Rounds)
+	}
+	if txn.Rounds != 2 || txn.DrainS != 5 || len(txn.Notes) != 1 || !strings.Contains(txn.Notes[0], "folded 5") {
+		t.Errorf("txn: %d rounds, median %v, notes %q; want the invalid run left out (2 rounds, median 5) and noted", txn.Rounds, txn.DrainS, txn.Notes)
+	}
+	if txn.Ratio != 0.8 || txn.Ceiling != sysRaw {
+		t.Errorf("txn ratio %v to %s, want 0.8 to raw (4 s / 5 s)", txn.Ratio, txn.Ceiling)
+	}
+	if txn.CPUPerM != 2 || txn.RSSMiB != 100 || txn.EventsPerS != 200_000 {
+		t.Errorf("txn: %v CPU s per 1M, %v MiB, %v events/s; want 2, 100, 200000", txn.CPUPerM, txn.RSSMiB, txn.EventsPerS)
+	}
+	if out.Rounds != 0 || out.Ratio != 0 || out.Ceiling != sysRawOut {
+		t.Errorf("txn-out without a valid run: %d rounds, ratio %v, ceiling %s", out.Rounds, out.Ratio, out.Ceiling)
+	}
+}
+
+func TestParseOrderings(t *testing.T) {
+	if o, err := parseOrderings("all"); err != nil || len(o) != len(allOrderings) {
+		t.Errorf("all: %v %v", o, err)
+	}
+	if o, err := parseOrderings("commit-first, concurrent"); err != nil || len(o) != 2 || o[0] != orderCommitFirst || o[1] != orderConcurrent {
+		t.Errorf("two: %v %v", o, err)
+	}
+	if _, err := parseOrderings("sideways"); err == nil {
+		t.Error("an unknown ordering was accepted")
+	}
+}

@@ -1,0 +1,233 @@
+package snapshotstore
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// requestCounter counts the requests a client writes, by key.
+type requestCounter struct {
+	mu sync.Mutex
+	n  map[int16]int
+}
+
+func (r *requestCounter) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if err != nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.n == nil {
+		r.n = map[int16]int{}
+	}
+	r.n[key]++
+}
+
+func (r *requestCounter) count(k kmsg.Key) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.n[k.Int16()]
+}
+
+type txnFixture struct {
+	brokers      []string
+	input, snaps string
+	group        string
+	meta         GroupMetadataFunc
+	adm          *kadm.Client
+}
+
+// newTxnFixture starts kfake (with transaction.version downgraded to 0 unless
+// tv2), an input and a snapshot topic, and a live member of a group on the
+// input topic.
+func newTxnFixture(t *testing.T, tv2 bool) *txnFixture {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	f := &txnFixture{brokers: c.ListenAddrs(), input: "in", snaps: "snaps", group: "g"}
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(f.brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(admCl.Close)
+	f.adm = kadm.NewClient(admCl)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if !tv2 {
+		req := kmsg.NewPtrUpdateFeaturesRequest()
+		fu := kmsg.NewUpdateFeaturesRequestFeatureUpdate()
+		fu.Feature, fu.MaxVersionLevel, fu.UpgradeType = "transaction.version", 0, 2 // safe downgrade
+		req.FeatureUpdates = append(req.FeatureUpdates, fu)
+		resp, err := req.RequestWith(ctx, admCl)
+		if err == nil {
+			err = kerr.ErrorForCode(resp.ErrorCode)
+		}
+		if err != nil {
+			t.Fatalf("downgrade transaction.version: %v", err)
+		}
+	}
+	for _, topic := range []string{f.input, f.snaps} {
+		if _, err := f.adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+			t.Fatalf("create %s: %v", topic, err)
+		}
+	}
+	member, err := kgo.NewClient(kgo.SeedBrokers(f.brokers...), kgo.ConsumerGroup(f.group), kgo.ConsumeTopics(f.input), kgo.DisableAutoCommit())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pctx, stop := context.WithCancel(context.Background())
+	var polling sync.WaitGroup
+	polling.Go(func() {
+		for pctx.Err() == nil {
+			member.PollFetches(pctx)
+		}
+	})
+	t.Cleanup(func() { stop(); polling.Wait(); member.Close() })
+	f.meta = func() (GroupMetadata, error) {
+		m, g := member.GroupMetadata()
+		if g < 1 {
+			return GroupMetadata{}, ErrNoGroupMetadata
+		}
+		return GroupMetadata{MemberID: m, Generation: g}, nil
+	}
+	for {
+		if _, err := f.meta(); err == nil {
+			return f
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("member never joined: %v", ctx.Err())
+		}
+		time.Sleep(10 * time.Millisecond) // the join is not signalled
+	}
+}
+
+func (f *txnFixture) open(t *testing.T, meta GroupMetadataFunc, hooks ...kgo.Hook) (*Kafka, *txnPartition) {
+	t.Helper()
+	k, err := NewKafka(f.brokers, f.snaps, WithMode(Transactional), WithTransactionalIDPrefix("p"),
+		WithClientOpts(kgo.WithHooks(hooks...)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.Close)
+	p, err := k.Open(context.Background(), PartitionInfo{Topic: f.input, Partition: 0, Group: f.group, GroupMetadata: meta})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	return k, p.(*txnPartition)
+}
+
+func (f *txnFixture) committed(t *testing.T) int64 {
+	t.Helper()
+	offs, err := f.adm.FetchOffsets(context.Background(), f.group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, ok := offs.Lookup(f.input, 0)
+	if !ok || o.Err != nil {
+		t.Fatalf("no committed offset: %+v", o)
+	}
+	return o.At
+}
+
+// Under transaction version 2 the TxnOffsetCommit adds the offsets partition
+// itself: after the first commit shows the version (the epoch moves), the
+// transactions skip AddOffsetsToTxn (issue 11: one round trip less). Under
+// version 1 every transaction still sends it, or the commit would be
+// rejected. Either way every offset lands.
+func TestTxnCommitSkipsAddOffsetsOnlyUnderTransactionVersion2(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		tv2        bool
+		addOffsets int
+	}{
+		{"transaction.version 2", true, 1},
+		{"transaction.version 0", false, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newTxnFixture(t, tc.tv2)
+			var reqs requestCounter
+			_, p := f.open(t, f.meta, &reqs)
+			ctx := context.Background()
+			for i := int64(1); i <= 3; i++ {
+				b := Batch{Writes: []Snapshot{{Key: "k", Value: []byte("v"), Offset: i - 1}}, Offset: i, OffsetAdvanced: true}
+				if err := p.Commit(ctx, b); err != nil {
+					t.Fatalf("commit %d: %v", i, err)
+				}
+				if got := f.committed(t); got != i {
+					t.Fatalf("after commit %d the committed offset is %d", i, got)
+				}
+			}
+			if p.tv2 != tc.tv2 {
+				t.Errorf("tv2 = %v, want %v", p.tv2, tc.tv2)
+			}
+			if got := reqs.count(kmsg.AddOffsetsToTxn); got != tc.addOffsets {
+				t.Errorf("%d AddOffsetsToTxn requests for 3 transactions, want %d", got, tc.addOffsets)
+			}
+			if got := reqs.count(kmsg.TxnOffsetCommit); got != 3 {
+				t.Errorf("%d TxnOffsetCommit requests, want 3", got)
+			}
+		})
+	}
+}
+
+// A TxnOffsetCommit that is the first step (transaction version 2) begins the
+// transaction on the broker even when it is rejected. kgo sends EndTxn only
+// for a transaction it produced in, so the abort must still reach the broker:
+// otherwise the transaction stays open until its timeout and the next one
+// joins it.
+func TestTxnRejectedFirstOffsetCommitStillEndsTheTransaction(t *testing.T) {
+	f := newTxnFixture(t, true)
+	stale := false
+	meta := func() (GroupMetadata, error) {
+		m, err := f.meta()
+		if stale {
+			m.MemberID = "evicted-member"
+		}
+		return m, err
+	}
+	k, p := f.open(t, meta)
+	ctx := context.Background()
+	if err := p.Commit(ctx, Batch{Offset: 1, OffsetAdvanced: true}); err != nil {
+		t.Fatalf("first commit: %v", err)
+	}
+	if !p.tv2 {
+		t.Fatal("transaction version 2 not detected after the first commit")
+	}
+	stale = true
+	err := p.Commit(ctx, Batch{Writes: []Snapshot{{Key: "k", Value: []byte("v"), Offset: 1}}, Offset: 2, OffsetAdvanced: true})
+	if !errors.Is(err, kerr.UnknownMemberID) || !errors.Is(err, ErrFenced) {
+		t.Fatalf("commit of an evicted member: got %v, want UNKNOWN_MEMBER_ID matching ErrFenced", err)
+	}
+	txns, err := f.adm.DescribeTransactions(ctx, k.TransactionalID(f.input, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, d := range txns {
+		if d.Err != nil || d.State == "Ongoing" {
+			t.Errorf("transaction %s after the rejected commit: state %q (err %v), want it ended", id, d.State, d.Err)
+		}
+	}
+	if got := f.committed(t); got != 1 {
+		t.Errorf("committed offset %d after the rejected commit, want 1", got)
+	}
+	stale = false
+	if err := p.Commit(ctx, Batch{Offset: 3, OffsetAdvanced: true}); err != nil {
+		t.Fatalf("commit after the rejection: %v", err)
+	}
+	if got := f.committed(t); got != 3 {
+		t.Errorf("committed offset %d, want 3", got)
+	}
+}
