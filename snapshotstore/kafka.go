@@ -45,7 +45,9 @@ type kafkaConfig struct {
 	commitRetries int
 	staleGenWait  time.Duration
 	integrity     IntegrityOptions
-	outPartitions kgo.Partitioner
+	// failoverTimeout bounds Commit's retries of broker-side failures.
+	failoverTimeout time.Duration
+	outPartitions   kgo.Partitioner
 	// concurrentTxnWait bounds the retries of CONCURRENT_TRANSACTIONS on
 	// the transactional mode's raw requests (defaultConcurrentTxnWait).
 	concurrentTxnWait time.Duration
@@ -82,6 +84,15 @@ func WithRecoveryStallTimeout(d time.Duration) KafkaOption {
 // completes within it). After the bound the rejection stands (ErrFenced).
 func WithStaleGenerationWait(d time.Duration) KafkaOption {
 	return func(c *kafkaConfig) { c.staleGenWait = d }
+}
+
+// WithFailoverTimeout bounds how long a transaction keeps being retried (and
+// its producer re-initialised) through broker-side failures — a node lost, a
+// coordinator moved, an epoch bumped by the coordinator — while the
+// partition stays owned (default: the recovery stall timeout, 3 min). After
+// it the last error fails the partition.
+func WithFailoverTimeout(d time.Duration) KafkaOption {
+	return func(c *kafkaConfig) { c.failoverTimeout = d }
 }
 
 // WithIntegrity sets the operator's ways out of a recovery that finds an
@@ -136,6 +147,12 @@ func NewKafka(brokers []string, topic string, opts ...KafkaOption) (*Kafka, erro
 	}
 	if cfg.outPartitions == nil {
 		cfg.outPartitions = kgo.StickyKeyPartitioner(nil)
+	}
+	if cfg.failoverTimeout <= 0 {
+		cfg.failoverTimeout = cfg.stallTimeout
+		if cfg.failoverTimeout <= 0 {
+			cfg.failoverTimeout = 3 * time.Minute
+		}
 	}
 	k := &Kafka{brokers: brokers, topic: topic, cfg: cfg}
 	if cfg.mode == Plain {

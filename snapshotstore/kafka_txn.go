@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -26,7 +27,11 @@ type txnPartition struct {
 	k    *Kafka
 	info PartitionInfo
 	id   string
-	cl   *kgo.Client
+	// cl is replaced by reinit (on Commit's goroutine, the only one using
+	// it besides Close); mu orders the swap with Close.
+	cl     *kgo.Client
+	mu     sync.Mutex
+	closed bool
 	// tv2 is set once a committed EndTxn bumped the producer epoch: kgo and
 	// the broker run transaction version 2 (KIP-890 part 2), where a
 	// TxnOffsetCommit adds the offsets partition to the transaction itself
@@ -36,10 +41,20 @@ type txnPartition struct {
 }
 
 func (k *Kafka) openTxn(ctx context.Context, p PartitionInfo) (Partition, error) {
+	id := k.TransactionalID(p.Topic, p.Partition)
+	cl, err := k.newTxnClient(ctx, p, id)
+	if err != nil {
+		return nil, err
+	}
+	return &txnPartition{k: k, info: p, id: id, cl: cl}, nil
+}
+
+// newTxnClient creates the partition's transactional producer and runs
+// InitProducerID on its stable id.
+func (k *Kafka) newTxnClient(ctx context.Context, p PartitionInfo, id string) (*kgo.Client, error) {
 	// TxnOffsetCommit v6 names topics by id; cap it at v5 so topics go by name.
 	versions := kversion.Stable()
 	versions.SetMaxKeyVersion(kmsg.TxnOffsetCommit.Int16(), 5)
-	id := k.TransactionalID(p.Topic, p.Partition)
 	cl, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(k.brokers...),
 		kgo.TransactionalID(id),
@@ -77,7 +92,7 @@ func (k *Kafka) openTxn(ctx context.Context, p PartitionInfo) (Partition, error)
 		cl.Close()
 		return nil, fmt.Errorf("%s: init transactional producer %q: %w", p, id, classify(err))
 	}
-	return &txnPartition{k: k, info: p, id: id, cl: cl}, nil
+	return cl, nil
 }
 
 func (t *txnPartition) Recover(ctx context.Context, fn func(Snapshot) error) error {
@@ -86,36 +101,111 @@ func (t *txnPartition) Recover(ctx context.Context, fn func(Snapshot) error) err
 }
 
 func (t *txnPartition) Close(context.Context) error {
-	t.cl.Close()
+	t.mu.Lock()
+	t.closed = true
+	cl := t.cl
+	t.mu.Unlock()
+	cl.Close()
 	return nil
 }
 
-// Commit runs the batch's transaction. When it is rejected because the
-// generation moved on (ILLEGAL_GENERATION, STALE_MEMBER_EPOCH) while this
-// member is still in the group, it waits for the consumer to observe the
-// newer generation and runs it again: a rebalance that leaves this member's
-// partitions in place bumps the generation between polls (the seed's
-// "residual window"), and failing there would crash a valid owner and start
-// a restart storm. It is safe for the reason the fence is per member +
-// generation: a partition moves to a new owner only after this member's
-// revoke callback has stopped the partition — which cancels ctx, and so
-// this wait. An evicted member (UNKNOWN_MEMBER_ID) or a fenced producer is
-// never retried, nor is a reader that never observes a newer generation
-// (bounded by WithStaleGenerationWait).
+// Commit runs the batch's transaction, and decides after each failed
+// attempt what the failure means for ownership (DecideTxn, the table in
+// txn_decision.go and ARCHITECTURE.md's fences): a broker-side change — a
+// coordinator moved or loading, the previous transaction's markers still
+// being written, too few in-sync replicas, a timeout — is retried; an epoch
+// the coordinator bumped (INVALID_PRODUCER_EPOCH / PRODUCER_FENCED after a
+// coordinator-side abort or a node loss) re-initialises the producer and
+// redoes the batch from the partition's in-memory state; a generation the
+// coordinator moved past while this member kept the partition (the seed's
+// residual window) waits for the consumer to observe the newer one. All of
+// these only while the partition is still owned under its membership, and
+// for at most WithFailoverTimeout (default: the stall deadline, 3 min) or
+// until ctx ends (a stop, a revoke budget). An evicted member, a fenced
+// static instance, or any rejection of a partition no longer owned here is
+// returned (ErrFenced; ErrNotOwned too when the binding refused it).
+//
+// Why a re-init cannot corrupt: a new owner exists only after this member's
+// revoke (the binding then refuses) or its eviction (the redo's offset
+// commit is then rejected, UNKNOWN_MEMBER_ID). The cost, in the eviction
+// case, is one aborted transaction of the new owner, which redoes it.
 func (t *txnPartition) Commit(ctx context.Context, b Batch) error {
-	for attempt := 0; ; attempt++ {
+	start := time.Now()
+	backoff := 50 * time.Millisecond
+	awaits := 0
+	for attempt := 1; ; attempt++ {
 		used, err := t.commitOnce(ctx, b)
-		if err == nil || attempt >= 3 || !staleGeneration(err) {
+		if err == nil {
+			if attempt > 1 {
+				t.k.cfg.log.Info("transaction committed after a broker-side failure", zap.String("partition", t.info.String()),
+					zap.Int("attempts", attempt), zap.Duration("took", time.Since(start)))
+			}
+			return nil
+		}
+		_, merr := t.info.GroupMetadata()
+		action := DecideTxn(err, merr == nil)
+		log := t.k.cfg.log.With(zap.String("partition", t.info.String()), zap.String("transactional_id", t.id),
+			zap.Int("attempt", attempt), zap.Stringer("action", action), zap.Error(err))
+		if (action == TxnRetry || action == TxnReinit) && time.Since(start) > t.k.cfg.failoverTimeout {
+			log.Error("transaction still failing after the failover timeout; giving up", zap.Duration("failover_timeout", t.k.cfg.failoverTimeout))
 			return err
 		}
-		newer, werr := t.awaitNewerGeneration(ctx, used.Generation)
-		if werr != nil {
+		switch action {
+		case TxnAwaitGeneration:
+			if awaits++; awaits > 3 {
+				return err
+			}
+			newer, werr := t.awaitNewerGeneration(ctx, used.Generation)
+			if werr != nil {
+				return err
+			}
+			log.Info("generation moved on while this member kept the partition; retrying the transaction",
+				zap.Int32("rejected_generation", used.Generation), zap.Int32("generation", newer))
+			continue
+		case TxnRetry:
+			log.Warn("transaction failed on a broker-side change; retrying it (not a fence)")
+		case TxnReinit:
+			log.Warn("the coordinator bumped the producer epoch while this member owns the partition; re-initialising the producer and redoing the transaction (not a fence)")
+			if rerr := t.reinit(ctx); rerr != nil {
+				log.Warn("re-initialising the producer failed; retrying", zap.NamedError("reinit_error", rerr))
+			} else {
+				continue
+			}
+		default:
+			if merr != nil && errors.Is(merr, ErrNotOwned) {
+				return errors.Join(err, merr) // a lost partition, not a failure of the worker
+			}
 			return err
 		}
-		t.k.cfg.log.Info("generation moved on while this member kept the partition; retrying the transaction",
-			zap.String("partition", t.info.String()), zap.Int32("rejected_generation", used.Generation),
-			zap.Int32("generation", newer), zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
 	}
+}
+
+// reinit replaces the producer with a fresh one on the same transactional.id
+// (kgo treats a fenced epoch as fatal to the client under transaction
+// version 2: it cannot begin another transaction).
+func (t *txnPartition) reinit(ctx context.Context) error {
+	cl, err := t.k.newTxnClient(ctx, t.info, t.id)
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		cl.Close()
+		return fmt.Errorf("%s: closed", t.info)
+	}
+	old := t.cl
+	t.cl = cl
+	t.tv2 = false
+	t.mu.Unlock()
+	old.Close()
+	return nil
 }
 
 // staleGeneration: the broker rejected an older generation of a member it

@@ -39,6 +39,7 @@ func (r *requestCounter) count(k kmsg.Key) int {
 }
 
 type txnFixture struct {
+	c            *kfake.Cluster
 	brokers      []string
 	input, snaps string
 	group        string
@@ -56,7 +57,7 @@ func newTxnFixture(t *testing.T, tv2 bool) *txnFixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	f := &txnFixture{brokers: c.ListenAddrs(), input: "in", snaps: "snaps", group: "g"}
+	f := &txnFixture{c: c, brokers: c.ListenAddrs(), input: "in", snaps: "snaps", group: "g"}
 	admCl, err := kgo.NewClient(kgo.SeedBrokers(f.brokers...))
 	if err != nil {
 		t.Fatal(err)
