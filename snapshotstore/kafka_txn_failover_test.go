@@ -1,0 +1,110 @@
+package snapshotstore
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// failEndTxnOnce makes the cluster answer the next EndTxn commit with code.
+func failEndTxnOnce(f *txnFixture, code int16) *atomic.Int32 {
+	var n atomic.Int32
+	f.c.ControlKey(kmsg.EndTxn.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		f.c.KeepControl()
+		r := req.(*kmsg.EndTxnRequest)
+		if !r.Commit || n.Load() > 0 {
+			return nil, nil, false
+		}
+		n.Add(1)
+		resp := r.ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = code
+		return resp, nil, true
+	})
+	return &n
+}
+
+// Issue 16: a broker-side change is not a fence. The coordinator bumping
+// the producer's epoch (INVALID_PRODUCER_EPOCH at EndTxn: a coordinator-side
+// abort, a coordinator moved with a lost node) re-initialises the producer
+// and redoes the batch while the partition is owned; a timed-out EndTxn is
+// retried. Before, both failed the partition (and the epoch one, matching
+// ErrFenced, stopped the worker).
+func TestTxnFailoverIsNotAFence(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		code int16
+	}{
+		{"epoch bumped by the coordinator", kerr.InvalidProducerEpoch.Code},
+		{"producer fenced by the coordinator", kerr.ProducerFenced.Code},
+		{"request timed out", kerr.RequestTimedOut.Code},
+		{"coordinator not available", kerr.CoordinatorNotAvailable.Code},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newTxnFixture(t, true)
+			_, p := f.open(t, f.meta)
+			ctx := context.Background()
+			if err := p.Commit(ctx, Batch{Offset: 1, OffsetAdvanced: true}); err != nil {
+				t.Fatalf("first commit: %v", err)
+			}
+			faults := failEndTxnOnce(f, tc.code)
+			b := Batch{Writes: []Snapshot{{Key: "k", Value: []byte("v2"), Offset: 4}}, Offset: 5, OffsetAdvanced: true}
+			if err := p.Commit(ctx, b); err != nil {
+				t.Fatalf("commit through %s: %v (a broker-side change, the partition owned: it must be redone)", tc.name, err)
+			}
+			if faults.Load() != 1 {
+				t.Fatalf("the fault was injected %d times", faults.Load())
+			}
+			if got := f.committed(t); got != 5 {
+				t.Fatalf("committed offset %d, want 5", got)
+			}
+			latest, err := ReadLatest(ctx, f.brokers, f.snaps, 0, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s := latest["k"]; string(s.Value) != "v2" || s.Offset != 4 {
+				t.Fatalf("snapshot after the redo: %+v", s)
+			}
+		})
+	}
+}
+
+// The same failure on a partition no longer owned under its membership is
+// not redone: it is returned matching ErrNotOwned (a lost partition, not a
+// worker failure), and nothing is committed.
+func TestTxnFailoverNotRedoneWhenNotOwned(t *testing.T) {
+	f := newTxnFixture(t, true)
+	var lost atomic.Bool
+	meta := func() (GroupMetadata, error) {
+		if lost.Load() {
+			return GroupMetadata{}, &OwnershipError{Topic: f.input, Partition: 0, Reason: "test: lost"}
+		}
+		return f.meta()
+	}
+	_, p := f.open(t, meta)
+	ctx := context.Background()
+	if err := p.Commit(ctx, Batch{Offset: 1, OffsetAdvanced: true}); err != nil {
+		t.Fatal(err)
+	}
+	f.c.ControlKey(kmsg.EndTxn.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		f.c.KeepControl()
+		r := req.(*kmsg.EndTxnRequest)
+		if !r.Commit {
+			return nil, nil, false
+		}
+		lost.Store(true) // the membership changed while the transaction was in flight
+		resp := r.ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = kerr.InvalidProducerEpoch.Code
+		return resp, nil, true
+	})
+	err := p.Commit(ctx, Batch{Offset: 9, OffsetAdvanced: true})
+	if !errors.Is(err, ErrNotOwned) || !errors.Is(err, kerr.InvalidProducerEpoch) {
+		t.Fatalf("Commit = %v, want the epoch error joined with ErrNotOwned", err)
+	}
+	if got := f.committed(t); got != 1 {
+		t.Fatalf("committed offset %d, want 1", got)
+	}
+}
