@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/actorflow/actorflow/snapshotstore"
@@ -167,8 +166,15 @@ func (c *Consumer) restart(ctx context.Context, tp TopicPartition) {
 		c.deliver.Unlock()
 	}
 	if err != nil {
-		c.h.Stop(ctx, []TopicPartition{tp}, false) // closes an opened store
-		c.PartitionFailed(tp, fmt.Errorf("restart: %w", err))
+		c.h.Stop(context.WithoutCancel(ctx), []TopicPartition{tp}, false) // closes an opened store
+		if ctx.Err() != nil {
+			return // stopping: the partition's own failure stays the one reported
+		}
+		// The partition's own failure stays the one reported (Run's caller
+		// gets it); the restart's cause goes to the log.
+		c.log.Error("starting a failed partition again failed; retrying after a backoff",
+			zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Error(err))
+		c.PartitionFailed(tp, f.Err)
 		return
 	}
 	c.cl.ResumeFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}})
