@@ -330,10 +330,14 @@ func (c *Consumer) Run(ctx context.Context) error {
 	cancel() // the watcher and the restarter stop before the shutdown takes the partitions
 	<-watched
 	<-restarted
+	// Still failing: waiting to start again, or started again but not yet
+	// healthyAfter without failing (a streak).
 	var failures []error
-	for _, f := range c.Failures() {
+	c.mu.Lock()
+	for _, f := range c.streak {
 		failures = append(failures, f.Err)
 	}
+	c.mu.Unlock()
 	c.shutdown()
 	if err := c.fatalErr(); err != nil {
 		return err
