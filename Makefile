@@ -3,7 +3,14 @@
 SHELL := /usr/bin/env bash
 GO    ?= go
 
-.PHONY: test test-fast test-itest check demo bench bench-real bench-go cluster-up cluster-down cluster-status chaos chaos-short chaos-plain
+# The supported broker versions (KAFKA_VERSION_NEWEST, KAFKA_VERSION_OLDEST), written once for the
+# scripts and this file. KAFKA_VERSION is the one switch: every target that starts a broker
+# (test-itest, bench-real, cluster-up, chaos*) runs this version; default the newest.
+include scripts/kafka-versions.env
+KAFKA_VERSION ?= $(KAFKA_VERSION_NEWEST)
+export KAFKA_VERSION
+
+.PHONY: test test-fast test-itest test-itest-all test-itest-oldest bench-rebalance check demo bench bench-real bench-go cluster-up cluster-down cluster-status chaos chaos-short chaos-plain
 
 ## test: everything — vet and format checks, unit and kfake tests under -race,
 ## then the integration suite on a real Apache Kafka broker (provisioned by
@@ -15,9 +22,22 @@ test: check test-fast test-itest
 test-fast:
 	ACTORFLOW_SKIP_ITEST=1 $(GO) test -race -count=1 ./...
 
-## test-itest: the dockertest integration suite on a real broker.
+## test-itest: the dockertest integration suite on a real broker (KAFKA_VERSION, default the newest).
 test-itest:
 	scripts/itest.sh
+
+## test-itest-oldest: the same suite on the oldest supported broker.
+test-itest-oldest:
+	KAFKA_VERSION=$(KAFKA_VERSION_OLDEST) scripts/itest.sh
+
+## test-itest-all: the suite on the newest and on the oldest supported broker, one after the
+## other (each on a fresh broker); fails if either fails. Not in CI (which runs the newest).
+test-itest-all:
+	@rc=0; for v in $(KAFKA_VERSION_NEWEST) $(KAFKA_VERSION_OLDEST); do \
+	  echo "=== make test-itest-all: Kafka $$v"; \
+	  KAFKA_VERSION=$$v scripts/itest.sh || { echo "=== make test-itest-all: Kafka $$v FAILED"; rc=1; }; \
+	done; \
+	[ $$rc = 0 ] && echo "=== make test-itest-all: passed on $(KAFKA_VERSION_NEWEST) and $(KAFKA_VERSION_OLDEST)"; exit $$rc
 
 ## check: gofmt and go vet.
 check:
@@ -33,9 +53,14 @@ demo:
 bench:
 	$(GO) run ./cmd/bench $(if $(BROKERS),--brokers $(BROKERS))
 
-## bench-real: Experiments A and B against the integration suite's real broker.
+## bench-real: Experiments A and B against the integration suite's real broker (KAFKA_VERSION).
 bench-real:
 	ACTORFLOW_ITEST_BENCH=1 scripts/itest.sh -run TestBenchOnRealBroker
+
+## bench-rebalance: time from a worker joining or leaving until every partition processes again,
+## classic cooperative-sticky vs KIP-848, on the real broker (KAFKA_VERSION; RUNS=3 rounds).
+bench-rebalance:
+	ACTORFLOW_ITEST_BENCH=1 ACTORFLOW_ITEST_BENCH_RUNS=$(or $(RUNS),3) scripts/itest.sh -run TestRebalanceTime
 
 ## bench-go: the actor-tree benchmarks (throughput; heap per key takes minutes).
 bench-go:
