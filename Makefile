@@ -58,9 +58,10 @@ bench-real:
 	ACTORFLOW_ITEST_BENCH=1 scripts/itest.sh -run TestBenchOnRealBroker
 
 ## bench-rebalance: time from a worker joining or leaving until every partition processes again,
-## classic cooperative-sticky vs KIP-848, on the real broker (KAFKA_VERSION; RUNS=3 rounds).
+## classic cooperative-sticky vs KIP-848, on the real broker (KAFKA_VERSION; RUNS=3 rounds;
+## HEARTBEAT=1s gives both protocols that heartbeat interval instead of their defaults).
 bench-rebalance:
-	ACTORFLOW_ITEST_BENCH=1 ACTORFLOW_ITEST_BENCH_RUNS=$(or $(RUNS),3) scripts/itest.sh -run TestRebalanceTime
+	ACTORFLOW_ITEST_BENCH=1 ACTORFLOW_ITEST_BENCH_RUNS=$(or $(RUNS),3) ACTORFLOW_ITEST_BENCH_HEARTBEAT=$(HEARTBEAT) scripts/itest.sh -timeout 60m -run TestRebalanceTime
 
 ## bench-go: the actor-tree benchmarks (throughput; heap per key takes minutes).
 bench-go:
