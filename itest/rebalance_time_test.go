@@ -36,7 +36,7 @@ import (
 // ACTORFLOW_ITEST_BENCH=1 (make bench-rebalance); ACTORFLOW_ITEST_BENCH_RUNS rounds (default 3)
 // per protocol. Each result is one line:
 //
-//	REBALANCE | kafka 4.4.0 (v4.4) | heartbeat default | consumer | join | run 1 | 5.73s | moved 3
+//	REBALANCE | kafka 4.4.0 (v4.4) | heartbeat default | consumer | join | run 1 | 5.73s | moved 2 (last revoke returned +5.31s, last started +5.52s)
 func TestRebalanceTime(t *testing.T) {
 	if os.Getenv("ACTORFLOW_ITEST_BENCH") != "1" {
 		t.Skip("set ACTORFLOW_ITEST_BENCH=1 to measure rebalance times on the real broker (make bench-rebalance)")
@@ -74,8 +74,8 @@ func TestRebalanceTime(t *testing.T) {
 					event string
 					m     rebalanceResult
 				}{{"join", join}, {"leave", leave}} {
-					t.Logf("REBALANCE | kafka %s | %-19s | %-5s | run %d | %5.2fs | moved %d",
-						version, proto, e.event, run, e.m.elapsed.Seconds(), e.m.moved)
+					t.Logf("REBALANCE | kafka %s | %-19s | %-5s | run %d | %5.2fs | moved %d (last revoke returned +%.2fs, last started +%.2fs)",
+						version, proto, e.event, run, e.m.elapsed.Seconds(), e.m.moved, e.m.revoked.Seconds(), e.m.started.Seconds())
 					results[proto.String()+"|"+e.event] = append(results[proto.String()+"|"+e.event], e.m.elapsed)
 				}
 			})
@@ -102,6 +102,40 @@ const rebalancePartitions = 8
 type rebalanceResult struct {
 	elapsed time.Duration
 	moved   int
+	// For the moved partitions, the latest (from the event): the old owner's revoke returned
+	// (its flush committed, its subtree stopped) and the new owner started the partition's actor
+	// (store opened: the takeover fence; recovery runs after).
+	revoked, started time.Duration
+}
+
+// phases fills r.revoked and r.started from the supervisors' events (all: every worker that took
+// part, the leaving one too).
+func (r *rebalanceResult) phases(t0 time.Time, before, after map[int32]int, all map[int]*benchWorker) {
+	for p, w := range after {
+		old, ok := before[p]
+		if ok && old == w {
+			continue
+		}
+		if ok {
+			if at := firstEvent(all[old], "returned", p, t0); !at.IsZero() {
+				r.revoked = max(r.revoked, at.Sub(t0))
+			}
+		}
+		if at := firstEvent(all[w], "started", p, t0); !at.IsZero() {
+			r.started = max(r.started, at.Sub(t0))
+		}
+	}
+}
+
+// firstEvent is the worker's first event of kind for partition p at or after t0 (zero if none).
+func firstEvent(w *benchWorker, kind string, p int32, t0 time.Time) time.Time {
+	var at time.Time
+	for _, e := range w.W.Supervisor().Events() {
+		if e.Kind == kind && e.TP.Partition == p && !e.At.Before(t0) && (at.IsZero() || e.At.Before(at)) {
+			at = e.At
+		}
+	}
+	return at
 }
 
 // foldTimes records when each worker folded each partition's records.
@@ -157,11 +191,13 @@ func measureRebalance(t *testing.T, brokers []string, proto coordinator.Protocol
 	waitTopicsLed(t, brokers, rebalancePartitions, input, snaps)
 	folds := &foldTimes{at: map[int]map[int32][]time.Time{}}
 	workers := map[int]*benchWorker{}
+	all := map[int]*benchWorker{}
 	start := func(i int) {
 		folds.mu.Lock()
 		folds.at[i] = map[int32][]time.Time{}
 		folds.mu.Unlock()
 		workers[i] = startBenchWorker(t, folds.flow(i), brokers, group, input, snaps, proto, extra...)
+		all[i] = workers[i]
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -178,7 +214,9 @@ func measureRebalance(t *testing.T, brokers []string, proto coordinator.Protocol
 	before := ownersNow(t, workers)
 	start(2)
 	join = settle(t, folds, workers, t0)
-	join.moved = movedCount(before, ownersNow(t, workers))
+	after := ownersNow(t, workers)
+	join.moved = movedCount(before, after)
+	join.phases(t0, before, after, all)
 
 	// Worker 0 leaves: Stop flushes its partitions on revoke and leaves the group.
 	t0 = time.Now()
@@ -188,7 +226,9 @@ func measureRebalance(t *testing.T, brokers []string, proto coordinator.Protocol
 	stopped := make(chan error, 1)
 	go func() { stopped <- leaving.stop() }()
 	leave = settle(t, folds, workers, t0)
-	leave.moved = movedCount(before, ownersNow(t, workers))
+	after = ownersNow(t, workers)
+	leave.moved = movedCount(before, after)
+	leave.phases(t0, before, after, all)
 	if err := <-stopped; err != nil {
 		t.Fatalf("the leaving worker: %v", err)
 	}
