@@ -3,7 +3,14 @@
 SHELL := /usr/bin/env bash
 GO    ?= go
 
-.PHONY: test test-fast test-itest check demo bench bench-real bench-go cluster-up cluster-down cluster-status chaos chaos-short chaos-plain
+# The supported broker versions (KAFKA_VERSION_NEWEST, KAFKA_VERSION_OLDEST), written once for the
+# scripts and this file. KAFKA_VERSION is the one switch: every target that starts a broker
+# (test-itest, bench-real, cluster-up, chaos*) runs this version; default the newest.
+include scripts/kafka-versions.env
+KAFKA_VERSION ?= $(KAFKA_VERSION_NEWEST)
+export KAFKA_VERSION
+
+.PHONY: test test-fast test-itest test-itest-all test-itest-oldest bench-rebalance check demo bench bench-real bench-go cluster-up cluster-down cluster-status chaos chaos-short chaos-plain
 
 ## test: everything — vet and format checks, unit and kfake tests under -race,
 ## then the integration suite on a real Apache Kafka broker (provisioned by
@@ -15,9 +22,22 @@ test: check test-fast test-itest
 test-fast:
 	ACTORFLOW_SKIP_ITEST=1 $(GO) test -race -count=1 ./...
 
-## test-itest: the dockertest integration suite on a real broker.
+## test-itest: the dockertest integration suite on a real broker (KAFKA_VERSION, default the newest).
 test-itest:
 	scripts/itest.sh
+
+## test-itest-oldest: the same suite on the oldest supported broker.
+test-itest-oldest:
+	KAFKA_VERSION=$(KAFKA_VERSION_OLDEST) scripts/itest.sh
+
+## test-itest-all: the suite on the newest and on the oldest supported broker, one after the
+## other (each on a fresh broker); fails if either fails. Not in CI (which runs the newest).
+test-itest-all:
+	@rc=0; for v in $(KAFKA_VERSION_NEWEST) $(KAFKA_VERSION_OLDEST); do \
+	  echo "=== make test-itest-all: Kafka $$v"; \
+	  KAFKA_VERSION=$$v scripts/itest.sh || { echo "=== make test-itest-all: Kafka $$v FAILED"; rc=1; }; \
+	done; \
+	[ $$rc = 0 ] && echo "=== make test-itest-all: passed on $(KAFKA_VERSION_NEWEST) and $(KAFKA_VERSION_OLDEST)"; exit $$rc
 
 ## check: gofmt, go vet, and go.mod/go.sum tidy.
 check:
@@ -36,7 +56,7 @@ bench:
 
 BENCH_BIN ?= $(or $(TMPDIR),/tmp)/actorflow-bench
 
-## bench-real: on a real Kafka broker, Experiments A and B, then the E2E benchmark (1M ledger
+## bench-real: on a real Kafka broker (KAFKA_VERSION), Experiments A and B, then the E2E benchmark (1M ledger
 ## events, 10k and 1M keys, 8 partitions: the raw franz-go pipe, plain, transactional, each with
 ## outputs). Default: the integration suite's broker (a fresh container, ~30 min in all).
 ## BROKERS=host:port uses a running one instead (scripts/bench-broker.sh start prints one).
@@ -50,6 +70,12 @@ else
 	ACTORFLOW_ITEST_BENCH=1 ACTORFLOW_ITEST_BENCH_ARGS="$(BENCH_ARGS)" ACTORFLOW_ITEST_E2E_ARGS="$(E2E_ARGS)" \
 		scripts/itest.sh -run TestBenchOnRealBroker -timeout 180m
 endif
+
+## bench-rebalance: time from a worker joining or leaving until every partition processes again,
+## classic cooperative-sticky vs KIP-848, on the real broker (KAFKA_VERSION; RUNS=3 rounds;
+## HEARTBEAT=1s gives both protocols that heartbeat interval instead of their defaults).
+bench-rebalance:
+	ACTORFLOW_ITEST_BENCH=1 ACTORFLOW_ITEST_BENCH_RUNS=$(or $(RUNS),3) ACTORFLOW_ITEST_BENCH_HEARTBEAT=$(HEARTBEAT) scripts/itest.sh -timeout 60m -run TestRebalanceTime
 
 ## bench-go: the actor-tree benchmarks (throughput; heap per key takes minutes).
 bench-go:

@@ -28,10 +28,7 @@ import (
 )
 
 const (
-	// defaultKafkaImage is the upstream image, used when KAFKA_IMAGE is unset (machines with a
-	// registry). scripts/kafka-image.sh builds a drop-in local image for machines without one.
-	defaultKafkaImage = "apache/kafka:4.1.0"
-	skipEnv           = "ACTORFLOW_SKIP_ITEST"
+	skipEnv = "ACTORFLOW_SKIP_ITEST"
 	// containerLabel marks every container this suite starts:
 	//   docker ps -a --filter label=org.actorflow.itest
 	containerLabel = "org.actorflow.itest"
@@ -44,6 +41,8 @@ var (
 	brokers []string
 	// skipReason is set when ACTORFLOW_SKIP_ITEST=1: every test that asks for Brokers skips.
 	skipReason string
+	// brokerImage is the image the suite's broker runs (kafka_version_test.go: kafkaImage).
+	brokerImage string
 )
 
 func TestMain(m *testing.M) {
@@ -73,6 +72,11 @@ func run(m *testing.M) int {
 	}
 	defer b.stop()
 	brokers = b.brokers
+	if facts, err = readBrokerFacts(b.brokers); err != nil {
+		fmt.Fprintf(os.Stderr, "itest: could not read the broker's version: %v\n", err)
+	} else {
+		fmt.Fprintf(os.Stderr, "itest: broker %s (image %s, KAFKA_VERSION=%q)\n", facts, b.image, os.Getenv("KAFKA_VERSION"))
+	}
 
 	code := m.Run()
 	if code != 0 {
@@ -112,10 +116,8 @@ func startBroker() (*broker, error) {
 		return nil, fmt.Errorf("no container engine answers at DOCKER_HOST=%q: %w", os.Getenv("DOCKER_HOST"), err)
 	}
 
-	image := os.Getenv("KAFKA_IMAGE")
-	if image == "" {
-		image = defaultKafkaImage
-	}
+	image := kafkaImage()
+	brokerImage = image
 	repo, tag := splitImage(image)
 	host, bindIP := brokerHost()
 	port, err := freePort()

@@ -5,6 +5,8 @@
 #   scripts/chaos.sh                          # long run: 50 faults
 #   scripts/chaos.sh --faults 100 --seed 7
 #   scripts/chaos.sh --mode plain --kinds zombie,zombie_handover --faults 10   # the verifier failing (#732)
+#   KAFKA_VERSION=4.1.2 scripts/chaos.sh --short   # on the oldest supported broker (default: the newest,
+#                                                  # scripts/kafka-versions.env)
 #
 # Options (the rest go to deploy/chaos.py, see its --help):
 #   --mode transactional|plain   persistence mode of the workers (default transactional)
@@ -42,6 +44,10 @@ while (($#)); do
   esac
 done
 export ACTORFLOW_MODE="$mode"
+# shellcheck source=kafka-versions.env
+. "$ROOT/scripts/kafka-versions.env"
+export KAFKA_VERSION="${KAFKA_VERSION:-$KAFKA_VERSION_NEWEST}"
+log "Kafka $KAFKA_VERSION, mode $mode"
 command -v python3 >/dev/null 2>&1 || { log "python3 is needed"; exit 2; }
 
 t0=$(date +%s)

@@ -11,8 +11,9 @@
 #
 # up:   1. a container engine (scripts/container-engine.sh: an answering Docker engine, else podman
 #          behind the Docker API, installed from Debian's packages when missing);
-#       2. the Kafka image (scripts/kafka-image.sh: $KAFKA_IMAGE, apache/kafka:4.1.0 when pullable,
-#          else localhost/actorflow-kafka:4.1.0 built from Maven Central's jars);
+#       2. the Kafka image of KAFKA_VERSION (default the newest supported, scripts/kafka-versions.env)
+#          (scripts/kafka-image.sh: $KAFKA_IMAGE, apache/kafka:$KAFKA_VERSION when pullable, else
+#          localhost/actorflow-kafka:$KAFKA_VERSION built from Maven Central's jars);
 #       3. compose: `docker compose` (v2) when it answers, else `docker-compose` (installed with apt-get
 #          when missing: Debian's 1.29.2); COMPOSE="docker-compose" forces one;
 #       4. the demo image: a static binary (CGO_ENABLED=0 go build ./cmd/demo) + deploy/Dockerfile
@@ -20,8 +21,9 @@
 #       5. `up -d kafka worker1 worker2 worker3`, waits for every worker's /readyz (joined the group,
 #          which also means the broker is up and the topics exist), then starts the producer and waits
 #          until the workers fold its events.
-#       A cluster already up in the same mode is kept (compose recreates only what changed, e.g. after a
-#       rebuilt image); in another mode, or with --fresh, it is removed first (fresh broker, fresh topics).
+#       A cluster already up in the same mode on the same broker image is kept (compose recreates only
+#       what changed, e.g. after a rebuilt demo image); in another mode, on another broker image (another
+#       KAFKA_VERSION), or with --fresh, it is removed first (fresh broker, fresh topics).
 # down: removes the project's containers (all profiles), its network and volumes and the demo image, and
 #       stops the podman service if `up` started it and no other container is left on it. The Kafka
 #       image and the caches stay (shared with scripts/itest.sh).
@@ -30,7 +32,7 @@
 # ACTORFLOW_ACCOUNTS (1000), ACTORFLOW_PARTITIONS (6), ACTORFLOW_SESSION_TIMEOUT (6s),
 # ACTORFLOW_PERSIST_EVERY (1s), ACTORFLOW_WORKER<N>_PORT (1808N), ACTORFLOW_KAFKA_HOST_PORT (19092),
 # KAFKA_IMAGE, DEMO_IMAGE, ACTORFLOW_PROJECT (compose project name, default actorflow),
-# ACTORFLOW_READY_TIMEOUT (seconds, default 240), ACTORFLOW_CACHE.
+# ACTORFLOW_READY_TIMEOUT (seconds, default 240), ACTORFLOW_CACHE, KAFKA_VERSION.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -67,7 +69,7 @@ save_state() {
     for v in $(compgen -e | sort); do
       case "$v" in
         ACTORFLOW_CACHE | ACTORFLOW_SKIP_ITEST | ACTORFLOW_BROKERS) continue ;;
-        ACTORFLOW_* | KAFKA_IMAGE | DEMO_IMAGE | KAFKA_CLUSTER_ID | DOCKER_HOST | CONTAINERS_CONF | COMPOSE)
+        ACTORFLOW_* | KAFKA_IMAGE | KAFKA_VERSION | DEMO_IMAGE | KAFKA_CLUSTER_ID | DOCKER_HOST | CONTAINERS_CONF | COMPOSE)
           printf 'export %s=%q\n' "$v" "${!v}" ;;
       esac
     done
@@ -133,6 +135,13 @@ project_containers() {
 worker_port() {
   local n="${1#worker}" v="ACTORFLOW_WORKER${1#worker}_PORT"
   echo "${!v:-$((18080 + n))}"
+}
+
+# The image the running broker was started from, or nothing.
+running_kafka_image() {
+  local id; id="$(cid kafka)"
+  [[ -n "$id" ]] || return 0
+  dk inspect -f '{{.Config.Image}}' "$id" 2>/dev/null || true
 }
 
 # The mode the running workers were started with, or nothing.
@@ -243,16 +252,24 @@ cmd_up() {
   engine
   log "engine ready in $(since "$t0")s (DOCKER_HOST=${DOCKER_HOST:-default})"
   local t1; t1=$(now)
+  # shellcheck source=kafka-versions.env
+  . "$ROOT/scripts/kafka-versions.env"
+  export KAFKA_VERSION="${KAFKA_VERSION:-$KAFKA_VERSION_NEWEST}"
   local kimg; kimg="$("$ROOT/scripts/kafka-image.sh" | tail -n1)" || die "no Kafka image"
   export KAFKA_IMAGE="$kimg"
-  log "Kafka image $KAFKA_IMAGE ready in $(since "$t1")s"
+  log "Kafka $KAFKA_VERSION: image $KAFKA_IMAGE ready in $(since "$t1")s"
   pick_compose
   log "compose: ${COMPOSE_CMD[*]} ($("${COMPOSE_CMD[@]}" version --short 2>/dev/null || echo '?'))"
   build_demo_image
 
-  local running; running="$(running_mode)"
+  local running running_image
+  running="$(running_mode)" running_image="$(running_kafka_image)"
   if [[ -n "$running" && ($fresh == 1 || "$running" != "$mode") ]]; then
     log "removing the running cluster (it runs in mode $running; wanted $mode$( ((fresh)) && echo ", --fresh"))"
+    remove_project
+  elif [[ -n "$running_image" && "$running_image" != "$KAFKA_IMAGE" ]]; then
+    # compose would keep the old broker (up --no-recreate below): a version switch needs a fresh one.
+    log "removing the running cluster (its broker runs $running_image; wanted $KAFKA_IMAGE)"
     remove_project
   fi
   save_state

@@ -3,10 +3,13 @@
 #
 #   scripts/itest.sh                 # everything: engine, image, go test
 #   scripts/itest.sh -run Smoke      # extra arguments go to `go test` before the package list
+#   KAFKA_VERSION=4.1.2 scripts/itest.sh   # another broker version (default: the newest supported,
+#                                          # scripts/kafka-versions.env)
 #
 # 1. scripts/container-engine.sh start   (an existing Docker engine, or podman installed + started)
 # 2. scripts/kafka-image.sh              (KAFKA_IMAGE, upstream apache/kafka, or a local build)
-# 3. go test -race -count=1 -v ./itest/... with DOCKER_HOST and KAFKA_IMAGE exported
+# 3. go test -race -count=1 -v ./itest/... with DOCKER_HOST, KAFKA_IMAGE and KAFKA_VERSION exported
+#    (the suite checks that the broker it started is that version: TestBrokerVersion)
 # 4. stops the podman service if step 1 started it (images and caches stay for the next run)
 # Exit code: go test's (or 1 when provisioning failed before it could run).
 set -uo pipefail
@@ -14,6 +17,15 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 t0=$(date +%s)
 log() { echo "itest.sh: $*" >&2; }
+# shellcheck source=kafka-versions.env
+. scripts/kafka-versions.env
+if [[ -z "${KAFKA_VERSION:-}" && -n "${KAFKA_IMAGE:-}" ]]; then
+  # An image given by name names its version in its tag; the suite checks the broker against that.
+  log "KAFKA_IMAGE=$KAFKA_IMAGE without KAFKA_VERSION (supported: $KAFKA_VERSION_OLDEST .. $KAFKA_VERSION_NEWEST)"
+else
+  export KAFKA_VERSION="${KAFKA_VERSION:-$KAFKA_VERSION_NEWEST}"
+  log "Kafka $KAFKA_VERSION (supported: $KAFKA_VERSION_OLDEST .. $KAFKA_VERSION_NEWEST)"
+fi
 
 # Remember whether the service was already up, so that we only stop what we started.
 engine_was_running=0

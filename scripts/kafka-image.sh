@@ -12,6 +12,9 @@
 #      (debootstrap --variant=minbase) + openjdk-17-jre-headless + Kafka jars from Maven Central +
 #      scripts/kafka-image/entrypoint.sh, imported as a single-layer image.
 #   KAFKA_IMAGE_BUILD=1 skips 1 and 3 (always use/build the local image).
+#   KAFKA_VERSION: any org.apache.kafka:kafka_2.13 version on Maven Central; default the newest
+#   supported one (scripts/kafka-versions.env). 4.1.x and 4.4.0 use the same classes and flags
+#   (kafka.tools.StorageTool format, kafka.Kafka) and the same Java 17 rootfs.
 #
 # Caches (outside the repo, under ${ACTORFLOW_CACHE:-$HOME/.cache/actorflow}/kafka):
 #   jars/<version>/libs     the broker's runtime classpath (~45 MB)
@@ -22,7 +25,10 @@
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-VERSION="${KAFKA_VERSION:-4.1.0}"
+# KAFKA_VERSION_NEWEST / KAFKA_VERSION_OLDEST: the supported versions, one place for every script.
+# shellcheck source=kafka-versions.env
+. "$HERE/kafka-versions.env"
+VERSION="${KAFKA_VERSION:-$KAFKA_VERSION_NEWEST}"
 SCALA="${KAFKA_SCALA_VERSION:-2.13}"
 SUITE="${KAFKA_ROOTFS_SUITE:-bookworm}"
 JRE="${KAFKA_ROOTFS_JRE:-openjdk-17-jre-headless}"
