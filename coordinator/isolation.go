@@ -81,6 +81,9 @@ func (c *Consumer) restartFailed(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
+		if ctx.Err() != nil {
+			return
+		}
 		c.mu.Lock()
 		var due []TopicPartition
 		next := time.Hour
@@ -139,6 +142,14 @@ func (c *Consumer) restart(ctx context.Context, tp TopicPartition) {
 		err = c.own.Check(tp, m)
 	}
 	if err != nil {
+		// Lost: the watcher or the next callback stops it. Until then, not
+		// due again at once (restartFailed would spin on it).
+		c.mu.Lock()
+		f.RetryAt = time.Now().Add(c.cfg.RetryBackoff)
+		c.mu.Unlock()
+		return
+	}
+	if err != nil {
 		return // lost: the watcher or the next callback stops it
 	}
 	c.log.Info("starting a failed partition again", zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition),
@@ -166,7 +177,9 @@ func (c *Consumer) restart(ctx context.Context, tp TopicPartition) {
 		c.deliver.Unlock()
 	}
 	if err != nil {
-		c.h.Stop(context.WithoutCancel(ctx), []TopicPartition{tp}, false) // closes an opened store
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.TeardownTimeout)
+		c.h.Stop(sctx, []TopicPartition{tp}, false) // closes an opened store
+		cancel()
 		if ctx.Err() != nil {
 			return // stopping: the partition's own failure stays the one reported
 		}
