@@ -179,7 +179,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer stopProbe()
 	go w.probe.watchBrokers(pctx, cons.Client(), 5*time.Second, log)
 	log.Info("worker running", zap.String("group", w.cfg.group), zap.String("input", w.cfg.input),
-		zap.String("snapshots", w.cfg.snapshot), zap.Stringer("mode", w.cfg.mode))
+		zap.String("snapshots", w.cfg.snapshot), zap.Stringer("mode", w.cfg.mode),
+		// Classic cooperative-sticky by default: KIP-848 was as correct on
+		// Kafka 4.1 and 4.4 but not faster at broker defaults, and before
+		// 4.3 (KIP-1251) its offset commits can fail with STALE_MEMBER_EPOCH
+		// (ARCHITECTURE.md, "Consumer rebalance protocols").
+		zap.Stringer("group_protocol", w.cfg.protocol))
 	return cons.Run(ctx)
 }
 
