@@ -74,7 +74,8 @@ type e2eRow struct {
 	RSSMiB     float64  `json:"peak_rss_mib"`
 	RSSMaxMiB  float64  `json:"peak_rss_max_mib"`
 	HeapMiB    float64  `json:"peak_heap_mib"`
-	Ratio      float64  `json:"ratio_to_ceiling"`
+	Ratio      float64  `json:"ratio_to_ceiling"`      // the ceiling's median drain over this one's
+	RatioBest  float64  `json:"ratio_to_ceiling_best"` // the same with each one's fastest drain (other load only slows a run)
 	Ceiling    string   `json:"ceiling"`
 	ShutdownMS float64  `json:"shutdown_ms"`
 	Notes      []string `json:"notes,omitempty"`
@@ -205,7 +206,7 @@ func runSystem(ctx context.Context, brokers []string, adm *kadm.Client, c e2eCon
 
 func summarize(keys int, c e2eConfig, runs map[string][]e2eRun) []e2eRow {
 	rows := make([]e2eRow, 0, len(c.systems))
-	drains := map[string]float64{}
+	drains, best := map[string]float64{}, map[string]float64{}
 	for _, sys := range c.systems {
 		row := e2eRow{Experiment: "E2E", Keys: keys, System: sys, Events: c.events, Ceiling: ceilingOf(sys)}
 		var drain, cpu, rss, heap, shut []float64
@@ -226,13 +227,14 @@ func summarize(keys int, c e2eConfig, runs map[string][]e2eRun) []e2eRow {
 			row.EventsPerS = float64(c.events) / row.DrainS
 			row.CPUPerM, row.RSSMiB, row.RSSMaxMiB = median(cpu), median(rss), slices.Max(rss)
 			row.HeapMiB, row.ShutdownMS = median(heap), median(shut)
-			drains[sys] = row.DrainS
+			drains[sys], best[sys] = row.DrainS, row.DrainMinS
 		}
 		rows = append(rows, row)
 	}
 	for i := range rows {
 		if d, ok := drains[rows[i].Ceiling]; ok && rows[i].DrainS > 0 {
 			rows[i].Ratio = round3(d / rows[i].DrainS)
+			rows[i].RatioBest = round3(best[rows[i].Ceiling] / rows[i].DrainMinS)
 		}
 	}
 	return rows
@@ -249,7 +251,7 @@ func median(xs []float64) float64 {
 
 func printE2E(w io.Writer, rows []e2eRow) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "keys\tsystem\tdrain s (median [range])\tevents/s\tCPU s per 1M\tpeak RSS MiB [max]\tpeak heap MiB\tratio to ceiling\tshutdown ms\tvalid rounds")
+	fmt.Fprintln(tw, "keys\tsystem\tdrain s (median [range])\tevents/s\tCPU s per 1M\tpeak RSS MiB [max]\tpeak heap MiB\tratio to ceiling (median; fastest)\tshutdown ms\tvalid rounds")
 	for _, r := range rows {
 		if r.Rounds == 0 {
 			fmt.Fprintf(tw, "%d\t%s\t-\t-\t-\t-\t-\t-\t-\t0 (%s)\n", r.Keys, r.System, strings.Join(r.Notes, "; "))
@@ -257,7 +259,7 @@ func printE2E(w io.Writer, rows []e2eRow) {
 		}
 		ratio := "-"
 		if r.System != r.Ceiling && r.Ratio > 0 {
-			ratio = fmt.Sprintf("%.2f× %s", r.Ratio, r.Ceiling)
+			ratio = fmt.Sprintf("%.2f×; %.2f× %s", r.Ratio, r.RatioBest, r.Ceiling)
 		}
 		valid := strconv.Itoa(r.Rounds)
 		if len(r.Notes) > 0 {
@@ -287,14 +289,16 @@ func printE2E(w io.Writer, rows []e2eRow) {
 		fmt.Fprintf(w, "target: %s: %.2f (≥ %.2f) %s\n", what, got, want, verdict)
 	}
 	if t, c := find(10000, sysTxn), find(10000, sysRaw); t != nil && c != nil {
-		check("transactional at 10k keys vs the ceiling", t.Ratio, 0.9, true)
+		check("transactional at 10k keys vs the ceiling (median drains)", t.Ratio, 0.9, true)
+		check("transactional at 10k keys vs the ceiling (fastest drains)", t.RatioBest, 0.9, true)
 	}
 	if a, b := find(1000000, sysTxn), find(10000, sysTxn); a != nil && b != nil {
 		check("transactional at 1M keys vs its 10k-key rate", a.EventsPerS/b.EventsPerS, 0.5, true)
 	}
 	for _, k := range []int{10000, 1000000} {
 		if t, c := find(k, sysTxnOut), find(k, sysRawOut); t != nil && c != nil {
-			check(fmt.Sprintf("transactional with outputs at %d keys vs the ceiling with outputs", k), t.Ratio, 0.8, true)
+			check(fmt.Sprintf("transactional with outputs at %d keys vs the ceiling with outputs (median drains)", k), t.Ratio, 0.8, true)
+			check(fmt.Sprintf("transactional with outputs at %d keys vs the ceiling with outputs (fastest drains)", k), t.RatioBest, 0.8, true)
 		}
 	}
 	if r := find(1000000, sysTxn); r != nil {

@@ -27,8 +27,8 @@ func TestSummarizeCountsOnlyValidRunsAndRatesAgainstTheCeiling(t *testing.T) {
 	if txn.Rounds != 2 || txn.DrainS != 5 || len(txn.Notes) != 1 || !strings.Contains(txn.Notes[0], "folded 5") {
 		t.Errorf("txn: %d rounds, median %v, notes %q; want the invalid run left out (2 rounds, median 5) and noted", txn.Rounds, txn.DrainS, txn.Notes)
 	}
-	if txn.Ratio != 0.8 || txn.Ceiling != sysRaw {
-		t.Errorf("txn ratio %v to %s, want 0.8 to raw (4 s / 5 s)", txn.Ratio, txn.Ceiling)
+	if txn.Ratio != 0.8 || txn.RatioBest != 0.75 || txn.Ceiling != sysRaw {
+		t.Errorf("txn ratio %v (fastest %v) to %s, want 0.8 (4 s / 5 s) and 0.75 (3 s / 4 s) to raw", txn.Ratio, txn.RatioBest, txn.Ceiling)
 	}
 	if txn.CPUPerM != 2 || txn.RSSMiB != 100 || txn.EventsPerS != 200_000 {
 		t.Errorf("txn: %v CPU s per 1M, %v MiB, %v events/s; want 2, 100, 200000", txn.CPUPerM, txn.RSSMiB, txn.EventsPerS)
