@@ -218,7 +218,7 @@ func TestClusterNodeKills(t *testing.T) {
 	for _, s := range systems {
 		byTopic[s.output] = s.out
 		obsWG.Add(1)
-		go func() { defer obsWG.Done(); pollCommits(obsCtx, adm, s.group, input, s.commits) }()
+		go func() { defer obsWG.Done(); pollCommits(obsCtx, brokers, s.group, input, s.commits) }()
 	}
 	obsWG.Add(1)
 	go func() {

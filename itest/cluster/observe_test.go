@@ -175,7 +175,21 @@ func newCommits(partitions int32) *commits {
 	return c
 }
 
-func pollCommits(ctx context.Context, adm *kadm.Client, group, topic string, c *commits) {
+// pollCommits polls with a client of its own, replaced after every failed poll: seen on Kafka 4.4
+// with kgo v1.22.3, a client that is not a member of the group kept failing FetchOffsets with
+// "unable to dial" to the killed node for the whole minute measured, although FindCoordinator
+// named the new coordinator 13.5 s after the kill (a fresh client found it at once; the group
+// members' own clients recovered after ~15 s, when their group loop re-found the coordinator).
+func pollCommits(ctx context.Context, brokers []string, group, topic string, c *commits) {
+	var cl *kgo.Client
+	reset := func() {
+		if cl != nil {
+			cl.Close()
+		}
+		cl, _ = kgo.NewClient(kgo.SeedBrokers(brokers...)) // only fails on bad options
+	}
+	reset()
+	defer func() { cl.Close() }()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -185,13 +199,13 @@ func pollCommits(ctx context.Context, adm *kadm.Client, group, topic string, c *
 		case <-tick.C:
 		}
 		fctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		offs, err := adm.FetchOffsets(fctx, group)
+		offs, err := kadm.NewClient(cl).FetchOffsets(fctx, group)
 		cancel()
 		now := time.Now()
-		c.mu.Lock()
 		if err == nil {
 			err = offs.Error()
 		}
+		c.mu.Lock()
 		if err != nil {
 			c.errs = append(c.errs, now)
 			c.lastErr = err
@@ -207,6 +221,9 @@ func pollCommits(ctx context.Context, adm *kadm.Client, group, topic string, c *
 			})
 		}
 		c.mu.Unlock()
+		if err != nil && ctx.Err() == nil {
+			reset()
+		}
 	}
 }
 

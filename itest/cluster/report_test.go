@@ -103,7 +103,8 @@ func report(cfg settings, version string, in *input, systems map[string]*system,
 		version, cfg.rate, cfg.accounts, cfg.partitions, cfg.members, len(kills), cfg.down, cfg.settle)
 	p("Latency: input CreateTime → output visible to an independent read_committed reader. Stalls: the longest interval " +
 		"without any output visible (any partition / the worst partition), and without any committed-offset advance " +
-		"(polled every 100 ms; actorflow commits every 1 s).")
+		"(polled every 100 ms by a client of the test's own; actorflow commits every 1 s; a failed poll records no advance, " +
+		"so an outage of the poller reads as a stall: failed polls are counted beside it).")
 	p("")
 	p("## Kills")
 	p("")
