@@ -35,6 +35,10 @@ type settings struct {
 	warmup, down, settle    time.Duration // ACTORFLOW_CLUSTER_WARMUP [20s], _DOWN [15s], _SETTLE [30s]
 	systems                 []string      // ACTORFLOW_CLUSTER_SYSTEMS [actorflow,pipe]
 	kgoLevel                kgo.LogLevel  // ACTORFLOW_CLUSTER_KGO_LOG [warn]: none, error, warn, info, debug
+	// ACTORFLOW_CLUSTER_OUTPUT_TIMEOUT [the library's default]: keyflow.WithOutputTimeout of the
+	// workers' flow. A longer one lets the transactional path's own errors surface: with the
+	// default (10 s) a node loss fails partitions on their output acks first.
+	outputTimeout time.Duration
 }
 
 func loadSettings(t *testing.T) settings {
@@ -70,6 +74,7 @@ func loadSettings(t *testing.T) settings {
 	dur("WARMUP", &s.warmup)
 	dur("DOWN", &s.down)
 	dur("SETTLE", &s.settle)
+	dur("OUTPUT_TIMEOUT", &s.outputTimeout)
 	if v := os.Getenv("ACTORFLOW_CLUSTER_SYSTEMS"); v != "" {
 		s.systems = strings.Split(v, ",")
 		for _, x := range s.systems {
@@ -267,7 +272,7 @@ func TestClusterNodeKills(t *testing.T) {
 			m := &member{name: who, log: log}
 			if name == "actorflow" {
 				m.run = actorflowIncarnation(workerConfig{brokers: brokers, group: s.group, input: input, snaps: snaps,
-					output: s.output, clientOpts: opts}, who, log, &s.folds, &s.failures)
+					output: s.output, outputTimeout: cfg.outputTimeout, clientOpts: opts}, who, log, &s.folds, &s.failures)
 			} else {
 				m.run = pipeIncarnation(brokers, s.group, input, s.output, fmt.Sprintf("%s-%d", s.group, i), opts, log, &s.aborts)
 			}

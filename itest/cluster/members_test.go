@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"sync"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/actorflow/actorflow"
 	"github.com/actorflow/actorflow/internal/ledger"
+	"github.com/actorflow/actorflow/keyflow"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -205,8 +207,25 @@ func (f *failures) all() []failure {
 type workerConfig struct {
 	brokers                     []string
 	group, input, snaps, output string
+	outputTimeout               time.Duration // 0: the library's default
 	clientOpts                  []kgo.Opt
 	extra                       []actorflow.Option
+}
+
+// ledgerFlow is ledger.FlowWithOutput, with the output timeout set when d > 0.
+func ledgerFlow(producer *kgo.Client, topic string, folds *atomic.Int64, d time.Duration) *keyflow.Flow[ledger.State] {
+	if d <= 0 {
+		return ledger.FlowWithOutput(producer, topic, folds)
+	}
+	return keyflow.New(func(kc *keyflow.Context, s *ledger.State, rec *kgo.Record) (*ledger.State, error) {
+		s, err := ledger.Fold(kc, s, rec)
+		if err != nil {
+			return nil, err
+		}
+		folds.Add(1)
+		b, _ := json.Marshal(ledger.Output{Account: kc.Key(), Seq: s.LastSeq, Balance: s.Balance})
+		return s, kc.Emit(&kgo.Record{Key: []byte(kc.Key()), Value: b})
+	}, keyflow.WithOutput[ledger.State](producer, topic), keyflow.WithOutputTimeout[ledger.State](d))
 }
 
 // actorflowIncarnation runs one actorflow worker process-equivalent: its own output producer,
@@ -222,7 +241,7 @@ func actorflowIncarnation(cfg workerConfig, name string, log *zap.Logger, folds 
 		}
 		defer producer.Close()
 		ilog := log.With(zap.Int("incarnation", inc))
-		w, err := actorflow.NewWorker(ledger.FlowWithOutput(producer, cfg.output, folds), append([]actorflow.Option{
+		w, err := actorflow.NewWorker(ledgerFlow(producer, cfg.output, folds, cfg.outputTimeout), append([]actorflow.Option{
 			actorflow.WithBrokers(cfg.brokers...), actorflow.WithGroup(cfg.group),
 			actorflow.WithInputTopic(cfg.input), actorflow.WithSnapshotTopic(cfg.snaps),
 			actorflow.WithTransactionalIDPrefix(cfg.group), // the default, spelled out: the kill targets it

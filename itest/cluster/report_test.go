@@ -101,6 +101,9 @@ func report(cfg settings, version string, in *input, systems map[string]*system,
 	p("Kafka %s, 3 combined KRaft nodes, RF 3, min.insync.replicas 2. Input %d events/s over %d accounts, %d partitions; "+
 		"%d members per system; %d kills, each node down %v, then %v to settle.",
 		version, cfg.rate, cfg.accounts, cfg.partitions, cfg.members, len(kills), cfg.down, cfg.settle)
+	if cfg.outputTimeout > 0 {
+		p("The workers' output timeout: %v (keyflow.WithOutputTimeout).", cfg.outputTimeout)
+	}
 	p("Latency: input CreateTime → output visible to an independent read_committed reader. Stalls: the longest interval " +
 		"without any output visible (any partition / the worst partition), and without any committed-offset advance " +
 		"(polled every 100 ms by a client of the test's own; actorflow commits every 1 s; a failed poll records no advance, " +
