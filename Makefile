@@ -104,3 +104,10 @@ chaos:
 ## chaos-plain: plain mode under zombies; the verifier catches #732 (exits 1 when it does). Not in CI.
 chaos-plain:
 	scripts/chaos.sh --mode plain --kinds zombie,zombie_handover --faults 10
+
+## cluster3-test: issue 16's node kills on a 3-node KRaft cluster on loopback (scripts/kafka-cluster.sh:
+## Java 17 and the cached Maven jars, no container engine; ~10 min). KAFKA_VERSION=4.1.2 for the older broker;
+## ACTORFLOW_CLUSTER_* knobs in itest/cluster. Not part of `make test`.
+.PHONY: cluster3-test
+cluster3-test:
+	ACTORFLOW_ITEST_CLUSTER=1 $(GO) test -race -count=1 -v -timeout 40m -run TestCluster ./itest/cluster/
