@@ -210,7 +210,7 @@ func main() {
 			}
 			return
 		}
-		fmt.Printf("# %s; experiment T (transaction orderings on a bare kgo client), the run with the lowest median of %d; total %s\n",
+		fmt.Printf("# %s; experiment T (transaction orderings on a bare kgo client), the run with the lowest median of %d (max and > 1 s: over all runs); total %s\n",
 			target, *runs, time.Since(started).Round(time.Millisecond))
 		printProbe(os.Stdout, rows)
 		return
