@@ -136,7 +136,9 @@ func leaderOf(adm *kadm.Client, args []string) int {
 		if perr != nil {
 			return usage("partition %q: %v", fs.Arg(1), perr)
 		}
-		lookup = func(ctx context.Context) (int32, error) { return kcluster.PartitionLeader(ctx, adm, fs.Arg(0), int32(p)) }
+		lookup = func(ctx context.Context) (int32, error) {
+			return kcluster.PartitionLeader(ctx, adm, fs.Arg(0), int32(p))
+		}
 	default:
 		return usage("leader-of TOPIC PARTITION | -txn ID | -group G")
 	}
