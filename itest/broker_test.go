@@ -425,12 +425,19 @@ func uniqueGroup(t testing.TB) string {
 // every partition has a leader, and deletes it when the test ends.
 func newTopic(t testing.TB, partitions int, compacted bool) string {
 	t.Helper()
-	adm := newAdmin(t)
-	topic := uniqueName(t, "topic")
 	var configs map[string]*string
 	if compacted {
 		configs = map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
 	}
+	return createTopic(t, "topic", partitions, configs)
+}
+
+// createTopic creates a uniquely named topic with configs, waits until every
+// partition has a leader, and deletes it when the test ends.
+func createTopic(t testing.TB, prefix string, partitions int, configs map[string]*string) string {
+	t.Helper()
+	adm := newAdmin(t)
+	topic := uniqueName(t, prefix)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := adm.CreateTopic(ctx, int32(partitions), 1, configs, topic); err != nil {

@@ -60,33 +60,11 @@ func TestRecoveryCompactedTail(t *testing.T) {
 // its leader, and deletes it when the test ends.
 func newCompactedTopic(t *testing.T, cfg map[string]string) string {
 	t.Helper()
-	adm := newAdmin(t)
-	topic := uniqueName(t, "snaps")
 	configs := map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
 	for k, v := range cfg {
 		configs[k] = kadm.StringPtr(v)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := adm.CreateTopic(ctx, 1, 1, configs, topic); err != nil {
-		t.Fatalf("create topic %s: %v", topic, err)
-	}
-	for {
-		td, err := adm.ListTopics(ctx, topic)
-		if err == nil && td[topic].Err == nil && len(td[topic].Partitions) == 1 && allLed(td[topic]) {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("topic %s: no leader after 30s (last error: %v)", topic, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_, _ = adm.DeleteTopics(ctx, topic)
-	})
-	return topic
+	return createTopic(t, "snaps", 1, configs)
 }
 
 // writeCompactableLog writes the test's log up to offset 12 (see TestRecoveryCompactedTail) and

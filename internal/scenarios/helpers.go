@@ -193,8 +193,17 @@ func committed(t *testing.T, brokers []string, group, topic string, p int32) int
 	}
 }
 
-// ends returns the high watermark and last stable offset of topic[p].
+// ends returns the high watermark and last stable offset of topic[0].
 func ends(t *testing.T, brokers []string, topic string) (hwm, lso int64) {
+	t.Helper()
+	h, l := listEnds(t, brokers, topic)
+	ho, _ := h.Lookup(topic, 0)
+	lo, _ := l.Lookup(topic, 0)
+	return ho.Offset, lo.Offset
+}
+
+// listEnds lists topic's high watermarks and last stable offsets.
+func listEnds(t *testing.T, brokers []string, topic string) (hwm, lso kadm.ListedOffsets) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -207,9 +216,7 @@ func ends(t *testing.T, brokers []string, topic string) (hwm, lso int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ho, _ := h.Lookup(topic, 0)
-	lo, _ := l.Lookup(topic, 0)
-	return ho.Offset, lo.Offset
+	return h, l
 }
 
 func stateSnapshot(t *testing.T, key string, s ledger.State, offset int64) snapshotstore.Snapshot {

@@ -193,17 +193,7 @@ func AbortedOutputsReemittedOnce(t *testing.T, brokers []string) {
 // every partition of topic.
 func endOffsets(t *testing.T, brokers []string, topic string) (hwm, lso int64) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	adm := kadm.NewClient(testkit.Client(t, brokers))
-	h, err := adm.ListEndOffsets(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := adm.ListCommittedOffsets(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, l := listEnds(t, brokers, topic)
 	h.Each(func(o kadm.ListedOffset) { hwm += o.Offset })
 	l.Each(func(o kadm.ListedOffset) { lso += o.Offset })
 	return hwm, lso
