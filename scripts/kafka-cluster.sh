@@ -88,53 +88,10 @@ listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 # + .complete), under the same lock, so either script can fill it for the other. This is that
 # function's pom and mvn calls, kept in step with it.
 ensure_jars() {
-  local out="$KDIR/jars/$VERSION"
-  [[ -f "$out/.complete" ]] && return
-  command -v mvn >/dev/null 2>&1 || die "no jars cached for Kafka $VERSION ($out) and no mvn: apt-get install maven, or run scripts/kafka-image.sh once"
-  mkdir -p "$KDIR/jars"
-  exec 9>"$KDIR/.lock"
-  flock 9
-  if [[ -f "$out/.complete" ]]; then exec 9>&-; return; fi
-  local t0 tmp; t0=$(now)
-  tmp="$(mktemp -d "$KDIR/jars/tmp.XXXXXX")"
-  cat >"$tmp/pom.xml" <<EOF
-<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>local.actorflow</groupId>
-  <artifactId>kafka-broker-classpath</artifactId>
-  <version>1</version>
-  <packaging>pom</packaging>
-  <dependencies>
-    <dependency>
-      <groupId>org.apache.kafka</groupId>
-      <artifactId>kafka_${SCALA}</artifactId>
-      <version>${VERSION}</version>
-    </dependency>
-  </dependencies>
-</project>
-EOF
-  log "resolving org.apache.kafka:kafka_${SCALA}:${VERSION} from Maven Central"
-  (cd "$tmp" && mvn -B -q dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=libs >"$KDIR/jars/mvn.log" 2>&1) ||
-    { tail -n 30 "$KDIR/jars/mvn.log" >&2; rm -rf "$tmp"; die "mvn could not resolve kafka_${SCALA}:${VERSION}"; }
-  # No slf4j binding in the pom: without one Kafka prints nothing, not even errors.
-  if ! compgen -G "$tmp/libs/log4j-slf4j*-impl-*.jar" >/dev/null; then
-    local jars log4j slf4j binding
-    jars="$(cd "$tmp/libs" && printf '%s\n' *.jar)"
-    log4j="$(sed -n 's/^log4j-api-\(.*\)\.jar$/\1/p' <<<"$jars" | head -n1)"
-    slf4j="$(sed -n 's/^slf4j-api-\(.*\)\.jar$/\1/p' <<<"$jars" | head -n1)"
-    [[ -n "$log4j" ]] || die "no log4j-api in the classpath: cannot pick an slf4j binding"
-    if [[ "$slf4j" == 1.* ]]; then binding="log4j-slf4j-impl"; else binding="log4j-slf4j2-impl"; fi
-    (cd "$tmp" && mvn -B -q dependency:copy -Dartifact="org.apache.logging.log4j:${binding}:${log4j}" \
-      -DoutputDirectory=libs >"$KDIR/jars/mvn.log" 2>&1) ||
-      { tail -n 30 "$KDIR/jars/mvn.log" >&2; rm -rf "$tmp"; die "mvn could not fetch ${binding}:${log4j}"; }
-  fi
-  rm -rf "$out"
-  mkdir -p "$out"
-  mv "$tmp/libs" "$out/libs"
-  rm -rf "$tmp"
-  touch "$out/.complete"
-  exec 9>&-
-  log "jars for $VERSION: $(find "$out/libs" -name '*.jar' | wc -l) jars in $(since "$t0")s"
+  # One recipe for the broker's classpath: kafka-image.sh's (same cache, lock and .complete marker).
+  [[ -f "$KDIR/jars/$VERSION/.complete" ]] && return
+  KAFKA_VERSION="$VERSION" KAFKA_SCALA_VERSION="$SCALA" "$HERE/kafka-image.sh" --jars-only >/dev/null ||
+    die "could not get the Kafka $VERSION jars (scripts/kafka-image.sh --jars-only)"
 }
 
 # The lookup tool (kadm): built once, rebuilt when its sources change.

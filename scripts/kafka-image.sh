@@ -12,6 +12,7 @@
 #      (debootstrap --variant=minbase) + openjdk-17-jre-headless + Kafka jars from Maven Central +
 #      scripts/kafka-image/entrypoint.sh, imported as a single-layer image.
 #   KAFKA_IMAGE_BUILD=1 skips 1 and 3 (always use/build the local image).
+#   --jars-only: only build (or find) the cached jars and print their directory (no engine needed).
 #   KAFKA_VERSION: any org.apache.kafka:kafka_2.13 version on Maven Central; default the newest
 #   supported one (scripts/kafka-versions.env). 4.1.x and 4.4.0 use the same classes and flags
 #   (kafka.tools.StorageTool format, kafka.Kafka) and the same Java 17 rootfs.
@@ -53,7 +54,8 @@ pick_cli() {
   if command -v podman >/dev/null 2>&1; then echo podman; return; fi
   die "no container engine: run  eval \"\$(scripts/container-engine.sh start)\"  first"
 }
-CLI="$(pick_cli)"
+# --jars-only: only the broker's classpath (scripts/kafka-cluster.sh runs the jars on the host), no engine.
+if [[ ${1:-} != --jars-only ]]; then CLI="$(pick_cli)"; fi
 
 image_present() { "$CLI" image inspect "$1" >/dev/null 2>&1; }
 try_pull() {
@@ -211,6 +213,14 @@ build_image() {
 
 # ---------------------------------------------------------------------------------------------------
 main() {
+  if [[ ${1:-} == --jars-only ]]; then
+    mkdir -p "$KDIR/jars"
+    exec 9>"$KDIR/.lock"
+    flock 9
+    build_jars
+    echo "$KDIR/jars/$VERSION/libs"
+    return
+  fi
   if [[ -n "${KAFKA_IMAGE:-}" && "${KAFKA_IMAGE_BUILD:-0}" != 1 ]]; then
     if image_present "$KAFKA_IMAGE" || try_pull "$KAFKA_IMAGE"; then
       log "using KAFKA_IMAGE=$KAFKA_IMAGE"
