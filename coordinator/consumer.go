@@ -85,6 +85,14 @@ type Config struct {
 	// may be evicted, and in the transactional mode its late writes die at
 	// the generation fence.
 	TeardownTimeout time.Duration
+	// HangingTxnAbortAfter is how long a partition's committed offset may
+	// stay unstable (UNSTABLE_OFFSET_COMMIT) at assignment before the
+	// group's offsets partition is searched for hanging transactions, which
+	// are then aborted (KIP-664, hanging.go; needs CLUSTER_ACTION where ACLs
+	// are on, else the error names the kafka-transactions.sh command).
+	// Default 10 s; negative: never abort, wait (and the partition never
+	// starts while a hanging transaction blocks it).
+	HangingTxnAbortAfter time.Duration
 	// ClientOpts are extra kgo options (TLS, SASL, ...).
 	ClientOpts []kgo.Opt
 	Logger     *zap.Logger
@@ -154,6 +162,9 @@ func New(cfg Config, h Handler) (*Consumer, error) {
 	}
 	if cfg.TeardownTimeout >= cfg.RebalanceTimeout {
 		return nil, fmt.Errorf("coordinator: teardown timeout %s must be below the rebalance timeout %s", cfg.TeardownTimeout, cfg.RebalanceTimeout)
+	}
+	if cfg.HangingTxnAbortAfter == 0 {
+		cfg.HangingTxnAbortAfter = defaultHangingTxnAbortAfter
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
@@ -455,21 +466,59 @@ func (c *Consumer) assignedOffsets(ctx context.Context, tps []TopicPartition) (m
 // (KIP-447), waiting out UNSTABLE_OFFSET_COMMIT: on Apache Kafka EndTxn
 // returns before the commit markers are written, so right after the previous
 // owner's last transaction a plain fetch can return an older offset.
+//
+// The wait is normally milliseconds. Past Config.HangingTxnAbortAfter it is
+// logged (every unstableWarnEvery) and the group's offsets partition is
+// searched for hanging transactions, which are aborted (hanging.go): a
+// transaction whose marker never comes would keep the partition from ever
+// starting. Transient errors (a broker restarting) are retried for up to
+// fetchStableRetryFor, logged; any other error fails the assignment.
 func (c *Consumer) fetchStable(ctx context.Context, tps []TopicPartition) (kadm.OffsetResponses, error) {
+	start := time.Now()
 	backoff := 10 * time.Millisecond
+	var lastWarn, lastHeal time.Time
+	var firstErr time.Time
 	for {
 		committed, err := c.adm.FetchOffsets(kadm.RequireStable(ctx), c.cfg.Group)
-		if err != nil {
+		var unstable []TopicPartition
+		switch {
+		case err != nil && snapshotstore.Transient(err) && ctx.Err() == nil:
+			if firstErr.IsZero() {
+				firstErr = time.Now()
+			}
+			if time.Since(firstErr) > fetchStableRetryFor {
+				return nil, fmt.Errorf("fetch committed offsets of group %q: failing for %v: %w", c.cfg.Group, fetchStableRetryFor, err)
+			}
+			c.log.Warn("fetch committed offsets failed; retrying", zap.String("group", c.cfg.Group),
+				zap.Duration("retry_in", backoff), zap.Error(err))
+		case err != nil:
 			return nil, fmt.Errorf("fetch committed offsets of group %q: %w", c.cfg.Group, err)
-		}
-		unstable := false
-		for _, tp := range tps {
-			if o, ok := committed.Lookup(tp.Topic, tp.Partition); ok && errors.Is(o.Err, kerr.UnstableOffsetCommit) {
-				unstable = true
+		default:
+			firstErr = time.Time{}
+			for _, tp := range tps {
+				if o, ok := committed.Lookup(tp.Topic, tp.Partition); ok && errors.Is(o.Err, kerr.UnstableOffsetCommit) {
+					unstable = append(unstable, tp)
+				}
+			}
+			if len(unstable) == 0 {
+				return committed, nil
 			}
 		}
-		if !unstable {
-			return committed, nil
+		if waited := time.Since(start); len(unstable) > 0 && c.cfg.HangingTxnAbortAfter >= 0 && waited >= c.cfg.HangingTxnAbortAfter {
+			if time.Since(lastWarn) >= unstableWarnEvery {
+				lastWarn = time.Now()
+				c.log.Warn("committed offsets still unstable (a transaction's marker has not landed); looking for hanging transactions",
+					zap.String("group", c.cfg.Group), zap.Any("partitions", unstable), zap.Duration("waited", waited))
+			}
+			if time.Since(lastHeal) >= c.cfg.HangingTxnAbortAfter {
+				lastHeal = time.Now()
+				if n, err := c.abortHanging(ctx); err != nil {
+					c.log.Warn("looking for hanging transactions failed", zap.String("group", c.cfg.Group), zap.Error(err))
+				} else if n > 0 {
+					backoff = 10 * time.Millisecond
+					continue
+				}
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -479,6 +528,16 @@ func (c *Consumer) fetchStable(ctx context.Context, tps []TopicPartition) (kadm.
 		backoff = min(2*backoff, time.Second)
 	}
 }
+
+const (
+	// fetchStableRetryFor bounds the retries of a committed-offsets fetch
+	// failing transiently (a broker restart takes seconds).
+	fetchStableRetryFor = 2 * time.Minute
+	// unstableWarnEvery spaces the warnings of a long unstable wait.
+	unstableWarnEvery = 10 * time.Second
+	// defaultHangingTxnAbortAfter: see Config.HangingTxnAbortAfter.
+	defaultHangingTxnAbortAfter = 10 * time.Second
+)
 
 func (c *Consumer) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
 	<-c.ready

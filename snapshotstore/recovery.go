@@ -193,7 +193,7 @@ func ReadToTarget(ctx context.Context, r LogReader, o ReadOptions, fn func(*kgo.
 			fetchErr = nil
 		case pollExpired && errors.Is(perr, context.DeadlineExceeded):
 			// The stall deadline ended the poll: not a fetch error.
-		case !transientFetchError(perr):
+		case !Transient(perr):
 			return fmt.Errorf("%s: recovery read at %d of %d: %w", o.Partition, pos, target, perr)
 		default:
 			lvl := zap.DebugLevel // the first of a run of failures is a warning
@@ -231,13 +231,13 @@ const (
 	maxFetchBackoff = time.Second
 )
 
-// transientFetchError reports whether a fetch error may heal by retrying:
+// Transient reports whether a request's error may heal by retrying:
 // Kafka's retriable errors (a leader moving: NOT_LEADER_OR_FOLLOWER,
 // UNKNOWN_LEADER_EPOCH; REQUEST_TIMED_OUT, ...) and connection failures (a
 // broker restarting refuses connections for a while, which kgo does not
 // count as retryable). Anything else — an authorization failure, a corrupt
-// batch, a position out of range — fails the read at once.
-func transientFetchError(err error) bool {
+// batch, a position out of range — is not transient.
+func Transient(err error) bool {
 	var ne net.Error // *net.OpError: dial refused, reset, timeouts
 	return kerr.IsRetriable(err) || kgo.IsRetryableBrokerErr(err) || errors.As(err, &ne)
 }
