@@ -14,7 +14,7 @@ func TestOffsetsPartitionMatchesTheGroupCoordinator(t *testing.T) {
 		{"ledger", 50, 39}, // seen on Apache Kafka 4.4.0: the group's offsets on __consumer_offsets-39
 		{"a", 50, 97 % 50},
 		{"polygenelubricants", 50, 0}, // Java hashCode is MinInt32: Utils.abs gives 0
-		{"ü€😀", 50, 0},                 // UTF-16 code units, surrogate pairs included
+		{"ü€😀", 50, 0},                // UTF-16 code units, surrogate pairs included
 	}
 	// "ü€😀": 0xFC, 0x20AC, 0xD83D, 0xDE00 → h = ((0xFC*31+0x20AC)*31+0xD83D)*31+0xDE00
 	h := int32(0)
