@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/actorflow/actorflow/actors"
@@ -167,7 +169,8 @@ func (w *Worker) Run(ctx context.Context) error {
 		MaxInFlight: w.cfg.maxInFlight, SessionTimeout: w.cfg.sessionTimeout,
 		RebalanceTimeout: w.cfg.rebalanceTimeout, ClientOpts: w.cfg.clientOpts,
 		RetryBackoff: w.cfg.retryBackoff, MaxRetryBackoff: w.cfg.maxRetryBackoff,
-		Logger: log,
+		TxnDataPartition: txnDataPartition(store, w.cfg.input, w.cfg.snapshot),
+		Logger:           log,
 	}, sup)
 	if err != nil {
 		return err
@@ -310,4 +313,28 @@ func (w *Worker) Supervisor() *actors.Supervisor {
 func (w *Worker) Consumer() *coordinator.Consumer {
 	<-w.ready
 	return w.cons
+}
+
+// txnDataPartition maps the Kafka store's transactional ids
+// ("<prefix>-<input>-<partition>") to their snapshot partitions, which
+// every committed transaction writes (its marker record): the consumer
+// reads a hanging transaction's outcome there (coordinator/hanging.go).
+// Nil for other stores.
+func txnDataPartition(store snapshotstore.Store, input, snapshots string) func(string) (coordinator.TopicPartition, bool) {
+	k, ok := store.(*snapshotstore.Kafka)
+	if !ok || k.Mode() != snapshotstore.Transactional {
+		return nil
+	}
+	prefix := strings.TrimSuffix(k.TransactionalID(input, 0), "0")
+	return func(id string) (coordinator.TopicPartition, bool) {
+		rest, ok := strings.CutPrefix(id, prefix)
+		if !ok {
+			return coordinator.TopicPartition{}, false
+		}
+		p, err := strconv.ParseInt(rest, 10, 32)
+		if err != nil || k.TransactionalID(input, int32(p)) != id {
+			return coordinator.TopicPartition{}, false
+		}
+		return coordinator.TopicPartition{Topic: snapshots, Partition: int32(p)}, true
+	}
 }

@@ -93,6 +93,11 @@ type Config struct {
 	// Default 10 s; negative: never abort, wait (and the partition never
 	// starts while a hanging transaction blocks it).
 	HangingTxnAbortAfter time.Duration
+	// TxnDataPartition maps one of this worker's transactional ids to the
+	// partition every committed transaction of that id writes to (the
+	// snapshot partition): a hanging transaction's outcome is read there.
+	// Nil: hanging transactions are reported, never ended.
+	TxnDataPartition func(txnID string) (TopicPartition, bool)
 	// ClientOpts are extra kgo options (TLS, SASL, ...).
 	ClientOpts []kgo.Opt
 	Logger     *zap.Logger
@@ -512,7 +517,7 @@ func (c *Consumer) fetchStable(ctx context.Context, tps []TopicPartition) (kadm.
 			}
 			if time.Since(lastHeal) >= c.cfg.HangingTxnAbortAfter {
 				lastHeal = time.Now()
-				if n, err := c.abortHanging(ctx); err != nil {
+				if n, err := c.endHanging(ctx); err != nil {
 					c.log.Warn("looking for hanging transactions failed", zap.String("group", c.cfg.Group), zap.Error(err))
 				} else if n > 0 {
 					backoff = 10 * time.Millisecond

@@ -15,9 +15,20 @@ import (
 // seen leaving one behind when it is restarted while a transactional offset
 // commit is open (scripts/chaos.sh, broker_restart; DescribeProducers shows
 // the producer's transaction open at an epoch the coordinator has long
-// moved past). The cure is KIP-664's: an abort marker written straight to
-// the partition (WriteTxnMarkers), which is what `kafka-transactions.sh
-// abort` does.
+// moved past). The transaction coordinator's log shows why: the
+// transaction reached CompleteCommit, yet the commit marker for the offsets
+// partition never landed (the broker stopped while writing it).
+//
+// The cure is KIP-664's: a marker written straight to the partition
+// (WriteTxnMarkers) — but with the transaction's real outcome. An abort
+// marker, which is what `kafka-transactions.sh abort` writes, rolls back
+// the offset commit of a transaction whose snapshots and outputs were
+// committed: the partition replays from an older offset and emits outputs
+// a read_committed consumer already saw (seen: 4–5 duplicates per broker
+// restart). The outcome is read from the partition every committed
+// transaction of that transactional id writes to (actorflow: its snapshot
+// partition, which carries each transaction's marker record): the first
+// control record of the producer after its data at that epoch (TxnOutcome).
 //
 // This file is the decision, free of I/O; hanging_kafka.go gathers the
 // facts and writes the marker.
@@ -98,6 +109,62 @@ func DecideHanging(open OpenTxn, co CoordinatorView) HangingVerdict {
 		return HangingVerdict{Hanging: true, Reason: fmt.Sprintf("transaction %q is %s at epoch %d with no transaction open here", co.TxnID, co.State, co.Epoch)}
 	default:
 		return HangingVerdict{Reason: "unknown coordinator state " + co.State}
+	}
+}
+
+// DataScan is what a scan of the transaction's data partition found, from
+// before the hanging record's time to the partition's end.
+type DataScan struct {
+	// SawData: a data record of the producer id at the open epoch.
+	SawData bool
+	// Closed: a control record of the producer id after that data (with
+	// the same or a later epoch: transaction version 2 writes markers with
+	// the bumped epoch, a fence aborts with a later one); Committed is its type.
+	Closed    bool
+	Committed bool
+	// Complete: the scan reached the partition's end (not cut short).
+	Complete bool
+}
+
+// TxnOutcome is the marker to write for a hanging transaction.
+type TxnOutcome int
+
+const (
+	// OutcomeUnknown: no marker may be written (the outcome is not known).
+	OutcomeUnknown TxnOutcome = iota
+	OutcomeCommit
+	OutcomeAbort
+)
+
+func (o TxnOutcome) String() string {
+	switch o {
+	case OutcomeCommit:
+		return "commit"
+	case OutcomeAbort:
+		return "abort"
+	default:
+		return "unknown"
+	}
+}
+
+// DecideOutcome says which marker ends a hanging transaction on the offsets
+// partition, from a scan of the data partition that every committed
+// transaction of its transactional id writes to. A transaction with no data
+// there never committed (nothing commits without it), so it is aborted; one
+// whose data was closed gets the same marker; one whose data is still open
+// there is hanging on that partition too, and its outcome is not known.
+func DecideOutcome(sc DataScan) (TxnOutcome, string) {
+	switch {
+	case sc.SawData && sc.Closed && sc.Committed:
+		return OutcomeCommit, "its data partition committed it"
+	case sc.SawData && sc.Closed:
+		return OutcomeAbort, "its data partition aborted it"
+	case sc.SawData:
+		return OutcomeUnknown, "its data is still open on the data partition"
+	case !sc.Complete:
+		return OutcomeUnknown, "the data partition could not be read to its end"
+	default:
+		return OutcomeAbort, "it wrote nothing to its data partition, so it never committed"
 	}
 }
 

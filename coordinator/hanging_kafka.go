@@ -3,20 +3,23 @@ package coordinator
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 )
 
 const offsetsTopic = "__consumer_offsets"
 
-// abortHanging finds the open transactions on the group's offsets partition
-// that DecideHanging calls hanging, and aborts each with a marker written
-// to that partition (KIP-664 WriteTxnMarkers; needs CLUSTER_ACTION on the
-// cluster where ACLs are on). It returns how many it aborted. Every
-// transaction found is logged with its verdict; a refused abort is logged
-// with the kafka-transactions.sh command that does it by hand.
-func (c *Consumer) abortHanging(ctx context.Context) (int, error) {
+// endHanging finds the open transactions on the group's offsets partition
+// that DecideHanging calls hanging, and ends each with a marker of its
+// outcome (DecideOutcome) written to that partition (KIP-664
+// WriteTxnMarkers; needs CLUSTER_ACTION on the cluster where ACLs are on).
+// It returns how many it ended. Every transaction found is logged with its
+// verdict; one it cannot end is logged at error with the way to end it by
+// hand.
+func (c *Consumer) endHanging(ctx context.Context) (int, error) {
 	td, err := c.adm.ListTopicsWithInternal(ctx, offsetsTopic)
 	if err != nil {
 		return 0, fmt.Errorf("describe %s: %w", offsetsTopic, err)
@@ -55,10 +58,19 @@ func (c *Consumer) abortHanging(ctx context.Context) (int, error) {
 			c.log.Info("open transaction on the offsets partition is not hanging", fields...)
 			continue
 		}
+		outcome, why := c.hangingOutcome(ctx, tp, o, views[o.ProducerID].TxnID)
+		fields = append(fields, zap.Stringer("outcome", outcome), zap.String("outcome_reason", why))
+		manual := fmt.Sprintf("kafka-transactions.sh --bootstrap-server <broker> abort --topic %s --partition %d --producer-id %d --producer-epoch %d --coordinator-epoch %d (abort only if the transaction did not commit; a commit needs WriteTxnMarkers with committed=true)",
+			tp.Topic, tp.Partition, o.ProducerID, o.Epoch, max(o.CoordinatorEpoch, 0))
+		if outcome == OutcomeUnknown {
+			c.log.Error("a hanging transaction blocks the group's committed offsets and its outcome is not known; end it by hand",
+				append(fields, zap.String("command", manual))...)
+			continue
+		}
 		s := kadm.TopicsSet{}
 		s.Add(tp.Topic, tp.Partition)
 		rs, err := c.adm.WriteTxnMarkers(ctx, kadm.TxnMarkers{ProducerID: o.ProducerID, ProducerEpoch: o.Epoch,
-			CoordinatorEpoch: max(o.CoordinatorEpoch, 0), Topics: s})
+			Commit: outcome == OutcomeCommit, CoordinatorEpoch: max(o.CoordinatorEpoch, 0), Topics: s})
 		if err == nil {
 			rs.EachPartition(func(p kadm.TxnMarkersPartitionResponse) {
 				if err == nil && p.Err != nil {
@@ -67,14 +79,12 @@ func (c *Consumer) abortHanging(ctx context.Context) (int, error) {
 			})
 		}
 		if err != nil {
-			c.log.Error("cannot abort a hanging transaction that blocks the group's committed offsets; abort it by hand",
-				append(fields, zap.Error(err), zap.String("command", fmt.Sprintf(
-					"kafka-transactions.sh --bootstrap-server <broker> abort --topic %s --partition %d --producer-id %d --producer-epoch %d --coordinator-epoch %d",
-					tp.Topic, tp.Partition, o.ProducerID, o.Epoch, max(o.CoordinatorEpoch, 0))))...)
+			c.log.Error("cannot end a hanging transaction that blocks the group's committed offsets; end it by hand",
+				append(fields, zap.Error(err), zap.String("command", manual))...)
 			continue
 		}
 		aborted++
-		c.log.Warn("aborted a hanging transaction that blocked the group's committed offsets (KIP-664)", fields...)
+		c.log.Warn("ended a hanging transaction that blocked the group's committed offsets (KIP-664 marker)", fields...)
 	}
 	return aborted, nil
 }
@@ -129,4 +139,108 @@ func (c *Consumer) coordinatorView(ctx context.Context, pid int64, tp TopicParti
 	has := d.Topics.Lookup(tp.Topic, tp.Partition)
 	return CoordinatorView{Known: true, TxnID: id, ProducerID: d.ProducerID, Epoch: d.ProducerEpoch,
 		State: d.State, HasPartition: has}
+}
+
+// hangingOutcome reads the outcome of a hanging transaction from its data
+// partition (Config.TxnDataPartition): the scan starts a minute before the
+// hanging record's time (client and broker clocks differ) and reads, with
+// control records and uncommitted data, to the partition's end.
+func (c *Consumer) hangingOutcome(ctx context.Context, offsets TopicPartition, o OpenTxn, txnID string) (TxnOutcome, string) {
+	if c.cfg.TxnDataPartition == nil || txnID == "" {
+		return OutcomeUnknown, "not a transactional id of this worker"
+	}
+	data, ok := c.cfg.TxnDataPartition(txnID)
+	if !ok {
+		return OutcomeUnknown, fmt.Sprintf("transactional id %q is not one of this worker's", txnID)
+	}
+	sctx, cancel := context.WithTimeout(ctx, hangingScanTimeout)
+	defer cancel()
+	var at time.Time
+	if err := c.readPartition(sctx, offsets, o.StartOffset, o.StartOffset+1, func(r *kgo.Record) bool {
+		at = r.Timestamp
+		return false
+	}); err != nil || at.IsZero() {
+		return OutcomeUnknown, fmt.Sprintf("read the hanging record at %s[%d]@%d: %v", offsets.Topic, offsets.Partition, o.StartOffset, err)
+	}
+	from, err := c.adm.ListOffsetsAfterMilli(sctx, at.Add(-time.Minute).UnixMilli(), data.Topic)
+	if err != nil {
+		return OutcomeUnknown, fmt.Sprintf("list offsets of %s: %v", data.Topic, err)
+	}
+	ends, err := c.adm.ListEndOffsets(sctx, data.Topic)
+	if err != nil {
+		return OutcomeUnknown, fmt.Sprintf("list end offsets of %s: %v", data.Topic, err)
+	}
+	f, ok1 := from.Lookup(data.Topic, data.Partition)
+	e, ok2 := ends.Lookup(data.Topic, data.Partition)
+	if !ok1 || !ok2 || f.Err != nil || e.Err != nil {
+		return OutcomeUnknown, fmt.Sprintf("offsets of %s[%d]: %v %v", data.Topic, data.Partition, f.Err, e.Err)
+	}
+	var sc DataScan
+	err = c.readPartition(sctx, data, f.Offset, e.Offset, func(r *kgo.Record) bool {
+		if r.ProducerID != o.ProducerID {
+			return true
+		}
+		switch {
+		case !r.Attrs.IsControl() && r.ProducerEpoch == o.Epoch:
+			sc.SawData = true
+		case r.Attrs.IsControl() && sc.SawData && r.ProducerEpoch >= o.Epoch:
+			sc.Closed = true
+			// The control record's key: version int16, type int16 (0 abort, 1 commit).
+			sc.Committed = len(r.Key) >= 4 && r.Key[3] == 1
+			return false
+		}
+		return true
+	})
+	sc.Complete = err == nil
+	out, why := DecideOutcome(sc)
+	if err != nil {
+		why += fmt.Sprintf(" (%s[%d] from %d to %d: %v)", data.Topic, data.Partition, f.Offset, e.Offset, err)
+	}
+	return out, why
+}
+
+// hangingScanTimeout bounds the reads that decide a hanging transaction's
+// outcome.
+const hangingScanTimeout = 30 * time.Second
+
+// readPartition calls fn for each record (control records included,
+// uncommitted data too) of tp from offset from until fn returns false or
+// the record before offset to was read.
+func (c *Consumer) readPartition(ctx context.Context, tp TopicPartition, from, to int64, fn func(*kgo.Record) bool) error {
+	if from >= to {
+		return nil
+	}
+	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, c.cfg.ClientOpts...),
+		kgo.SeedBrokers(c.cfg.Brokers...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{tp.Topic: {tp.Partition: kgo.NewOffset().At(from)}}),
+		kgo.FetchIsolationLevel(kgo.ReadUncommitted()),
+		kgo.KeepControlRecords(),
+	)...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	for {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var ferr error
+		fs.EachError(func(_ string, _ int32, err error) { ferr = err })
+		if ferr != nil {
+			return ferr
+		}
+		done := false
+		fs.EachRecord(func(r *kgo.Record) {
+			if done {
+				return
+			}
+			if !fn(r) || r.Offset >= to-1 {
+				done = true
+			}
+		})
+		if done {
+			return nil
+		}
+	}
 }

@@ -71,3 +71,27 @@ func TestDecideHanging(t *testing.T) {
 		})
 	}
 }
+
+func TestDecideOutcome(t *testing.T) {
+	cases := []struct {
+		name string
+		sc   DataScan
+		want TxnOutcome
+	}{
+		// Seen after a Kafka 4.4.0 restart: the coordinator completed the
+		// commit; the offsets partition missed its marker. Aborting it
+		// re-emitted committed outputs.
+		{"data committed", DataScan{SawData: true, Closed: true, Committed: true, Complete: true}, OutcomeCommit},
+		{"data aborted", DataScan{SawData: true, Closed: true, Complete: true}, OutcomeAbort},
+		{"data still open", DataScan{SawData: true, Complete: true}, OutcomeUnknown},
+		{"no data, partition read to its end", DataScan{Complete: true}, OutcomeAbort},
+		{"no data, read cut short", DataScan{}, OutcomeUnknown},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got, why := DecideOutcome(c.sc); got != c.want || why == "" {
+				t.Fatalf("DecideOutcome(%+v) = %v (%q), want %v", c.sc, got, why, c.want)
+			}
+		})
+	}
+}
