@@ -95,8 +95,8 @@ type Config struct {
 	HangingTxnAbortAfter time.Duration
 	// TxnDataPartition maps one of this worker's transactional ids to the
 	// partition every committed transaction of that id writes to (the
-	// snapshot partition): a hanging transaction's outcome is read there.
-	// Nil: hanging transactions are reported, never ended.
+	// snapshot partition); only hanging transactions of ids it knows are
+	// ended. Nil: hanging transactions are reported, never ended.
 	TxnDataPartition func(txnID string) (TopicPartition, bool)
 	// ClientOpts are extra kgo options (TLS, SASL, ...).
 	ClientOpts []kgo.Opt

@@ -25,10 +25,10 @@ import (
 // the offset commit of a transaction whose snapshots and outputs were
 // committed: the partition replays from an older offset and emits outputs
 // a read_committed consumer already saw (seen: 4–5 duplicates per broker
-// restart). The outcome is read from the partition every committed
-// transaction of that transactional id writes to (actorflow: its snapshot
-// partition, which carries each transaction's marker record): the first
-// control record of the producer after its data at that epoch (TxnOutcome).
+// restart). A transaction may also hang on its data partitions (its
+// snapshots and outputs: seen too, with no marker written anywhere). So
+// the markers are written to every partition where the transaction is still
+// open, with the outcome of the markers that did land (DecideOutcome).
 //
 // This file is the decision, free of I/O; hanging_kafka.go gathers the
 // facts and writes the marker.
@@ -112,8 +112,8 @@ func DecideHanging(open OpenTxn, co CoordinatorView) HangingVerdict {
 	}
 }
 
-// DataScan is what a scan of the transaction's data partition found, from
-// before the hanging record's time to the partition's end.
+// DataScan is what a scan of one partition the transaction may have ended
+// on found, from before the hanging record's time to the partition's end.
 type DataScan struct {
 	// SawData: a data record of the producer id at the open epoch.
 	SawData bool
@@ -147,24 +147,40 @@ func (o TxnOutcome) String() string {
 	}
 }
 
-// DecideOutcome says which marker ends a hanging transaction on the offsets
-// partition, from a scan of the data partition that every committed
-// transaction of its transactional id writes to. A transaction with no data
-// there never committed (nothing commits without it), so it is aborted; one
-// whose data was closed gets the same marker; one whose data is still open
-// there is hanging on that partition too, and its outcome is not known.
-func DecideOutcome(sc DataScan) (TxnOutcome, string) {
+// DecideOutcome says which marker ends a hanging transaction on every
+// partition where it is still open, from scans of the partitions where it
+// may already have ended (the producer is there at the open epoch or a
+// later one, with no transaction open). What matters is atomicity: the
+// markers still missing must match the ones that landed, whatever the
+// coordinator's log says (Kafka 4.4.0 was seen completing commits whose
+// markers landed on some partitions or on none). If none landed, no
+// read_committed reader saw any of the transaction, and an abort is safe
+// (the partition replays its records). Unknown when a scan was cut short,
+// when the landed markers disagree, or when a partition shows the data but
+// no marker although its leader reported no open transaction.
+func DecideOutcome(scans []DataScan) (TxnOutcome, string) {
+	commits, aborts := 0, 0
+	for _, sc := range scans {
+		switch {
+		case !sc.Complete:
+			return OutcomeUnknown, "a partition of the transaction could not be read to its end"
+		case sc.SawData && !sc.Closed:
+			return OutcomeUnknown, "a partition shows the transaction's data without a marker but no open transaction"
+		case sc.Closed && sc.Committed:
+			commits++
+		case sc.Closed:
+			aborts++
+		}
+	}
 	switch {
-	case sc.SawData && sc.Closed && sc.Committed:
-		return OutcomeCommit, "its data partition committed it"
-	case sc.SawData && sc.Closed:
-		return OutcomeAbort, "its data partition aborted it"
-	case sc.SawData:
-		return OutcomeUnknown, "its data is still open on the data partition"
-	case !sc.Complete:
-		return OutcomeUnknown, "the data partition could not be read to its end"
+	case commits > 0 && aborts > 0:
+		return OutcomeUnknown, fmt.Sprintf("its markers disagree (%d commits, %d aborts)", commits, aborts)
+	case commits > 0:
+		return OutcomeCommit, fmt.Sprintf("%d of its partitions committed it", commits)
+	case aborts > 0:
+		return OutcomeAbort, fmt.Sprintf("%d of its partitions aborted it", aborts)
 	default:
-		return OutcomeAbort, "it wrote nothing to its data partition, so it never committed"
+		return OutcomeAbort, "no partition shows it ended: nothing of it was visible"
 	}
 }
 

@@ -58,23 +58,22 @@ func (c *Consumer) endHanging(ctx context.Context) (int, error) {
 			c.log.Info("open transaction on the offsets partition is not hanging", fields...)
 			continue
 		}
-		outcome, why := c.hangingOutcome(ctx, tp, o, views[o.ProducerID].TxnID)
-		fields = append(fields, zap.Stringer("outcome", outcome), zap.String("outcome_reason", why))
-		manual := fmt.Sprintf("kafka-transactions.sh --bootstrap-server <broker> abort --topic %s --partition %d --producer-id %d --producer-epoch %d --coordinator-epoch %d (abort only if the transaction did not commit; a commit needs WriteTxnMarkers with committed=true)",
-			tp.Topic, tp.Partition, o.ProducerID, o.Epoch, max(o.CoordinatorEpoch, 0))
+		outcome, open, why := c.hangingOutcome(ctx, tp, o, views[o.ProducerID].TxnID)
+		fields = append(fields, zap.Stringer("outcome", outcome), zap.String("outcome_reason", why),
+			zap.Any("open_on", open.Sorted()))
+		manual := fmt.Sprintf("for each partition in open_on: kafka-transactions.sh --bootstrap-server <broker> abort --topic <topic> --partition <partition> --producer-id %d --producer-epoch %d --coordinator-epoch <its coordinator epoch> (an abort is right only if no partition of the transaction committed it)",
+			o.ProducerID, o.Epoch)
 		if outcome == OutcomeUnknown {
 			c.log.Error("a hanging transaction blocks the group's committed offsets and its outcome is not known; end it by hand",
 				append(fields, zap.String("command", manual))...)
 			continue
 		}
-		s := kadm.TopicsSet{}
-		s.Add(tp.Topic, tp.Partition)
 		rs, err := c.adm.WriteTxnMarkers(ctx, kadm.TxnMarkers{ProducerID: o.ProducerID, ProducerEpoch: o.Epoch,
-			Commit: outcome == OutcomeCommit, CoordinatorEpoch: max(o.CoordinatorEpoch, 0), Topics: s})
+			Commit: outcome == OutcomeCommit, CoordinatorEpoch: max(o.CoordinatorEpoch, 0), Topics: open})
 		if err == nil {
 			rs.EachPartition(func(p kadm.TxnMarkersPartitionResponse) {
 				if err == nil && p.Err != nil {
-					err = p.Err
+					err = fmt.Errorf("%s[%d]: %w", p.Topic, p.Partition, p.Err)
 				}
 			})
 		}
@@ -141,17 +140,20 @@ func (c *Consumer) coordinatorView(ctx context.Context, pid int64, tp TopicParti
 		State: d.State, HasPartition: has}
 }
 
-// hangingOutcome reads the outcome of a hanging transaction from its data
-// partition (Config.TxnDataPartition): the scan starts a minute before the
-// hanging record's time (client and broker clocks differ) and reads, with
-// control records and uncommitted data, to the partition's end.
-func (c *Consumer) hangingOutcome(ctx context.Context, offsets TopicPartition, o OpenTxn, txnID string) (TxnOutcome, string) {
+// hangingOutcome finds where a hanging transaction is still open (every
+// partition of the cluster, DescribeProducers) and decides the outcome of
+// its missing markers from the partitions where it may have ended: each is
+// scanned, with control records and uncommitted data, from a minute before
+// the hanging record's time (client and broker clocks differ) to its end.
+// Only this worker's transactional ids (Config.TxnDataPartition) are ended.
+func (c *Consumer) hangingOutcome(ctx context.Context, offsets TopicPartition, o OpenTxn, txnID string) (TxnOutcome, kadm.TopicsSet, string) {
+	open := kadm.TopicsSet{}
+	open.Add(offsets.Topic, offsets.Partition)
 	if c.cfg.TxnDataPartition == nil || txnID == "" {
-		return OutcomeUnknown, "not a transactional id of this worker"
+		return OutcomeUnknown, open, "not a transactional id of this worker"
 	}
-	data, ok := c.cfg.TxnDataPartition(txnID)
-	if !ok {
-		return OutcomeUnknown, fmt.Sprintf("transactional id %q is not one of this worker's", txnID)
+	if _, ok := c.cfg.TxnDataPartition(txnID); !ok {
+		return OutcomeUnknown, open, fmt.Sprintf("transactional id %q is not one of this worker's", txnID)
 	}
 	sctx, cancel := context.WithTimeout(ctx, hangingScanTimeout)
 	defer cancel()
@@ -160,23 +162,51 @@ func (c *Consumer) hangingOutcome(ctx context.Context, offsets TopicPartition, o
 		at = r.Timestamp
 		return false
 	}); err != nil || at.IsZero() {
-		return OutcomeUnknown, fmt.Sprintf("read the hanging record at %s[%d]@%d: %v", offsets.Topic, offsets.Partition, o.StartOffset, err)
+		return OutcomeUnknown, open, fmt.Sprintf("read the hanging record at %s[%d]@%d: %v", offsets.Topic, offsets.Partition, o.StartOffset, err)
 	}
-	from, err := c.adm.ListOffsetsAfterMilli(sctx, at.Add(-time.Minute).UnixMilli(), data.Topic)
+	dp, err := c.adm.DescribeProducers(sctx, nil)
 	if err != nil {
-		return OutcomeUnknown, fmt.Sprintf("list offsets of %s: %v", data.Topic, err)
+		return OutcomeUnknown, open, fmt.Sprintf("describe producers: %v", err)
 	}
-	ends, err := c.adm.ListEndOffsets(sctx, data.Topic)
+	var maybeEnded []TopicPartition
+	dp.EachPartition(func(p kadm.DescribedProducersPartition) {
+		for _, pr := range p.ActiveProducers {
+			switch {
+			case pr.ProducerID != o.ProducerID:
+			case pr.CurrentTxnStartOffset >= 0 && pr.ProducerEpoch == o.Epoch:
+				open.Add(p.Topic, p.Partition)
+			case pr.CurrentTxnStartOffset < 0 && pr.ProducerEpoch >= o.Epoch:
+				maybeEnded = append(maybeEnded, TopicPartition{p.Topic, p.Partition})
+			}
+		}
+	})
+	scans := make([]DataScan, 0, len(maybeEnded))
+	for _, q := range maybeEnded {
+		scans = append(scans, c.scanForMarker(sctx, q, o, at.Add(-time.Minute)))
+	}
+	out, why := DecideOutcome(scans)
+	return out, open, fmt.Sprintf("%s (%d partitions scanned)", why, len(maybeEnded))
+}
+
+// scanForMarker reads tp from the first record at or after since to its
+// end for the producer's data at the open epoch and the control record
+// after it.
+func (c *Consumer) scanForMarker(ctx context.Context, tp TopicPartition, o OpenTxn, since time.Time) DataScan {
+	from, err := c.adm.ListOffsetsAfterMilli(ctx, since.UnixMilli(), tp.Topic)
 	if err != nil {
-		return OutcomeUnknown, fmt.Sprintf("list end offsets of %s: %v", data.Topic, err)
+		return DataScan{}
 	}
-	f, ok1 := from.Lookup(data.Topic, data.Partition)
-	e, ok2 := ends.Lookup(data.Topic, data.Partition)
+	ends, err := c.adm.ListEndOffsets(ctx, tp.Topic)
+	if err != nil {
+		return DataScan{}
+	}
+	f, ok1 := from.Lookup(tp.Topic, tp.Partition)
+	e, ok2 := ends.Lookup(tp.Topic, tp.Partition)
 	if !ok1 || !ok2 || f.Err != nil || e.Err != nil {
-		return OutcomeUnknown, fmt.Sprintf("offsets of %s[%d]: %v %v", data.Topic, data.Partition, f.Err, e.Err)
+		return DataScan{}
 	}
 	var sc DataScan
-	err = c.readPartition(sctx, data, f.Offset, e.Offset, func(r *kgo.Record) bool {
+	err = c.readPartition(ctx, tp, f.Offset, e.Offset, func(r *kgo.Record) bool {
 		if r.ProducerID != o.ProducerID {
 			return true
 		}
@@ -192,11 +222,7 @@ func (c *Consumer) hangingOutcome(ctx context.Context, offsets TopicPartition, o
 		return true
 	})
 	sc.Complete = err == nil
-	out, why := DecideOutcome(sc)
-	if err != nil {
-		why += fmt.Sprintf(" (%s[%d] from %d to %d: %v)", data.Topic, data.Partition, f.Offset, e.Offset, err)
-	}
-	return out, why
+	return sc
 }
 
 // hangingScanTimeout bounds the reads that decide a hanging transaction's

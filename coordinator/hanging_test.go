@@ -73,24 +73,30 @@ func TestDecideHanging(t *testing.T) {
 }
 
 func TestDecideOutcome(t *testing.T) {
+	committed := DataScan{SawData: true, Closed: true, Committed: true, Complete: true}
+	aborted := DataScan{SawData: true, Closed: true, Complete: true}
+	untouched := DataScan{Complete: true}
 	cases := []struct {
-		name string
-		sc   DataScan
-		want TxnOutcome
+		name  string
+		scans []DataScan
+		want  TxnOutcome
 	}{
 		// Seen after a Kafka 4.4.0 restart: the coordinator completed the
-		// commit; the offsets partition missed its marker. Aborting it
-		// re-emitted committed outputs.
-		{"data committed", DataScan{SawData: true, Closed: true, Committed: true, Complete: true}, OutcomeCommit},
-		{"data aborted", DataScan{SawData: true, Closed: true, Complete: true}, OutcomeAbort},
-		{"data still open", DataScan{SawData: true, Complete: true}, OutcomeUnknown},
-		{"no data, partition read to its end", DataScan{Complete: true}, OutcomeAbort},
-		{"no data, read cut short", DataScan{}, OutcomeUnknown},
+		// commit; the offsets partition missed its marker, the snapshot
+		// partition got it. Aborting re-emitted committed outputs.
+		{"landed commit", []DataScan{committed, untouched}, OutcomeCommit},
+		{"landed abort", []DataScan{aborted}, OutcomeAbort},
+		// Seen too: no marker anywhere; nothing was visible.
+		{"nothing landed", nil, OutcomeAbort},
+		{"only untouched partitions", []DataScan{untouched, untouched}, OutcomeAbort},
+		{"markers disagree", []DataScan{committed, aborted}, OutcomeUnknown},
+		{"a scan cut short", []DataScan{committed, {SawData: true}}, OutcomeUnknown},
+		{"data without marker or open transaction", []DataScan{{SawData: true, Complete: true}}, OutcomeUnknown},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if got, why := DecideOutcome(c.sc); got != c.want || why == "" {
-				t.Fatalf("DecideOutcome(%+v) = %v (%q), want %v", c.sc, got, why, c.want)
+			if got, why := DecideOutcome(c.scans); got != c.want || why == "" {
+				t.Fatalf("DecideOutcome(%+v) = %v (%q), want %v", c.scans, got, why, c.want)
 			}
 		})
 	}
