@@ -1,7 +1,9 @@
 package keyflow
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -45,7 +47,7 @@ type keyCore struct {
 	waitAcks bool
 	stash    []*Deliver
 
-	outputs map[int64]int // pending output acks by input offset (plain mode)
+	outputs *pendingOutputs // output acks pending (plain mode); nil: none
 	// outbox: outputs emitted in the transactional mode (Env.TxnOutputs)
 	// and not yet handed to a write; the next write carries them, with a
 	// snapshot covering the calls that emitted them.
@@ -131,7 +133,7 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 		} else {
 			a.ackOutput(m.offset)
 		}
-		if a.waitAcks && len(a.outputs) == 0 {
+		if a.waitAcks && !a.outputsPending() {
 			a.waitAcks = false
 			a.maybePersist(ctx)
 			stash := a.stash
@@ -151,7 +153,7 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 		a.maybePersist(ctx)
 		a.report(ctx)
 	case *Unload:
-		if a.dirty || a.persisting || len(a.outputs) > 0 || len(a.outbox) > 0 || a.failed != nil || a.waitAcks ||
+		if a.dirty || a.persisting || a.outputsPending() || len(a.outbox) > 0 || a.failed != nil || a.waitAcks ||
 			len(a.overdue) > 0 || a.timersDueWithin(max(a.cfg.maxIdle, minTimerUnloadHorizon)) {
 			ctx.Send(ctx.Parent(), &Busy{Key: a.key})
 			return
@@ -344,7 +346,7 @@ func (a *keyActor[S]) maybePersist(ctx actor.Context) {
 	if !(a.flushWaiting || len(a.outbox) > 0) || !(a.dirty || len(a.outbox) > 0) || a.persisting || a.failed != nil || a.waitAcks {
 		return
 	}
-	if len(a.outputs) > 0 {
+	if a.outputsPending() {
 		a.waitAcks = true
 		return
 	}
@@ -365,7 +367,7 @@ func (a *keyActor[S]) maybeFlushDone(ctx actor.Context) {
 	if !a.flushWaiting {
 		return
 	}
-	if a.failed == nil && (a.dirty || a.persisting || len(a.outputs) > 0 || len(a.outbox) > 0) {
+	if a.failed == nil && (a.dirty || a.persisting || a.outputsPending() || len(a.outbox) > 0) {
 		return
 	}
 	a.flushWaiting = false
@@ -376,7 +378,8 @@ func (a *keyActor[S]) maybeFlushDone(ctx actor.Context) {
 }
 
 // settled is the highest input offset through which every effect of the key
-// is persisted and every output acknowledged.
+// is persisted and every output acknowledged. O(1): it runs on every
+// delivery and every output ack.
 func (k *keyCore) settled() int64 {
 	hold := int64(-1)
 	consider := func(o int64) {
@@ -388,12 +391,15 @@ func (k *keyCore) settled() int64 {
 		consider(k.inflightFirst)
 	}
 	consider(k.firstDirty)
-	for o := range k.outputs {
-		consider(o)
+	if p := k.outputs; p != nil && len(p.runs) > 0 {
+		consider(p.runs[0].offset)
 	}
+	// Deliveries are stashed in offset order: the first non-empty one
+	// holds the lowest.
 	for _, d := range k.stash {
 		if len(d.Records) > 0 {
 			consider(d.Records[0].Offset)
+			break
 		}
 	}
 	if hold < 0 {
@@ -421,18 +427,74 @@ func (k *keyCore) fail(ctx actor.Context, err error) {
 	ctx.Send(ctx.Parent(), &KeyFailed{Key: k.key, Err: err})
 }
 
+// pendingOutputs counts the output acks a key waits for. Folds run in
+// offset order, so their outputs arrive at non-decreasing input offsets:
+// runs is ascending with its lowest pending offset first (what settled
+// reads), kept by appending; acks, in any order, find their run by binary
+// search. A run acked in the middle stays, at zero, until it reaches the
+// front.
+type pendingOutputs struct {
+	runs  []outRun // ascending by offset; runs[0].n > 0
+	timer int      // acks pending of outputs emitted by timers (offset -1)
+	total int
+}
+
+type outRun struct {
+	offset int64
+	n      int
+}
+
+func (p *pendingOutputs) find(offset int64) (int, bool) {
+	return slices.BinarySearchFunc(p.runs, offset, func(r outRun, o int64) int { return cmp.Compare(r.offset, o) })
+}
+
+func (k *keyCore) outputsPending() bool { return k.outputs != nil }
+
 func (k *keyCore) addOutput(offset int64) {
-	if k.outputs == nil {
-		k.outputs = map[int64]int{}
+	p := k.outputs
+	if p == nil {
+		p = &pendingOutputs{}
+		k.outputs = p
 	}
-	k.outputs[offset]++
+	p.total++
+	switch last := len(p.runs) - 1; {
+	case offset < 0:
+		p.timer++
+	case last < 0 || p.runs[last].offset < offset:
+		p.runs = append(p.runs, outRun{offset: offset, n: 1})
+	case p.runs[last].offset == offset:
+		p.runs[last].n++
+	default: // below the last run: not from a fold in order, kept correct anyway
+		if i, ok := p.find(offset); ok {
+			p.runs[i].n++
+		} else {
+			p.runs = slices.Insert(p.runs, i, outRun{offset: offset, n: 1})
+		}
+	}
 }
 
 func (k *keyCore) ackOutput(offset int64) {
-	if k.outputs[offset] <= 1 {
-		delete(k.outputs, offset)
+	p := k.outputs
+	if p == nil {
+		return
+	}
+	if offset < 0 {
+		if p.timer == 0 {
+			return
+		}
+		p.timer--
 	} else {
-		k.outputs[offset]--
+		i, ok := p.find(offset)
+		if !ok || p.runs[i].n == 0 {
+			return // nothing pending there
+		}
+		p.runs[i].n--
+		for len(p.runs) > 0 && p.runs[0].n == 0 {
+			p.runs = p.runs[1:]
+		}
+	}
+	if p.total--; p.total == 0 {
+		k.outputs = nil // an idle key keeps no bookkeeping
 	}
 }
 

@@ -140,3 +140,77 @@ func BenchmarkHeapPerKey(b *testing.B) {
 		})
 	}
 }
+
+// pendingSizes are the backlogs the pure-logic benchmarks run at: a busy
+// partition at 10k keys and at a million.
+var pendingSizes = []struct {
+	name string
+	n    int
+}{{"10k", 10_000}, {"1M", 1_000_000}}
+
+// BenchmarkGroupCommit measures one transaction's decision (Next + Complete)
+// with n writes queued behind it, in steady state: each op adds a cap's worth
+// of writes and takes one flight, so the backlog stays at n. It must cost
+// O(cap), not O(backlog). At 1M the first ops also pay the queue's one-time
+// growth past the prefill (copying the backlog), which a short run does not
+// amortize: -benchtime 100000x shows the steady state.
+//
+//	go test ./partitionflow -run '^$' -bench GroupCommit -benchmem
+func BenchmarkGroupCommit(b *testing.B) {
+	noop := func(error) {}
+	w := partitionflow.Write{Snapshot: snapshotstore.Snapshot{Key: "key", Value: make([]byte, 64)}, Done: noop}
+	for _, size := range pendingSizes {
+		b.Run("pending="+size.name, func(b *testing.B) {
+			max := partitionflow.DefaultMaxWritesPerTransaction
+			g := partitionflow.NewGroupCommit(max, 0)
+			for range size.n {
+				g.Add(w)
+			}
+			b.ResetTimer()
+			for range b.N {
+				for range max {
+					g.Add(w)
+				}
+				f, ok := g.Next()
+				if !ok || len(f.Batch.Writes) != max {
+					b.Fatalf("Next() = %v with %d writes, want a flight of %d", ok, len(f.Batch.Writes), max)
+				}
+				g.Complete(f, nil)
+			}
+			b.StopTimer()
+			if p := g.Pending(); p != size.n {
+				b.Fatalf("Pending() = %d, want the steady backlog %d", p, size.n)
+			}
+		})
+	}
+}
+
+// BenchmarkOffsetTracker measures one key's settle-and-redispatch cycle
+// followed by Committable, with n keys holding: the key holding the lowest
+// offset settles (so the minimum moves every op) and is dispatched again
+// above everything. It must cost O(log n), not O(n).
+//
+//	go test ./partitionflow -run '^$' -bench OffsetTracker -benchmem
+func BenchmarkOffsetTracker(b *testing.B) {
+	for _, size := range pendingSizes {
+		b.Run("holds="+size.name, func(b *testing.B) {
+			keys := make([]string, size.n)
+			tr := partitionflow.NewOffsetTracker(0)
+			for i := range keys {
+				keys[i] = "key-" + strconv.Itoa(i)
+				tr.Dispatched(keys[i], int64(i), int64(i))
+			}
+			next := int64(size.n)
+			b.ResetTimer()
+			for i := range b.N {
+				k := keys[i%size.n]
+				tr.Settled(k, next-int64(size.n))
+				tr.Dispatched(k, next, next)
+				next++
+				if got, want := tr.Committable(), next-int64(size.n); got != want {
+					b.Fatalf("Committable() = %d, want %d", got, want)
+				}
+			}
+		})
+	}
+}

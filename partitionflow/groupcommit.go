@@ -22,8 +22,12 @@ const DefaultMaxWritesPerTransaction = 256
 // in order while the total stays within the cap, and always at least the
 // first: a write carrying more outputs than the cap goes alone.
 type GroupCommit struct {
-	max           int
+	max int
+	// queue[head:] are the queued writes. Next advances head instead of
+	// re-copying the rest (that copy made each transaction O(backlog));
+	// compact reclaims the consumed prefix.
 	queue         []Write
+	head          int
 	offset        int64 // the offset every transaction commits
 	committed     int64 // the offset of the last successful transaction
 	offsetWaiters []func(error)
@@ -61,7 +65,29 @@ func NewGroupCommit(max int, seed int64) *GroupCommit {
 }
 
 // Add queues a write.
-func (g *GroupCommit) Add(w Write) { g.queue = append(g.queue, w) }
+func (g *GroupCommit) Add(w Write) {
+	g.compact()
+	g.queue = append(g.queue, w)
+}
+
+// compact drops the consumed prefix once it is at least as long as the live
+// part, so each queued write is moved at most once more on average (O(1)
+// amortized). It moves the live part to the front of the same array, unless
+// that array is far larger than the backlog (a burst drained): then the live
+// part goes to a fresh array sized to it, releasing the large one.
+func (g *GroupCommit) compact() {
+	live := len(g.queue) - g.head
+	if g.head == 0 || g.head < live {
+		return
+	}
+	if c := cap(g.queue); c > 4*g.max && c > 4*live {
+		g.queue, g.head = append([]Write(nil), g.queue[g.head:]...), 0
+		return
+	}
+	n := copy(g.queue, g.queue[g.head:])
+	clear(g.queue[n:]) // the moved writes' old slots
+	g.queue, g.head = g.queue[:n], 0
+}
 
 // CommitOffset advances the offset to commit (never backwards) and forces a
 // transaction even with no writes; done (may be nil) gets its outcome.
@@ -75,7 +101,7 @@ func (g *GroupCommit) CommitOffset(offset int64, done func(error)) {
 }
 
 // Pending reports queued writes and offset waiters.
-func (g *GroupCommit) Pending() int { return len(g.queue) + len(g.offsetWaiters) }
+func (g *GroupCommit) Pending() int { return len(g.queue) - g.head + len(g.offsetWaiters) }
 
 // Next returns the next transaction, or false when one is in flight or
 // nothing is due: no queued write, and the offset neither advanced nor
@@ -84,12 +110,13 @@ func (g *GroupCommit) Next() (*Flight, bool) {
 	if g.inFlight {
 		return nil, false
 	}
-	if len(g.queue) == 0 && len(g.offsetWaiters) == 0 && g.offset == g.committed {
+	q := g.queue[g.head:]
+	if len(q) == 0 && len(g.offsetWaiters) == 0 && g.offset == g.committed {
 		return nil, false
 	}
 	n, records := 0, 0
-	for n < len(g.queue) && (n == 0 || records+g.queue[n].cost() <= g.max) {
-		records += g.queue[n].cost()
+	for n < len(q) && (n == 0 || records+q[n].cost() <= g.max) {
+		records += q[n].cost()
 		n++
 	}
 	f := &Flight{
@@ -98,12 +125,19 @@ func (g *GroupCommit) Next() (*Flight, bool) {
 	}
 	if n > 0 {
 		f.Batch.Writes = make([]snapshotstore.Snapshot, n)
-		for i, w := range g.queue[:n] {
+		if outputs := records - n; outputs > 0 {
+			f.Batch.Outputs = make([]*kgo.Record, 0, outputs)
+		}
+		for i, w := range q[:n] {
 			f.Batch.Writes[i] = w.Snapshot
 			f.Batch.Outputs = append(f.Batch.Outputs, w.Outputs...)
 			f.done = append(f.done, w.Done)
 		}
-		g.queue = append(g.queue[:0:0], g.queue[n:]...)
+		// Zero the taken slots: the flight owns them now, and a slot left
+		// set would pin its snapshot, outputs and waiter until compaction.
+		clear(q[:n])
+		g.head += n
+		g.compact()
 	}
 	f.done = append(f.done, g.offsetWaiters...)
 	g.offsetWaiters = nil
@@ -126,8 +160,8 @@ func (g *GroupCommit) Complete(f *Flight, err error) {
 
 // FailPending answers every queued write and offset waiter with err.
 func (g *GroupCommit) FailPending(err error) {
-	q, w := g.queue, g.offsetWaiters
-	g.queue, g.offsetWaiters = nil, nil
+	q, w := g.queue[g.head:], g.offsetWaiters
+	g.queue, g.head, g.offsetWaiters = nil, 0, nil
 	for _, x := range q {
 		x.Done(err)
 	}

@@ -3,7 +3,9 @@ package partitionflow_test
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"testing"
+	"weak"
 
 	"github.com/actorflow/actorflow/partitionflow"
 	"github.com/actorflow/actorflow/snapshotstore"
@@ -454,5 +456,139 @@ func TestGroupCommitCapCountsOutputs(t *testing.T) {
 	}
 	for _, k := range []string{"a", "b", "c", "d", "e"} {
 		c.answeredOnce(k, nil)
+	}
+}
+
+// A long random run of adds (with varied output counts), offset commits and
+// flights, the backlog growing and shrinking, so the queue's consumed prefix
+// is reclaimed many times, partly and fully: every flight must be exactly
+// what a plain FIFO model with the record cap takes, in order, and every
+// write answered once.
+func TestGroupCommitMatchesFIFOModelAcrossManyFlights(t *testing.T) {
+	const max = 8
+	var seed uint64 = 0x2545f4914f6cdd1d
+	rnd := func(n int) int {
+		seed ^= seed << 13
+		seed ^= seed >> 7
+		seed ^= seed << 17
+		return int(seed % uint64(n))
+	}
+	type qw struct {
+		key     string
+		outputs int
+	}
+	c := newGCRecorder(t, max, 0)
+	var model []qw
+	var inFlight *partitionflow.Flight
+	var want []qw // the writes of inFlight, per the model
+	added, flights := 0, 0
+	for step := 0; step < 20000; step++ {
+		// Phases of filling and draining, so the backlog swings from empty
+		// to a few hundred writes.
+		filling := (step/500)%2 == 0
+		switch op := rnd(10); {
+		case op < 6 && (filling || op < 2):
+			w := qw{key: fmt.Sprintf("k%05d", added), outputs: rnd(4)}
+			if rnd(20) == 0 {
+				w.outputs = max + 3 // larger than the cap: goes alone
+			}
+			added++
+			pw := partitionflow.Write{Snapshot: snapshotstore.Snapshot{Key: w.key}, Done: c.done(w.key)}
+			for i := range w.outputs {
+				pw.Outputs = append(pw.Outputs, &kgo.Record{Value: fmt.Appendf(nil, "%s/%d", w.key, i)})
+			}
+			c.g.Add(pw)
+			model = append(model, w)
+		case op == 6:
+			c.g.CommitOffset(int64(step), nil)
+		default:
+			if inFlight != nil {
+				c.g.Complete(inFlight, nil)
+				inFlight = nil
+				continue
+			}
+			f, ok := c.g.Next()
+			if len(model) == 0 {
+				if ok && len(f.Batch.Writes) != 0 {
+					t.Fatalf("step %d: flight with %d writes from an empty queue", step, len(f.Batch.Writes))
+				}
+				if ok {
+					inFlight = f
+				}
+				continue
+			}
+			if !ok {
+				t.Fatalf("step %d: Next() = false with %d writes queued and nothing in flight", step, len(model))
+			}
+			n, records := 0, 0
+			for n < len(model) && (n == 0 || records+1+model[n].outputs <= max) {
+				records += 1 + model[n].outputs
+				n++
+			}
+			want, model = model[:n], model[n:]
+			if len(f.Batch.Writes) != n {
+				t.Fatalf("step %d: flight of %d writes, want %d", step, len(f.Batch.Writes), n)
+			}
+			var outs []string
+			for i, w := range want {
+				if got := f.Batch.Writes[i].Key; got != w.key {
+					t.Fatalf("step %d: flight write %d is %s, want %s (queue order)", step, i, got, w.key)
+				}
+				for j := range w.outputs {
+					outs = append(outs, fmt.Sprintf("%s/%d", w.key, j))
+				}
+			}
+			var got []string
+			for _, o := range f.Batch.Outputs {
+				got = append(got, string(o.Value))
+			}
+			if fmt.Sprint(got) != fmt.Sprint(outs) {
+				t.Fatalf("step %d: flight outputs %v, want %v", step, got, outs)
+			}
+			flights++
+			inFlight = f
+		}
+		if p := c.g.Pending(); p != len(model) {
+			t.Fatalf("step %d: Pending() = %d, want %d", step, p, len(model))
+		}
+	}
+	if inFlight != nil {
+		c.g.Complete(inFlight, nil)
+	}
+	c.drain(nil)
+	for i := range added {
+		c.answeredOnce(fmt.Sprintf("k%05d", i), nil)
+	}
+	if flights < 1000 {
+		t.Fatalf("only %d flights: the run did not exercise the queue", flights)
+	}
+}
+
+// A write taken by a flight is no longer referenced by the queue once the
+// flight is done, even while the queue stays non-empty: a taken slot left
+// set would pin the write's snapshot and outputs (GBs at a deep backlog).
+func TestGroupCommitReleasesTakenWrites(t *testing.T) {
+	g := partitionflow.NewGroupCommit(1, 0)
+	rec := &kgo.Record{Value: make([]byte, 1<<20)}
+	taken := weak.Make(rec)
+	g.Add(partitionflow.Write{Outputs: []*kgo.Record{rec}, Done: func(error) {}})
+	rec = nil
+	// A backlog behind it that stays queued.
+	for range 10 {
+		g.Add(partitionflow.Write{Done: func(error) {}})
+	}
+	f, ok := g.Next()
+	if !ok || len(f.Batch.Outputs) != 1 {
+		t.Fatalf("Next() = %v with %d outputs, want the write with its output", ok, len(f.Batch.Outputs))
+	}
+	g.Complete(f, nil)
+	f = nil
+	runtime.GC()
+	runtime.GC()
+	if taken.Value() != nil {
+		t.Fatal("a committed write's output is still reachable from the GroupCommit")
+	}
+	if p := g.Pending(); p != 10 {
+		t.Fatalf("Pending() = %d, want the 10 queued behind", p)
 	}
 }

@@ -1,6 +1,7 @@
 package partitionflow_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/actorflow/actorflow/partitionflow"
@@ -237,5 +238,154 @@ func TestOffsetTrackerMatchesModelAndIsMonotonic(t *testing.T) {
 			}
 			prev = got
 		}
+	}
+}
+
+// scanTracker is the reference: the tracker's rules with Committable as a
+// scan over every hold (its implementation before the heap).
+type scanTracker struct {
+	holds               map[string][2]int64 // first, last
+	lastConsumed, floor int64
+}
+
+func (s *scanTracker) dispatched(key string, first, last int64) {
+	if h, ok := s.holds[key]; !ok {
+		s.holds[key] = [2]int64{first, last}
+	} else if last > h[1] {
+		s.holds[key] = [2]int64{h[0], last}
+	}
+	s.consumed(last)
+}
+
+func (s *scanTracker) consumed(o int64) { s.lastConsumed = max(s.lastConsumed, o) }
+
+func (s *scanTracker) settled(key string, through int64) {
+	h, ok := s.holds[key]
+	if !ok {
+		return
+	}
+	if through >= h[1] {
+		delete(s.holds, key)
+	} else if through+1 > h[0] {
+		s.holds[key] = [2]int64{through + 1, h[1]}
+	}
+}
+
+func (s *scanTracker) committable() int64 {
+	c := s.lastConsumed + 1
+	for _, h := range s.holds {
+		c = min(c, h[0])
+	}
+	s.floor = max(s.floor, c)
+	return s.floor
+}
+
+// Committable equals the scan over every hold under random operations that
+// stress the ordering of holds: many keys, settles in any order (full and
+// partial, of the minimum and of others), several keys holding the same
+// first offset, stale settles, re-dispatch of a holding key below or above
+// its hold, dispatch below the committable offset, and settles of keys that
+// hold nothing.
+func TestOffsetTrackerEqualsScanOfHolds(t *testing.T) {
+	var seed uint64 = 0xdeadbeefcafef00d
+	rnd := func(n int) int {
+		seed ^= seed << 13
+		seed ^= seed >> 7
+		seed ^= seed << 17
+		return int(seed % uint64(n))
+	}
+	for round := range 50 {
+		keys := 1 + rnd(200)
+		assigned := int64(rnd(100))
+		tr := partitionflow.NewOffsetTracker(assigned)
+		ref := &scanTracker{holds: map[string][2]int64{}, lastConsumed: assigned - 1, floor: assigned}
+		for step := range 2000 {
+			k := fmt.Sprintf("k%d", rnd(keys))
+			// Offsets around the assigned one, so holds collide and some
+			// fall below the committable offset.
+			a, b := assigned+int64(rnd(400)), assigned+int64(rnd(400))
+			first, last := min(a, b), max(a, b)
+			switch rnd(5) {
+			case 0, 1:
+				tr.Dispatched(k, first, last)
+				ref.dispatched(k, first, last)
+			case 2:
+				tr.Consumed(last)
+				ref.consumed(last)
+			default:
+				tr.Settled(k, last) // of a key holding or not, any offset
+				ref.settled(k, last)
+			}
+			if got, want := tr.Committable(), ref.committable(); got != want {
+				t.Fatalf("round %d step %d: Committable() = %d, want %d (the scan over holds)", round, step, got, want)
+			}
+			if _, held := ref.holds[k]; tr.Holding(k) != held {
+				t.Fatalf("round %d step %d: Holding(%s) = %v, want %v", round, step, k, !held, held)
+			}
+		}
+	}
+}
+
+// Keys holding the same first offset: the offset stays held until the last
+// of them settles it.
+func TestOffsetTrackerSameFirstOffsetHeldUntilEveryKeySettles(t *testing.T) {
+	tr := partitionflow.NewOffsetTracker(0)
+	tr.Dispatched("a", 5, 6)
+	tr.Dispatched("b", 5, 8)
+	tr.Dispatched("c", 5, 5)
+	tr.Consumed(9)
+	if got := tr.Committable(); got != 5 {
+		t.Fatalf("Committable() = %d, want 5 (three keys hold it)", got)
+	}
+	tr.Settled("b", 8)
+	if got := tr.Committable(); got != 5 {
+		t.Fatalf("after b settles: Committable() = %d, want 5 (a and c hold it)", got)
+	}
+	tr.Settled("c", 5)
+	if got := tr.Committable(); got != 5 {
+		t.Fatalf("after c settles: Committable() = %d, want 5 (a holds it)", got)
+	}
+	tr.Settled("a", 5) // partial: a holds 6
+	if got := tr.Committable(); got != 6 {
+		t.Fatalf("after a settles through 5: Committable() = %d, want 6", got)
+	}
+	tr.Settled("a", 6)
+	if got := tr.Committable(); got != 10 {
+		t.Fatalf("after a settles: Committable() = %d, want 10 (last consumed 9 + 1)", got)
+	}
+}
+
+// Releasing holds that are not the minimum, in any order, leaves the minimum
+// in place; releasing a key that holds nothing changes nothing.
+func TestOffsetTrackerReleaseOutOfOrderAndUnknown(t *testing.T) {
+	tr := partitionflow.NewOffsetTracker(0)
+	for i := range 10 {
+		tr.Dispatched(fmt.Sprintf("k%d", i), int64(i*10), int64(i*10+5))
+	}
+	// Release from the middle and the top, never k0.
+	for _, i := range []int{5, 9, 1, 7, 3, 8, 2, 6, 4} {
+		tr.Settled(fmt.Sprintf("k%d", i), int64(i*10+5))
+		if got := tr.Committable(); got != 0 {
+			t.Fatalf("after releasing k%d: Committable() = %d, want 0 (k0 holds it)", i, got)
+		}
+	}
+	tr.Settled("unknown", 1000)
+	tr.Settled("k5", 1000) // already released
+	if got := tr.Committable(); got != 0 {
+		t.Fatalf("after settling keys that hold nothing: Committable() = %d, want 0", got)
+	}
+	// The minimum's partial settle moves it above a later hold.
+	tr.Dispatched("late", 3, 3)
+	tr.Settled("k0", 4) // k0 holds 5, late holds 3
+	if got := tr.Committable(); got != 3 {
+		t.Fatalf("Committable() = %d, want 3 (late's hold is now the minimum)", got)
+	}
+	tr.Settled("late", 3)
+	if got := tr.Committable(); got != 5 {
+		t.Fatalf("Committable() = %d, want 5 (k0 settled through 4)", got)
+	}
+	tr.Settled("k0", 5)
+	if got := tr.Committable(); got != 96 {
+		t.Fatalf("Committable() = %d, want 96 (nothing holds; last consumed 95)", got)
 	}
 }
