@@ -82,12 +82,11 @@ type e2eRow struct {
 }
 
 func runE2E(ctx context.Context, brokers []string, c e2eConfig, log *zap.Logger) ([]e2eRow, error) {
-	admCl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	adm, err := newAdmin(brokers)
 	if err != nil {
 		return nil, err
 	}
-	defer admCl.Close()
-	adm := kadm.NewClient(admCl)
+	defer adm.Close()
 	stamp := strconv.FormatInt(time.Now().UnixNano(), 36)
 	var rows []e2eRow
 	for _, keys := range c.keys {
@@ -144,12 +143,7 @@ func runSystem(ctx context.Context, brokers []string, adm *kadm.Client, c e2eCon
 		}
 		topics = append(topics, out)
 	}
-	defer func() {
-		deleteTopics(adm, topics...)
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		_, _ = adm.DeleteGroup(dctx, group)
-	}()
+	defer func() { removeRun(ctx, adm, group, topics...) }()
 
 	self, err := os.Executable()
 	if err != nil {
@@ -377,6 +371,23 @@ func createTopicN(ctx context.Context, adm *kadm.Client, topic string, partition
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// newAdmin is an admin client of the cluster; Close closes its client.
+func newAdmin(brokers []string) (*kadm.Client, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return nil, err
+	}
+	return kadm.NewClient(cl), nil
+}
+
+// removeRun deletes a run's topics and group (best effort, even after ctx ended).
+func removeRun(ctx context.Context, adm *kadm.Client, group string, topics ...string) {
+	deleteTopics(adm, topics...)
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	_, _ = adm.DeleteGroup(dctx, group)
 }
 
 func deleteTopics(adm *kadm.Client, topics ...string) {

@@ -10,6 +10,12 @@
 //   - Experiment B: --keys-b keys (2000) with --size-b snapshots (10 KiB),
 //     flushed concurrently. Plain batched producer (the baseline), then
 //     transactions with caps 1, 16, 256 and uncapped (cap = --keys-b).
+//   - Experiment L (--experiment L, latency.go): output latency at steady
+//     input rates (--lat-rate, 2000 and 20000 events/s), input CreateTime →
+//     output visible read_committed, p50/p90/p99/max, for the franz-go
+//     GroupTransactSession reference, actorflow transactional and plain, in
+//     one run on fresh topics; a system's figures count only if every input
+//     had its output.
 //
 // Every transactional commit is a real one: snapshot records, the offset
 // marker and a TxnOffsetCommit carrying the group metadata of a live consumer
@@ -101,11 +107,19 @@ func main() {
 		e2eGOGC    = flag.String("e2e-gogc", "", "experiment E2E: GOGC of the children")
 		e2eMemLim  = flag.String("e2e-gomemlimit", "", "experiment E2E: GOMEMLIMIT of the children")
 		e2eMaxIdle = flag.Duration("e2e-max-idle", 0, "experiment E2E: keyflow.WithMaxIdle of the actorflow systems (0: keyflow's default)")
+		latRates   = flag.String("lat-rate", "2000,20000", "experiment L: comma-separated input rates, events/s (each a run of every system)")
+		latWindow  = flag.Duration("lat-duration", 40*time.Second, "experiment L: the measured window of each run")
+		latWarmup  = flag.Duration("lat-warmup", 20*time.Second, "experiment L: produced before the window, not measured")
+		latDrain   = flag.Duration("lat-drain", 2*time.Minute, "experiment L: how long to wait for the last outputs; what has none by then is missing")
+		latKeys    = flag.Int("lat-keys", 10000, "experiment L: accounts (keys)")
+		latParts   = flag.Int("lat-partitions", 8, "experiment L: partitions of every topic")
+		latSystems = flag.String("lat-systems", strings.Join(latAllSystems, ","), "experiment L: systems ("+strings.Join(latAllSystems, ", ")+")")
+		latPersist = flag.Duration("lat-persist", 0, "experiment L: persist and commit interval of the actorflow systems (0: actorflow's defaults, 5 s)")
 	)
 	flag.Parse()
 	exp := strings.ToUpper(*experiment)
-	if exp != "A" && exp != "B" && exp != "T" && exp != "E2E" && exp != "ALL" {
-		fatalf("--experiment must be A, B, T, E2E or all (A and B), not %q", *experiment)
+	if exp != "A" && exp != "B" && exp != "T" && exp != "E2E" && exp != "L" && exp != "ALL" {
+		fatalf("--experiment must be A, B, T, E2E, L or all (A and B), not %q", *experiment)
 	}
 	if *runs < 1 || *keysA < 1 || *keysB < 1 || *sizeB < 1 || *rf < 1 {
 		fatalf("--runs, --keys-a, --keys-b, --size-b and --rf must be positive")
@@ -136,22 +150,32 @@ func main() {
 	}
 
 	started := time.Now()
+	if exp == "L" {
+		c := latConfig{warmup: *latWarmup, window: *latWindow, drain: *latDrain, keys: *latKeys, partitions: *latParts,
+			persist: *latPersist, rf: int16(*rf)}
+		c.rates = positiveList("lat-rate", *latRates)
+		c.systems = systemList("lat-systems", *latSystems, latAllSystems)
+		if c.keys < 1 || c.partitions < 1 || c.window <= 0 || c.warmup < 0 {
+			fatalf("--lat-keys, --lat-partitions and --lat-duration must be positive, --lat-warmup not negative")
+		}
+		rows, err := runLatencyExperiment(ctx, seeds, c, log)
+		if err != nil {
+			fatalf("experiment L: %v", err)
+		}
+		if *asJSON {
+			printJSONLines(rows)
+			return
+		}
+		fmt.Printf("# %s; experiment L: output latency (input CreateTime -> output read read_committed), %d keys, %d partitions, %s after a %s warm-up, fresh topics per system; total %s\n",
+			target, c.keys, c.partitions, c.window, c.warmup, time.Since(started).Round(time.Second))
+		printLatency(os.Stdout, rows)
+		return
+	}
 	if exp == "E2E" {
 		c := e2eConfig{events: *e2eEvents, partitions: *e2eParts, rounds: *runs, persist: *e2ePersist,
 			timeout: *e2eTimeout, maxIdle: *e2eMaxIdle, rf: int16(*rf), verify: *e2eVerify, profileDir: *e2eProfile}
-		for _, k := range strings.Split(*e2eKeys, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(k))
-			if err != nil || n < 1 {
-				fatalf("--e2e-keys: %q is not a positive count", k)
-			}
-			c.keys = append(c.keys, n)
-		}
-		for _, sys := range strings.Split(*e2eSystems, ",") {
-			if sys = strings.TrimSpace(sys); !slices.Contains(allSystems, sys) {
-				fatalf("--e2e-systems: unknown system %q (want %v)", sys, allSystems)
-			}
-			c.systems = append(c.systems, sys)
-		}
+		c.keys = positiveList("e2e-keys", *e2eKeys)
+		c.systems = systemList("e2e-systems", *e2eSystems, allSystems)
 		if *e2eGOGC != "" {
 			c.childEnv = append(c.childEnv, "GOGC="+*e2eGOGC)
 		}
@@ -163,10 +187,7 @@ func main() {
 			fatalf("experiment E2E: %v", err)
 		}
 		if *asJSON {
-			enc := json.NewEncoder(os.Stdout)
-			for _, r := range rows {
-				_ = enc.Encode(r)
-			}
+			printJSONLines(rows)
 			return
 		}
 		fmt.Printf("# %s; experiment E2E: %d ledger events, %d partitions, persist/commit every %s, median of %d interleaved rounds [range]; children GOGC=%q GOMEMLIMIT=%q max-idle=%s; total %s\n",
@@ -204,10 +225,7 @@ func main() {
 			fatalf("experiment T: %v", err)
 		}
 		if *asJSON {
-			enc := json.NewEncoder(os.Stdout)
-			for _, r := range rows {
-				_ = enc.Encode(r)
-			}
+			printJSONLines(rows)
 			return
 		}
 		fmt.Printf("# %s; experiment T (transaction orderings on a bare kgo client), the run with the lowest median of %d (max and > 1 s: over all runs); total %s\n",
@@ -234,10 +252,7 @@ func main() {
 	e.close()
 
 	if *asJSON {
-		enc := json.NewEncoder(os.Stdout)
-		for _, r := range rows {
-			_ = enc.Encode(r)
-		}
+		printJSONLines(rows)
 		return
 	}
 	fmt.Printf("# %s; min of %d runs; total %s\n", target, *runs, time.Since(started).Round(time.Millisecond))
@@ -255,6 +270,39 @@ func printTable(w io.Writer, rows []row) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f\t%.2f\t%.2f\t%.1f\t%d\n", r.Experiment, r.Config, txns, r.MS, r.Ratio, r.MedianCommitMS, r.MaxCommitMS, r.CommitsOver1s)
 	}
 	_ = tw.Flush()
+}
+
+// printJSONLines prints one JSON object per row.
+func printJSONLines[R any](rows []R) {
+	enc := json.NewEncoder(os.Stdout)
+	for _, r := range rows {
+		_ = enc.Encode(r)
+	}
+}
+
+// positiveList parses flag --name's comma-separated positive integers, or exits.
+func positiveList(name, s string) []int {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			fatalf("--%s: %q is not a positive number", name, f)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// systemList parses flag --name's comma-separated systems, each one of all, or exits.
+func systemList(name, s string, all []string) []string {
+	var out []string
+	for _, sys := range strings.Split(s, ",") {
+		if sys = strings.TrimSpace(sys); !slices.Contains(all, sys) {
+			fatalf("--%s: unknown system %q (want %v)", name, sys, all)
+		}
+		out = append(out, sys)
+	}
+	return out
 }
 
 func splitBrokers(s string) []string {

@@ -1,0 +1,149 @@
+package latency
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/actorflow/actorflow/internal/ledger"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// DefaultDrain is Load.Drain's default.
+const DefaultDrain = 2 * time.Minute
+
+// Load is one measurement's input and output.
+type Load struct {
+	Brokers       []string
+	Input, Output string
+	Rate          int           // input events per second (> 0)
+	Accounts      int           // keys (> 0)
+	Warmup        time.Duration // produced, not measured
+	Window        time.Duration // produced and measured
+	// Drain bounds the wait for the last outputs after the input ends
+	// (default DefaultDrain); what has no output by then is Missing.
+	Drain time.Duration
+	// Opts are added to the load's producer and consumer clients.
+	Opts []kgo.Opt
+}
+
+// Run produces ledger events to l.Input at l.Rate for l.Warmup+l.Window
+// while an independent read_committed consumer reads l.Output from its
+// start, then waits (up to l.Drain) until every input has an output. The
+// pipe under test must already be consuming l.Input. Latency is from an
+// input's CreateTime (set by the bench at its produce call, this process's
+// clock) to its output's arrival at the consumer. It fails only when the
+// load cannot run (a client, a produce); outputs that do not come show as
+// Result.Missing.
+func Run(ctx context.Context, l Load) (*Result, error) {
+	if l.Rate <= 0 || l.Accounts <= 0 || l.Window <= 0 {
+		return nil, fmt.Errorf("latency load: rate %d, accounts %d, window %s: all must be positive", l.Rate, l.Accounts, l.Window)
+	}
+	if l.Drain <= 0 {
+		l.Drain = DefaultDrain
+	}
+	tr := NewTracker(l.Accounts)
+	cons, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(l.Brokers...), kgo.ConsumeTopics(l.Output),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// A short long-poll so an empty read_committed fetch (the LSO not
+		// yet past new records) is retried soon.
+		kgo.FetchMaxWait(50 * time.Millisecond)}, l.Opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("latency consumer: %w", err)
+	}
+	defer cons.Close()
+	cctx, ccancel := context.WithCancel(ctx)
+	defer ccancel()
+	cdone := make(chan struct{})
+	go func() {
+		defer close(cdone)
+		for cctx.Err() == nil {
+			fs := cons.PollFetches(cctx)
+			now := time.Now()
+			fs.EachRecord(func(r *kgo.Record) {
+				var o ledger.Output
+				if json.Unmarshal(r.Value, &o) != nil {
+					o = ledger.Output{} // counted as stray
+				}
+				tr.Output(o.Account, o.Seq, now)
+			})
+			tr.Notify()
+		}
+	}()
+
+	pcl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(l.Brokers...), kgo.DefaultProduceTopic(l.Input),
+		kgo.ProducerLinger(0)}, l.Opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("latency producer: %w", err)
+	}
+	defer pcl.Close()
+	var perr atomic.Pointer[error]
+	produced, err := produce(ctx, pcl, l, tr, func(_ *kgo.Record, err error) {
+		if err != nil {
+			perr.CompareAndSwap(nil, &err)
+		}
+	})
+	if err == nil {
+		err = pcl.Flush(ctx)
+	}
+	if e := perr.Load(); e != nil && err == nil {
+		err = *e
+	}
+	if err != nil {
+		return nil, fmt.Errorf("produce to %s: %w", l.Input, err)
+	}
+
+	drain := time.NewTimer(l.Drain)
+	defer drain.Stop()
+wait:
+	for !tr.Complete() {
+		select {
+		case <-tr.Changed():
+		case <-drain.C:
+			break wait // what has no output now is missing
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	ccancel()
+	<-cdone
+	r := tr.Result()
+	r.Achieved = float64(produced) / (l.Warmup + l.Window).Seconds()
+	return r, nil
+}
+
+// produce sends l.Rate events per second until warm-up and window have
+// passed, recording each in tr, and returns how many it sent.
+func produce(ctx context.Context, pcl *kgo.Client, l Load, tr *Tracker, promise func(*kgo.Record, error)) (int, error) {
+	gen := &ledger.Generator{Accounts: l.Accounts}
+	const tick = 5 * time.Millisecond
+	start := time.Now()
+	measureFrom, end := start.Add(l.Warmup), start.Add(l.Warmup+l.Window)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	produced := 0
+	for now := start; now.Before(end); {
+		// From the time elapsed, not the ticks: a slow tick (a busy
+		// machine drops them) does not lower the rate.
+		due := float64(l.Rate) * now.Sub(start).Seconds()
+		for float64(produced) < due {
+			rec := ledger.Record(l.Input, gen.Next())
+			rec.Timestamp = time.Now() // the CreateTime the latency starts from
+			tr.Sent(rec.Timestamp, !rec.Timestamp.Before(measureFrom))
+			pcl.Produce(ctx, rec, promise)
+			produced++
+		}
+		select {
+		case now = <-t.C:
+		case <-ctx.Done():
+			return produced, ctx.Err()
+		}
+	}
+	if produced == 0 {
+		return 0, errors.New("no input produced")
+	}
+	return produced, nil
+}

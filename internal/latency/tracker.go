@@ -1,0 +1,156 @@
+// Package latency measures output latency of a ledger pipe: ledger events
+// produced at a steady rate to an input topic, and an independent
+// read_committed consumer of the output topic that matches every output
+// (one ledger.Output per input event) to its input by content: the account
+// and its per-account sequence. Shared by `cmd/demo latency` and
+// cmd/bench's experiment L. It measures; it asserts nothing.
+package latency
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Tracker matches outputs to inputs. Inputs come from a ledger.Generator:
+// round-robin over accounts, so input n is account n%accounts with sequence
+// n/accounts+1, and an output (account, seq) names its input's index
+// without a map. Safe for concurrent use.
+type Tracker struct {
+	mu       sync.Mutex
+	accounts int
+	sent     []time.Time // produce time (the record's CreateTime) of input n
+	measured []bool      // input n was produced in the measured window
+	seen     []uint16    // outputs matched to input n
+	lats     []time.Duration
+	outputs  int
+	dups     int
+	stray    int
+	matched  int
+	changed  chan struct{}
+}
+
+// NewTracker tracks the inputs of a generator over accounts (> 0).
+func NewTracker(accounts int) *Tracker {
+	return &Tracker{accounts: accounts, changed: make(chan struct{}, 1)}
+}
+
+// Sent records the next input's produce time; measure says whether its
+// output's latency counts (it was produced after the warm-up).
+func (t *Tracker) Sent(at time.Time, measure bool) {
+	t.mu.Lock()
+	t.sent = append(t.sent, at)
+	t.measured = append(t.measured, measure)
+	t.seen = append(t.seen, 0)
+	t.mu.Unlock()
+}
+
+// Output records an output of account and seq seen at. The first output of
+// an input counts; a later one is a duplicate; one that names no input
+// produced so far (an unknown account, a sequence not sent) is stray.
+func (t *Tracker) Output(account string, seq int64, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.outputs++
+	n, ok := t.index(account, seq)
+	switch {
+	case !ok || n >= len(t.sent):
+		t.stray++
+	case t.seen[n] > 0:
+		t.dups++
+		t.seen[n]++
+	default:
+		t.seen[n] = 1
+		t.matched++
+		if t.measured[n] {
+			t.lats = append(t.lats, at.Sub(t.sent[n]))
+		}
+	}
+}
+
+// Notify wakes Changed's waiter (non-blocking): call it after a batch of
+// Output calls.
+func (t *Tracker) Notify() {
+	select {
+	case t.changed <- struct{}{}:
+	default:
+	}
+}
+
+// Changed receives after Notify.
+func (t *Tracker) Changed() <-chan struct{} { return t.changed }
+
+// Complete reports whether every input sent so far has an output.
+func (t *Tracker) Complete() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.matched == len(t.sent)
+}
+
+// index is input n of ledger.AccountKey(i) with seq.
+func (t *Tracker) index(account string, seq int64) (int, bool) {
+	s, ok := strings.CutPrefix(account, "acct-")
+	if !ok {
+		return 0, false
+	}
+	i, err := strconv.Atoi(s)
+	if err != nil || i < 0 || i >= t.accounts || seq < 1 {
+		return 0, false
+	}
+	return int(seq-1)*t.accounts + i, true
+}
+
+// Result is one measurement. Latencies are over the measured window's
+// inputs; the counts are over every input (the warm-up's too).
+type Result struct {
+	Produced   int           // inputs produced
+	Measured   int           // the window's inputs whose output was seen (the latency sample)
+	Missing    int           // inputs without an output
+	Duplicates int           // outputs beyond the first of their input
+	Stray      int           // outputs that name no input produced
+	Outputs    int           // outputs read
+	Achieved   float64       // inputs produced per second, over warm-up and window
+	P50, P90   time.Duration // input CreateTime → output read read_committed
+	P99, Max   time.Duration
+}
+
+// Complete reports whether every input had an output and no output was
+// stray: only then does a latency figure count.
+func (r *Result) Complete() bool { return r.Missing == 0 && r.Stray == 0 }
+
+// Result sums up what was tracked.
+func (t *Tracker) Result() *Result {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	lats := slices.Clone(t.lats)
+	slices.Sort(lats)
+	r := &Result{Produced: len(t.sent), Measured: len(lats), Missing: len(t.sent) - t.matched,
+		Duplicates: t.dups, Stray: t.stray, Outputs: t.outputs,
+		P50: Percentile(lats, 0.50), P90: Percentile(lats, 0.90), P99: Percentile(lats, 0.99)}
+	if len(lats) > 0 {
+		r.Max = lats[len(lats)-1]
+	}
+	return r
+}
+
+// Percentile is the p-quantile (0 ≤ p ≤ 1) of sorted by the nearest-rank
+// method: the smallest value with at least p of the sample at or below it;
+// 0 for an empty sample.
+func Percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := int(p*float64(len(sorted))+0.999999999) - 1 // ceil(p·n) − 1
+	return sorted[min(max(rank, 0), len(sorted)-1)]
+}
+
+func (r *Result) String() string {
+	return fmt.Sprintf("%d inputs (%.0f/s), %d outputs: %d missing, %d duplicates, %d stray; latency over %d: p50 %s p90 %s p99 %s max %s",
+		r.Produced, r.Achieved, r.Outputs, r.Missing, r.Duplicates, r.Stray, r.Measured, MS(r.P50), MS(r.P90), MS(r.P99), MS(r.Max))
+}
+
+// MS formats d in milliseconds with one decimal.
+func MS(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }

@@ -1,0 +1,62 @@
+package latency
+
+import (
+	"testing"
+	"time"
+)
+
+// Outputs are matched to inputs by (account, seq): the first output of an
+// input counts, a second is a duplicate, one naming no input sent is stray,
+// an input without output is missing, and only the window's inputs give a
+// latency.
+func TestTrackerMatchesOutputsToInputs(t *testing.T) {
+	tr := NewTracker(2) // inputs: 0 acct-0/1, 1 acct-1/1, 2 acct-0/2, 3 acct-1/2
+	t0 := time.Unix(100, 0)
+	tr.Sent(t0, false) // warm-up
+	tr.Sent(t0.Add(1*time.Millisecond), true)
+	tr.Sent(t0.Add(2*time.Millisecond), true)
+	tr.Sent(t0.Add(3*time.Millisecond), true)
+
+	tr.Output("acct-0", 1, t0.Add(50*time.Millisecond)) // warm-up input: matched, not measured
+	tr.Output("acct-1", 1, t0.Add(11*time.Millisecond)) // 10 ms
+	tr.Output("acct-0", 2, t0.Add(32*time.Millisecond)) // 30 ms
+	tr.Output("acct-0", 2, t0.Add(40*time.Millisecond)) // duplicate
+	tr.Output("acct-0", 3, t0.Add(40*time.Millisecond)) // not sent: stray
+	tr.Output("acct-7", 1, t0.Add(40*time.Millisecond)) // unknown account: stray
+	tr.Output("", 0, t0.Add(40*time.Millisecond))       // undecodable: stray
+	if tr.Complete() {
+		t.Fatal("complete with acct-1/2 missing")
+	}
+	r := tr.Result()
+	if r.Produced != 4 || r.Outputs != 7 || r.Missing != 1 || r.Duplicates != 1 || r.Stray != 3 || r.Measured != 2 {
+		t.Fatalf("%+v: want 4 produced, 7 outputs, 1 missing, 1 duplicate, 3 stray, 2 measured", r)
+	}
+	if r.P50 != 10*time.Millisecond || r.Max != 30*time.Millisecond || r.Complete() {
+		t.Fatalf("p50 %s max %s complete %v: want 10 ms, 30 ms, incomplete", r.P50, r.Max, r.Complete())
+	}
+	tr.Output("acct-1", 2, t0.Add(4*time.Millisecond))
+	if !tr.Complete() || tr.Result().Missing != 0 {
+		t.Fatalf("not complete after the last output: %+v", tr.Result())
+	}
+}
+
+func TestPercentileIsNearestRank(t *testing.T) {
+	var s []time.Duration
+	for i := 1; i <= 100; i++ {
+		s = append(s, time.Duration(i))
+	}
+	for _, c := range []struct {
+		p    float64
+		want time.Duration
+	}{{0.5, 50}, {0.9, 90}, {0.99, 99}, {1, 100}, {0, 1}} {
+		if got := Percentile(s, c.p); got != c.want {
+			t.Errorf("p%v of 1..100 = %d, want %d", c.p*100, got, c.want)
+		}
+	}
+	if got := Percentile(s[:1], 0.99); got != 1 {
+		t.Errorf("p99 of one = %d, want 1", got)
+	}
+	if Percentile(nil, 0.5) != 0 {
+		t.Error("percentile of nothing is not 0")
+	}
+}
