@@ -38,7 +38,7 @@ type State struct {
 func Fold(_ *keyflow.Context, s *State, rec *kgo.Record) (*State, error) {
 	var ev Event
 	if err := json.Unmarshal(rec.Value, &ev); err != nil {
-		return nil, fmt.Errorf("decode ledger event: %w", err)
+		return nil, fmt.Errorf("decode ledger event: %w: %w", keyflow.ErrUndecodable, err)
 	}
 	if s == nil {
 		s = &State{}
