@@ -183,6 +183,9 @@ func checkDeadLetter(t *testing.T, dl, src *kgo.Record, offset int64, bad BadInp
 // its partition at the first bad record.
 func DeadLetterTopicChecked(t *testing.T, brokers []string) {
 	input, snaps, group := Topics(t, brokers, 1)
+	// A produce waits until the broker's metadata knows the new topics,
+	// which a real broker's ListTopics may not yet right after the create.
+	testkit.ProduceLedger(t, brokers, input, &ledger.Generator{Accounts: 1}, 1, ledger.Expected{})
 	w := StartWorker(t, deadLetterFlow(BadNilKey), brokers, group, input, snaps, snapshotstore.Transactional)
 	err := w.Wait(t, time.Minute)
 	if !errors.Is(err, snapshotstore.ErrTopicSetup) || !strings.Contains(err.Error(), keyflow.DefaultDeadLetterTopic(input)) {
