@@ -109,6 +109,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		if err == nil {
 			err = w.ensureOutput(tctx, admin)
 		}
+		if err == nil {
+			err = w.ensureDeadLetter(tctx, admin)
+		}
 		cancel()
 	}
 	admin.Close()
@@ -136,6 +139,17 @@ func (w *Worker) Run(ctx context.Context) error {
 		defer k.Close()
 		store = k
 	}
+	var deadLetters *kgo.Client
+	if w.cfg.mode == snapshotstore.Plain && w.flow.DeadLetterTopic(w.cfg.input) != "" {
+		// The plain mode's dead letters go through a producer of the worker
+		// (kgo's defaults: idempotent, acks=all); a key holds the record's
+		// offset until its dead letter is acknowledged (at-least-once).
+		deadLetters, err = kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(w.cfg.brokers...)}, w.cfg.clientOpts...)...)
+		if err != nil {
+			return fmt.Errorf("actorflow: dead-letter producer: %w", err)
+		}
+		defer deadLetters.Close() // after the supervisor's shutdown (deferred later)
+	}
 	w.sys = actors.NewSystem(log)
 	cons := (*coordinator.Consumer)(nil)
 	sup, err := actors.NewSupervisor(w.sys, actors.SupervisorConfig{
@@ -148,6 +162,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			PersistEvery:            w.cfg.persistEvery,
 			CommitOffsetsInterval:   w.cfg.commitEvery,
 			MaxWritesPerTransaction: w.cfg.maxWrites,
+			DeadLetters:             deadLetters,
 			Logger:                  log,
 		},
 		OnFailure: func(tp coordinator.TopicPartition, err error) {
@@ -219,6 +234,30 @@ func (w *Worker) ensureOutput(ctx context.Context, admin *kgo.Client) error {
 		return err
 	}
 	return snapshotstore.EnsureOutputTopic(ctx, cl, topic, parts, w.cfg.topics)
+}
+
+// ensureDeadLetter checks the flow's dead-letter topic at start (and
+// creates it under WithCreateTopics, as many partitions as the input) when
+// a policy of the flow is keyflow.DeadLetter: in both modes the worker's
+// clients write to it (the transactional producers, or the plain mode's
+// dead-letter producer).
+func (w *Worker) ensureDeadLetter(ctx context.Context, admin *kgo.Client) error {
+	topic := w.flow.DeadLetterTopic(w.cfg.input)
+	if topic == "" {
+		return nil
+	}
+	if topic == w.cfg.snapshot || topic == w.cfg.input {
+		return fmt.Errorf("%w: dead-letter topic %q is the flow's input or snapshot topic", snapshotstore.ErrTopicSetup, topic)
+	}
+	parts, err := snapshotstore.TopicPartitions(ctx, admin, w.cfg.input)
+	if err != nil {
+		return err
+	}
+	if err := snapshotstore.EnsureOutputTopic(ctx, admin, topic, parts, w.cfg.topics); err != nil {
+		return fmt.Errorf("dead-letter topic (keyflow.WithDeadLetterTopic): %w", err)
+	}
+	w.cfg.log.Info("dead-letter topic checked", zap.String("topic", topic))
+	return nil
 }
 
 // waitBrokers retries reaching the cluster within the start timeout and

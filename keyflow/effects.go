@@ -86,7 +86,7 @@ func (a *keyActor[S]) keep(s snapshotstore.Snapshot) {
 // beginCall prepares a call: under Skip it makes sure the undo encoding is
 // current, which costs one Codec.Encode per call after a successful one.
 func (a *keyActor[S]) beginCall() error {
-	if a.cfg.foldPolicy != Skip || a.undo.valid {
+	if !a.cfg.mayRestore() || a.undo.valid {
 		return nil
 	}
 	if a.state == nil {
@@ -112,7 +112,7 @@ func (a *keyActor[S]) endCall(ns *S, err error) error {
 		return nil
 	}
 	dropped := a.discardEffects()
-	if a.cfg.foldPolicy != Skip {
+	if !a.cfg.policyFor(err).restores() {
 		a.undo.valid = false // the call may have mutated the state (the key fails)
 		return err
 	}
@@ -129,14 +129,58 @@ func (a *keyActor[S]) endCall(ns *S, err error) error {
 	return err
 }
 
-// callFailed skips a failed call under Skip, or fails the key. err names
-// the call's position.
+// callFailed skips a failed call under Skip (and DeadLetter: a timer or a
+// load hook has no record to dead-letter), or fails the key. err names the
+// call's position.
 func (a *keyActor[S]) callFailed(ctx actor.Context, err error, what string) {
 	var ue *undoError
-	if a.cfg.foldPolicy != Skip || errors.As(err, &ue) {
+	pol := a.cfg.policyFor(err)
+	if !pol.restores() || errors.As(err, &ue) {
 		a.fail(ctx, err)
 		return
 	}
 	a.skipped++
-	a.env.Logger.Warn(what+" failed; skipped with no effect (policy skip)", zap.Error(err), zap.Int("outputs_dropped", a.droppedOutputs))
+	a.env.Logger.Warn(what+" failed; skipped with no effect (policy "+pol.String()+")", zap.Error(err), zap.Int("outputs_dropped", a.droppedOutputs))
+}
+
+// recordFailed handles a failed fold of rec: dead-lettered under
+// DeadLetter, else as callFailed.
+func (a *keyActor[S]) recordFailed(ctx actor.Context, rec *kgo.Record, err error) {
+	var ue *undoError
+	if a.cfg.policyFor(err) != DeadLetter || errors.As(err, &ue) {
+		a.callFailed(ctx, err, "fold")
+		return
+	}
+	kind := KindFoldError
+	if errors.Is(err, ErrUndecodable) {
+		kind = KindUndecodable
+	}
+	a.env.Logger.Warn("fold failed; record sent to the dead-letter topic with no other effect (policy dead-letter)",
+		zap.Error(err), zap.Int("outputs_dropped", a.droppedOutputs))
+	a.deadLetter(ctx, rec, kind, err)
+}
+
+// deadLetter writes rec's dead letter and marks rec handled: the key's
+// next snapshot covers its offset, so a replay neither folds nor
+// dead-letters it again, and the key holds the offset until that snapshot
+// (transactional mode: with the dead letter in its transaction) or the
+// dead letter's acknowledgement (plain mode) is persisted.
+func (k *keyCore) deadLetter(ctx actor.Context, rec *kgo.Record, kind DeadLetterKind, err error) {
+	dl := DeadLetterRecord(k.cfg.deadLetterTopic(k.env.Topic), rec, kind, err, time.Now())
+	k.deadLettered++
+	if k.env.TxnOutputs {
+		k.outbox = append(k.outbox, dl) // the key's next write carries it
+	} else {
+		cl := k.env.DeadLetters
+		if cl == nil {
+			cl = k.cfg.output
+		}
+		if cl == nil {
+			k.fail(ctx, fmt.Errorf("%s[%d] offset %d key %q: %w (%v)", rec.Topic, rec.Partition, rec.Offset, k.key, ErrNoDeadLetterProducer, err))
+			return
+		}
+		k.produceVia(cl, dl, rec.Offset)
+	}
+	k.lastFolded = rec.Offset
+	k.markDirty(rec.Offset)
 }

@@ -1,6 +1,7 @@
 package keyflow
 
 import (
+	"errors"
 	"time"
 
 	"github.com/actorflow/actorflow/snapshotstore"
@@ -39,6 +40,9 @@ type common struct {
 	maxIdle       time.Duration
 	foldPolicy    Policy
 	nilKey        Policy
+	undecodable   Policy
+	undecodableOn bool // WithUndecodablePolicy was given; else foldPolicy applies
+	deadLetter    string
 	output        *kgo.Client
 	outputTopic   string
 	outputTimeout time.Duration
@@ -60,8 +64,24 @@ func New[S any](fold FoldFunc[S], opts ...Option[S]) *Flow[S] {
 		f.outputTimeout = DefaultOutputTimeout
 	}
 	f.timers = f.onTimer != nil
+	if !f.undecodableOn {
+		f.undecodable = f.foldPolicy
+	}
 	return f
 }
+
+// policyFor is the policy of a call that failed with err: undecodable
+// input (ErrUndecodable) or any other fold error.
+func (c *common) policyFor(err error) Policy {
+	if errors.Is(err, ErrUndecodable) {
+		return c.undecodable
+	}
+	return c.foldPolicy
+}
+
+// mayRestore: some failed call may be undone, so calls keep the undo
+// encoding of the state.
+func (c *common) mayRestore() bool { return c.foldPolicy.restores() || c.undecodable.restores() }
 
 // WithCodec sets the snapshot codec. Default: JSON.
 func WithCodec[S any](c Codec[S]) Option[S] { return func(f *Flow[S]) { f.codec = c } }
@@ -100,8 +120,9 @@ func WithOnLoad[S any](fn LoadFunc[S]) Option[S] { return func(f *Flow[S]) { f.o
 func WithMaxIdle[S any](d time.Duration) Option[S] { return func(f *Flow[S]) { f.maxIdle = d } }
 
 // WithFoldErrorPolicy says what an error returned by the fold or a timer
-// does. Default Fail: the key's partition fails, naming topic, partition,
-// offset and key. Skip logs the error and goes on as if the record (or the
+// does (for an error wrapping ErrUndecodable, see WithUndecodablePolicy).
+// Default Fail: the key's partition fails, naming topic, partition, offset
+// and key. Skip logs the error and goes on as if the record (or the
 // timer) had not been there: the state is restored to what it was before
 // the call — a fold may have mutated it in place — and the call's outputs
 // and timer changes are dropped. A panic always fails.
@@ -111,11 +132,46 @@ func WithMaxIdle[S any](d time.Duration) Option[S] { return func(f *Flow[S]) { f
 // is reused when nothing changed it), and decoded once per failed call —
 // about one extra Codec.Encode per record folded. The Codec's Decode must
 // not keep references into its input, which may be decoded again. If the
-// encode or the decode fails, the key's partition fails.
+// encode or the decode fails, the key's partition fails (DeadLetter costs
+// the same).
+//
+// DeadLetter is Skip with the record written to the dead-letter topic
+// (see Policy): the state is restored, the call's outputs and timer changes
+// dropped, and the record's dead letter (kind KindFoldError, or
+// KindUndecodable under WithUndecodablePolicy) takes their place. A failing
+// timer or load hook has no record: under DeadLetter it is skipped as
+// under Skip.
 func WithFoldErrorPolicy[S any](p Policy) Option[S] { return func(f *Flow[S]) { f.foldPolicy = p } }
 
-// WithNilKeyPolicy says what a record without a key does. Default Fail.
+// WithUndecodablePolicy says what a record does whose fold returns an error
+// wrapping ErrUndecodable (the fold could not decode it: not JSON, a number
+// out of range, ...). Default: the fold error policy (WithFoldErrorPolicy).
+// Fail fails the partition naming topic, partition, offset and key; Skip
+// and DeadLetter work as for WithFoldErrorPolicy (dead letters of kind
+// KindUndecodable).
+func WithUndecodablePolicy[S any](p Policy) Option[S] {
+	return func(f *Flow[S]) { f.undecodable, f.undecodableOn = p, true }
+}
+
+// WithNilKeyPolicy says what a record without a key does. Default Fail: the
+// partition fails, naming topic, partition and offset. Skip logs it, counts
+// it (Status.Skipped) and goes on. DeadLetter writes it to the dead-letter
+// topic (kind KindNilKey): a key-less record has no key actor, so the
+// partition hands it to a reserved one (snapshotstore.KeylessKey) whose
+// snapshot, a tombstone, records the offset of the last key-less record
+// handled, written with the dead letter: the input offset passes the record
+// only with its dead letter, and a replay does not write it again.
 func WithNilKeyPolicy[S any](p Policy) Option[S] { return func(f *Flow[S]) { f.nilKey = p } }
+
+// WithDeadLetterTopic sets the topic of dead letters (Policy DeadLetter).
+// Default DefaultDeadLetterTopic: "<input topic>.dlq". The worker checks at
+// start that it exists when a policy is DeadLetter (and creates it with
+// WithCreateTopics, as many partitions as the input topic): a missing
+// dead-letter topic is an ErrTopicSetup at start, not a failed partition at
+// the first bad record.
+func WithDeadLetterTopic[S any](topic string) Option[S] {
+	return func(f *Flow[S]) { f.deadLetter = topic }
+}
 
 // WithOutput sets the application's producer used by Context.Emit, and the
 // topic of emitted records that name none (the worker checks at start that
@@ -166,6 +222,10 @@ type Handler interface {
 	NewKeyActor(key string, snap *snapshotstore.Snapshot, env *Env) actor.Actor
 	// NilKeyPolicy says what a record with no key does.
 	NilKeyPolicy() Policy
+	// DeadLetterTopic is the dead-letter topic of input when a policy of
+	// the flow is DeadLetter, else "": the worker checks (and creates) it
+	// at start.
+	DeadLetterTopic(input string) string
 	// MaxIdle is how long a key stays loaded without records (0: forever).
 	MaxIdle() time.Duration
 	// Output returns the application's producer and the default output
@@ -189,6 +249,10 @@ type Env struct {
 	// called exactly once with the outcome of the transaction carrying
 	// them.
 	Persist func(s snapshotstore.Snapshot, outputs []*kgo.Record, done func(error))
+	// DeadLetters produces dead letters in the plain mode (the worker's
+	// producer); nil: the flow's WithOutput producer. Unused when
+	// TxnOutputs: dead letters then join the transaction like outputs.
+	DeadLetters *kgo.Client
 	// Processed releases n delivered records of the partition's in-flight
 	// budget (backpressure). Called from key actors: goroutine-safe.
 	Processed func(n int)
@@ -198,6 +262,7 @@ type Env struct {
 func (f *Flow[S]) NewKeyActor(key string, snap *snapshotstore.Snapshot, env *Env) actor.Actor {
 	a := &keyActor[S]{flow: f}
 	a.key, a.env, a.cfg = key, env, &f.common
+	a.keyless = key == snapshotstore.KeylessKey
 	a.lastSeen, a.lastFolded = -1, -1
 	a.firstDirty, a.inflightFirst = -1, -1
 	if snap != nil {
@@ -209,6 +274,21 @@ func (f *Flow[S]) NewKeyActor(key string, snap *snapshotstore.Snapshot, env *Env
 
 // NilKeyPolicy implements Handler.
 func (f *Flow[S]) NilKeyPolicy() Policy { return f.nilKey }
+
+// DeadLetterTopic implements Handler.
+func (f *Flow[S]) DeadLetterTopic(input string) string {
+	if f.foldPolicy != DeadLetter && f.undecodable != DeadLetter && f.nilKey != DeadLetter {
+		return ""
+	}
+	return f.deadLetterTopic(input)
+}
+
+func (c *common) deadLetterTopic(input string) string {
+	if c.deadLetter != "" {
+		return c.deadLetter
+	}
+	return DefaultDeadLetterTopic(input)
+}
 
 // MaxIdle implements Handler.
 func (f *Flow[S]) MaxIdle() time.Duration { return f.maxIdle }

@@ -10,6 +10,7 @@ import (
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
 )
 
 // minTimerUnloadHorizon: an idle key whose next timer is due within
@@ -59,7 +60,11 @@ type keyCore struct {
 	overdue []*keyTimer
 	fx      effects // of the call in progress (effects.go)
 
-	skipped     int
+	skipped      int
+	deadLettered int
+	// keyless: the reserved actor of key-less records
+	// (snapshotstore.KeylessKey), which dead-letters each and folds none.
+	keyless     bool
 	reported    int64
 	reportDirty bool // a timer made the state dirty: the partition must flush it
 	failed      error
@@ -199,7 +204,7 @@ func (a *keyActor[S]) started(ctx actor.Context) {
 	} else {
 		a.undo = undo{valid: true, null: true}
 	}
-	if a.flow.onLoad == nil || a.failed != nil {
+	if a.flow.onLoad == nil || a.failed != nil || a.keyless {
 		return
 	}
 	a.cur = -1
@@ -268,6 +273,12 @@ func (a *keyActor[S]) deliver(ctx actor.Context, m *Deliver) {
 		if a.failed != nil || rec.Offset <= a.lastFolded {
 			continue // failed, or a replayed record already in the snapshot
 		}
+		if a.keyless {
+			err := fmt.Errorf("%s[%d] offset %d: record has no key (nil-key policy: dead-letter)", rec.Topic, rec.Partition, rec.Offset)
+			a.env.Logger.Warn("record without key sent to the dead-letter topic (policy dead-letter)", zap.Int64("offset", rec.Offset))
+			a.deadLetter(ctx, rec, KindNilKey, err)
+			continue
+		}
 		a.cur = rec.Offset
 		err := a.beginCall()
 		if err == nil {
@@ -275,7 +286,7 @@ func (a *keyActor[S]) deliver(ctx actor.Context, m *Deliver) {
 			err = a.endCall(ns, ferr)
 		}
 		if err != nil {
-			a.callFailed(ctx, fmt.Errorf("%s[%d] offset %d key %q: fold: %w", rec.Topic, rec.Partition, rec.Offset, a.key, err), "fold")
+			a.recordFailed(ctx, rec, fmt.Errorf("%s[%d] offset %d key %q: fold: %w", rec.Topic, rec.Partition, rec.Offset, a.key, err))
 			continue
 		}
 		a.lastFolded = rec.Offset

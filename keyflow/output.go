@@ -33,14 +33,17 @@ var ErrOutputTimeout = errors.New("keyflow: output not acknowledged")
 // the sequence numbers), so the deadline is also enforced here: whichever of
 // the promise and the deadline comes first sends the one outputAck; a late
 // acknowledgement is dropped (the key has failed; a replay emits again).
-func (k *keyCore) produce(rec *kgo.Record, at int64) {
+func (k *keyCore) produce(rec *kgo.Record, at int64) { k.produceVia(k.cfg.output, rec, at) }
+
+// produceVia is produce through the producer cl (a dead letter's).
+func (k *keyCore) produceVia(cl *kgo.Client, rec *kgo.Record, at int64) {
 	k.addOutput(at)
 	self, sys, topic := k.self, k.env.System, rec.Topic
 	ctx, cancel := context.WithTimeout(context.Background(), k.cfg.outputTimeout)
 	stop := context.AfterFunc(ctx, func() {
 		sys.Root.Send(self, &outputAck{offset: at, topic: topic, err: context.DeadlineExceeded, timedOut: true})
 	})
-	k.cfg.output.Produce(ctx, rec, func(_ *kgo.Record, err error) {
+	cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
 		if stop() {
 			// An error after our deadline is the deadline (kgo failed the
 			// buffered record through ctx), even if AfterFunc lost the race.

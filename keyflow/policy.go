@@ -1,5 +1,7 @@
 package keyflow
 
+import "fmt"
+
 // Policy says what to do with a record that cannot be processed.
 type Policy int
 
@@ -9,11 +11,39 @@ const (
 	Fail Policy = iota
 	// Skip logs the record's position and the error, counts it, and goes on.
 	Skip
+	// DeadLetter writes the record to the flow's dead-letter topic
+	// (WithDeadLetterTopic, default "<input topic>.dlq") with headers naming
+	// its source and the error (DeadLetterRecord), logs it, and goes on; the
+	// record leaves no other effect. The input offset passes the record only
+	// once its dead letter is persisted: in the transactional mode it is
+	// produced in the transaction of the key's snapshot (exactly-once for a
+	// read_committed consumer), in the plain mode through the worker's
+	// producer, acknowledged before the key's snapshot and offset pass it
+	// (at-least-once). A dead letter that cannot be written fails the
+	// partition like an output does.
+	DeadLetter
 )
 
 func (p Policy) String() string {
-	if p == Skip {
+	switch p {
+	case Skip:
 		return "skip"
+	case DeadLetter:
+		return "dead-letter"
 	}
 	return "fail"
 }
+
+// ParsePolicy parses "fail", "skip" or "dead-letter" (Policy.String).
+func ParsePolicy(s string) (Policy, error) {
+	for _, p := range []Policy{Fail, Skip, DeadLetter} {
+		if p.String() == s {
+			return p, nil
+		}
+	}
+	return Fail, fmt.Errorf("keyflow: unknown policy %q (want fail, skip or dead-letter)", s)
+}
+
+// restores reports whether a failed call under p is undone and the key goes
+// on (Skip and DeadLetter).
+func (p Policy) restores() bool { return p == Skip || p == DeadLetter }

@@ -43,6 +43,10 @@ type Config struct {
 	// without a Revoke (a failure) gives the drain and Close a quarter of it.
 	RevokeTimeout time.Duration
 	Logger        *zap.Logger
+	// DeadLetters produces the dead letters of the plain mode (keyflow.Env.DeadLetters);
+	// nil: the flow's output producer. The transactional mode commits them
+	// in its transactions instead.
+	DeadLetters *kgo.Client
 	// OnProcessed releases n records of in-flight budget (backpressure). It
 	// is called from key actors' goroutines: it must be goroutine-safe.
 	OnProcessed func(n int)
@@ -296,7 +300,8 @@ func (p *partition) start(ctx actor.Context) {
 		Processed: p.cfg.OnProcessed,
 		// Exactly-once outputs where the store commits them (the
 		// transactional mode): Emit enrolls them in the transaction.
-		TxnOutputs: p.cfg.Store.CommitsOutputs(),
+		TxnOutputs:  p.cfg.Store.CommitsOutputs(),
+		DeadLetters: p.cfg.DeadLetters,
 	}
 	txn := newTxnActor(p.cfg.Store, p.cfg.MaxWritesPerTransaction, p.cfg.AssignedOffset, p.log)
 	txn.stopTO = p.cfg.RevokeTimeout / 4 // a stop without a Revoke (a failure): the last share

@@ -86,7 +86,14 @@ func (p *partition) records(ctx actor.Context, recs []*kgo.Record) {
 	byKey := map[string][]*kgo.Record{}
 	var order []string
 	for _, r := range recs {
-		if r.Key == nil {
+		k := string(r.Key)
+		switch {
+		case r.Key == nil && p.cfg.Handler.NilKeyPolicy() == keyflow.DeadLetter:
+			// The reserved key's actor dead-letters it: its snapshot (a
+			// tombstone carrying the offset) goes with the dead letter, so
+			// the record is held like any key's and never written twice.
+			k = snapshotstore.KeylessKey
+		case r.Key == nil:
 			if p.cfg.Handler.NilKeyPolicy() == keyflow.Skip {
 				p.skipped++
 				p.log.Warn("record without key skipped (policy skip)", zap.Int64("offset", r.Offset))
@@ -96,12 +103,10 @@ func (p *partition) records(ctx actor.Context, recs []*kgo.Record) {
 			}
 			p.fail(ctx, fmt.Errorf("%s[%d] offset %d: record has no key (nil-key policy: fail)", r.Topic, r.Partition, r.Offset))
 			return
-		}
-		if string(r.Key) == snapshotstore.MarkerKey {
-			p.fail(ctx, fmt.Errorf("%s[%d] offset %d: key %q is reserved for the snapshot offset marker", r.Topic, r.Partition, r.Offset, r.Key))
+		case k == snapshotstore.MarkerKey || k == snapshotstore.KeylessKey:
+			p.fail(ctx, fmt.Errorf("%s[%d] offset %d: key %q is reserved for actorflow's own snapshot records", r.Topic, r.Partition, r.Offset, r.Key))
 			return
 		}
-		k := string(r.Key)
 		if _, ok := byKey[k]; !ok {
 			order = append(order, k)
 		}

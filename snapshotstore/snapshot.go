@@ -39,6 +39,14 @@ const (
 // transactional mode. Input records with this key are rejected.
 const MarkerKey = "\x00actorflow.offset-marker"
 
+// KeylessKey is the snapshot key under which a partition records its
+// key-less input records sent to the dead-letter topic
+// (keyflow.WithNilKeyPolicy(keyflow.DeadLetter)): a tombstone whose offset
+// header is the last such record handled, so that a replay does not
+// dead-letter it again. Readers see a tombstone and skip it. Input records
+// with this key are rejected.
+const KeylessKey = "\x00actorflow.keyless"
+
 // Snapshot is the persisted state of one key.
 type Snapshot struct {
 	Key string

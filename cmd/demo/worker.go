@@ -15,6 +15,7 @@ import (
 
 	"github.com/actorflow/actorflow"
 	"github.com/actorflow/actorflow/internal/ledger"
+	"github.com/actorflow/actorflow/keyflow"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -43,6 +44,10 @@ func worker(ctx context.Context, args []string) int {
 	prefix := fs.String("txn-prefix", env("ACTORFLOW_TXN_PREFIX", ""), "transactional.id prefix, default the group (ACTORFLOW_TXN_PREFIX)")
 	parts := fs.Int("partitions", envInt("ACTORFLOW_PARTITIONS", 6), "partitions of topics created when missing (ACTORFLOW_PARTITIONS)")
 	persist := fs.Duration("persist-every", envDuration("ACTORFLOW_PERSIST_EVERY", time.Second), "snapshot flush interval (ACTORFLOW_PERSIST_EVERY)")
+	foldPolicy := fs.String("fold-error-policy", env("ACTORFLOW_FOLD_ERROR_POLICY", "fail"), "a fold error: fail | skip | dead-letter (ACTORFLOW_FOLD_ERROR_POLICY)")
+	undecodable := fs.String("undecodable-policy", env("ACTORFLOW_UNDECODABLE_POLICY", "fail"), "an undecodable (non-JSON, out-of-range) event: fail | skip | dead-letter (ACTORFLOW_UNDECODABLE_POLICY)")
+	nilKey := fs.String("nil-key-policy", env("ACTORFLOW_NIL_KEY_POLICY", "fail"), "a record without key: fail | skip | dead-letter (ACTORFLOW_NIL_KEY_POLICY)")
+	dlq := fs.String("dead-letter-topic", env("ACTORFLOW_DEAD_LETTER_TOPIC", ""), "dead-letter topic, default <input>.dlq; created when missing (ACTORFLOW_DEAD_LETTER_TOPIC)")
 	_ = fs.Parse(args)
 
 	log, _ := zap.NewProduction()
@@ -51,6 +56,25 @@ func worker(ctx context.Context, args []string) int {
 	if err != nil {
 		log.Error("bad flag", zap.Error(err))
 		return 2
+	}
+	var policies []keyflow.Option[ledger.State]
+	for _, p := range []struct {
+		flag string
+		set  func(keyflow.Policy) keyflow.Option[ledger.State]
+	}{
+		{*foldPolicy, keyflow.WithFoldErrorPolicy[ledger.State]},
+		{*undecodable, keyflow.WithUndecodablePolicy[ledger.State]},
+		{*nilKey, keyflow.WithNilKeyPolicy[ledger.State]},
+	} {
+		pol, err := keyflow.ParsePolicy(p.flag)
+		if err != nil {
+			log.Error("bad flag", zap.Error(err))
+			return 2
+		}
+		policies = append(policies, p.set(pol))
+	}
+	if *dlq != "" {
+		policies = append(policies, keyflow.WithDeadLetterTopic[ledger.State](*dlq))
 	}
 	if *prefix == "" {
 		*prefix = *group
@@ -70,7 +94,7 @@ func worker(ctx context.Context, args []string) int {
 		defer producer.Close()
 	}
 	var folds atomic.Int64
-	w, err := actorflow.NewWorker(ledger.FlowWithOutput(producer, *output, &folds),
+	w, err := actorflow.NewWorker(ledger.FlowWithOutput(producer, *output, &folds, policies...),
 		actorflow.WithBrokers(bl...), actorflow.WithGroup(*group),
 		actorflow.WithInputTopic(*input), actorflow.WithSnapshotTopic(*snaps),
 		actorflow.WithMode(m), actorflow.WithTransactionalIDPrefix(*prefix),

@@ -38,7 +38,7 @@ type State struct {
 func Fold(_ *keyflow.Context, s *State, rec *kgo.Record) (*State, error) {
 	var ev Event
 	if err := json.Unmarshal(rec.Value, &ev); err != nil {
-		return nil, fmt.Errorf("decode ledger event: %w", err)
+		return nil, fmt.Errorf("decode ledger event: %w: %w", keyflow.ErrUndecodable, err)
 	}
 	if s == nil {
 		s = &State{}
@@ -164,8 +164,9 @@ type Output struct {
 // to topic, counting folds in folds. In the plain mode the outputs go
 // through producer (at-least-once); in the transactional mode producer may
 // be nil: they are produced inside the partition's transactions
-// (exactly-once). An empty topic emits nothing.
-func FlowWithOutput(producer *kgo.Client, topic string, folds *atomic.Int64) *keyflow.Flow[State] {
+// (exactly-once). An empty topic emits nothing. opts are the flow's further
+// options (error policies).
+func FlowWithOutput(producer *kgo.Client, topic string, folds *atomic.Int64, opts ...keyflow.Option[State]) *keyflow.Flow[State] {
 	fold := func(kc *keyflow.Context, s *State, rec *kgo.Record) (*State, error) {
 		s, err := Fold(kc, s, rec)
 		if err != nil {
@@ -178,8 +179,8 @@ func FlowWithOutput(producer *kgo.Client, topic string, folds *atomic.Int64) *ke
 		b, _ := json.Marshal(Output{Account: kc.Key(), Seq: s.LastSeq, Balance: s.Balance})
 		return s, kc.Emit(&kgo.Record{Key: []byte(kc.Key()), Value: b})
 	}
-	if topic == "" {
-		return keyflow.New(fold)
+	if topic != "" {
+		opts = append(opts, keyflow.WithOutput[State](producer, topic))
 	}
-	return keyflow.New(fold, keyflow.WithOutput[State](producer, topic))
+	return keyflow.New(fold, opts...)
 }

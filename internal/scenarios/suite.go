@@ -34,6 +34,7 @@ func Suite() []Case {
 		{Name: "BackpressureBound", Run: BackpressureBound},
 		{Name: "FencedPartitionFailsWorker", Run: FencedPartitionFailsWorker},
 		{Name: "PoisonRecordFailFast", Parallel: true, Run: PoisonRecordFailFast},
+		{Name: "DeadLetterTopicChecked", Parallel: true, Run: DeadLetterTopicChecked},
 		{Name: "SupersededForeignSnapshotSkipped", Parallel: true, Run: SupersededForeignSnapshotSkipped},
 		{Name: "AbortedOutputsReemittedOnce", Parallel: true, Run: AbortedOutputsReemittedOnce},
 		{Name: "InactivityAcrossRestart", Parallel: true, Run: InactivityAcrossRestart},
@@ -46,6 +47,12 @@ func Suite() []Case {
 	for _, mode := range modes {
 		cases = append(cases, Case{Name: "PoisonRecordIsolated/" + mode.String(), Parallel: true,
 			Run: func(t *testing.T, b []string) { PoisonRecordIsolated(t, b, mode) }})
+	}
+	for _, mode := range modes {
+		for _, bad := range []BadInput{BadFold, BadUndecodable, BadNilKey} {
+			cases = append(cases, Case{Name: "DeadLetters/" + mode.String() + "/" + string(bad), Parallel: true,
+				Run: func(t *testing.T, b []string) { DeadLetters(t, b, mode, bad) }})
+		}
 	}
 	for _, mode := range modes {
 		cases = append(cases, Case{Name: "LedgerRestart/" + mode.String(),

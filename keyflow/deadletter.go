@@ -1,0 +1,75 @@
+package keyflow
+
+import (
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// ErrUndecodable marks a fold error as undecodable input: a fold that
+// cannot decode its record returns an error wrapping it (fmt.Errorf("...:
+// %w: %w", keyflow.ErrUndecodable, err)), and WithUndecodablePolicy, not
+// WithFoldErrorPolicy, decides what the record does.
+var ErrUndecodable = errors.New("keyflow: undecodable input record")
+
+// ErrNoDeadLetterProducer fails a key whose record is to be dead-lettered in
+// the plain mode when there is no producer for it: the worker provides one,
+// so only a partition run outside a worker without keyflow.WithOutput sees it.
+var ErrNoDeadLetterProducer = errors.New("keyflow: no producer for the dead-letter topic")
+
+// Headers of a dead-letter record. The __streams.errors.* names are those
+// of Kafka Streams' dead-letter queues (KIP-1034), so that tools written for
+// them read ours; stacktrace is not written (a Go error carries none, and a
+// panic always fails the partition).
+const (
+	HeaderErrorTopic     = "__streams.errors.topic"     // source topic
+	HeaderErrorPartition = "__streams.errors.partition" // source partition, decimal
+	HeaderErrorOffset    = "__streams.errors.offset"    // source offset, decimal
+	// HeaderErrorException names the kind of failure (the Java client's
+	// exception class): one of the DeadLetterKind values.
+	HeaderErrorException = "__streams.errors.exception"
+	HeaderErrorMessage   = "__streams.errors.message" // the error, with topic, partition, offset and key
+	// HeaderErrorTime is actorflow's own: when the record was dead-lettered,
+	// Unix milliseconds, decimal (the record's timestamp stays the source
+	// record's, as in KIP-1034).
+	HeaderErrorTime = "actorflow.errors.time"
+)
+
+// DeadLetterKind is the value of HeaderErrorException.
+type DeadLetterKind string
+
+// The kinds of dead letters.
+const (
+	KindFoldError   DeadLetterKind = "actorflow.FoldError"        // the fold returned an error
+	KindUndecodable DeadLetterKind = "actorflow.UndecodableInput" // the fold's error wraps ErrUndecodable
+	KindNilKey      DeadLetterKind = "actorflow.NilKey"           // the record has no key
+)
+
+// DeadLetterRecord returns the dead letter of rec for topic: rec's key,
+// value and timestamp, its headers kept first, then the KIP-1034 headers
+// naming rec's topic, partition and offset, the kind and the error, and
+// HeaderErrorTime at `at`. Its partition is left to the producer's
+// partitioner (by key).
+func DeadLetterRecord(topic string, rec *kgo.Record, kind DeadLetterKind, err error, at time.Time) *kgo.Record {
+	hs := make([]kgo.RecordHeader, 0, len(rec.Headers)+6)
+	hs = append(hs, rec.Headers...)
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	hs = append(hs,
+		kgo.RecordHeader{Key: HeaderErrorTopic, Value: []byte(rec.Topic)},
+		kgo.RecordHeader{Key: HeaderErrorPartition, Value: strconv.AppendInt(nil, int64(rec.Partition), 10)},
+		kgo.RecordHeader{Key: HeaderErrorOffset, Value: strconv.AppendInt(nil, rec.Offset, 10)},
+		kgo.RecordHeader{Key: HeaderErrorException, Value: []byte(kind)},
+		kgo.RecordHeader{Key: HeaderErrorMessage, Value: []byte(msg)},
+		kgo.RecordHeader{Key: HeaderErrorTime, Value: strconv.AppendInt(nil, at.UnixMilli(), 10)},
+	)
+	return &kgo.Record{Topic: topic, Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp, Headers: hs}
+}
+
+// DefaultDeadLetterTopic is the dead-letter topic of an input topic when
+// WithDeadLetterTopic sets none.
+func DefaultDeadLetterTopic(input string) string { return input + ".dlq" }
