@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/actorflow/actorflow/actors"
@@ -184,8 +182,8 @@ func (w *Worker) Run(ctx context.Context) error {
 		MaxInFlight: w.cfg.maxInFlight, SessionTimeout: w.cfg.sessionTimeout,
 		RebalanceTimeout: w.cfg.rebalanceTimeout, ClientOpts: w.cfg.clientOpts,
 		RetryBackoff: w.cfg.retryBackoff, MaxRetryBackoff: w.cfg.maxRetryBackoff,
-		TxnDataPartition: txnDataPartition(store, w.cfg.input, w.cfg.snapshot),
-		Logger:           log,
+		ResolveHanging: resolveHanging(store),
+		Logger:         log,
 	}, sup)
 	if err != nil {
 		return err
@@ -354,26 +352,12 @@ func (w *Worker) Consumer() *coordinator.Consumer {
 	return w.cons
 }
 
-// txnDataPartition maps the Kafka store's transactional ids
-// ("<prefix>-<input>-<partition>") to their snapshot partitions, which
-// every committed transaction writes (its marker record): the consumer
-// reads a hanging transaction's outcome there (coordinator/hanging.go).
-// Nil for other stores.
-func txnDataPartition(store snapshotstore.Store, input, snapshots string) func(string) (coordinator.TopicPartition, bool) {
+// resolveHanging is the Kafka store's hanging transaction resolver (the
+// transactional mode; snapshotstore/hanging.go), nil for other stores.
+func resolveHanging(store snapshotstore.Store) func(context.Context, string) (int, error) {
 	k, ok := store.(*snapshotstore.Kafka)
 	if !ok || k.Mode() != snapshotstore.Transactional {
 		return nil
 	}
-	prefix := strings.TrimSuffix(k.TransactionalID(input, 0), "0")
-	return func(id string) (coordinator.TopicPartition, bool) {
-		rest, ok := strings.CutPrefix(id, prefix)
-		if !ok {
-			return coordinator.TopicPartition{}, false
-		}
-		p, err := strconv.ParseInt(rest, 10, 32)
-		if err != nil || k.TransactionalID(input, int32(p)) != id {
-			return coordinator.TopicPartition{}, false
-		}
-		return coordinator.TopicPartition{Topic: snapshots, Partition: int32(p)}, true
-	}
+	return k.ResolveHangingOffsets
 }

@@ -86,18 +86,16 @@ type Config struct {
 	// the generation fence.
 	TeardownTimeout time.Duration
 	// HangingTxnAbortAfter is how long a partition's committed offset may
-	// stay unstable (UNSTABLE_OFFSET_COMMIT) at assignment before the
-	// group's offsets partition is searched for hanging transactions, which
-	// are then aborted (KIP-664, hanging.go; needs CLUSTER_ACTION where ACLs
-	// are on, else the error names the kafka-transactions.sh command).
-	// Default 10 s; negative: never abort, wait (and the partition never
-	// starts while a hanging transaction blocks it).
+	// stay unstable (UNSTABLE_OFFSET_COMMIT) at assignment before the wait
+	// is logged and ResolveHanging is called (then again every
+	// HangingTxnAbortAfter). Default 10 s; negative: never (the partition
+	// never starts while a hanging transaction blocks it).
 	HangingTxnAbortAfter time.Duration
-	// TxnDataPartition maps one of this worker's transactional ids to the
-	// partition every committed transaction of that id writes to (the
-	// snapshot partition); only hanging transactions of ids it knows are
-	// ended. Nil: hanging transactions are reported, never ended.
-	TxnDataPartition func(txnID string) (TopicPartition, bool)
+	// ResolveHanging ends the hanging transactions that keep the group's
+	// committed offsets unstable and returns how many it ended (the
+	// transactional store's ResolveHangingOffsets). Nil: a long unstable
+	// wait is only logged.
+	ResolveHanging func(ctx context.Context, group string) (int, error)
 	// ClientOpts are extra kgo options (TLS, SASL, ...).
 	ClientOpts []kgo.Opt
 	Logger     *zap.Logger
@@ -512,12 +510,12 @@ func (c *Consumer) fetchStable(ctx context.Context, tps []TopicPartition) (kadm.
 		if waited := time.Since(start); len(unstable) > 0 && c.cfg.HangingTxnAbortAfter >= 0 && waited >= c.cfg.HangingTxnAbortAfter {
 			if time.Since(lastWarn) >= unstableWarnEvery {
 				lastWarn = time.Now()
-				c.log.Warn("committed offsets still unstable (a transaction's marker has not landed); looking for hanging transactions",
+				c.log.Warn("committed offsets still unstable (a transaction's marker has not landed)",
 					zap.String("group", c.cfg.Group), zap.Any("partitions", unstable), zap.Duration("waited", waited))
 			}
-			if time.Since(lastHeal) >= c.cfg.HangingTxnAbortAfter {
+			if c.cfg.ResolveHanging != nil && time.Since(lastHeal) >= c.cfg.HangingTxnAbortAfter {
 				lastHeal = time.Now()
-				if n, err := c.endHanging(ctx); err != nil {
+				if n, err := c.cfg.ResolveHanging(ctx, c.cfg.Group); err != nil {
 					c.log.Warn("looking for hanging transactions failed", zap.String("group", c.cfg.Group), zap.Error(err))
 				} else if n > 0 {
 					backoff = 10 * time.Millisecond

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -40,6 +42,7 @@ type kafkaConfig struct {
 	txnPrefix     string
 	txnTimeout    time.Duration
 	stallTimeout  time.Duration
+	hangingAfter  time.Duration
 	clientOpts    []kgo.Opt
 	log           *zap.Logger
 	commitRetries int
@@ -67,6 +70,20 @@ func WithTransactionalIDPrefix(p string) KafkaOption { return func(c *kafkaConfi
 // backstop for transactions no takeover aborts.
 func WithTransactionTimeout(d time.Duration) KafkaOption {
 	return func(c *kafkaConfig) { c.txnTimeout = d }
+}
+
+// DefaultHangingTxnAfter is WithHangingTxnResolveAfter's default.
+const DefaultHangingTxnAfter = 10 * time.Second
+
+// WithHangingTxnResolveAfter sets how long a recovery read may wait behind
+// an open transaction on its snapshot partition (and, through
+// ResolveHangingOffsets, a partition's committed offset stay unstable)
+// before hanging transactions there are looked for and ended (hanging.go;
+// KIP-664 markers, which need CLUSTER_ACTION where ACLs are on). Default
+// 10 s; 0 or negative: never (a hanging transaction then holds the
+// partition until the stall timeout fails it, and again after every restart).
+func WithHangingTxnResolveAfter(d time.Duration) KafkaOption {
+	return func(c *kafkaConfig) { c.hangingAfter = d }
 }
 
 // WithRecoveryStallTimeout sets the transactional recovery read's no-progress
@@ -127,6 +144,9 @@ type Kafka struct {
 	topic    string
 	cfg      kafkaConfig
 	producer *kgo.Client // shared, plain mode only
+	// hanging ends hanging transactions of this store's transactional ids
+	// (hanging.go); transactional mode only.
+	hanging *hangingResolver
 }
 
 // NewKafka returns a store writing snapshots to topic. In the plain mode it
@@ -136,6 +156,7 @@ func NewKafka(brokers []string, topic string, opts ...KafkaOption) (*Kafka, erro
 		txnPrefix:     "actorflow",
 		txnTimeout:    time.Minute,
 		stallTimeout:  3 * time.Minute,
+		hangingAfter:  DefaultHangingTxnAfter,
 		log:           zap.NewNop(),
 		commitRetries: 10,
 		staleGenWait:  time.Minute,
@@ -167,7 +188,43 @@ func NewKafka(brokers []string, topic string, opts ...KafkaOption) (*Kafka, erro
 		}
 		k.producer = cl
 	}
+	if cfg.mode == Transactional {
+		h, err := newHangingResolver(brokers, cfg.clientOpts, cfg.log, k.ownsTransactionalID)
+		if err != nil {
+			return nil, fmt.Errorf("hanging transaction resolver: %w", err)
+		}
+		k.hanging = h
+	}
 	return k, nil
+}
+
+// ownsTransactionalID: id is "<prefix>-<input topic>-<partition>" of this
+// store's prefix.
+func (k *Kafka) ownsTransactionalID(id string) bool {
+	rest, ok := strings.CutPrefix(id, k.cfg.txnPrefix+"-")
+	i := strings.LastIndexByte(rest, '-')
+	if !ok || i <= 0 {
+		return false
+	}
+	p, err := strconv.ParseInt(rest[i+1:], 10, 32)
+	return err == nil && k.TransactionalID(rest[:i], int32(p)) == id
+}
+
+// ResolveHangingOffsets ends the hanging transactions of this store's
+// transactional ids that keep group's committed offsets unstable
+// (UNSTABLE_OFFSET_COMMIT for ever; hanging.go), each with the outcome of
+// the markers that did land, and returns how many it ended. A transaction
+// it cannot decide is logged at error with the way to end it by hand.
+// Errors are those of reading the cluster. The plain mode has none: 0, nil.
+func (k *Kafka) ResolveHangingOffsets(ctx context.Context, group string) (int, error) {
+	if k.hanging == nil {
+		return 0, nil
+	}
+	tp, err := k.hanging.offsetsPartitionOf(ctx, group)
+	if err != nil {
+		return 0, err
+	}
+	return k.hanging.resolve(ctx, tp)
 }
 
 // Topic returns the snapshot topic.
@@ -185,6 +242,9 @@ func (k *Kafka) TransactionalID(inputTopic string, partition int32) string {
 func (k *Kafka) Close() {
 	if k.producer != nil {
 		k.producer.Close()
+	}
+	if k.hanging != nil {
+		k.hanging.close()
 	}
 }
 
@@ -205,11 +265,16 @@ func (k *Kafka) recover(ctx context.Context, p PartitionInfo, readCommitted bool
 	defer r.Close()
 	snaps := fmt.Sprintf("%s[%d]", k.topic, p.Partition)
 	check := newRecoveryCheck(snaps, k.cfg.integrity, k.cfg.log)
-	err = ReadToTarget(ctx, r, ReadOptions{
-		Partition:    snaps,
-		StallTimeout: stall,
-		Logger:       k.cfg.log,
-	}, func(rec *kgo.Record) error {
+	ro := ReadOptions{Partition: snaps, StallTimeout: stall, Logger: k.cfg.log}
+	if k.hanging != nil && k.cfg.hangingAfter > 0 {
+		// A transaction the broker left open on the snapshot partition
+		// holds the read below its target for ever (hanging.go).
+		ro.ResolveAfter = k.cfg.hangingAfter
+		ro.ResolveHanging = func(ctx context.Context) (int, error) {
+			return k.hanging.resolve(ctx, topicPartition{Topic: k.topic, Partition: p.Partition})
+		}
+	}
+	err = ReadToTarget(ctx, r, ro, func(rec *kgo.Record) error {
 		if s, ok := check.add(rec); ok {
 			return fn(s)
 		}

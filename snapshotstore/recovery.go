@@ -110,7 +110,12 @@ type ReadOptions struct {
 	// Zero waits (and retries) forever: the plain mode, whose own writes are
 	// never transactional, so only a foreign open transaction can hold it.
 	StallTimeout time.Duration
-	Logger       *zap.Logger
+	// ResolveHanging, when set, is called after ResolveAfter without
+	// progress (and again every ResolveAfter): it ends transactions the
+	// broker left hanging on the partition and returns how many.
+	ResolveHanging func(ctx context.Context) (int, error)
+	ResolveAfter   time.Duration
+	Logger         *zap.Logger
 }
 
 // ReadToTarget reads r from its start until the read position reaches the
@@ -148,12 +153,36 @@ func ReadToTarget(ctx context.Context, r LogReader, o ReadOptions, fn func(*kgo.
 		}
 	}
 	lastProgress := time.Now()
+	var lastResolve time.Time
 	var fetchErr error // the last fetch error since the last progress
 	backoff := minFetchBackoff
 	for pos < target {
+		if o.ResolveHanging != nil && time.Since(lastProgress) >= o.ResolveAfter && time.Since(lastResolve) >= o.ResolveAfter {
+			lastResolve = time.Now()
+			log.Warn("recovery read made no progress; looking for hanging transactions", zap.String("partition", o.Partition),
+				zap.Int64("position", pos), zap.Int64("target", target), zap.Duration("waited", time.Since(lastProgress)))
+			if _, err := o.ResolveHanging(ctx); err != nil {
+				log.Warn("looking for hanging transactions failed", zap.String("partition", o.Partition), zap.Error(err))
+			}
+		}
 		pctx, cancel := ctx, context.CancelFunc(func() {})
+		var deadline time.Time
 		if o.StallTimeout > 0 {
-			pctx, cancel = context.WithDeadline(ctx, lastProgress.Add(o.StallTimeout))
+			deadline = lastProgress.Add(o.StallTimeout)
+		}
+		if o.ResolveHanging != nil {
+			// Wake up for the next look even while nothing arrives.
+			base := lastProgress
+			if lastResolve.After(base) {
+				base = lastResolve
+			}
+			next := base.Add(o.ResolveAfter)
+			if deadline.IsZero() || next.Before(deadline) {
+				deadline = next
+			}
+		}
+		if !deadline.IsZero() {
+			pctx, cancel = context.WithDeadline(ctx, deadline)
 		}
 		recs, next, perr := r.Poll(pctx)
 		pollExpired := pctx.Err() != nil

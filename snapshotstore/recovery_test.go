@@ -547,3 +547,34 @@ func TestReadToTargetFnErrorStopsTheRead(t *testing.T) {
 		t.Fatalf("ReadToTarget = %v after %d calls, want the fn error after 3", err, calls)
 	}
 }
+
+// A transaction the broker left hanging on the snapshot partition holds the
+// read below its target for ever: after ResolveAfter without progress the
+// read asks for it to be ended, and goes on once it is.
+func TestReadToTargetResolvesAHangingTransaction(t *testing.T) {
+	l := newScriptedLog(endsResult{hwm: 10, lso: 5})
+	l.give(recs(0, 4)...)
+	called := make(chan struct{}, 10)
+	r := startRead(context.Background(), l, snapshotstore.ReadOptions{
+		Partition: "snaps[0]", StallTimeout: time.Minute, ResolveAfter: 20 * time.Millisecond,
+		ResolveHanging: func(context.Context) (int, error) {
+			called <- struct{}{}
+			l.give(recs(5, 9)...) // the hanging transaction's markers land
+			return 1, nil
+		},
+	})
+	select {
+	case <-called:
+	case <-time.After(testTimeout):
+		t.Fatal("the read stuck behind an open transaction never asked to resolve it")
+	}
+	if err := r.wait(t); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.offsets(); got != fmt.Sprint([]int64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}) {
+		t.Fatalf("fn saw %s, want 0..9", got)
+	}
+	if n := len(called); n != 0 {
+		t.Fatalf("resolve called %d more times after the read progressed", n)
+	}
+}

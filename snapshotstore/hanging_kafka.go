@@ -1,4 +1,4 @@
-package coordinator
+package snapshotstore
 
 import (
 	"context"
@@ -12,6 +12,46 @@ import (
 
 const offsetsTopic = "__consumer_offsets"
 
+// topicPartition names one partition of any topic.
+type topicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+// hangingResolver ends hanging transactions of this store's transactional
+// ids (hanging.go). Its client connects on first use.
+type hangingResolver struct {
+	brokers []string
+	opts    []kgo.Opt
+	log     *zap.Logger
+	ours    func(txnID string) bool
+	cl      *kgo.Client
+	adm     *kadm.Client
+}
+
+func newHangingResolver(brokers []string, opts []kgo.Opt, log *zap.Logger, ours func(string) bool) (*hangingResolver, error) {
+	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, opts...), kgo.SeedBrokers(brokers...))...)
+	if err != nil {
+		return nil, err
+	}
+	return &hangingResolver{brokers: brokers, opts: opts, log: log, ours: ours, cl: cl, adm: kadm.NewClient(cl)}, nil
+}
+
+func (h *hangingResolver) close() { h.cl.Close() }
+
+// offsetsPartitionOf is the group's __consumer_offsets partition.
+func (h *hangingResolver) offsetsPartitionOf(ctx context.Context, group string) (topicPartition, error) {
+	td, err := h.adm.ListTopicsWithInternal(ctx, offsetsTopic)
+	if err != nil {
+		return topicPartition{}, fmt.Errorf("describe %s: %w", offsetsTopic, err)
+	}
+	t, ok := td[offsetsTopic]
+	if !ok || t.Err != nil || len(t.Partitions) == 0 {
+		return topicPartition{}, fmt.Errorf("describe %s: %v", offsetsTopic, t.Err)
+	}
+	return topicPartition{Topic: offsetsTopic, Partition: OffsetsPartition(group, int32(len(t.Partitions)))}, nil
+}
+
 // endHanging finds the open transactions on the group's offsets partition
 // that DecideHanging calls hanging, and ends each with a marker of its
 // outcome (DecideOutcome) written to that partition (KIP-664
@@ -19,17 +59,8 @@ const offsetsTopic = "__consumer_offsets"
 // It returns how many it ended. Every transaction found is logged with its
 // verdict; one it cannot end is logged at error with the way to end it by
 // hand.
-func (c *Consumer) endHanging(ctx context.Context) (int, error) {
-	td, err := c.adm.ListTopicsWithInternal(ctx, offsetsTopic)
-	if err != nil {
-		return 0, fmt.Errorf("describe %s: %w", offsetsTopic, err)
-	}
-	t, ok := td[offsetsTopic]
-	if !ok || t.Err != nil || len(t.Partitions) == 0 {
-		return 0, fmt.Errorf("describe %s: %v", offsetsTopic, t.Err)
-	}
-	tp := TopicPartition{Topic: offsetsTopic, Partition: OffsetsPartition(c.cfg.Group, int32(len(t.Partitions)))}
-	first, err := c.openTxns(ctx, tp)
+func (h *hangingResolver) resolve(ctx context.Context, tp topicPartition) (int, error) {
+	first, err := h.openTxns(ctx, tp)
 	if err != nil || len(first) == 0 {
 		return 0, err
 	}
@@ -37,9 +68,9 @@ func (c *Consumer) endHanging(ctx context.Context) (int, error) {
 	// (DecideHanging's contract).
 	views := make(map[int64]CoordinatorView, len(first))
 	for _, o := range first {
-		views[o.ProducerID] = c.coordinatorView(ctx, o.ProducerID, tp)
+		views[o.ProducerID] = h.coordinatorView(ctx, o.ProducerID, tp)
 	}
-	second, err := c.openTxns(ctx, tp)
+	second, err := h.openTxns(ctx, tp)
 	if err != nil {
 		return 0, err
 	}
@@ -50,25 +81,25 @@ func (c *Consumer) endHanging(ctx context.Context) (int, error) {
 	aborted := 0
 	for _, o := range first {
 		v := DecideHanging(o, views[o.ProducerID])
-		fields := []zap.Field{zap.String("group", c.cfg.Group), zap.String("partition", fmt.Sprintf("%s[%d]", tp.Topic, tp.Partition)),
+		fields := []zap.Field{zap.String("partition", fmt.Sprintf("%s[%d]", tp.Topic, tp.Partition)),
 			zap.Int64("producer_id", o.ProducerID), zap.Int16("producer_epoch", o.Epoch),
 			zap.Int64("txn_start_offset", o.StartOffset), zap.String("transactional_id", views[o.ProducerID].TxnID),
 			zap.String("coordinator_state", views[o.ProducerID].State), zap.String("reason", v.Reason)}
 		if !v.Hanging || !still[o] {
-			c.log.Info("open transaction on the offsets partition is not hanging", fields...)
+			h.log.Info("open transaction on the offsets partition is not hanging", fields...)
 			continue
 		}
-		outcome, open, why := c.hangingOutcome(ctx, tp, o, views[o.ProducerID].TxnID)
+		outcome, open, why := h.hangingOutcome(ctx, tp, o, views[o.ProducerID].TxnID)
 		fields = append(fields, zap.Stringer("outcome", outcome), zap.String("outcome_reason", why),
 			zap.Any("open_on", open.Sorted()))
 		manual := fmt.Sprintf("for each partition in open_on: kafka-transactions.sh --bootstrap-server <broker> abort --topic <topic> --partition <partition> --producer-id %d --producer-epoch %d --coordinator-epoch <its coordinator epoch> (an abort is right only if no partition of the transaction committed it)",
 			o.ProducerID, o.Epoch)
 		if outcome == OutcomeUnknown {
-			c.log.Error("a hanging transaction blocks the group's committed offsets and its outcome is not known; end it by hand",
+			h.log.Error("a hanging transaction blocks a partition and its outcome is not known; end it by hand",
 				append(fields, zap.String("command", manual))...)
 			continue
 		}
-		rs, err := c.adm.WriteTxnMarkers(ctx, kadm.TxnMarkers{ProducerID: o.ProducerID, ProducerEpoch: o.Epoch,
+		rs, err := h.adm.WriteTxnMarkers(ctx, kadm.TxnMarkers{ProducerID: o.ProducerID, ProducerEpoch: o.Epoch,
 			Commit: outcome == OutcomeCommit, CoordinatorEpoch: max(o.CoordinatorEpoch, 0), Topics: open})
 		if err == nil {
 			rs.EachPartition(func(p kadm.TxnMarkersPartitionResponse) {
@@ -78,21 +109,21 @@ func (c *Consumer) endHanging(ctx context.Context) (int, error) {
 			})
 		}
 		if err != nil {
-			c.log.Error("cannot end a hanging transaction that blocks the group's committed offsets; end it by hand",
+			h.log.Error("cannot end a hanging transaction that blocks a partition; end it by hand",
 				append(fields, zap.Error(err), zap.String("command", manual))...)
 			continue
 		}
 		aborted++
-		c.log.Warn("ended a hanging transaction that blocked the group's committed offsets (KIP-664 marker)", fields...)
+		h.log.Warn("ended a hanging transaction that blocked a partition (KIP-664 marker)", fields...)
 	}
 	return aborted, nil
 }
 
 // openTxns reads the transactions a partition's leader reports open.
-func (c *Consumer) openTxns(ctx context.Context, tp TopicPartition) ([]OpenTxn, error) {
+func (h *hangingResolver) openTxns(ctx context.Context, tp topicPartition) ([]OpenTxn, error) {
 	s := kadm.TopicsSet{}
 	s.Add(tp.Topic, tp.Partition)
-	dp, err := c.adm.DescribeProducers(ctx, s)
+	dp, err := h.adm.DescribeProducers(ctx, s)
 	if err != nil {
 		return nil, fmt.Errorf("describe producers of %s[%d]: %w", tp.Topic, tp.Partition, err)
 	}
@@ -113,8 +144,8 @@ func (c *Consumer) openTxns(ctx context.Context, tp TopicPartition) ([]OpenTxn, 
 
 // coordinatorView reads what the transaction coordinator reports for a
 // producer id; a failed read is carried in DescribeError.
-func (c *Consumer) coordinatorView(ctx context.Context, pid int64, tp TopicPartition) CoordinatorView {
-	lt, err := c.adm.ListTransactions(ctx, []int64{pid}, nil)
+func (h *hangingResolver) coordinatorView(ctx context.Context, pid int64, tp topicPartition) CoordinatorView {
+	lt, err := h.adm.ListTransactions(ctx, []int64{pid}, nil)
 	if err != nil {
 		return CoordinatorView{DescribeError: fmt.Errorf("list transactions of producer id %d: %w", pid, err)}
 	}
@@ -127,7 +158,7 @@ func (c *Consumer) coordinatorView(ctx context.Context, pid int64, tp TopicParti
 	if id == "" {
 		return CoordinatorView{}
 	}
-	dt, err := c.adm.DescribeTransactions(ctx, id)
+	dt, err := h.adm.DescribeTransactions(ctx, id)
 	if err != nil {
 		return CoordinatorView{DescribeError: fmt.Errorf("describe transaction %q: %w", id, err)}
 	}
@@ -145,30 +176,27 @@ func (c *Consumer) coordinatorView(ctx context.Context, pid int64, tp TopicParti
 // its missing markers from the partitions where it may have ended: each is
 // scanned, with control records and uncommitted data, from a minute before
 // the hanging record's time (client and broker clocks differ) to its end.
-// Only this worker's transactional ids (Config.TxnDataPartition) are ended.
-func (c *Consumer) hangingOutcome(ctx context.Context, offsets TopicPartition, o OpenTxn, txnID string) (TxnOutcome, kadm.TopicsSet, string) {
+// Only this store's transactional ids are ended.
+func (h *hangingResolver) hangingOutcome(ctx context.Context, offsets topicPartition, o OpenTxn, txnID string) (TxnOutcome, kadm.TopicsSet, string) {
 	open := kadm.TopicsSet{}
 	open.Add(offsets.Topic, offsets.Partition)
-	if c.cfg.TxnDataPartition == nil || txnID == "" {
-		return OutcomeUnknown, open, "not a transactional id of this worker"
-	}
-	if _, ok := c.cfg.TxnDataPartition(txnID); !ok {
-		return OutcomeUnknown, open, fmt.Sprintf("transactional id %q is not one of this worker's", txnID)
+	if txnID == "" || !h.ours(txnID) {
+		return OutcomeUnknown, open, fmt.Sprintf("transactional id %q is not one of this store's", txnID)
 	}
 	sctx, cancel := context.WithTimeout(ctx, hangingScanTimeout)
 	defer cancel()
 	var at time.Time
-	if err := c.readPartition(sctx, offsets, o.StartOffset, o.StartOffset+1, func(r *kgo.Record) bool {
+	if err := h.readPartition(sctx, offsets, o.StartOffset, o.StartOffset+1, func(r *kgo.Record) bool {
 		at = r.Timestamp
 		return false
 	}); err != nil || at.IsZero() {
 		return OutcomeUnknown, open, fmt.Sprintf("read the hanging record at %s[%d]@%d: %v", offsets.Topic, offsets.Partition, o.StartOffset, err)
 	}
-	dp, err := c.adm.DescribeProducers(sctx, nil)
+	dp, err := h.adm.DescribeProducers(sctx, nil)
 	if err != nil {
 		return OutcomeUnknown, open, fmt.Sprintf("describe producers: %v", err)
 	}
-	var maybeEnded []TopicPartition
+	var maybeEnded []topicPartition
 	dp.EachPartition(func(p kadm.DescribedProducersPartition) {
 		for _, pr := range p.ActiveProducers {
 			switch {
@@ -176,13 +204,13 @@ func (c *Consumer) hangingOutcome(ctx context.Context, offsets TopicPartition, o
 			case pr.CurrentTxnStartOffset >= 0 && pr.ProducerEpoch == o.Epoch:
 				open.Add(p.Topic, p.Partition)
 			case pr.CurrentTxnStartOffset < 0 && pr.ProducerEpoch >= o.Epoch:
-				maybeEnded = append(maybeEnded, TopicPartition{p.Topic, p.Partition})
+				maybeEnded = append(maybeEnded, topicPartition{Topic: p.Topic, Partition: p.Partition})
 			}
 		}
 	})
 	scans := make([]DataScan, 0, len(maybeEnded))
 	for _, q := range maybeEnded {
-		scans = append(scans, c.scanForMarker(sctx, q, o, at.Add(-time.Minute)))
+		scans = append(scans, h.scanForMarker(sctx, q, o, at.Add(-time.Minute)))
 	}
 	out, why := DecideOutcome(scans)
 	return out, open, fmt.Sprintf("%s (%d partitions scanned)", why, len(maybeEnded))
@@ -191,12 +219,12 @@ func (c *Consumer) hangingOutcome(ctx context.Context, offsets TopicPartition, o
 // scanForMarker reads tp from the first record at or after since to its
 // end for the producer's data at the open epoch and the control record
 // after it.
-func (c *Consumer) scanForMarker(ctx context.Context, tp TopicPartition, o OpenTxn, since time.Time) DataScan {
-	from, err := c.adm.ListOffsetsAfterMilli(ctx, since.UnixMilli(), tp.Topic)
+func (h *hangingResolver) scanForMarker(ctx context.Context, tp topicPartition, o OpenTxn, since time.Time) DataScan {
+	from, err := h.adm.ListOffsetsAfterMilli(ctx, since.UnixMilli(), tp.Topic)
 	if err != nil {
 		return DataScan{}
 	}
-	ends, err := c.adm.ListEndOffsets(ctx, tp.Topic)
+	ends, err := h.adm.ListEndOffsets(ctx, tp.Topic)
 	if err != nil {
 		return DataScan{}
 	}
@@ -206,7 +234,7 @@ func (c *Consumer) scanForMarker(ctx context.Context, tp TopicPartition, o OpenT
 		return DataScan{}
 	}
 	var sc DataScan
-	err = c.readPartition(ctx, tp, f.Offset, e.Offset, func(r *kgo.Record) bool {
+	err = h.readPartition(ctx, tp, f.Offset, e.Offset, func(r *kgo.Record) bool {
 		if r.ProducerID != o.ProducerID {
 			return true
 		}
@@ -232,12 +260,12 @@ const hangingScanTimeout = 30 * time.Second
 // readPartition calls fn for each record (control records included,
 // uncommitted data too) of tp from offset from until fn returns false or
 // the record before offset to was read.
-func (c *Consumer) readPartition(ctx context.Context, tp TopicPartition, from, to int64, fn func(*kgo.Record) bool) error {
+func (h *hangingResolver) readPartition(ctx context.Context, tp topicPartition, from, to int64, fn func(*kgo.Record) bool) error {
 	if from >= to {
 		return nil
 	}
-	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, c.cfg.ClientOpts...),
-		kgo.SeedBrokers(c.cfg.Brokers...),
+	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, h.opts...),
+		kgo.SeedBrokers(h.brokers...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{tp.Topic: {tp.Partition: kgo.NewOffset().At(from)}}),
 		kgo.FetchIsolationLevel(kgo.ReadUncommitted()),
 		kgo.KeepControlRecords(),
