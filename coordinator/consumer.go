@@ -444,9 +444,16 @@ func (c *Consumer) assignedOffsets(ctx context.Context, tps []TopicPartition) (m
 	if err != nil {
 		return nil, err
 	}
-	starts, err := c.adm.ListStartOffsets(ctx, c.cfg.Topic)
+	var starts kadm.ListedOffsets
+	err = c.retryTransient(ctx, fmt.Sprintf("list start offsets of %q", c.cfg.Topic), func() (err error) {
+		starts, err = c.adm.ListStartOffsets(ctx, c.cfg.Topic)
+		if err == nil {
+			err = starts.Error()
+		}
+		return err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("list start offsets of %q: %w", c.cfg.Topic, err)
+		return nil, err
 	}
 	for _, tp := range tps {
 		st, ok := starts.Lookup(tp.Topic, tp.Partition)
@@ -529,6 +536,36 @@ func (c *Consumer) fetchStable(ctx context.Context, tps []TopicPartition) (kadm.
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// retryTransient runs fn until it succeeds, fails for good, or has failed
+// transiently (snapshotstore.Transient: a broker restarting refuses
+// connections for seconds) for fetchStableRetryFor; each retry is logged.
+func (c *Consumer) retryTransient(ctx context.Context, what string, fn func() error) error {
+	var first time.Time
+	backoff := 50 * time.Millisecond
+	for {
+		err := fn()
+		if err == nil {
+			return nil
+		}
+		if !snapshotstore.Transient(err) || ctx.Err() != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if first.IsZero() {
+			first = time.Now()
+		}
+		if time.Since(first) > fetchStableRetryFor {
+			return fmt.Errorf("%s: failing for %v: %w", what, fetchStableRetryFor, err)
+		}
+		c.log.Warn(what+" failed; retrying", zap.Duration("retry_in", backoff), zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w", what, ctx.Err())
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
 	}
 }
 
