@@ -403,6 +403,18 @@ func (c *Consumer) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[s
 		return
 	}
 	if err := c.assign(ctx, tps); err != nil {
+		if snapshotstore.Transient(err) && !errors.Is(err, snapshotstore.ErrFenced) && ctx.Err() == nil {
+			// The cluster is unreachable or moving (a broker restart outlasting
+			// the retries): the partitions stay owned and start again after a
+			// backoff, like a failed partition, instead of ending the worker.
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.TeardownTimeout)
+			c.h.Stop(sctx, tps, false) // closes the stores opened
+			cancel()
+			for _, tp := range tps {
+				c.PartitionFailed(tp, fmt.Errorf("%s[%d]: assignment: %w", tp.Topic, tp.Partition, err))
+			}
+			return
+		}
 		c.stop(context.Background(), tps, false)
 		c.log.Error("assignment failed; stopping the worker", zap.Error(err))
 		c.Fail(err)
