@@ -561,6 +561,8 @@ class Chaos:
                      "kill", "scale_in", "zombie", "kill", "broker_restart"]
             if i < len(order):
                 return order[i]
+        if self.args.kinds_given and i < len(kinds):
+            return kinds[i]  # each given kind once first, in the given order (scale: out, then in)
         if not self.args.kinds_given and i < 8:
             first = ["kill", "zombie", "broker_restart", "rolling_restart", "scale_out", "scale_in",
                      "zombie_handover", "poison"]
