@@ -25,13 +25,23 @@ settled again (every partition owned exactly once, in phase "running", by a live
   rolling_restart  docker restart of every worker, one at a time, each waited for (/readyz)
   scale_out        compose up -d worker4 worker5 (3 -> 5 workers)
   scale_in         compose stop + rm worker4 worker5 (5 -> 3)
+  poison           `demo poison` (a one-off container of the demo image on the compose network) writes three
+                   records the ledger fold cannot take into the input topic: a non-JSON value and an amount
+                   past int64 for an existing account, and a valid event without key. The workers run with
+                   the dead-letter policy (deploy/docker-compose.yml), so each goes to <input>.dlq and its
+                   partition goes on: the fault waits until every poisoned partition's committable offset
+                   passes its record, and counts the workers' restarts meanwhile. After the verifier: each
+                   poison record is in the dead-letter topic exactly once (read_committed), its KIP-1034
+                   headers naming its topic, partition and offset, with the expected kind.
 
 Then it stops the producer (SIGTERM), runs the verifier service (which waits for the group to commit
 the whole input, folds the input itself, compares every snapshot, and reads the output topic
 read_committed with a client of its own) and prints a report: faults by kind, partition handovers seen
 on /status, mismatches, duplicate / missing / out-of-order outputs per account, kill -> takeover times.
 Exit 0 when the run passes, 1 otherwise (2 when the run itself broke). Pass: 0 mismatches; in the
-transactional mode also 0 duplicate and 0 missing outputs (exactly-once outputs).
+transactional mode also 0 duplicate and 0 missing outputs (exactly-once outputs); with poison faults also
+0 worker exits during them, every poison record in the dead-letter topic exactly once (in the plain mode:
+at least once) and no other dead letter nor skipped input.
 """
 
 import argparse
@@ -51,6 +61,7 @@ DOCKER = os.environ.get("DOCKER_CLI") or ("docker" if shutil.which("docker") els
 PROJECT = os.environ.get("ACTORFLOW_PROJECT", "actorflow")
 INPUT = os.environ.get("ACTORFLOW_INPUT", "ledger")
 PARTITIONS = int(os.environ.get("ACTORFLOW_PARTITIONS", "6"))
+ACCOUNTS = int(os.environ.get("ACTORFLOW_ACCOUNTS", "1000"))
 SESSION = float(os.environ.get("ACTORFLOW_SESSION_TIMEOUT", "6s").rstrip("s"))
 WORKERS = ["worker1", "worker2", "worker3", "worker4", "worker5"]
 BASE = ["worker1", "worker2", "worker3"]
@@ -255,6 +266,7 @@ class Chaos:
         self.rng = random.Random(args.seed)
         self.n = 0
         self.saved_logs = {}  # name -> log text of removed containers
+        self.poisons = []  # the records fault_poison wrote: kind, topic, partition, offset, key, exception, fault
 
     # --- waiting -----------------------------------------------------------------------------------
     def settled(self):
@@ -494,24 +506,70 @@ class Chaos:
         compose("rm", "-f", *EXTRA)
         return ",".join(EXTRA), {}
 
+    def fault_poison(self):
+        acct = f"acct-{self.rng.randrange(ACCOUNTS)}"
+        before = {w: inspect(w) for w in self.active}
+        log(f"poison: a non-JSON and an int64-overflowing record for {acct}, and a key-less one, into {INPUT}")
+        out = compose("run", "--rm", "-T", "--no-deps", "verifier", "poison", "--key", acct, profiles="verify")
+        recs = []
+        for line in out.splitlines():
+            if line.startswith("{"):
+                recs.append({**json.loads(line), "fault": self.n})
+        if len(recs) != 3:
+            raise RuntimeError(f"demo poison wrote {len(recs)} records, want 3: {out[-500:]}")
+        self.poisons += recs
+        log("  " + "; ".join(f"{r['kind']} {r['topic']}[{r['partition']}]@{r['offset']}" for r in recs))
+        # The fault lasts until each poisoned partition's committable offset (the next offset to commit)
+        # has passed its record: it was dead-lettered in a committed transaction and the partition goes on.
+        t0, passed, owners = time.time(), {}, set()
+        deadline = t0 + self.args.settle_timeout
+        while time.time() < deadline and len(passed) < len(recs):
+            for w, st in self.mon.fresh().items():
+                if w not in self.active:
+                    continue
+                for p in st.get("partitions") or []:
+                    for i, r in enumerate(recs):
+                        if i not in passed and p.get("topic") == r["topic"] and p["partition"] == r["partition"] \
+                                and (p.get("committable_offset") or 0) > r["offset"]:
+                            passed[i] = round(time.time() - t0, 2)
+                            owners.add(w)
+            time.sleep(0.1)
+        for i, r in enumerate(recs):
+            r["passed_s"] = passed.get(i)
+            if i not in passed:
+                self.warn(f"poison {r['kind']} {r['topic']}[{r['partition']}]@{r['offset']}: its partition's "
+                          f"committable offset did not pass it within {self.args.settle_timeout:.0f}s")
+        restarts = []
+        for w, st0 in before.items():
+            st = inspect(w)
+            if not st0 or not st or st["started"] != st0["started"] or st["restarts"] != st0["restarts"] \
+                    or st["status"] != "running":
+                restarts.append(w)
+        if restarts:
+            self.warn(f"poison: {', '.join(restarts)} restarted or stopped during the fault")
+        return ",".join(sorted(owners)) or "-", {"poison": recs, "restarted": restarts}
+
     # --- schedule ----------------------------------------------------------------------------------
     def next_kind(self, i):
         kinds = self.args.kinds
         if "scale" in kinds:
             kinds = [k for k in kinds if k != "scale"] + ["scale_out" if len(self.active) == 3 else "scale_in"]
         if self.args.short and not self.args.kinds_given:
-            # Every kind within the first faults, in an order that also kills and zombifies with 5 workers.
-            order = ["kill", "zombie", "broker_restart", "kill", "rolling_restart", "scale_out", "zombie",
+            # Every kind within the first faults, in an order that also kills and zombifies with 5 workers;
+            # the poison right before the rolling restart, so that its partitions are recovered after it.
+            order = ["kill", "zombie", "broker_restart", "poison", "rolling_restart", "scale_out", "zombie",
                      "kill", "scale_in", "zombie", "kill", "broker_restart"]
             if i < len(order):
                 return order[i]
-        if not self.args.kinds_given and i < 7:
+        if self.args.kinds_given and i < len(kinds):
+            return kinds[i]  # each given kind once first, in the given order (scale: out, then in)
+        if not self.args.kinds_given and i < 8:
             first = ["kill", "zombie", "broker_restart", "rolling_restart", "scale_out", "scale_in",
-                     "zombie_handover"]
+                     "zombie_handover", "poison"]
             return first[i]
         # Weighted: the faults that exercise the fence and the takeover most often.
         weights = {"kill": 4, "zombie": 4, "zombie_handover": 2, "broker_restart": 1, "rolling_restart": 1,
-                   "scale_out": 1, "scale_in": 1}
+                   "scale_out": 1, "scale_in": 1, "poison": 1}
         return self.rng.choices(kinds, [weights.get(k, 1) for k in kinds])[0]
 
     def run(self):
@@ -599,6 +657,35 @@ class Chaos:
         return events
 
     # --- report ------------------------------------------------------------------------------------
+    def poison_check(self, vr, events):
+        """The poison faults' pass condition: 0 worker exits (log lines and container restarts) within them,
+        each poison record in the dead-letter topic exactly once (at least once in the plain mode) with its
+        KIP-1034 source headers and the expected kind, and no other dead letter or skipped input."""
+        pf = [f for f in self.faults if f["kind"] == "poison"]
+        # A fence logged and retried (a rebalance the poison did not cause) is no exit; a clean stop is
+        # none of the poison's doing either.
+        exits = sum(1 for e in events if e["kind"].startswith("exit 1") and e["fault"]
+                    and e["fault"].split()[1] == "poison")
+        exits += sum(len(f.get("restarted") or []) for f in pf)
+        dls = (vr or {}).get("dead_letters") or []
+        recs, once, mine = [], 0, set()
+        for r in self.poisons:
+            src = {"topic": r["topic"], "partition": r["partition"], "offset": r["offset"]}
+            got = [d for d in dls if d.get("source") == src]
+            mine.add((r["topic"], r["partition"], r["offset"]))
+            kinds = sorted({d.get("exception") for d in got})
+            good = (len(got) == 1 or (self.args.mode == "plain" and len(got) >= 1)) and kinds == [r["exception"]]
+            once += good
+            recs.append({**r, "dead_letters": len(got), "dead_letter_kinds": kinds,
+                         "dead_letter_where": ",".join(f"dlq[{d['dlq_partition']}]@{d['dlq_offset']}" for d in got)})
+        others = sum(1 for d in dls if (d["source"]["topic"], d["source"]["partition"], d["source"]["offset"]) not in mine)
+        skipped = (vr or {}).get("skipped_inputs")
+        ok = (vr is not None and exits == 0 and once == len(self.poisons) and others == 0
+              and skipped == len(self.poisons) and (vr or {}).get("dead_letter_topic"))
+        return {"faults": len(pf), "exits": exits, "in_dlq_once": once, "other_dead_letters": others,
+                "skipped_inputs": skipped, "dead_letter_topic": (vr or {}).get("dead_letter_topic"),
+                "records": recs, "ok": bool(ok)}
+
     def report(self, vr, verdict, vrc, verify_s, t_faults, produced, events):
         by_kind = {}
         for f in self.faults:
@@ -607,6 +694,7 @@ class Chaos:
         kills = [f for f in self.faults if f["kind"] == "kill"]
         zombies = [f for f in self.faults if f["kind"] in ("zombie", "zombie_handover")]
         mismatches = vr.get("mismatches") if vr else None
+        poison = self.poison_check(vr, events)
         rep = {
             "mode": self.args.mode, "faults": len(self.faults), "faults_by_kind": by_kind,
             "fault_seconds": round(t_faults, 1), "total_seconds": round(time.time() - T0, 1),
@@ -619,6 +707,7 @@ class Chaos:
             "takeover_per_partition": self.takeovers,
             "takeover_s_min_median_max": [procs[0], procs[len(procs) // 2], procs[-1]] if procs else None,
             "zombie_outcomes": [f"{f['target']}: {f['outcome']}" for f in zombies],
+            "poison": poison,
             "worker_events": events, "pause_method": self.pause_method,
             "warnings": self.warnings, "fault_log": self.faults,
         }
@@ -672,6 +761,16 @@ class Chaos:
                 out.append(f"  OUTPUT {e}")
         else:
             out.append(f"verifier:          no report (exit {vrc}); see {self.outdir}/verify.out")
+        if poison["faults"]:
+            out.append(f"poison:            {len(self.poisons)} records in {poison['faults']} faults: "
+                       f"{poison['exits']} worker exits during them, {poison['in_dlq_once']} in "
+                       f"{poison['dead_letter_topic']} exactly once (read_committed, headers naming topic/partition/"
+                       f"offset, kind as expected), {poison['skipped_inputs']} inputs skipped by the verifier, "
+                       f"{poison['other_dead_letters']} other dead letters")
+            for r in poison["records"]:
+                out.append(f"  {r['kind']:<12} {r['topic']}[{r['partition']}]@{r['offset']} key {r.get('key') or '-'}: "
+                           f"passed in {r['passed_s']}s, dead letters {r['dead_letters']} "
+                           f"{r['dead_letter_where'] or ''} {r['dead_letter_kinds'] or ''}")
         if verdict:
             out.append(f"verdict:           {verdict}")
         for w in self.warnings:
@@ -685,6 +784,10 @@ class Chaos:
         if self.args.mode == "transactional":
             ok = ok and dups == 0 and missing == 0
             cond += f", output duplicates = {dups}, missing outputs = {missing}"
+        if poison["faults"]:
+            ok = ok and poison["ok"]
+            cond += (f", poison: worker exits = {poison['exits']}, in the dead-letter topic exactly once = "
+                     f"{poison['in_dlq_once']}/{len(self.poisons)}, other dead letters = {poison['other_dead_letters']}")
         out.append(f"RESULT: {'PASS' if ok else 'FAIL'} ({cond})")
         out.append(f"details: {self.outdir}/report.json, status.jsonl, verify.out, logs/")
         print("\n".join(out), flush=True)
@@ -696,7 +799,7 @@ def main():
     ap.add_argument("--faults", type=int, default=None, help="number of faults (default 12 with --short, else 50)")
     ap.add_argument("--mode", default=os.environ.get("ACTORFLOW_MODE", "transactional"))
     ap.add_argument("--short", action="store_true", help="CI: 12 faults covering every kind, short gaps")
-    ap.add_argument("--kinds", default="kill,zombie,zombie_handover,broker_restart,rolling_restart,scale",
+    ap.add_argument("--kinds", default="kill,zombie,zombie_handover,broker_restart,rolling_restart,scale,poison",
                     help="comma-separated fault kinds to draw from (scale = scale_out/scale_in in turn)")
     ap.add_argument("--pause", type=float, default=None, help="zombie pause seconds (default 2 x session timeout)")
     ap.add_argument("--handover-delay", type=float, default=1.0,

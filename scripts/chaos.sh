@@ -13,7 +13,8 @@
 #   --short                      12 faults covering every kind, 2 s gaps
 #   --faults N                   number of faults (default 50; 12 with --short)
 #   --kinds k1,k2                draw only these: kill, zombie, zombie_handover, broker_restart,
-#                                rolling_restart, scale (scale_out and scale_in in turn)
+#                                rolling_restart, scale (scale_out and scale_in in turn), poison (records
+#                                the fold cannot take, into the input: the dead-letter policy's test)
 #   --pause S                    zombie pause in seconds (default 2 x the 6 s session timeout)
 #   --seed N                     the random schedule's seed (printed at the start)
 #   --reuse                      keep a cluster already up in the same mode (default: a fresh one)
@@ -24,7 +25,8 @@
 # then the containers' logs are saved and the cluster is removed. Output: the report on stdout, and
 # $ACTORFLOW_CACHE/chaos/<time>-<mode>/ (report.json, status.jsonl, verify.out, logs/).
 # Pass: 0 mismatches, and in the transactional mode 0 duplicate and 0 missing outputs (read_committed:
-# exactly-once outputs); the plain mode's outputs are at-least-once (mismatches only).
+# exactly-once outputs); the plain mode's outputs are at-least-once (mismatches only). With poison faults
+# also 0 worker exits during them and each poison record in the dead-letter topic exactly once.
 # Exit: 0 when the run passes, 1 when it fails, 2 when the run could not complete.
 set -uo pipefail
 

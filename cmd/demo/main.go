@@ -24,8 +24,10 @@ func main() {
 		os.Exit(runVerify(args))
 	case "latency":
 		os.Exit(runLatency(args))
+	case "poison":
+		os.Exit(runPoison(args))
 	default:
-		fmt.Fprintf(os.Stderr, "demo: unknown subcommand %q (want worker, produce, verify, latency, or none)\n", cmd)
+		fmt.Fprintf(os.Stderr, "demo: unknown subcommand %q (want worker, produce, verify, latency, poison, or none)\n", cmd)
 		os.Exit(2)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/actorflow/actorflow/internal/ledger"
 	"github.com/actorflow/actorflow/internal/testkit"
@@ -64,5 +65,101 @@ func TestCheckOutputsCountsPerKey(t *testing.T) {
 	r.ExactlyOnce = false
 	if r.outputsFailed() {
 		t.Fatal("at-least-once check failed on duplicates")
+	}
+}
+
+// Poison records in the input (a non-JSON value and an int64-overflowing
+// amount for existing accounts, a record without key), workers with the
+// dead-letter policy: the verifier skips and counts them when it folds the
+// input (instead of failing on them), finds each in the dead-letter topic
+// exactly once with the KIP-1034 headers naming its source, and passes.
+func TestVerifySkipsPoisonAndFindsItsDeadLetters(t *testing.T) {
+	_, brokers := testkit.Kfake(t)
+	b := brokers[0]
+	common := []string{"--brokers", b, "--input", "in", "--partitions", "3"}
+	cl := testkit.Client(t, brokers, kgo.DefaultProduceTopic("in"))
+	if err := createTopic(context.Background(), cl, "in", 3); err != nil {
+		t.Fatal(err)
+	}
+	// Events before and after the poison, one sequence per account.
+	gen := &ledger.Generator{Accounts: 20}
+	produce := func(n int) {
+		t.Helper()
+		recs := make([]*kgo.Record, n)
+		for i := range recs {
+			recs[i] = ledger.Record("in", gen.Next())
+		}
+		if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produce(600)
+	injected, err := poison(context.Background(), []string{b}, "in", "acct-3", poisonKinds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(injected) != 3 {
+		t.Fatalf("injected %+v: want 3 records", injected)
+	}
+	produce(60)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- worker(ctx, append(common, "--group", "g", "--snapshots", "snaps", "--output", "out",
+			"--http", "127.0.0.1:0", "--persist-every", "50ms",
+			"--undecodable-policy", "dead-letter", "--nil-key-policy", "dead-letter"))
+	}()
+	r, err := verify(context.Background(), brokers, "g", "in", "snaps", "out", "", time.Minute)
+	cancel()
+	if rc := <-done; rc != 0 {
+		t.Errorf("worker exited %d", rc)
+	}
+	if err != nil {
+		t.Fatalf("verify: %v", err)
+	}
+	r.ExactlyOnce = true
+	if r.Mismatches != 0 || r.SkippedInputs != 3 || r.Events != 660 {
+		t.Fatalf("mismatches %d (%q), skipped %d (%+v), events %d: want 0, 3, 660", r.Mismatches, r.Examples, r.SkippedInputs, r.Skipped, r.Events)
+	}
+	if r.DeadLetterTopic != "in.dlq" || r.DeadLettersTotal != 3 || r.DeadLetterDuplicates != 0 || r.DeadLettersMissing != 0 || r.DeadLettersUnexpected != 0 || r.failed() {
+		t.Fatalf("dead letters %+v: want 3 in in.dlq, each once, and a pass", r)
+	}
+	for _, in := range injected {
+		n := 0
+		for _, dl := range r.DeadLetters {
+			if dl.Source == in.inputRef && dl.Exception == in.Exception {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("poison %+v: %d dead letters with its topic, partition, offset and kind (want 1): %+v", in, n, r.DeadLetters)
+		}
+	}
+}
+
+// The dead-letter check: a skipped input missing from the dead-letter
+// topic, one seen twice and a dead letter of no skipped input are each
+// counted; duplicates fail only the exactly-once check.
+func TestMatchDeadLetters(t *testing.T) {
+	a, b, c := inputRef{"in", 0, 5}, inputRef{"in", 1, 7}, inputRef{"in", 2, 9}
+	r := &report{Skipped: []skippedInput{{inputRef: a}, {inputRef: b}}, SkippedInputs: 2, DeadLetterTopic: "in.dlq",
+		DeadLetters: []deadLetter{{Source: b}, {Source: b}, {Source: c}}, DeadLettersTotal: 3}
+	r.matchDeadLetters()
+	if r.DeadLettersMissing != 1 || r.DeadLetterDuplicates != 1 || r.DeadLettersUnexpected != 1 {
+		t.Fatalf("missing %d, duplicates %d, unexpected %d: want 1 each", r.DeadLettersMissing, r.DeadLetterDuplicates, r.DeadLettersUnexpected)
+	}
+	r.ExactlyOnce = true
+	if !r.failed() {
+		t.Fatal("not failed")
+	}
+	r2 := &report{Skipped: []skippedInput{{inputRef: a}}, SkippedInputs: 1, DeadLetterTopic: "in.dlq",
+		DeadLetters: []deadLetter{{Source: a}, {Source: a}}, DeadLettersTotal: 2}
+	r2.matchDeadLetters()
+	if r2.failed() {
+		t.Fatal("at-least-once: a duplicate dead letter failed the check")
+	}
+	r2.ExactlyOnce = true
+	if !r2.failed() {
+		t.Fatal("exactly-once: a duplicate dead letter passed the check")
 	}
 }

@@ -3,13 +3,16 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/actorflow/actorflow/internal/ledger"
+	"github.com/actorflow/actorflow/keyflow"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -38,6 +41,78 @@ type report struct {
 	// fails the verification.
 	ExactlyOnce  bool    `json:"exactly_once"`
 	DrainSeconds float64 `json:"drain_seconds"`
+
+	// SkippedInputs counts the input records that are no ledger event (no
+	// key, or undecodable: keyflow.ErrUndecodable), which the workers'
+	// Skip or DeadLetter policy leaves without effect and the verifier's own
+	// fold skips too; Skipped names each of them.
+	SkippedInputs int            `json:"skipped_inputs"`
+	Skipped       []skippedInput `json:"skipped,omitempty"`
+	// DeadLetterTopic is the dead-letter topic read (read_committed), ""
+	// when it does not exist (the workers' policies are not DeadLetter).
+	// Each skipped input should be in it once (DeadLetterDuplicates counts
+	// the extra copies, which fail only the exactly-once check),
+	// DeadLettersMissing counts skipped inputs without a dead letter and
+	// DeadLettersUnexpected dead letters of no skipped input (an event that
+	// was valid, or of another topic).
+	DeadLetterTopic       string       `json:"dead_letter_topic,omitempty"`
+	DeadLettersTotal      int          `json:"dead_letters_total"`
+	DeadLetters           []deadLetter `json:"dead_letters,omitempty"`
+	DeadLetterDuplicates  int          `json:"dead_letter_duplicates"`
+	DeadLettersMissing    int          `json:"dead_letters_missing"`
+	DeadLettersUnexpected int          `json:"dead_letters_unexpected"`
+}
+
+// skippedInput is an input record the verifier's fold skipped, and why.
+type skippedInput struct {
+	inputRef
+	Key string `json:"key,omitempty"`
+	Why string `json:"why"`
+}
+
+// deadLetter is a record of the dead-letter topic: the source its KIP-1034
+// headers name, its kind (__streams.errors.exception) and where it is.
+type deadLetter struct {
+	Source    inputRef `json:"source"`
+	Exception string   `json:"exception"`
+	Partition int32    `json:"dlq_partition"`
+	Offset    int64    `json:"dlq_offset"`
+}
+
+// failed reports whether the verification fails: a mismatch, outputs that
+// break the mode's guarantee, or dead letters that do not match the
+// skipped inputs (when there is a dead-letter topic).
+func (r *report) failed() bool {
+	if r.Mismatches > 0 || r.outputsFailed() {
+		return true
+	}
+	if r.DeadLetterTopic == "" {
+		return false
+	}
+	return r.DeadLettersMissing > 0 || r.DeadLettersUnexpected > 0 || (r.ExactlyOnce && r.DeadLetterDuplicates > 0)
+}
+
+// matchDeadLetters counts, per skipped input, its dead letters.
+func (r *report) matchDeadLetters() {
+	n := map[inputRef]int{}
+	for _, dl := range r.DeadLetters {
+		n[dl.Source]++
+	}
+	skipped := map[inputRef]bool{}
+	for _, s := range r.Skipped {
+		skipped[s.inputRef] = true
+		switch c := n[s.inputRef]; {
+		case c == 0:
+			r.DeadLettersMissing++
+		case c > 1:
+			r.DeadLetterDuplicates += c - 1
+		}
+	}
+	for src, c := range n {
+		if !skipped[src] {
+			r.DeadLettersUnexpected += c
+		}
+	}
 }
 
 // outputsFailed reports whether the outputs break the mode's guarantee:
@@ -58,6 +133,7 @@ func runVerify(args []string) int {
 	input := fs.String("input", env("ACTORFLOW_INPUT", "ledger"), "input topic (ACTORFLOW_INPUT)")
 	snaps := fs.String("snapshots", env("ACTORFLOW_SNAPSHOTS", "ledger-snapshots"), "snapshot topic (ACTORFLOW_SNAPSHOTS)")
 	output := fs.String("output", env("ACTORFLOW_OUTPUT", ""), "output topic to check for duplicates and missing outputs (ACTORFLOW_OUTPUT)")
+	dlq := fs.String("dead-letter-topic", env("ACTORFLOW_DEAD_LETTER_TOPIC", ""), "dead-letter topic to match with the skipped inputs, default <input>.dlq; ignored when missing (ACTORFLOW_DEAD_LETTER_TOPIC)")
 	mode := fs.String("mode", env("ACTORFLOW_MODE", "transactional"), "the workers' mode (ACTORFLOW_MODE): transactional checks the outputs as exactly-once, plain as at-least-once")
 	timeout := fs.Duration("timeout", envDuration("ACTORFLOW_VERIFY_TIMEOUT", 5*time.Minute), "how long to wait for the group to drain")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
@@ -69,7 +145,7 @@ func runVerify(args []string) int {
 		fmt.Fprintln(os.Stderr, "verify:", err)
 		return 2
 	}
-	r, err := verify(ctx, bl, *group, *input, *snaps, *output, *timeout)
+	r, err := verify(ctx, bl, *group, *input, *snaps, *output, *dlq, *timeout)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "verify:", err)
 		return 2
@@ -91,21 +167,35 @@ func runVerify(args []string) int {
 		}
 		fmt.Printf("outputs %d (%s, read_committed): duplicates %d in %d accounts, missing %d in %d accounts, out of order %d\n",
 			r.Outputs, guarantee, r.OutputDuplicates, r.KeysWithDuplicates, r.MissingOutputs, r.KeysWithMissing, r.OutputsOutOfOrder)
+		for _, s := range r.Skipped {
+			fmt.Printf("SKIPPED %s key %q: %s\n", s.inputRef, s.Key, s.Why)
+		}
+		if r.DeadLetterTopic != "" {
+			fmt.Printf("dead letters %d in %s (read_committed): %d duplicates, %d skipped inputs missing, %d unexpected\n",
+				r.DeadLettersTotal, r.DeadLetterTopic, r.DeadLetterDuplicates, r.DeadLettersMissing, r.DeadLettersUnexpected)
+		}
 	}
-	if r.Mismatches > 0 || r.outputsFailed() {
-		fmt.Printf("FAIL: %d of %d accounts differ from the fold of their %d input events; outputs: %d duplicates, %d missing, %d out of order (%s mode)\n",
-			r.Mismatches, r.Accounts, r.Events, r.OutputDuplicates, r.MissingOutputs, r.OutputsOutOfOrder, r.Mode)
+	if r.failed() {
+		fmt.Printf("FAIL: %d of %d accounts differ from the fold of their %d input events; outputs: %d duplicates, %d missing, %d out of order; dead letters: %d duplicates, %d missing, %d unexpected (%s mode)\n",
+			r.Mismatches, r.Accounts, r.Events, r.OutputDuplicates, r.MissingOutputs, r.OutputsOutOfOrder,
+			r.DeadLetterDuplicates, r.DeadLettersMissing, r.DeadLettersUnexpected, r.Mode)
 		return 1
 	}
 	what := "every snapshot equals the fold of its input"
 	if r.ExactlyOnce {
 		what += ", every output exactly once and in order"
 	}
+	if r.SkippedInputs > 0 {
+		what += fmt.Sprintf("; %d input records no event, skipped", r.SkippedInputs)
+		if r.DeadLetterTopic != "" {
+			what += ", each in " + r.DeadLetterTopic
+		}
+	}
 	fmt.Printf("PASS: %d accounts, %d events: %s\n", r.Accounts, r.Events, what)
 	return 0
 }
 
-func verify(ctx context.Context, brokers []string, group, input, snaps, output string, timeout time.Duration) (*report, error) {
+func verify(ctx context.Context, brokers []string, group, input, snaps, output, dlq string, timeout time.Duration) (*report, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
 		return nil, err
@@ -125,13 +215,24 @@ func verify(ctx context.Context, brokers []string, group, input, snaps, output s
 	}
 	r := &report{DrainSeconds: time.Since(start).Seconds()}
 
-	// The verifier's own fold of the input.
+	// The verifier's own fold of the input. A record that is no ledger
+	// event (the workers' Skip or DeadLetter policies leave it without
+	// effect) is skipped and named; any other fold error is the verifier's.
 	exp := map[string]*ledger.State{}
 	var events int
 	if err := readAll(ctx, brokers, input, func(rec *kgo.Record) error {
+		ref := inputRef{rec.Topic, rec.Partition, rec.Offset}
+		if rec.Key == nil {
+			r.Skipped = append(r.Skipped, skippedInput{inputRef: ref, Why: "record has no key"})
+			return nil
+		}
 		s, err := ledger.Fold(nil, exp[string(rec.Key)], rec)
+		if errors.Is(err, keyflow.ErrUndecodable) {
+			r.Skipped = append(r.Skipped, skippedInput{inputRef: ref, Key: string(rec.Key), Why: err.Error()})
+			return nil
+		}
 		if err != nil {
-			return fmt.Errorf("input %s[%d]@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
+			return fmt.Errorf("input %s key %q: %w", ref, rec.Key, err)
 		}
 		exp[string(rec.Key)] = s
 		events++
@@ -139,7 +240,10 @@ func verify(ctx context.Context, brokers []string, group, input, snaps, output s
 	}); err != nil {
 		return nil, err
 	}
-	r.Accounts, r.Events = len(exp), events
+	r.Accounts, r.Events, r.SkippedInputs = len(exp), events, len(r.Skipped)
+	if err := readDeadLetters(ctx, brokers, adm, input, dlq, r); err != nil {
+		return nil, err
+	}
 
 	got := map[string]*ledger.State{}
 	parts, err := adm.ListEndOffsets(ctx, snaps)
@@ -259,6 +363,45 @@ func firstSeqs(s []int64) string {
 		return fmt.Sprint(s[:5]) + fmt.Sprintf("... (%d)", len(s))
 	}
 	return fmt.Sprint(s)
+}
+
+// readDeadLetters reads the dead-letter topic (default <input>.dlq)
+// read_committed, if it exists, and matches its records with r.Skipped.
+func readDeadLetters(ctx context.Context, brokers []string, adm *kadm.Client, input, dlq string, r *report) error {
+	if dlq == "" {
+		dlq = keyflow.DefaultDeadLetterTopic(input)
+	}
+	td, err := adm.ListTopics(ctx, dlq)
+	if err != nil {
+		return fmt.Errorf("dead-letter topic %s: %w", dlq, err)
+	}
+	if !td.Has(dlq) {
+		return nil
+	}
+	r.DeadLetterTopic = dlq
+	if err := readAll(ctx, brokers, dlq, func(rec *kgo.Record) error {
+		dl := deadLetter{Partition: rec.Partition, Offset: rec.Offset}
+		for _, h := range rec.Headers {
+			switch h.Key {
+			case keyflow.HeaderErrorTopic:
+				dl.Source.Topic = string(h.Value)
+			case keyflow.HeaderErrorPartition:
+				p, _ := strconv.ParseInt(string(h.Value), 10, 32)
+				dl.Source.Partition = int32(p)
+			case keyflow.HeaderErrorOffset:
+				dl.Source.Offset, _ = strconv.ParseInt(string(h.Value), 10, 64)
+			case keyflow.HeaderErrorException:
+				dl.Exception = string(h.Value)
+			}
+		}
+		r.DeadLetters = append(r.DeadLetters, dl)
+		return nil
+	}); err != nil {
+		return fmt.Errorf("dead-letter topic %s: %w", dlq, err)
+	}
+	r.DeadLettersTotal = len(r.DeadLetters)
+	r.matchDeadLetters()
+	return nil
 }
 
 // readAll reads every partition of topic from the start to its end offset
