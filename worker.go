@@ -227,7 +227,7 @@ func (w *Worker) ensureOutput(ctx context.Context, admin *kgo.Client) error {
 	case w.cfg.mode == snapshotstore.Plain:
 		cl = producer
 	}
-	parts, err := snapshotstore.TopicPartitions(ctx, admin, w.cfg.input)
+	parts, err := w.inputPartitions(ctx, admin)
 	if err != nil {
 		return err
 	}
@@ -247,7 +247,7 @@ func (w *Worker) ensureDeadLetter(ctx context.Context, admin *kgo.Client) error 
 	if topic == w.cfg.snapshot || topic == w.cfg.input {
 		return fmt.Errorf("%w: dead-letter topic %q is the flow's input or snapshot topic", snapshotstore.ErrTopicSetup, topic)
 	}
-	parts, err := snapshotstore.TopicPartitions(ctx, admin, w.cfg.input)
+	parts, err := w.inputPartitions(ctx, admin)
 	if err != nil {
 		return err
 	}
@@ -257,6 +257,32 @@ func (w *Worker) ensureDeadLetter(ctx context.Context, admin *kgo.Client) error 
 	w.cfg.log.Info("dead-letter topic checked", zap.String("topic", topic))
 	return nil
 }
+
+// inputPartitions is the input topic's partition count, which an output or
+// dead-letter topic is created with. Right after the input topic's creation
+// (WithCreateTopics) the broker's metadata may not list it yet; counting 0
+// partitions then created a 1-partition dead-letter topic on Kafka 4.4.0
+// (seen in the chaos run), so the count is awaited, bounded.
+func (w *Worker) inputPartitions(ctx context.Context, admin *kgo.Client) (int32, error) {
+	deadline := time.Now().Add(inputMetadataWait)
+	for {
+		parts, err := snapshotstore.TopicPartitions(ctx, admin, w.cfg.input)
+		if err != nil || parts > 0 {
+			return parts, err
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("%w: input topic %q not in the cluster's metadata after %v", snapshotstore.ErrTopicSetup, w.cfg.input, inputMetadataWait)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// inputMetadataWait bounds inputPartitions' wait for the metadata.
+const inputMetadataWait = 15 * time.Second
 
 // waitBrokers retries reaching the cluster within the start timeout and
 // returns the admin client that reached it (the caller closes it).
