@@ -6,6 +6,7 @@ import (
 	"github.com/actorflow/actorflow/coordinator"
 	"github.com/actorflow/actorflow/partitionflow"
 	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 )
@@ -39,6 +40,7 @@ type config struct {
 	retryBackoff     time.Duration
 	maxRetryBackoff  time.Duration
 	outPartitioner   kgo.Partitioner
+	metrics          prometheus.Registerer
 }
 
 func defaults() config {

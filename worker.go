@@ -85,6 +85,11 @@ func NewWorker(flow keyflow.Handler, opts ...Option) (*Worker, error) {
 func (w *Worker) Run(ctx context.Context) error {
 	defer close(w.done)
 	log := w.cfg.log
+	m, unregister, err := w.registerMetrics()
+	if err != nil {
+		return err
+	}
+	defer unregister()
 	admin, err := w.waitBrokers(ctx)
 	if err != nil {
 		return err
@@ -137,12 +142,20 @@ func (w *Worker) Run(ctx context.Context) error {
 		defer k.Close()
 		store = k
 	}
+	hanging := resolveHanging(store) // of the undecorated store
+	if m != nil {
+		store = metricsStore{Store: store, m: m}
+	}
 	var deadLetters *kgo.Client
 	if w.cfg.mode == snapshotstore.Plain && w.flow.DeadLetterTopic(w.cfg.input) != "" {
 		// The plain mode's dead letters go through a producer of the worker
 		// (kgo's defaults: idempotent, acks=all); a key holds the record's
 		// offset until its dead letter is acknowledged (at-least-once).
-		deadLetters, err = kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(w.cfg.brokers...)}, w.cfg.clientOpts...)...)
+		opts := append([]kgo.Opt{kgo.SeedBrokers(w.cfg.brokers...)}, w.cfg.clientOpts...)
+		if m != nil {
+			opts = append(opts, kgo.WithHooks(deadLetterHook{m}))
+		}
+		deadLetters, err = kgo.NewClient(opts...)
 		if err != nil {
 			return fmt.Errorf("actorflow: dead-letter producer: %w", err)
 		}
@@ -165,6 +178,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		},
 		OnFailure: func(tp coordinator.TopicPartition, err error) {
 			perr := &PartitionError{Topic: tp.Topic, Partition: tp.Partition, Err: err}
+			if m != nil {
+				m.failures.WithLabelValues(tp.Topic, partitionLabel(tp.Partition)).Inc()
+			}
 			if w.cfg.failFast || errors.Is(err, snapshotstore.ErrFenced) || tp.Partition < 0 {
 				cons.Fail(perr)
 				return
@@ -180,15 +196,19 @@ func (w *Worker) Run(ctx context.Context) error {
 		Brokers: w.cfg.brokers, Group: w.cfg.group, Topic: w.cfg.input,
 		InstanceID: w.cfg.instanceID, Protocol: w.cfg.protocol,
 		MaxInFlight: w.cfg.maxInFlight, SessionTimeout: w.cfg.sessionTimeout,
-		RebalanceTimeout: w.cfg.rebalanceTimeout, ClientOpts: w.cfg.clientOpts,
+		RebalanceTimeout: w.cfg.rebalanceTimeout, ClientOpts: w.consumerClientOpts(),
 		RetryBackoff: w.cfg.retryBackoff, MaxRetryBackoff: w.cfg.maxRetryBackoff,
-		ResolveHanging: resolveHanging(store),
+		ResolveHanging: hanging,
 		Logger:         log,
 	}, sup)
 	if err != nil {
 		return err
 	}
-	sup.SetConsumer(cons)
+	if m != nil {
+		sup.SetConsumer(metricsConsumer{Consumer: cons, m: m})
+	} else {
+		sup.SetConsumer(cons)
+	}
 	w.sup, w.cons = sup, cons
 	close(w.ready)
 	pctx, stopProbe := context.WithCancel(ctx)

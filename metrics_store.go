@@ -1,0 +1,62 @@
+package actorflow
+
+import (
+	"context"
+	"time"
+
+	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metricsStore decorates a Store so that every opened partition's Commit is
+// timed and sized (WithMetrics): the commit path itself stays unaware of
+// metrics.
+type metricsStore struct {
+	snapshotstore.Store
+	m *metrics
+}
+
+func (s metricsStore) Open(ctx context.Context, p snapshotstore.PartitionInfo) (snapshotstore.Partition, error) {
+	inner, err := s.Store.Open(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	part := partitionLabel(p.Partition)
+	return &metricsPartition{
+		Partition: inner, m: s.m,
+		seconds: s.m.commitSeconds.WithLabelValues(p.Topic, part),
+		records: s.m.commitRecords.WithLabelValues(p.Topic, part),
+		errors:  s.m.commitErrors.WithLabelValues(p.Topic, part),
+	}, nil
+}
+
+// metricsPartition embeds the opened Partition (CommitsOutputs, Recover and
+// Close pass through) and observes each Commit.
+type metricsPartition struct {
+	snapshotstore.Partition
+	m       *metrics
+	seconds prometheus.Observer
+	records prometheus.Observer
+	errors  prometheus.Counter
+}
+
+func (p *metricsPartition) Commit(ctx context.Context, b snapshotstore.Batch) error {
+	start := time.Now()
+	err := p.Partition.Commit(ctx, b)
+	p.seconds.Observe(time.Since(start).Seconds())
+	p.records.Observe(float64(len(b.Writes) + len(b.Outputs)))
+	if err != nil {
+		p.errors.Inc()
+		return err
+	}
+	// The transactional mode's dead letters are outputs of the transaction:
+	// they exist once it committed.
+	if p.m.dlqTopic != "" && p.Partition.CommitsOutputs() {
+		for _, r := range b.Outputs {
+			if r.Topic == p.m.dlqTopic {
+				p.m.deadLetter(r)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,141 @@
+package actorflow_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/actorflow/actorflow"
+	"github.com/actorflow/actorflow/internal/ledger"
+	"github.com/actorflow/actorflow/internal/testkit"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// families gathers g by name, keeping only actorflow's.
+func families(t testing.TB, g prometheus.Gatherer) map[string]*dto.MetricFamily {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	out := map[string]*dto.MetricFamily{}
+	for _, mf := range mfs {
+		if strings.HasPrefix(mf.GetName(), "actorflow_") {
+			out[mf.GetName()] = mf
+		}
+	}
+	return out
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// A worker with WithMetrics times every commit of every owned partition,
+// counts the records it processed and reports each partition's lag from
+// Status; the kprom metrics of its consumer are on the same registry, and
+// everything is unregistered when Run returns.
+func TestWithMetricsReportsCommitsRecordsAndLag(t *testing.T) {
+	const parts, n = 3, 300
+	_, brokers := testkit.Kfake(t)
+	input, snaps, group := testkit.Name(t, "in"), testkit.Name(t, "snap"), testkit.Name(t, "g")
+	testkit.CreateTopics(t, brokers, input, snaps, parts)
+	reg := prometheus.NewRegistry()
+	w, err := actorflow.NewWorker(ledger.Flow(), actorflow.WithBrokers(brokers...), actorflow.WithGroup(group),
+		actorflow.WithInputTopic(input), actorflow.WithSnapshotTopic(snaps),
+		actorflow.WithPersistEvery(20*time.Millisecond), actorflow.WithCommitOffsetsInterval(20*time.Millisecond),
+		actorflow.WithMetrics(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	testkit.ProduceLedger(t, brokers, input, &ledger.Generator{Accounts: 50}, n, ledger.Expected{})
+
+	testkit.Eventually(t, 60*time.Second, "metrics of every partition", func() (bool, string) {
+		fs := families(t, reg)
+		processed := 0.0
+		for _, m := range fs["actorflow_records_processed_total"].GetMetric() {
+			processed += m.GetCounter().GetValue()
+		}
+		if processed != n {
+			return false, fmt.Sprintf("records processed %v, want %d", processed, n)
+		}
+		commits := map[string]uint64{}
+		for _, m := range fs["actorflow_commit_seconds"].GetMetric() {
+			commits[label(m, "partition")] += m.GetHistogram().GetSampleCount()
+		}
+		lagZero := map[string]bool{}
+		for _, m := range fs["actorflow_lag"].GetMetric() {
+			lagZero[label(m, "partition")] = m.GetGauge().GetValue() == 0
+		}
+		for p := range parts {
+			l := fmt.Sprint(p)
+			if commits[l] == 0 || !lagZero[l] {
+				return false, fmt.Sprintf("partition %s: %d commits observed, lag 0: %v (commits %v, lag %v)", l, commits[l], lagZero[l], commits, lagZero)
+			}
+		}
+		if fs["actorflow_commit_records"].GetMetric() == nil {
+			return false, "no actorflow_commit_records"
+		}
+		return true, ""
+	})
+	fs := families(t, reg)
+	kafka := false
+	for name := range fs {
+		kafka = kafka || strings.HasPrefix(name, "actorflow_kafka_consumer_")
+	}
+	if !kafka {
+		t.Errorf("no kprom metric of the consumer (actorflow_kafka_consumer_*) in %v", keys(fs))
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if fs := families(t, reg); len(fs) != 0 {
+		t.Errorf("metrics still registered after Run returned: %v", keys(fs))
+	}
+}
+
+func keys(fs map[string]*dto.MetricFamily) []string {
+	out := make([]string, 0, len(fs))
+	for k := range fs {
+		out = append(out, k)
+	}
+	return out
+}
+
+// Without WithMetrics a worker registers nothing, not even on the default
+// registry.
+func TestWithoutMetricsRegistersNothing(t *testing.T) {
+	_, brokers := testkit.Kfake(t)
+	input, snaps, group := testkit.Name(t, "in"), testkit.Name(t, "snap"), testkit.Name(t, "g")
+	testkit.CreateTopics(t, brokers, input, snaps, 2)
+	w, err := actorflow.NewWorker(ledger.Flow(), actorflow.WithBrokers(brokers...), actorflow.WithGroup(group),
+		actorflow.WithInputTopic(input), actorflow.WithSnapshotTopic(snaps),
+		actorflow.WithPersistEvery(20*time.Millisecond), actorflow.WithCommitOffsetsInterval(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	testkit.ProduceLedger(t, brokers, input, &ledger.Generator{Accounts: 10}, 50, ledger.Expected{})
+	testkit.WaitCommittedAtEnd(t, brokers, group, input, 60*time.Second)
+	if fs := families(t, prometheus.DefaultGatherer); len(fs) != 0 {
+		t.Errorf("a worker without WithMetrics registered %v on the default registry", keys(fs))
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
