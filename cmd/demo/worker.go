@@ -17,6 +17,9 @@ import (
 	"github.com/actorflow/actorflow/internal/ledger"
 	"github.com/actorflow/actorflow/keyflow"
 	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -94,6 +97,10 @@ func worker(ctx context.Context, args []string) int {
 		defer producer.Close()
 	}
 	var folds atomic.Int64
+	// /metrics: the worker's metrics (WithMetrics) beside the Go runtime's
+	// and the process's.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	w, err := actorflow.NewWorker(ledger.FlowWithOutput(producer, *output, &folds, policies...),
 		actorflow.WithBrokers(bl...), actorflow.WithGroup(*group),
 		actorflow.WithInputTopic(*input), actorflow.WithSnapshotTopic(*snaps),
@@ -102,13 +109,14 @@ func worker(ctx context.Context, args []string) int {
 		actorflow.WithSessionTimeout(*session),
 		actorflow.WithPersistEvery(*persist), actorflow.WithCommitOffsetsInterval(*persist),
 		actorflow.WithStartTimeout(3*time.Minute),
+		actorflow.WithMetrics(reg),
 		actorflow.WithLogger(log))
 	if err != nil {
 		log.Error("worker", zap.Error(err))
 		return 2
 	}
 
-	srv := &http.Server{Addr: *addr, Handler: statusHandler(w, &folds), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Addr: *addr, Handler: statusHandler(w, &folds, reg), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("http", zap.Error(err))
@@ -131,8 +139,9 @@ type workerStatus struct {
 	ProcessedTotal int64 `json:"processed_total"`
 }
 
-func statusHandler(w *actorflow.Worker, folds *atomic.Int64) http.Handler {
+func statusHandler(w *actorflow.Worker, folds *atomic.Int64, reg *prometheus.Registry) http.Handler {
 	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	// Both answer 503 with the Health report when false, so a probe's log
 	// says why (brokers unreachable, a partition failed or recovering).
 	probe := func(ok func(actorflow.Health) bool) http.HandlerFunc {
