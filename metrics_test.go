@@ -10,8 +10,11 @@ import (
 	"github.com/actorflow/actorflow"
 	"github.com/actorflow/actorflow/internal/ledger"
 	"github.com/actorflow/actorflow/internal/testkit"
+	"github.com/actorflow/actorflow/keyflow"
+	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // families gathers g by name, keeping only actorflow's.
@@ -137,5 +140,50 @@ func TestWithoutMetricsRegistersNothing(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Dead letters are counted once they exist: committed in the partition's
+// transaction (transactional mode) or acknowledged by the dead-letter
+// producer (plain mode), under their source topic.
+func TestWithMetricsCountsDeadLetters(t *testing.T) {
+	for _, mode := range []snapshotstore.Mode{snapshotstore.Transactional, snapshotstore.Plain} {
+		t.Run(mode.String(), func(t *testing.T) {
+			const n = 5
+			_, brokers := testkit.Kfake(t)
+			input, snaps, group := testkit.Name(t, "in"), testkit.Name(t, "snap"), testkit.Name(t, "g")
+			reg := prometheus.NewRegistry()
+			w, err := actorflow.NewWorker(ledger.Flow(keyflow.WithNilKeyPolicy[ledger.State](keyflow.DeadLetter)),
+				actorflow.WithBrokers(brokers...), actorflow.WithGroup(group), actorflow.WithMode(mode),
+				actorflow.WithInputTopic(input), actorflow.WithSnapshotTopic(snaps), actorflow.WithCreateTopics(2, -1),
+				actorflow.WithPersistEvery(20*time.Millisecond), actorflow.WithCommitOffsetsInterval(20*time.Millisecond),
+				actorflow.WithMetrics(reg))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- w.Run(ctx) }()
+			cl := testkit.Client(t, brokers, kgo.DefaultProduceTopic(input), kgo.AllowAutoTopicCreation())
+			for i := range n {
+				if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte(fmt.Sprint(i))}).FirstErr(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			testkit.Eventually(t, 60*time.Second, "dead letters counted", func() (bool, string) {
+				got := 0.0
+				for _, m := range families(t, reg)["actorflow_dead_letters_total"].GetMetric() {
+					if label(m, "topic") != input {
+						return false, "dead letter labelled " + label(m, "topic")
+					}
+					got += m.GetCounter().GetValue()
+				}
+				return got == n, fmt.Sprintf("%v dead letters, want %d", got, n)
+			})
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
