@@ -173,11 +173,17 @@ func committed(t *testing.T, brokers []string, group, topic string, p int32) int
 	adm := kadm.NewClient(testkit.Client(t, brokers))
 	for {
 		offs, err := adm.FetchOffsets(ctx, group)
-		if err != nil {
-			t.Fatal(err)
+		var o kadm.OffsetResponse
+		ok := false
+		if err == nil {
+			o, ok = offs.Lookup(topic, p)
 		}
-		o, ok := offs.Lookup(topic, p)
 		switch {
+		case err != nil && errors.Is(err, kerr.UnstableOffsetCommit):
+			// A group-wide fetch can be answered unstable as a whole while
+			// any partition of the group has a pending commit: wait it out.
+		case err != nil:
+			t.Fatal(err)
 		case !ok:
 			return -1
 		case o.Err == nil:
