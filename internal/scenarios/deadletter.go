@@ -74,23 +74,6 @@ func DeadLetters(t *testing.T, brokers []string, mode snapshotstore.Mode, bad Ba
 		t.Fatal(err)
 	}
 
-	cl := testkit.Client(t, brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	exp := ledger.Expected{}
-	gen := &ledger.Generator{Accounts: 30}
-	produce := func(n int) {
-		var recs []*kgo.Record
-		for i := 0; i < n; i++ {
-			ev := gen.Next()
-			exp.Add(ev)
-			r := ledger.Record(input, ev)
-			r.Partition = int32(i) % partitions
-			recs = append(recs, r)
-		}
-		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	produce(300)
 	poison := &kgo.Record{Topic: input, Partition: poisonP, Key: []byte("acct-poison"),
 		Headers: []kgo.RecordHeader{{Key: "trace-id", Value: []byte("t-42")}}}
 	switch bad {
@@ -101,12 +84,7 @@ func DeadLetters(t *testing.T, brokers []string, mode snapshotstore.Mode, bad Ba
 	case BadNilKey:
 		poison.Key, poison.Value = nil, []byte(`{"account":"acct-poison","seq":1,"amount":5}`)
 	}
-	res := cl.ProduceSync(ctx, poison)
-	if err := res.FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	poisonAt := res[0].Record.Offset
-	produce(300)
+	poisonAt, exp := producePoison(t, brokers, input, partitions, poison)
 
 	start := time.Now() // the dead letter is written during the first run
 	run := func(when string) {

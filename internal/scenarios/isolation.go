@@ -16,10 +16,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// producePoison writes ledger events to every partition of input, then one
-// undecodable record (key "acct-poison") to partition poisonP, then more
-// events. It returns the poison's offset and the expected ledger.
-func producePoison(t *testing.T, brokers []string, input string, partitions, poisonP int32) (int64, ledger.Expected) {
+// producePoison writes 300 ledger events over every partition of input,
+// then poison (its Topic is set to input), then 300 more events. It returns
+// the poison's offset and the expected ledger.
+func producePoison(t *testing.T, brokers []string, input string, partitions int32, poison *kgo.Record) (int64, ledger.Expected) {
 	t.Helper()
 	cl := testkit.Client(t, brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -40,13 +40,20 @@ func producePoison(t *testing.T, brokers []string, input string, partitions, poi
 		}
 	}
 	produce(300)
-	res := cl.ProduceSync(ctx, &kgo.Record{Topic: input, Partition: poisonP, Key: []byte("acct-poison"), Value: []byte("{not json")})
+	poison.Topic = input
+	res := cl.ProduceSync(ctx, poison)
 	if err := res.FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	poison := res[0].Record.Offset
+	at := res[0].Record.Offset
 	produce(300)
-	return poison, exp
+	return at, exp
+}
+
+// undecodable is the isolation scenarios' poison: a non-JSON value for key
+// "acct-poison" in partition p.
+func undecodable(p int32) *kgo.Record {
+	return &kgo.Record{Partition: p, Key: []byte("acct-poison"), Value: []byte("{not json")}
 }
 
 // PoisonRecordIsolated (issue 9): one undecodable record in one partition
@@ -58,7 +65,7 @@ func producePoison(t *testing.T, brokers []string, input string, partitions, poi
 func PoisonRecordIsolated(t *testing.T, brokers []string, mode snapshotstore.Mode) {
 	const partitions, poisonP = 3, 1
 	input, snaps, group := Topics(t, brokers, partitions)
-	poison, _ := producePoison(t, brokers, input, partitions, poisonP)
+	poison, _ := producePoison(t, brokers, input, partitions, undecodable(poisonP))
 	w := StartWorker(t, ledger.Flow(), brokers, group, input, snaps, mode,
 		actorflow.WithPartitionRetryBackoff(50*time.Millisecond, 200*time.Millisecond))
 
@@ -140,7 +147,7 @@ func PoisonRecordIsolated(t *testing.T, brokers []string, mode snapshotstore.Mod
 func PoisonRecordFailFast(t *testing.T, brokers []string) {
 	const partitions, poisonP = 3, 1
 	input, snaps, group := Topics(t, brokers, partitions)
-	producePoison(t, brokers, input, partitions, poisonP)
+	producePoison(t, brokers, input, partitions, undecodable(poisonP))
 	w := StartWorker(t, ledger.Flow(), brokers, group, input, snaps, snapshotstore.Transactional, actorflow.WithFailFast())
 	err := w.Wait(t, time.Minute)
 	var pe *actorflow.PartitionError
