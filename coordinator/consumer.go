@@ -85,12 +85,12 @@ type Config struct {
 	// may be evicted, and in the transactional mode its late writes die at
 	// the generation fence.
 	TeardownTimeout time.Duration
-	// HangingTxnAbortAfter is how long a partition's committed offset may
+	// HangingTxnResolveAfter is how long a partition's committed offset may
 	// stay unstable (UNSTABLE_OFFSET_COMMIT) at assignment before the wait
 	// is logged and ResolveHanging is called (then again every
-	// HangingTxnAbortAfter). Default 10 s; negative: never (the partition
+	// HangingTxnResolveAfter). Default 10 s; negative: never (the partition
 	// never starts while a hanging transaction blocks it).
-	HangingTxnAbortAfter time.Duration
+	HangingTxnResolveAfter time.Duration
 	// ResolveHanging ends the hanging transactions that keep the group's
 	// committed offsets unstable and returns how many it ended (the
 	// transactional store's ResolveHangingOffsets). Nil: a long unstable
@@ -166,8 +166,8 @@ func New(cfg Config, h Handler) (*Consumer, error) {
 	if cfg.TeardownTimeout >= cfg.RebalanceTimeout {
 		return nil, fmt.Errorf("coordinator: teardown timeout %s must be below the rebalance timeout %s", cfg.TeardownTimeout, cfg.RebalanceTimeout)
 	}
-	if cfg.HangingTxnAbortAfter == 0 {
-		cfg.HangingTxnAbortAfter = defaultHangingTxnAbortAfter
+	if cfg.HangingTxnResolveAfter == 0 {
+		cfg.HangingTxnResolveAfter = snapshotstore.DefaultHangingTxnAfter
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
@@ -489,50 +489,41 @@ func (c *Consumer) assignedOffsets(ctx context.Context, tps []TopicPartition) (m
 // returns before the commit markers are written, so right after the previous
 // owner's last transaction a plain fetch can return an older offset.
 //
-// The wait is normally milliseconds. Past Config.HangingTxnAbortAfter it is
-// logged (every unstableWarnEvery) and the group's offsets partition is
-// searched for hanging transactions, which are aborted (hanging.go): a
-// transaction whose marker never comes would keep the partition from ever
-// starting. Transient errors (a broker restarting) are retried for up to
-// fetchStableRetryFor, logged; any other error fails the assignment.
+// The wait is normally milliseconds. Past Config.HangingTxnResolveAfter it is
+// logged (every unstableWarnEvery) and Config.ResolveHanging ends the
+// hanging transactions (snapshotstore/hanging.go): a transaction whose
+// marker never comes would keep the partition from ever starting. Transient errors (a broker restarting) are retried for up to
+// fetchStableRetryFor (retryTransient), logged; any other error fails the
+// assignment.
 func (c *Consumer) fetchStable(ctx context.Context, tps []TopicPartition) (kadm.OffsetResponses, error) {
 	start := time.Now()
 	backoff := 10 * time.Millisecond
 	var lastWarn, lastHeal time.Time
-	var firstErr time.Time
 	for {
-		committed, err := c.adm.FetchOffsets(kadm.RequireStable(ctx), c.cfg.Group)
+		var committed kadm.OffsetResponses
+		err := c.retryTransient(ctx, fmt.Sprintf("fetch committed offsets of group %q", c.cfg.Group), func() (err error) {
+			committed, err = c.adm.FetchOffsets(kadm.RequireStable(ctx), c.cfg.Group)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
 		var unstable []TopicPartition
-		switch {
-		case err != nil && snapshotstore.Transient(err) && ctx.Err() == nil:
-			if firstErr.IsZero() {
-				firstErr = time.Now()
-			}
-			if time.Since(firstErr) > fetchStableRetryFor {
-				return nil, fmt.Errorf("fetch committed offsets of group %q: failing for %v: %w", c.cfg.Group, fetchStableRetryFor, err)
-			}
-			c.log.Warn("fetch committed offsets failed; retrying", zap.String("group", c.cfg.Group),
-				zap.Duration("retry_in", backoff), zap.Error(err))
-		case err != nil:
-			return nil, fmt.Errorf("fetch committed offsets of group %q: %w", c.cfg.Group, err)
-		default:
-			firstErr = time.Time{}
-			for _, tp := range tps {
-				if o, ok := committed.Lookup(tp.Topic, tp.Partition); ok && errors.Is(o.Err, kerr.UnstableOffsetCommit) {
-					unstable = append(unstable, tp)
-				}
-			}
-			if len(unstable) == 0 {
-				return committed, nil
+		for _, tp := range tps {
+			if o, ok := committed.Lookup(tp.Topic, tp.Partition); ok && errors.Is(o.Err, kerr.UnstableOffsetCommit) {
+				unstable = append(unstable, tp)
 			}
 		}
-		if waited := time.Since(start); len(unstable) > 0 && c.cfg.HangingTxnAbortAfter >= 0 && waited >= c.cfg.HangingTxnAbortAfter {
+		if len(unstable) == 0 {
+			return committed, nil
+		}
+		if waited := time.Since(start); c.cfg.HangingTxnResolveAfter >= 0 && waited >= c.cfg.HangingTxnResolveAfter {
 			if time.Since(lastWarn) >= unstableWarnEvery {
 				lastWarn = time.Now()
 				c.log.Warn("committed offsets still unstable (a transaction's marker has not landed)",
 					zap.String("group", c.cfg.Group), zap.Any("partitions", unstable), zap.Duration("waited", waited))
 			}
-			if c.cfg.ResolveHanging != nil && time.Since(lastHeal) >= c.cfg.HangingTxnAbortAfter {
+			if c.cfg.ResolveHanging != nil && time.Since(lastHeal) >= c.cfg.HangingTxnResolveAfter {
 				lastHeal = time.Now()
 				if n, err := c.cfg.ResolveHanging(ctx, c.cfg.Group); err != nil {
 					c.log.Warn("looking for hanging transactions failed", zap.String("group", c.cfg.Group), zap.Error(err))
@@ -582,13 +573,11 @@ func (c *Consumer) retryTransient(ctx context.Context, what string, fn func() er
 }
 
 const (
-	// fetchStableRetryFor bounds the retries of a committed-offsets fetch
+	// fetchStableRetryFor bounds the retries of an assignment's request
 	// failing transiently (a broker restart takes seconds).
 	fetchStableRetryFor = 2 * time.Minute
 	// unstableWarnEvery spaces the warnings of a long unstable wait.
 	unstableWarnEvery = 10 * time.Second
-	// defaultHangingTxnAbortAfter: see Config.HangingTxnAbortAfter.
-	defaultHangingTxnAbortAfter = 10 * time.Second
 )
 
 func (c *Consumer) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
