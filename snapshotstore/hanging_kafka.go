@@ -259,42 +259,33 @@ const hangingScanTimeout = 30 * time.Second
 
 // readPartition calls fn for each record (control records included,
 // uncommitted data too) of tp from offset from until fn returns false or
-// the record before offset to was read.
+// the record before offset to was read, with the recovery's one-partition
+// reader; transient fetch errors are retried until ctx ends.
 func (h *hangingResolver) readPartition(ctx context.Context, tp topicPartition, from, to int64, fn func(*kgo.Record) bool) error {
-	if from >= to {
-		return nil
-	}
-	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, h.opts...),
-		kgo.SeedBrokers(h.brokers...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{tp.Topic: {tp.Partition: kgo.NewOffset().At(from)}}),
-		kgo.FetchIsolationLevel(kgo.ReadUncommitted()),
-		kgo.KeepControlRecords(),
-	)...)
+	r, err := newKafkaLogReader(h.brokers, tp.Topic, tp.Partition, false, h.opts)
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
-	for {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		var ferr error
-		fs.EachError(func(_ string, _ int32, err error) { ferr = err })
-		if ferr != nil {
-			return ferr
-		}
-		done := false
-		fs.EachRecord(func(r *kgo.Record) {
-			if done {
-				return
+	defer r.Close()
+	r.keepControl, r.pos = true, from
+	for r.pos < to {
+		recs, _, err := r.Poll(ctx)
+		if err != nil {
+			if !Transient(err) || ctx.Err() != nil {
+				return err
 			}
-			if !fn(r) || r.Offset >= to-1 {
-				done = true
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(minFetchBackoff):
 			}
-		})
-		if done {
-			return nil
+			continue
+		}
+		for _, rec := range recs {
+			if !fn(rec) || rec.Offset >= to-1 {
+				return nil
+			}
 		}
 	}
+	return nil
 }

@@ -36,6 +36,9 @@ type kafkaLogReader struct {
 	isolation kgo.IsolationLevel
 	isoLevel  int8 // the same, for the request: 0 read_uncommitted, 1 read_committed
 	decomp    kgo.Decompressor
+	// keepControl returns transaction markers among the records (the
+	// hanging-transaction scans read their type; hanging_kafka.go).
+	keepControl bool
 
 	pos     int64    // the next offset to fetch
 	leader  int32    // the partition's leader; -1: look it up before the next fetch
@@ -137,10 +140,11 @@ func (r *kafkaLogReader) fetch(ctx context.Context) ([]*kgo.Record, error) {
 				continue
 			}
 			fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
-				Offset:         r.pos,
-				IsolationLevel: r.isolation,
-				Topic:          r.topic,
-				Partition:      r.partition,
+				Offset:             r.pos,
+				IsolationLevel:     r.isolation,
+				KeepControlRecords: r.keepControl,
+				Topic:              r.topic,
+				Partition:          r.partition,
 			}, p, r.decomp, nil)
 			// next only passes batches decoded whole: a truncated or failing
 			// batch is fetched again from where it starts.
