@@ -8,6 +8,8 @@ import (
 
 	"github.com/actorflow/actorflow/actors"
 	"github.com/actorflow/actorflow/coordinator"
+	"github.com/actorflow/actorflow/internal/inspect"
+	"github.com/actorflow/actorflow/internal/keyactor"
 	"github.com/actorflow/actorflow/keyflow"
 	"github.com/actorflow/actorflow/partitionflow"
 	"github.com/actorflow/actorflow/snapshotstore"
@@ -38,7 +40,7 @@ func (e *PartitionError) Unwrap() error { return e.Err }
 
 // Worker is one member of a flow's consumer group.
 type Worker struct {
-	flow keyflow.Handler
+	flow keyactor.Handler // the runtime of the keyflow.Handler given to NewWorker
 	cfg  config
 
 	sup  *actors.Supervisor
@@ -54,6 +56,10 @@ type Worker struct {
 // NewWorker returns a worker running flow. Required options: WithBrokers,
 // WithGroup, WithInputTopic, WithSnapshotTopic (or WithStore).
 func NewWorker(flow keyflow.Handler, opts ...Option) (*Worker, error) {
+	rt, ok := keyactor.Of(flow)
+	if !ok {
+		return nil, errors.New("actorflow: NewWorker needs a flow (keyflow.New), got nil")
+	}
 	cfg := defaults()
 	for _, o := range opts {
 		o(&cfg)
@@ -71,7 +77,7 @@ func NewWorker(flow keyflow.Handler, opts ...Option) (*Worker, error) {
 	if cfg.txnPrefix == "" {
 		cfg.txnPrefix = cfg.group
 	}
-	return &Worker{flow: flow, cfg: cfg, ready: make(chan struct{}), done: make(chan struct{})}, nil
+	return &Worker{flow: rt, cfg: cfg, ready: make(chan struct{}), done: make(chan struct{})}, nil
 }
 
 // Run joins the group and processes until ctx ends (a clean stop: every
@@ -386,16 +392,24 @@ func (w *Worker) Status(ctx context.Context) Status {
 	return st
 }
 
-// Supervisor returns the supervisor once Run has started (tests).
-func (w *Worker) Supervisor() *actors.Supervisor {
+// supervisor returns the supervisor once Run has started (tests, through
+// package internal/inspect).
+func (w *Worker) supervisor() *actors.Supervisor {
 	<-w.ready
 	return w.sup
 }
 
-// Consumer returns the group consumer once Run has started (tests).
-func (w *Worker) Consumer() *coordinator.Consumer {
+// consumer returns the group consumer once Run has started (tests, through
+// package internal/inspect).
+func (w *Worker) consumer() *coordinator.Consumer {
 	<-w.ready
 	return w.cons
+}
+
+func init() {
+	inspect.Register(
+		func(w any) *actors.Supervisor { return w.(*Worker).supervisor() },
+		func(w any) *coordinator.Consumer { return w.(*Worker).consumer() })
 }
 
 // resolveHanging is the Kafka store's hanging transaction resolver (the

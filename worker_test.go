@@ -11,6 +11,7 @@ import (
 	"github.com/actorflow/actorflow"
 	"github.com/actorflow/actorflow/internal/ledger"
 	"github.com/actorflow/actorflow/internal/testkit"
+	"github.com/actorflow/actorflow/keyflow"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -172,5 +173,20 @@ func TestOutputTopicCheckedAtStart(t *testing.T) {
 	parts, err := snapshotstore.TopicPartitions(context.Background(), testkit.Client(t, brokers), out)
 	if err != nil || parts != 3 {
 		t.Fatalf("created output topic has %d partitions (%v), want the input's 3", parts, err)
+	}
+}
+
+// NewWorker without a flow is an error at construction, not a panic in Run.
+func TestNewWorkerWithoutAFlow(t *testing.T) {
+	opts := []actorflow.Option{actorflow.WithBrokers("127.0.0.1:1"), actorflow.WithGroup("g"),
+		actorflow.WithInputTopic("in"), actorflow.WithSnapshotTopic("snaps")}
+	var typedNil *keyflow.Flow[int]
+	for name, flow := range map[string]keyflow.Handler{"nil": nil, "typed nil": typedNil} {
+		if w, err := actorflow.NewWorker(flow, opts...); err == nil || w != nil {
+			t.Errorf("%s flow: NewWorker = %v, %v; want an error", name, w, err)
+		}
+	}
+	if _, err := actorflow.NewWorker(keyflow.New(func(_ *keyflow.Context, s *int, _ *kgo.Record) (*int, error) { return s, nil }), opts...); err != nil {
+		t.Fatalf("NewWorker with a flow: %v", err)
 	}
 }

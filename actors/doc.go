@@ -5,5 +5,5 @@
 //	supervisor
 //	└── partition actor  (one per owned partition; partitionflow)
 //	    ├── txn          (the transaction actor: group-commit queue)
-//	    └── key actors   (one per loaded key; keyflow)
+//	    └── key actors   (one per loaded key; internal/keyactor)
 package actors

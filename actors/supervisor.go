@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/actorflow/actorflow/coordinator"
-	"github.com/actorflow/actorflow/keyflow"
+	"github.com/actorflow/actorflow/internal/keyactor"
 	"github.com/actorflow/actorflow/partitionflow"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/asynkron/protoactor-go/actor"
@@ -32,7 +32,7 @@ type Consumer interface {
 type SupervisorConfig struct {
 	Group   string
 	Store   snapshotstore.Store
-	Handler keyflow.Handler
+	Handler keyactor.Handler
 	// Partition is the template of every partition's config (intervals,
 	// cap, logger); the supervisor fills in the rest.
 	Partition partitionflow.Config

@@ -13,6 +13,7 @@ import (
 
 	"github.com/actorflow/actorflow"
 	"github.com/actorflow/actorflow/coordinator"
+	"github.com/actorflow/actorflow/internal/inspect"
 	"github.com/actorflow/actorflow/internal/scenarios"
 	"github.com/actorflow/actorflow/internal/testkit"
 	"github.com/actorflow/actorflow/keyflow"
@@ -135,7 +136,7 @@ func (r *rebalanceResult) phases(t0 time.Time, before, after map[int32]int, all 
 // firstEvent is the worker's first event of kind for partition p at or after t0 (zero if none).
 func firstEvent(w *benchWorker, kind string, p int32, t0 time.Time) time.Time {
 	var at time.Time
-	for _, e := range w.W.Supervisor().Events() {
+	for _, e := range inspect.Supervisor(w.W).Events() {
 		if e.Kind == kind && e.TP.Partition == p && !e.At.Before(t0) && (at.IsZero() || e.At.Before(at)) {
 			at = e.At
 		}
@@ -395,7 +396,7 @@ func waitTopicsLed(t *testing.T, brokers []string, partitions int, topics ...str
 func owners(workers map[int]*benchWorker) (own map[int32]int, twice bool) {
 	own = map[int32]int{}
 	for i, w := range workers {
-		for _, tp := range w.W.Supervisor().Running() {
+		for _, tp := range inspect.Supervisor(w.W).Running() {
 			if _, dup := own[tp.Partition]; dup {
 				twice = true
 			}
@@ -462,7 +463,7 @@ func checkGroupType(t *testing.T, brokers []string, group string, proto coordina
 // lastStarted is when the worker last started partition p's actor (zero if never).
 func lastStarted(w *benchWorker, p int32) time.Time {
 	var at time.Time
-	for _, e := range w.W.Supervisor().Events() {
+	for _, e := range inspect.Supervisor(w.W).Events() {
 		if e.Kind == "started" && e.TP.Partition == p && e.At.After(at) {
 			at = e.At
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/actorflow/actorflow/internal/keyactor"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 )
@@ -19,19 +20,19 @@ var ErrNoTimerHandler = errors.New("keyflow: no timer handler configured (WithTi
 
 // Context is a key's handle inside FoldFunc and TimerFunc. It is only valid
 // during the call; it must not be retained or used from another goroutine.
-type Context struct{ k *keyCore }
+type Context struct{ k *keyactor.Core }
 
 // Key returns the key being folded.
-func (c *Context) Key() string { return c.k.key }
+func (c *Context) Key() string { return c.k.Key() }
 
 // Topic returns the input topic.
-func (c *Context) Topic() string { return c.k.env.Topic }
+func (c *Context) Topic() string { return c.k.Topic() }
 
 // Partition returns the input partition.
-func (c *Context) Partition() int32 { return c.k.env.Partition }
+func (c *Context) Partition() int32 { return c.k.Partition() }
 
 // Logger returns the partition's logger with the key attached.
-func (c *Context) Logger() *zap.Logger { return c.k.env.Logger.With(zap.String("key", c.k.key)) }
+func (c *Context) Logger() *zap.Logger { return c.k.Logger().With(zap.String("key", c.k.Key())) }
 
 // SetTimer schedules the processing-time timer name to fire at `at` (now if
 // in the past; kept at millisecond precision, rounded up), replacing a timer of the
@@ -50,27 +51,20 @@ func (c *Context) Logger() *zap.Logger { return c.k.env.Logger.With(zap.String("
 // where that matters. A key whose state is nil (deleted) keeps its timers
 // only until compaction removes its tombstone (delete.retention.ms).
 func (c *Context) SetTimer(name string, at time.Time) error {
-	if !c.k.cfg.timers {
+	if !c.k.TimersEnabled() {
 		return ErrNoTimerHandler
 	}
-	c.k.fx.timers = append(c.k.fx.timers, timerOp{name: name, at: at})
+	c.k.SetTimer(name, at)
 	return nil
 }
 
 // CancelTimer cancels the timer name; a no-op if it is not pending. Like
 // SetTimer it takes effect when the calling fold returns without error.
+func (c *Context) CancelTimer(name string) { c.k.CancelTimer(name) }
 
 // Timer returns the due time of the pending timer name, as of the start of
 // the current call (SetTimer and CancelTimer take effect when it returns).
-func (c *Context) Timer(name string) (time.Time, bool) {
-	if t, ok := c.k.timers[name]; ok {
-		return t.at, true
-	}
-	return time.Time{}, false
-}
-func (c *Context) CancelTimer(name string) {
-	c.k.fx.timers = append(c.k.fx.timers, timerOp{name: name, cancel: true})
-}
+func (c *Context) Timer(name string) (time.Time, bool) { return c.k.Timer(name) }
 
 // Emit produces rec as an output of the current fold, timer or load hook.
 // rec.Topic defaults to the output topic of WithOutput. Fails when neither
@@ -104,15 +98,15 @@ func (c *Context) CancelTimer(name string) {
 // offset is never committed by this owner.
 func (c *Context) Emit(rec *kgo.Record) error {
 	k := c.k
-	if k.cfg.output == nil && !k.env.TxnOutputs {
+	if !k.CanEmit() {
 		return ErrNoOutput
 	}
 	if rec.Topic == "" {
-		rec.Topic = k.cfg.outputTopic
+		rec.Topic = k.OutputTopic()
 	}
 	if rec.Topic == "" {
-		return fmt.Errorf("keyflow: emit for key %q: record has no topic and WithOutput set none", k.key)
+		return fmt.Errorf("keyflow: emit for key %q: record has no topic and WithOutput set none", k.Key())
 	}
-	k.fx.emits = append(k.fx.emits, rec)
+	k.Emit(rec)
 	return nil
 }

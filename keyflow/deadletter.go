@@ -1,10 +1,10 @@
 package keyflow
 
 import (
-	"errors"
 	"strconv"
 	"time"
 
+	"github.com/actorflow/actorflow/internal/keyactor"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -12,12 +12,12 @@ import (
 // cannot decode its record returns an error wrapping it (fmt.Errorf("...:
 // %w: %w", keyflow.ErrUndecodable, err)), and WithUndecodablePolicy, not
 // WithFoldErrorPolicy, decides what the record does.
-var ErrUndecodable = errors.New("keyflow: undecodable input record")
+var ErrUndecodable = keyactor.ErrUndecodable
 
 // ErrNoDeadLetterProducer fails a key whose record is to be dead-lettered in
 // the plain mode when there is no producer for it: the worker provides one,
 // so only a partition run outside a worker without keyflow.WithOutput sees it.
-var ErrNoDeadLetterProducer = errors.New("keyflow: no producer for the dead-letter topic")
+var ErrNoDeadLetterProducer = keyactor.ErrNoDeadLetterProducer
 
 // Headers of a dead-letter record. The __streams.errors.* names are those
 // of Kafka Streams' dead-letter queues (KIP-1034), so that tools written for
@@ -68,6 +68,19 @@ func DeadLetterRecord(topic string, rec *kgo.Record, kind DeadLetterKind, err er
 		kgo.RecordHeader{Key: HeaderErrorTime, Value: strconv.AppendInt(nil, at.UnixMilli(), 10)},
 	)
 	return &kgo.Record{Topic: topic, Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp, Headers: hs}
+}
+
+// runtimeDeadLetter is DeadLetterRecord for the key actors
+// (keyactor.Config.DeadLetterRecord), whose kinds are keyactor's.
+func runtimeDeadLetter(topic string, rec *kgo.Record, kind keyactor.Kind, err error, at time.Time) *kgo.Record {
+	k := KindFoldError
+	switch kind {
+	case keyactor.KindUndecodable:
+		k = KindUndecodable
+	case keyactor.KindNilKey:
+		k = KindNilKey
+	}
+	return DeadLetterRecord(topic, rec, k, err, at)
 }
 
 // DefaultDeadLetterTopic is the dead-letter topic of an input topic when

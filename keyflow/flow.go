@@ -1,13 +1,10 @@
 package keyflow
 
 import (
-	"errors"
 	"time"
 
-	"github.com/actorflow/actorflow/snapshotstore"
-	"github.com/asynkron/protoactor-go/actor"
+	"github.com/actorflow/actorflow/internal/keyactor"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"go.uber.org/zap"
 )
 
 // FoldFunc folds one record into a key's state. state is nil when the key
@@ -28,25 +25,11 @@ type LoadFunc[S any] func(kc *Context, state *S) (*S, error)
 // Flow is a per-key flow over state S. Build it with New; run it with a
 // worker (package actorflow). A Flow is immutable and safe to share.
 type Flow[S any] struct {
-	common
-	fold    FoldFunc[S]
-	onTimer TimerFunc[S]
-	onLoad  LoadFunc[S]
-	codec   Codec[S]
-}
-
-// common is the part of a Flow that its key actors' non-generic code reads.
-type common struct {
-	maxIdle       time.Duration
-	foldPolicy    Policy
-	nilKey        Policy
-	undecodable   Policy
-	undecodableOn bool // WithUndecodablePolicy was given; else foldPolicy applies
-	deadLetter    string
-	output        *kgo.Client
-	outputTopic   string
-	outputTimeout time.Duration
-	timers        bool
+	rt            keyactor.Flow[S]
+	fold          FoldFunc[S]
+	onTimer       TimerFunc[S]
+	onLoad        LoadFunc[S]
+	undecodableOn bool // WithUndecodablePolicy was given; else the fold policy applies
 }
 
 // Option configures a Flow.
@@ -54,37 +37,35 @@ type Option[S any] func(*Flow[S])
 
 // New returns a flow folding records with fold.
 func New[S any](fold FoldFunc[S], opts ...Option[S]) *Flow[S] {
-	f := &Flow[S]{fold: fold, codec: JSON[S]()}
-	f.maxIdle = 10 * time.Minute
-	f.outputTimeout = DefaultOutputTimeout
+	f := &Flow[S]{fold: fold}
+	c := &f.rt.Config
+	f.rt.Codec = JSON[S]()
+	c.MaxIdle = 10 * time.Minute
+	c.OutputTimeout = DefaultOutputTimeout
 	for _, o := range opts {
 		o(f)
 	}
-	if f.outputTimeout <= 0 {
-		f.outputTimeout = DefaultOutputTimeout
+	if c.OutputTimeout <= 0 {
+		c.OutputTimeout = DefaultOutputTimeout
 	}
-	f.timers = f.onTimer != nil
 	if !f.undecodableOn {
-		f.undecodable = f.foldPolicy
+		c.Undecodable = c.FoldPolicy
+	}
+	c.DefaultDLQ = DefaultDeadLetterTopic
+	c.DeadLetterRecord = runtimeDeadLetter
+	f.rt.Fold = func(k *keyactor.Core, s *S, rec *kgo.Record) (*S, error) { return fold(&Context{k: k}, s, rec) }
+	if fn := f.onTimer; fn != nil {
+		c.Timers = true
+		f.rt.Timer = func(k *keyactor.Core, s *S, name string) (*S, error) { return fn(&Context{k: k}, s, name) }
+	}
+	if fn := f.onLoad; fn != nil {
+		f.rt.Load = func(k *keyactor.Core, s *S) (*S, error) { return fn(&Context{k: k}, s) }
 	}
 	return f
 }
 
-// policyFor is the policy of a call that failed with err: undecodable
-// input (ErrUndecodable) or any other fold error.
-func (c *common) policyFor(err error) Policy {
-	if errors.Is(err, ErrUndecodable) {
-		return c.undecodable
-	}
-	return c.foldPolicy
-}
-
-// mayRestore: some failed call may be undone, so calls keep the undo
-// encoding of the state.
-func (c *common) mayRestore() bool { return c.foldPolicy.restores() || c.undecodable.restores() }
-
 // WithCodec sets the snapshot codec. Default: JSON.
-func WithCodec[S any](c Codec[S]) Option[S] { return func(f *Flow[S]) { f.codec = c } }
+func WithCodec[S any](c Codec[S]) Option[S] { return func(f *Flow[S]) { f.rt.Codec = c } }
 
 // WithTimers sets the handler of per-key processing-time timers (see
 // Context.SetTimer). Default: none; setting a timer without a handler is an
@@ -117,7 +98,9 @@ func WithOnLoad[S any](fn LoadFunc[S]) Option[S] { return func(f *Flow[S]) { f.o
 // unloads. A key with pending timers unloads too when its next timer is due
 // later than max(d, 1 min) from now: the partition keeps the timers of its
 // unloaded keys and loads a key again when its first timer is due.
-func WithMaxIdle[S any](d time.Duration) Option[S] { return func(f *Flow[S]) { f.maxIdle = d } }
+func WithMaxIdle[S any](d time.Duration) Option[S] {
+	return func(f *Flow[S]) { f.rt.Config.MaxIdle = d }
+}
 
 // WithFoldErrorPolicy says what an error returned by the fold or a timer
 // does (for an error wrapping ErrUndecodable, see WithUndecodablePolicy).
@@ -141,7 +124,9 @@ func WithMaxIdle[S any](d time.Duration) Option[S] { return func(f *Flow[S]) { f
 // KindUndecodable under WithUndecodablePolicy) takes their place. A failing
 // timer or load hook has no record: under DeadLetter it is skipped as
 // under Skip.
-func WithFoldErrorPolicy[S any](p Policy) Option[S] { return func(f *Flow[S]) { f.foldPolicy = p } }
+func WithFoldErrorPolicy[S any](p Policy) Option[S] {
+	return func(f *Flow[S]) { f.rt.Config.FoldPolicy = keyactor.Policy(p) }
+}
 
 // WithUndecodablePolicy says what a record does whose fold returns an error
 // wrapping ErrUndecodable (the fold could not decode it: not JSON, a number
@@ -150,7 +135,7 @@ func WithFoldErrorPolicy[S any](p Policy) Option[S] { return func(f *Flow[S]) { 
 // and DeadLetter work as for WithFoldErrorPolicy (dead letters of kind
 // KindUndecodable).
 func WithUndecodablePolicy[S any](p Policy) Option[S] {
-	return func(f *Flow[S]) { f.undecodable, f.undecodableOn = p, true }
+	return func(f *Flow[S]) { f.rt.Config.Undecodable, f.undecodableOn = keyactor.Policy(p), true }
 }
 
 // WithNilKeyPolicy says what a record without a key does. Default Fail: the
@@ -161,7 +146,9 @@ func WithUndecodablePolicy[S any](p Policy) Option[S] {
 // snapshot, a tombstone, records the offset of the last key-less record
 // handled, written with the dead letter: the input offset passes the record
 // only with its dead letter, and a replay does not write it again.
-func WithNilKeyPolicy[S any](p Policy) Option[S] { return func(f *Flow[S]) { f.nilKey = p } }
+func WithNilKeyPolicy[S any](p Policy) Option[S] {
+	return func(f *Flow[S]) { f.rt.Config.NilKey = keyactor.Policy(p) }
+}
 
 // WithDeadLetterTopic sets the topic of dead letters (Policy DeadLetter).
 // Default DefaultDeadLetterTopic: "<input topic>.dlq". The worker checks at
@@ -170,7 +157,7 @@ func WithNilKeyPolicy[S any](p Policy) Option[S] { return func(f *Flow[S]) { f.n
 // dead-letter topic is an ErrTopicSetup at start, not a failed partition at
 // the first bad record.
 func WithDeadLetterTopic[S any](topic string) Option[S] {
-	return func(f *Flow[S]) { f.deadLetter = topic }
+	return func(f *Flow[S]) { f.rt.Config.DeadLetter = topic }
 }
 
 // WithOutput sets the application's producer used by Context.Emit, and the
@@ -191,7 +178,7 @@ func WithDeadLetterTopic[S any](topic string) Option[S] {
 // retries a produce until it succeeds by default); records are produced
 // with a context that ends at the output timeout.
 func WithOutput[S any](producer *kgo.Client, defaultTopic string) Option[S] {
-	return func(f *Flow[S]) { f.output, f.outputTopic = producer, defaultTopic }
+	return func(f *Flow[S]) { f.rt.Config.Output, f.rt.Config.OutputTopic = producer, defaultTopic }
 }
 
 // WithOutputTimeout bounds the wait for each output's acknowledgement, from
@@ -211,87 +198,29 @@ func WithOutput[S any](producer *kgo.Client, defaultTopic string) Option[S] {
 // it well below the revoke teardown bound (2/3 of the rebalance timeout),
 // which must also fit the flush's transaction.
 func WithOutputTimeout[S any](d time.Duration) Option[S] {
-	return func(f *Flow[S]) { f.outputTimeout = d }
+	return func(f *Flow[S]) { f.rt.Config.OutputTimeout = d }
 }
 
-// Handler is a Flow with its state type erased, as the partition runtime
-// sees it.
+// Handler is a Flow of any state type, as actorflow.NewWorker takes it.
+// *Flow[S] is its only implementation; it has no methods to call.
 type Handler interface {
-	// NewKeyActor returns the actor of one key, starting from snap (nil: no
-	// snapshot).
-	NewKeyActor(key string, snap *snapshotstore.Snapshot, env *Env) actor.Actor
-	// NilKeyPolicy says what a record with no key does.
-	NilKeyPolicy() Policy
-	// DeadLetterTopic is the dead-letter topic of input when a policy of
-	// the flow is DeadLetter, else "": the worker checks (and creates) it
-	// at start.
-	DeadLetterTopic(input string) string
-	// MaxIdle is how long a key stays loaded without records (0: forever).
-	MaxIdle() time.Duration
-	// Output returns the application's producer and the default output
-	// topic of WithOutput (nil and "" without it): the worker checks (and
-	// creates) the topic at start.
-	Output() (producer *kgo.Client, defaultTopic string)
+	runtime() keyactor.Handler
 }
 
-// Env is what one partition gives its key actors.
-type Env struct {
-	Topic     string
-	Partition int32
-	System    *actor.ActorSystem
-	Logger    *zap.Logger
-	// TxnOutputs: the partition's store commits outputs in its transactions
-	// (snapshotstore.Partition.CommitsOutputs). Emit then hands outputs to the key's
-	// next write instead of the application's producer.
-	TxnOutputs bool
-	// Persist sends a snapshot, and the outputs of the calls it covers
-	// (TxnOutputs only), to the partition's transaction actor; done is
-	// called exactly once with the outcome of the transaction carrying
-	// them.
-	Persist func(s snapshotstore.Snapshot, outputs []*kgo.Record, done func(error))
-	// DeadLetters produces dead letters in the plain mode (the worker's
-	// producer); nil: the flow's WithOutput producer. Unused when
-	// TxnOutputs: dead letters then join the transaction like outputs.
-	DeadLetters *kgo.Client
-	// Processed releases n delivered records of the partition's in-flight
-	// budget (backpressure). Called from key actors: goroutine-safe.
-	Processed func(n int)
-}
-
-// NewKeyActor implements Handler.
-func (f *Flow[S]) NewKeyActor(key string, snap *snapshotstore.Snapshot, env *Env) actor.Actor {
-	a := &keyActor[S]{flow: f}
-	a.key, a.env, a.cfg = key, env, &f.common
-	a.keyless = key == snapshotstore.KeylessKey
-	a.lastSeen, a.lastFolded = -1, -1
-	a.firstDirty, a.inflightFirst = -1, -1
-	if snap != nil {
-		a.snap = snap
-		a.lastFolded, a.lastSeen = snap.Offset, snap.Offset
+func (f *Flow[S]) runtime() keyactor.Handler {
+	if f == nil {
+		return nil
 	}
-	return a
+	return &f.rt
 }
 
-// NilKeyPolicy implements Handler.
-func (f *Flow[S]) NilKeyPolicy() Policy { return f.nilKey }
-
-// DeadLetterTopic implements Handler.
-func (f *Flow[S]) DeadLetterTopic(input string) string {
-	if f.foldPolicy != DeadLetter && f.undecodable != DeadLetter && f.nilKey != DeadLetter {
-		return ""
-	}
-	return f.deadLetterTopic(input)
+func init() {
+	keyactor.RegisterFlows(func(flow any) (keyactor.Handler, bool) {
+		h, ok := flow.(Handler)
+		if !ok {
+			return nil, false
+		}
+		rt := h.runtime()
+		return rt, rt != nil
+	})
 }
-
-func (c *common) deadLetterTopic(input string) string {
-	if c.deadLetter != "" {
-		return c.deadLetter
-	}
-	return DefaultDeadLetterTopic(input)
-}
-
-// MaxIdle implements Handler.
-func (f *Flow[S]) MaxIdle() time.Duration { return f.maxIdle }
-
-// Output implements Handler.
-func (f *Flow[S]) Output() (*kgo.Client, string) { return f.output, f.outputTopic }

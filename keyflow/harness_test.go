@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/actorflow/actorflow/actors"
+	"github.com/actorflow/actorflow/internal/keyactor"
 	"github.com/actorflow/actorflow/keyflow"
 	"github.com/actorflow/actorflow/partitionflow"
 	"github.com/actorflow/actorflow/snapshotstore"
@@ -73,7 +74,7 @@ func runPartitionWrapped(t *testing.T, mem *snapshotstore.Memory, h keyflow.Hand
 		store = wrap(store)
 	}
 	p.pid = p.sys.Root.Spawn(partitionflow.Props(partitionflow.Config{
-		Topic: inTopic, Store: store, Handler: h, AssignedOffset: assigned,
+		Topic: inTopic, Store: store, Handler: keyactor.MustOf(h), AssignedOffset: assigned,
 		PersistEvery: persistEvery, CommitOffsetsInterval: 10 * time.Millisecond,
 		OnStopped: func(err error) { p.stopped <- err },
 	}))

@@ -1,6 +1,10 @@
 package keyflow
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/actorflow/actorflow/internal/keyactor"
+)
 
 // Policy says what to do with a record that cannot be processed.
 type Policy int
@@ -24,15 +28,8 @@ const (
 	DeadLetter
 )
 
-func (p Policy) String() string {
-	switch p {
-	case Skip:
-		return "skip"
-	case DeadLetter:
-		return "dead-letter"
-	}
-	return "fail"
-}
+// String returns "fail", "skip" or "dead-letter".
+func (p Policy) String() string { return keyactor.Policy(p).String() }
 
 // ParsePolicy parses "fail", "skip" or "dead-letter" (Policy.String).
 func ParsePolicy(s string) (Policy, error) {
@@ -43,7 +40,3 @@ func ParsePolicy(s string) (Policy, error) {
 	}
 	return Fail, fmt.Errorf("keyflow: unknown policy %q (want fail, skip or dead-letter)", s)
 }
-
-// restores reports whether a failed call under p is undone and the key goes
-// on (Skip and DeadLetter).
-func (p Policy) restores() bool { return p == Skip || p == DeadLetter }

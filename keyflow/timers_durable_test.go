@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/actorflow/actorflow/internal/keyactor"
 	"github.com/actorflow/actorflow/keyflow"
 	"github.com/actorflow/actorflow/partitionflow"
 	"github.com/actorflow/actorflow/snapshotstore"
@@ -158,7 +159,7 @@ func commitSnapshot(m *snapshotstore.Memory, s snapshotstore.Snapshot) error {
 // its timers; the partition loads it again when the timer is due, and it
 // fires once.
 func TestKeyWithFarTimerUnloadsAndIsReloadedWhenDue(t *testing.T) {
-	keyflow.SetTimerUnloadHorizon(t, 50*time.Millisecond)
+	t.Cleanup(keyactor.SetMinTimerUnloadHorizon(50 * time.Millisecond))
 	m := newTxnMem()
 	j := newJournal()
 	var due time.Time

@@ -42,13 +42,13 @@ func (discard) Commit(context.Context, snapshotstore.Batch) error               
 func (discard) Close(context.Context) error                                       { return nil }
 func (discard) CommitsOutputs() bool                                              { return false }
 
-func spawnBench(b *testing.B, h keyflow.Handler, persist time.Duration) (func() partitionflow.Status, func(*partitionflow.Records), func()) {
+func spawnBench(b *testing.B, h any, persist time.Duration) (func() partitionflow.Status, func(*partitionflow.Records), func()) {
 	b.Helper()
 	var store snapshotstore.Partition = discard{}
 	sys := actors.NewSystem(nil)
 	stopped := make(chan error, 1)
 	pid := sys.Root.Spawn(partitionflow.Props(partitionflow.Config{
-		Topic: topic, Store: store, Handler: h,
+		Topic: topic, Store: store, Handler: runtimeOf(h),
 		PersistEvery: persist, CommitOffsetsInterval: persist,
 		OnStopped: func(err error) { stopped <- err },
 	}))

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/actorflow/actorflow/keyflow"
+	"github.com/actorflow/actorflow/internal/keyactor"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -22,9 +22,9 @@ type Config struct {
 	AssignedOffset int64
 	// Store is the opened partition; the transaction actor owns and closes it.
 	Store   snapshotstore.Partition
-	Handler keyflow.Handler
+	Handler keyactor.Handler
 	// PersistEvery flushes dirty keys' snapshots. Default 5 s. A key with
-	// outputs for the transaction (keyflow.Env.TxnOutputs) writes at once,
+	// outputs for the transaction (keyactor.Env.TxnOutputs) writes at once,
 	// without waiting for it.
 	PersistEvery time.Duration
 	// CommitOffsetsInterval commits the committable offset. Default 5 s.
@@ -43,7 +43,7 @@ type Config struct {
 	// without a Revoke (a failure) gives the drain and Close a quarter of it.
 	RevokeTimeout time.Duration
 	Logger        *zap.Logger
-	// DeadLetters produces the dead letters of the plain mode (keyflow.Env.DeadLetters);
+	// DeadLetters produces the dead letters of the plain mode (keyactor.Env.DeadLetters);
 	// nil: the flow's output producer. The transactional mode commits them
 	// in its transactions instead.
 	DeadLetters *kgo.Client
@@ -131,7 +131,7 @@ type coldDue struct{}
 type partition struct {
 	cfg     Config
 	log     *zap.Logger
-	env     *keyflow.Env
+	env     *keyactor.Env
 	phase   string
 	txn     *actor.PID
 	tracker *OffsetTracker
@@ -208,7 +208,7 @@ func (p *partition) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *Records:
 		p.records(ctx, m.Records)
-	case *keyflow.Progress:
+	case *keyactor.Progress:
 		p.tracker.Settled(m.Key, m.Settled)
 		if m.Dirty {
 			p.dirty[m.Key] = struct{}{} // e.g. changed by a timer
@@ -225,16 +225,16 @@ func (p *partition) Receive(ctx actor.Context) {
 		if m.err == nil && m.offset > p.committed {
 			p.committed = m.offset
 		}
-	case *keyflow.FlushDone:
+	case *keyactor.FlushDone:
 		p.flushAnswered(ctx, m.Key, m.Round, m.Err)
-	case *keyflow.Unloaded:
+	case *keyactor.Unloaded:
 		p.unloaded(ctx, m)
-	case *keyflow.Busy:
+	case *keyactor.Busy:
 		if e := p.keys[m.Key]; e != nil {
 			e.unloading = false
 			p.flushPending(ctx, m.Key, e)
 		}
-	case *keyflow.KeyFailed:
+	case *keyactor.KeyFailed:
 		if p.phase == phaseRevoking && errors.Is(m.Err, snapshotstore.ErrFenced) {
 			p.log.Warn("revoke-time flush of key fenced; the new owner replays", zap.String("key", m.Key), zap.Error(m.Err))
 			return
@@ -292,7 +292,7 @@ func (p *partition) Receive(ctx actor.Context) {
 }
 
 func (p *partition) start(ctx actor.Context) {
-	p.env = &keyflow.Env{
+	p.env = &keyactor.Env{
 		Topic:     p.cfg.Topic,
 		Partition: p.cfg.Partition,
 		System:    ctx.ActorSystem(),

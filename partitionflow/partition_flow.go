@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/actorflow/actorflow/keyflow"
+	"github.com/actorflow/actorflow/internal/keyactor"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -67,7 +67,7 @@ func (p *partition) coldDue(ctx actor.Context) {
 			continue
 		}
 		ke := p.spawnKey(ctx, e.key)
-		ctx.Send(ke.pid, &keyflow.Wake{})
+		ctx.Send(ke.pid, &keyactor.Wake{})
 	}
 	p.scheduleCold(ctx)
 }
@@ -88,13 +88,13 @@ func (p *partition) records(ctx actor.Context, recs []*kgo.Record) {
 	for _, r := range recs {
 		k := string(r.Key)
 		switch {
-		case r.Key == nil && p.cfg.Handler.NilKeyPolicy() == keyflow.DeadLetter:
+		case r.Key == nil && p.cfg.Handler.NilKeyPolicy() == keyactor.DeadLetter:
 			// The reserved key's actor dead-letters it: its snapshot (a
 			// tombstone carrying the offset) goes with the dead letter, so
 			// the record is held like any key's and never written twice.
 			k = snapshotstore.KeylessKey
 		case r.Key == nil:
-			if p.cfg.Handler.NilKeyPolicy() == keyflow.Skip {
+			if p.cfg.Handler.NilKeyPolicy() == keyactor.Skip {
 				p.skipped++
 				p.log.Warn("record without key skipped (policy skip)", zap.Int64("offset", r.Offset))
 				p.tracker.Consumed(r.Offset)
@@ -127,7 +127,7 @@ func (p *partition) records(ctx actor.Context, recs []*kgo.Record) {
 			e.pending = append(e.pending, rs...)
 			continue
 		}
-		ctx.Send(e.pid, &keyflow.Deliver{Records: rs})
+		ctx.Send(e.pid, &keyactor.Deliver{Records: rs})
 	}
 }
 
@@ -152,13 +152,13 @@ func (p *partition) spawnKey(ctx actor.Context, k string) *keyEntry {
 // offset forever.
 func (p *partition) flushPending(ctx actor.Context, k string, e *keyEntry) {
 	if len(e.pending) > 0 {
-		ctx.Send(e.pid, &keyflow.Deliver{Records: e.pending})
+		ctx.Send(e.pid, &keyactor.Deliver{Records: e.pending})
 		e.pending = nil
 		p.dirty[k] = struct{}{}
 	}
 }
 
-func (p *partition) unloaded(ctx actor.Context, m *keyflow.Unloaded) {
+func (p *partition) unloaded(ctx actor.Context, m *keyactor.Unloaded) {
 	e := p.keys[m.Key]
 	if e == nil {
 		return
@@ -218,7 +218,7 @@ func (p *partition) onTick(ctx actor.Context, kind int) {
 		p.round++
 		for k := range p.dirty {
 			if e := p.keys[k]; e != nil {
-				ctx.Send(e.pid, &keyflow.Flush{Round: p.round})
+				ctx.Send(e.pid, &keyactor.Flush{Round: p.round})
 			}
 		}
 		clear(p.dirty)
@@ -228,7 +228,7 @@ func (p *partition) onTick(ctx actor.Context, kind int) {
 		for k, e := range p.keys {
 			if !e.unloading && e.active != p.sweep && !p.tracker.Holding(k) {
 				e.unloading = true
-				ctx.Send(e.pid, &keyflow.Unload{})
+				ctx.Send(e.pid, &keyactor.Unload{})
 			}
 		}
 		p.sweep++

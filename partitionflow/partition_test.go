@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/actorflow/actorflow/actors"
+	"github.com/actorflow/actorflow/internal/keyactor"
 	"github.com/actorflow/actorflow/keyflow"
 	"github.com/actorflow/actorflow/partitionflow"
 	"github.com/actorflow/actorflow/snapshotstore"
@@ -30,14 +31,14 @@ type harness struct {
 	commits chan snapshotstore.Batch
 }
 
-func newHarness(t *testing.T, mem *snapshotstore.Memory, h keyflow.Handler, assigned int64) *harness {
+func newHarness(t *testing.T, mem *snapshotstore.Memory, h any, assigned int64) *harness {
 	t.Helper()
 	return newHarnessWith(t, mem, h, assigned, nil)
 }
 
 // newHarnessWith lets tweak change the partition's config (wrap the store,
 // set a logger or a budget) before the partition is spawned.
-func newHarnessWith(t *testing.T, mem *snapshotstore.Memory, h keyflow.Handler, assigned int64, tweak func(*partitionflow.Config)) *harness {
+func newHarnessWith(t *testing.T, mem *snapshotstore.Memory, h any, assigned int64, tweak func(*partitionflow.Config)) *harness {
 	t.Helper()
 	if mem == nil {
 		mem = snapshotstore.NewMemory()
@@ -54,7 +55,7 @@ func newHarnessWith(t *testing.T, mem *snapshotstore.Memory, h keyflow.Handler, 
 		t.Fatal(err)
 	}
 	cfg := partitionflow.Config{
-		Topic: topic, Partition: 0, AssignedOffset: assigned, Store: store, Handler: h,
+		Topic: topic, Partition: 0, AssignedOffset: assigned, Store: store, Handler: runtimeOf(h),
 		PersistEvery: 10 * time.Millisecond, CommitOffsetsInterval: 10 * time.Millisecond,
 		OnStopped: func(err error) { hs.stopped <- err },
 	}
@@ -412,7 +413,7 @@ func TestRevokeFlushPersistsAndCommits(t *testing.T) {
 	sys := actors.NewSystem(nil)
 	stopped := make(chan error, 1)
 	pid := sys.Root.Spawn(partitionflow.Props(partitionflow.Config{
-		Topic: topic, Store: store, Handler: keyflow.New(traceFold),
+		Topic: topic, Store: store, Handler: keyactor.MustOf(keyflow.New(traceFold)),
 		PersistEvery: time.Hour, CommitOffsetsInterval: time.Hour,
 		OnStopped: func(err error) { stopped <- err },
 	}))
@@ -459,7 +460,7 @@ func TestRevokeFlushFenceIsSwallowed(t *testing.T) {
 	sys := actors.NewSystem(nil)
 	stopped := make(chan error, 1)
 	pid := sys.Root.Spawn(partitionflow.Props(partitionflow.Config{
-		Topic: topic, Store: store, Handler: keyflow.New(traceFold),
+		Topic: topic, Store: store, Handler: keyactor.MustOf(keyflow.New(traceFold)),
 		PersistEvery: time.Hour, CommitOffsetsInterval: time.Hour,
 		OnStopped: func(err error) { stopped <- err },
 	}))
@@ -496,4 +497,13 @@ func awaitRunning(t *testing.T, sys *actor.ActorSystem, pid *actor.PID) {
 			t.Fatal("partition never ran")
 		}
 	}
+}
+
+// runtimeOf is the key runtime of h: a keyflow flow, or a key runtime
+// already (a test's wrapper of one).
+func runtimeOf(h any) keyactor.Handler {
+	if rt, ok := h.(keyactor.Handler); ok {
+		return rt
+	}
+	return keyactor.MustOf(h)
 }

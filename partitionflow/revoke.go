@@ -4,7 +4,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/actorflow/actorflow/keyflow"
+	"github.com/actorflow/actorflow/internal/keyactor"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/zap"
@@ -76,7 +76,7 @@ func (p *partition) revoke(ctx actor.Context, flush bool) {
 	p.flushOf = make(map[string]bool, len(p.keys))
 	for k, e := range p.keys {
 		p.flushOf[k] = true
-		ctx.Send(e.pid, &keyflow.Flush{Round: p.round, Reply: true})
+		ctx.Send(e.pid, &keyactor.Flush{Round: p.round, Reply: true})
 	}
 	p.flushN = len(p.flushOf)
 	if p.flushN == 0 {

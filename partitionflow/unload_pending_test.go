@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/actorflow/actorflow/internal/keyactor"
 	"github.com/actorflow/actorflow/keyflow"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/asynkron/protoactor-go/actor"
@@ -29,11 +30,11 @@ func newUnloadGate(key string) *unloadGate {
 }
 
 type gatedHandler struct {
-	keyflow.Handler
+	keyactor.Handler
 	g *unloadGate
 }
 
-func (h gatedHandler) NewKeyActor(key string, snap *snapshotstore.Snapshot, env *keyflow.Env) actor.Actor {
+func (h gatedHandler) NewKeyActor(key string, snap *snapshotstore.Snapshot, env *keyactor.Env) actor.Actor {
 	inner := h.Handler.NewKeyActor(key, snap, env)
 	if key != h.g.key {
 		return inner
@@ -60,7 +61,7 @@ func (a *gatedKey) Receive(ctx actor.Context) {
 		}
 	}
 	if a.holding {
-		if _, ok := ctx.Message().(*keyflow.Flush); ok {
+		if _, ok := ctx.Message().(*keyactor.Flush); ok {
 			a.g.flushOnce.Do(func() { close(a.g.flushSeen) })
 		}
 		if a.heldUnloaded {
@@ -77,11 +78,11 @@ type gateCtx struct {
 
 func (c *gateCtx) Send(pid *actor.PID, msg any) {
 	switch msg.(type) {
-	case *keyflow.Unloaded, *keyflow.Busy:
+	case *keyactor.Unloaded, *keyactor.Busy:
 		first := false
 		c.a.g.once.Do(func() { first = true })
 		if first {
-			_, unloaded := msg.(*keyflow.Unloaded)
+			_, unloaded := msg.(*keyactor.Unloaded)
 			c.a.holding, c.a.heldUnloaded = true, unloaded
 			root, self, g := c.ActorSystem().Root, c.Self(), c.a.g
 			go func() {
@@ -130,7 +131,7 @@ func TestRecordArrivingWhileKeyUnloadsIsPersisted(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := newUnloadGate("a")
-			h := newHarness(t, nil, gatedHandler{Handler: tc.flow, g: g}, 0)
+			h := newHarness(t, nil, gatedHandler{Handler: keyactor.MustOf(tc.flow), g: g}, 0)
 			h.send(rec(0, "a", ""))
 			h.awaitCommitted(1)
 			select {

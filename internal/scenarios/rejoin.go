@@ -14,6 +14,7 @@ import (
 
 	"github.com/actorflow/actorflow"
 	"github.com/actorflow/actorflow/coordinator"
+	"github.com/actorflow/actorflow/internal/inspect"
 	"github.com/actorflow/actorflow/internal/ledger"
 	"github.com/actorflow/actorflow/internal/testkit"
 	"github.com/actorflow/actorflow/snapshotstore"
@@ -101,7 +102,7 @@ func RejoinAsNewMember(t *testing.T, brokers []string, mode snapshotstore.Mode, 
 	testkit.Eventually(t, rejoinSettle, "A folded the first 300 events", func() (bool, string) {
 		return foldsA.Load() == 300, fmt.Sprint(foldsA.Load())
 	})
-	clA := a.W.Consumer().Client()
+	clA := inspect.Consumer(a.W).Client()
 	oldMember, oldGen := clA.GroupMetadata()
 
 	holdKey, holdName := apiJoinGroup, "JoinGroup"
@@ -122,15 +123,15 @@ func RejoinAsNewMember(t *testing.T, brokers []string, mode snapshotstore.Mode, 
 	heldAt := time.Now()
 	testkit.Eventually(t, rejoinSettle, "B took the partition and committed the log end", func() (bool, string) {
 		c := committed(t, brokers, group, input, p)
-		return c == end && slices.Contains(b.W.Supervisor().Running(), tp), fmt.Sprintf("committed %d of %d", c, end)
+		return c == end && slices.Contains(inspect.Supervisor(b.W).Running(), tp), fmt.Sprintf("committed %d of %d", c, end)
 	})
 	tookOver := time.Now()
 	if mm := partitionMismatches(t, brokers, snaps, p, exp[p]); len(mm) > 0 {
 		t.Fatalf("precondition: B's snapshots after its takeover differ from the input's fold: %v", mm)
 	}
-	bMember, bGen := b.W.Consumer().Client().GroupMetadata()
+	bMember, bGen := inspect.Consumer(b.W).Client().GroupMetadata()
 	t.Logf("REJOIN | %s | %s | A (member %s, generation %d): %s held for %.1fs when B (member %s, generation %d) owned %v and had committed %d; A still runs %v",
-		mode, proto, oldMember, oldGen, holdName, tookOver.Sub(heldAt).Seconds(), bMember, bGen, tp, end, a.W.Supervisor().Running())
+		mode, proto, oldMember, oldGen, holdName, tookOver.Sub(heldAt).Seconds(), bMember, bGen, tp, end, inspect.Supervisor(a.W).Running())
 
 	hold.release(holdKey) // reaches the coordinator after the group moved on without A
 	awaitRejoined(t, brokers, group, a, b, tp, oldMember, proto)
@@ -169,7 +170,7 @@ func RejoinAsNewMember(t *testing.T, brokers []string, mode snapshotstore.Mode, 
 // holds a member epoch again.
 func awaitRejoined(t *testing.T, brokers []string, group string, a, b *Worker, tp coordinator.TopicPartition, oldMember string, proto coordinator.Protocol) {
 	t.Helper()
-	clA, clB := a.W.Consumer().Client(), b.W.Consumer().Client()
+	clA, clB := inspect.Consumer(a.W).Client(), inspect.Consumer(b.W).Client()
 	adm := kadm.NewClient(testkit.Client(t, brokers))
 	testkit.Eventually(t, rejoinSettle, "A rejoined the group", func() (bool, string) {
 		am, ag := clA.GroupMetadata()
@@ -231,7 +232,7 @@ func RevokeFlushOutlivesTeardownBound(t *testing.T, brokers []string, mode snaps
 	var px coordinator.TopicPartition
 	var blocked commitRecord
 	testkit.Eventually(t, rejoinSettle, "B runs a partition whose revoke A returned from at the teardown bound, its flush held", func() (bool, string) {
-		running := b.W.Supervisor().Running()
+		running := inspect.Supervisor(b.W).Running()
 		for _, r := range watch.blockedList() {
 			tp := coordinator.TopicPartition{Topic: input, Partition: r.Partition}
 			if slices.Contains(running, tp) && eventCount(a, tp, "returned") > 0 {
@@ -296,7 +297,7 @@ func awaitSubtreesStopped(t *testing.T, w *Worker, name string) {
 	t.Helper()
 	testkit.Eventually(t, 2*time.Minute, "every partition subtree of "+name+" stopped", func() (bool, string) {
 		started, stopped := map[coordinator.TopicPartition]int{}, map[coordinator.TopicPartition]int{}
-		for _, e := range w.W.Supervisor().Events() {
+		for _, e := range inspect.Supervisor(w.W).Events() {
 			switch e.Kind {
 			case "started":
 				started[e.TP]++
@@ -348,7 +349,7 @@ func stopAndReport(t *testing.T, rw *Worker) (err error, early bool) {
 
 func eventCount(w *Worker, tp coordinator.TopicPartition, kinds ...string) int {
 	n := 0
-	for _, e := range w.W.Supervisor().Events() {
+	for _, e := range inspect.Supervisor(w.W).Events() {
 		if e.TP == tp && slices.Contains(kinds, e.Kind) {
 			n++
 		}
@@ -362,7 +363,7 @@ func stoppedCount(w *Worker, tp coordinator.TopicPartition) int {
 
 func eventsOf(w *Worker, tp coordinator.TopicPartition) string {
 	var parts []string
-	for _, e := range w.W.Supervisor().Events() {
+	for _, e := range inspect.Supervisor(w.W).Events() {
 		if e.TP == tp {
 			s := e.At.Format("15:04:05.000") + " " + e.Kind
 			if e.Err != nil {

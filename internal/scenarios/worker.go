@@ -10,6 +10,7 @@ import (
 
 	"github.com/actorflow/actorflow"
 	"github.com/actorflow/actorflow/coordinator"
+	"github.com/actorflow/actorflow/internal/inspect"
 	"github.com/actorflow/actorflow/internal/ledger"
 	"github.com/actorflow/actorflow/internal/testkit"
 	"github.com/actorflow/actorflow/keyflow"
@@ -101,7 +102,7 @@ func RevokeStopsSubtreeFirst(t *testing.T, brokers []string, mode snapshotstore.
 		return folds.Load() == 2000, fmt.Sprint(folds.Load())
 	})
 	b := StartWorker(t, countingFlow(&folds), brokers, group, input, snaps, mode, opts...)
-	supA, supB := a.W.Supervisor(), b.W.Supervisor()
+	supA, supB := inspect.Supervisor(a.W), inspect.Supervisor(b.W)
 	testkit.Eventually(t, time.Minute, "the second worker runs partitions", func() (bool, string) {
 		return len(supB.Running()) > 0, ""
 	})
@@ -176,7 +177,7 @@ func BackpressureBound(t *testing.T, brokers []string) {
 	w := StartWorker(t, gateFlow(gate, &folds), brokers, group, input, snaps, snapshotstore.Plain,
 		actorflow.WithMaxInFlight(bound),
 		actorflow.WithClientOpts(kgo.FetchMaxPartitionBytes(8<<10), kgo.FetchMaxBytes(8<<10)))
-	cons := w.W.Consumer()
+	cons := inspect.Consumer(w.W)
 	tp := coordinator.TopicPartition{Topic: input, Partition: 0}
 	testkit.Eventually(t, time.Minute, "the partition paused", func() (bool, string) {
 		return cons.FlowControl().Paused(tp), fmt.Sprint(cons.FlowControl().InFlight(tp))
@@ -218,7 +219,7 @@ func FencedPartitionFailsWorker(t *testing.T, brokers []string) {
 		t.Fatalf("partition error names %s[%d]", pe.Topic, pe.Partition)
 	}
 	var failed bool
-	for _, e := range w.W.Supervisor().Events() {
+	for _, e := range inspect.Supervisor(w.W).Events() {
 		failed = failed || e.Kind == "failed"
 	}
 	if !failed {

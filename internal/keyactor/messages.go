@@ -1,4 +1,4 @@
-package keyflow
+package keyactor
 
 import (
 	"github.com/actorflow/actorflow/snapshotstore"

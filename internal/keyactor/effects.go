@@ -1,4 +1,4 @@
-package keyflow
+package keyactor
 
 import (
 	"errors"
@@ -34,7 +34,7 @@ type timerOp struct {
 // applyEffects runs the buffered effects in call order. Outputs go to the
 // outbox in the transactional mode; otherwise to the application's
 // producer, held at input offset k.cur (-1 in a timer) until acknowledged.
-func (k *keyCore) applyEffects() {
+func (k *Core) applyEffects() {
 	for _, op := range k.fx.timers {
 		if op.cancel {
 			k.cancelTimer(op.name)
@@ -54,7 +54,7 @@ func (k *keyCore) applyEffects() {
 
 // discardEffects drops the buffered effects and returns how many outputs
 // were dropped.
-func (k *keyCore) discardEffects() int {
+func (k *Core) discardEffects() int {
 	n := len(k.fx.emits)
 	clear(k.fx.emits) // release the records
 	k.fx.emits, k.fx.timers = k.fx.emits[:0], k.fx.timers[:0]
@@ -121,7 +121,7 @@ func (a *keyActor[S]) endCall(ns *S, err error) error {
 		a.state = nil
 		return err
 	}
-	s, derr := a.flow.codec.Decode(a.undo.data)
+	s, derr := a.flow.Codec.Decode(a.undo.data)
 	if derr != nil {
 		return &undoError{fmt.Errorf("%w; decode state to undo it (policy skip): %w", err, derr)}
 	}
@@ -165,15 +165,15 @@ func (a *keyActor[S]) recordFailed(ctx actor.Context, rec *kgo.Record, err error
 // dead-letters it again, and the key holds the offset until that snapshot
 // (transactional mode: with the dead letter in its transaction) or the
 // dead letter's acknowledgement (plain mode) is persisted.
-func (k *keyCore) deadLetter(ctx actor.Context, rec *kgo.Record, kind DeadLetterKind, err error) {
-	dl := DeadLetterRecord(k.cfg.deadLetterTopic(k.env.Topic), rec, kind, err, time.Now())
+func (k *Core) deadLetter(ctx actor.Context, rec *kgo.Record, kind Kind, err error) {
+	dl := k.cfg.DeadLetterRecord(k.cfg.deadLetterTopic(k.env.Topic), rec, kind, err, time.Now())
 	k.deadLettered++
 	if k.env.TxnOutputs {
 		k.outbox = append(k.outbox, dl) // the key's next write carries it
 	} else {
 		cl := k.env.DeadLetters
 		if cl == nil {
-			cl = k.cfg.output
+			cl = k.cfg.Output
 		}
 		if cl == nil {
 			k.fail(ctx, fmt.Errorf("%s[%d] offset %d key %q: %w (%v)", rec.Topic, rec.Partition, rec.Offset, k.key, ErrNoDeadLetterProducer, err))

@@ -1,4 +1,4 @@
-package keyflow
+package keyactor
 
 import (
 	"fmt"
@@ -7,8 +7,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-func newSettledCore(lastSeen int64) *keyCore {
-	return &keyCore{lastSeen: lastSeen, lastFolded: -1, cur: -1, firstDirty: -1, inflightFirst: -1}
+func newSettledCore(lastSeen int64) *Core {
+	return &Core{lastSeen: lastSeen, lastFolded: -1, cur: -1, firstDirty: -1, inflightFirst: -1}
 }
 
 // settled is the lowest of: the persist in flight, the dirty state, every

@@ -1,4 +1,4 @@
-package keyflow
+package keyactor
 
 import (
 	"cmp"
@@ -15,20 +15,21 @@ import (
 
 // minTimerUnloadHorizon: an idle key whose next timer is due within
 // max(MaxIdle, this) stays loaded; reloading it so soon would cost more
-// than keeping it. A variable for tests (export_test.go).
+// than keeping it. A variable for tests (SetMinTimerUnloadHorizon).
 var minTimerUnloadHorizon = time.Minute
 
-// keyCore is the non-generic part of a key actor: offsets, persistence and
+// Core is the non-generic part of a key actor: offsets, persistence and
 // output bookkeeping, timers.
-type keyCore struct {
+type Core struct {
 	key  string
 	env  *Env
-	cfg  *common
+	cfg  *Config
 	self *actor.PID
 
-	lastSeen   int64 // last input offset delivered, folded or skipped
-	lastFolded int64 // input offset of the last record folded into the state
-	cur        int64 // offset of the record being folded (-1 in a timer)
+	lastSeen   int64       // last input offset delivered, folded or skipped
+	lastFolded int64       // input offset of the last record folded into the state
+	cur        int64       // offset of the record being folded (-1 in a timer)
+	rec        *kgo.Record // the record being folded (nil outside a fold)
 
 	// dirty: the state changed since the last persist started. firstDirty is
 	// the first input offset folded since then; inflightFirst the first
@@ -92,7 +93,7 @@ type (
 )
 
 type keyActor[S any] struct {
-	keyCore
+	Core
 	flow  *Flow[S]
 	state *S
 	snap  *snapshotstore.Snapshot // decoded on Started
@@ -159,7 +160,7 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 		a.report(ctx)
 	case *Unload:
 		if a.dirty || a.persisting || a.outputsPending() || len(a.outbox) > 0 || a.failed != nil || a.waitAcks ||
-			len(a.overdue) > 0 || a.timersDueWithin(max(a.cfg.maxIdle, minTimerUnloadHorizon)) {
+			len(a.overdue) > 0 || a.timersDueWithin(max(a.cfg.MaxIdle, minTimerUnloadHorizon)) {
 			ctx.Send(ctx.Parent(), &Busy{Key: a.key})
 			return
 		}
@@ -191,7 +192,7 @@ func (a *keyActor[S]) started(ctx actor.Context) {
 	if snap := a.snap; snap != nil {
 		a.snap = nil
 		if !snap.Tombstone() {
-			s, err := a.flow.codec.Decode(snap.Value)
+			s, err := a.flow.Codec.Decode(snap.Value)
 			if err != nil {
 				a.fail(ctx, fmt.Errorf("%s[%d] key %q: decode snapshot at %s (offset %d): %w",
 					a.env.Topic, a.env.Partition, a.key, snap.Source, snap.Offset, err))
@@ -204,13 +205,13 @@ func (a *keyActor[S]) started(ctx actor.Context) {
 	} else {
 		a.undo = undo{valid: true, null: true}
 	}
-	if a.flow.onLoad == nil || a.failed != nil || a.keyless {
+	if a.flow.Load == nil || a.failed != nil || a.keyless {
 		return
 	}
 	a.cur = -1
 	err := a.beginCall()
 	if err == nil {
-		ns, lerr := a.flow.onLoad(&Context{k: &a.keyCore}, a.state)
+		ns, lerr := a.flow.Load(&a.Core, a.state)
 		changed := ns != a.state || len(a.fx.emits) > 0 || len(a.fx.timers) > 0
 		if err = a.endCall(ns, lerr); err == nil && changed {
 			a.markDirty(-1)
@@ -226,7 +227,7 @@ func (a *keyActor[S]) started(ctx actor.Context) {
 
 // restoreTimers re-arms a loaded snapshot's timers; those already due are
 // kept for fireOverdue.
-func (k *keyCore) restoreTimers(ts []snapshotstore.Timer) {
+func (k *Core) restoreTimers(ts []snapshotstore.Timer) {
 	now := time.Now()
 	for _, t := range ts {
 		if t.At.After(now) {
@@ -279,12 +280,13 @@ func (a *keyActor[S]) deliver(ctx actor.Context, m *Deliver) {
 			a.deadLetter(ctx, rec, KindNilKey, err)
 			continue
 		}
-		a.cur = rec.Offset
+		a.cur, a.rec = rec.Offset, rec
 		err := a.beginCall()
 		if err == nil {
-			ns, ferr := a.flow.fold(&Context{k: &a.keyCore}, a.state, rec)
+			ns, ferr := a.flow.Fold(&a.Core, a.state, rec)
 			err = a.endCall(ns, ferr)
 		}
+		a.rec = nil
 		if err != nil {
 			a.recordFailed(ctx, rec, fmt.Errorf("%s[%d] offset %d key %q: fold: %w", rec.Topic, rec.Partition, rec.Offset, a.key, err))
 			continue
@@ -301,7 +303,7 @@ func (a *keyActor[S]) fireTimer(ctx actor.Context, name string) {
 	a.cur = -1
 	err := a.beginCall()
 	if err == nil {
-		ns, terr := a.flow.onTimer(&Context{k: &a.keyCore}, a.state, name)
+		ns, terr := a.flow.Timer(&a.Core, a.state, name)
 		err = a.endCall(ns, terr)
 	}
 	if err != nil {
@@ -312,7 +314,7 @@ func (a *keyActor[S]) fireTimer(ctx actor.Context, name string) {
 	a.reportDirty = true
 }
 
-func (k *keyCore) markDirty(offset int64) {
+func (k *Core) markDirty(offset int64) {
 	k.dirty = true
 	if offset >= 0 && k.firstDirty < 0 {
 		k.firstDirty = offset
@@ -342,7 +344,7 @@ func (a *keyActor[S]) encode() (snapshotstore.Snapshot, error) {
 
 // encodeState encodes the (non-nil) state; never nil, which is a tombstone.
 func (a *keyActor[S]) encodeState() ([]byte, error) {
-	b, err := a.flow.codec.Encode(a.state)
+	b, err := a.flow.Codec.Encode(a.state)
 	if b == nil && err == nil {
 		b = []byte{}
 	}
@@ -391,7 +393,7 @@ func (a *keyActor[S]) maybeFlushDone(ctx actor.Context) {
 // settled is the highest input offset through which every effect of the key
 // is persisted and every output acknowledged. O(1): it runs on every
 // delivery and every output ack.
-func (k *keyCore) settled() int64 {
+func (k *Core) settled() int64 {
 	hold := int64(-1)
 	consider := func(o int64) {
 		if o >= 0 && (hold < 0 || o < hold) {
@@ -419,7 +421,7 @@ func (k *keyCore) settled() int64 {
 	return hold - 1
 }
 
-func (k *keyCore) report(ctx actor.Context) {
+func (k *Core) report(ctx actor.Context) {
 	s := k.settled()
 	// Only changes: the partition already knows the keys it dispatched to
 	// are dirty, and a fold of a dirty key leaves Settled where it was.
@@ -430,7 +432,7 @@ func (k *keyCore) report(ctx actor.Context) {
 	k.reported, k.reportDirty = s, false
 }
 
-func (k *keyCore) fail(ctx actor.Context, err error) {
+func (k *Core) fail(ctx actor.Context, err error) {
 	if k.failed != nil {
 		return
 	}
@@ -459,9 +461,9 @@ func (p *pendingOutputs) find(offset int64) (int, bool) {
 	return slices.BinarySearchFunc(p.runs, offset, func(r outRun, o int64) int { return cmp.Compare(r.offset, o) })
 }
 
-func (k *keyCore) outputsPending() bool { return k.outputs != nil }
+func (k *Core) outputsPending() bool { return k.outputs != nil }
 
-func (k *keyCore) addOutput(offset int64) {
+func (k *Core) addOutput(offset int64) {
 	p := k.outputs
 	if p == nil {
 		p = &pendingOutputs{}
@@ -484,7 +486,7 @@ func (k *keyCore) addOutput(offset int64) {
 	}
 }
 
-func (k *keyCore) ackOutput(offset int64) {
+func (k *Core) ackOutput(offset int64) {
 	p := k.outputs
 	if p == nil {
 		return
@@ -512,7 +514,7 @@ func (k *keyCore) ackOutput(offset int64) {
 // setTimer arms name at `at`, persisted at millisecond precision: the
 // timer is kept at that precision, rounded up (it never fires before `at`),
 // so that the snapshot says what runs.
-func (k *keyCore) setTimer(name string, at time.Time) {
+func (k *Core) setTimer(name string, at time.Time) {
 	k.cancelTimer(name)
 	if k.timers == nil {
 		k.timers = map[string]*keyTimer{}
@@ -528,7 +530,7 @@ func (k *keyCore) setTimer(name string, at time.Time) {
 	k.timers[name] = t
 }
 
-func (k *keyCore) cancelTimer(name string) {
+func (k *Core) cancelTimer(name string) {
 	if t, ok := k.timers[name]; ok {
 		if t.t != nil {
 			t.t.Stop()
@@ -538,7 +540,7 @@ func (k *keyCore) cancelTimer(name string) {
 }
 
 // timerList is the pending timers for the snapshot, in due order.
-func (k *keyCore) timerList() []snapshotstore.Timer {
+func (k *Core) timerList() []snapshotstore.Timer {
 	if len(k.timers) == 0 {
 		return nil
 	}
@@ -556,7 +558,7 @@ func (k *keyCore) timerList() []snapshotstore.Timer {
 }
 
 // timersDueWithin reports a pending timer due within d.
-func (k *keyCore) timersDueWithin(d time.Duration) bool {
+func (k *Core) timersDueWithin(d time.Duration) bool {
 	limit := time.Now().Add(d)
 	for _, t := range k.timers {
 		if t.at.Before(limit) {

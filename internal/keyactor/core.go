@@ -1,0 +1,59 @@
+package keyactor
+
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+)
+
+// The methods of Core that keyflow.Context calls. They run on the key's
+// actor, inside a call (a fold, a timer, the load hook).
+
+// Key returns the key.
+func (k *Core) Key() string { return k.key }
+
+// Topic returns the input topic.
+func (k *Core) Topic() string { return k.env.Topic }
+
+// Partition returns the input partition.
+func (k *Core) Partition() int32 { return k.env.Partition }
+
+// Logger returns the partition's logger.
+func (k *Core) Logger() *zap.Logger { return k.env.Logger }
+
+// Record returns the input record of the fold in progress (nil in a timer
+// or the load hook).
+func (k *Core) Record() *kgo.Record { return k.rec }
+
+// TimersEnabled reports whether the flow has a timer handler.
+func (k *Core) TimersEnabled() bool { return k.cfg.Timers }
+
+// SetTimer buffers a SetTimer of the call in progress.
+func (k *Core) SetTimer(name string, at time.Time) {
+	k.fx.timers = append(k.fx.timers, timerOp{name: name, at: at})
+}
+
+// CancelTimer buffers a CancelTimer of the call in progress.
+func (k *Core) CancelTimer(name string) {
+	k.fx.timers = append(k.fx.timers, timerOp{name: name, cancel: true})
+}
+
+// Timer returns the due time of the pending timer name, as of the start of
+// the call.
+func (k *Core) Timer(name string) (time.Time, bool) {
+	if t, ok := k.timers[name]; ok {
+		return t.at, true
+	}
+	return time.Time{}, false
+}
+
+// CanEmit reports whether outputs have somewhere to go: the partition's
+// transactions, or the flow's producer.
+func (k *Core) CanEmit() bool { return k.cfg.Output != nil || k.env.TxnOutputs }
+
+// OutputTopic is the flow's default output topic ("": none).
+func (k *Core) OutputTopic() string { return k.cfg.OutputTopic }
+
+// Emit buffers an output (with its topic set) of the call in progress.
+func (k *Core) Emit(rec *kgo.Record) { k.fx.emits = append(k.fx.emits, rec) }

@@ -1,0 +1,220 @@
+package keyactor
+
+import (
+	"errors"
+	"time"
+
+	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+)
+
+// ErrUndecodable marks a fold error as undecodable input; keyflow.ErrUndecodable
+// is this error, documented there.
+var ErrUndecodable = errors.New("keyflow: undecodable input record")
+
+// ErrNoDeadLetterProducer: keyflow.ErrNoDeadLetterProducer.
+var ErrNoDeadLetterProducer = errors.New("keyflow: no producer for the dead-letter topic")
+
+// Policy says what a failed call does (keyflow.Policy, same values).
+type Policy int
+
+// The policies; keyflow.Fail, keyflow.Skip and keyflow.DeadLetter convert
+// to these.
+const (
+	Fail Policy = iota
+	Skip
+	DeadLetter
+)
+
+func (p Policy) String() string {
+	switch p {
+	case Skip:
+		return "skip"
+	case DeadLetter:
+		return "dead-letter"
+	}
+	return "fail"
+}
+
+// restores reports whether a failed call under p is undone and the key goes
+// on (Skip and DeadLetter).
+func (p Policy) restores() bool { return p == Skip || p == DeadLetter }
+
+// Kind is the kind of a dead letter (keyflow.DeadLetterKind).
+type Kind int
+
+// The kinds of dead letters.
+const (
+	KindFoldError   Kind = iota // the fold returned an error
+	KindUndecodable             // the fold's error wraps ErrUndecodable
+	KindNilKey                  // the record has no key
+)
+
+// Config is the part of a flow that its key actors' non-generic code reads;
+// package keyflow fills it from its options (defaults resolved there).
+type Config struct {
+	MaxIdle     time.Duration // 0: never unload
+	FoldPolicy  Policy
+	NilKey      Policy
+	Undecodable Policy // resolved: the fold policy unless given
+	// DeadLetter is the dead-letter topic ("": DefaultDeadLetterTopic of
+	// the input topic, through DeadLetterRecord's caller).
+	DeadLetter       string
+	DefaultDLQ       func(input string) string
+	DeadLetterRecord func(topic string, rec *kgo.Record, kind Kind, err error, at time.Time) *kgo.Record
+	Output           *kgo.Client
+	OutputTopic      string
+	OutputTimeout    time.Duration // > 0
+	Timers           bool          // the flow has a timer handler
+}
+
+// policyFor is the policy of a call that failed with err: undecodable
+// input (ErrUndecodable) or any other fold error.
+func (c *Config) policyFor(err error) Policy {
+	if errors.Is(err, ErrUndecodable) {
+		return c.Undecodable
+	}
+	return c.FoldPolicy
+}
+
+// mayRestore: some failed call may be undone, so calls keep the undo
+// encoding of the state.
+func (c *Config) mayRestore() bool { return c.FoldPolicy.restores() || c.Undecodable.restores() }
+
+func (c *Config) deadLetterTopic(input string) string {
+	if c.DeadLetter != "" {
+		return c.DeadLetter
+	}
+	return c.DefaultDLQ(input)
+}
+
+// Codec encodes a key's state (keyflow.Codec).
+type Codec[S any] interface {
+	Encode(state *S) ([]byte, error)
+	Decode(data []byte) (*S, error)
+}
+
+// Flow is a flow over state S as its key actors run it: package keyflow
+// builds one per keyflow.Flow, wrapping the user's functions (which take a
+// *keyflow.Context) into these, which take the key's Core.
+type Flow[S any] struct {
+	Config Config
+	Fold   func(k *Core, state *S, rec *kgo.Record) (*S, error)
+	Timer  func(k *Core, state *S, name string) (*S, error) // nil: none (Config.Timers false)
+	Load   func(k *Core, state *S) (*S, error)              // nil: none
+	Codec  Codec[S]
+}
+
+// Handler is a flow with its state type erased, as the partition runtime
+// sees it. *Flow[S] implements it.
+type Handler interface {
+	// NewKeyActor returns the actor of one key, starting from snap (nil: no
+	// snapshot).
+	NewKeyActor(key string, snap *snapshotstore.Snapshot, env *Env) actor.Actor
+	// NilKeyPolicy says what a record with no key does.
+	NilKeyPolicy() Policy
+	// DeadLetterTopic is the dead-letter topic of input when a policy of
+	// the flow is DeadLetter, else "": the worker checks (and creates) it
+	// at start.
+	DeadLetterTopic(input string) string
+	// MaxIdle is how long a key stays loaded without records (0: forever).
+	MaxIdle() time.Duration
+	// Output returns the application's producer and the default output
+	// topic of WithOutput (nil and "" without it): the worker checks (and
+	// creates) the topic at start.
+	Output() (producer *kgo.Client, defaultTopic string)
+}
+
+// Env is what one partition gives its key actors.
+type Env struct {
+	Topic     string
+	Partition int32
+	System    *actor.ActorSystem
+	Logger    *zap.Logger
+	// TxnOutputs: the partition's store commits outputs in its transactions
+	// (snapshotstore.Partition.CommitsOutputs). Emit then hands outputs to the key's
+	// next write instead of the application's producer.
+	TxnOutputs bool
+	// Persist sends a snapshot, and the outputs of the calls it covers
+	// (TxnOutputs only), to the partition's transaction actor; done is
+	// called exactly once with the outcome of the transaction carrying
+	// them.
+	Persist func(s snapshotstore.Snapshot, outputs []*kgo.Record, done func(error))
+	// DeadLetters produces dead letters in the plain mode (the worker's
+	// producer); nil: the flow's WithOutput producer. Unused when
+	// TxnOutputs: dead letters then join the transaction like outputs.
+	DeadLetters *kgo.Client
+	// Processed releases n delivered records of the partition's in-flight
+	// budget (backpressure). Called from key actors: goroutine-safe.
+	Processed func(n int)
+}
+
+// NewKeyActor implements Handler.
+func (f *Flow[S]) NewKeyActor(key string, snap *snapshotstore.Snapshot, env *Env) actor.Actor {
+	a := &keyActor[S]{flow: f}
+	a.key, a.env, a.cfg = key, env, &f.Config
+	a.keyless = key == snapshotstore.KeylessKey
+	a.lastSeen, a.lastFolded = -1, -1
+	a.firstDirty, a.inflightFirst = -1, -1
+	if snap != nil {
+		a.snap = snap
+		a.lastFolded, a.lastSeen = snap.Offset, snap.Offset
+	}
+	return a
+}
+
+// NilKeyPolicy implements Handler.
+func (f *Flow[S]) NilKeyPolicy() Policy { return f.Config.NilKey }
+
+// DeadLetterTopic implements Handler.
+func (f *Flow[S]) DeadLetterTopic(input string) string {
+	c := &f.Config
+	if c.FoldPolicy != DeadLetter && c.Undecodable != DeadLetter && c.NilKey != DeadLetter {
+		return ""
+	}
+	return c.deadLetterTopic(input)
+}
+
+// MaxIdle implements Handler.
+func (f *Flow[S]) MaxIdle() time.Duration { return f.Config.MaxIdle }
+
+// Output implements Handler.
+func (f *Flow[S]) Output() (*kgo.Client, string) { return f.Config.Output, f.Config.OutputTopic }
+
+// flows is set by package keyflow (which imports this package, so the
+// reverse cannot be a call): it returns the runtime of a keyflow.Handler.
+var flows func(flow any) (Handler, bool)
+
+// RegisterFlows is called once, by package keyflow's init, with the
+// function that returns the runtime of a keyflow.Handler.
+func RegisterFlows(fn func(flow any) (Handler, bool)) { flows = fn }
+
+// Of returns the runtime of flow, a keyflow.Handler (a *keyflow.Flow[S]);
+// false when flow is nil or not one.
+func Of(flow any) (Handler, bool) {
+	if flows == nil || flow == nil {
+		return nil, false
+	}
+	return flows(flow)
+}
+
+// MustOf is Of for tests and callers that hold a flow: it panics when flow
+// is not a keyflow flow.
+func MustOf(flow any) Handler {
+	h, ok := Of(flow)
+	if !ok {
+		panic("keyactor: not a keyflow flow")
+	}
+	return h
+}
+
+// SetMinTimerUnloadHorizon lowers the unload horizon of keys with timers
+// (tests; set it before starting partitions) and returns a function that
+// restores it.
+func SetMinTimerUnloadHorizon(d time.Duration) (restore func()) {
+	old := minTimerUnloadHorizon
+	minTimerUnloadHorizon = d
+	return func() { minTimerUnloadHorizon = old }
+}

@@ -1,0 +1,40 @@
+package keyflow
+
+import (
+	"testing"
+	"time"
+
+	"github.com/actorflow/actorflow/internal/keyactor"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// The options convert a Policy to the runtime's by value: the two must
+// agree, or WithFoldErrorPolicy(Skip) would run as something else.
+func TestPolicyValuesAreTheRuntimes(t *testing.T) {
+	for p, want := range map[Policy]keyactor.Policy{Fail: keyactor.Fail, Skip: keyactor.Skip, DeadLetter: keyactor.DeadLetter} {
+		if keyactor.Policy(p) != want {
+			t.Errorf("keyactor.Policy(%v) = %v, want %v", p, keyactor.Policy(p), want)
+		}
+		if got, err := ParsePolicy(p.String()); err != nil || got != p {
+			t.Errorf("ParsePolicy(%q) = %v, %v", p.String(), got, err)
+		}
+	}
+}
+
+// The runtime's kinds map to the dead-letter header values.
+func TestRuntimeDeadLetterKinds(t *testing.T) {
+	for k, want := range map[keyactor.Kind]DeadLetterKind{
+		keyactor.KindFoldError: KindFoldError, keyactor.KindUndecodable: KindUndecodable, keyactor.KindNilKey: KindNilKey,
+	} {
+		rec := runtimeDeadLetter("dlq", &kgo.Record{Topic: "in"}, k, nil, time.Now())
+		var got string
+		for _, h := range rec.Headers {
+			if h.Key == HeaderErrorException {
+				got = string(h.Value)
+			}
+		}
+		if got != string(want) {
+			t.Errorf("kind %d: %s = %q, want %q", k, HeaderErrorException, got, want)
+		}
+	}
+}
