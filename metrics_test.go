@@ -153,7 +153,7 @@ func TestWithMetricsCountsDeadLetters(t *testing.T) {
 			_, brokers := testkit.Kfake(t)
 			input, snaps, group := testkit.Name(t, "in"), testkit.Name(t, "snap"), testkit.Name(t, "g")
 			reg := prometheus.NewRegistry()
-			w, err := actorflow.NewWorker(ledger.Flow(keyflow.WithNilKeyPolicy[ledger.State](keyflow.DeadLetter)),
+			w, err := actorflow.NewWorker(ledger.Flow(keyflow.WithNilKeyPolicy(keyflow.DeadLetter)),
 				actorflow.WithBrokers(brokers...), actorflow.WithGroup(group), actorflow.WithMode(mode),
 				actorflow.WithInputTopic(input), actorflow.WithSnapshotTopic(snaps), actorflow.WithCreateTopics(2, -1),
 				actorflow.WithPersistEvery(20*time.Millisecond), actorflow.WithCommitOffsetsInterval(20*time.Millisecond),

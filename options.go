@@ -46,11 +46,11 @@ type config struct {
 func defaults() config {
 	return config{
 		mode:         snapshotstore.Transactional,
-		persistEvery: 5 * time.Second,
-		commitEvery:  5 * time.Second,
+		persistEvery: partitionflow.DefaultPersistEvery,
+		commitEvery:  partitionflow.DefaultCommitOffsetsInterval,
 		maxWrites:    partitionflow.DefaultMaxWritesPerTransaction,
-		maxInFlight:  10000,
-		stall:        3 * time.Minute,
+		maxInFlight:  coordinator.DefaultMaxInFlight,
+		stall:        snapshotstore.DefaultRecoveryStallTimeout,
 		startTimeout: 30 * time.Second,
 		topics:       snapshotstore.TopicSpec{ReplicationFactor: -1},
 		log:          zap.NewNop(),

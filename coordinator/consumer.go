@@ -152,10 +152,18 @@ type Consumer struct {
 	done  chan struct{}
 }
 
+// The defaults of Config (and of actorflow.WithMaxInFlight and
+// actorflow.WithPartitionRetryBackoff).
+const (
+	DefaultMaxInFlight     = 10000
+	DefaultRetryBackoff    = time.Second
+	DefaultMaxRetryBackoff = time.Minute
+)
+
 // New creates the consumer (it joins the group on Run).
 func New(cfg Config, h Handler) (*Consumer, error) {
 	if cfg.MaxInFlight <= 0 {
-		cfg.MaxInFlight = 10000
+		cfg.MaxInFlight = DefaultMaxInFlight
 	}
 	if cfg.RebalanceTimeout <= 0 {
 		cfg.RebalanceTimeout = 60 * time.Second
@@ -180,10 +188,10 @@ func New(cfg Config, h Handler) (*Consumer, error) {
 		failed: map[TopicPartition]*Failure{}, streak: map[TopicPartition]*Failure{}, hwm: map[TopicPartition]int64{}, retry: make(chan struct{}, 1),
 	}
 	if c.cfg.RetryBackoff <= 0 {
-		c.cfg.RetryBackoff = time.Second
+		c.cfg.RetryBackoff = DefaultRetryBackoff
 	}
 	if c.cfg.MaxRetryBackoff <= 0 {
-		c.cfg.MaxRetryBackoff = time.Minute
+		c.cfg.MaxRetryBackoff = DefaultMaxRetryBackoff
 	}
 	// CommitOffset sends OffsetCommit itself, by topic name: v10+ names
 	// topics by id only.

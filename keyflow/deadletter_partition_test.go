@@ -35,8 +35,8 @@ func TestDeadLettersCommittedOnceAcrossReplay(t *testing.T) {
 		}
 		return countFold(kc, s, r)
 	}
-	flow := keyflow.New(fold, keyflow.WithFoldErrorPolicy[counter](keyflow.DeadLetter),
-		keyflow.WithNilKeyPolicy[counter](keyflow.DeadLetter))
+	flow := keyflow.New(fold, keyflow.WithFoldErrorPolicy(keyflow.DeadLetter),
+		keyflow.WithNilKeyPolicy(keyflow.DeadLetter))
 	mem := snapshotstore.NewMemory()
 	mem.TransactionalOutputs = true
 	nilKey := &kgo.Record{Topic: inTopic, Offset: 3, Value: []byte("no key")}

@@ -33,8 +33,8 @@ func ExampleWithTimers() {
 			}
 			return nil, nil // delete the key: a tombstone is written
 		}),
-		keyflow.WithOutput[Session](producer, "sessions-closed"),
-		keyflow.WithMaxIdle[Session](time.Hour),
+		keyflow.WithOutput(producer, "sessions-closed"),
+		keyflow.WithMaxIdle(time.Hour),
 	)
 	_ = flow // run it with actorflow.NewWorker(flow, ...)
 }

@@ -1,6 +1,8 @@
 package keyflow
 
 import (
+	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/actorflow/actorflow/internal/keyactor"
@@ -25,30 +27,77 @@ type LoadFunc[S any] func(kc *Context, state *S) (*S, error)
 // Flow is a per-key flow over state S. Build it with New; run it with a
 // worker (package actorflow). A Flow is immutable and safe to share.
 type Flow[S any] struct {
-	rt            keyactor.Flow[S]
-	fold          FoldFunc[S]
-	onTimer       TimerFunc[S]
-	onLoad        LoadFunc[S]
-	undecodableOn bool // WithUndecodablePolicy was given; else the fold policy applies
+	rt      keyactor.Flow[S]
+	fold    FoldFunc[S]
+	onTimer TimerFunc[S]
+	onLoad  LoadFunc[S]
 }
 
-// Option configures a Flow.
-type Option[S any] func(*Flow[S])
+// Option configures a Flow; New takes any number of them. Most options
+// apply to a flow over any state type and need no type argument
+// (WithMaxIdle, WithOutput, WithOutputTimeout, the policies,
+// WithDeadLetterTopic); WithCodec, WithTimers and WithOnLoad take the state
+// type S from their argument and apply to a Flow[S] only: New panics when
+// such an option's S is not the flow's (a programming error, found when
+// the flow is built). When an option is given twice, the last one wins; a
+// nil Option is ignored.
+type Option interface {
+	apply(b *building)
+}
 
-// New returns a flow folding records with fold.
-func New[S any](fold FoldFunc[S], opts ...Option[S]) *Flow[S] {
+// building is the flow under construction, as the options see it.
+type building struct {
+	cfg           *keyactor.Config
+	undecodableOn bool // WithUndecodablePolicy was given; else the fold policy applies
+	flow          any  // *Flow[S]
+}
+
+// option is an option of a flow over any state type.
+type option func(c *keyactor.Config)
+
+func (o option) apply(b *building) { o(b.cfg) }
+
+// typedOption is an option of a flow over S only.
+type typedOption[S any] struct {
+	name string // for New's panic
+	set  func(*Flow[S])
+}
+
+func (o typedOption[S]) apply(b *building) {
+	f, ok := b.flow.(*Flow[S])
+	if !ok {
+		panic(fmt.Sprintf("keyflow.New: %s is for a flow over %v, not over %v", o.name, reflect.TypeFor[S](), stateOf(b.flow)))
+	}
+	o.set(f)
+}
+
+// stateOf is the state type of a *Flow[S].
+func stateOf(flow any) any {
+	if st, ok := flow.(interface{ stateType() reflect.Type }); ok {
+		return st.stateType()
+	}
+	return fmt.Sprintf("%T", flow)
+}
+
+func (*Flow[S]) stateType() reflect.Type { return reflect.TypeFor[S]() }
+
+// New returns a flow folding records with fold. See Option for opts.
+func New[S any](fold FoldFunc[S], opts ...Option) *Flow[S] {
 	f := &Flow[S]{fold: fold}
 	c := &f.rt.Config
 	f.rt.Codec = JSON[S]()
 	c.MaxIdle = 10 * time.Minute
 	c.OutputTimeout = DefaultOutputTimeout
+	b := &building{cfg: c, flow: f}
 	for _, o := range opts {
-		o(f)
+		if o != nil {
+			o.apply(b)
+		}
 	}
 	if c.OutputTimeout <= 0 {
 		c.OutputTimeout = DefaultOutputTimeout
 	}
-	if !f.undecodableOn {
+	if !b.undecodableOn {
 		c.Undecodable = c.FoldPolicy
 	}
 	c.DefaultDLQ = DefaultDeadLetterTopic
@@ -65,7 +114,9 @@ func New[S any](fold FoldFunc[S], opts ...Option[S]) *Flow[S] {
 }
 
 // WithCodec sets the snapshot codec. Default: JSON.
-func WithCodec[S any](c Codec[S]) Option[S] { return func(f *Flow[S]) { f.rt.Codec = c } }
+func WithCodec[S any](c Codec[S]) Option {
+	return typedOption[S]{"WithCodec", func(f *Flow[S]) { f.rt.Codec = c }}
+}
 
 // WithTimers sets the handler of per-key processing-time timers (see
 // Context.SetTimer). Default: none; setting a timer without a handler is an
@@ -75,7 +126,9 @@ func WithCodec[S any](c Codec[S]) Option[S] { return func(f *Flow[S]) { f.rt.Cod
 // due while the key was away fires on load (after the records delivered
 // with the load). A timer's outputs and state changes are persisted like a
 // fold's; in the transactional mode its outputs are exactly-once.
-func WithTimers[S any](fn TimerFunc[S]) Option[S] { return func(f *Flow[S]) { f.onTimer = fn } }
+func WithTimers[S any](fn TimerFunc[S]) Option {
+	return typedOption[S]{"WithTimers", func(f *Flow[S]) { f.onTimer = fn }}
+}
 
 // WithOnLoad sets a hook run each time a key's actor starts: from its
 // snapshot (after a rebalance, a restart, an idle unload) or with a nil
@@ -91,15 +144,17 @@ func WithTimers[S any](fn TimerFunc[S]) Option[S] { return func(f *Flow[S]) { f.
 // changed something visible: it returned a different state pointer,
 // emitted, or set or cancelled a timer; an in-place change of the state
 // alone is persisted with the key's next write.
-func WithOnLoad[S any](fn LoadFunc[S]) Option[S] { return func(f *Flow[S]) { f.onLoad = fn } }
+func WithOnLoad[S any](fn LoadFunc[S]) Option {
+	return typedOption[S]{"WithOnLoad", func(f *Flow[S]) { f.onLoad = fn }}
+}
 
 // WithMaxIdle unloads a key actor idle for d once its state is persisted (it
 // reloads from the snapshot on its next record). Default 10 min; 0 never
 // unloads. A key with pending timers unloads too when its next timer is due
 // later than max(d, 1 min) from now: the partition keeps the timers of its
 // unloaded keys and loads a key again when its first timer is due.
-func WithMaxIdle[S any](d time.Duration) Option[S] {
-	return func(f *Flow[S]) { f.rt.Config.MaxIdle = d }
+func WithMaxIdle(d time.Duration) Option {
+	return option(func(c *keyactor.Config) { c.MaxIdle = d })
 }
 
 // WithFoldErrorPolicy says what an error returned by the fold or a timer
@@ -124,8 +179,8 @@ func WithMaxIdle[S any](d time.Duration) Option[S] {
 // KindUndecodable under WithUndecodablePolicy) takes their place. A failing
 // timer or load hook has no record: under DeadLetter it is skipped as
 // under Skip.
-func WithFoldErrorPolicy[S any](p Policy) Option[S] {
-	return func(f *Flow[S]) { f.rt.Config.FoldPolicy = keyactor.Policy(p) }
+func WithFoldErrorPolicy(p Policy) Option {
+	return option(func(c *keyactor.Config) { c.FoldPolicy = keyactor.Policy(p) })
 }
 
 // WithUndecodablePolicy says what a record does whose fold returns an error
@@ -134,8 +189,12 @@ func WithFoldErrorPolicy[S any](p Policy) Option[S] {
 // Fail fails the partition naming topic, partition, offset and key; Skip
 // and DeadLetter work as for WithFoldErrorPolicy (dead letters of kind
 // KindUndecodable).
-func WithUndecodablePolicy[S any](p Policy) Option[S] {
-	return func(f *Flow[S]) { f.rt.Config.Undecodable, f.undecodableOn = keyactor.Policy(p), true }
+func WithUndecodablePolicy(p Policy) Option { return undecodableOption(p) }
+
+type undecodableOption Policy
+
+func (o undecodableOption) apply(b *building) {
+	b.cfg.Undecodable, b.undecodableOn = keyactor.Policy(o), true
 }
 
 // WithNilKeyPolicy says what a record without a key does. Default Fail: the
@@ -146,8 +205,8 @@ func WithUndecodablePolicy[S any](p Policy) Option[S] {
 // snapshot, a tombstone, records the offset of the last key-less record
 // handled, written with the dead letter: the input offset passes the record
 // only with its dead letter, and a replay does not write it again.
-func WithNilKeyPolicy[S any](p Policy) Option[S] {
-	return func(f *Flow[S]) { f.rt.Config.NilKey = keyactor.Policy(p) }
+func WithNilKeyPolicy(p Policy) Option {
+	return option(func(c *keyactor.Config) { c.NilKey = keyactor.Policy(p) })
 }
 
 // WithDeadLetterTopic sets the topic of dead letters (Policy DeadLetter).
@@ -156,8 +215,8 @@ func WithNilKeyPolicy[S any](p Policy) Option[S] {
 // WithCreateTopics, as many partitions as the input topic): a missing
 // dead-letter topic is an ErrTopicSetup at start, not a failed partition at
 // the first bad record.
-func WithDeadLetterTopic[S any](topic string) Option[S] {
-	return func(f *Flow[S]) { f.rt.Config.DeadLetter = topic }
+func WithDeadLetterTopic(topic string) Option {
+	return option(func(c *keyactor.Config) { c.DeadLetter = topic })
 }
 
 // WithOutput sets the application's producer used by Context.Emit, and the
@@ -177,8 +236,8 @@ func WithDeadLetterTopic[S any](topic string) Option[S] {
 // fails the key's partition. The producer's own settings apply (kgo
 // retries a produce until it succeeds by default); records are produced
 // with a context that ends at the output timeout.
-func WithOutput[S any](producer *kgo.Client, defaultTopic string) Option[S] {
-	return func(f *Flow[S]) { f.rt.Config.Output, f.rt.Config.OutputTopic = producer, defaultTopic }
+func WithOutput(producer *kgo.Client, defaultTopic string) Option {
+	return option(func(c *keyactor.Config) { c.Output, c.OutputTopic = producer, defaultTopic })
 }
 
 // WithOutputTimeout bounds the wait for each output's acknowledgement, from
@@ -197,8 +256,8 @@ func WithOutput[S any](producer *kgo.Client, defaultTopic string) Option[S] {
 // written by the producer (at-least-once: the new owner emits again). Keep
 // it well below the revoke teardown bound (2/3 of the rebalance timeout),
 // which must also fit the flush's transaction.
-func WithOutputTimeout[S any](d time.Duration) Option[S] {
-	return func(f *Flow[S]) { f.rt.Config.OutputTimeout = d }
+func WithOutputTimeout(d time.Duration) Option {
+	return option(func(c *keyactor.Config) { c.OutputTimeout = d })
 }
 
 // Handler is a Flow of any state type, as actorflow.NewWorker takes it.

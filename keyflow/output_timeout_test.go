@@ -25,7 +25,7 @@ func emitFold(kc *keyflow.Context, s *counter, r *kgo.Record) (*counter, error) 
 }
 
 func emitFlow(producer *kgo.Client, topic string) *keyflow.Flow[counter] {
-	return keyflow.New(emitFold, keyflow.WithOutput[counter](producer, topic), keyflow.WithOutputTimeout[counter](outputTimeout))
+	return keyflow.New(emitFold, keyflow.WithOutput(producer, topic), keyflow.WithOutputTimeout(outputTimeout))
 }
 
 // missingTopicProducer produces to a cluster without auto-creation and

@@ -38,3 +38,25 @@ func TestRuntimeDeadLetterKinds(t *testing.T) {
 		}
 	}
 }
+
+// WithUndecodablePolicy defaults to the fold error policy whatever the
+// order of the options; an explicit one wins, and so does the last of an
+// option given twice.
+func TestUndecodablePolicyDefaultsToTheFoldPolicy(t *testing.T) {
+	keep := func(_ *Context, s *int, _ *kgo.Record) (*int, error) { return s, nil }
+	for name, tc := range map[string]struct {
+		opts              []Option
+		fold, undecodable keyactor.Policy
+	}{
+		"none":                         {nil, keyactor.Fail, keyactor.Fail},
+		"fold only":                    {[]Option{WithFoldErrorPolicy(DeadLetter)}, keyactor.DeadLetter, keyactor.DeadLetter},
+		"undecodable before fold":      {[]Option{WithUndecodablePolicy(Fail), WithFoldErrorPolicy(Skip)}, keyactor.Skip, keyactor.Fail},
+		"undecodable after fold":       {[]Option{WithFoldErrorPolicy(Skip), WithUndecodablePolicy(DeadLetter)}, keyactor.Skip, keyactor.DeadLetter},
+		"the last of two fold options": {[]Option{WithFoldErrorPolicy(DeadLetter), WithFoldErrorPolicy(Skip)}, keyactor.Skip, keyactor.Skip},
+	} {
+		c := New(keep, tc.opts...).rt.Config
+		if c.FoldPolicy != tc.fold || c.Undecodable != tc.undecodable {
+			t.Errorf("%s: fold %v, undecodable %v; want %v, %v", name, c.FoldPolicy, c.Undecodable, tc.fold, tc.undecodable)
+		}
+	}
+}

@@ -29,7 +29,7 @@ func countFold(_ *keyflow.Context, s *counter, r *kgo.Record) (*counter, error) 
 	return s, nil
 }
 
-func skip() keyflow.Option[counter] { return keyflow.WithFoldErrorPolicy[counter](keyflow.Skip) }
+func skip() keyflow.Option { return keyflow.WithFoldErrorPolicy(keyflow.Skip) }
 
 // A skipped fold's in-place mutation is not persisted by the next flush.
 func TestSkippedFoldLeavesNoStateEffectOnFlush(t *testing.T) {
@@ -44,7 +44,7 @@ func TestSkippedFoldLeavesNoStateEffectOnFlush(t *testing.T) {
 // A skipped fold on a clean key (nothing for the flush to write) is not
 // persisted by the unload either: the reloaded key starts without it.
 func TestSkippedFoldLeavesNoStateEffectOnUnload(t *testing.T) {
-	p := runPartition(t, keyflow.New(countFold, skip(), keyflow.WithMaxIdle[counter](20*time.Millisecond)), 10*time.Millisecond)
+	p := runPartition(t, keyflow.New(countFold, skip(), keyflow.WithMaxIdle(20*time.Millisecond)), 10*time.Millisecond)
 	p.send(rec(0, "a", ""))
 	p.awaitCommitted(1)
 	p.send(rec(1, "a", "bad"))
@@ -102,7 +102,7 @@ func TestSkippedFoldSetsNoTimer(t *testing.T) {
 		return countFold(kc, s, r)
 	}
 	onTimer := func(_ *keyflow.Context, s *counter, _ string) (*counter, error) { return s, nil }
-	p := runPartition(t, keyflow.New(fold, keyflow.WithTimers(onTimer), skip(), keyflow.WithMaxIdle[counter](20*time.Millisecond)), 10*time.Millisecond)
+	p := runPartition(t, keyflow.New(fold, keyflow.WithTimers(onTimer), skip(), keyflow.WithMaxIdle(20*time.Millisecond)), 10*time.Millisecond)
 	p.send(rec(0, "a", ""), rec(1, "a", "bad"))
 	p.awaitCommitted(2)
 	p.awaitUnloaded(1) // a pending timer keeps a key loaded
@@ -149,7 +149,7 @@ func TestSkippedFoldEmitsNothing(t *testing.T) {
 		}
 		return countFold(kc, s, r)
 	}
-	p := runPartition(t, keyflow.New(fold, skip(), keyflow.WithOutput[counter](producer, "out")), 10*time.Millisecond)
+	p := runPartition(t, keyflow.New(fold, skip(), keyflow.WithOutput(producer, "out")), 10*time.Millisecond)
 	p.send(rec(0, "a", ""), rec(1, "a", "bad"), rec(2, "a", ""))
 	p.awaitCommitted(3) // behind the acknowledgement of every produced output
 	ends, err := kadm.NewClient(testkit.Client(t, brokers)).ListEndOffsets(context.Background(), "out")
@@ -183,7 +183,7 @@ func (emptyCodec) Decode([]byte) (*counter, error) { return &counter{}, nil }
 // The encoding kept to undo a skipped record is reused by the next flush:
 // an empty one is still a present state, not a tombstone.
 func TestSkipUndoEncodingKeepsEmptyStatePresent(t *testing.T) {
-	p := runPartition(t, keyflow.New(countFold, skip(), keyflow.WithCodec[counter](emptyCodec{})), 10*time.Millisecond)
+	p := runPartition(t, keyflow.New(countFold, skip(), keyflow.WithCodec(emptyCodec{})), 10*time.Millisecond)
 	p.send(rec(0, "a", ""), rec(1, "a", "bad"))
 	p.awaitCommitted(2)
 	if s := p.mem.Latest(inTopic, 0)["a"]; s.Tombstone() {

@@ -56,7 +56,7 @@ func (j *journal) list() []string {
 
 // timerFlow sets timer "t" at due(record) on records whose value is "arm",
 // and emits "key:t" when it fires (transactional outputs: no producer).
-func timerFlow(j *journal, due func() time.Time, opts ...keyflow.Option[counter]) *keyflow.Flow[counter] {
+func timerFlow(j *journal, due func() time.Time, opts ...keyflow.Option) *keyflow.Flow[counter] {
 	fold := func(kc *keyflow.Context, s *counter, r *kgo.Record) (*counter, error) {
 		j.add(fmt.Sprintf("fold %s@%d", kc.Key(), r.Offset))
 		if string(r.Value) == "arm" {
@@ -70,7 +70,7 @@ func timerFlow(j *journal, due func() time.Time, opts ...keyflow.Option[counter]
 		j.add("timer " + kc.Key() + ":" + name)
 		return s, kc.Emit(&kgo.Record{Key: []byte(kc.Key()), Value: []byte(kc.Key() + ":" + name)})
 	}
-	return keyflow.New(fold, append([]keyflow.Option[counter]{keyflow.WithTimers(onTimer), keyflow.WithOutput[counter](nil, "out")}, opts...)...)
+	return keyflow.New(fold, append([]keyflow.Option{keyflow.WithTimers(onTimer), keyflow.WithOutput(nil, "out")}, opts...)...)
 }
 
 // stop revokes a partition with a flush and waits for it.
@@ -163,7 +163,7 @@ func TestKeyWithFarTimerUnloadsAndIsReloadedWhenDue(t *testing.T) {
 	m := newTxnMem()
 	j := newJournal()
 	var due time.Time
-	flow := timerFlow(j, func() time.Time { due = time.Now().Add(400 * time.Millisecond); return due }, keyflow.WithMaxIdle[counter](20*time.Millisecond))
+	flow := timerFlow(j, func() time.Time { due = time.Now().Add(400 * time.Millisecond); return due }, keyflow.WithMaxIdle(20*time.Millisecond))
 	p := runPartitionOn(t, m.Memory, flow, 10*time.Millisecond, 0)
 	p.send(rec(0, "a", "arm"))
 	p.awaitCommitted(1)

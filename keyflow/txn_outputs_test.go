@@ -79,8 +79,8 @@ func emitEach(kc *keyflow.Context, s *counter, r *kgo.Record) (*counter, error) 
 
 // txnFlow emits without an application producer: the transactional mode
 // needs only the topic.
-func txnFlow(opts ...keyflow.Option[counter]) *keyflow.Flow[counter] {
-	return keyflow.New(emitEach, append([]keyflow.Option[counter]{keyflow.WithOutput[counter](nil, "out")}, opts...)...)
+func txnFlow(opts ...keyflow.Option) *keyflow.Flow[counter] {
+	return keyflow.New(emitEach, append([]keyflow.Option{keyflow.WithOutput(nil, "out")}, opts...)...)
 }
 
 // checkCovered asserts the invariant exactly-once rests on: every committed
@@ -191,7 +191,7 @@ func TestTxnOutputsNextWriteAfterAck(t *testing.T) {
 		folded <- r.Offset
 		return s, err
 	}
-	p := runPartitionOn(t, m.Memory, keyflow.New(fold, keyflow.WithOutput[counter](nil, "out")), time.Hour, 0)
+	p := runPartitionOn(t, m.Memory, keyflow.New(fold, keyflow.WithOutput(nil, "out")), time.Hour, 0)
 	p.send(rec(0, "a", ""))
 	select {
 	case <-held:
@@ -261,7 +261,7 @@ func TestTxnTimerOutputsCommitWithSnapshot(t *testing.T) {
 	onTimer := func(kc *keyflow.Context, s *counter, name string) (*counter, error) {
 		return s, kc.Emit(&kgo.Record{Value: []byte(kc.Key() + ":" + name)})
 	}
-	p := runPartitionOn(t, m.Memory, keyflow.New(fold, keyflow.WithTimers(onTimer), keyflow.WithOutput[counter](nil, "out")), time.Hour, 0)
+	p := runPartitionOn(t, m.Memory, keyflow.New(fold, keyflow.WithTimers(onTimer), keyflow.WithOutput(nil, "out")), time.Hour, 0)
 	p.send(rec(0, "a", ""))
 	p.awaitOutputs(1)
 	for _, b := range m.committed() {
@@ -282,7 +282,7 @@ func TestPlainModeEmitNeedsProducer(t *testing.T) {
 		errs <- kc.Emit(&kgo.Record{Value: []byte("x")})
 		return countFold(kc, s, r)
 	}
-	p := runPartition(t, keyflow.New(fold, keyflow.WithOutput[counter](nil, "out")), 10*time.Millisecond)
+	p := runPartition(t, keyflow.New(fold, keyflow.WithOutput(nil, "out")), 10*time.Millisecond)
 	p.send(rec(0, "a", ""))
 	if err := <-errs; !errors.Is(err, keyflow.ErrNoOutput) {
 		t.Fatalf("Emit in the plain mode without a producer: %v, want ErrNoOutput", err)

@@ -111,7 +111,7 @@ func BenchmarkHeapPerKey(b *testing.B) {
 				runtime.GC()
 				var before runtime.MemStats
 				runtime.ReadMemStats(&before)
-				status, send, stop := spawnBench(b, keyflow.New(countingFold(&n, int64(keys), done), keyflow.WithMaxIdle[state64](0)), 100*time.Millisecond)
+				status, send, stop := spawnBench(b, keyflow.New(countingFold(&n, int64(keys), done), keyflow.WithMaxIdle(0)), 100*time.Millisecond)
 				for off := 0; off < keys; off += 500 {
 					recs := make([]*kgo.Record, 0, 500)
 					for i := off; i < min(off+500, keys); i++ {

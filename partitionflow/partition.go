@@ -13,6 +13,13 @@ import (
 	"go.uber.org/zap"
 )
 
+// The defaults of Config (and of actorflow.WithPersistEvery and
+// actorflow.WithCommitOffsetsInterval).
+const (
+	DefaultPersistEvery          = 5 * time.Second
+	DefaultCommitOffsetsInterval = 5 * time.Second
+)
+
 // Config is one partition actor's configuration.
 type Config struct {
 	Topic     string
@@ -174,10 +181,10 @@ type partition struct {
 // Props returns the props of a partition actor.
 func Props(cfg Config) *actor.Props {
 	if cfg.PersistEvery <= 0 {
-		cfg.PersistEvery = 5 * time.Second
+		cfg.PersistEvery = DefaultPersistEvery
 	}
 	if cfg.CommitOffsetsInterval <= 0 {
-		cfg.CommitOffsetsInterval = 5 * time.Second
+		cfg.CommitOffsetsInterval = DefaultCommitOffsetsInterval
 	}
 	if cfg.RevokeTimeout <= 0 {
 		cfg.RevokeTimeout = DefaultRevokeTimeout

@@ -191,7 +191,7 @@ func TestNilKeyFailsPartitionByDefault(t *testing.T) {
 }
 
 func TestNilKeySkipPolicyCountsAndGoesOn(t *testing.T) {
-	h := newHarness(t, nil, keyflow.New(traceFold, keyflow.WithNilKeyPolicy[trace](keyflow.Skip)), 0)
+	h := newHarness(t, nil, keyflow.New(traceFold, keyflow.WithNilKeyPolicy(keyflow.Skip)), 0)
 	h.send(rec(0, "a", ""), rec(1, "", ""), rec(2, "a", ""))
 	h.awaitCommitted(3)
 	if tr, _ := latest(t, h.mem, "a"); fmt.Sprint(tr.Offsets) != "[0 2]" {
@@ -230,7 +230,7 @@ func TestFoldErrorFailsPartitionNamingRecord(t *testing.T) {
 }
 
 func TestFoldErrorSkipPolicy(t *testing.T) {
-	h := newHarness(t, nil, keyflow.New(failingAt(1), keyflow.WithFoldErrorPolicy[trace](keyflow.Skip)), 0)
+	h := newHarness(t, nil, keyflow.New(failingAt(1), keyflow.WithFoldErrorPolicy(keyflow.Skip)), 0)
 	h.send(rec(0, "a", ""), rec(1, "a", ""), rec(2, "a", ""))
 	h.awaitCommitted(3)
 	if tr, _ := latest(t, h.mem, "a"); fmt.Sprint(tr.Offsets) != "[0 2]" {
@@ -260,7 +260,7 @@ type failingCodec struct{ keyflow.Codec[trace] }
 func (failingCodec) Encode(*trace) ([]byte, error) { return nil, errBoom }
 
 func TestEncodeErrorFailsPartition(t *testing.T) {
-	h := newHarness(t, nil, keyflow.New(traceFold, keyflow.WithCodec[trace](failingCodec{keyflow.JSON[trace]()})), 0)
+	h := newHarness(t, nil, keyflow.New(traceFold, keyflow.WithCodec(failingCodec{keyflow.JSON[trace]()})), 0)
 	h.send(rec(0, "a", ""))
 	if err := h.awaitFailure(); !errors.Is(err, errBoom) || !strings.Contains(err.Error(), `key "a"`) {
 		t.Fatalf("error %v", err)
@@ -372,7 +372,7 @@ func status(t *testing.T, h *harness) partitionflow.Status {
 }
 
 func TestIdleKeyUnloadsAndReloadsFromSnapshot(t *testing.T) {
-	h := newHarness(t, nil, keyflow.New(traceFold, keyflow.WithMaxIdle[trace](20*time.Millisecond)), 0)
+	h := newHarness(t, nil, keyflow.New(traceFold, keyflow.WithMaxIdle(20*time.Millisecond)), 0)
 	h.send(rec(0, "a", ""), rec(1, "b", ""))
 	h.awaitCommitted(2)
 	deadline := time.Now().Add(10 * time.Second)

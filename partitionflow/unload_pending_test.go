@@ -118,7 +118,7 @@ func TestRecordArrivingWhileKeyUnloadsIsPersisted(t *testing.T) {
 		name string
 		flow keyflow.Handler
 	}{
-		{"unloaded", keyflow.New(traceFold, keyflow.WithMaxIdle[trace](20*time.Millisecond))},
+		{"unloaded", keyflow.New(traceFold, keyflow.WithMaxIdle(20*time.Millisecond))},
 		{"busy", keyflow.New(func(kc *keyflow.Context, s *trace, r *kgo.Record) (*trace, error) {
 			// Due within the unload horizon (max(MaxIdle, 1 min)): the key
 			// answers Busy.
@@ -126,7 +126,7 @@ func TestRecordArrivingWhileKeyUnloadsIsPersisted(t *testing.T) {
 				return nil, err
 			}
 			return traceFold(kc, s, r)
-		}, keyflow.WithMaxIdle[trace](20*time.Millisecond),
+		}, keyflow.WithMaxIdle(20*time.Millisecond),
 			keyflow.WithTimers(func(_ *keyflow.Context, s *trace, _ string) (*trace, error) { return s, nil }))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -86,8 +86,12 @@ func WithHangingTxnResolveAfter(d time.Duration) KafkaOption {
 	return func(c *kafkaConfig) { c.hangingAfter = d }
 }
 
+// DefaultRecoveryStallTimeout is the default of WithRecoveryStallTimeout
+// (and of actorflow.WithRecoveryStallTimeout).
+const DefaultRecoveryStallTimeout = 3 * time.Minute
+
 // WithRecoveryStallTimeout sets the transactional recovery read's no-progress
-// deadline (default 3 min; reset by every advance of the read position). It
+// deadline (default DefaultRecoveryStallTimeout, 3 min; reset by every advance of the read position). It
 // must sit above the longest legitimate wait on an open transaction
 // (transaction.timeout.ms plus the broker's abort scan, ~70 s at defaults)
 // and below the rebalance timeout. Zero disables it.
@@ -155,7 +159,7 @@ func NewKafka(brokers []string, topic string, opts ...KafkaOption) (*Kafka, erro
 	cfg := kafkaConfig{
 		txnPrefix:     "actorflow",
 		txnTimeout:    time.Minute,
-		stallTimeout:  3 * time.Minute,
+		stallTimeout:  DefaultRecoveryStallTimeout,
 		hangingAfter:  DefaultHangingTxnAfter,
 		log:           zap.NewNop(),
 		commitRetries: 10,

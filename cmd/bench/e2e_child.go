@@ -249,12 +249,12 @@ func ledgerFlow(producer *kgo.Client, topic string, maxIdle time.Duration, folds
 		b, _ := json.Marshal(ledger.Output{Account: kc.Key(), Seq: s.LastSeq, Balance: s.Balance})
 		return s, kc.Emit(&kgo.Record{Key: []byte(kc.Key()), Value: b})
 	}
-	var opts []keyflow.Option[ledger.State]
+	var opts []keyflow.Option
 	if producer != nil {
-		opts = append(opts, keyflow.WithOutput[ledger.State](producer, topic))
+		opts = append(opts, keyflow.WithOutput(producer, topic))
 	}
 	if maxIdle > 0 {
-		opts = append(opts, keyflow.WithMaxIdle[ledger.State](maxIdle))
+		opts = append(opts, keyflow.WithMaxIdle(maxIdle))
 	}
 	return keyflow.New(fold, opts...)
 }

@@ -60,14 +60,14 @@ func worker(ctx context.Context, args []string) int {
 		log.Error("bad flag", zap.Error(err))
 		return 2
 	}
-	var policies []keyflow.Option[ledger.State]
+	var policies []keyflow.Option
 	for _, p := range []struct {
 		flag string
-		set  func(keyflow.Policy) keyflow.Option[ledger.State]
+		set  func(keyflow.Policy) keyflow.Option
 	}{
-		{*foldPolicy, keyflow.WithFoldErrorPolicy[ledger.State]},
-		{*undecodable, keyflow.WithUndecodablePolicy[ledger.State]},
-		{*nilKey, keyflow.WithNilKeyPolicy[ledger.State]},
+		{*foldPolicy, keyflow.WithFoldErrorPolicy},
+		{*undecodable, keyflow.WithUndecodablePolicy},
+		{*nilKey, keyflow.WithNilKeyPolicy},
 	} {
 		pol, err := keyflow.ParsePolicy(p.flag)
 		if err != nil {
@@ -77,7 +77,7 @@ func worker(ctx context.Context, args []string) int {
 		policies = append(policies, p.set(pol))
 	}
 	if *dlq != "" {
-		policies = append(policies, keyflow.WithDeadLetterTopic[ledger.State](*dlq))
+		policies = append(policies, keyflow.WithDeadLetterTopic(*dlq))
 	}
 	if *prefix == "" {
 		*prefix = *group

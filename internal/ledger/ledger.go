@@ -58,7 +58,7 @@ func Fold(_ *keyflow.Context, s *State, rec *kgo.Record) (*State, error) {
 }
 
 // Flow returns the ledger flow.
-func Flow(opts ...keyflow.Option[State]) *keyflow.Flow[State] {
+func Flow(opts ...keyflow.Option) *keyflow.Flow[State] {
 	return keyflow.New(Fold, opts...)
 }
 
@@ -166,7 +166,7 @@ type Output struct {
 // be nil: they are produced inside the partition's transactions
 // (exactly-once). An empty topic emits nothing. opts are the flow's further
 // options (error policies).
-func FlowWithOutput(producer *kgo.Client, topic string, folds *atomic.Int64, opts ...keyflow.Option[State]) *keyflow.Flow[State] {
+func FlowWithOutput(producer *kgo.Client, topic string, folds *atomic.Int64, opts ...keyflow.Option) *keyflow.Flow[State] {
 	fold := func(kc *keyflow.Context, s *State, rec *kgo.Record) (*State, error) {
 		s, err := Fold(kc, s, rec)
 		if err != nil {
@@ -180,7 +180,7 @@ func FlowWithOutput(producer *kgo.Client, topic string, folds *atomic.Int64, opt
 		return s, kc.Emit(&kgo.Record{Key: []byte(kc.Key()), Value: b})
 	}
 	if topic != "" {
-		opts = append(opts, keyflow.WithOutput[State](producer, topic))
+		opts = append(opts, keyflow.WithOutput(producer, topic))
 	}
 	return keyflow.New(fold, opts...)
 }

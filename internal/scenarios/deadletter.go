@@ -40,14 +40,14 @@ func deadLetterFlow(bad BadInput) *keyflow.Flow[ledger.State] {
 		}
 		return ledger.Fold(kc, s, rec)
 	}
-	var opt keyflow.Option[ledger.State]
+	var opt keyflow.Option
 	switch bad {
 	case BadFold:
-		opt = keyflow.WithFoldErrorPolicy[ledger.State](keyflow.DeadLetter)
+		opt = keyflow.WithFoldErrorPolicy(keyflow.DeadLetter)
 	case BadUndecodable:
-		opt = keyflow.WithUndecodablePolicy[ledger.State](keyflow.DeadLetter)
+		opt = keyflow.WithUndecodablePolicy(keyflow.DeadLetter)
 	case BadNilKey:
-		opt = keyflow.WithNilKeyPolicy[ledger.State](keyflow.DeadLetter)
+		opt = keyflow.WithNilKeyPolicy(keyflow.DeadLetter)
 	}
 	return keyflow.New(fold, opt)
 }

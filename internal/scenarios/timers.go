@@ -56,7 +56,7 @@ func InactivityFlow(out string, gap time.Duration, folds *atomic.Int64) *keyflow
 		s.Open = false
 		return s, kc.Emit(&kgo.Record{Key: []byte(kc.Key()), Value: b})
 	}
-	return keyflow.New(fold, keyflow.WithTimers(onTimer), keyflow.WithOutput[session](nil, out))
+	return keyflow.New(fold, keyflow.WithTimers(onTimer), keyflow.WithOutput(nil, out))
 }
 
 // outputCollector reads a topic read_committed from its start, in the

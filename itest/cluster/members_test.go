@@ -225,7 +225,7 @@ func ledgerFlow(producer *kgo.Client, topic string, folds *atomic.Int64, d time.
 		folds.Add(1)
 		b, _ := json.Marshal(ledger.Output{Account: kc.Key(), Seq: s.LastSeq, Balance: s.Balance})
 		return s, kc.Emit(&kgo.Record{Key: []byte(kc.Key()), Value: b})
-	}, keyflow.WithOutput[ledger.State](producer, topic), keyflow.WithOutputTimeout[ledger.State](d))
+	}, keyflow.WithOutput(producer, topic), keyflow.WithOutputTimeout(d))
 }
 
 // actorflowIncarnation runs one actorflow worker process-equivalent: its own output producer,

@@ -1,0 +1,69 @@
+package keyflow_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/actorflow/actorflow/internal/keyactor"
+	"github.com/actorflow/actorflow/keyflow"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+type otherState struct{ N int }
+
+func keepOther(_ *keyflow.Context, s *otherState, _ *kgo.Record) (*otherState, error) { return s, nil }
+
+// The options of any flow are one value usable by flows over different
+// state types, without type arguments.
+func TestUntypedOptionsApplyToAnyFlow(t *testing.T) {
+	shared := []keyflow.Option{
+		keyflow.WithMaxIdle(time.Second),
+		keyflow.WithFoldErrorPolicy(keyflow.DeadLetter),
+		keyflow.WithNilKeyPolicy(keyflow.Skip),
+		keyflow.WithDeadLetterTopic("bad"),
+		keyflow.WithOutput(nil, "out"),
+		nil, // ignored
+	}
+	for name, flow := range map[string]keyflow.Handler{
+		"counter":    keyflow.New(countFold, shared...),
+		"otherState": keyflow.New(keepOther, shared...),
+	} {
+		h := keyactor.MustOf(flow)
+		if got := h.MaxIdle(); got != time.Second {
+			t.Errorf("%s: MaxIdle = %v, want 1s", name, got)
+		}
+		if got := h.NilKeyPolicy(); got != keyactor.Skip {
+			t.Errorf("%s: NilKeyPolicy = %v, want skip", name, got)
+		}
+		if got := h.DeadLetterTopic("in"); got != "bad" {
+			t.Errorf("%s: DeadLetterTopic = %q, want bad (fold policy dead-letter)", name, got)
+		}
+		if _, topic := h.Output(); topic != "out" {
+			t.Errorf("%s: output topic = %q, want out", name, topic)
+		}
+	}
+}
+
+// The typed options take S from their argument; one for another state type
+// is refused when the flow is built, naming both types.
+func TestTypedOptionOfAnotherStateTypePanics(t *testing.T) {
+	onTimer := func(_ *keyflow.Context, s *otherState, _ string) (*otherState, error) { return s, nil }
+	for name, opt := range map[string]keyflow.Option{
+		"WithTimers": keyflow.WithTimers(onTimer),
+		"WithCodec":  keyflow.WithCodec(keyflow.JSON[otherState]()),
+		"WithOnLoad": keyflow.WithOnLoad(func(_ *keyflow.Context, s *otherState) (*otherState, error) { return s, nil }),
+	} {
+		func() {
+			defer func() {
+				msg, _ := recover().(string)
+				if !strings.Contains(msg, name) || !strings.Contains(msg, "otherState") || !strings.Contains(msg, "counter") {
+					t.Errorf("%s over otherState given to a flow over counter: panic %q, want one naming %s, otherState and counter", name, msg, name)
+				}
+			}()
+			keyflow.New(countFold, opt)
+		}()
+	}
+	// The right type builds (and the typed and untyped options mix).
+	keyflow.New(keepOther, keyflow.WithTimers(onTimer), keyflow.WithMaxIdle(0), keyflow.WithCodec(keyflow.JSON[otherState]()))
+}
