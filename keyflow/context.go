@@ -18,6 +18,8 @@ var ErrNoOutput = errors.New("keyflow: no output producer configured (WithOutput
 // timer handler (WithTimers).
 var ErrNoTimerHandler = errors.New("keyflow: no timer handler configured (WithTimers)")
 
+var errEmptyValue = errors.New("empty value")
+
 // Context is a key's handle inside FoldFunc and TimerFunc. It is only valid
 // during the call; it must not be retained or used from another goroutine.
 type Context struct{ k *keyactor.Core }
@@ -30,6 +32,12 @@ func (c *Context) Topic() string { return c.k.Topic() }
 
 // Partition returns the input partition.
 func (c *Context) Partition() int32 { return c.k.Partition() }
+
+// Record returns the input record of the fold in progress: the record a
+// FoldFunc received, or the one a TypedFoldFunc's value was decoded from
+// (NewTyped). Nil in a timer and in the load hook. Like the Context, it is
+// valid only during the call; do not modify it.
+func (c *Context) Record() *kgo.Record { return c.k.Record() }
 
 // Logger returns the partition's logger with the key attached.
 func (c *Context) Logger() *zap.Logger { return c.k.Logger().With(zap.String("key", c.k.Key())) }

@@ -2,6 +2,7 @@ package keyactor
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/actorflow/actorflow/snapshotstore"
@@ -13,6 +14,30 @@ import (
 // ErrUndecodable marks a fold error as undecodable input; keyflow.ErrUndecodable
 // is this error, documented there.
 var ErrUndecodable = errors.New("keyflow: undecodable input record")
+
+// Undecodable marks err as the failure of a flow's input decoder
+// (keyflow.NewTyped): it wraps ErrUndecodable (once), and the key's error
+// says "decode" instead of "fold".
+func Undecodable(err error) error {
+	if !errors.Is(err, ErrUndecodable) {
+		err = fmt.Errorf("%w: %w", ErrUndecodable, err)
+	}
+	return &decodeError{err}
+}
+
+type decodeError struct{ err error }
+
+func (e *decodeError) Error() string { return e.err.Error() }
+func (e *decodeError) Unwrap() error { return e.err }
+
+// stage names the step of a record's call that failed with err.
+func stage(err error) string {
+	var de *decodeError
+	if errors.As(err, &de) {
+		return "decode"
+	}
+	return "fold"
+}
 
 // ErrNoDeadLetterProducer: keyflow.ErrNoDeadLetterProducer.
 var ErrNoDeadLetterProducer = errors.New("keyflow: no producer for the dead-letter topic")

@@ -288,7 +288,7 @@ func (a *keyActor[S]) deliver(ctx actor.Context, m *Deliver) {
 		}
 		a.rec = nil
 		if err != nil {
-			a.recordFailed(ctx, rec, fmt.Errorf("%s[%d] offset %d key %q: fold: %w", rec.Topic, rec.Partition, rec.Offset, a.key, err))
+			a.recordFailed(ctx, rec, fmt.Errorf("%s[%d] offset %d key %q: %s: %w", rec.Topic, rec.Partition, rec.Offset, a.key, stage(err), err))
 			continue
 		}
 		a.lastFolded = rec.Offset
