@@ -3,6 +3,8 @@ package actorflow_test
 import (
 	"context"
 	"errors"
+	"reflect"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -188,5 +190,18 @@ func TestNewWorkerWithoutAFlow(t *testing.T) {
 	}
 	if _, err := actorflow.NewWorker(keyflow.New(func(_ *keyflow.Context, s *int, _ *kgo.Record) (*int, error) { return s, nil }), opts...); err != nil {
 		t.Fatalf("NewWorker with a flow: %v", err)
+	}
+}
+
+// Worker's methods are the user's: the supervisor and the group consumer
+// are reached by the project's tests through internal/inspect.
+func TestWorkerMethodsAreTheUsersOnly(t *testing.T) {
+	var got []string
+	wt := reflect.TypeFor[*actorflow.Worker]()
+	for i := range wt.NumMethod() {
+		got = append(got, wt.Method(i).Name)
+	}
+	if want := []string{"Health", "Run", "Status"}; !slices.Equal(got, want) {
+		t.Fatalf("*actorflow.Worker methods %v, want %v", got, want)
 	}
 }

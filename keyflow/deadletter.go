@@ -8,16 +8,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// ErrUndecodable marks a fold error as undecodable input: a fold that
-// cannot decode its record returns an error wrapping it (fmt.Errorf("...:
-// %w: %w", keyflow.ErrUndecodable, err)), and WithUndecodablePolicy, not
-// WithFoldErrorPolicy, decides what the record does.
+// ErrUndecodable marks a record as undecodable input: the error of a
+// NewTyped flow's Decoder is wrapped in it, and a fold that cannot decode
+// its record returns an error wrapping it (fmt.Errorf("...: %w: %w",
+// keyflow.ErrUndecodable, err)). WithUndecodablePolicy, not
+// WithFoldErrorPolicy, then decides what the record does.
 var ErrUndecodable = keyactor.ErrUndecodable
-
-// ErrNoDeadLetterProducer fails a key whose record is to be dead-lettered in
-// the plain mode when there is no producer for it: the worker provides one,
-// so only a partition run outside a worker without keyflow.WithOutput sees it.
-var ErrNoDeadLetterProducer = keyactor.ErrNoDeadLetterProducer
 
 // Headers of a dead-letter record. The __streams.errors.* names are those
 // of Kafka Streams' dead-letter queues (KIP-1034), so that tools written for

@@ -39,7 +39,10 @@ func stage(err error) string {
 	return "fold"
 }
 
-// ErrNoDeadLetterProducer: keyflow.ErrNoDeadLetterProducer.
+// ErrNoDeadLetterProducer fails a key whose record is to be dead-lettered in
+// the plain mode when there is no producer for it: the worker provides one
+// (Env.DeadLetters), so only a partition run outside a worker without
+// keyflow.WithOutput sees it.
 var ErrNoDeadLetterProducer = errors.New("keyflow: no producer for the dead-letter topic")
 
 // Policy says what a failed call does (keyflow.Policy, same values).
