@@ -1,7 +1,10 @@
 // Package keyflow is the user API of actorflow: a Flow folds the records of
 // one key into a typed state S, inside one actor per key.
 //
-// A Flow is defined once (New) and run by a worker (package actorflow). Each
+// A Flow is defined once — New for a fold of raw records, NewTyped for a
+// fold of values decoded by the flow's Decoder — and run by a worker
+// (package actorflow). Options (Option) need no type argument, except
+// WithCodec, WithTimers and WithOnLoad, which take it from theirs. Each
 // key's fold, timers and outputs run on that key's actor, one message at a
 // time, so user code needs no locks. The state is persisted as a snapshot
 // (Codec, JSON by default) and recovered when the key's partition is
