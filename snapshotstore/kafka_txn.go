@@ -38,6 +38,9 @@ type txnPartition struct {
 	// and AddOffsetsToTxn can be skipped (kgo's client.go supportsKIP890p2).
 	// Commit calls never overlap (Partition's contract): no lock.
 	tv2 bool
+	// abortFailed: the abort of a failed attempt did not complete; the next
+	// attempt re-initialises the producer first. Same goroutine as tv2.
+	abortFailed bool
 }
 
 func (k *Kafka) openTxn(ctx context.Context, p PartitionInfo) (Partition, error) {
@@ -226,6 +229,7 @@ func (t *txnPartition) reinit(ctx context.Context) error {
 	old := t.cl
 	t.cl = cl
 	t.tv2 = false
+	t.abortFailed = false
 	t.mu.Unlock()
 	old.Close()
 	return nil
@@ -271,6 +275,11 @@ func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetad
 	if meta.Generation < 0 {
 		return meta, fmt.Errorf("%s: generation %d: %w", t.info, meta.Generation, ErrNoGroupMetadata)
 	}
+	if t.abortFailed {
+		if err := t.reinit(ctx); err != nil {
+			return meta, fmt.Errorf("%s: re-initialise the producer after a failed abort: %w", t.info, classify(err))
+		}
+	}
 	if err := t.cl.BeginTransaction(); err != nil {
 		return meta, fmt.Errorf("%s: begin transaction: %w", t.info, classify(err))
 	}
@@ -296,7 +305,11 @@ func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetad
 			_ = t.cl.ProduceSync(actx, markerRecord(t.k.topic, t.info.Partition, b.Offset)).FirstErr()
 		}
 		if aerr := t.cl.EndTransaction(actx, kgo.TryAbort); aerr != nil {
-			t.k.cfg.log.Warn("abort transaction failed", zap.String("partition", t.info.String()),
+			// kgo still counts itself in the transaction (BeginTransaction
+			// would refuse: "already in a transaction"): the next attempt
+			// starts on a new producer, whose InitProducerID aborts it.
+			t.abortFailed = true
+			t.k.cfg.log.Warn("abort transaction failed; the next attempt re-initialises the producer", zap.String("partition", t.info.String()),
 				zap.String("transactional_id", t.id), zap.Error(aerr))
 		}
 		err = t.fenced(meta, err)
