@@ -107,6 +107,23 @@ chaos:
 chaos-plain:
 	scripts/chaos.sh --mode plain --kinds zombie,zombie_handover --faults 10
 
+## chaos-cluster: the node-kill chaos on the 3-node KRaft cluster (scripts/kafka-cluster.sh, loopback JVMs):
+## 3 actorflow workers (transactional, an output per event) and, as the reference, a franz-go
+## GroupTransactSession pipe; three times SIGKILL of the node that coordinates transactions of the
+## workers and leads input partitions, 15 s down, restart. Passes with 0 worker exits, 0 ledger
+## mismatches and no output missing, duplicated or reordered (read_committed); the report (latency,
+## stalls per kill, both systems) goes to $$ACTORFLOW_CACHE/cluster3/runs/<time>/report.md. Built
+## without -race: it measures latency (~7 min). KILLS=N for another number of kills.
+.PHONY: chaos-cluster chaos-cluster-short
+chaos-cluster:
+	ACTORFLOW_ITEST_CLUSTER=1 $(if $(KILLS),ACTORFLOW_CLUSTER_KILLS=$(KILLS)) $(GO) test -count=1 -v -timeout 40m -run TestClusterNodeKills ./itest/cluster/
+
+## chaos-cluster-short: CI's version: the same three kills and pass condition, actorflow alone, a shorter
+## warm-up and settle (~6 min).
+chaos-cluster-short:
+	ACTORFLOW_ITEST_CLUSTER=1 ACTORFLOW_CLUSTER_SYSTEMS=actorflow ACTORFLOW_CLUSTER_WARMUP=10s ACTORFLOW_CLUSTER_SETTLE=20s \
+		$(GO) test -count=1 -v -timeout 30m -run TestClusterNodeKills ./itest/cluster/
+
 ## cluster3-test: issue 16's node kills on a 3-node KRaft cluster on loopback (scripts/kafka-cluster.sh:
 ## Java 17 and the cached Maven jars, no container engine; ~10 min). KAFKA_VERSION=4.1.2 for the older broker;
 ## ACTORFLOW_CLUSTER_* knobs in itest/cluster. Not part of `make test`.

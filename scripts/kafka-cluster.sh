@@ -22,7 +22,9 @@
 # Knobs (environment):
 #   KAFKA_VERSION                     default 4.4.0 (scripts/kafka-versions.env's newest when present); 4.1.2 works too
 #   ACTORFLOW_CACHE                   cache root, default ~/.cache/actorflow; state in $ACTORFLOW_CACHE/cluster3
-#   ACTORFLOW_CLUSTER3_PORT_BASE      default 39090: node N listens on base+N (clients), base+100+N (controller)
+#   ACTORFLOW_CLUSTER3_PORT_BASE      default 29090: node N listens on base+N (clients), base+100+N (controller);
+#                                     below the kernel's ephemeral range (32768-60999), where a client socket
+#                                     could hold the port
 #   ACTORFLOW_CLUSTER3_HEAP           default "-Xms256m -Xmx640m" per node
 #   ACTORFLOW_CLUSTER3_LOGLEVEL       root log level of the nodes, default WARN (coordinator moves are logged at INFO)
 #   ACTORFLOW_CLUSTER3_READY_TIMEOUT  seconds, default 120
@@ -44,7 +46,7 @@ SCALA="${KAFKA_SCALA_VERSION:-2.13}"
 CACHE="${ACTORFLOW_CACHE:-$HOME/.cache/actorflow}"
 KDIR="$CACHE/kafka"
 STATE="$CACHE/cluster3"
-BASE="${ACTORFLOW_CLUSTER3_PORT_BASE:-39090}"
+BASE="${ACTORFLOW_CLUSTER3_PORT_BASE:-29090}"
 HEAP="${ACTORFLOW_CLUSTER3_HEAP:--Xms256m -Xmx640m}"
 LOGLEVEL="${ACTORFLOW_CLUSTER3_LOGLEVEL:-WARN}"
 READY_TIMEOUT="${ACTORFLOW_CLUSTER3_READY_TIMEOUT:-120}"
@@ -241,7 +243,15 @@ cluster_id() {
 cmd_start() {
   local fresh=0
   [[ "${1:-}" == --fresh ]] && fresh=1
-  command -v "$JAVA" >/dev/null 2>&1 || die "no java ($JAVA): apt-get install openjdk-17-jre-headless"
+  if ! command -v "$JAVA" >/dev/null 2>&1; then
+    # A new machine: install the JRE the nodes run on (as kafka-image.sh installs Maven).
+    [[ "$JAVA" == java && $(id -u) -eq 0 ]] || die "no java ($JAVA): apt-get install openjdk-17-jre-headless"
+    log "no java on PATH: installing openjdk-17-jre-headless (apt-get)"
+    mkdir -p "$CACHE"
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2 &&
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openjdk-17-jre-headless \
+        >"$CACHE/apt-java.log" 2>&1 || { tail -n 30 "$CACHE/apt-java.log" >&2; die "apt-get install openjdk-17-jre-headless failed"; }
+  fi
   mkdir -p "$STATE"
   local t0 n running=()
   t0=$(now)

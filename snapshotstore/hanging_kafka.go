@@ -262,7 +262,13 @@ const hangingScanTimeout = 30 * time.Second
 // the record before offset to was read, with the recovery's one-partition
 // reader; transient fetch errors are retried until ctx ends.
 func (h *hangingResolver) readPartition(ctx context.Context, tp topicPartition, from, to int64, fn func(*kgo.Record) bool) error {
-	r, err := newKafkaLogReader(h.brokers, tp.Topic, tp.Partition, false, h.opts)
+	return readPartitionRaw(ctx, h.brokers, h.opts, tp, from, to, fn)
+}
+
+// readPartitionRaw is readPartition for any caller: every record of tp in
+// [from, to), control records and uncommitted data included.
+func readPartitionRaw(ctx context.Context, brokers []string, opts []kgo.Opt, tp topicPartition, from, to int64, fn func(*kgo.Record) bool) error {
+	r, err := newKafkaLogReader(brokers, tp.Topic, tp.Partition, false, opts)
 	if err != nil {
 		return err
 	}

@@ -38,6 +38,9 @@ type txnPartition struct {
 	// and AddOffsetsToTxn can be skipped (kgo's client.go supportsKIP890p2).
 	// Commit calls never overlap (Partition's contract): no lock.
 	tv2 bool
+	// abortFailed: the abort of a failed attempt did not complete; the next
+	// attempt re-initialises the producer first. Same goroutine as tv2.
+	abortFailed bool
 }
 
 func (k *Kafka) openTxn(ctx context.Context, p PartitionInfo) (Partition, error) {
@@ -142,6 +145,29 @@ func (t *txnPartition) Commit(ctx context.Context, b Batch) error {
 			}
 			return nil
 		}
+		var lc *lostCommitError
+		if errors.As(err, &lc) {
+			// Never redo a batch that may have committed: its outputs would
+			// be written twice.
+			committed, serr := t.settleLostCommit(ctx, lc, start)
+			log := t.k.cfg.log.With(zap.String("partition", t.info.String()), zap.String("transactional_id", t.id),
+				zap.Int("attempt", attempt), zap.Int64("marker_offset", lc.markerOffset), zap.Error(err))
+			switch {
+			case serr == nil && committed:
+				log.Info("the commit answer was lost but the transaction committed; not redoing it",
+					zap.Duration("took", time.Since(start)))
+				return nil
+			case serr == nil:
+				log.Warn("the commit answer was lost and the transaction aborted; redoing it (not a fence)")
+				continue // on the re-initialised producer
+			}
+			if _, merr := t.info.GroupMetadata(); merr != nil {
+				return errors.Join(err, merr) // lost, not a failure: the new owner recovers what committed
+			}
+			log.Error("the outcome of a transaction whose commit answer was lost cannot be settled; failing the partition (its restart recovers from what committed)",
+				zap.NamedError("settle_error", serr))
+			return fmt.Errorf("%w (settling its outcome: %w)", err, serr)
+		}
 		_, merr := t.info.GroupMetadata()
 		action := DecideTxn(err, merr == nil)
 		log := t.k.cfg.log.With(zap.String("partition", t.info.String()), zap.String("transactional_id", t.id),
@@ -203,6 +229,7 @@ func (t *txnPartition) reinit(ctx context.Context) error {
 	old := t.cl
 	t.cl = cl
 	t.tv2 = false
+	t.abortFailed = false
 	t.mu.Unlock()
 	old.Close()
 	return nil
@@ -248,6 +275,11 @@ func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetad
 	if meta.Generation < 0 {
 		return meta, fmt.Errorf("%s: generation %d: %w", t.info, meta.Generation, ErrNoGroupMetadata)
 	}
+	if t.abortFailed {
+		if err := t.reinit(ctx); err != nil {
+			return meta, fmt.Errorf("%s: re-initialise the producer after a failed abort: %w", t.info, classify(err))
+		}
+	}
 	if err := t.cl.BeginTransaction(); err != nil {
 		return meta, fmt.Errorf("%s: begin transaction: %w", t.info, classify(err))
 	}
@@ -256,6 +288,12 @@ func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetad
 	var rawSent, produced bool
 	defer func() {
 		if err == nil {
+			return
+		}
+		var lc *lostCommitError
+		if errors.As(err, &lc) {
+			// No abort: the commit may have landed. Commit settles it
+			// (settleLostCommit) before anything is redone.
 			return
 		}
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second) // fits a revoke's drain share (partitionflow, revoke.go); a txn left open is aborted by the next InitProducerID or transaction.timeout.ms
@@ -267,7 +305,11 @@ func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetad
 			_ = t.cl.ProduceSync(actx, markerRecord(t.k.topic, t.info.Partition, b.Offset)).FirstErr()
 		}
 		if aerr := t.cl.EndTransaction(actx, kgo.TryAbort); aerr != nil {
-			t.k.cfg.log.Warn("abort transaction failed", zap.String("partition", t.info.String()),
+			// kgo still counts itself in the transaction (BeginTransaction
+			// would refuse: "already in a transaction"): the next attempt
+			// starts on a new producer, whose InitProducerID aborts it.
+			t.abortFailed = true
+			t.k.cfg.log.Warn("abort transaction failed; the next attempt re-initialises the producer", zap.String("partition", t.info.String()),
 				zap.String("transactional_id", t.id), zap.Error(aerr))
 		}
 		err = t.fenced(meta, err)
@@ -334,8 +376,12 @@ func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetad
 		}
 	}
 	if err := t.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
-		// Any EndTxn error means "not committed".
-		return meta, fmt.Errorf("%s: commit transaction: %w", t.info, err)
+		// Every write is acknowledged and EndTxn(commit) may have reached
+		// the coordinator: the outcome is unknown, not "not committed"
+		// (lost_commit.go). The marker record is the batch's last record,
+		// in the snapshot partition; the produce set its offset.
+		return meta, &lostCommitError{err: fmt.Errorf("%s: commit transaction: %w", t.info, err),
+			producerID: pid, epoch: epoch, markerOffset: recs[len(recs)-1].Offset}
 	}
 	// Under transaction version 1 a committed EndTxn keeps the epoch; under
 	// version 2 (EndTxn v5) kgo adopts the bumped one it returns (txn.go

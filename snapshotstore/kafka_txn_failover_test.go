@@ -108,3 +108,62 @@ func TestTxnFailoverNotRedoneWhenNotOwned(t *testing.T) {
 		t.Fatalf("committed offset %d, want 1", got)
 	}
 }
+
+// Issue 16: an attempt that fails and whose abort fails too (the
+// coordinator unreachable for the abort's 5 s) leaves kgo in the
+// transaction; the next attempt starts on a re-initialised producer instead
+// of failing the partition with "already in a transaction" (seen on the
+// 3-node cluster).
+func TestFailedAbortReinitialisesBeforeTheRetry(t *testing.T) {
+	f := newTxnFixture(t, true)
+	_, p := f.open(t, f.meta)
+	ctx := context.Background()
+	if err := p.Commit(ctx, Batch{Offset: 1, OffsetAdvanced: true}); err != nil {
+		t.Fatal(err)
+	}
+	var offsetFaults, abortFaults atomic.Int32
+	f.c.ControlKey(kmsg.TxnOffsetCommit.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		f.c.KeepControl()
+		if offsetFaults.Load() > 0 {
+			return nil, nil, false
+		}
+		offsetFaults.Add(1)
+		r := req.(*kmsg.TxnOffsetCommitRequest)
+		resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+		for _, rt := range r.Topics {
+			st := kmsg.NewTxnOffsetCommitResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, kerr.RequestTimedOut.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	f.c.ControlKey(kmsg.EndTxn.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		f.c.KeepControl()
+		r := req.(*kmsg.EndTxnRequest)
+		if r.Commit || abortFaults.Load() > 0 {
+			return nil, nil, false
+		}
+		abortFaults.Add(1)
+		resp := r.ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = kerr.RequestTimedOut.Code
+		return resp, nil, true
+	})
+	b := Batch{Writes: []Snapshot{{Key: "k", Value: []byte("v2"), Offset: 4}}, Offset: 5, OffsetAdvanced: true}
+	if err := p.Commit(ctx, b); err != nil {
+		t.Fatalf("commit after a failed attempt and a failed abort: %v", err)
+	}
+	if offsetFaults.Load() != 1 || abortFaults.Load() != 1 {
+		t.Fatalf("faults injected: offset commit %d, abort %d; want 1 and 1", offsetFaults.Load(), abortFaults.Load())
+	}
+	if got := f.committed(t); got != 5 {
+		t.Fatalf("committed offset %d, want 5", got)
+	}
+	if n := committedSnapshotsOf(t, f, "k"); n != 1 {
+		t.Fatalf("%d committed snapshot records of k, want 1", n)
+	}
+}

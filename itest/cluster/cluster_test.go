@@ -134,7 +134,8 @@ func (s *system) exits() []exit {
 // beside them on the same input, three members of a franz-go GroupTransactSession pipe; a steady
 // input; three times, SIGKILL of the node that coordinates the transactions of one of the
 // workers' partitions (and leads input partitions), 15 s down, restart. It passes with 0 worker
-// exits, 0 ledger mismatches and every input answered by an output of both systems; it reports
+// exits, 0 ledger mismatches, every input answered by an output of both systems and no actorflow
+// output duplicated or reordered (read_committed: exactly-once, issue 10); it reports
 // per kill the longest output and commit stalls and the output latency, and every partition
 // failure with its error.
 func TestClusterNodeKills(t *testing.T) {
@@ -446,6 +447,15 @@ func TestClusterNodeKills(t *testing.T) {
 		}
 		if n := s.out.missing(in); n > 0 {
 			t.Errorf("%s: %d input events without an output", s.name, n)
+		}
+		if s.name == "actorflow" {
+			// Outputs are exactly-once and in order per key in the transactional mode (issue 10).
+			s.out.mu.Lock()
+			dups, reordered := s.out.dups, s.out.reordered
+			s.out.mu.Unlock()
+			if dups > 0 || reordered > 0 {
+				t.Errorf("actorflow: %d duplicate and %d reordered outputs (read_committed): want none", dups, reordered)
+			}
 		}
 		for _, m := range s.members {
 			if m.final != nil && s.name == "actorflow" {

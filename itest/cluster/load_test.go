@@ -25,15 +25,17 @@ type input struct {
 	mu      sync.Mutex
 	exp     ledger.Expected
 	created map[eventKey]time.Time
-	acked   []time.Time     // ack time of every produced record, for the input's own stalls
-	ackLat  []time.Duration // CreateTime → ack, per record
-	ackAt   []time.Time     // CreateTime of each ackLat entry
+	ackedAt map[eventKey]time.Time // when the producer had each event's ack
+	acked   []time.Time            // ack time of every produced record, for the input's own stalls
+	ackLat  []time.Duration        // CreateTime → ack, per record
+	ackAt   []time.Time            // CreateTime of each ackLat entry
 	errs    []error
 	n       int
 }
 
 func newInput(cl *kgo.Client, rate int) *input {
-	return &input{cl: cl, rate: rate, exp: ledger.Expected{}, created: map[eventKey]time.Time{}}
+	return &input{cl: cl, rate: rate, exp: ledger.Expected{}, created: map[eventKey]time.Time{},
+		ackedAt: map[eventKey]time.Time{}}
 }
 
 // run produces until ctx ends, keeping the rate exact on average (a Produce that blocks on a
@@ -74,6 +76,7 @@ func (in *input) run(ctx context.Context, gen *ledger.Generator, topic string) {
 					return
 				}
 				in.acked = append(in.acked, now)
+				in.ackedAt[k] = now
 				in.ackLat = append(in.ackLat, now.Sub(r.Timestamp))
 				in.ackAt = append(in.ackAt, r.Timestamp)
 			})
@@ -86,6 +89,14 @@ func (in *input) createdAt(k eventKey) (time.Time, bool) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	t, ok := in.created[k]
+	return t, ok
+}
+
+// ackOf returns when the producer had the ack of an event, false if it has none (yet).
+func (in *input) ackOf(k eventKey) (time.Time, bool) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	t, ok := in.ackedAt[k]
 	return t, ok
 }
 

@@ -25,6 +25,7 @@ type outputs struct {
 }
 
 type visible struct {
+	Event       eventKey
 	Created, At time.Time
 	Partition   int32
 }
@@ -82,7 +83,7 @@ func observe(ctx context.Context, brokers []string, in *input, sys map[string]*o
 				o.dups++
 				return
 			}
-			o.first[k] = visible{Created: created, At: now, Partition: r.Partition}
+			o.first[k] = visible{Event: k, Created: created, At: now, Partition: r.Partition}
 		})
 	}
 	return nil
@@ -137,6 +138,28 @@ func (o *outputs) latencies(w window) []time.Duration {
 	for _, v := range o.first {
 		if w.contains(v.Created) {
 			out = append(out, v.At.Sub(v.Created))
+		}
+	}
+	return out
+}
+
+// latenciesFromAck returns, for the events created in w, the time from the input producer's ack
+// to the output being visible: the system's own share of the latency, without the time the
+// cluster took to accept the input (acks=all waits for a killed follower until the controller
+// fences it, broker.session.timeout.ms). An output visible before its ack counts 0.
+func (o *outputs) latenciesFromAck(in *input, w window) []time.Duration {
+	o.mu.Lock()
+	vs := make([]visible, 0, len(o.first))
+	for _, v := range o.first {
+		if w.contains(v.Created) {
+			vs = append(vs, v)
+		}
+	}
+	o.mu.Unlock()
+	out := make([]time.Duration, 0, len(vs))
+	for _, v := range vs {
+		if a, ok := in.ackOf(v.Event); ok {
+			out = append(out, max(v.At.Sub(a), 0))
 		}
 	}
 	return out
