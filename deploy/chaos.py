@@ -559,8 +559,11 @@ class Chaos:
 
     # --- three brokers -----------------------------------------------------------------------------
     def kcluster(self, *args, timeout=60):
-        """Runs the kcluster tool (internal/kcluster/cmd/kcluster) against the brokers' host listeners; builds it
-        on first use into $ACTORFLOW_CACHE/cluster/bin. Returns its stdout, or None when it failed."""
+        """Runs the kcluster tool (internal/kcluster/cmd/kcluster) against the brokers' host listeners:
+        $ACTORFLOW_KCLUSTER (scripts/chaos.sh builds it), else built on first use into $ACTORFLOW_CACHE/cluster/bin.
+        Returns its stdout, or None when it failed."""
+        if self.kcluster_bin is None and os.access(os.environ.get("ACTORFLOW_KCLUSTER") or "/nonexistent", os.X_OK):
+            self.kcluster_bin = os.environ["ACTORFLOW_KCLUSTER"]  # built by scripts/chaos.sh
         if self.kcluster_bin is None:
             path = os.path.join(CACHE, "cluster", "bin", "kcluster")
             try:

@@ -75,6 +75,13 @@ t0=$(date +%s)
 out="$CACHE/chaos/$(date +%Y%m%d-%H%M%S)-$mode$( ((brokers == 3)) && echo -brokers3)"
 mkdir -p "$out"
 up_args=(--mode "$mode" --brokers "$brokers")
+if ((brokers == 3)); then
+  # node_kill's lookups (which node leads what): built before the cluster starts, not while it runs.
+  export ACTORFLOW_KCLUSTER="$CACHE/cluster/bin/kcluster"
+  mkdir -p "$(dirname "$ACTORFLOW_KCLUSTER")"
+  (cd "$ROOT" && CGO_ENABLED=0 go build -o "$ACTORFLOW_KCLUSTER" ./internal/kcluster/cmd/kcluster) ||
+    { log "go build ./internal/kcluster/cmd/kcluster failed: node_kill will pick its node round-robin"; unset ACTORFLOW_KCLUSTER; }
+fi
 ((reuse)) || up_args+=(--fresh)
 if ! "$ROOT/scripts/cluster.sh" up "${up_args[@]}"; then
   log "the cluster did not come up"
