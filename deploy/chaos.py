@@ -551,11 +551,18 @@ class Chaos:
         svc = BROKER_SVCS[self.broker_turn % 3]
         self.broker_turn += 1
         log(f"restart broker {svc} (clean stop: controlled shutdown; the other two keep serving)")
+        watch = ProgressWatch(self)
         t = time.time()
         docker("restart", "-t", "20", cid(svc), timeout=120)
         restart_s = time.time() - t
         back = self.wait_node(BROKER_SVCS.index(svc) + 1, t)
-        return svc, {"restart_s": round(restart_s, 1), **back}
+        stalls = watch.stop()
+        worst = {"max_processing_stall_s": max(v["processing_s"] for v in stalls.values()),
+                 "max_commit_stall_s": max(v["commit_s"] for v in stalls.values())}
+        log(f"  {svc} restarted in {restart_s:.1f}s; listed {back['listed_s']}s and in sync {back['in_sync_s']}s after "
+            f"the restart began; longest stall: processing {worst['max_processing_stall_s']}s, commits "
+            f"{worst['max_commit_stall_s']}s")
+        return svc, {"restart_s": round(restart_s, 1), **back, **worst, "stall_per_partition": stalls}
 
     # --- three brokers -----------------------------------------------------------------------------
     def kcluster(self, *args, timeout=60):
