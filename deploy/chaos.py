@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Fault injection against the demo cluster (deploy/docker-compose.yml). Run through scripts/chaos.sh,
-which brings the cluster up first; this file only needs Python 3's standard library, the docker CLI
-(DOCKER_HOST set) and scripts/cluster.sh (for compose commands).
+"""Fault injection against the demo cluster (deploy/docker-compose.yml, with --brokers 3 also
+deploy/docker-compose.brokers3.yml). Run through scripts/chaos.sh, which brings the cluster up first; this file
+only needs Python 3's standard library, the docker CLI (DOCKER_HOST set) and scripts/cluster.sh (for compose
+commands), and with three brokers the kcluster tool (scripts/chaos.sh builds it; ACTORFLOW_BOOTSTRAP, from
+`scripts/cluster.sh env`, is where it finds the brokers).
 
 While the producer runs it injects faults of every kind, each followed by a wait until the group has
 settled again (every partition owned exactly once, in phase "running", by a live worker):
