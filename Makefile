@@ -84,9 +84,10 @@ bench-go:
 	$(GO) test ./partitionflow -run '^$$' -bench Throughput -benchtime 2000000x -count 3
 	$(GO) test ./partitionflow -run '^$$' -bench 'HeapPerKey' -benchtime 1x
 
-## cluster-up: the demo cluster in containers: Kafka, producer, 3 workers (MODE=plain for the plain mode).
+## cluster-up: the demo cluster in containers: Kafka, producer, 3 workers (MODE=plain for the plain mode;
+## BROKERS=3 for three brokers, deploy/docker-compose.brokers3.yml).
 cluster-up:
-	scripts/cluster.sh up $(if $(MODE),--mode $(MODE))
+	scripts/cluster.sh up $(if $(MODE),--mode $(MODE)) $(if $(BROKERS),--brokers $(BROKERS))
 
 ## cluster-down: remove the demo cluster (containers, network, demo image).
 cluster-down:
@@ -95,13 +96,14 @@ cluster-down:
 cluster-status:
 	scripts/cluster.sh status
 
-## chaos-short: 12 faults of every kind on a fresh cluster, then the verifier (~5 min).
+## chaos-short: 12 faults of every kind on a fresh cluster, then the verifier (~5 min). BROKERS=3: on three
+## brokers, the last fault a node_kill.
 chaos-short:
-	scripts/chaos.sh --short
+	scripts/chaos.sh --short $(if $(BROKERS),--brokers $(BROKERS))
 
-## chaos: the long run, 50 faults (~18 min); FAULTS=N for more.
+## chaos: the long run, 50 faults (~18 min); FAULTS=N for more; BROKERS=3 adds node_kill to the kinds.
 chaos:
-	scripts/chaos.sh $(if $(FAULTS),--faults $(FAULTS))
+	scripts/chaos.sh $(if $(FAULTS),--faults $(FAULTS)) $(if $(BROKERS),--brokers $(BROKERS))
 
 ## chaos-plain: plain mode under zombies; the verifier catches #732 (exits 1 when it does). Not in CI.
 chaos-plain:

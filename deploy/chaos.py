@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Fault injection against the demo cluster (deploy/docker-compose.yml). Run through scripts/chaos.sh,
-which brings the cluster up first; this file only needs Python 3's standard library, the docker CLI
-(DOCKER_HOST set) and scripts/cluster.sh (for compose commands).
+"""Fault injection against the demo cluster (deploy/docker-compose.yml, with --brokers 3 also
+deploy/docker-compose.brokers3.yml). Run through scripts/chaos.sh, which brings the cluster up first; this file
+only needs Python 3's standard library, the docker CLI (DOCKER_HOST set) and scripts/cluster.sh (for compose
+commands), and with three brokers the kcluster tool (scripts/chaos.sh builds it; ACTORFLOW_BOOTSTRAP, from
+`scripts/cluster.sh env`, is where it finds the brokers).
 
 While the producer runs it injects faults of every kind, each followed by a wait until the group has
 settled again (every partition owned exactly once, in phase "running", by a live worker):
@@ -21,7 +23,17 @@ settled again (every partition owned exactly once, in phase "running", by a live
                    right after the zombie's flush: the plain mode's stale snapshot, if it landed, becomes
                    the recovered state behind an already committed offset (the #732 shape). Drawn in the
                    long run; the short (CI) schedule keeps to the kinds above and the ones below.
-  broker_restart   docker restart <kafka>
+  broker_restart   docker restart <kafka>. With three brokers (--brokers 3): a clean restart (SIGTERM, controlled
+                   shutdown: leadership is handed over first) of ONE broker, kafka, kafka2, kafka3 in turn; the
+                   cluster stays available (replication factor 3, min.insync.replicas 2).
+  node_kill        (three brokers only) docker kill -s KILL of one broker container: the node leading the most
+                   input partitions + transaction coordinators of the workers' transactional.ids + the group's
+                   coordinator, as kcluster (internal/kcluster, kadm, built on first use) finds them through the
+                   brokers' host listeners (ties, or no answer: round-robin). Down --node-down seconds (15), then
+                   `docker start`, and the fault lasts until the node is listed again and no partition is
+                   under-replicated. Recorded: the node's roles before and after, each partition's longest stall
+                   of processing (committable offset) and of commits (committed offset) from the kill on, and the
+                   workers' exits (log lines and container restarts) during the fault.
   rolling_restart  docker restart of every worker, one at a time, each waited for (/readyz)
   scale_out        compose up -d worker4 worker5 (3 -> 5 workers)
   scale_in         compose stop + rm worker4 worker5 (5 -> 3)
@@ -41,7 +53,7 @@ on /status, mismatches, duplicate / missing / out-of-order outputs per account, 
 Exit 0 when the run passes, 1 otherwise (2 when the run itself broke). Pass: 0 mismatches; in the
 transactional mode also 0 duplicate and 0 missing outputs (exactly-once outputs); with poison faults also
 0 worker exits during them, every poison record in the dead-letter topic exactly once (in the plain mode:
-at least once) and no other dead letter nor skipped input.
+at least once) and no other dead letter nor skipped input; with node_kill faults also 0 worker exits during them.
 """
 
 import argparse
@@ -63,6 +75,12 @@ INPUT = os.environ.get("ACTORFLOW_INPUT", "ledger")
 PARTITIONS = int(os.environ.get("ACTORFLOW_PARTITIONS", "6"))
 ACCOUNTS = int(os.environ.get("ACTORFLOW_ACCOUNTS", "1000"))
 SESSION = float(os.environ.get("ACTORFLOW_SESSION_TIMEOUT", "6s").rstrip("s"))
+TXN_PREFIX = os.environ.get("ACTORFLOW_TXN_PREFIX", "ledger")
+GROUP = os.environ.get("ACTORFLOW_GROUP", "ledger")
+# The brokers' EXTERNAL listeners on the host (scripts/cluster.sh env prints them).
+BOOTSTRAP = os.environ.get("ACTORFLOW_BOOTSTRAP") or f"127.0.0.1:{os.environ.get('ACTORFLOW_KAFKA_HOST_PORT', '19092')}"
+CACHE = os.environ.get("ACTORFLOW_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "actorflow")
+BROKER_SVCS = ["kafka", "kafka2", "kafka3"]  # node id N is BROKER_SVCS[N - 1] (deploy/docker-compose.brokers3.yml)
 WORKERS = ["worker1", "worker2", "worker3", "worker4", "worker5"]
 BASE = ["worker1", "worker2", "worker3"]
 EXTRA = ["worker4", "worker5"]
@@ -82,9 +100,9 @@ def log(*a):
     print(ts(), *a, flush=True)
 
 
-def run(args, timeout=120, check=True, env=None):
+def run(args, timeout=120, check=True, env=None, cwd=None):
     """Runs a command, returns its stdout; raises on a non-zero exit when check."""
-    p = subprocess.run(args, capture_output=True, text=True, timeout=timeout,
+    p = subprocess.run(args, capture_output=True, text=True, timeout=timeout, cwd=cwd,
                        env={**os.environ, **(env or {})})
     if check and p.returncode != 0:
         raise RuntimeError(f"{' '.join(args)}: exit {p.returncode}: {p.stderr.strip()[-800:]}")
@@ -253,6 +271,60 @@ class Monitor:
 
 
 # ---------------------------------------------------------------------------------------------------
+class ProgressWatch:
+    """From its creation until stop(): per input partition, the longest time without its committable offset
+    (processing) and without its committed offset (commits, i.e. outputs made visible) moving forward, as the
+    active workers report them on /status (a partition nobody reports counts as not moving)."""
+
+    def __init__(self, chaos, interval=0.25):
+        self.chaos = chaos
+        self.interval = interval
+        self.done = threading.Event()
+        t = time.time()
+        self.last = {n: {"processing": (None, t), "commit": (None, t)} for n in range(PARTITIONS)}
+        self.worst = {n: {"processing": 0.0, "commit": 0.0} for n in range(PARTITIONS)}
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _offsets(self):
+        fresh = self.chaos.mon.fresh(max_age=1.5)
+        out = {}
+        for w in self.chaos.active:
+            for p in (fresh.get(w) or {}).get("partitions") or []:
+                if p.get("topic") == INPUT and p.get("phase") == "running":
+                    cur = out.setdefault(p["partition"], {"processing": -1, "commit": -1})
+                    cur["processing"] = max(cur["processing"], p.get("committable_offset") or 0)
+                    cur["commit"] = max(cur["commit"], p.get("committed_offset") or 0)
+        return out
+
+    def _sample(self):
+        now = time.time()
+        offs = self._offsets()
+        for n in range(PARTITIONS):
+            for k in ("processing", "commit"):
+                off, since = self.last[n][k]
+                cur = (offs.get(n) or {}).get(k, -1)
+                if off is None or cur > off:
+                    if off is not None:
+                        self.worst[n][k] = max(self.worst[n][k], now - since)
+                    self.last[n][k] = (max(cur, off if off is not None else -1), now)
+
+    def _run(self):
+        while not self.done.is_set():
+            self._sample()
+            self.done.wait(self.interval)
+
+    def stop(self):
+        """{partition: {"processing_s", "commit_s"}}: the longest stalls seen, the one still open included."""
+        self.done.set()
+        self.thread.join(timeout=3)
+        now = time.time()
+        return {n: {"processing_s": round(max(self.worst[n]["processing"], now - self.last[n]["processing"][1]), 1),
+                    "commit_s": round(max(self.worst[n]["commit"], now - self.last[n]["commit"][1]), 1)}
+                for n in range(PARTITIONS)}
+
+
+# ---------------------------------------------------------------------------------------------------
 class Chaos:
     def __init__(self, args, outdir):
         self.args = args
@@ -267,6 +339,8 @@ class Chaos:
         self.n = 0
         self.saved_logs = {}  # name -> log text of removed containers
         self.poisons = []  # the records fault_poison wrote: kind, topic, partition, offset, key, exception, fault
+        self.broker_turn = 0  # round-robin over the brokers (broker_restart with 3 brokers, node_kill ties)
+        self.kcluster_bin = None  # the kcluster tool once built, False when it could not be
 
     # --- waiting -----------------------------------------------------------------------------------
     def settled(self):
@@ -470,10 +544,142 @@ class Chaos:
                    "events": [m for _, _, m in fences][:5]}
 
     def fault_broker_restart(self):
-        log("restart the broker")
+        if self.args.brokers == 1:
+            log("restart the broker")
+            t = time.time()
+            docker("restart", "-t", "20", cid("kafka"), timeout=120)
+            return "kafka", {"restart_s": round(time.time() - t, 1)}
+        # Three brokers: one clean restart (controlled shutdown), the brokers in turn.
+        svc = BROKER_SVCS[self.broker_turn % 3]
+        self.broker_turn += 1
+        log(f"restart broker {svc} (clean stop: controlled shutdown; the other two keep serving)")
+        watch = ProgressWatch(self)
         t = time.time()
-        docker("restart", "-t", "20", cid("kafka"), timeout=120)
-        return "kafka", {"restart_s": round(time.time() - t, 1)}
+        docker("restart", "-t", "20", cid(svc), timeout=120)
+        restart_s = time.time() - t
+        back = self.wait_node(BROKER_SVCS.index(svc) + 1, t)
+        stalls = watch.stop()
+        worst = {"max_processing_stall_s": max(v["processing_s"] for v in stalls.values()),
+                 "max_commit_stall_s": max(v["commit_s"] for v in stalls.values())}
+        log(f"  {svc} restarted in {restart_s:.1f}s; listed {back['listed_s']}s and in sync {back['in_sync_s']}s after "
+            f"the restart began; longest stall: processing {worst['max_processing_stall_s']}s, commits "
+            f"{worst['max_commit_stall_s']}s")
+        return svc, {"restart_s": round(restart_s, 1), **back, **worst, "stall_per_partition": stalls}
+
+    # --- three brokers -----------------------------------------------------------------------------
+    def kcluster(self, *args, timeout=60):
+        """Runs the kcluster tool (internal/kcluster/cmd/kcluster) against the brokers' host listeners:
+        $ACTORFLOW_KCLUSTER (scripts/chaos.sh builds it), else built on first use into $ACTORFLOW_CACHE/cluster/bin.
+        Returns its stdout, or None when it failed."""
+        if self.kcluster_bin is None and os.access(os.environ.get("ACTORFLOW_KCLUSTER") or "/nonexistent", os.X_OK):
+            self.kcluster_bin = os.environ["ACTORFLOW_KCLUSTER"]  # built by scripts/chaos.sh
+        if self.kcluster_bin is None:
+            path = os.path.join(CACHE, "cluster", "bin", "kcluster")
+            try:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                run(["go", "build", "-o", path, "./internal/kcluster/cmd/kcluster"], timeout=600,
+                    env={"CGO_ENABLED": "0"}, cwd=ROOT)
+                self.kcluster_bin = path
+            except Exception as e:  # noqa: BLE001
+                self.warn(f"building kcluster failed ({e}): node_kill picks its node round-robin")
+                self.kcluster_bin = False
+        if not self.kcluster_bin:
+            return None
+        try:
+            return run([self.kcluster_bin, "-brokers", BOOTSTRAP, *args], timeout=timeout)
+        except Exception as e:  # noqa: BLE001
+            log(f"  kcluster {' '.join(args)}: {e}")
+            return None
+
+    def node_roles(self):
+        """{node id: {"leads": [input partitions], "txn": [partitions whose worker transactional.id it
+        coordinates], "group": bool}}, or None when the cluster did not answer."""
+        out = self.kcluster("leaders", INPUT, timeout=40)
+        if out is None:
+            return None
+        roles = {n: {"leads": [], "txn": [], "group": False} for n in range(1, 4)}
+        for line in out.splitlines():  # "1: [0 3]"
+            node, _, parts = line.partition(":")
+            if node.strip().lstrip("-").isdigit() and int(node) in roles:
+                roles[int(node)]["leads"] = [int(x) for x in parts.strip(" []").split()]
+        for part in range(PARTITIONS):
+            # The worker's transactional.id of an input partition: <prefix>-<input>-<partition> (snapshotstore).
+            out = self.kcluster("leader-of", "-txn", f"{TXN_PREFIX}-{INPUT}-{part}", timeout=40)
+            if out and out.strip().isdigit() and int(out) in roles:
+                roles[int(out)]["txn"].append(part)
+        out = self.kcluster("leader-of", "-group", GROUP, timeout=40)
+        if out and out.strip().isdigit() and int(out) in roles:
+            roles[int(out)]["group"] = True
+        return roles
+
+    def wait_node(self, node, since, timeout=180):
+        """Waits until node is listed by the cluster again and no partition is under-replicated; returns the
+        seconds from `since` to each ({"listed_s", "in_sync_s"}, None when not within the timeout). Without
+        kcluster: the broker's "Kafka Server started" line after `since`."""
+        svc = BROKER_SVCS[node - 1]
+        res = {"listed_s": None, "in_sync_s": None}
+        if self.kcluster("ready", "-n", "3", "-node", str(node), "-timeout", f"{timeout}s",
+                         timeout=timeout + 30) is not None:
+            res["listed_s"] = round(time.time() - since, 1)
+            if self.kcluster("wait-isr", "-timeout", f"{timeout}s", timeout=timeout + 30) is not None:
+                res["in_sync_s"] = round(time.time() - since, 1)
+            else:
+                self.warn(f"{svc}: partitions still under-replicated {timeout}s after it was listed again")
+            return res
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(since - 1))
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            p = subprocess.run([DOCKER, "logs", "--since", stamp, cid(svc)], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, timeout=60)
+            if "Kafka Server started" in p.stdout:
+                res["listed_s"] = round(time.time() - since, 1)
+                return res
+            time.sleep(1)
+        self.warn(f"{svc}: not back within {timeout}s")
+        return res
+
+    def fault_node_kill(self):
+        roles = self.node_roles()
+        order = [(self.broker_turn + i) % 3 + 1 for i in range(3)]  # round-robin preference for ties
+        if roles:
+            score = {n: len(r["leads"]) + len(r["txn"]) + int(r["group"]) for n, r in roles.items()}
+            node = max(order, key=lambda n: score[n])  # max keeps the first of equals: the round-robin's
+            why = (f"leads input partitions {roles[node]['leads']}, coordinates the transactions of "
+                   f"{roles[node]['txn']}" + (", the group's coordinator" if roles[node]["group"] else ""))
+        else:
+            node, why = order[0], "round-robin (no answer from kcluster)"
+        self.broker_turn = node  # the next round-robin start: the node after this one
+        svc = BROKER_SVCS[node - 1]
+        before = {w: inspect(w) for w in self.active}
+        log(f"node kill: SIGKILL {svc} (node {node}: {why}) for {self.args.node_down:.0f}s")
+        watch = ProgressWatch(self)
+        t_kill = time.time()
+        docker("kill", "-s", "KILL", cid(svc))
+        time.sleep(self.args.node_down)
+        t_start = time.time()
+        docker("start", cid(svc), timeout=120)
+        back = self.wait_node(node, t_start)
+        log(f"  {svc} started again after {t_start - t_kill:.1f}s down; listed {back['listed_s']}s and in sync "
+            f"{back['in_sync_s']}s after the start")
+        stalls = watch.stop()
+        after = self.node_roles()
+        restarts = []
+        for w, st0 in before.items():
+            st = inspect(w)
+            if not st0 or not st or st["started"] != st0["started"] or st["restarts"] != st0["restarts"] \
+                    or st["status"] != "running":
+                restarts.append(w)
+        if restarts:
+            self.warn(f"node_kill {svc}: {', '.join(restarts)} exited/restarted during the fault")
+        worst = max(stalls.items(), key=lambda kv: kv[1]["processing_s"], default=(None, None))
+        if worst[0] is not None:
+            log(f"  longest stall: p{worst[0]} processing {worst[1]['processing_s']}s, commits "
+                f"{max(v['commit_s'] for v in stalls.values())}s")
+        return svc, {"node": node, "why": why, "down_s": round(t_start - t_kill, 1), **back,
+                     "roles_before": roles, "roles_after": after, "restarted": restarts,
+                     "stall_per_partition": stalls,
+                     "max_processing_stall_s": max((v["processing_s"] for v in stalls.values()), default=None),
+                     "max_commit_stall_s": max((v["commit_s"] for v in stalls.values()), default=None)}
 
     def fault_rolling_restart(self):
         log(f"rolling restart of {', '.join(self.active)}")
@@ -559,23 +765,31 @@ class Chaos:
             # the poison right before the rolling restart, so that its partitions are recovered after it.
             order = ["kill", "zombie", "broker_restart", "poison", "rolling_restart", "scale_out", "zombie",
                      "kill", "scale_in", "zombie", "kill", "broker_restart"]
+            if self.args.brokers == 3:
+                order[-1] = "node_kill"  # three brokers: the last broker fault is a SIGKILL of a node
             if i < len(order):
                 return order[i]
         if self.args.kinds_given and i < len(kinds):
             return kinds[i]  # each given kind once first, in the given order (scale: out, then in)
-        if not self.args.kinds_given and i < 8:
+        if not self.args.kinds_given and i < (9 if self.args.brokers == 3 else 8):
             first = ["kill", "zombie", "broker_restart", "rolling_restart", "scale_out", "scale_in",
                      "zombie_handover", "poison"]
+            if self.args.brokers == 3:
+                first.insert(3, "node_kill")
             return first[i]
         # Weighted: the faults that exercise the fence and the takeover most often.
         weights = {"kill": 4, "zombie": 4, "zombie_handover": 2, "broker_restart": 1, "rolling_restart": 1,
-                   "scale_out": 1, "scale_in": 1, "poison": 1}
+                   "scale_out": 1, "scale_in": 1, "poison": 1, "node_kill": 4}
         return self.rng.choices(kinds, [weights.get(k, 1) for k in kinds])[0]
 
     def run(self):
         self.mon.start()
         log(f"mode {self.args.mode}, {self.args.faults} faults, partitions {PARTITIONS}, "
             f"session timeout {SESSION:.0f}s, output in {self.outdir}")
+        if self.args.brokers == 3:
+            # Builds kcluster now (not during the first node_kill) and shows the cluster as the host sees it.
+            out = self.kcluster("describe")
+            log("brokers (kcluster describe, " + BOOTSTRAP + "):\n" + (out or "no answer").rstrip())
         if self.wait_settled(120, "start") is None:
             raise RuntimeError("the cluster did not settle before the first fault")
         t_start = time.time()
@@ -634,7 +848,7 @@ class Chaos:
         the faults, each attributed to the fault in whose window it happened."""
         os.makedirs(os.path.join(self.outdir, "logs"), exist_ok=True)
         texts = dict(self.saved_logs)
-        for svc in ["kafka", "producer"] + WORKERS:
+        for svc in BROKER_SVCS + ["producer"] + WORKERS:
             c = cid(svc)
             if c:
                 texts[svc] = logs(c)
@@ -686,6 +900,24 @@ class Chaos:
                 "skipped_inputs": skipped, "dead_letter_topic": (vr or {}).get("dead_letter_topic"),
                 "records": recs, "ok": bool(ok)}
 
+    def node_kill_check(self, events):
+        """The node_kill faults' pass condition beyond the run's: 0 worker exits during them (exit lines in the
+        workers' logs and container restarts, whichever counts more), with each kill's figures."""
+        nk = [f for f in self.faults if f["kind"] == "node_kill"]
+        per = []
+        for f in nk:
+            tag = f"#{f['n']} node_kill"
+            lines = sum(1 for e in events if e["kind"].startswith("exit 1") and e["fault"]
+                        and e["fault"].startswith(tag + " "))
+            exits = max(lines, len(f.get("restarted") or []))
+            per.append({"n": f["n"], "target": f["target"], "node": f.get("node"), "why": f.get("why"),
+                        "down_s": f.get("down_s"), "listed_s": f.get("listed_s"), "in_sync_s": f.get("in_sync_s"),
+                        "settle_s": f.get("settle_s"), "max_processing_stall_s": f.get("max_processing_stall_s"),
+                        "max_commit_stall_s": f.get("max_commit_stall_s"), "exit_lines": lines,
+                        "restarted": f.get("restarted") or [], "exits": exits})
+        total = sum(p["exits"] for p in per)
+        return {"faults": len(nk), "exits": total, "kills": per, "ok": total == 0}
+
     def report(self, vr, verdict, vrc, verify_s, t_faults, produced, events):
         by_kind = {}
         for f in self.faults:
@@ -695,6 +927,7 @@ class Chaos:
         zombies = [f for f in self.faults if f["kind"] in ("zombie", "zombie_handover")]
         mismatches = vr.get("mismatches") if vr else None
         poison = self.poison_check(vr, events)
+        nodek = self.node_kill_check(events)
         rep = {
             "mode": self.args.mode, "faults": len(self.faults), "faults_by_kind": by_kind,
             "fault_seconds": round(t_faults, 1), "total_seconds": round(time.time() - T0, 1),
@@ -707,15 +940,15 @@ class Chaos:
             "takeover_per_partition": self.takeovers,
             "takeover_s_min_median_max": [procs[0], procs[len(procs) // 2], procs[-1]] if procs else None,
             "zombie_outcomes": [f"{f['target']}: {f['outcome']}" for f in zombies],
-            "poison": poison,
+            "poison": poison, "brokers": self.args.brokers, "node_kill": nodek,
             "worker_events": events, "pause_method": self.pause_method,
             "warnings": self.warnings, "fault_log": self.faults,
         }
         with open(os.path.join(self.outdir, "report.json"), "w") as f:
             json.dump(rep, f, indent=2)
         out = [
-            "", "=" * 78, f"chaos report: mode {rep['mode']}, {rep['faults']} faults in {rep['fault_seconds']}s "
-            f"(total {rep['total_seconds']}s)", "=" * 78,
+            "", "=" * 78, f"chaos report: mode {rep['mode']}, {self.args.brokers} broker(s), {rep['faults']} faults in "
+            f"{rep['fault_seconds']}s (total {rep['total_seconds']}s)", "=" * 78,
             "faults by kind:    " + ", ".join(f"{k} {v}" for k, v in sorted(by_kind.items())),
             f"handovers:         {rep['handovers']} partition owner changes seen on /status",
             f"produced:          {produced} events",
@@ -771,6 +1004,15 @@ class Chaos:
                 out.append(f"  {r['kind']:<12} {r['topic']}[{r['partition']}]@{r['offset']} key {r.get('key') or '-'}: "
                            f"passed in {r['passed_s']}s, dead letters {r['dead_letters']} "
                            f"{r['dead_letter_where'] or ''} {r['dead_letter_kinds'] or ''}")
+        if nodek["faults"]:
+            out.append(f"node kills:        {nodek['faults']} (SIGKILL {self.args.node_down:.0f}s), "
+                       f"{nodek['exits']} worker exits during them")
+            for k in nodek["kills"]:
+                out.append(f"  #{k['n']:<3} {k['target']} (node {k['node']}: {k['why']}): down {k['down_s']}s, listed "
+                           f"{k['listed_s']}s / in sync {k['in_sync_s']}s after its start, settled {k['settle_s']}s "
+                           f"after; longest stall: processing {k['max_processing_stall_s']}s, commits "
+                           f"{k['max_commit_stall_s']}s; exits {k['exits']}"
+                           + (f" ({', '.join(k['restarted'])} restarted)" if k["restarted"] else ""))
         if verdict:
             out.append(f"verdict:           {verdict}")
         for w in self.warnings:
@@ -788,6 +1030,9 @@ class Chaos:
             ok = ok and poison["ok"]
             cond += (f", poison: worker exits = {poison['exits']}, in the dead-letter topic exactly once = "
                      f"{poison['in_dlq_once']}/{len(self.poisons)}, other dead letters = {poison['other_dead_letters']}")
+        if nodek["faults"]:
+            ok = ok and nodek["ok"]
+            cond += f", node_kill: worker exits = {nodek['exits']}"
         out.append(f"RESULT: {'PASS' if ok else 'FAIL'} ({cond})")
         out.append(f"details: {self.outdir}/report.json, status.jsonl, verify.out, logs/")
         print("\n".join(out), flush=True)
@@ -808,13 +1053,22 @@ def main():
     ap.add_argument("--settle-timeout", type=float, default=90)
     ap.add_argument("--takeover-timeout", type=float, default=60)
     ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--brokers", type=int, default=int(os.environ.get("ACTORFLOW_BROKER_COUNT") or 1),
+                    help="brokers of the cluster, 1 or 3 (default $ACTORFLOW_BROKER_COUNT or 1); 3 enables node_kill")
+    ap.add_argument("--node-down", type=float, default=15, help="node_kill: seconds the node stays down (15)")
     ap.add_argument("--outdir", required=True)
     a = ap.parse_args()
     a.kinds_given = a.kinds != ap.get_default("kinds")
     a.kinds = [k.strip() for k in a.kinds.split(",") if k.strip()]
+    if a.brokers not in (1, 3):
+        ap.error(f"--brokers {a.brokers}: want 1 or 3")
+    if a.brokers == 3 and not a.kinds_given:
+        a.kinds.append("node_kill")
     for k in a.kinds:
         if k != "scale" and not hasattr(Chaos, "fault_" + k):
             ap.error(f"unknown fault kind {k}")
+    if "node_kill" in a.kinds and a.brokers != 3:
+        ap.error("node_kill needs three brokers (--brokers 3)")
     if a.faults is None:
         a.faults = 12 if a.short else 50
     if a.pause is None:

@@ -177,14 +177,26 @@ func TestKafkaVersionDefaultsAgree(t *testing.T) {
 	if !versionRE.MatchString(oldest) {
 		t.Errorf("scripts/kafka-versions.env: KAFKA_VERSION_OLDEST=%q is not a release version", oldest)
 	}
-	compose, err := os.ReadFile(filepath.Join("..", "deploy", "docker-compose.yml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := "${KAFKA_IMAGE:-apache/kafka:" + defaultKafkaVersion + "}"; !strings.Contains(string(compose), want) {
-		t.Errorf("deploy/docker-compose.yml: the broker's default image is not %s", want)
+	// The demo cluster's single-broker file and its 3-broker override (kafka2, kafka3): every upstream image
+	// they name is the newest version.
+	for _, name := range []string{"docker-compose.yml", "docker-compose.brokers3.yml"} {
+		compose, err := os.ReadFile(filepath.Join("..", "deploy", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "${KAFKA_IMAGE:-apache/kafka:" + defaultKafkaVersion + "}"; !strings.Contains(string(compose), want) {
+			t.Errorf("deploy/%s: the brokers' default image is not %s", name, want)
+		}
+		for _, m := range upstreamImageRE.FindAllStringSubmatch(string(compose), -1) {
+			if m[1] != defaultKafkaVersion {
+				t.Errorf("deploy/%s names %s, want version %s", name, m[0], defaultKafkaVersion)
+			}
+		}
 	}
 }
+
+// upstreamImageRE finds apache/kafka:<version> in a compose file.
+var upstreamImageRE = regexp.MustCompile(`apache/kafka:([0-9A-Za-z.\-]+)`)
 
 // TestKafkaImageSelection: the one switch picks the image and the expected version.
 func TestKafkaImageSelection(t *testing.T) {

@@ -7,14 +7,21 @@
 #   scripts/chaos.sh --mode plain --kinds zombie,zombie_handover --faults 10   # the verifier failing (#732)
 #   KAFKA_VERSION=4.1.2 scripts/chaos.sh --short   # on the oldest supported broker (default: the newest,
 #                                                  # scripts/kafka-versions.env)
+#   scripts/chaos.sh --brokers 3 --kinds node_kill,kill --faults 4   # on three brokers: SIGKILL of a node
 #
 # Options (the rest go to deploy/chaos.py, see its --help):
 #   --mode transactional|plain   persistence mode of the workers (default transactional)
+#   --brokers 1|3                the cluster's shape (scripts/cluster.sh up --brokers): 3 is a 3-node KRaft
+#                                cluster (RF 3, min.insync.replicas 2) and enables the node_kill fault; with
+#                                --reuse and no --brokers, the running cluster's (saved) count. Default 1.
 #   --short                      12 faults covering every kind, 2 s gaps
 #   --faults N                   number of faults (default 50; 12 with --short)
 #   --kinds k1,k2                draw only these: kill, zombie, zombie_handover, broker_restart,
 #                                rolling_restart, scale (scale_out and scale_in in turn), poison (records
-#                                the fold cannot take, into the input: the dead-letter policy's test)
+#                                the fold cannot take, into the input: the dead-letter policy's test),
+#                                node_kill (3 brokers only: docker kill -s KILL of the broker leading the
+#                                most input partitions and worker transaction coordinators, ~15 s down,
+#                                then started again and waited for)
 #   --pause S                    zombie pause in seconds (default 2 x the 6 s session timeout)
 #   --seed N                     the random schedule's seed (printed at the start)
 #   --reuse                      keep a cluster already up in the same mode (default: a fresh one)
@@ -26,7 +33,8 @@
 # $ACTORFLOW_CACHE/chaos/<time>-<mode>/ (report.json, status.jsonl, verify.out, logs/).
 # Pass: 0 mismatches, and in the transactional mode 0 duplicate and 0 missing outputs (read_committed:
 # exactly-once outputs); the plain mode's outputs are at-least-once (mismatches only). With poison faults
-# also 0 worker exits during them and each poison record in the dead-letter topic exactly once.
+# also 0 worker exits during them and each poison record in the dead-letter topic exactly once; with
+# node_kill faults also 0 worker exits during them.
 # Exit: 0 when the run passes, 1 when it fails, 2 when the run could not complete.
 set -uo pipefail
 
@@ -34,11 +42,13 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="${ACTORFLOW_CACHE:-$HOME/.cache/actorflow}"
 log() { echo "chaos.sh: $*" >&2; }
 
-mode="${ACTORFLOW_MODE:-transactional}" reuse=0 keep=0 pass=()
+mode="${ACTORFLOW_MODE:-transactional}" reuse=0 keep=0 pass=() brokers=""
 while (($#)); do
   case "$1" in
     --mode) mode="$2"; shift 2 ;;
     --mode=*) mode="${1#--mode=}"; shift ;;
+    --brokers) brokers="$2"; shift 2 ;;
+    --brokers=*) brokers="${1#--brokers=}"; shift ;;
     --reuse) reuse=1; shift ;;
     --keep) keep=1; shift ;;
     -h | --help) sed -n '2,/^set -uo/p' "$0" | sed '$d'; exit 0 ;;
@@ -46,16 +56,32 @@ while (($#)); do
   esac
 done
 export ACTORFLOW_MODE="$mode"
+if [[ -z "$brokers" ]]; then
+  # --reuse keeps the running cluster's shape (the saved state of scripts/cluster.sh); otherwise 1.
+  brokers=1
+  if ((reuse)); then
+    brokers="$("$ROOT/scripts/cluster.sh" env 2>/dev/null | sed -n 's/^export ACTORFLOW_BROKER_COUNT=//p')"
+    brokers="${brokers:-1}"
+  fi
+fi
+[[ "$brokers" == 1 || "$brokers" == 3 ]] || { log "--brokers $brokers: want 1 or 3"; exit 2; }
 # shellcheck source=kafka-versions.env
 . "$ROOT/scripts/kafka-versions.env"
 export KAFKA_VERSION="${KAFKA_VERSION:-$KAFKA_VERSION_NEWEST}"
-log "Kafka $KAFKA_VERSION, mode $mode"
+log "Kafka $KAFKA_VERSION, mode $mode, $brokers broker(s)"
 command -v python3 >/dev/null 2>&1 || { log "python3 is needed"; exit 2; }
 
 t0=$(date +%s)
-out="$CACHE/chaos/$(date +%Y%m%d-%H%M%S)-$mode"
+out="$CACHE/chaos/$(date +%Y%m%d-%H%M%S)-$mode$( ((brokers == 3)) && echo -brokers3)"
 mkdir -p "$out"
-up_args=(--mode "$mode")
+up_args=(--mode "$mode" --brokers "$brokers")
+if ((brokers == 3)); then
+  # node_kill's lookups (which node leads what): built before the cluster starts, not while it runs.
+  export ACTORFLOW_KCLUSTER="$CACHE/cluster/bin/kcluster"
+  mkdir -p "$(dirname "$ACTORFLOW_KCLUSTER")"
+  (cd "$ROOT" && CGO_ENABLED=0 go build -o "$ACTORFLOW_KCLUSTER" ./internal/kcluster/cmd/kcluster) ||
+    { log "go build ./internal/kcluster/cmd/kcluster failed: node_kill will pick its node round-robin"; unset ACTORFLOW_KCLUSTER; }
+fi
 ((reuse)) || up_args+=(--fresh)
 if ! "$ROOT/scripts/cluster.sh" up "${up_args[@]}"; then
   log "the cluster did not come up"
@@ -67,7 +93,7 @@ log "cluster up in $((t1 - t0))s"
 eval "$("$ROOT/scripts/cluster.sh" env)"
 
 # deploy/chaos.py restores a paused worker itself; on Ctrl-C the cluster is still removed below.
-python3 "$ROOT/deploy/chaos.py" --mode "$mode" --outdir "$out" "${pass[@]}"
+python3 "$ROOT/deploy/chaos.py" --mode "$mode" --brokers "$brokers" --outdir "$out" "${pass[@]}"
 rc=$?
 
 # deploy/chaos.py saves the logs at its end; when it broke before, save them here.

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# cluster.sh — the demo cluster of deploy/docker-compose.yml: one Kafka broker, a ledger producer and
-# three workers of one consumer group (transactional mode by default).
+# cluster.sh — the demo cluster of deploy/docker-compose.yml: one Kafka broker (three with --brokers 3), a
+# ledger producer and three workers of one consumer group (transactional mode by default).
 #
-#   scripts/cluster.sh up [--mode transactional|plain] [--fresh]   # make cluster-up
+#   scripts/cluster.sh up [--mode transactional|plain] [--brokers 1|3] [--fresh]   # make cluster-up
 #   scripts/cluster.sh down                                        # make cluster-down
 #   scripts/cluster.sh status                                      # containers + each worker's /status
-#   scripts/cluster.sh env                                         # export lines for compose by hand
+#   scripts/cluster.sh env                                         # export lines for compose by hand,
+#                                                                  # and the host's bootstrap list
 #   scripts/cluster.sh compose ARGS...                             # compose on the project: logs -f worker1, ps, ...
 #   scripts/cluster.sh verify                                      # run the verifier service once
 #
@@ -18,12 +19,19 @@
 #          when missing: Debian's 1.29.2); COMPOSE="docker-compose" forces one;
 #       4. the demo image: a static binary (CGO_ENABLED=0 go build ./cmd/demo) + deploy/Dockerfile
 #          (FROM scratch, no pull) -> $DEMO_IMAGE (localhost/actorflow-demo:dev);
-#       5. `up -d kafka worker1 worker2 worker3`, waits for every worker's /readyz (joined the group,
-#          which also means the broker is up and the topics exist), then starts the producer and waits
-#          until the workers fold its events.
-#       A cluster already up in the same mode on the same broker image is kept (compose recreates only
-#       what changed, e.g. after a rebuilt demo image); in another mode, on another broker image (another
-#       KAFKA_VERSION), or with --fresh, it is removed first (fresh broker, fresh topics).
+#       5. `up -d kafka` (with --brokers 3: kafka kafka2 kafka3) and waits for each broker's "Kafka Server
+#          started" line, then `up -d worker1 worker2 worker3`, waits for every worker's /readyz (joined the
+#          group, which also means the brokers are up and the topics exist), then starts the producer and
+#          waits until the workers fold its events.
+#       --brokers 3: a 3-node KRaft cluster (combined broker+controller nodes kafka, kafka2, kafka3, static
+#       quorum, replication factor 3, min.insync.replicas 2): compose runs with deploy/docker-compose.yml
+#       AND the override deploy/docker-compose.brokers3.yml (see there). The choice is remembered
+#       (ACTORFLOW_BROKER_COUNT in the saved state), so status, env, down, compose and verify use the same
+#       files; default 1 (the base file alone).
+#       A cluster already up in the same mode and shape on the same broker image is kept (compose recreates
+#       only what changed, e.g. after a rebuilt demo image); in another mode, with another broker count, on
+#       another broker image (another KAFKA_VERSION), or with --fresh, it is removed first (fresh brokers,
+#       fresh topics).
 # down: removes the project's containers (all profiles), its network and volumes and the demo image, and
 #       stops the podman service if `up` started it and no other container is left on it. The Kafka
 #       image and the caches stay (shared with scripts/itest.sh).
@@ -31,6 +39,8 @@
 # Knobs (environment, remembered by `up` for the later commands): ACTORFLOW_MODE, ACTORFLOW_RATE (500/s),
 # ACTORFLOW_ACCOUNTS (1000), ACTORFLOW_PARTITIONS (6), ACTORFLOW_SESSION_TIMEOUT (6s),
 # ACTORFLOW_PERSIST_EVERY (1s), ACTORFLOW_WORKER<N>_PORT (1808N), ACTORFLOW_KAFKA_HOST_PORT (19092),
+# ACTORFLOW_KAFKA2_HOST_PORT (19192) and ACTORFLOW_KAFKA3_HOST_PORT (19292) with --brokers 3,
+# ACTORFLOW_BROKER_COUNT (1; what --brokers sets),
 # KAFKA_IMAGE, DEMO_IMAGE, ACTORFLOW_PROJECT (compose project name, default actorflow),
 # ACTORFLOW_READY_TIMEOUT (seconds, default 240), ACTORFLOW_CACHE, KAFKA_VERSION.
 set -euo pipefail
@@ -42,6 +52,7 @@ STATE="$CACHE/cluster"
 ENVFILE="$STATE/cluster.env"
 PROJECT="${ACTORFLOW_PROJECT:-actorflow}"
 COMPOSE_YML="$ROOT/deploy/docker-compose.yml"
+COMPOSE_YML3="$ROOT/deploy/docker-compose.brokers3.yml"
 export DEMO_IMAGE="${DEMO_IMAGE:-localhost/actorflow-demo:dev}"
 
 log() { echo "cluster: $*" >&2; }
@@ -68,7 +79,7 @@ save_state() {
   {
     for v in $(compgen -e | sort); do
       case "$v" in
-        ACTORFLOW_CACHE | ACTORFLOW_SKIP_ITEST | ACTORFLOW_BROKERS) continue ;;
+        ACTORFLOW_CACHE | ACTORFLOW_SKIP_ITEST | ACTORFLOW_BROKERS | ACTORFLOW_BOOTSTRAP) continue ;;
         ACTORFLOW_* | KAFKA_IMAGE | KAFKA_VERSION | DEMO_IMAGE | KAFKA_CLUSTER_ID | DOCKER_HOST | CONTAINERS_CONF | COMPOSE)
           printf 'export %s=%q\n' "$v" "${!v}" ;;
       esac
@@ -118,8 +129,39 @@ pick_compose() {
   fi
 }
 
+# The broker count of this cluster (the saved state's, or up's --brokers): 1 or 3.
+broker_count() { echo "${ACTORFLOW_BROKER_COUNT:-1}"; }
+
+# The compose files of that shape: the base file, plus the 3-broker override.
+compose_files() {
+  echo "$COMPOSE_YML"
+  if [[ "$(broker_count)" == 3 ]]; then echo "$COMPOSE_YML3"; fi
+}
+
+# The broker services of that shape.
+broker_services() {
+  if [[ "$(broker_count)" == 3 ]]; then echo kafka kafka2 kafka3; else echo kafka; fi
+}
+
+# The host's bootstrap list: every broker's EXTERNAL listener.
+bootstrap() {
+  local list="127.0.0.1:${ACTORFLOW_KAFKA_HOST_PORT:-19092}"
+  if [[ "$(broker_count)" == 3 ]]; then
+    list+=",127.0.0.1:${ACTORFLOW_KAFKA2_HOST_PORT:-19192},127.0.0.1:${ACTORFLOW_KAFKA3_HOST_PORT:-19292}"
+  fi
+  echo "$list"
+}
+
 compose() {
-  "${COMPOSE_CMD[@]}" -p "$PROJECT" -f "$COMPOSE_YML" "$@"
+  local f args=()
+  while IFS= read -r f; do args+=(-f "$f"); done < <(compose_files)
+  "${COMPOSE_CMD[@]}" -p "$PROJECT" "${args[@]}" "$@"
+}
+
+# Compose over both files whatever the shape: removing a cluster must reach kafka2 and kafka3 when the
+# running one has them, and removes nothing more when it has not.
+compose_all() {
+  "${COMPOSE_CMD[@]}" -p "$PROJECT" -f "$COMPOSE_YML" -f "$COMPOSE_YML3" "$@"
 }
 
 # Container id of a compose service (both compose versions set these labels).
@@ -142,6 +184,11 @@ running_kafka_image() {
   local id; id="$(cid kafka)"
   [[ -n "$id" ]] || return 0
   dk inspect -f '{{.Config.Image}}' "$id" 2>/dev/null || true
+}
+
+# The broker count of the running cluster (3 when kafka2 exists), or nothing.
+running_brokers() {
+  if [[ -n "$(cid kafka2)" ]]; then echo 3; elif [[ -n "$(cid kafka)" ]]; then echo 1; fi
 }
 
 # The mode the running workers were started with, or nothing.
@@ -189,7 +236,8 @@ wait_ready() {
     ((${#pending[@]} == 0)) && return 0
     if (($(date +%s) > deadline)); then
       log "not ready after ${timeout}s: ${pending[*]}"
-      for w in "${pending[@]}" kafka; do
+      # shellcheck disable=SC2046 # word list on purpose
+      for w in "${pending[@]}" $(broker_services); do
         log "---- last lines of $w ----"; compose logs --tail=25 "$w" >&2 || true
       done
       return 1
@@ -198,19 +246,28 @@ wait_ready() {
   done
 }
 
-# The broker's "Kafka Server started" log line (both images log it at INFO, ours with a WARN root logger
-# too). Only to spare the workers a crash loop while the JVM starts: they exit when they cannot create
-# their topics and `restart: on-failure` brings them back, so a timeout here is not fatal.
+# Every broker's "Kafka Server started" log line (both images log it at INFO, ours with a WARN root logger
+# too; a KRaft broker logs it once it has caught up with the quorum and is unfenced, so with three brokers
+# all three lines mean a topic replicated 3 can be created). Only to spare the workers a crash loop while
+# the JVMs start: they exit when they cannot create their topics and `restart: on-failure` brings them
+# back, so a timeout here is not fatal.
 wait_broker() {
   local deadline; deadline=$(($(date +%s) + $1))
-  local id; id="$(cid kafka)"
-  while (($(date +%s) < deadline)); do
-    dk logs --tail 200 "$id" 2>&1 | grep -q 'Kafka Server started' && return 0
-    [[ "$(dk inspect -f '{{.State.Running}}' "$id" 2>/dev/null)" == true ]] ||
-      { dk logs --tail 40 "$id" >&2 || true; die "the broker container exited"; }
+  local svc id pending
+  while :; do
+    pending=()
+    for svc in $(broker_services); do
+      id="$(cid "$svc")"
+      dk logs --tail 200 "$id" 2>&1 | grep -q 'Kafka Server started' && continue
+      [[ "$(dk inspect -f '{{.State.Running}}' "$id" 2>/dev/null)" == true ]] ||
+        { dk logs --tail 40 "$id" >&2 || true; die "the broker container $svc exited"; }
+      pending+=("$svc")
+    done
+    ((${#pending[@]} == 0)) && return 0
+    (($(date +%s) < deadline)) || break
     sleep 0.5
   done
-  log "no 'Kafka Server started' line within $1s: starting the workers anyway"
+  log "no 'Kafka Server started' line from ${pending[*]} within $1s: starting the workers anyway"
 }
 
 # Sum of processed_total over the given workers.
@@ -236,17 +293,20 @@ need_tools() {
 }
 
 cmd_up() {
-  local mode="${ACTORFLOW_MODE:-transactional}" fresh=0
+  local mode="${ACTORFLOW_MODE:-transactional}" fresh=0 brokers="${ACTORFLOW_BROKER_COUNT:-1}"
   while (($#)); do
     case "$1" in
       --mode) mode="$2"; shift 2 ;;
       --mode=*) mode="${1#--mode=}"; shift ;;
+      --brokers) brokers="$2"; shift 2 ;;
+      --brokers=*) brokers="${1#--brokers=}"; shift ;;
       --fresh) fresh=1; shift ;;
       *) die "up: unknown argument $1" ;;
     esac
   done
   [[ "$mode" == transactional || "$mode" == plain ]] || die "--mode $mode: want transactional or plain"
-  export ACTORFLOW_MODE="$mode"
+  [[ "$brokers" == 1 || "$brokers" == 3 ]] || die "--brokers $brokers: want 1 or 3"
+  export ACTORFLOW_MODE="$mode" ACTORFLOW_BROKER_COUNT="$brokers"
   local t0; t0=$(now)
   need_tools
   engine
@@ -262,10 +322,13 @@ cmd_up() {
   log "compose: ${COMPOSE_CMD[*]} ($("${COMPOSE_CMD[@]}" version --short 2>/dev/null || echo '?'))"
   build_demo_image
 
-  local running running_image
-  running="$(running_mode)" running_image="$(running_kafka_image)"
+  local running running_image running_brokers
+  running="$(running_mode)" running_image="$(running_kafka_image)" running_brokers="$(running_brokers)"
   if [[ -n "$running" && ($fresh == 1 || "$running" != "$mode") ]]; then
     log "removing the running cluster (it runs in mode $running; wanted $mode$( ((fresh)) && echo ", --fresh"))"
+    remove_project
+  elif [[ -n "$running_brokers" && "$running_brokers" != "$brokers" ]]; then
+    log "removing the running cluster (it has $running_brokers broker(s); wanted $brokers)"
     remove_project
   elif [[ -n "$running_image" && "$running_image" != "$KAFKA_IMAGE" ]]; then
     # compose would keep the old broker (up --no-recreate below): a version switch needs a fresh one.
@@ -281,9 +344,10 @@ cmd_up() {
   # Workers and producer are recreated only when the demo image changed.
   local recreate=--no-recreate
   ((IMAGE_CHANGED)) && recreate=--force-recreate
-  compose up -d --no-recreate kafka >&2
-  wait_broker 120
-  log "broker up $(since "$t3")s after compose up"
+  # shellcheck disable=SC2046 # word list on purpose
+  compose up -d --no-recreate $(broker_services) >&2
+  wait_broker "${ACTORFLOW_BROKER_TIMEOUT:-$((brokers == 3 ? 240 : 120))}"
+  log "$(broker_services | wc -w) broker(s) up $(since "$t3")s after compose up (bootstrap $(bootstrap))"
   compose up -d --no-deps "$recreate" worker1 worker2 worker3 >&2
   log "waiting for worker1..3 to join the group (broker start, topic creation)"
   wait_ready "${ACTORFLOW_READY_TIMEOUT:-240}" worker1 worker2 worker3 || die "cluster not ready"
@@ -296,7 +360,7 @@ cmd_up() {
     sleep 0.5
   done
   ((n > 0)) || { compose logs --tail=30 producer >&2 || true; die "no event folded 60s after the producer started"; }
-  log "events flowing ($n folded); cluster up in $(since "$t0")s (mode $mode)"
+  log "events flowing ($n folded); cluster up in $(since "$t0")s (mode $mode, $brokers broker(s))"
   cmd_status
 }
 
@@ -304,8 +368,8 @@ remove_project() {
   # Producer and workers first, while the broker still answers: a worker's clean stop flushes and
   # commits (seconds); with the broker stopping at the same time it would wait out the 30 s grace.
   # All profiles, so that worker4/worker5 and a verifier left by `run` go too.
-  COMPOSE_PROFILES=scale,verify compose stop -t 30 producer worker1 worker2 worker3 worker4 worker5 >&2 || true
-  COMPOSE_PROFILES=scale,verify compose down -v --remove-orphans -t 30 >&2 || true
+  COMPOSE_PROFILES=scale,verify compose_all stop -t 30 producer worker1 worker2 worker3 worker4 worker5 >&2 || true
+  COMPOSE_PROFILES=scale,verify compose_all down -v --remove-orphans -t 30 >&2 || true
   # Whatever compose left (a container of an older compose file, a `run` one-off): only this project's.
   local ids; ids="$(project_containers)"
   if [[ -n "$ids" ]]; then
@@ -339,6 +403,7 @@ cmd_down() {
 }
 
 cmd_status() {
+  echo "brokers: $(broker_count) ($(broker_services | tr ' ' ',')), bootstrap from the host $(bootstrap)"
   dk ps -a --filter "label=com.docker.compose.project=$PROJECT" \
     --format 'table {{.Names}}\t{{.Status}}\t{{.Ports}}' || true
   local w port st
@@ -365,7 +430,11 @@ main() {
       echo "export DOCKER_HOST=${DOCKER_HOST:-}"
       [[ -n "${CONTAINERS_CONF:-}" ]] && echo "export CONTAINERS_CONF=$CONTAINERS_CONF"
       echo "export COMPOSE_PROJECT_NAME=$PROJECT"
-      echo "export COMPOSE_FILE=$COMPOSE_YML"
+      # COMPOSE_FILE takes a ':'-separated list (compose 1.29 and v2).
+      echo "export COMPOSE_FILE=$(compose_files | paste -sd:)"
+      echo "export ACTORFLOW_BROKER_COUNT=$(broker_count)"
+      # The brokers' EXTERNAL listeners, for clients on the host (kcat -b, kcluster -brokers, go test).
+      echo "export ACTORFLOW_BOOTSTRAP=$(bootstrap)"
       echo "export KAFKA_IMAGE=${KAFKA_IMAGE:-}"
       echo "export DEMO_IMAGE=$DEMO_IMAGE"
       echo "# compose: ${COMPOSE_CMD[*]}"
@@ -373,7 +442,7 @@ main() {
     compose) load_state; engine_env; pick_compose; compose "$@" ;;
     # --no-deps: compose v2 over podman would otherwise recreate the broker (see cmd_up).
     verify) load_state; engine_env; pick_compose; compose run --rm -T --no-deps verifier ;;
-    *) echo "usage: $0 up [--mode transactional|plain] [--fresh] | down | status | env | compose ARGS... | verify" >&2; exit 2 ;;
+    *) echo "usage: $0 up [--mode transactional|plain] [--brokers 1|3] [--fresh] | down | status | env | compose ARGS... | verify" >&2; exit 2 ;;
   esac
 }
 
