@@ -126,6 +126,13 @@ chaos-cluster-short:
 	ACTORFLOW_ITEST_CLUSTER=1 ACTORFLOW_CLUSTER_SYSTEMS=actorflow ACTORFLOW_CLUSTER_WARMUP=10s ACTORFLOW_CLUSTER_SETTLE=20s \
 		$(GO) test -count=1 -v -timeout 30m -run TestClusterNodeKills ./itest/cluster/
 
+## bench-cluster: performance on the 3-node loopback cluster (acks=all across three replicas, topics RF 3):
+## the E2E drain (raw pipe, plain, transactional) and Experiment L (output latency, the GroupTransactSession
+## reference beside), scripts/bench-cluster.sh (~10 min). E2E_ARGS / LAT_ARGS add cmd/bench flags.
+.PHONY: bench-cluster
+bench-cluster:
+	E2E_ARGS="$(E2E_ARGS)" LAT_ARGS="$(LAT_ARGS)" scripts/bench-cluster.sh
+
 ## cluster3-test: issue 16's node kills on a 3-node KRaft cluster on loopback (scripts/kafka-cluster.sh:
 ## Java 17 and the cached Maven jars, no container engine; ~10 min). KAFKA_VERSION=4.1.2 for the older broker;
 ## ACTORFLOW_CLUSTER_* knobs in itest/cluster. Not part of `make test`.
