@@ -31,8 +31,9 @@ const DefaultTimeout = 10 * time.Second
 var DefaultStart = time.Date(2026, time.January, 1, 0, 0, 0, 0, time.UTC)
 
 // maxFirings bounds the timers one call fires: a timer that sets itself
-// again at or before the clock's time would fire for ever.
-const maxFirings = 100_000
+// again at or before the clock's time would fire for ever. A variable for
+// tests.
+var maxFirings = 100_000
 
 // ErrPartitionFailed is matched (errors.Is) by the error of a call whose
 // record or timer failed its partition — a fold or timer error under the
@@ -355,12 +356,25 @@ func (d *Driver[S]) Advance(dur time.Duration) error {
 // from its persisted snapshots, as a worker's recovery does. A key is
 // loaded again (its snapshot decoded by the codec, its timers re-armed,
 // WithOnLoad run) at its next record, or when its earliest persisted timer
-// is due: Restart itself loads the keys whose timers fell due, and fires
-// those, in due-time order. A failed partition stays failed. The error
-// joins those of partitions that failed while loading.
-func (d *Driver[S]) Restart() error {
+// is due, which Advance fires as it fires the others. A failed partition
+// stays failed. Restart is RestartAfter(0).
+func (d *Driver[S]) Restart() error { return d.RestartAfter(0) }
+
+// RestartAfter is Restart with the partitions down for `down`: the clock
+// moves on by down while no key is loaded and no timer fires, then each
+// key whose persisted timers fell due meanwhile is loaded and fires them
+// at once, late, with Context.Now at the restart's time — as on a worker,
+// where a timer due while its partition was away fires on load, once.
+// Such keys are loaded in the order of their earliest timer, and each
+// fires its overdue timers in due order. The error joins those of the
+// partitions that failed while loading (each matching
+// ErrPartitionFailed). down < 0 is an error.
+func (d *Driver[S]) RestartAfter(down time.Duration) error {
 	if d.closed {
 		return ErrClosed
+	}
+	if down < 0 {
+		return fmt.Errorf("keyflowtest: RestartAfter(%s): the clock does not go back", down)
 	}
 	for _, p := range d.parts {
 		if p.failed != nil {
@@ -383,6 +397,7 @@ func (d *Driver[S]) Restart() error {
 			}
 		}
 	}
+	d.clock.set(d.clock.Now().Add(down))
 	return d.fireDue(d.clock.Now())
 }
 
