@@ -7,9 +7,10 @@
 // produced: each key's state (State, decoded with the flow's codec), its
 // pending timers (Timer), the outputs (Outputs), the dead letters with their
 // KIP-1034 headers (DeadLetters), the skipped calls (Skipped) and a
-// partition's failure (ErrPartitionFailed). Restart stops every key and
-// reloads it from its snapshot, re-arming its persisted timers, to test
-// durable timers and WithOnLoad.
+// partition's failure (ErrPartitionFailed). Restart (and RestartAfter, with
+// the partitions down for a while) stops every key and reloads it from its
+// snapshot, re-arming its persisted timers, to test durable timers and
+// WithOnLoad.
 //
 // The records go through the flow's real key actors (the runtime's fold,
 // undo, timer, load-hook, codec and policy code, as in the transactional

@@ -560,3 +560,49 @@ func TestClosedDriver(t *testing.T) {
 		t.Errorf("State after Close: %+v %v", s, ok)
 	}
 }
+
+// brokenCodec cannot decode what it encoded once broken is set.
+type brokenCodec struct{ broken *atomic.Bool }
+
+func (c brokenCodec) Encode(s *tally) ([]byte, error) { return json.Marshal(s) }
+
+func (c brokenCodec) Decode(b []byte) (*tally, error) {
+	if c.broken.Load() {
+		return nil, errors.New("codec broken")
+	}
+	var s tally
+	return &s, json.Unmarshal(b, &s)
+}
+
+func TestTimerErrorAndUndecodableSnapshotFailTheirPartition(t *testing.T) {
+	var broken atomic.Bool
+	errTimer := errors.New("timer refused")
+	flow := keyflow.New(func(kc *keyflow.Context, s *tally, rec *kgo.Record) (*tally, error) {
+		if s == nil {
+			s = &tally{}
+		}
+		s.Sum++
+		return s, kc.SetTimer(string(rec.Value), kc.Now().Add(time.Minute))
+	}, keyflow.WithCodec[tally](brokenCodec{&broken}), keyflow.WithTimers(func(kc *keyflow.Context, s *tally, name string) (*tally, error) {
+		if name == "bad" {
+			return s, errTimer
+		}
+		return s, nil
+	}))
+	d := newDriver(t, flow, keyflowtest.WithPartitions(2))
+	must(t, d.PipeRecord(&kgo.Record{Key: []byte("a"), Value: []byte("bad"), Partition: 0}))
+	must(t, d.PipeRecord(&kgo.Record{Key: []byte("b"), Value: []byte("ok"), Partition: 1}))
+	err := d.Advance(time.Minute)
+	if !errors.Is(err, keyflowtest.ErrPartitionFailed) || !errors.Is(err, errTimer) || !strings.Contains(err.Error(), `input[0] key "a": timer "bad"`) {
+		t.Fatalf("failing timer under Fail: %v", err)
+	}
+	if d.Err(1) != nil {
+		t.Fatalf("partition 1 failed too: %v", d.Err(1))
+	}
+	broken.Store(true)
+	must(t, d.Restart())
+	err = d.PipeRecord(&kgo.Record{Key: []byte("b"), Value: []byte("ok"), Partition: 1})
+	if !errors.Is(err, keyflowtest.ErrPartitionFailed) || !strings.Contains(err.Error(), `input[1] key "b": decode snapshot`) {
+		t.Fatalf("undecodable snapshot at load: %v", err)
+	}
+}
