@@ -13,6 +13,8 @@ import (
 	"github.com/actorflow/actorflow/keyflow"
 	"github.com/actorflow/actorflow/keyflowtest"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // tally is a state mutated in place by its folds: the records it saw.
@@ -604,5 +606,25 @@ func TestTimerErrorAndUndecodableSnapshotFailTheirPartition(t *testing.T) {
 	err = d.PipeRecord(&kgo.Record{Key: []byte("b"), Value: []byte("ok"), Partition: 1})
 	if !errors.Is(err, keyflowtest.ErrPartitionFailed) || !strings.Contains(err.Error(), `input[1] key "b": decode snapshot`) {
 		t.Fatalf("undecodable snapshot at load: %v", err)
+	}
+}
+
+func TestWithLoggerReceivesTheFlowsAndTheRuntimesEntries(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	flow := sumFlow(keyflow.WithFoldErrorPolicy(keyflow.Skip))
+	logged := keyflow.New(func(kc *keyflow.Context, s *tally, rec *kgo.Record) (*tally, error) {
+		kc.Logger().Info("folding")
+		return s, nil
+	})
+	d := newDriver(t, flow, keyflowtest.WithLogger(zap.New(core)))
+	must(t, d.Pipe("a", "101")) // skipped: the key actor logs it at warn
+	d2 := newDriver(t, logged, keyflowtest.WithLogger(zap.New(core)))
+	must(t, d2.Pipe("b", "1"))
+	var got []string
+	for _, e := range logs.All() {
+		got = append(got, fmt.Sprintf("%s %s %v", e.Level, e.Message, e.ContextMap()["key"]))
+	}
+	if len(got) != 2 || !strings.HasPrefix(got[0], "warn fold failed; skipped") || got[1] != "info folding b" {
+		t.Errorf("logged %q", got)
 	}
 }
