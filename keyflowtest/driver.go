@@ -249,7 +249,9 @@ func (d *Driver[S]) Close() {
 }
 
 // Now returns the driver's clock: WithStart's time (default DefaultStart)
-// plus every Advance.
+// plus every Advance and RestartAfter's downtime. While a timer runs,
+// Context.Now is its due time (or, for a timer that fell due while its key
+// was away, the time it fires at).
 func (d *Driver[S]) Now() time.Time { return d.clock.Now() }
 
 // Topic returns the input topic (WithTopic).
