@@ -105,8 +105,9 @@ func WithLogger(l *zap.Logger) Option {
 
 // WithTimeout bounds each wait of the driver for a key actor to finish a
 // record, a timer or a load: a fold that blocks makes the call return an
-// error naming the key instead of hanging the test. Default DefaultTimeout
-// (10 s); d <= 0 keeps the default.
+// error naming the key instead of hanging the test (unblock it before
+// Close, which waits up to 10 s per partition for its actors to stop).
+// Default DefaultTimeout (10 s); d <= 0 keeps the default.
 func WithTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d > 0 {

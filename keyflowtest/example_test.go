@@ -82,3 +82,23 @@ func Example() {
 	// sessions-closed bob {"user":"bob","events":1}
 	// ann has state: false
 }
+
+// ExampleDriver_RestartAfter tests that the inactivity timer is durable: the
+// partitions go down for an hour, past the timer's due time, and the timer
+// fires once when its key is loaded again from its snapshot.
+func ExampleDriver_RestartAfter() {
+	d := keyflowtest.New(inactivity())
+	defer d.Close()
+
+	if err := d.Pipe("ann", "click"); err != nil {
+		panic(err)
+	}
+	if err := d.RestartAfter(time.Hour); err != nil { // ann's timer was due at 30m
+		panic(err)
+	}
+	for _, o := range d.Outputs() {
+		fmt.Printf("%s at %s\n", o.Value, o.Timestamp.Sub(keyflowtest.DefaultStart))
+	}
+	// Output:
+	// {"user":"ann","events":1} at 1h0m0s
+}
