@@ -512,6 +512,7 @@ func TestRestartAfterFiresTimersThatFellDueOnLoad(t *testing.T) {
 	must(t, d.Pipe("j", "t1@2m"))
 	must(t, d.Pipe("k", "t2@1m"))
 	must(t, d.Pipe("m", "t1@1h"))
+	must(t, d.Pipe("k", "t3@2h")) // not due at the restart: re-armed, fired at 2h
 	// Down 5 minutes: no timer fires meanwhile; at the restart, k (earliest
 	// 1m) loads first and fires both its timers in due order, then j.
 	must(t, d.RestartAfter(5*time.Minute))
@@ -523,8 +524,8 @@ func TestRestartAfterFiresTimersThatFellDueOnLoad(t *testing.T) {
 		t.Error("k's t1 still persisted after it fired")
 	}
 	must(t, d.Restart()) // fired once: not again
-	must(t, d.Advance(time.Hour))
-	want = append(want, fired{"m", "t1", time.Hour})
+	must(t, d.Advance(2*time.Hour))
+	want = append(want, fired{"m", "t1", time.Hour}, fired{"k", "t3", 2 * time.Hour})
 	if fmt.Sprint(log) != fmt.Sprint(want) {
 		t.Fatalf("fired %v, want %v", log, want)
 	}
