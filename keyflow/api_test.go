@@ -17,7 +17,7 @@ import (
 func TestExportedAPIIsTheUsersOnly(t *testing.T) {
 	want := []string{
 		"Codec", "Codec.Decode", "Codec.Encode", "Context", "Context.CancelTimer", "Context.Emit", "Context.Key",
-		"Context.Logger", "Context.Partition", "Context.Record", "Context.SetTimer", "Context.Timer", "Context.Topic",
+		"Context.Logger", "Context.Now", "Context.Partition", "Context.Record", "Context.SetTimer", "Context.Timer", "Context.Topic",
 		"DeadLetter", "DeadLetterKind", "DeadLetterRecord", "DecodeJSON", "Decoder", "DefaultDeadLetterTopic",
 		"DefaultOutputTimeout", "ErrNoOutput", "ErrNoTimerHandler", "ErrOutputTimeout", "ErrUndecodable", "Fail",
 		"Flow", "FoldFunc", "Handler", "HeaderErrorException", "HeaderErrorMessage", "HeaderErrorOffset",

@@ -42,9 +42,16 @@ func (c *Context) Record() *kgo.Record { return c.k.Record() }
 // Logger returns the partition's logger with the key attached.
 func (c *Context) Logger() *zap.Logger { return c.k.Logger().With(zap.String("key", c.k.Key())) }
 
-// SetTimer schedules the processing-time timer name to fire at `at` (now if
-// in the past; kept at millisecond precision, rounded up), replacing a timer of the
-// same name. It fires on the key's actor through the flow's TimerFunc. The
+// Now returns the processing time timers run on: the wall clock
+// (time.Now) under a worker, the driver's clock under package keyflowtest,
+// which advances it by hand. Compute timers' due times from it —
+// kc.SetTimer("idle", kc.Now().Add(gap)) — so that a flow's timers can be
+// tested without waiting.
+func (c *Context) Now() time.Time { return c.k.Now() }
+
+// SetTimer schedules the processing-time timer name to fire at `at` (on
+// the clock of Now; now if in the past; kept at millisecond precision,
+// rounded up), replacing a timer of the same name. It fires on the key's actor through the flow's TimerFunc. The
 // timer is set when the fold (or timer) calling SetTimer returns without
 // error: a failing or skipped call sets none. Fails with ErrNoTimerHandler
 // without WithTimers.

@@ -24,8 +24,10 @@ func ExampleWithTimers() {
 				s = &Session{}
 			}
 			s.Clicks++
-			// Replaces the previous timer of the same name.
-			return s, kc.SetTimer("idle", time.Now().Add(30*time.Minute))
+			// Replaces the previous timer of the same name. kc.Now() is
+			// time.Now() under a worker, the test driver's clock under
+			// keyflowtest.
+			return s, kc.SetTimer("idle", kc.Now().Add(30*time.Minute))
 		},
 		keyflow.WithTimers(func(kc *keyflow.Context, s *Session, name string) (*Session, error) {
 			if err := kc.Emit(&kgo.Record{Key: []byte(kc.Key()), Value: []byte("closed")}); err != nil {

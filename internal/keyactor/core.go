@@ -22,6 +22,14 @@ func (k *Core) Partition() int32 { return k.env.Partition }
 // Logger returns the partition's logger.
 func (k *Core) Logger() *zap.Logger { return k.env.Logger }
 
+// Now returns the processing time: the wall clock, or Env.Clock's.
+func (k *Core) Now() time.Time {
+	if c := k.env.Clock; c != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
+
 // Record returns the input record of the fold in progress (nil in a timer
 // or the load hook).
 func (k *Core) Record() *kgo.Record { return k.rec }

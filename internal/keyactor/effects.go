@@ -140,6 +140,9 @@ func (a *keyActor[S]) callFailed(ctx actor.Context, err error, what string) {
 		return
 	}
 	a.skipped++
+	if a.env.OnSkip != nil {
+		a.env.OnSkip(a.key, err)
+	}
 	a.env.Logger.Warn(what+" failed; skipped with no effect (policy "+pol.String()+")", zap.Error(err), zap.Int("outputs_dropped", a.droppedOutputs))
 }
 
@@ -166,7 +169,7 @@ func (a *keyActor[S]) recordFailed(ctx actor.Context, rec *kgo.Record, err error
 // (transactional mode: with the dead letter in its transaction) or the
 // dead letter's acknowledgement (plain mode) is persisted.
 func (k *Core) deadLetter(ctx actor.Context, rec *kgo.Record, kind Kind, err error) {
-	dl := k.cfg.DeadLetterRecord(k.cfg.deadLetterTopic(k.env.Topic), rec, kind, err, time.Now())
+	dl := k.cfg.DeadLetterRecord(k.cfg.deadLetterTopic(k.env.Topic), rec, kind, err, k.Now())
 	k.deadLettered++
 	if k.env.TxnOutputs {
 		k.outbox = append(k.outbox, dl) // the key's next write carries it

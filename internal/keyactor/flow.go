@@ -177,6 +177,25 @@ type Env struct {
 	// Processed releases n delivered records of the partition's in-flight
 	// budget (backpressure). Called from key actors: goroutine-safe.
 	Processed func(n int)
+	// Clock is the key actors' processing time (timers, Context.Now, dead
+	// letters' time); nil: the wall clock (a worker). Package keyflowtest
+	// sets a fake one.
+	Clock Clock
+	// OnSkip, when set, is called on the key's actor with the error of
+	// each call skipped under Skip (or DeadLetter, for a timer or a load
+	// hook, which have no record): package keyflowtest reports them.
+	OnSkip func(key string, err error)
+}
+
+// Clock is a source of processing time for key actors (Env.Clock).
+type Clock interface {
+	// Now returns the current processing time.
+	Now() time.Time
+	// AfterFunc arranges for f to be called once, at or after `at`, for
+	// a timer of key, and returns the function that cancels it (false when
+	// f was already called or cancelled). Called on key's actor; f may be
+	// called from any goroutine.
+	AfterFunc(key string, at time.Time, f func()) (stop func() bool)
 }
 
 // NewKeyActor implements Handler.

@@ -71,11 +71,11 @@ type Core struct {
 	failed      error
 }
 
-// keyTimer is one pending timer; t is nil for an overdue one.
+// keyTimer is one pending timer; stop is nil for an overdue one.
 type keyTimer struct {
 	name string
 	at   time.Time
-	t    *time.Timer
+	stop func() bool
 }
 
 type (
@@ -176,8 +176,8 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 		a.started(ctx)
 	case *actor.Stopping:
 		for _, t := range a.timers {
-			if t.t != nil {
-				t.t.Stop()
+			if t.stop != nil {
+				t.stop()
 			}
 		}
 	}
@@ -228,7 +228,7 @@ func (a *keyActor[S]) started(ctx actor.Context) {
 // restoreTimers re-arms a loaded snapshot's timers; those already due are
 // kept for fireOverdue.
 func (k *Core) restoreTimers(ts []snapshotstore.Timer) {
-	now := time.Now()
+	now := k.Now()
 	for _, t := range ts {
 		if t.At.After(now) {
 			k.setTimer(t.Name, t.At)
@@ -526,14 +526,19 @@ func (k *Core) setTimer(name string, at time.Time) {
 	}
 	t := &keyTimer{name: name, at: at}
 	self, sys := k.self, k.env.System
-	t.t = time.AfterFunc(max(time.Until(at), 0), func() { sys.Root.Send(self, &timerFired{name: name, t: t}) })
+	fire := func() { sys.Root.Send(self, &timerFired{name: name, t: t}) }
+	if c := k.env.Clock; c != nil {
+		t.stop = c.AfterFunc(k.key, at, fire)
+	} else {
+		t.stop = time.AfterFunc(max(time.Until(at), 0), fire).Stop
+	}
 	k.timers[name] = t
 }
 
 func (k *Core) cancelTimer(name string) {
 	if t, ok := k.timers[name]; ok {
-		if t.t != nil {
-			t.t.Stop()
+		if t.stop != nil {
+			t.stop()
 		}
 		delete(k.timers, name)
 	}
@@ -559,7 +564,7 @@ func (k *Core) timerList() []snapshotstore.Timer {
 
 // timersDueWithin reports a pending timer due within d.
 func (k *Core) timersDueWithin(d time.Duration) bool {
-	limit := time.Now().Add(d)
+	limit := k.Now().Add(d)
 	for _, t := range k.timers {
 		if t.at.Before(limit) {
 			return true
