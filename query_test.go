@@ -355,3 +355,39 @@ func TestWaitCaughtUp(t *testing.T) {
 		t.Error("WaitCaughtUp with an ended context: no error")
 	}
 }
+
+// A transactionally written input ends with a commit marker, which the
+// consumer counts as consumed: the committed offset reaches the log end,
+// the lag 0, and WaitCaughtUp returns (it hung one short of the marker).
+func TestWaitCaughtUpOnATransactionalInput(t *testing.T) {
+	e := newQueryEnv(t, 2)
+	txp := testkit.Client(t, e.brokers, kgo.DefaultProduceTopic(e.input), kgo.TransactionalID(testkit.Name(t, "txp")))
+	ctx := ctxFor(t, 30*time.Second)
+	for round := range 3 {
+		if err := txp.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{"p", "q", "r"} {
+			if err := txp.ProduceSync(ctx, &kgo.Record{Key: []byte(k), Value: []byte(strconv.Itoa(round))}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := txp.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, _ := e.start(t, countFlow())
+	if err := w.WaitCaughtUp(ctxFor(t, 20*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range w.Status(context.Background()).Partitions {
+		if p.Lag != 0 || p.Committed != p.HighWatermark {
+			t.Errorf("%s[%d]: committed %d, high watermark %d, lag %d; want the log end, lag 0", p.Topic, p.Partition, p.Committed, p.HighWatermark, p.Lag)
+		}
+	}
+	for _, k := range []string{"p", "q", "r"} {
+		if s, _, err := actorflow.Get[Count](ctxFor(t, 5*time.Second), w, k); err != nil || s.N != 3 {
+			t.Errorf("Get(%q): %+v, %v; want 3 (markers are not folded)", k, s, err)
+		}
+	}
+}

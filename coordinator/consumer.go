@@ -202,6 +202,11 @@ func New(cfg Config, h Handler) (*Consumer, error) {
 		kgo.ConsumerGroup(cfg.Group),
 		kgo.ConsumeTopics(cfg.Topic),
 		kgo.DisableAutoCommit(),
+		// Control records (transaction markers) are delivered so that the
+		// partition counts them consumed: a transactionally written input's
+		// committed offset then reaches its log end (past the last commit
+		// marker) and its lag reaches 0 (actorflow.Worker.WaitCaughtUp).
+		kgo.KeepControlRecords(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.RebalanceTimeout(cfg.RebalanceTimeout),
 		// Kafka's own fetch.max.wait.ms default (kgo's is 5 s): a partition

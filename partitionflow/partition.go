@@ -85,8 +85,8 @@ type Status struct {
 	Skipped     int64  `json:"skipped_records"`
 	// HighWatermark is the input partition's high watermark as of the
 	// consumer's latest fetch, Lag = HighWatermark − Committed (filled by the
-	// worker; on a transactionally written input the last commit marker can
-	// leave a lag of 1).
+	// worker; transaction markers count as consumed, so a caught-up
+	// partition shows 0 on a transactionally written input too).
 	HighWatermark int64 `json:"high_watermark"`
 	Lag           int64 `json:"lag"`
 	// Outputs counts the outputs committed in this partition's

@@ -88,6 +88,12 @@ func (p *partition) records(ctx actor.Context, recs []*kgo.Record) {
 	for _, r := range recs {
 		k := string(r.Key)
 		switch {
+		case r.Attrs.IsControl():
+			// A transaction marker (the consumer keeps them): consumed, so
+			// the committable offset passes it; never folded.
+			p.tracker.Consumed(r.Offset)
+			p.cfg.OnProcessed(1)
+			continue
 		case r.Key == nil && p.cfg.Handler.NilKeyPolicy() == keyactor.DeadLetter:
 			// The reserved key's actor dead-letters it: its snapshot (a
 			// tombstone carrying the offset) goes with the dead letter, so
