@@ -347,7 +347,15 @@ func (c *Consumer) Run(ctx context.Context) error {
 			if !owned {
 				return // revoked, failed or restarted while the fetch was buffered
 			}
-			c.fc.Add(tp, len(fp.Records), func() {
+			// Transaction markers (KeepControlRecords) are not in flight:
+			// the partition counts them consumed without releasing budget.
+			n := 0
+			for _, r := range fp.Records {
+				if !r.Attrs.IsControl() {
+					n++
+				}
+			}
+			c.fc.Add(tp, n, func() {
 				c.cl.PauseFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}})
 			})
 			c.h.Deliver(tp, fp.Records)

@@ -90,9 +90,9 @@ func (p *partition) records(ctx actor.Context, recs []*kgo.Record) {
 		switch {
 		case r.Attrs.IsControl():
 			// A transaction marker (the consumer keeps them): consumed, so
-			// the committable offset passes it; never folded.
+			// the committable offset passes it; never folded, and not in
+			// the in-flight budget (the consumer does not count it).
 			p.tracker.Consumed(r.Offset)
-			p.cfg.OnProcessed(1)
 			continue
 		case r.Key == nil && p.cfg.Handler.NilKeyPolicy() == keyactor.DeadLetter:
 			// The reserved key's actor dead-letters it: its snapshot (a
