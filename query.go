@@ -83,9 +83,9 @@ type QueryInfo struct {
 	// partition replays from there.
 	Committed int64 `json:"committed_offset"`
 	// HighWatermark is the input partition's high watermark as of this
-	// worker's latest fetch (0 before it): records below it that are not
-	// folded yet (Offset < HighWatermark-1) are the state's lag behind the
-	// input.
+	// worker's latest fetch that returned records (0 before one: a
+	// partition taken over with nothing left to fetch shows 0). Records
+	// between Offset and it may be the key's, not folded yet.
 	HighWatermark int64 `json:"high_watermark"`
 }
 
