@@ -12,7 +12,9 @@ import (
 	"github.com/actorflow/actorflow/coordinator"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // The errors of Get. ErrUnavailable is retryable; ErrNotOwner is matched by
@@ -202,19 +204,7 @@ func (w *Worker) notOwned(ctx context.Context, key string, tp coordinator.TopicP
 func (w *Worker) owner(ctx context.Context, tp coordinator.TopicPartition) (Member, bool, error) {
 	adm := kadm.NewClient(w.cons.Client())
 	if w.cfg.protocol == coordinator.ConsumerProtocol {
-		gs, err := adm.DescribeConsumerGroups(ctx, w.cfg.group)
-		if err == nil {
-			err = gs.Error()
-		}
-		if err != nil {
-			return Member{}, false, err
-		}
-		for _, m := range gs[w.cfg.group].Members {
-			if _, ok := m.Assignment[tp.Topic][tp.Partition]; ok {
-				return Member{MemberID: m.MemberID, InstanceID: deref(m.InstanceID), ClientID: m.ClientID, Host: m.ClientHost}, true, nil
-			}
-		}
-		return Member{}, false, nil
+		return w.consumerGroupOwner(ctx, adm, tp)
 	}
 	gs, err := adm.DescribeGroups(ctx, w.cfg.group)
 	if err == nil {
@@ -231,6 +221,36 @@ func (w *Worker) owner(ctx context.Context, tp coordinator.TopicPartition) (Memb
 		for _, t := range a.Topics {
 			if t.Topic == tp.Topic && slices.Contains(t.Partitions, tp.Partition) {
 				return Member{MemberID: m.MemberID, InstanceID: deref(m.InstanceID), ClientID: m.ClientID, Host: m.ClientHost}, true, nil
+			}
+		}
+	}
+	return Member{}, false, nil
+}
+
+// consumerGroupOwner reads tp's owner from ConsumerGroupDescribe (KIP-848),
+// raw: an assignment may name its topic by id only (kfake does; kadm's
+// DescribeConsumerGroups reads names only).
+func (w *Worker) consumerGroupOwner(ctx context.Context, adm *kadm.Client, tp coordinator.TopicPartition) (Member, bool, error) {
+	topics, err := adm.ListTopics(ctx, tp.Topic)
+	if err != nil {
+		return Member{}, false, err
+	}
+	id := topics[tp.Topic].ID
+	req := kmsg.NewPtrConsumerGroupDescribeRequest()
+	req.Groups = []string{w.cfg.group}
+	resp, err := req.RequestWith(ctx, w.cons.Client())
+	if err != nil {
+		return Member{}, false, err
+	}
+	for _, g := range resp.Groups {
+		if err := kerr.ErrorForCode(g.ErrorCode); err != nil {
+			return Member{}, false, err
+		}
+		for _, m := range g.Members {
+			for _, t := range m.Assignment.TopicPartitions {
+				if (t.Topic == tp.Topic || t.TopicID == id && id != [16]byte{}) && slices.Contains(t.Partitions, tp.Partition) {
+					return Member{MemberID: m.MemberID, InstanceID: deref(m.InstanceID), ClientID: m.ClientID, Host: m.ClientHost}, true, nil
+				}
 			}
 		}
 	}

@@ -9,10 +9,12 @@ import (
 	"time"
 
 	"github.com/actorflow/actorflow"
+	"github.com/actorflow/actorflow/coordinator"
 	"github.com/actorflow/actorflow/internal/testkit"
 	"github.com/actorflow/actorflow/keyflow"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -35,9 +37,9 @@ type queryEnv struct {
 	partitionOfKey map[string]int32 // where the default producer put each key
 }
 
-func newQueryEnv(t *testing.T, partitions int32) *queryEnv {
+func newQueryEnv(t *testing.T, partitions int32, opts ...kfake.Opt) *queryEnv {
 	t.Helper()
-	_, brokers := testkit.Kfake(t)
+	_, brokers := testkit.Kfake(t, opts...)
 	e := &queryEnv{brokers: brokers, input: testkit.Name(t, "in"), snaps: testkit.Name(t, "snap"), group: testkit.Name(t, "g"),
 		partitionOfKey: map[string]int32{}}
 	testkit.CreateTopics(t, brokers, e.input, e.snaps, partitions)
@@ -182,14 +184,22 @@ func TestGetStalenessAndUnloadedKey(t *testing.T) {
 // rebalance, and every error meanwhile is retryable (ErrUnavailable) or
 // ErrNotOwner, never a wrong state.
 func TestGetNotOwnerAndRebalance(t *testing.T) {
-	e := newQueryEnv(t, 4)
+	for _, p := range []coordinator.Protocol{coordinator.Cooperative, coordinator.ConsumerProtocol} {
+		t.Run(p.String(), func(t *testing.T) { testGetNotOwnerAndRebalance(t, p) })
+	}
+}
+
+func testGetNotOwnerAndRebalance(t *testing.T, protocol coordinator.Protocol) {
+	// The owner is read with DescribeGroups (classic) or ConsumerGroupDescribe
+	// (KIP-848; a short heartbeat only speeds its assignment up).
+	e := newQueryEnv(t, 4, kfake.BrokerConfigs(map[string]string{"group.consumer.heartbeat.interval.ms": "500"}))
 	var keys []string
 	for i := range 40 {
 		keys = append(keys, "k"+strconv.Itoa(i))
 	}
 	e.produce(t, 2, keys...)
-	a, _ := e.start(t, countFlow(), actorflow.WithClientOpts(kgo.ClientID("worker-a")))
-	b, stopB := e.start(t, countFlow(), actorflow.WithClientOpts(kgo.ClientID("worker-b")))
+	a, _ := e.start(t, countFlow(), actorflow.WithProtocol(protocol), actorflow.WithClientOpts(kgo.ClientID("worker-a")))
+	b, stopB := e.start(t, countFlow(), actorflow.WithProtocol(protocol), actorflow.WithClientOpts(kgo.ClientID("worker-b")))
 	// Both own partitions: the assignment has settled.
 	testkit.Eventually(t, 60*time.Second, "both workers own and run partitions", func() (bool, string) {
 		sa, sb := a.Status(context.Background()), b.Status(context.Background())
