@@ -2,10 +2,15 @@ package actorflow
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sort"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/actorflow/actorflow/coordinator"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 )
@@ -26,6 +31,10 @@ type Health struct {
 	// failed partitions waiting to start again.
 	Recovering []string          `json:"recovering,omitempty"`
 	Failed     []FailedPartition `json:"failed,omitempty"`
+	// Starting lists partitions assigned to this member whose actors are
+	// not running yet (the takeover fence and the committed offset are
+	// being read), nor failed.
+	Starting []string `json:"starting,omitempty"`
 }
 
 // Live reports whether the process should be left running: Run is in
@@ -39,9 +48,9 @@ func (h Health) Live() bool {
 
 // Ready reports whether the worker is processing everything it owns: it
 // runs, reaches its brokers, is a member of its group, and no owned
-// partition is recovering or failed.
+// partition is starting, recovering or failed.
 func (h Health) Ready() bool {
-	return h.Running && h.BrokersReachable && h.Joined && len(h.Recovering) == 0 && len(h.Failed) == 0
+	return h.Running && h.BrokersReachable && h.Joined && len(h.Recovering) == 0 && len(h.Failed) == 0 && len(h.Starting) == 0
 }
 
 // probe tracks whether the cluster answers.
@@ -130,5 +139,100 @@ func (w *Worker) Health(ctx context.Context) Health {
 		}
 	}
 	h.Failed = st.Failed
+	running := map[coordinator.TopicPartition]bool{}
+	for _, p := range st.Partitions {
+		running[coordinator.TopicPartition{Topic: p.Topic, Partition: p.Partition}] = true
+	}
+	for _, f := range st.Failed {
+		running[coordinator.TopicPartition{Topic: f.Topic, Partition: f.Partition}] = true
+	}
+	for _, tp := range w.cons.Owned() {
+		if !running[tp] {
+			h.Starting = append(h.Starting, tp.Topic+"["+strconv.Itoa(int(tp.Partition))+"]")
+		}
+	}
+	sort.Strings(h.Starting)
 	return h
+}
+
+// readyPoll is how often WaitReady and WaitCaughtUp read the worker's
+// state.
+const readyPoll = 20 * time.Millisecond
+
+// WaitReady waits until Health(ctx).Ready(): the worker runs, reaches its
+// brokers, has joined its group and every partition it owns is running
+// (assigned, recovered, not failed). It fails when ctx ends (with the last
+// Health's reason) or Run returns first.
+func (w *Worker) WaitReady(ctx context.Context) error {
+	_, err := w.waitFor(ctx, func(h Health, _ Status) (bool, string) { return true, "" })
+	return err
+}
+
+// WaitCaughtUp waits until the worker has caught up with its input as of
+// the call: it is ready (WaitReady), and every input partition it owns has
+// processed and committed everything below the partition's log end offset
+// read at the call (Status: Committed ≥ that offset; a transactionally
+// written input's last commit marker counts as processed). Records produced
+// after the call are not waited for; a partition that moves to another
+// member meanwhile is that member's to catch up. It fails when ctx ends
+// (naming the partitions behind) or Run returns first.
+//
+// Committed offsets advance every WithCommitOffsetsInterval (5 s by
+// default), so it returns up to that long after the last record is folded.
+func (w *Worker) WaitCaughtUp(ctx context.Context) error {
+	if err := w.WaitReady(ctx); err != nil {
+		return err
+	}
+	ends, err := kadm.NewClient(w.cons.Client()).ListEndOffsets(ctx, w.cfg.input)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("actorflow: wait caught up: end offsets of %q: %w", w.cfg.input, err)
+	}
+	_, err = w.waitFor(ctx, func(h Health, st Status) (bool, string) {
+		behind := ""
+		for _, p := range st.Partitions {
+			end, ok := ends.Lookup(p.Topic, p.Partition)
+			if ok && p.Committed < end.Offset {
+				behind += fmt.Sprintf(" %s[%d] committed %d < %d", p.Topic, p.Partition, p.Committed, end.Offset)
+			}
+		}
+		return behind == "", "behind:" + behind
+	})
+	if err != nil {
+		return fmt.Errorf("actorflow: wait caught up: %w", err)
+	}
+	return nil
+}
+
+// waitFor polls until the worker is ready and cond holds.
+func (w *Worker) waitFor(ctx context.Context, cond func(Health, Status) (bool, string)) (Health, error) {
+	select {
+	case <-w.ready:
+	case <-w.done:
+		return Health{}, errors.New("actorflow: Run returned")
+	case <-ctx.Done():
+		return Health{}, fmt.Errorf("actorflow: worker not started: %w", ctx.Err())
+	}
+	t := time.NewTicker(readyPoll)
+	defer t.Stop()
+	for {
+		h := w.Health(ctx)
+		why := fmt.Sprintf("not ready: %+v", h)
+		if h.Ready() {
+			ok, s := cond(h, w.Status(ctx))
+			if ok {
+				return h, nil
+			}
+			why = s
+		}
+		select {
+		case <-w.done:
+			return h, errors.New("actorflow: Run returned")
+		case <-ctx.Done():
+			return h, fmt.Errorf("%w (%s)", ctx.Err(), why)
+		case <-t.C:
+		}
+	}
 }

@@ -40,6 +40,7 @@ type config struct {
 	retryBackoff     time.Duration
 	maxRetryBackoff  time.Duration
 	outPartitioner   kgo.Partitioner
+	inPartitioner    kgo.Partitioner
 	metrics          prometheus.Registerer
 }
 
@@ -180,6 +181,14 @@ func WithFailFast() Option { return func(c *config) { c.failFast = true } }
 // Partition field. The plain mode uses the application producer's own
 // partitioner.
 func WithOutputPartitioner(p kgo.Partitioner) Option { return func(c *config) { c.outPartitioner = p } }
+
+// WithInputPartitioner is the partitioner the input topic's producers use,
+// with which Get finds a key's partition. Default kgo.StickyKeyPartitioner(nil):
+// murmur2 of the key modulo the partition count, franz-go's default and the
+// Java client's for keyed records. With another one a Get asks the wrong
+// partition: it answers ErrKeyNotFound or ErrNotOwner for a key that has a
+// state elsewhere.
+func WithInputPartitioner(p kgo.Partitioner) Option { return func(c *config) { c.inPartitioner = p } }
 
 // WithPartitionRetryBackoff sets the delay before a failed partition starts
 // again: first, doubling per consecutive failure up to max. Defaults 1 s and

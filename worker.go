@@ -51,6 +51,7 @@ type Worker struct {
 	ready chan struct{}
 	done  chan struct{}
 	probe probe
+	parts partitionCount // the input's, for Get
 }
 
 // NewWorker returns a worker running flow. Required options: WithBrokers,

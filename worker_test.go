@@ -201,7 +201,7 @@ func TestWorkerMethodsAreTheUsersOnly(t *testing.T) {
 	for i := range wt.NumMethod() {
 		got = append(got, wt.Method(i).Name)
 	}
-	if want := []string{"Health", "Run", "Status"}; !slices.Equal(got, want) {
+	if want := []string{"Get", "Health", "Run", "Status", "WaitCaughtUp", "WaitReady"}; !slices.Equal(got, want) {
 		t.Fatalf("*actorflow.Worker methods %v, want %v", got, want)
 	}
 }

@@ -318,6 +318,32 @@ func (s *Supervisor) Status(ctx context.Context) []partitionflow.Status {
 	return out
 }
 
+// ErrNotRunning: the partition has no running actor subtree here (not
+// owned, starting, failed or stopped).
+var ErrNotRunning = errors.New("partition not running here")
+
+// Query asks tp's partition actor for key's current state
+// (partitionflow.KeyQuery). It fails with ErrNotRunning when tp has no
+// running subtree, or stops while asked, and with ctx's error.
+func (s *Supervisor) Query(ctx context.Context, tp coordinator.TopicPartition, key string) (keyactor.QueryAnswer, error) {
+	s.mu.Lock()
+	h := s.parts[tp]
+	s.mu.Unlock()
+	if h == nil || h.pid == nil {
+		return keyactor.QueryAnswer{}, ErrNotRunning
+	}
+	reply := make(chan keyactor.QueryAnswer, 1)
+	s.sys.Root.Send(h.pid, &partitionflow.KeyQuery{Key: key, Reply: reply})
+	select {
+	case a := <-reply:
+		return a, nil
+	case <-h.done:
+		return keyactor.QueryAnswer{}, fmt.Errorf("%w: stopped while asked", ErrNotRunning)
+	case <-ctx.Done():
+		return keyactor.QueryAnswer{}, ctx.Err()
+	}
+}
+
 // Running returns the partitions with a live actor subtree.
 func (s *Supervisor) Running() []coordinator.TopicPartition {
 	s.mu.Lock()

@@ -202,6 +202,11 @@ func New(cfg Config, h Handler) (*Consumer, error) {
 		kgo.ConsumerGroup(cfg.Group),
 		kgo.ConsumeTopics(cfg.Topic),
 		kgo.DisableAutoCommit(),
+		// Control records (transaction markers) are delivered so that the
+		// partition counts them consumed: a transactionally written input's
+		// committed offset then reaches its log end (past the last commit
+		// marker) and its lag reaches 0 (actorflow.Worker.WaitCaughtUp).
+		kgo.KeepControlRecords(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.RebalanceTimeout(cfg.RebalanceTimeout),
 		// Kafka's own fetch.max.wait.ms default (kgo's is 5 s): a partition
@@ -342,7 +347,15 @@ func (c *Consumer) Run(ctx context.Context) error {
 			if !owned {
 				return // revoked, failed or restarted while the fetch was buffered
 			}
-			c.fc.Add(tp, len(fp.Records), func() {
+			// Transaction markers (KeepControlRecords) are not in flight:
+			// the partition counts them consumed without releasing budget.
+			n := 0
+			for _, r := range fp.Records {
+				if !r.Attrs.IsControl() {
+					n++
+				}
+			}
+			c.fc.Add(tp, n, func() {
 				c.cl.PauseFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}})
 			})
 			c.h.Deliver(tp, fp.Records)

@@ -85,8 +85,8 @@ type Status struct {
 	Skipped     int64  `json:"skipped_records"`
 	// HighWatermark is the input partition's high watermark as of the
 	// consumer's latest fetch, Lag = HighWatermark − Committed (filled by the
-	// worker; on a transactionally written input the last commit marker can
-	// leave a lag of 1).
+	// worker; transaction markers count as consumed, so a caught-up
+	// partition shows 0 on a transactionally written input too).
 	HighWatermark int64 `json:"high_watermark"`
 	Lag           int64 `json:"lag"`
 	// Outputs counts the outputs committed in this partition's
@@ -94,6 +94,17 @@ type Status struct {
 	Outputs int64 `json:"outputs_committed"`
 	// TimersCold counts the scheduled timers of unloaded keys.
 	TimersCold int `json:"timers_cold"`
+}
+
+// KeyQuery asks a partition for one key's current state (an interactive
+// query): a loaded key answers from its actor's memory, a key not loaded
+// from the persisted snapshot the partition keeps for it; an unknown key
+// answers no Value. Outside the running phase the answer carries only the
+// Phase. Reply must be buffered (the partition and the key never block on
+// it).
+type KeyQuery struct {
+	Key   string
+	Reply chan keyactor.QueryAnswer
 }
 
 // StatusRequest asks a partition for its Status, sent on Reply (which must
@@ -111,6 +122,9 @@ type keyEntry struct {
 	unloading bool
 	active    uint32 // sweep generation of the last dispatch
 	pending   []*kgo.Record
+	// queries arrived while the key was unloading: answered from its
+	// Unloaded snapshot, or forwarded to it when it stays (Busy).
+	queries []*keyactor.Query
 }
 
 type (
@@ -240,6 +254,10 @@ func (p *partition) Receive(ctx actor.Context) {
 		if e := p.keys[m.Key]; e != nil {
 			e.unloading = false
 			p.flushPending(ctx, m.Key, e)
+			for _, q := range e.queries {
+				ctx.Send(e.pid, q)
+			}
+			e.queries = nil
 		}
 	case *keyactor.KeyFailed:
 		if p.phase == phaseRevoking && errors.Is(m.Err, snapshotstore.ErrFenced) {
@@ -270,6 +288,8 @@ func (p *partition) Receive(ctx actor.Context) {
 		p.finalCommitted(ctx, m.err)
 	case *revokeTimeout:
 		p.onRevokeTimeout(ctx, m.stage)
+	case *KeyQuery:
+		p.query(ctx, m)
 	case *StatusRequest:
 		select {
 		case m.Reply <- p.status():

@@ -88,6 +88,12 @@ func (p *partition) records(ctx actor.Context, recs []*kgo.Record) {
 	for _, r := range recs {
 		k := string(r.Key)
 		switch {
+		case r.Attrs.IsControl():
+			// A transaction marker (the consumer keeps them): consumed, so
+			// the committable offset passes it; never folded, and not in
+			// the in-flight budget (the consumer does not count it).
+			p.tracker.Consumed(r.Offset)
+			continue
 		case r.Key == nil && p.cfg.Handler.NilKeyPolicy() == keyactor.DeadLetter:
 			// The reserved key's actor dead-letters it: its snapshot (a
 			// tombstone carrying the offset) goes with the dead letter, so
@@ -165,6 +171,9 @@ func (p *partition) unloaded(ctx actor.Context, m *keyactor.Unloaded) {
 	}
 	delete(p.keys, m.Key)
 	p.cold[m.Key] = m.Snapshot
+	for _, q := range e.queries {
+		p.answerCold(q, m.Snapshot, true)
+	}
 	if at, ok := m.Snapshot.NextTimer(); ok {
 		p.ctimers.add(m.Key, at)
 		p.scheduleCold(ctx)
@@ -265,5 +274,45 @@ func (p *partition) status() Status {
 		Committable: p.tracker.Committable(), Committed: p.committed,
 		Recovered: p.recoveredN, Skipped: p.skipped, Outputs: p.outputs, TimersCold: p.ctimers.len(),
 		LastBatch: p.lastBatch, Txns: p.txns,
+	}
+}
+
+// query answers a KeyQuery: the key's actor when loaded (queued while it
+// unloads), else the key's persisted snapshot, else no state.
+func (p *partition) query(ctx actor.Context, m *KeyQuery) {
+	q := &keyactor.Query{Reply: m.Reply, PartitionCommitted: p.committed}
+	if p.phase != phaseRunning || p.err != nil {
+		ans := keyactor.QueryAnswer{Phase: p.phase, Offset: -1, PersistedOffset: -1, PartitionCommitted: p.committed, Err: p.err}
+		select {
+		case m.Reply <- ans:
+		default:
+		}
+		return
+	}
+	if e := p.keys[m.Key]; e != nil {
+		if e.unloading {
+			e.queries = append(e.queries, q)
+			return
+		}
+		ctx.Send(e.pid, q)
+		return
+	}
+	s, ok := p.cold[m.Key]
+	p.answerCold(q, s, ok)
+}
+
+// answerCold answers q from a key's persisted snapshot (found: the
+// partition keeps one).
+func (p *partition) answerCold(q *keyactor.Query, s snapshotstore.Snapshot, found bool) {
+	ans := keyactor.QueryAnswer{Offset: -1, PersistedOffset: -1, PartitionCommitted: q.PartitionCommitted, Phase: phaseRunning}
+	if found {
+		ans.Offset, ans.PersistedOffset, ans.Persisted = s.Offset, s.Offset, true
+		if !s.Tombstone() {
+			ans.Value = s.Value
+		}
+	}
+	select {
+	case q.Reply <- ans:
+	default:
 	}
 }

@@ -158,6 +158,7 @@ func statusHandler(w *actorflow.Worker, folds *atomic.Int64, reg *prometheus.Reg
 	}
 	mux.HandleFunc("/healthz", probe(actorflow.Health.Live))
 	mux.HandleFunc("/readyz", probe(actorflow.Health.Ready))
+	mux.HandleFunc("/state", stateHandler(w))
 	mux.HandleFunc("/status", func(rw http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
@@ -165,6 +166,53 @@ func statusHandler(w *actorflow.Worker, folds *atomic.Int64, reg *prometheus.Reg
 		_ = json.NewEncoder(rw).Encode(workerStatus{Status: w.Status(ctx), ProcessedTotal: folds.Load()})
 	})
 	return mux
+}
+
+// stateAnswer is /state's body.
+type stateAnswer struct {
+	Key   string              `json:"key"`
+	State *ledger.State       `json:"state,omitempty"`
+	Info  actorflow.QueryInfo `json:"info"`
+	Owner *actorflow.Member   `json:"owner,omitempty"`
+	Error string              `json:"error,omitempty"`
+}
+
+// stateHandler is /state?key=K, an interactive query (actorflow.Get): 200
+// with the account's state and how stale it can be; 404 when the account
+// has no state; 421 Misdirected Request naming the member that owns the
+// key's partition; 503 with Retry-After during a rebalance or recovery.
+func stateHandler(w *actorflow.Worker) http.HandlerFunc {
+	return func(rw http.ResponseWriter, r *http.Request) {
+		key := r.URL.Query().Get("key")
+		rw.Header().Set("Content-Type", "application/json")
+		if key == "" {
+			rw.WriteHeader(http.StatusBadRequest)
+			_ = json.NewEncoder(rw).Encode(stateAnswer{Error: "missing ?key="})
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+		defer cancel()
+		s, info, err := actorflow.Get[ledger.State](ctx, w, key)
+		ans := stateAnswer{Key: key, State: s, Info: info}
+		var notOwner *actorflow.NotOwnerError
+		switch {
+		case err == nil:
+		case errors.Is(err, actorflow.ErrKeyNotFound):
+			rw.WriteHeader(http.StatusNotFound)
+		case errors.As(err, &notOwner):
+			ans.Owner = &notOwner.Owner
+			rw.WriteHeader(http.StatusMisdirectedRequest)
+		case errors.Is(err, actorflow.ErrUnavailable):
+			rw.Header().Set("Retry-After", "1")
+			rw.WriteHeader(http.StatusServiceUnavailable)
+		default:
+			rw.WriteHeader(http.StatusInternalServerError)
+		}
+		if err != nil {
+			ans.Error = err.Error()
+		}
+		_ = json.NewEncoder(rw).Encode(ans)
+	}
 }
 
 func parseMode(s string) (snapshotstore.Mode, error) {

@@ -153,6 +153,9 @@ type Handler interface {
 	// topic of WithOutput (nil and "" without it): the worker checks (and
 	// creates) the topic at start.
 	Output() (producer *kgo.Client, defaultTopic string)
+	// DecodeState decodes a state encoded with the flow's codec into a *S
+	// (nil data: a nil *S), for interactive queries.
+	DecodeState(data []byte) (any, error)
 }
 
 // Env is what one partition gives its key actors.
@@ -205,9 +208,11 @@ func (f *Flow[S]) NewKeyActor(key string, snap *snapshotstore.Snapshot, env *Env
 	a.keyless = key == snapshotstore.KeylessKey
 	a.lastSeen, a.lastFolded = -1, -1
 	a.firstDirty, a.inflightFirst = -1, -1
+	a.persistedOffset, a.persistingOffset = -1, -1
 	if snap != nil {
 		a.snap = snap
 		a.lastFolded, a.lastSeen = snap.Offset, snap.Offset
+		a.persistedOffset = snap.Offset
 	}
 	return a
 }
@@ -226,6 +231,14 @@ func (f *Flow[S]) DeadLetterTopic(input string) string {
 
 // MaxIdle implements Handler.
 func (f *Flow[S]) MaxIdle() time.Duration { return f.Config.MaxIdle }
+
+// DecodeState implements Handler.
+func (f *Flow[S]) DecodeState(data []byte) (any, error) {
+	if data == nil {
+		return (*S)(nil), nil
+	}
+	return f.Codec.Decode(data)
+}
 
 // Output implements Handler.
 func (f *Flow[S]) Output() (*kgo.Client, string) { return f.Config.Output, f.Config.OutputTopic }

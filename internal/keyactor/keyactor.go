@@ -1,6 +1,7 @@
 package keyactor
 
 import (
+	"bytes"
 	"cmp"
 	"fmt"
 	"slices"
@@ -38,6 +39,9 @@ type Core struct {
 	firstDirty    int64
 	persisting    bool
 	inflightFirst int64
+	// persistedOffset is the input offset covered by the latest persisted
+	// snapshot (-1: none); persistingOffset that of the persist in flight.
+	persistedOffset, persistingOffset int64
 
 	flushWaiting bool
 	flushReply   bool // the pending flush wants a FlushDone
@@ -119,6 +123,8 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 		a.report(ctx)
 	case *Wake:
 		a.fireOverdue(ctx)
+	case *Query:
+		a.query(m)
 	case *Flush:
 		a.flushWaiting, a.flushRound = true, m.Round
 		a.flushReply = a.flushReply || m.Reply
@@ -128,6 +134,8 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 		a.persisting, a.inflightFirst = false, -1
 		if m.err != nil {
 			a.fail(ctx, m.err)
+		} else {
+			a.persistedOffset = a.persistingOffset
 		}
 		a.report(ctx)
 		a.maybePersist(ctx)
@@ -369,6 +377,7 @@ func (a *keyActor[S]) maybePersist(ctx actor.Context) {
 		return
 	}
 	a.persisting, a.inflightFirst = true, a.firstDirty
+	a.persistingOffset = snap.Offset
 	a.dirty, a.firstDirty = false, -1
 	outs := a.outbox
 	a.outbox = nil
@@ -571,4 +580,31 @@ func (k *Core) timersDueWithin(d time.Duration) bool {
 		}
 	}
 	return false
+}
+
+// query answers an interactive query with the key's in-memory state,
+// encoded with the flow's codec (the undo encoding when it is current).
+func (a *keyActor[S]) query(m *Query) {
+	ans := QueryAnswer{Offset: a.lastFolded, PersistedOffset: a.persistedOffset, Loaded: true,
+		PartitionCommitted: m.PartitionCommitted, Phase: "running"}
+	switch {
+	case a.failed != nil:
+		ans.Err = a.failed
+	case a.state == nil:
+	case a.undo.valid && !a.undo.null:
+		ans.Value = bytes.Clone(a.undo.data)
+	default:
+		b, err := a.encodeState()
+		if err != nil {
+			ans.Err = fmt.Errorf("%s[%d] key %q: encode state for a query: %w", a.env.Topic, a.env.Partition, a.key, err)
+			break
+		}
+		a.undo = undo{valid: true, data: b} // the current state's encoding: reused by the next call or persist
+		ans.Value = bytes.Clone(b)
+	}
+	ans.Persisted = ans.Err == nil && !a.dirty && !a.persisting && len(a.outbox) == 0 && a.persistedOffset == a.lastFolded
+	select {
+	case m.Reply <- ans:
+	default:
+	}
 }

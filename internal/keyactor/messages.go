@@ -68,3 +68,37 @@ type KeyFailed struct {
 	Key string
 	Err error
 }
+
+// Query asks a key for its current state (an interactive query,
+// actorflow.Get). The key answers on Reply, which must be buffered (the
+// key never blocks on it). PartitionCommitted is filled by the partition
+// and copied into the answer.
+type Query struct {
+	Reply              chan<- QueryAnswer
+	PartitionCommitted int64
+}
+
+// QueryAnswer answers Query, from the key's actor (Loaded) or from the
+// persisted snapshot the partition keeps for a key not loaded.
+type QueryAnswer struct {
+	// Value is the state encoded with the flow's codec; nil when the key
+	// has no state (never seen, or its state is nil: deleted).
+	Value []byte
+	// Offset is the input offset of the last record folded into Value (-1:
+	// none).
+	Offset int64
+	// PersistedOffset is the input offset covered by the key's latest
+	// persisted snapshot (-1: none).
+	PersistedOffset int64
+	// Persisted: Value is the key's latest persisted snapshot (nothing
+	// folded or changed by a timer since, nothing in flight).
+	Persisted bool
+	// Loaded: answered by the key's actor (its in-memory state).
+	Loaded bool
+	// PartitionCommitted is the partition's committed input offset.
+	PartitionCommitted int64
+	// Phase is the partition's phase; an answer outside "running" carries
+	// no state.
+	Phase string
+	Err   error
+}

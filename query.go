@@ -1,0 +1,293 @@
+package actorflow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/actorflow/actorflow/actors"
+	"github.com/actorflow/actorflow/coordinator"
+	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// The errors of Get. ErrUnavailable is retryable; ErrNotOwner is matched by
+// a *NotOwnerError naming the member to ask instead.
+var (
+	// ErrKeyNotFound: the key has no state (never seen by the flow, or its
+	// state is nil: deleted).
+	ErrKeyNotFound = errors.New("actorflow: key has no state")
+	// ErrNotOwner: another member of the group owns the key's partition.
+	ErrNotOwner = errors.New("actorflow: key's partition is owned by another member")
+	// ErrUnavailable: the key's partition cannot answer now — this worker
+	// is not running, or the partition is being assigned, recovering its
+	// snapshots, revoked, failed and waiting to start again, or owned by no
+	// member during a rebalance. Retry after a backoff.
+	ErrUnavailable = errors.New("actorflow: key's partition is not available now (rebalance or recovery); retry")
+)
+
+// Member is a member of the flow's consumer group, as the group coordinator
+// describes it.
+type Member struct {
+	MemberID   string `json:"member_id"`
+	InstanceID string `json:"instance_id,omitempty"` // WithInstanceID, if set
+	ClientID   string `json:"client_id"`
+	Host       string `json:"host"` // the address the coordinator sees it connect from
+}
+
+// NotOwnerError is Get's error when another member owns the key's partition
+// (errors.Is(err, ErrNotOwner)): ask that member, as Kafka Streams'
+// queryMetadataForKey tells which instance to ask.
+type NotOwnerError struct {
+	Key       string
+	Topic     string
+	Partition int32
+	Owner     Member
+}
+
+func (e *NotOwnerError) Error() string {
+	o := e.Owner
+	return fmt.Sprintf("actorflow: key %q: partition %s[%d] is owned by member %s (client %q, host %s, instance %q)",
+		e.Key, e.Topic, e.Partition, o.MemberID, o.ClientID, o.Host, o.InstanceID)
+}
+
+// Is makes errors.Is(err, ErrNotOwner) match.
+func (e *NotOwnerError) Is(target error) bool { return target == ErrNotOwner }
+
+// QueryInfo says where a Get was answered and how stale its state can be.
+type QueryInfo struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"` // the key's input (and snapshot) partition; -1 when unknown
+	// Local: answered by this worker, which owns the partition.
+	Local bool `json:"local"`
+	// Loaded: answered from the key's actor (its in-memory state); false: from
+	// the persisted snapshot the partition keeps for a key not loaded.
+	Loaded bool `json:"loaded"`
+	// Offset is the input offset of the last record folded into the state.
+	Offset int64 `json:"offset"`
+	// Persisted: the state answered is the key's latest persisted snapshot
+	// (committed in its transaction in the transactional mode; acknowledged
+	// in the plain mode). False: the in-memory state is ahead of it —
+	// records folded (or a timer fired) since, to be persisted within
+	// WithPersistEvery — and a crash now would roll it back to the snapshot
+	// at PersistedOffset, then replay the input from Committed.
+	Persisted bool `json:"persisted"`
+	// PersistedOffset is the input offset covered by that snapshot (-1:
+	// none yet).
+	PersistedOffset int64 `json:"persisted_offset"`
+	// Committed is the partition's committed input offset: a restart of the
+	// partition replays from there.
+	Committed int64 `json:"committed_offset"`
+	// HighWatermark is the input partition's high watermark as of this
+	// worker's latest fetch that returned records (0 before one: a
+	// partition taken over with nothing left to fetch shows 0). Records
+	// between Offset and it may be the key's, not folded yet.
+	HighWatermark int64 `json:"high_watermark"`
+}
+
+// Get answers an interactive query: key's current state, encoded with the
+// flow's codec (Get[S] decodes it), from this worker if it owns the key's
+// partition (the input topic's partition of the key: WithInputPartitioner).
+// A loaded key answers from its actor's memory, which can be ahead of its
+// persisted snapshot (QueryInfo.Persisted says whether it is); a key not
+// loaded answers from its persisted snapshot.
+//
+// Errors: ErrKeyNotFound (no state), a *NotOwnerError (errors.Is
+// ErrNotOwner) naming the member that owns the partition, ErrUnavailable
+// (retryable: not running, the partition being assigned, recovering,
+// revoked or failed, or owned by no member during a rebalance), or ctx's
+// error. The owner is looked up from the group coordinator (DescribeGroups)
+// only when this worker does not own the partition.
+func (w *Worker) Get(ctx context.Context, key string) ([]byte, QueryInfo, error) {
+	info := QueryInfo{Topic: w.cfg.input, Partition: -1, Offset: -1, PersistedOffset: -1, Committed: -1}
+	if key == snapshotstore.MarkerKey || key == snapshotstore.KeylessKey {
+		return nil, info, fmt.Errorf("%w: key %q is reserved for actorflow's own records", ErrKeyNotFound, key)
+	}
+	select {
+	case <-w.ready:
+	default:
+		return nil, info, fmt.Errorf("%w: worker not running", ErrUnavailable)
+	}
+	select {
+	case <-w.done:
+		return nil, info, fmt.Errorf("%w: worker stopped", ErrUnavailable)
+	default:
+	}
+	n, err := w.parts.count(ctx, w.cons.Client(), w.cfg.input)
+	if err != nil {
+		return nil, info, fmt.Errorf("%w: partitions of input topic %q: %w", ErrUnavailable, w.cfg.input, err)
+	}
+	info.Partition = partitionOf(w.cfg.inPartitioner, w.cfg.input, key, n)
+	tp := coordinator.TopicPartition{Topic: w.cfg.input, Partition: info.Partition}
+	if h, ok := w.cons.HighWatermark(tp); ok {
+		info.HighWatermark = h
+	}
+	ans, err := w.sup.Query(ctx, tp, key)
+	switch {
+	case errors.Is(err, actors.ErrNotRunning):
+		if slices.Contains(w.cons.Owned(), tp) {
+			return nil, info, fmt.Errorf("%w: %s[%d] is owned here but not running (starting, or failed and waiting to start again)", ErrUnavailable, tp.Topic, tp.Partition)
+		}
+		return nil, info, w.notOwned(ctx, key, tp)
+	case err != nil:
+		return nil, info, err
+	}
+	info.Committed = ans.PartitionCommitted
+	if ans.Phase != "running" {
+		return nil, info, fmt.Errorf("%w: %s[%d] is %s here", ErrUnavailable, tp.Topic, tp.Partition, ans.Phase)
+	}
+	if ans.Err != nil {
+		return nil, info, fmt.Errorf("%w: %s[%d] key %q failed (the partition starts again): %w", ErrUnavailable, tp.Topic, tp.Partition, key, ans.Err)
+	}
+	info.Local, info.Loaded = true, ans.Loaded
+	info.Offset, info.PersistedOffset, info.Persisted = ans.Offset, ans.PersistedOffset, ans.Persisted
+	if ans.Value == nil {
+		return nil, info, fmt.Errorf("%w: key %q (%s[%d])", ErrKeyNotFound, key, tp.Topic, tp.Partition)
+	}
+	return ans.Value, info, nil
+}
+
+// Get is w.Get decoded with the flow's codec into the flow's state type,
+// which S must be (an error otherwise, before asking). The state returned
+// is the caller's copy.
+func Get[S any](ctx context.Context, w *Worker, key string) (*S, QueryInfo, error) {
+	if v, _ := w.flow.DecodeState(nil); !isType[*S](v) {
+		return nil, QueryInfo{Topic: w.cfg.input, Partition: -1}, fmt.Errorf("actorflow: Get[%T] on a flow over %T", *new(S), v)
+	}
+	b, info, err := w.Get(ctx, key)
+	if err != nil {
+		return nil, info, err
+	}
+	v, err := w.flow.DecodeState(b)
+	if err != nil {
+		return nil, info, fmt.Errorf("actorflow: get key %q: decode: %w", key, err)
+	}
+	return v.(*S), info, nil
+}
+
+func isType[T any](v any) bool { _, ok := v.(T); return ok }
+
+// partitionOf is the input partition of key among n under partitioner p
+// (nil: kgo.StickyKeyPartitioner(nil), murmur2 like the Java client).
+func partitionOf(p kgo.Partitioner, topic, key string, n int) int32 {
+	if p == nil {
+		p = kgo.StickyKeyPartitioner(nil)
+	}
+	// A non-nil key, "" included: a nil key is partitioned at random.
+	return int32(p.ForTopic(topic).Partition(&kgo.Record{Topic: topic, Key: append([]byte{}, key...)}, n))
+}
+
+// notOwned is Get's error for a partition not owned here: the member the
+// group coordinator says owns it, or ErrUnavailable when none does (a
+// rebalance) or it is this member (assigned, not yet started).
+func (w *Worker) notOwned(ctx context.Context, key string, tp coordinator.TopicPartition) error {
+	owner, ok, err := w.owner(ctx, tp)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: %s[%d] not owned here; owner lookup: %w", ErrUnavailable, tp.Topic, tp.Partition, err)
+	case !ok:
+		return fmt.Errorf("%w: %s[%d] is owned by no member of group %q (rebalancing)", ErrUnavailable, tp.Topic, tp.Partition, w.cfg.group)
+	}
+	if m, err := w.cons.GroupMetadata(); err == nil && m.MemberID == owner.MemberID {
+		return fmt.Errorf("%w: %s[%d] is being assigned to this member", ErrUnavailable, tp.Topic, tp.Partition)
+	}
+	return &NotOwnerError{Key: key, Topic: tp.Topic, Partition: tp.Partition, Owner: owner}
+}
+
+// owner reads the member the group's current assignment gives tp.
+func (w *Worker) owner(ctx context.Context, tp coordinator.TopicPartition) (Member, bool, error) {
+	adm := kadm.NewClient(w.cons.Client())
+	if w.cfg.protocol == coordinator.ConsumerProtocol {
+		return w.consumerGroupOwner(ctx, adm, tp)
+	}
+	gs, err := adm.DescribeGroups(ctx, w.cfg.group)
+	if err == nil {
+		err = gs.Error()
+	}
+	if err != nil {
+		return Member{}, false, err
+	}
+	for _, m := range gs[w.cfg.group].Members {
+		a, ok := m.Assigned.AsConsumer()
+		if !ok {
+			continue
+		}
+		for _, t := range a.Topics {
+			if t.Topic == tp.Topic && slices.Contains(t.Partitions, tp.Partition) {
+				return Member{MemberID: m.MemberID, InstanceID: deref(m.InstanceID), ClientID: m.ClientID, Host: m.ClientHost}, true, nil
+			}
+		}
+	}
+	return Member{}, false, nil
+}
+
+// consumerGroupOwner reads tp's owner from ConsumerGroupDescribe (KIP-848),
+// raw: an assignment may name its topic by id only (kfake does; kadm's
+// DescribeConsumerGroups reads names only).
+func (w *Worker) consumerGroupOwner(ctx context.Context, adm *kadm.Client, tp coordinator.TopicPartition) (Member, bool, error) {
+	topics, err := adm.ListTopics(ctx, tp.Topic)
+	if err != nil {
+		return Member{}, false, err
+	}
+	id := topics[tp.Topic].ID
+	req := kmsg.NewPtrConsumerGroupDescribeRequest()
+	req.Groups = []string{w.cfg.group}
+	resp, err := req.RequestWith(ctx, w.cons.Client())
+	if err != nil {
+		return Member{}, false, err
+	}
+	for _, g := range resp.Groups {
+		if err := kerr.ErrorForCode(g.ErrorCode); err != nil {
+			return Member{}, false, err
+		}
+		for _, m := range g.Members {
+			for _, t := range m.Assignment.TopicPartitions {
+				if (t.Topic == tp.Topic || t.TopicID == id && id != [16]byte{}) && slices.Contains(t.Partitions, tp.Partition) {
+					return Member{MemberID: m.MemberID, InstanceID: deref(m.InstanceID), ClientID: m.ClientID, Host: m.ClientHost}, true, nil
+				}
+			}
+		}
+	}
+	return Member{}, false, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// partitionCount caches the input topic's partition count for Get.
+type partitionCount struct {
+	mu sync.Mutex
+	n  int
+	at time.Time
+}
+
+// partitionCountTTL: a partition count older than this is read again (a
+// topic's partitions can be added).
+const partitionCountTTL = 30 * time.Second
+
+func (c *partitionCount) count(ctx context.Context, cl *kgo.Client, topic string) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n > 0 && time.Since(c.at) < partitionCountTTL {
+		return c.n, nil
+	}
+	n, err := snapshotstore.TopicPartitions(ctx, cl, topic)
+	if err != nil {
+		return 0, err
+	}
+	if n <= 0 {
+		return 0, fmt.Errorf("topic %q not in the cluster's metadata", topic)
+	}
+	c.n, c.at = int(n), time.Now()
+	return c.n, nil
+}

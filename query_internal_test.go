@@ -1,0 +1,34 @@
+package actorflow
+
+import "testing"
+
+// The key → input partition mapping of Get is the Java client's default for
+// keyed records: toPositive(murmur2(key)) % partitions. The hashes are the
+// Java client's (librdkafka's unit test lists them as java_murmur2_results);
+// a prime partition count makes every bit of the hash matter.
+func TestPartitionOfIsJavaMurmur2(t *testing.T) {
+	vectors := []struct {
+		key  string
+		hash uint32
+	}{
+		{"kafka", 0xd067cf64},
+		{"giberish123456789", 0x8f552b0c},
+		{"1234", 0x9fc97b14},
+		{"234", 0xe7c009ca},
+		{"34", 0x873930da},
+		{"4", 0x5a4b5ca1},
+		{"PreAmbleWillBeRemoved,ThePrePartThatIs", 0x78424f1c},
+		{"reAmbleWillBeRemoved,ThePrePartThatIs", 0x4a62b377},
+		{"eAmbleWillBeRemoved,ThePrePartThatIs", 0xe0e4e09e},
+		{"AmbleWillBeRemoved,ThePrePartThatIs", 0x62b8b43f},
+		{"", 0x106e08d9},
+	}
+	for _, n := range []int{1, 3, 12, 1_000_003} {
+		for _, v := range vectors {
+			want := int32(int64(v.hash&0x7fffffff) % int64(n))
+			if got := partitionOf(nil, "t", v.key, n); got != want {
+				t.Errorf("partitionOf(%q, %d) = %d, want %d (murmur2 %#x)", v.key, n, got, want, v.hash)
+			}
+		}
+	}
+}

@@ -1,0 +1,403 @@
+package actorflow_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/actorflow/actorflow"
+	"github.com/actorflow/actorflow/coordinator"
+	"github.com/actorflow/actorflow/internal/testkit"
+	"github.com/actorflow/actorflow/keyflow"
+	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func countFlow(opts ...keyflow.Option) *keyflow.Flow[Count] {
+	return keyflow.New(func(_ *keyflow.Context, s *Count, _ *kgo.Record) (*Count, error) {
+		if s == nil {
+			s = &Count{}
+		}
+		s.N++
+		return s, nil
+	}, opts...)
+}
+
+// queryEnv is a kfake cluster with an input topic and a snapshot topic.
+type queryEnv struct {
+	brokers        []string
+	input, snaps   string
+	group          string
+	producer       *kgo.Client
+	partitionOfKey map[string]int32 // where the default producer put each key
+}
+
+func newQueryEnv(t *testing.T, partitions int32, opts ...kfake.Opt) *queryEnv {
+	t.Helper()
+	_, brokers := testkit.Kfake(t, opts...)
+	e := &queryEnv{brokers: brokers, input: testkit.Name(t, "in"), snaps: testkit.Name(t, "snap"), group: testkit.Name(t, "g"),
+		partitionOfKey: map[string]int32{}}
+	testkit.CreateTopics(t, brokers, e.input, e.snaps, partitions)
+	// The default partitioner: franz-go's murmur2 sticky-key partitioner.
+	e.producer = testkit.Client(t, brokers, kgo.DefaultProduceTopic(e.input))
+	return e
+}
+
+// produce produces n records of each key and records their partitions.
+func (e *queryEnv) produce(t *testing.T, n int, keys ...string) {
+	t.Helper()
+	var recs []*kgo.Record
+	for _, k := range keys {
+		for i := range n {
+			recs = append(recs, &kgo.Record{Key: []byte(k), Value: []byte(strconv.Itoa(i))})
+		}
+	}
+	if err := e.producer.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		e.partitionOfKey[string(r.Key)] = r.Partition
+	}
+}
+
+// start runs a worker of the count flow until the test ends (its Run must
+// return nil); stop stops it earlier.
+func (e *queryEnv) start(t *testing.T, flow keyflow.Handler, opts ...actorflow.Option) (w *actorflow.Worker, stop func()) {
+	t.Helper()
+	w, err := actorflow.NewWorker(flow, append([]actorflow.Option{
+		actorflow.WithBrokers(e.brokers...), actorflow.WithGroup(e.group),
+		actorflow.WithInputTopic(e.input), actorflow.WithSnapshotTopic(e.snaps),
+		actorflow.WithPersistEvery(20 * time.Millisecond), actorflow.WithCommitOffsetsInterval(20 * time.Millisecond),
+		actorflow.WithSessionTimeout(6 * time.Second), actorflow.WithRebalanceTimeout(6 * time.Second)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}
+	t.Cleanup(stop)
+	return w, stop
+}
+
+func ctxFor(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// A key of a partition this worker owns is answered locally, from the
+// partition the default producer put it in, decoded with the flow's codec;
+// after WaitCaughtUp its state is persisted through the last offset; a key
+// never seen is ErrKeyNotFound; a type other than the flow's is refused.
+func TestGetLocalHitAbsentKeyAndWrongType(t *testing.T) {
+	e := newQueryEnv(t, 4)
+	keys := []string{"to", "be", "or", "not", "that", "is", "the", "question"}
+	e.produce(t, 3, keys...)
+	e.produce(t, 2, "to", "be")
+	w, _ := e.start(t, countFlow())
+	if err := w.WaitCaughtUp(ctxFor(t, 30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		want := 3
+		if k == "to" || k == "be" {
+			want = 5
+		}
+		s, info, err := actorflow.Get[Count](ctxFor(t, 10*time.Second), w, k)
+		if err != nil {
+			t.Fatalf("Get(%q): %v", k, err)
+		}
+		if s.N != want || info.Partition != e.partitionOfKey[k] || !info.Local || !info.Loaded {
+			t.Errorf("Get(%q) = %+v, %+v; want N=%d from partition %d, local and loaded", k, s, info, want, e.partitionOfKey[k])
+		}
+		// Caught up: committed past the key's last record, its snapshot
+		// covers it.
+		if !info.Persisted || info.PersistedOffset != info.Offset || info.Committed <= info.Offset || info.HighWatermark < info.Committed {
+			t.Errorf("Get(%q) info %+v after WaitCaughtUp, want persisted through Offset and committed past it", k, info)
+		}
+		b, _, err := w.Get(ctxFor(t, 10*time.Second), k)
+		if err != nil || string(b) != fmt.Sprintf(`{"n":%d}`, want) {
+			t.Errorf("Worker.Get(%q) = %s, %v; want the JSON codec's encoding", k, b, err)
+		}
+	}
+	_, info, err := actorflow.Get[Count](ctxFor(t, 10*time.Second), w, "never-seen")
+	if !errors.Is(err, actorflow.ErrKeyNotFound) || !info.Local {
+		t.Errorf("absent key: %v, %+v; want ErrKeyNotFound answered locally", err, info)
+	}
+	if _, _, err := actorflow.Get[string](ctxFor(t, 10*time.Second), w, "to"); err == nil {
+		t.Error("Get[string] on a flow over Count: no error")
+	}
+	if _, _, err := w.Get(ctxFor(t, 10*time.Second), snapshotstore.MarkerKey); !errors.Is(err, actorflow.ErrKeyNotFound) {
+		t.Errorf("reserved key: %v", err)
+	}
+}
+
+// The in-memory state is answered before it is persisted, and says so; a
+// key unloaded after MaxIdle is answered from its persisted snapshot.
+func TestGetStalenessAndUnloadedKey(t *testing.T) {
+	e := newQueryEnv(t, 2)
+	e.produce(t, 4, "a")
+	// Persisted only every hour: the state lives in memory only.
+	w, _ := e.start(t, countFlow(), actorflow.WithPersistEvery(time.Hour))
+	var info actorflow.QueryInfo
+	testkit.Eventually(t, 30*time.Second, "a's 4 records folded", func() (bool, string) {
+		s, i, err := actorflow.Get[Count](ctxFor(t, 5*time.Second), w, "a")
+		info = i
+		return err == nil && s.N == 4, fmt.Sprint(s, i, err)
+	})
+	if info.Persisted || info.PersistedOffset != -1 || info.Offset != 3 || info.Committed > 0 {
+		t.Fatalf("in-memory state's info %+v, want not persisted, offset 3, nothing committed", info)
+	}
+
+	e2 := newQueryEnv(t, 2)
+	e2.produce(t, 2, "b")
+	w2, _ := e2.start(t, countFlow(keyflow.WithMaxIdle(50*time.Millisecond)))
+	testkit.Eventually(t, 30*time.Second, "b unloaded and answered from its snapshot", func() (bool, string) {
+		s, i, err := actorflow.Get[Count](ctxFor(t, 5*time.Second), w2, "b")
+		info = i
+		return err == nil && s.N == 2 && !i.Loaded, fmt.Sprint(s, i, err)
+	})
+	if !info.Persisted || info.PersistedOffset != 1 || info.Offset != 1 || !info.Local {
+		t.Fatalf("unloaded key's info %+v, want persisted through offset 1", info)
+	}
+}
+
+// Two workers of one group: a key of the other's partition is ErrNotOwner
+// naming the owner (its member id and client id), the owner answers it;
+// when the owner leaves, the remaining worker answers every key after the
+// rebalance, and every error meanwhile is retryable (ErrUnavailable) or
+// ErrNotOwner, never a wrong state.
+func TestGetNotOwnerAndRebalance(t *testing.T) {
+	for _, p := range []coordinator.Protocol{coordinator.Cooperative, coordinator.ConsumerProtocol} {
+		t.Run(p.String(), func(t *testing.T) { testGetNotOwnerAndRebalance(t, p) })
+	}
+}
+
+func testGetNotOwnerAndRebalance(t *testing.T, protocol coordinator.Protocol) {
+	// The owner is read with DescribeGroups (classic) or ConsumerGroupDescribe
+	// (KIP-848; a short heartbeat only speeds its assignment up).
+	e := newQueryEnv(t, 4, kfake.BrokerConfigs(map[string]string{"group.consumer.heartbeat.interval.ms": "500"}))
+	var keys []string
+	for i := range 40 {
+		keys = append(keys, "k"+strconv.Itoa(i))
+	}
+	e.produce(t, 2, keys...)
+	a, _ := e.start(t, countFlow(), actorflow.WithProtocol(protocol), actorflow.WithClientOpts(kgo.ClientID("worker-a")))
+	b, stopB := e.start(t, countFlow(), actorflow.WithProtocol(protocol), actorflow.WithClientOpts(kgo.ClientID("worker-b")))
+	// Both own partitions: the assignment has settled.
+	testkit.Eventually(t, 60*time.Second, "both workers own and run partitions", func() (bool, string) {
+		sa, sb := a.Status(context.Background()), b.Status(context.Background())
+		return len(sa.Partitions) > 0 && len(sb.Partitions) > 0 && len(sa.Partitions)+len(sb.Partitions) == 4 &&
+			a.Health(context.Background()).Ready() && b.Health(context.Background()).Ready(), fmt.Sprint(sa.Partitions, sb.Partitions)
+	})
+	ownedByB := map[int32]bool{}
+	sb := b.Status(context.Background())
+	for _, p := range sb.Partitions {
+		ownedByB[p.Partition] = true
+	}
+	var key string
+	for _, k := range keys {
+		if ownedByB[e.partitionOfKey[k]] {
+			key = k
+			break
+		}
+	}
+	var nerr *actorflow.NotOwnerError
+	testkit.Eventually(t, 30*time.Second, "A's Get of B's key names B", func() (bool, string) {
+		_, _, err := a.Get(ctxFor(t, 5*time.Second), key)
+		return errors.As(err, &nerr), fmt.Sprint(err)
+	})
+	if !errors.Is(nerr, actorflow.ErrNotOwner) || nerr.Owner.ClientID != "worker-b" || nerr.Owner.MemberID != sb.MemberID ||
+		nerr.Partition != e.partitionOfKey[key] || nerr.Key != key {
+		t.Fatalf("NotOwnerError %+v, want owner worker-b member %s partition %d", nerr, sb.MemberID, e.partitionOfKey[key])
+	}
+	testkit.Eventually(t, 30*time.Second, "B answers its key", func() (bool, string) {
+		s, info, err := actorflow.Get[Count](ctxFor(t, 5*time.Second), b, key)
+		return err == nil && s.N == 2 && info.Local, fmt.Sprint(s, info, err)
+	})
+
+	stopB() // B leaves; A takes its partitions over and recovers B's snapshots
+	testkit.Eventually(t, 60*time.Second, "A answers every key after the rebalance", func() (bool, string) {
+		for _, k := range keys {
+			s, info, err := actorflow.Get[Count](ctxFor(t, 5*time.Second), a, k)
+			switch {
+			case err == nil && (s.N != 2 || info.Partition != e.partitionOfKey[k]):
+				t.Fatalf("Get(%q) during the rebalance = %+v, %+v; want N=2 from partition %d", k, s, info, e.partitionOfKey[k])
+			case err != nil && !errors.Is(err, actorflow.ErrUnavailable) && !errors.Is(err, actorflow.ErrNotOwner):
+				t.Fatalf("Get(%q) during the rebalance: %v, want ErrUnavailable or ErrNotOwner", k, err)
+			case err != nil:
+				return false, err.Error()
+			}
+		}
+		return true, ""
+	})
+}
+
+// blockingStore holds every partition's recovery until release is closed.
+type blockingStore struct {
+	snapshotstore.Store
+	release chan struct{}
+}
+
+func (s blockingStore) Open(ctx context.Context, p snapshotstore.PartitionInfo) (snapshotstore.Partition, error) {
+	part, err := s.Store.Open(ctx, p)
+	return blockingPartition{part, s.release}, err
+}
+
+type blockingPartition struct {
+	snapshotstore.Partition
+	release chan struct{}
+}
+
+func (p blockingPartition) Recover(ctx context.Context, fn func(snapshotstore.Snapshot) error) error {
+	select {
+	case <-p.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return p.Partition.Recover(ctx, fn)
+}
+
+// Before Run and while the key's partition recovers, Get is ErrUnavailable
+// (retryable) and the worker is not ready; once recovered it answers.
+func TestGetUnavailableWhileRecovering(t *testing.T) {
+	e := newQueryEnv(t, 1)
+	e.produce(t, 3, "x")
+	release := make(chan struct{})
+	w, err := actorflow.NewWorker(countFlow(), actorflow.WithBrokers(e.brokers...), actorflow.WithGroup(e.group),
+		actorflow.WithInputTopic(e.input), actorflow.WithStore(blockingStore{snapshotstore.NewMemory(), release}),
+		actorflow.WithPersistEvery(20*time.Millisecond), actorflow.WithCommitOffsetsInterval(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := w.Get(context.Background(), "x"); !errors.Is(err, actorflow.ErrUnavailable) {
+		t.Fatalf("Get before Run: %v, want ErrUnavailable", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	testkit.Eventually(t, 30*time.Second, "the partition recovering", func() (bool, string) {
+		h := w.Health(context.Background())
+		return len(h.Recovering) == 1, fmt.Sprintf("%+v", h)
+	})
+	if _, _, err := w.Get(ctxFor(t, 5*time.Second), "x"); !errors.Is(err, actorflow.ErrUnavailable) {
+		t.Fatalf("Get while recovering: %v, want ErrUnavailable", err)
+	}
+	rctx, rcancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	if err := w.WaitReady(rctx); err == nil {
+		t.Fatal("WaitReady returned while the partition recovers")
+	}
+	rcancel()
+	close(release)
+	if err := w.WaitCaughtUp(ctxFor(t, 30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	s, info, err := actorflow.Get[Count](ctxFor(t, 5*time.Second), w, "x")
+	if err != nil || s.N != 3 || !info.Persisted {
+		t.Fatalf("Get after recovery: %+v, %+v, %v", s, info, err)
+	}
+}
+
+// WaitCaughtUp returns only once every partition has committed its log end
+// as of the call: the group's committed offsets equal the end offsets, and
+// every key's state counts every record.
+func TestWaitCaughtUp(t *testing.T) {
+	e := newQueryEnv(t, 3)
+	var keys []string
+	for i := range 30 {
+		keys = append(keys, "w"+strconv.Itoa(i))
+	}
+	e.produce(t, 5, keys...)
+	w, _ := e.start(t, countFlow(), actorflow.WithCommitOffsetsInterval(300*time.Millisecond))
+	if err := w.WaitCaughtUp(ctxFor(t, 30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(testkit.Client(t, e.brokers))
+	ends, err := adm.ListEndOffsets(context.Background(), e.input)
+	if err != nil {
+		t.Fatal(err)
+	}
+	com, err := adm.FetchOffsets(context.Background(), e.group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends.Each(func(o kadm.ListedOffset) {
+		if c, ok := com.Lookup(o.Topic, o.Partition); !ok || c.At != o.Offset {
+			t.Errorf("%s[%d]: committed %d after WaitCaughtUp, want the end offset %d", o.Topic, o.Partition, c.At, o.Offset)
+		}
+	})
+	for _, p := range w.Status(context.Background()).Partitions {
+		if p.Lag != 0 {
+			t.Errorf("%s[%d]: lag %d after WaitCaughtUp", p.Topic, p.Partition, p.Lag)
+		}
+	}
+	for _, k := range keys {
+		if s, _, err := actorflow.Get[Count](ctxFor(t, 5*time.Second), w, k); err != nil || s.N != 5 {
+			t.Errorf("Get(%q) after WaitCaughtUp: %+v, %v", k, s, err)
+		}
+	}
+	// A stopped worker: WaitCaughtUp fails at once.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := w.WaitCaughtUp(ctx); err == nil {
+		t.Error("WaitCaughtUp with an ended context: no error")
+	}
+}
+
+// A transactionally written input ends with a commit marker, which the
+// consumer counts as consumed: the committed offset reaches the log end,
+// the lag 0, and WaitCaughtUp returns (it hung one short of the marker).
+func TestWaitCaughtUpOnATransactionalInput(t *testing.T) {
+	e := newQueryEnv(t, 2)
+	txp := testkit.Client(t, e.brokers, kgo.DefaultProduceTopic(e.input), kgo.TransactionalID(testkit.Name(t, "txp")))
+	ctx := ctxFor(t, 30*time.Second)
+	for round := range 3 {
+		if err := txp.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{"p", "q", "r"} {
+			if err := txp.ProduceSync(ctx, &kgo.Record{Key: []byte(k), Value: []byte(strconv.Itoa(round))}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := txp.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, _ := e.start(t, countFlow())
+	if err := w.WaitCaughtUp(ctxFor(t, 20*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range w.Status(context.Background()).Partitions {
+		if p.Lag != 0 || p.Committed != p.HighWatermark {
+			t.Errorf("%s[%d]: committed %d, high watermark %d, lag %d; want the log end, lag 0", p.Topic, p.Partition, p.Committed, p.HighWatermark, p.Lag)
+		}
+	}
+	for _, k := range []string{"p", "q", "r"} {
+		if s, _, err := actorflow.Get[Count](ctxFor(t, 5*time.Second), w, k); err != nil || s.N != 3 {
+			t.Errorf("Get(%q): %+v, %v; want 3 (markers are not folded)", k, s, err)
+		}
+	}
+}
