@@ -401,3 +401,33 @@ func TestWaitCaughtUpOnATransactionalInput(t *testing.T) {
 		}
 	}
 }
+
+// An input record of an aborted transaction has no effect: the consumer
+// reads the input read_committed (kgo's default would fold it).
+func TestAbortedInputRecordsAreNotFolded(t *testing.T) {
+	e := newQueryEnv(t, 2)
+	txp := testkit.Client(t, e.brokers, kgo.DefaultProduceTopic(e.input), kgo.TransactionalID(testkit.Name(t, "txp")))
+	ctx := ctxFor(t, 30*time.Second)
+	for round, commit := range []kgo.TransactionEndTry{kgo.TryCommit, kgo.TryAbort, kgo.TryCommit} {
+		if err := txp.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{"p", "q"} {
+			if err := txp.ProduceSync(ctx, &kgo.Record{Key: []byte(k), Value: []byte(strconv.Itoa(round))}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := txp.EndTransaction(ctx, commit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, _ := e.start(t, countFlow())
+	if err := w.WaitCaughtUp(ctxFor(t, 20*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"p", "q"} {
+		if s, _, err := actorflow.Get[Count](ctxFor(t, 5*time.Second), w, k); err != nil || s.N != 2 {
+			t.Errorf("Get(%q): %+v, %v; want 2 (the aborted round not folded)", k, s, err)
+		}
+	}
+}

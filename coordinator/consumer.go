@@ -207,6 +207,13 @@ func New(cfg Config, h Handler) (*Consumer, error) {
 		// committed offset then reaches its log end (past the last commit
 		// marker) and its lag reaches 0 (actorflow.Worker.WaitCaughtUp).
 		kgo.KeepControlRecords(),
+		// An input written by transactions (another flow's outputs, a
+		// transactional producer) is folded only where they committed: an
+		// aborted record must have no effect (kgo's default is
+		// read_uncommitted; Kafka Streams reads committed under EOS). A
+		// partition therefore waits behind an open input transaction (its
+		// last stable offset), at most transaction.timeout.ms.
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.RebalanceTimeout(cfg.RebalanceTimeout),
 		// Kafka's own fetch.max.wait.ms default (kgo's is 5 s): a partition
