@@ -192,13 +192,38 @@ func (w *Worker) WaitCaughtUp(ctx context.Context) error {
 	}
 	_, err = w.waitFor(ctx, func(h Health, st Status) (bool, string) {
 		behind := ""
+		local := map[int32]bool{}
 		for _, p := range st.Partitions {
+			local[p.Partition] = true
 			end, ok := ends.Lookup(p.Topic, p.Partition)
 			if ok && p.Committed < end.Offset {
 				behind += fmt.Sprintf(" %s[%d] committed %d < %d", p.Topic, p.Partition, p.Committed, end.Offset)
 			}
 		}
-		return behind == "", "behind:" + behind
+		if behind != "" {
+			return false, "behind:" + behind
+		}
+		// The group may have assigned this member partitions it has not
+		// started yet (joined, the assignment callback not run): they are
+		// behind too. Asked of the group only once the local ones are done.
+		me, merr := w.cons.GroupMetadata()
+		if merr != nil {
+			return false, "no group metadata: " + merr.Error()
+		}
+		pending := ""
+		ends.Each(func(o kadm.ListedOffset) {
+			if local[o.Partition] {
+				return
+			}
+			owner, ok, err := w.owner(ctx, coordinator.TopicPartition{Topic: o.Topic, Partition: o.Partition})
+			switch {
+			case err != nil:
+				pending += fmt.Sprintf(" %s[%d] (owner lookup: %v)", o.Topic, o.Partition, err)
+			case ok && owner.MemberID == me.MemberID:
+				pending += fmt.Sprintf(" %s[%d] assigned here, not started", o.Topic, o.Partition)
+			}
+		})
+		return pending == "", "pending:" + pending
 	})
 	if err != nil {
 		return fmt.Errorf("actorflow: wait caught up: %w", err)
