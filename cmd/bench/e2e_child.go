@@ -224,6 +224,7 @@ func newWorker(a childArgs, processed *atomic.Int64) (*actorflow.Worker, *kgo.Cl
 		actorflow.WithTransactionalIDPrefix(a.txnPrefix),
 		actorflow.WithPersistEvery(a.persist),
 		actorflow.WithCommitOffsetsInterval(a.persist),
+		actorflow.WithClientOpts(childKgoLog()...),
 	)
 	if err != nil {
 		if producer != nil {
@@ -372,4 +373,24 @@ func (s *memSampler) stop() (heap, total, goroutines int64) {
 	close(s.stopc)
 	s.wg.Wait()
 	return s.heap, s.total, s.gorout
+}
+
+// childKgoLogEnv carries --kgo-log to the E2E children.
+const childKgoLogEnv = "ACTORFLOW_BENCH_KGO_LOG"
+
+// childKgoLog is the workers' kgo logger (stderr, timestamped) when the
+// parent ran with --kgo-log, else nothing.
+func childKgoLog() []kgo.Opt {
+	var lvl kgo.LogLevel
+	switch os.Getenv(childKgoLogEnv) {
+	case "info":
+		lvl = kgo.LogLevelInfo
+	case "debug":
+		lvl = kgo.LogLevelDebug
+	default:
+		return nil
+	}
+	return []kgo.Opt{kgo.WithLogger(kgo.BasicLogger(os.Stderr, lvl, func() string {
+		return time.Now().Format("15:04:05.000000 ")
+	}))}
 }

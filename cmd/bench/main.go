@@ -91,7 +91,7 @@ func main() {
 		sizeB      = flag.Int("size-b", 10<<10, "snapshot size in bytes of experiment B")
 		asJSON     = flag.Bool("json", false, "print one JSON object per row")
 		verbose    = flag.Bool("v", false, "log progress and store warnings to stderr")
-		kgoLog     = flag.String("kgo-log", "", "log the stores' kgo clients to stderr with timestamps: info or debug")
+		kgoLog     = flag.String("kgo-log", "", "log the stores' kgo clients (and, in experiment E2E, every client of the workers) to stderr with timestamps: info or debug")
 		orderings  = flag.String("probe-orderings", "all", "experiment T: comma-separated orderings (concurrent, offsets-first, produce-first, add-partitions)")
 		probeTxns  = flag.Int("probe-txns", 300, "experiment T: transactions per run")
 		backoff    = flag.Duration("probe-backoff", time.Millisecond, "experiment T: retry backoff on CONCURRENT_TRANSACTIONS")
@@ -181,6 +181,9 @@ func main() {
 		}
 		if *e2eMemLim != "" {
 			c.childEnv = append(c.childEnv, "GOMEMLIMIT="+*e2eMemLim)
+		}
+		if *kgoLog != "" {
+			c.childEnv = append(c.childEnv, childKgoLogEnv+"="+*kgoLog) // the workers' clients log too
 		}
 		rows, err := runE2E(ctx, seeds, c, log)
 		if err != nil {
