@@ -233,15 +233,24 @@ func (h *hangingResolver) scanForMarker(ctx context.Context, tp topicPartition, 
 	if !ok1 || !ok2 || f.Err != nil || e.Err != nil {
 		return DataScan{}
 	}
+	return scanProducer(ctx, h.brokers, h.opts, tp, f.Offset, e.Offset, o.ProducerID, o.Epoch)
+}
+
+// scanProducer reads tp's records in [from, to) for the producer's data at
+// epoch and the control record after it (with the same or a later epoch:
+// transaction version 2 writes markers with the bumped epoch, a fence
+// aborts with a later one). Both the hanging-transaction repair and the
+// settling of a lost commit answer (lost_commit_kafka.go) decide from it.
+func scanProducer(ctx context.Context, brokers []string, opts []kgo.Opt, tp topicPartition, from, to, producerID int64, epoch int16) DataScan {
 	var sc DataScan
-	err = h.readPartition(ctx, tp, f.Offset, e.Offset, func(r *kgo.Record) bool {
-		if r.ProducerID != o.ProducerID {
+	err := readPartitionRaw(ctx, brokers, opts, tp, from, to, func(r *kgo.Record) bool {
+		if r.ProducerID != producerID {
 			return true
 		}
 		switch {
-		case !r.Attrs.IsControl() && r.ProducerEpoch == o.Epoch:
+		case !r.Attrs.IsControl() && r.ProducerEpoch == epoch:
 			sc.SawData = true
-		case r.Attrs.IsControl() && sc.SawData && r.ProducerEpoch >= o.Epoch:
+		case r.Attrs.IsControl() && sc.SawData && r.ProducerEpoch >= epoch:
 			sc.Closed = true
 			// The control record's key: version int16, type int16 (0 abort, 1 commit).
 			sc.Committed = len(r.Key) >= 4 && r.Key[3] == 1

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 )
 
@@ -80,35 +79,14 @@ func (t *txnPartition) settleLostCommit(ctx context.Context, lc *lostCommitError
 }
 
 // scanFromMarker reads the snapshot partition from the batch's marker record
-// to its high watermark for the producer's data at the transaction's epoch
-// and the control record after it (read uncommitted, control records kept).
+// (the first record scanned) to its high watermark for the control record
+// that ends the transaction.
 func (t *txnPartition) scanFromMarker(ctx context.Context, tp topicPartition, lc *lostCommitError) DataScan {
 	sctx, cancel := context.WithTimeout(ctx, hangingScanTimeout)
 	defer cancel()
-	r, err := newKafkaLogReader(t.k.brokers, tp.Topic, tp.Partition, false, t.k.cfg.clientOpts)
+	hwm, err := listOffset(sctx, t.cl, tp.Topic, tp.Partition, 0, -1) // the high watermark, on the partition's own client
 	if err != nil {
 		return DataScan{}
 	}
-	hwm, _, err := r.Ends(sctx)
-	r.Close()
-	if err != nil {
-		return DataScan{}
-	}
-	var sc DataScan
-	err = readPartitionRaw(sctx, t.k.brokers, t.k.cfg.clientOpts, tp, lc.markerOffset, hwm, func(r *kgo.Record) bool {
-		if r.ProducerID != lc.producerID {
-			return true
-		}
-		switch {
-		case !r.Attrs.IsControl() && r.ProducerEpoch == lc.epoch && r.Offset == lc.markerOffset:
-			sc.SawData = true
-		case r.Attrs.IsControl() && sc.SawData && r.ProducerEpoch >= lc.epoch:
-			sc.Closed = true
-			sc.Committed = len(r.Key) >= 4 && r.Key[3] == 1 // control key: version int16, type int16 (1 commit)
-			return false
-		}
-		return true
-	})
-	sc.Complete = err == nil
-	return sc
+	return scanProducer(sctx, t.k.brokers, t.k.cfg.clientOpts, tp, lc.markerOffset, hwm, lc.producerID, lc.epoch)
 }
