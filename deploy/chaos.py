@@ -132,6 +132,17 @@ def cid(service):
     return ids[0] if ids else None
 
 
+def restarted_since(before):
+    """The workers of before ({worker: inspect(worker)}) that exited, restarted or stopped since."""
+    out = []
+    for w, st0 in before.items():
+        st = inspect(w)
+        if not st0 or not st or st["started"] != st0["started"] or st["restarts"] != st0["restarts"] \
+                or st["status"] != "running":
+            out.append(w)
+    return out
+
+
 def inspect(service):
     c = cid(service)
     if not c:
@@ -663,12 +674,7 @@ class Chaos:
             f"{back['in_sync_s']}s after the start")
         stalls = watch.stop()
         after = self.node_roles()
-        restarts = []
-        for w, st0 in before.items():
-            st = inspect(w)
-            if not st0 or not st or st["started"] != st0["started"] or st["restarts"] != st0["restarts"] \
-                    or st["status"] != "running":
-                restarts.append(w)
+        restarts = restarted_since(before)
         if restarts:
             self.warn(f"node_kill {svc}: {', '.join(restarts)} exited/restarted during the fault")
         worst = max(stalls.items(), key=lambda kv: kv[1]["processing_s"], default=(None, None))
@@ -745,12 +751,7 @@ class Chaos:
             if i not in passed:
                 self.warn(f"poison {r['kind']} {r['topic']}[{r['partition']}]@{r['offset']}: its partition's "
                           f"committable offset did not pass it within {self.args.settle_timeout:.0f}s")
-        restarts = []
-        for w, st0 in before.items():
-            st = inspect(w)
-            if not st0 or not st or st["started"] != st0["started"] or st["restarts"] != st0["restarts"] \
-                    or st["status"] != "running":
-                restarts.append(w)
+        restarts = restarted_since(before)
         if restarts:
             self.warn(f"poison: {', '.join(restarts)} restarted or stopped during the fault")
         return ",".join(sorted(owners)) or "-", {"poison": recs, "restarted": restarts}
