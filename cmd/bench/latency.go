@@ -77,7 +77,13 @@ type latRow struct {
 	// P99Ratio is this p99 over the gts reference's at the same rate; 0
 	// unless both are valid.
 	P99Ratio float64 `json:"p99_ratio_to_gts"`
-	Note     string  `json:"note,omitempty"`
+	// Stages split the latency where the outputs carry the stamps
+	// (latency.Stamps): [p50, p99] ms of input → fold, fold → output
+	// produced (the wait for its transaction), produced → visible.
+	FoldMS    [2]float64 `json:"fold_ms,omitempty"`
+	CommitMS  [2]float64 `json:"commit_wait_ms,omitempty"`
+	VisibleMS [2]float64 `json:"visible_ms,omitempty"`
+	Note      string     `json:"note,omitempty"`
 }
 
 func runLatencyExperiment(ctx context.Context, brokers []string, c latConfig, log *zap.Logger) ([]latRow, error) {
@@ -181,7 +187,10 @@ func runLatencySystem(ctx context.Context, brokers []string, adm *kadm.Client, c
 	r := latRow{Experiment: "L", System: sys, Rate: rate, Achieved: round3(res.Achieved), Keys: c.keys, Partitions: c.partitions,
 		WarmupS: c.warmup.Seconds(), WindowS: c.window.Seconds(), Produced: res.Produced, Outputs: res.Outputs,
 		Measured: res.Measured, Missing: res.Missing, Duplicates: res.Duplicates, Stray: res.Stray,
-		P50MS: ms(res.P50), P90MS: ms(res.P90), P99MS: ms(res.P99), MaxMS: ms(res.Max)}
+		P50MS: ms(res.P50), P90MS: ms(res.P90), P99MS: ms(res.P99), MaxMS: ms(res.Max),
+		FoldMS:    stageMS(res.Stages[latency.StageFold]),
+		CommitMS:  stageMS(res.Stages[latency.StageCommit]),
+		VisibleMS: stageMS(res.Stages[latency.StageVisible])}
 	var notes []string
 	if !res.Complete() {
 		notes = append(notes, fmt.Sprintf("%d inputs without output, %d stray outputs", res.Missing, res.Stray))
@@ -206,8 +215,29 @@ func printLatency(w io.Writer, rows []latRow) {
 			r.Missing, r.Duplicates, r.Stray, r.Valid, r.P50MS, r.P90MS, r.P99MS, r.MaxMS, ratio)
 	}
 	_ = tw.Flush()
+	fmt.Fprintln(w, "stages (p50/p99 ms; '-' where the outputs carry no stamp): input → fold, fold → output produced, produced → visible read_committed")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "rate/s\tsystem\tto fold\tto produce\tto visible\t")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t\n", r.Rate, r.System, stageCell(r.FoldMS), stageCell(r.CommitMS), stageCell(r.VisibleMS))
+	}
+	_ = tw.Flush()
 	enc := json.NewEncoder(w)
 	for _, r := range rows {
 		_ = enc.Encode(r)
 	}
+}
+
+func stageMS(s latency.StageStats) [2]float64 {
+	if s.N == 0 {
+		return [2]float64{}
+	}
+	return [2]float64{ms(s.P50), ms(s.P99)}
+}
+
+func stageCell(v [2]float64) string {
+	if v == [2]float64{} {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f/%.1f", v[0], v[1])
 }

@@ -68,7 +68,7 @@ func Run(ctx context.Context, l Load) (*Result, error) {
 				if json.Unmarshal(r.Value, &o) != nil {
 					o = ledger.Output{} // counted as stray
 				}
-				tr.Output(o.Account, o.Seq, now)
+				tr.OutputStamped(o.Account, o.Seq, now, Stamps{Fold: ledger.FoldTime(r), Produced: r.Timestamp})
 			})
 			tr.Notify()
 		}

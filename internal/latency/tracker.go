@@ -26,11 +26,15 @@ type Tracker struct {
 	measured []bool      // input n was produced in the measured window
 	seen     []uint16    // outputs matched to input n
 	lats     []time.Duration
-	outputs  int
-	dups     int
-	stray    int
-	matched  int
-	changed  chan struct{}
+	// stage latencies of the measured inputs whose output carries the
+	// stamps (Stamps): input → fold, fold → output produced, output
+	// produced → visible.
+	stages  [3][]time.Duration
+	outputs int
+	dups    int
+	stray   int
+	matched int
+	changed chan struct{}
 }
 
 // NewTracker tracks the inputs of a generator over accounts (> 0).
@@ -48,10 +52,23 @@ func (t *Tracker) Sent(at time.Time, measure bool) {
 	t.mu.Unlock()
 }
 
+// Stamps are an output's times along the pipe, where the pipe records
+// them (zero: not known): Fold, when the fold that emitted it ran (a header
+// of the ledger flow, HeaderFold); Produced, the output's CreateTime (the
+// producer's Produce call: in a transactional pipe, the transaction's
+// produce step).
+type Stamps struct{ Fold, Produced time.Time }
+
 // Output records an output of account and seq seen at. The first output of
 // an input counts; a later one is a duplicate; one that names no input
 // produced so far (an unknown account, a sequence not sent) is stray.
 func (t *Tracker) Output(account string, seq int64, at time.Time) {
+	t.OutputStamped(account, seq, at, Stamps{})
+}
+
+// OutputStamped is Output with the output's stage stamps: the latency of
+// each stage is kept where both of its ends are known.
+func (t *Tracker) OutputStamped(account string, seq int64, at time.Time, st Stamps) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.outputs++
@@ -67,6 +84,15 @@ func (t *Tracker) Output(account string, seq int64, at time.Time) {
 		t.matched++
 		if t.measured[n] {
 			t.lats = append(t.lats, at.Sub(t.sent[n]))
+			if !st.Fold.IsZero() {
+				t.stages[0] = append(t.stages[0], st.Fold.Sub(t.sent[n]))
+				if !st.Produced.IsZero() {
+					t.stages[1] = append(t.stages[1], st.Produced.Sub(st.Fold))
+				}
+			}
+			if !st.Produced.IsZero() {
+				t.stages[2] = append(t.stages[2], at.Sub(st.Produced))
+			}
 		}
 	}
 }
@@ -115,6 +141,35 @@ type Result struct {
 	Achieved   float64       // inputs produced per second, over warm-up and window
 	P50, P90   time.Duration // input CreateTime → output read read_committed
 	P99, Max   time.Duration
+	// Stages are the latency's parts, where the outputs carry the stamps
+	// (Stamps; zero otherwise): StageFold (input CreateTime → the fold
+	// that emitted), StageCommit (fold → output produced: the wait for the
+	// transaction that carries it), StageVisible (output produced →
+	// read read_committed).
+	Stages [3]StageStats
+}
+
+// Stage indices of Result.Stages.
+const (
+	StageFold = iota
+	StageCommit
+	StageVisible
+)
+
+// StageStats is one stage's sample.
+type StageStats struct {
+	N             int
+	P50, P99, Max time.Duration
+}
+
+func stageStats(lats []time.Duration) StageStats {
+	lats = slices.Clone(lats)
+	slices.Sort(lats)
+	s := StageStats{N: len(lats), P50: Percentile(lats, 0.50), P99: Percentile(lats, 0.99)}
+	if len(lats) > 0 {
+		s.Max = lats[len(lats)-1]
+	}
+	return s
 }
 
 // Complete reports whether every input had an output and no output was
@@ -132,6 +187,9 @@ func (t *Tracker) Result() *Result {
 		P50: Percentile(lats, 0.50), P90: Percentile(lats, 0.90), P99: Percentile(lats, 0.99)}
 	if len(lats) > 0 {
 		r.Max = lats[len(lats)-1]
+	}
+	for i, st := range t.stages {
+		r.Stages[i] = stageStats(st)
 	}
 	return r
 }

@@ -60,3 +60,28 @@ func TestPercentileIsNearestRank(t *testing.T) {
 		t.Error("percentile of nothing is not 0")
 	}
 }
+
+// A stamped output splits its latency into input → fold → produced →
+// visible; an output without stamps counts in the total only, and a
+// warm-up input in neither.
+func TestTrackerSplitsStampedOutputsIntoStages(t *testing.T) {
+	tr := NewTracker(3)
+	t0 := time.Unix(100, 0)
+	tr.Sent(t0, false)
+	tr.Sent(t0, true)
+	tr.Sent(t0, true)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	tr.OutputStamped("acct-0", 1, ms(90), Stamps{Fold: ms(1), Produced: ms(2)}) // warm-up
+	tr.OutputStamped("acct-1", 1, ms(20), Stamps{Fold: ms(3), Produced: ms(12)})
+	tr.Output("acct-2", 1, ms(30))
+	r := tr.Result()
+	want := [3]time.Duration{3 * time.Millisecond, 9 * time.Millisecond, 8 * time.Millisecond}
+	for i, w := range want {
+		if s := r.Stages[i]; s.N != 1 || s.P50 != w || s.Max != w {
+			t.Errorf("stage %d: %+v, want one sample of %s", i, s, w)
+		}
+	}
+	if r.Measured != 2 || r.Max != 30*time.Millisecond {
+		t.Errorf("measured %d max %s: want 2, 30 ms (the unstamped output counts in the total)", r.Measured, r.Max)
+	}
+}

@@ -5,11 +5,13 @@ package ledger
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/actorflow/actorflow/keyflow"
 	"github.com/actorflow/actorflow/snapshotstore"
@@ -160,6 +162,25 @@ type Output struct {
 	Balance int64  `json:"balance"`
 }
 
+// HeaderFold is the output header carrying the wall time of the fold that
+// emitted it (8 bytes, big-endian Unix nanoseconds): the latency
+// experiment's split of input → fold → commit → visible.
+const HeaderFold = "ledger.fold"
+
+func foldHeader() []kgo.RecordHeader {
+	return []kgo.RecordHeader{{Key: HeaderFold, Value: binary.BigEndian.AppendUint64(nil, uint64(time.Now().UnixNano()))}}
+}
+
+// FoldTime is r's HeaderFold time, zero without one.
+func FoldTime(r *kgo.Record) time.Time {
+	for _, h := range r.Headers {
+		if h.Key == HeaderFold && len(h.Value) == 8 {
+			return time.Unix(0, int64(binary.BigEndian.Uint64(h.Value)))
+		}
+	}
+	return time.Time{}
+}
+
 // FlowWithOutput is the ledger flow emitting an Output per applied event
 // to topic, counting folds in folds. In the plain mode the outputs go
 // through producer (at-least-once); in the transactional mode producer may
@@ -177,7 +198,7 @@ func FlowWithOutput(producer *kgo.Client, topic string, folds *atomic.Int64, opt
 			return s, nil
 		}
 		b, _ := json.Marshal(Output{Account: kc.Key(), Seq: s.LastSeq, Balance: s.Balance})
-		return s, kc.Emit(&kgo.Record{Key: []byte(kc.Key()), Value: b})
+		return s, kc.Emit(&kgo.Record{Key: []byte(kc.Key()), Value: b, Headers: foldHeader()})
 	}
 	if topic != "" {
 		opts = append(opts, keyflow.WithOutput(producer, topic))
