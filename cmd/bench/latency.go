@@ -14,6 +14,7 @@ import (
 	"github.com/actorflow/actorflow/internal/latency"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 )
 
@@ -39,6 +40,13 @@ type latConfig struct {
 	systems               []string
 	persist               time.Duration // actorflow's persist and commit interval; 0 keeps its defaults
 	rf                    int16
+	// rebalance runs each system as member processes of one group through
+	// a join and a SIGKILL in the window (latency_rebalance.go).
+	rebalance bool
+	// sessionTimeout is the members' group session timeout in a rebalance
+	// run (0: the client's default, 45 s): after a SIGKILL, the floor of
+	// the stop of the dead member's partitions.
+	sessionTimeout time.Duration
 }
 
 // experiment L systems.
@@ -83,7 +91,23 @@ type latRow struct {
 	FoldMS    [2]float64 `json:"fold_ms,omitempty"`
 	CommitMS  [2]float64 `json:"commit_wait_ms,omitempty"`
 	VisibleMS [2]float64 `json:"visible_ms,omitempty"`
-	Note      string     `json:"note,omitempty"`
+	// StoppedMS is the longest time one output partition went without an
+	// output over the window (StoppedPartition); JoinS and KillS are the
+	// rebalance run's events, in seconds from the window's start.
+	StoppedMS        float64 `json:"stopped_ms"`
+	StoppedPartition int32   `json:"stopped_partition"`
+	StoppedFromS     float64 `json:"stopped_from_s"`
+	Rebalance        bool    `json:"rebalance,omitempty"`
+	JoinS            float64 `json:"join_s,omitempty"`
+	KillS            float64 `json:"kill_s,omitempty"`
+	// JoinStoppedMS / KillStoppedMS: the longest output gap beginning
+	// after the join (before the kill), after the kill; on which partition.
+	JoinStoppedMS        float64 `json:"join_stopped_ms,omitempty"`
+	JoinStoppedPartition int32   `json:"join_stopped_partition,omitempty"`
+	KillStoppedMS        float64 `json:"kill_stopped_ms,omitempty"`
+	KillStoppedPartition int32   `json:"kill_stopped_partition,omitempty"`
+	SessionTimeoutS      float64 `json:"session_timeout_s,omitempty"`
+	Note                 string  `json:"note,omitempty"`
 }
 
 func runLatencyExperiment(ctx context.Context, brokers []string, c latConfig, log *zap.Logger) ([]latRow, error) {
@@ -139,47 +163,17 @@ func runLatencySystem(ctx context.Context, brokers []string, adm *kadm.Client, c
 		}
 	}
 
-	var stop func() error
-	switch sys {
-	case latGTS:
-		p, err := newGTSPipe(brokers, group, input, output, c.partitions)
-		if err != nil {
-			return latRow{}, err
-		}
-		pctx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- p.run(pctx) }()
-		stop = func() error { cancel(); return <-done }
-		select {
-		case <-p.ready:
-		case err := <-done:
-			return latRow{}, fmt.Errorf("stopped before its assignment: %w", err)
-		case <-ctx.Done():
-			_ = stop()
-			return latRow{}, ctx.Err()
-		}
-	case latTxn, latPlain:
-		mode := snapshotstore.Transactional
-		if sys == latPlain {
-			mode = snapshotstore.Plain
-		}
-		opts := []actorflow.Option{actorflow.WithLogger(log)}
-		if c.persist > 0 {
-			opts = append(opts, actorflow.WithPersistEvery(c.persist), actorflow.WithCommitOffsetsInterval(c.persist))
-		}
-		w, err := latency.StartWorker(ctx, brokers, mode, group, input, snaps, output, c.partitions, opts...)
-		if err != nil {
-			return latRow{}, err
-		}
-		stop = w.Stop
-	default:
-		return latRow{}, fmt.Errorf("unknown system %q (want %v)", sys, latAllSystems)
-	}
-
-	res, err := latency.Run(ctx, latency.Load{Brokers: brokers, Input: input, Output: output, Rate: rate,
-		Accounts: c.keys, Warmup: c.warmup, Window: c.window, Drain: c.drain})
-	if serr := stop(); serr != nil && err == nil {
-		err = fmt.Errorf("%s stopped with: %w", sys, serr)
+	load := latency.Load{Brokers: brokers, Input: input, Output: output, Rate: rate,
+		Accounts: c.keys, Warmup: c.warmup, Window: c.window, Drain: c.drain, Tracker: latency.NewTracker(c.keys)}
+	var (
+		res *latency.Result
+		ev  latRebalanceEvents
+		err error
+	)
+	if c.rebalance {
+		res, ev, err = runLatencyRebalance(ctx, adm, c, sys, brokers, group, input, output, snaps, load, log)
+	} else {
+		res, err = runLatencyInProcess(ctx, brokers, c, sys, group, input, output, snaps, load, log)
 	}
 	if err != nil {
 		return latRow{}, err
@@ -190,7 +184,20 @@ func runLatencySystem(ctx context.Context, brokers []string, adm *kadm.Client, c
 		P50MS: ms(res.P50), P90MS: ms(res.P90), P99MS: ms(res.P99), MaxMS: ms(res.Max),
 		FoldMS:    stageMS(res.Stages[latency.StageFold]),
 		CommitMS:  stageMS(res.Stages[latency.StageCommit]),
-		VisibleMS: stageMS(res.Stages[latency.StageVisible])}
+		VisibleMS: stageMS(res.Stages[latency.StageVisible]),
+		StoppedMS: ms(res.Stopped), StoppedPartition: res.StoppedPartition, Rebalance: c.rebalance,
+		SessionTimeoutS: c.sessionTimeout.Seconds()}
+	windowStart := res.Start.Add(c.warmup)
+	if !res.StoppedAt.IsZero() {
+		r.StoppedFromS = round3(res.StoppedAt.Sub(windowStart).Seconds())
+	}
+	if c.rebalance {
+		r.JoinS, r.KillS = round3(ev.JoinAt.Sub(windowStart).Seconds()), round3(ev.KillAt.Sub(windowStart).Seconds())
+		g, p, _ := load.Tracker.LongestGap(ev.JoinAt, ev.KillAt)
+		r.JoinStoppedMS, r.JoinStoppedPartition = ms(g), p
+		g, p, _ = load.Tracker.LongestGap(ev.KillAt, time.Time{})
+		r.KillStoppedMS, r.KillStoppedPartition = ms(g), p
+	}
 	var notes []string
 	if !res.Complete() {
 		notes = append(notes, fmt.Sprintf("%d inputs without output, %d stray outputs", res.Missing, res.Stray))
@@ -205,16 +212,26 @@ func runLatencySystem(ctx context.Context, brokers []string, adm *kadm.Client, c
 
 func printLatency(w io.Writer, rows []latRow) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "rate/s\tsystem\tachieved/s\tinputs\tmissing\tdups\tstray\tvalid\tp50 ms\tp90 ms\tp99 ms\tmax ms\tp99/gts\t")
+	fmt.Fprintln(tw, "rate/s\tsystem\tachieved/s\tinputs\tmissing\tdups\tstray\tvalid\tp50 ms\tp90 ms\tp99 ms\tmax ms\tp99/gts\tstopped ms\t")
 	for _, r := range rows {
 		ratio := "-"
 		if r.P99Ratio > 0 {
 			ratio = fmt.Sprintf("%.2f", r.P99Ratio)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%.0f\t%d\t%d\t%d\t%d\t%v\t%.1f\t%.1f\t%.1f\t%.1f\t%s\t\n", r.Rate, r.System, r.Achieved, r.Produced,
-			r.Missing, r.Duplicates, r.Stray, r.Valid, r.P50MS, r.P90MS, r.P99MS, r.MaxMS, ratio)
+		fmt.Fprintf(tw, "%d\t%s\t%.0f\t%d\t%d\t%d\t%d\t%v\t%.1f\t%.1f\t%.1f\t%.1f\t%s\t%.0f\t\n", r.Rate, r.System, r.Achieved, r.Produced,
+			r.Missing, r.Duplicates, r.Stray, r.Valid, r.P50MS, r.P90MS, r.P99MS, r.MaxMS, ratio, r.StoppedMS)
 	}
 	_ = tw.Flush()
+	for _, r := range rows {
+		if r.Rebalance {
+			st := "the group's default"
+			if r.SessionTimeoutS > 0 {
+				st = fmt.Sprintf("%.0f s", r.SessionTimeoutS)
+			}
+			fmt.Fprintf(w, "rebalance %s at %d/s (session timeout %s): third member joined at %.1f s, first SIGKILLed at %.1f s into the window; outputs stopped after the join %.0f ms (partition %d), after the kill %.0f ms (partition %d)\n",
+				r.System, r.Rate, st, r.JoinS, r.KillS, r.JoinStoppedMS, r.JoinStoppedPartition, r.KillStoppedMS, r.KillStoppedPartition)
+		}
+	}
 	fmt.Fprintln(w, "stages (p50/p99 ms; '-' where the outputs carry no stamp): input → fold, fold → output produced, produced → visible read_committed")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "rate/s\tsystem\tto fold\tto produce\tto visible\t")
@@ -240,4 +257,62 @@ func stageCell(v [2]float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.1f/%.1f", v[0], v[1])
+}
+
+// runLatencyInProcess runs sys in this process under the load l.
+func runLatencyInProcess(ctx context.Context, brokers []string, c latConfig, sys, group, input, output, snaps string,
+	load latency.Load, log *zap.Logger) (*latency.Result, error) {
+	var stop func() error
+	switch sys {
+	case latGTS:
+		p, err := newGTSPipe(brokers, group, group, input, output, c.partitions)
+		if err != nil {
+			return nil, err
+		}
+		pctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- p.run(pctx) }()
+		stop = func() error { cancel(); return <-done }
+		select {
+		case <-p.ready:
+		case err := <-done:
+			return nil, fmt.Errorf("stopped before its assignment: %w", err)
+		case <-ctx.Done():
+			_ = stop()
+			return nil, ctx.Err()
+		}
+	case latTxn, latPlain:
+		mode := snapshotstore.Transactional
+		if sys == latPlain {
+			mode = snapshotstore.Plain
+		}
+		w, err := latency.StartWorker(ctx, brokers, mode, group, input, snaps, output, c.partitions, latWorkerOpts(log, c.persist, 0)...)
+		if err != nil {
+			return nil, err
+		}
+		stop = w.Stop
+	default:
+		return nil, fmt.Errorf("unknown system %q (want %v)", sys, latAllSystems)
+	}
+
+	res, err := latency.Run(ctx, load)
+	if serr := stop(); serr != nil && err == nil {
+		err = fmt.Errorf("%s stopped with: %w", sys, serr)
+	}
+	return res, err
+}
+
+// latWorkerOpts are the actorflow systems' options beyond latency.StartWorker's.
+func latWorkerOpts(log *zap.Logger, persist, sessionTimeout time.Duration) []actorflow.Option {
+	opts := []actorflow.Option{actorflow.WithLogger(log)}
+	if sessionTimeout > 0 {
+		// kgo refuses a heartbeat interval (default 3 s) above the session
+		// timeout; a third of it is Kafka's guidance.
+		opts = append(opts, actorflow.WithSessionTimeout(sessionTimeout),
+			actorflow.WithClientOpts(kgo.HeartbeatInterval(sessionTimeout/3)))
+	}
+	if persist > 0 {
+		opts = append(opts, actorflow.WithPersistEvery(persist), actorflow.WithCommitOffsetsInterval(persist))
+	}
+	return opts
 }

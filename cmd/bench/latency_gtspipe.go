@@ -20,21 +20,21 @@ import (
 // transaction, KIP-447). It reads read_committed. An aborted transaction
 // (a rebalance during it) puts back the states it changed, since its
 // records are polled again. ready is closed once partitions partitions are
-// assigned. It returns nil when ctx ends, or the first error.
+// assigned. Each member of a group needs its own txnID. It returns nil when ctx ends, or the first error.
 type gtsPipe struct {
 	sess  *kgo.GroupTransactSession
 	ready chan struct{}
 }
 
-func newGTSPipe(brokers []string, group, input, output string, partitions int) (*gtsPipe, error) {
+func newGTSPipe(brokers []string, group, txnID, input, output string, partitions int, opts ...kgo.Opt) (*gtsPipe, error) {
 	p := &gtsPipe{ready: make(chan struct{})}
 	var (
 		mu       sync.Mutex
 		assigned = map[int32]bool{}
 	)
-	sess, err := kgo.NewGroupTransactSession(
+	sess, err := kgo.NewGroupTransactSession(append([]kgo.Opt{
 		kgo.SeedBrokers(brokers...),
-		kgo.TransactionalID(group),
+		kgo.TransactionalID(txnID),
 		kgo.ConsumerGroup(group),
 		kgo.ConsumeTopics(input),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
@@ -45,7 +45,7 @@ func newGTSPipe(brokers []string, group, input, output string, partitions int) (
 			for _, ps := range m[input] {
 				assigned[ps] = true
 			}
-			if len(assigned) == partitions {
+			if len(assigned) >= partitions {
 				select {
 				case <-p.ready:
 				default:
@@ -53,6 +53,7 @@ func newGTSPipe(brokers []string, group, input, output string, partitions int) (
 				}
 			}
 		}),
+	}, opts...)...,
 	)
 	if err != nil {
 		return nil, fmt.Errorf("GroupTransactSession: %w", err)

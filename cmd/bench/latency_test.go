@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -48,8 +49,8 @@ func TestLatencyExperimentMatchesEveryOutputOnKfake(t *testing.T) {
 	var out bytes.Buffer
 	printLatency(&out, rows)
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) != 1+2*len(rows) || !strings.Contains(lines[0], "p99 ms") {
-		t.Fatalf("report:\n%s\nwant a header, a table row and a JSON line per system", out.String())
+	if len(lines) != 3+3*len(rows) || !strings.Contains(lines[0], "p99 ms") || !strings.Contains(lines[2+len(rows)], "to visible") {
+		t.Fatalf("report:\n%s\nwant a header, a table row per system, the stages' two headers and a row per system, and a JSON line per system", out.String())
 	}
 	var obj map[string]any
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &obj); err != nil {
@@ -59,5 +60,48 @@ func TestLatencyExperimentMatchesEveryOutputOnKfake(t *testing.T) {
 		if _, ok := obj[k]; !ok {
 			t.Errorf("JSON line %q lacks %q", lines[len(lines)-1], k)
 		}
+	}
+}
+
+// TestMain lets the test binary run as a member process of a rebalance run
+// (latency_rebalance.go re-executes os.Executable with latChildCommand).
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == latChildCommand {
+		os.Exit(latChildMain(os.Args[2:]))
+	}
+	os.Exit(m.Run())
+}
+
+// Experiment L through a rebalance, on kfake: member processes, a third
+// joining and the first SIGKILLed in the window; the transactional mode
+// still delivers every input's output exactly once, and the report names
+// both events and the output gaps after them.
+func TestLatencyRebalanceDeliversEveryOutputOnce(t *testing.T) {
+	_, brokers := testkit.Kfake(t)
+	// kfake's group.min.session.timeout.ms is 6 s.
+	c := latConfig{rates: []int{200}, warmup: 500 * time.Millisecond, window: 6 * time.Second, drain: time.Minute,
+		keys: 50, partitions: 4, systems: []string{latTxn}, rf: 1, rebalance: true, sessionTimeout: 6 * time.Second}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rows, err := runLatencyExperiment(ctx, brokers, c, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		if !r.Valid || r.Missing != 0 || r.Duplicates != 0 || r.Outputs != r.Produced {
+			t.Errorf("%s: valid %v, %d produced, %d outputs, %d missing, %d duplicates (%s): want every output once through the join and the kill",
+				r.System, r.Valid, r.Produced, r.Outputs, r.Missing, r.Duplicates, r.Note)
+		}
+		if !r.Rebalance || r.JoinS <= 0 || r.KillS <= r.JoinS || r.KillS >= c.window.Seconds() {
+			t.Errorf("%s: rebalance %v, join at %v s, kill at %v s: want both inside the %s window, join first", r.System, r.Rebalance, r.JoinS, r.KillS, c.window)
+		}
+		if r.StoppedMS < r.KillStoppedMS || r.StoppedMS < r.JoinStoppedMS {
+			t.Errorf("%s: stopped %v ms, below the gap after the join (%v) or the kill (%v)", r.System, r.StoppedMS, r.JoinStoppedMS, r.KillStoppedMS)
+		}
+	}
+	var out bytes.Buffer
+	printLatency(&out, rows)
+	if n := strings.Count(out.String(), "SIGKILLed"); n != len(rows) {
+		t.Errorf("report:\n%s\nwant one rebalance line per system", out.String())
 	}
 }

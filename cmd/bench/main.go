@@ -50,6 +50,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -80,6 +81,9 @@ type row struct {
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == childCommand {
 		os.Exit(childMain(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == latChildCommand {
+		os.Exit(latChildMain(os.Args[2:]))
 	}
 	var (
 		brokers    = flag.String("brokers", "", "comma-separated seed brokers of a real cluster (default: an in-process kfake cluster)")
@@ -115,8 +119,21 @@ func main() {
 		latParts   = flag.Int("lat-partitions", 8, "experiment L: partitions of every topic")
 		latSystems = flag.String("lat-systems", strings.Join(latAllSystems, ","), "experiment L: systems ("+strings.Join(latAllSystems, ", ")+")")
 		latPersist = flag.Duration("lat-persist", 0, "experiment L: persist and commit interval of the actorflow systems (0: actorflow's defaults, 5 s)")
+		latRebal   = flag.Bool("lat-rebalance", false, "experiment L: run each system as member processes of one group: two, a third joining at a third of the window, the first SIGKILLed at two thirds")
+		latSession = flag.Duration("lat-session-timeout", 0, "experiment L with --lat-rebalance: the members' group session timeout (0: the client's default, 45 s)")
+		cpuProfile = flag.String("cpuprofile", "", "write a CPU profile of this process (every in-process system: A, B, T, L) to this file")
 	)
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fatalf("cpu profile: %v", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fatalf("cpu profile: %v", err)
+		}
+		defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
+	}
 	exp := strings.ToUpper(*experiment)
 	if exp != "A" && exp != "B" && exp != "T" && exp != "E2E" && exp != "L" && exp != "ALL" {
 		fatalf("--experiment must be A, B, T, E2E, L or all (A and B), not %q", *experiment)
@@ -152,7 +169,7 @@ func main() {
 	started := time.Now()
 	if exp == "L" {
 		c := latConfig{warmup: *latWarmup, window: *latWindow, drain: *latDrain, keys: *latKeys, partitions: *latParts,
-			persist: *latPersist, rf: int16(*rf)}
+			persist: *latPersist, rf: int16(*rf), rebalance: *latRebal, sessionTimeout: *latSession}
 		c.rates = positiveList("lat-rate", *latRates)
 		c.systems = systemList("lat-systems", *latSystems, latAllSystems)
 		if c.keys < 1 || c.partitions < 1 || c.window <= 0 || c.warmup < 0 {

@@ -28,6 +28,9 @@ type Load struct {
 	Drain time.Duration
 	// Opts are added to the load's producer and consumer clients.
 	Opts []kgo.Opt
+	// Tracker, when set, is the run's tracker (a fresh one, over
+	// Accounts): the caller can read it afterwards (LongestGap).
+	Tracker *Tracker
 }
 
 // Run produces ledger events to l.Input at l.Rate for l.Warmup+l.Window
@@ -45,7 +48,10 @@ func Run(ctx context.Context, l Load) (*Result, error) {
 	if l.Drain <= 0 {
 		l.Drain = DefaultDrain
 	}
-	tr := NewTracker(l.Accounts)
+	tr := l.Tracker
+	if tr == nil {
+		tr = NewTracker(l.Accounts)
+	}
 	cons, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(l.Brokers...), kgo.ConsumeTopics(l.Output),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		// A short long-poll so an empty read_committed fetch (the LSO not
@@ -68,7 +74,7 @@ func Run(ctx context.Context, l Load) (*Result, error) {
 				if json.Unmarshal(r.Value, &o) != nil {
 					o = ledger.Output{} // counted as stray
 				}
-				tr.OutputStamped(o.Account, o.Seq, now, Stamps{Fold: ledger.FoldTime(r), Produced: r.Timestamp})
+				tr.OutputStamped(o.Account, o.Seq, now, Stamps{Fold: ledger.FoldTime(r), Produced: r.Timestamp, Partition: r.Partition})
 			})
 			tr.Notify()
 		}
@@ -81,6 +87,7 @@ func Run(ctx context.Context, l Load) (*Result, error) {
 	}
 	defer pcl.Close()
 	var perr atomic.Pointer[error]
+	start := time.Now()
 	produced, err := produce(ctx, pcl, l, tr, func(_ *kgo.Record, err error) {
 		if err != nil {
 			perr.CompareAndSwap(nil, &err)
@@ -111,6 +118,7 @@ wait:
 	ccancel()
 	<-cdone
 	r := tr.Result()
+	r.Start = start
 	r.Achieved = float64(produced) / (l.Warmup + l.Window).Seconds()
 	return r, nil
 }

@@ -29,12 +29,13 @@ type Tracker struct {
 	// stage latencies of the measured inputs whose output carries the
 	// stamps (Stamps): input → fold, fold → output produced, output
 	// produced → visible.
-	stages  [3][]time.Duration
-	outputs int
-	dups    int
-	stray   int
-	matched int
-	changed chan struct{}
+	stages   [3][]time.Duration
+	arrivals map[int32][]time.Time // per output partition: the measured inputs' first outputs
+	outputs  int
+	dups     int
+	stray    int
+	matched  int
+	changed  chan struct{}
 }
 
 // NewTracker tracks the inputs of a generator over accounts (> 0).
@@ -57,7 +58,12 @@ func (t *Tracker) Sent(at time.Time, measure bool) {
 // of the ledger flow, HeaderFold); Produced, the output's CreateTime (the
 // producer's Produce call: in a transactional pipe, the transaction's
 // produce step).
-type Stamps struct{ Fold, Produced time.Time }
+// Partition is the output's partition (arrivals per partition give
+// Result.Stopped); -1 when not known.
+type Stamps struct {
+	Fold, Produced time.Time
+	Partition      int32
+}
 
 // Output records an output of account and seq seen at. The first output of
 // an input counts; a later one is a duplicate; one that names no input
@@ -92,6 +98,12 @@ func (t *Tracker) OutputStamped(account string, seq int64, at time.Time, st Stam
 			}
 			if !st.Produced.IsZero() {
 				t.stages[2] = append(t.stages[2], at.Sub(st.Produced))
+			}
+			if st.Partition >= 0 {
+				if t.arrivals == nil {
+					t.arrivals = map[int32][]time.Time{}
+				}
+				t.arrivals[st.Partition] = append(t.arrivals[st.Partition], at)
 			}
 		}
 	}
@@ -147,6 +159,15 @@ type Result struct {
 	// transaction that carries it), StageVisible (output produced →
 	// read read_committed).
 	Stages [3]StageStats
+	// Stopped is the longest time no output arrived on one output
+	// partition between two outputs of the window's inputs (outputs
+	// stopped there, e.g. through a rebalance), StoppedPartition that
+	// partition (-1: no partitions known), StoppedAt when the gap began.
+	Stopped time.Duration
+	// Start is when the load began (the warm-up's start; set by Run).
+	Start            time.Time
+	StoppedPartition int32
+	StoppedAt        time.Time
 }
 
 // Stage indices of Result.Stages.
@@ -191,7 +212,35 @@ func (t *Tracker) Result() *Result {
 	for i, st := range t.stages {
 		r.Stages[i] = stageStats(st)
 	}
+	r.Stopped, r.StoppedPartition, r.StoppedAt = t.longestGap(time.Time{}, time.Time{})
 	return r
+}
+
+// LongestGap is the longest time one output partition went without an
+// output between two outputs of the window's inputs, among the gaps that
+// begin in [from, to) (a zero bound is open): the partition and the gap's
+// start; partition -1 when there is none.
+func (t *Tracker) LongestGap(from, to time.Time) (time.Duration, int32, time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.longestGap(from, to)
+}
+
+func (t *Tracker) longestGap(from, to time.Time) (gap time.Duration, partition int32, at time.Time) {
+	partition = -1
+	for p, as := range t.arrivals {
+		as = slices.Clone(as)
+		slices.SortFunc(as, time.Time.Compare)
+		for i := 1; i < len(as); i++ {
+			if as[i-1].Before(from) || (!to.IsZero() && !as[i-1].Before(to)) {
+				continue
+			}
+			if g := as[i].Sub(as[i-1]); g > gap {
+				gap, partition, at = g, p, as[i-1]
+			}
+		}
+	}
+	return gap, partition, at
 }
 
 // Percentile is the p-quantile (0 ≤ p ≤ 1) of sorted by the nearest-rank

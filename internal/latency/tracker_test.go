@@ -71,8 +71,8 @@ func TestTrackerSplitsStampedOutputsIntoStages(t *testing.T) {
 	tr.Sent(t0, true)
 	tr.Sent(t0, true)
 	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
-	tr.OutputStamped("acct-0", 1, ms(90), Stamps{Fold: ms(1), Produced: ms(2)}) // warm-up
-	tr.OutputStamped("acct-1", 1, ms(20), Stamps{Fold: ms(3), Produced: ms(12)})
+	tr.OutputStamped("acct-0", 1, ms(90), Stamps{Fold: ms(1), Produced: ms(2), Partition: -1}) // warm-up
+	tr.OutputStamped("acct-1", 1, ms(20), Stamps{Fold: ms(3), Produced: ms(12), Partition: -1})
 	tr.Output("acct-2", 1, ms(30))
 	r := tr.Result()
 	want := [3]time.Duration{3 * time.Millisecond, 9 * time.Millisecond, 8 * time.Millisecond}
@@ -83,5 +83,32 @@ func TestTrackerSplitsStampedOutputsIntoStages(t *testing.T) {
 	}
 	if r.Measured != 2 || r.Max != 30*time.Millisecond {
 		t.Errorf("measured %d max %s: want 2, 30 ms (the unstamped output counts in the total)", r.Measured, r.Max)
+	}
+}
+
+// Stopped is the longest gap between two arrivals on one partition over
+// the window's inputs: a warm-up output and another partition's arrivals
+// do not close a partition's gap.
+func TestTrackerStoppedIsTheLongestGapOfOnePartition(t *testing.T) {
+	tr := NewTracker(4)
+	t0 := time.Unix(100, 0)
+	for i := 0; i < 8; i++ {
+		tr.Sent(t0, i >= 4) // inputs 4..7 (acct-0..3, seq 2) are measured
+	}
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	tr.OutputStamped("acct-0", 1, ms(50), Stamps{Partition: 0}) // warm-up: not an arrival
+	tr.OutputStamped("acct-0", 2, ms(10), Stamps{Partition: 0})
+	tr.OutputStamped("acct-1", 2, ms(40), Stamps{Partition: 1})
+	tr.OutputStamped("acct-2", 2, ms(45), Stamps{Partition: 1})
+	tr.OutputStamped("acct-3", 2, ms(210), Stamps{Partition: 0})
+	r := tr.Result()
+	if r.Stopped != 200*time.Millisecond || r.StoppedPartition != 0 || !r.StoppedAt.Equal(ms(10)) {
+		t.Fatalf("stopped %s on %d at %v: want 200 ms on partition 0 from +10 ms", r.Stopped, r.StoppedPartition, r.StoppedAt)
+	}
+	if g, p, at := tr.LongestGap(ms(20), time.Time{}); g != 5*time.Millisecond || p != 1 || !at.Equal(ms(40)) {
+		t.Fatalf("longest gap from +20 ms: %s on %d at %v, want 5 ms on partition 1 from +40 ms", g, p, at)
+	}
+	if g, p, _ := tr.LongestGap(ms(50), ms(60)); g != 0 || p != -1 {
+		t.Fatalf("longest gap in [+50, +60) ms: %s on %d, want none", g, p)
 	}
 }
