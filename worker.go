@@ -143,6 +143,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		kc.StaleGenerationWait = w.cfg.rebalanceTimeout
 		kc.ClientOpts = w.cfg.clientOpts
 		kc.Logger = log.Named("snapshots")
+		if m != nil {
+			kc.ProducerHooks = m.producers.hooks
+		}
 		k, err := snapshotstore.NewKafka(w.cfg.brokers, w.cfg.snapshot, kc)
 		if err != nil {
 			return err
