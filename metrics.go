@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 
 	"github.com/actorflow/actorflow/keyflow"
 	"github.com/prometheus/client_golang/prometheus"
@@ -45,6 +46,12 @@ import (
 //   - actorflow_kafka_consumer_*: franz-go's kprom metrics of the group
 //     consumer's client (connections, bytes and records fetched, request
 //     latencies per broker).
+//   - actorflow_kafka_producer_*: the same of the Kafka store's producers
+//     (bytes and records produced, request latencies, buffered records),
+//     one set per client: in the transactional mode per partition's
+//     producer, labelled transactional_id, present while this worker
+//     owns the partition; in the plain mode the shared snapshot producer's,
+//     without that label. Absent under WithStore.
 //
 // actorflow_lag is absent for a partition until the consumer fetched it.
 func WithMetrics(reg prometheus.Registerer) Option { return func(c *config) { c.metrics = reg } }
@@ -59,6 +66,8 @@ type metrics struct {
 	processed     *prometheus.CounterVec
 	deadLetters   *prometheus.CounterVec
 	failures      *prometheus.CounterVec
+	// producers are the store's producer clients' kprom metrics.
+	producers *producerMetrics
 	// dlqTopic is the flow's dead-letter topic ("" when no policy writes one).
 	dlqTopic string
 }
@@ -93,12 +102,13 @@ func newMetrics(dlqTopic string) *metrics {
 			Name: "actorflow_partition_failures_total",
 			Help: "Partition failures (each stops the partition until it starts again).",
 		}, partitionLabels),
-		dlqTopic: dlqTopic,
+		producers: &producerMetrics{live: map[string]*kprom.Metrics{}},
+		dlqTopic:  dlqTopic,
 	}
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.commitSeconds, m.commitRecords, m.commitErrors, m.processed, m.deadLetters, m.failures}
+	return []prometheus.Collector{m.commitSeconds, m.commitRecords, m.commitErrors, m.processed, m.deadLetters, m.failures, m.producers}
 }
 
 func partitionLabel(p int32) string { return strconv.FormatInt(int64(p), 10) }
@@ -164,4 +174,76 @@ func (w *Worker) consumerClientOpts() []kgo.Opt {
 	}
 	km := kprom.NewMetrics("actorflow", kprom.Subsystem("kafka_consumer"), kprom.Registerer(w.cfg.metrics))
 	return append(slices.Clone(w.cfg.clientOpts), kgo.WithHooks(km))
+}
+
+// producerMetrics is one collector over the kprom metrics of the store's
+// producer clients (snapshotstore.KafkaConfig.ProducerHooks), which come and
+// go with the assignment and are re-created on a re-initialisation.
+//
+// Each client gets its own kprom.Metrics, not registered anywhere
+// (kprom.Registry(nil)): kprom v1.5 keeps one client's collectors per
+// Metrics — a Metrics shared by two clients re-registers its names at the
+// second's start (a duplicate-registration panic on a shared registry) and
+// unregisters every client's at the first close. Registered on the
+// worker's registry, the per-client Metrics of one transactional.id would
+// collide instead when a partition's producer is replaced: the new client
+// starts before the old one closes (snapshotstore, reinit). Here the newest
+// client of an id replaces the older in live, and a client's close removes
+// only itself.
+type producerMetrics struct {
+	mu sync.Mutex
+	// live holds the newest open client's Metrics by transactional.id ("":
+	// the plain mode's shared producer).
+	live map[string]*kprom.Metrics
+}
+
+// Describe describes nothing: an unchecked collector, whose set of series
+// follows the clients (the registry checks their consistency at gather).
+func (p *producerMetrics) Describe(chan<- *prometheus.Desc) {}
+
+// Collect collects every live client's kprom metrics.
+func (p *producerMetrics) Collect(ch chan<- prometheus.Metric) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, km := range p.live {
+		km.Collect(ch)
+	}
+}
+
+// hooks are the kgo hooks of one producer client with transactional.id id:
+// its own kprom.Metrics (labelled transactional_id unless id is ""), and the
+// hook that publishes them in live while the client is open.
+func (p *producerMetrics) hooks(id string) []kgo.Hook {
+	opts := []kprom.Opt{kprom.Subsystem("kafka_producer"), kprom.Registry(nil)}
+	if id != "" {
+		opts = append(opts, kprom.WithStaticLabel(prometheus.Labels{"transactional_id": id}))
+	}
+	km := kprom.NewMetrics("actorflow", opts...)
+	// km first: kgo runs the hooks in order, and km creates its collectors
+	// in its OnNewClient.
+	return []kgo.Hook{km, producerLifecycle{p: p, id: id, km: km}}
+}
+
+// producerLifecycle publishes a client's kprom metrics from its start to
+// its close.
+type producerLifecycle struct {
+	p  *producerMetrics
+	id string
+	km *kprom.Metrics
+}
+
+// OnNewClient implements kgo.HookNewClient.
+func (l producerLifecycle) OnNewClient(*kgo.Client) {
+	l.p.mu.Lock()
+	defer l.p.mu.Unlock()
+	l.p.live[l.id] = l.km
+}
+
+// OnClientClosed implements kgo.HookClientClosed.
+func (l producerLifecycle) OnClientClosed(*kgo.Client) {
+	l.p.mu.Lock()
+	defer l.p.mu.Unlock()
+	if l.p.live[l.id] == l.km {
+		delete(l.p.live, l.id)
+	}
 }

@@ -44,7 +44,8 @@ func label(m *dto.Metric, name string) string {
 
 // A worker with WithMetrics times every commit of every owned partition,
 // counts the records it processed and reports each partition's lag from
-// Status; the kprom metrics of its consumer are on the same registry, and
+// Status; the kprom metrics of its consumer and of every partition's
+// transactional producer (the default mode) are on the same registry, and
 // everything is unregistered when Run returns.
 func TestWithMetricsReportsCommitsRecordsAndLag(t *testing.T) {
 	const parts, n = 3, 300
@@ -90,6 +91,14 @@ func TestWithMetricsReportsCommitsRecordsAndLag(t *testing.T) {
 		if fs["actorflow_commit_records"].GetMetric() == nil {
 			return false, "no actorflow_commit_records"
 		}
+		// Each partition's producer, by its transactional.id (prefix: the group).
+		produced := producedBy(fs)
+		for p := range parts {
+			id := fmt.Sprintf("%s-%s-%d", group, input, p)
+			if produced[id] == 0 {
+				return false, fmt.Sprintf("no bytes produced by %s in actorflow_kafka_producer_produce_bytes_total (by transactional_id: %v)", id, produced)
+			}
+		}
 		return true, ""
 	})
 	fs := families(t, reg)
@@ -107,6 +116,16 @@ func TestWithMetricsReportsCommitsRecordsAndLag(t *testing.T) {
 	if fs := families(t, reg); len(fs) != 0 {
 		t.Errorf("metrics still registered after Run returned: %v", keys(fs))
 	}
+}
+
+// producedBy sums actorflow_kafka_producer_produce_bytes_total by
+// transactional_id ("" for the plain mode's shared producer).
+func producedBy(fs map[string]*dto.MetricFamily) map[string]float64 {
+	out := map[string]float64{}
+	for _, m := range fs["actorflow_kafka_producer_produce_bytes_total"].GetMetric() {
+		out[label(m, "transactional_id")] += m.GetCounter().GetValue()
+	}
+	return out
 }
 
 func keys(fs map[string]*dto.MetricFamily) []string {
@@ -145,7 +164,9 @@ func TestWithoutMetricsRegistersNothing(t *testing.T) {
 
 // Dead letters are counted once they exist: committed in the partition's
 // transaction (transactional mode) or acknowledged by the dead-letter
-// producer (plain mode), under their source topic.
+// producer (plain mode), under their source topic. The store's producers
+// report kprom metrics in both modes: per transactional.id, or the plain
+// mode's one shared producer without that label.
 func TestWithMetricsCountsDeadLetters(t *testing.T) {
 	for _, mode := range []snapshotstore.Mode{snapshotstore.Transactional, snapshotstore.Plain} {
 		t.Run(mode.String(), func(t *testing.T) {
@@ -179,6 +200,21 @@ func TestWithMetricsCountsDeadLetters(t *testing.T) {
 					got += m.GetCounter().GetValue()
 				}
 				return got == n, fmt.Sprintf("%v dead letters, want %d", got, n)
+			})
+			testkit.Eventually(t, 60*time.Second, "store producer metrics", func() (bool, string) {
+				produced := producedBy(families(t, reg))
+				if mode == snapshotstore.Plain {
+					return len(produced) == 1 && produced[""] > 0, fmt.Sprintf("bytes produced by transactional_id %v, want only the shared producer's (no label)", produced)
+				}
+				// The key-less records may all have gone to one partition:
+				// only its producer need have produced.
+				ids := 0
+				for p := range 2 {
+					if produced[fmt.Sprintf("%s-%s-%d", group, input, p)] > 0 {
+						ids++
+					}
+				}
+				return ids > 0 && ids == len(produced), fmt.Sprintf("bytes produced by transactional_id %v, want only partitions' producers", produced)
 			})
 			cancel()
 			if err := <-done; err != nil {

@@ -15,11 +15,18 @@ import (
 type Option func(*config)
 
 type config struct {
-	brokers          []string
-	group            string
-	input, snapshot  string
-	mode             snapshotstore.Mode
-	txnPrefix        string
+	brokers         []string
+	group           string
+	input, snapshot string
+	// kafka is the Kafka store's configuration: WithMode,
+	// WithTransactionalIDPrefix, WithRecoveryStallTimeout,
+	// WithOutputPartitioner, WithResetLostState and
+	// WithDropUndecodableSnapshots write their field of it, its zero fields
+	// take the store's defaults, and Run adds what the worker derives (the
+	// clients' options, logger, stale-generation wait and producer metrics).
+	// One place per option: nothing is copied into the store field by
+	// field.
+	kafka            snapshotstore.KafkaConfig
 	store            snapshotstore.Store
 	topics           snapshotstore.TopicSpec
 	allowNonCompact  bool
@@ -27,7 +34,6 @@ type config struct {
 	commitEvery      time.Duration
 	maxWrites        int
 	maxInFlight      int
-	stall            time.Duration
 	protocol         coordinator.Protocol
 	instanceID       string
 	sessionTimeout   time.Duration
@@ -36,22 +42,18 @@ type config struct {
 	clientOpts       []kgo.Opt
 	log              *zap.Logger
 	failFast         bool
-	integrity        snapshotstore.IntegrityOptions
 	retryBackoff     time.Duration
 	maxRetryBackoff  time.Duration
-	outPartitioner   kgo.Partitioner
 	inPartitioner    kgo.Partitioner
 	metrics          prometheus.Registerer
 }
 
 func defaults() config {
 	return config{
-		mode:         snapshotstore.Transactional,
 		persistEvery: partitionflow.DefaultPersistEvery,
 		commitEvery:  partitionflow.DefaultCommitOffsetsInterval,
 		maxWrites:    partitionflow.DefaultMaxWritesPerTransaction,
 		maxInFlight:  coordinator.DefaultMaxInFlight,
-		stall:        snapshotstore.DefaultRecoveryStallTimeout,
 		startTimeout: 30 * time.Second,
 		topics:       snapshotstore.TopicSpec{ReplicationFactor: -1},
 		log:          zap.NewNop(),
@@ -77,15 +79,18 @@ func WithSnapshotTopic(t string) Option { return func(c *config) { c.snapshot = 
 // snapshotstore.Plain (snapshots through a shared idempotent producer,
 // offsets through the consumer: cheaper, but a stale owner frozen on an old
 // generation can still overwrite its successor's snapshot — kafka-flow#732;
-// see ARCHITECTURE.md's fences).
-func WithMode(m snapshotstore.Mode) Option { return func(c *config) { c.mode = m } }
+// see ARCHITECTURE.md's fences). Another value fails NewWorker.
+func WithMode(m snapshotstore.Mode) Option { return func(c *config) { c.kafka.Mode = m } }
 
 // WithTransactionalIDPrefix sets the cluster-scoped prefix of the
 // transactional mode's per-partition transactional.id
 // "<prefix>-<topic>-<partition>". Default: the group id, which is already
 // unique per flow on a cluster; two flows sharing a prefix and an input
-// topic fence each other's producers (PRODUCER_FENCED).
-func WithTransactionalIDPrefix(p string) Option { return func(c *config) { c.txnPrefix = p } }
+// topic fence each other's producers (PRODUCER_FENCED). On an ACL-secured
+// cluster the producer principal needs TransactionalId rights on it.
+func WithTransactionalIDPrefix(p string) Option {
+	return func(c *config) { c.kafka.TransactionalIDPrefix = p }
+}
 
 // WithStore replaces the Kafka store (e.g. snapshotstore.NewMemory() in
 // tests). Topics are then neither checked nor created.
@@ -134,8 +139,21 @@ func WithMaxWritesPerTransaction(n int) Option { return func(c *config) { c.maxW
 func WithMaxInFlight(n int) Option { return func(c *config) { c.maxInFlight = n } }
 
 // WithRecoveryStallTimeout sets the transactional recovery read's
-// no-progress deadline. Default 3 min.
-func WithRecoveryStallTimeout(d time.Duration) Option { return func(c *config) { c.stall = d } }
+// no-progress deadline (reset by every advance of the read position): a
+// recovery held longer fails its partition. Default
+// snapshotstore.DefaultRecoveryStallTimeout, 3 min; zero or negative
+// disables it. It must sit above the longest legitimate wait on an open
+// transaction (transaction.timeout.ms plus the broker's abort scan, ~70 s
+// at defaults) and below the rebalance timeout. It is also the default
+// bound of a transaction's retries through broker-side failures.
+func WithRecoveryStallTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			d = -1 // the store's "disabled" (its zero is the default)
+		}
+		c.kafka.RecoveryStallTimeout = d
+	}
+}
 
 // WithProtocol selects the group protocol. Default classic cooperative-sticky.
 func WithProtocol(p coordinator.Protocol) Option { return func(c *config) { c.protocol = p } }
@@ -179,8 +197,11 @@ func WithFailFast() Option { return func(c *config) { c.failFast = true } }
 // outputs stay in one partition, in order (a record without a key goes to a
 // sticky random partition). kgo.ManualPartitioner() honours each record's
 // Partition field. The plain mode uses the application producer's own
-// partitioner.
-func WithOutputPartitioner(p kgo.Partitioner) Option { return func(c *config) { c.outPartitioner = p } }
+// partitioner. Snapshot records always go to their own partition; an
+// output to the snapshot topic fails its transaction.
+func WithOutputPartitioner(p kgo.Partitioner) Option {
+	return func(c *config) { c.kafka.OutputPartitioner = p }
+}
 
 // WithInputPartitioner is the partitioner the input topic's producers use,
 // with which Get finds a key's partition. Default kgo.StickyKeyPartitioner(nil):
@@ -204,7 +225,7 @@ func WithPartitionRetryBackoff(first, max time.Duration) Option {
 // at error; its keys restart from their surviving snapshots or from nothing.
 // Default: such a partition refuses to start (errors.Is(err,
 // snapshotstore.ErrLostState)), naming topic, partition and offsets.
-func WithResetLostState() Option { return func(c *config) { c.integrity.ResetLostState = true } }
+func WithResetLostState() Option { return func(c *config) { c.kafka.Integrity.ResetLostState = true } }
 
 // WithDropUndecodableSnapshots drops (logged at error) the state of keys
 // whose latest snapshot record cannot be decoded, instead of failing the
@@ -212,5 +233,5 @@ func WithResetLostState() Option { return func(c *config) { c.integrity.ResetLos
 // keys and record positions). An undecodable record superseded by a later
 // valid one of its key is skipped with a warning either way.
 func WithDropUndecodableSnapshots() Option {
-	return func(c *config) { c.integrity.DropUndecodable = true }
+	return func(c *config) { c.kafka.Integrity.DropUndecodable = true }
 }

@@ -74,9 +74,17 @@ func NewWorker(flow keyflow.Handler, opts ...Option) (*Worker, error) {
 		return nil, errors.New("actorflow: WithSnapshotTopic (or WithStore) is required")
 	case len(cfg.brokers) == 0:
 		return nil, errors.New("actorflow: WithBrokers is required")
+	case cfg.kafka.Mode != snapshotstore.Transactional && cfg.kafka.Mode != snapshotstore.Plain:
+		return nil, fmt.Errorf("actorflow: WithMode(%v): want snapshotstore.Transactional or snapshotstore.Plain", cfg.kafka.Mode)
 	}
-	if cfg.txnPrefix == "" {
-		cfg.txnPrefix = cfg.group
+	if cfg.kafka.TransactionalIDPrefix == "" {
+		// The group id: unique per flow on a cluster, like the store's own
+		// default (the snapshot topic), and kept because a worker's
+		// transactional ids have always been named after it: a rolling
+		// upgrade that renamed them would let old and new members write
+		// one partition under two ids, neither fencing the other's
+		// producer.
+		cfg.kafka.TransactionalIDPrefix = cfg.group
 	}
 	return &Worker{flow: rt, cfg: cfg, ready: make(chan struct{}), done: make(chan struct{})}, nil
 }
@@ -129,20 +137,16 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	if store == nil {
-		// A join round completes within the rebalance timeout (kgo's default 1 min).
-		staleWait := w.cfg.rebalanceTimeout
-		if staleWait <= 0 {
-			staleWait = time.Minute
+		kc := w.cfg.kafka
+		// A join round completes within the rebalance timeout (unset: the
+		// store's default, kgo's default rebalance timeout).
+		kc.StaleGenerationWait = w.cfg.rebalanceTimeout
+		kc.ClientOpts = w.cfg.clientOpts
+		kc.Logger = log.Named("snapshots")
+		if m != nil {
+			kc.ProducerHooks = m.producers.hooks
 		}
-		k, err := snapshotstore.NewKafka(w.cfg.brokers, w.cfg.snapshot,
-			snapshotstore.WithMode(w.cfg.mode),
-			snapshotstore.WithOutputPartitioner(w.cfg.outPartitioner),
-			snapshotstore.WithTransactionalIDPrefix(w.cfg.txnPrefix),
-			snapshotstore.WithRecoveryStallTimeout(w.cfg.stall),
-			snapshotstore.WithStaleGenerationWait(staleWait),
-			snapshotstore.WithIntegrity(w.cfg.integrity),
-			snapshotstore.WithClientOpts(w.cfg.clientOpts...),
-			snapshotstore.WithLogger(log.Named("snapshots")))
+		k, err := snapshotstore.NewKafka(w.cfg.brokers, w.cfg.snapshot, kc)
 		if err != nil {
 			return err
 		}
@@ -154,7 +158,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		store = metricsStore{Store: store, m: m}
 	}
 	var deadLetters *kgo.Client
-	if w.cfg.mode == snapshotstore.Plain && w.flow.DeadLetterTopic(w.cfg.input) != "" {
+	if w.cfg.kafka.Mode == snapshotstore.Plain && w.flow.DeadLetterTopic(w.cfg.input) != "" {
 		// The plain mode's dead letters go through a producer of the worker
 		// (kgo's defaults: idempotent, acks=all); a key holds the record's
 		// offset until its dead letter is acknowledged (at-least-once).
@@ -222,7 +226,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer stopProbe()
 	go w.probe.watchBrokers(pctx, cons.Client(), 5*time.Second, log)
 	log.Info("worker running", zap.String("group", w.cfg.group), zap.String("input", w.cfg.input),
-		zap.String("snapshots", w.cfg.snapshot), zap.Stringer("mode", w.cfg.mode),
+		zap.String("snapshots", w.cfg.snapshot), zap.Stringer("mode", w.cfg.kafka.Mode),
 		// Classic cooperative-sticky by default: KIP-848 was as correct on
 		// Kafka 4.1 and 4.4 but not faster at broker defaults, and before
 		// 4.3 (KIP-1251) its offset commits can fail with STALE_MEMBER_EPOCH
@@ -245,13 +249,13 @@ func (w *Worker) ensureOutput(ctx context.Context, admin *kgo.Client) error {
 	}
 	cl := admin
 	switch {
-	case w.cfg.mode == snapshotstore.Transactional && producer != nil:
+	case w.cfg.kafka.Mode == snapshotstore.Transactional && producer != nil:
 		w.cfg.log.Warn("the application producer of keyflow.WithOutput is not used in the transactional mode: outputs are produced in the partitions' transactions (exactly-once)",
 			zap.String("output_topic", topic))
-	case w.cfg.mode == snapshotstore.Plain && producer == nil:
+	case w.cfg.kafka.Mode == snapshotstore.Plain && producer == nil:
 		return fmt.Errorf("%w: output topic %q without a producer: the plain mode emits through the application's producer (keyflow.WithOutput); only the transactional mode needs none",
 			snapshotstore.ErrTopicSetup, topic)
-	case w.cfg.mode == snapshotstore.Plain:
+	case w.cfg.kafka.Mode == snapshotstore.Plain:
 		cl = producer
 	}
 	parts, err := w.inputPartitions(ctx, admin)

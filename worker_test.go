@@ -193,6 +193,24 @@ func TestNewWorkerWithoutAFlow(t *testing.T) {
 	}
 }
 
+// A mode that is neither Transactional nor Plain is refused at
+// construction; Mode's zero value is the transactional mode.
+func TestNewWorkerRefusesAnUnknownMode(t *testing.T) {
+	flow := keyflow.New(func(_ *keyflow.Context, s *int, _ *kgo.Record) (*int, error) { return s, nil })
+	opts := []actorflow.Option{actorflow.WithBrokers("127.0.0.1:1"), actorflow.WithGroup("g"),
+		actorflow.WithInputTopic("in"), actorflow.WithSnapshotTopic("snaps")}
+	if w, err := actorflow.NewWorker(flow, append(opts, actorflow.WithMode(snapshotstore.Mode(2)))...); err == nil || w != nil {
+		t.Errorf("WithMode(Mode(2)): NewWorker = %v, %v; want an error", w, err)
+	}
+	var zero snapshotstore.Mode
+	if zero != snapshotstore.Transactional {
+		t.Errorf("Mode's zero value is %v, want transactional", zero)
+	}
+	if _, err := actorflow.NewWorker(flow, append(opts, actorflow.WithMode(zero))...); err != nil {
+		t.Errorf("WithMode(zero Mode): %v", err)
+	}
+}
+
 // Worker's methods are the user's: the supervisor and the group consumer
 // are reached by the project's tests through internal/inspect.
 func TestWorkerMethodsAreTheUsersOnly(t *testing.T) {

@@ -182,9 +182,9 @@ func logOffsets(ctx context.Context, t *testing.T, snaps string) (map[int64]bool
 // value of every live key.
 func recoverAll(ctx context.Context, t *testing.T, brokers []string, snaps string, mode snapshotstore.Mode) map[string]string {
 	t.Helper()
-	k, err := snapshotstore.NewKafka(brokers, snaps, snapshotstore.WithMode(mode),
-		snapshotstore.WithTransactionalIDPrefix(uniqueName(t, "txn")),
-		snapshotstore.WithRecoveryStallTimeout(30*time.Second))
+	k, err := snapshotstore.NewKafka(brokers, snaps, snapshotstore.KafkaConfig{Mode: mode,
+		TransactionalIDPrefix: uniqueName(t, "txn"),
+		RecoveryStallTimeout:  30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

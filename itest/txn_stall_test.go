@@ -66,10 +66,10 @@ func TestTransactionalCommitsNeverStall(t *testing.T) {
 	}
 
 	retries := &retryLog{}
-	k, err := snapshotstore.NewKafka(brokers, snaps,
-		snapshotstore.WithMode(snapshotstore.Transactional),
-		snapshotstore.WithTransactionalIDPrefix(uniqueName(t, "txn")),
-		snapshotstore.WithClientOpts(kgo.WithLogger(retries)))
+	k, err := snapshotstore.NewKafka(brokers, snaps, snapshotstore.KafkaConfig{
+		Mode:                  snapshotstore.Transactional,
+		TransactionalIDPrefix: uniqueName(t, "txn"),
+		ClientOpts:            []kgo.Opt{kgo.WithLogger(retries)}})
 	if err != nil {
 		t.Fatal(err)
 	}

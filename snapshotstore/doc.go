@@ -7,7 +7,11 @@
 // idempotent producer, offsets committed by the consumer) and the
 // transactional store (kafka_txn.go: one producer per partition with a stable
 // transactional.id, every transaction gated by a generation-fenced
-// TxnOffsetCommit, KIP-447). The in-memory store (memory.go) is for tests.
+// TxnOffsetCommit, KIP-447), both configured by one KafkaConfig
+// (kafka_config.go: a struct whose zero value is the safe store — the
+// transactional mode, the snapshot topic as transactional.id prefix; a
+// Worker fills it from its own options). The in-memory store (memory.go) is
+// for tests.
 //
 // The transactional store also produces a batch's outputs in its
 // transaction (outputs.go: exactly-once outputs for read_committed

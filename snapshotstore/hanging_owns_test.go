@@ -5,7 +5,7 @@ import "testing"
 // Only this store's transactional ids may have their hanging transactions
 // ended by it.
 func TestOwnsTransactionalID(t *testing.T) {
-	k, err := NewKafka([]string{"127.0.0.1:1"}, "snaps", WithMode(Transactional), WithTransactionalIDPrefix("app-1"))
+	k, err := NewKafka([]string{"127.0.0.1:1"}, "snaps", KafkaConfig{TransactionalIDPrefix: "app-1"})
 	if err != nil {
 		t.Fatal(err)
 	}

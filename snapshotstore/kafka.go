@@ -9,137 +9,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"go.uber.org/zap"
 )
-
-// Mode selects how a Kafka store persists snapshots and offsets.
-type Mode int
-
-const (
-	// Plain writes snapshots through one shared idempotent producer and
-	// commits offsets through the consumer. A stale owner's write can land
-	// (kafka-flow#732); state effects stay exactly-once only while ownership
-	// is never contested.
-	Plain Mode = iota
-	// Transactional binds every snapshot write to a generation-fenced offset
-	// commit in one transaction on a per-partition producer with a stable
-	// transactional.id: a stale owner's write dies at the broker.
-	Transactional
-)
-
-func (m Mode) String() string {
-	if m == Transactional {
-		return "transactional"
-	}
-	return "plain"
-}
-
-// KafkaOption configures NewKafka.
-type KafkaOption func(*kafkaConfig)
-
-type kafkaConfig struct {
-	mode          Mode
-	txnPrefix     string
-	txnTimeout    time.Duration
-	stallTimeout  time.Duration
-	hangingAfter  time.Duration
-	clientOpts    []kgo.Opt
-	log           *zap.Logger
-	commitRetries int
-	staleGenWait  time.Duration
-	integrity     IntegrityOptions
-	// failoverTimeout bounds Commit's retries of broker-side failures.
-	failoverTimeout time.Duration
-	outPartitions   kgo.Partitioner
-	// concurrentTxnWait bounds the retries of CONCURRENT_TRANSACTIONS on
-	// the transactional mode's raw requests (defaultConcurrentTxnWait).
-	concurrentTxnWait time.Duration
-}
-
-// WithMode selects Plain (default) or Transactional.
-func WithMode(m Mode) KafkaOption { return func(c *kafkaConfig) { c.mode = m } }
-
-// WithTransactionalIDPrefix sets the prefix of the per-partition
-// transactional.id "<prefix>-<topic>-<partition>". Default "actorflow". The
-// prefix is cluster-scoped like a group id: one per flow, unique on the
-// cluster, or applications fence each other's producers. On an ACL-secured
-// cluster the producer principal needs TransactionalId rights on it.
-func WithTransactionalIDPrefix(p string) KafkaOption { return func(c *kafkaConfig) { c.txnPrefix = p } }
-
-// WithTransactionTimeout sets transaction.timeout.ms. Default 1 min: only the
-// backstop for transactions no takeover aborts.
-func WithTransactionTimeout(d time.Duration) KafkaOption {
-	return func(c *kafkaConfig) { c.txnTimeout = d }
-}
-
-// DefaultHangingTxnAfter is WithHangingTxnResolveAfter's default.
-const DefaultHangingTxnAfter = 10 * time.Second
-
-// WithHangingTxnResolveAfter sets how long a recovery read may wait behind
-// an open transaction on its snapshot partition (and, through
-// ResolveHangingOffsets, a partition's committed offset stay unstable)
-// before hanging transactions there are looked for and ended (hanging.go;
-// KIP-664 markers, which need CLUSTER_ACTION where ACLs are on). Default
-// 10 s; 0 or negative: never (a hanging transaction then holds the
-// partition until the stall timeout fails it, and again after every restart).
-func WithHangingTxnResolveAfter(d time.Duration) KafkaOption {
-	return func(c *kafkaConfig) { c.hangingAfter = d }
-}
-
-// DefaultRecoveryStallTimeout is the default of WithRecoveryStallTimeout
-// (and of actorflow.WithRecoveryStallTimeout).
-const DefaultRecoveryStallTimeout = 3 * time.Minute
-
-// WithRecoveryStallTimeout sets the transactional recovery read's no-progress
-// deadline (default DefaultRecoveryStallTimeout, 3 min; reset by every advance of the read position). It
-// must sit above the longest legitimate wait on an open transaction
-// (transaction.timeout.ms plus the broker's abort scan, ~70 s at defaults)
-// and below the rebalance timeout. Zero disables it.
-func WithRecoveryStallTimeout(d time.Duration) KafkaOption {
-	return func(c *kafkaConfig) { c.stallTimeout = d }
-}
-
-// WithStaleGenerationWait bounds how long a transaction rejected for a
-// stale generation waits for the consumer to observe the newer one before
-// it is retried (default 1 min, the default rebalance timeout: a join round
-// completes within it). After the bound the rejection stands (ErrFenced).
-func WithStaleGenerationWait(d time.Duration) KafkaOption {
-	return func(c *kafkaConfig) { c.staleGenWait = d }
-}
-
-// WithFailoverTimeout bounds how long a transaction keeps being retried (and
-// its producer re-initialised) through broker-side failures — a node lost, a
-// coordinator moved, an epoch bumped by the coordinator — while the
-// partition stays owned (default: the recovery stall timeout, 3 min). After
-// it the last error fails the partition.
-func WithFailoverTimeout(d time.Duration) KafkaOption {
-	return func(c *kafkaConfig) { c.failoverTimeout = d }
-}
-
-// WithIntegrity sets the operator's ways out of a recovery that finds an
-// undecodable latest snapshot or lost snapshot history (default: both fail
-// the partition with ErrUndecodableSnapshot / ErrLostState).
-func WithIntegrity(o IntegrityOptions) KafkaOption { return func(c *kafkaConfig) { c.integrity = o } }
-
-// WithOutputPartitioner sets how the transactional mode's per-partition
-// producer chooses the partition of an output (Batch.Outputs). Default
-// kgo.StickyKeyPartitioner(nil): murmur2 of the key, as the Java client's
-// default partitioner does (a record without a key goes to a sticky random
-// partition). kgo.ManualPartitioner() honours each record's Partition.
-// Snapshot records always go to their explicit partition whatever this
-// says; an output to the snapshot topic fails its transaction.
-func WithOutputPartitioner(p kgo.Partitioner) KafkaOption {
-	return func(c *kafkaConfig) { c.outPartitions = p }
-}
-
-// WithClientOpts adds kgo options (TLS, SASL, ...) to every client the store
-// creates.
-func WithClientOpts(opts ...kgo.Opt) KafkaOption {
-	return func(c *kafkaConfig) { c.clientOpts = append(c.clientOpts, opts...) }
-}
-
-// WithLogger sets the logger (default: no logging).
-func WithLogger(l *zap.Logger) KafkaOption { return func(c *kafkaConfig) { c.log = l } }
 
 // Kafka is the Kafka-backed Store. Snapshot partition N holds the snapshots
 // of input partition N.
@@ -153,31 +23,16 @@ type Kafka struct {
 	hanging *hangingResolver
 }
 
-// NewKafka returns a store writing snapshots to topic. In the plain mode it
-// starts the shared idempotent producer; Close stops it.
-func NewKafka(brokers []string, topic string, opts ...KafkaOption) (*Kafka, error) {
-	cfg := kafkaConfig{
-		txnPrefix:     "actorflow",
-		txnTimeout:    time.Minute,
-		stallTimeout:  DefaultRecoveryStallTimeout,
-		hangingAfter:  DefaultHangingTxnAfter,
-		log:           zap.NewNop(),
-		commitRetries: 10,
-		staleGenWait:  time.Minute,
-
-		concurrentTxnWait: defaultConcurrentTxnWait,
-	}
-	for _, o := range opts {
-		o(&cfg)
-	}
-	if cfg.outPartitions == nil {
-		cfg.outPartitions = kgo.StickyKeyPartitioner(nil)
-	}
-	if cfg.failoverTimeout <= 0 {
-		cfg.failoverTimeout = cfg.stallTimeout
-		if cfg.failoverTimeout <= 0 {
-			cfg.failoverTimeout = 3 * time.Minute
-		}
+// NewKafka returns a store writing snapshots to topic, configured by cfg
+// (its zero value: the transactional mode, transactional.id prefix topic;
+// see KafkaConfig for each field's default). An invalid cfg.Mode is an
+// error. In the plain mode it starts the shared idempotent producer, in the
+// transactional mode the hanging transaction resolver's client; Close stops
+// them.
+func NewKafka(brokers []string, topic string, c KafkaConfig) (*Kafka, error) {
+	cfg, err := c.resolve(topic)
+	if err != nil {
+		return nil, err
 	}
 	k := &Kafka{brokers: brokers, topic: topic, cfg: cfg}
 	if cfg.mode == Plain {
@@ -186,7 +41,7 @@ func NewKafka(brokers []string, topic string, opts ...KafkaOption) (*Kafka, erro
 			kgo.DefaultProduceTopic(topic),
 			kgo.RecordPartitioner(kgo.ManualPartitioner()),
 			kgo.ProducerLinger(0),
-		}, cfg.clientOpts...)...)
+		}, k.producerOpts("")...)...)
 		if err != nil {
 			return nil, fmt.Errorf("snapshot producer: %w", err)
 		}

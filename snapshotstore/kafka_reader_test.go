@@ -66,9 +66,9 @@ func recoverPartition0(t *testing.T, brokers []string, snaps string, mode snapsh
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	k, err := snapshotstore.NewKafka(brokers, snaps, snapshotstore.WithMode(mode),
-		snapshotstore.WithTransactionalIDPrefix(testkit.Name(t, "txn")),
-		snapshotstore.WithRecoveryStallTimeout(5*time.Second), snapshotstore.WithLogger(zaptest.NewLogger(t)))
+	k, err := snapshotstore.NewKafka(brokers, snaps, snapshotstore.KafkaConfig{Mode: mode,
+		TransactionalIDPrefix: testkit.Name(t, "txn"),
+		RecoveryStallTimeout:  5 * time.Second, Logger: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

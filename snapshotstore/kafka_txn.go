@@ -84,7 +84,7 @@ func (k *Kafka) newTxnClient(ctx context.Context, p PartitionInfo, id string) (*
 		// doWithConcurrentTransactions, default 20 ms between tries). The
 		// broker's markers take a few ms: 20 ms overshoots them.
 		kgo.ConcurrentTransactionsBackoff(txnConcurrentBackoff),
-	}, k.cfg.clientOpts...)...)
+	}, k.producerOpts(id)...)...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: transactional producer %q: %w", p, id, err)
 	}
@@ -123,7 +123,7 @@ func (t *txnPartition) Close(context.Context) error {
 // coordinator moved past while this member kept the partition (the seed's
 // residual window) waits for the consumer to observe the newer one. All of
 // these only while the partition is still owned under its membership, and
-// for at most WithFailoverTimeout (default: the stall deadline, 3 min) or
+// for at most KafkaConfig.FailoverTimeout (default: the stall deadline, 3 min) or
 // until ctx ends (a stop, a revoke budget). An evicted member, a fenced
 // static instance, or any rejection of a partition no longer owned here is
 // returned (ErrFenced; ErrNotOwned too when the binding refused it).

@@ -116,8 +116,8 @@ func newTxnFixture(t *testing.T, tv2 bool) *txnFixture {
 
 func (f *txnFixture) open(t *testing.T, meta GroupMetadataFunc, hooks ...kgo.Hook) (*Kafka, *txnPartition) {
 	t.Helper()
-	k, err := NewKafka(f.brokers, f.snaps, WithMode(Transactional), WithTransactionalIDPrefix("p"),
-		WithClientOpts(kgo.WithHooks(hooks...)))
+	k, err := NewKafka(f.brokers, f.snaps, KafkaConfig{Mode: Transactional, TransactionalIDPrefix: "p",
+		ClientOpts: []kgo.Opt{kgo.WithHooks(hooks...)}})
 	if err != nil {
 		t.Fatal(err)
 	}

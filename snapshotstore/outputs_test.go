@@ -56,12 +56,14 @@ func newTxnFixture(t *testing.T, outPartitions int32) *txnFixture {
 	return f
 }
 
-func (f *txnFixture) open(t *testing.T, meta snapshotstore.GroupMetadataFunc, opts ...snapshotstore.KafkaOption) snapshotstore.Partition {
+// open opens input partition 0 on a transactional store; out, when set, is
+// its output partitioner.
+func (f *txnFixture) open(t *testing.T, meta snapshotstore.GroupMetadataFunc, out kgo.Partitioner) snapshotstore.Partition {
 	t.Helper()
-	k, err := snapshotstore.NewKafka(f.brokers, f.snaps, append([]snapshotstore.KafkaOption{
-		snapshotstore.WithMode(snapshotstore.Transactional), snapshotstore.WithTransactionalIDPrefix(f.group),
-		snapshotstore.WithStaleGenerationWait(50 * time.Millisecond),
-	}, opts...)...)
+	k, err := snapshotstore.NewKafka(f.brokers, f.snaps, snapshotstore.KafkaConfig{
+		Mode: snapshotstore.Transactional, TransactionalIDPrefix: f.group,
+		StaleGenerationWait: 50 * time.Millisecond, OutputPartitioner: out,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +93,7 @@ func outputs(topic string, n int) []*kgo.Record {
 // explicit partition.
 func TestTxnCommitProducesOutputs(t *testing.T) {
 	f := newTxnFixture(t, 4)
-	p := f.open(t, f.meta)
+	p := f.open(t, f.meta, nil)
 	b := snapshotstore.Batch{Writes: []snapshotstore.Snapshot{{Key: "k0", Value: []byte("s"), Offset: 9}}, Outputs: outputs(f.out, 20), Offset: 10, OffsetAdvanced: true}
 	if err := p.Commit(context.Background(), b); err != nil {
 		t.Fatal(err)
@@ -130,7 +132,7 @@ func TestTxnAbortHidesOutputs(t *testing.T) {
 		m.Generation += 5
 		return m, err
 	}
-	p := f.open(t, stale)
+	p := f.open(t, stale, nil)
 	err := p.Commit(context.Background(), snapshotstore.Batch{Writes: []snapshotstore.Snapshot{{Key: "k0", Value: []byte("s")}}, Outputs: outputs(f.out, 5), Offset: 1, OffsetAdvanced: true})
 	if !errors.Is(err, kerr.IllegalGeneration) {
 		t.Fatalf("commit with a wrong generation: %v, want ILLEGAL_GENERATION", err)
@@ -148,7 +150,7 @@ func TestTxnAbortHidesOutputs(t *testing.T) {
 // transaction before anything is produced.
 func TestTxnOutputPartitionerAndSnapshotTopicRejected(t *testing.T) {
 	f := newTxnFixture(t, 3)
-	p := f.open(t, f.meta, snapshotstore.WithOutputPartitioner(kgo.ManualPartitioner()))
+	p := f.open(t, f.meta, kgo.ManualPartitioner())
 	outs := outputs(f.out, 6)
 	for i, r := range outs {
 		r.Partition = int32(i % 3)

@@ -51,7 +51,7 @@ type Batch struct {
 	// (exactly-once outputs; only for a Partition that CommitsOutputs).
 	// Each is produced to its Topic; its partition is chosen by the store's
 	// output partitioner (the transactional Kafka store: murmur2 of the
-	// key by default, see WithOutputPartitioner). The records are copied
+	// key by default, see KafkaConfig.OutputPartitioner). The records are copied
 	// before they are produced: a retried transaction produces them again.
 	Outputs []*kgo.Record
 	// Offset is the input offset to commit (the next offset to consume).

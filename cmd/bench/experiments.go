@@ -202,12 +202,12 @@ func (e *env) measure(ctx context.Context, c config, snaps []snapshotstore.Snaps
 	}
 	defer e.deleteTopic(context.WithoutCancel(ctx), topic)
 
-	opts := []snapshotstore.KafkaOption{snapshotstore.WithLogger(e.log), snapshotstore.WithClientOpts(e.kgoOpts...)}
-	if !c.plain {
-		opts = append(opts, snapshotstore.WithMode(snapshotstore.Transactional),
-			snapshotstore.WithTransactionalIDPrefix("actorflow-bench-"+e.stamp))
+	kc := snapshotstore.KafkaConfig{Logger: e.log, ClientOpts: e.kgoOpts, Mode: snapshotstore.Transactional,
+		TransactionalIDPrefix: "actorflow-bench-" + e.stamp}
+	if c.plain {
+		kc.Mode = snapshotstore.Plain
 	}
-	k, err := snapshotstore.NewKafka(e.brokers, topic, opts...)
+	k, err := snapshotstore.NewKafka(e.brokers, topic, kc)
 	if err != nil {
 		return result{}, err
 	}

@@ -75,14 +75,9 @@ func runInProcess(args []string) int {
 }
 
 func run(ctx context.Context, o options) (bool, error) {
-	var mode snapshotstore.Mode
-	switch o.mode {
-	case "plain":
-		mode = snapshotstore.Plain
-	case "transactional":
-		mode = snapshotstore.Transactional
-	default:
-		return false, fmt.Errorf("--mode %q: want plain or transactional", o.mode)
+	mode, err := parseMode(o.mode)
+	if err != nil {
+		return false, err
 	}
 	level := zapcore.WarnLevel
 	if o.verbose {

@@ -215,14 +215,13 @@ func stateHandler(w *actorflow.Worker) http.HandlerFunc {
 	}
 }
 
+// parseMode reads --mode: the names of snapshotstore.Mode.String.
 func parseMode(s string) (snapshotstore.Mode, error) {
-	switch s {
-	case "plain":
-		return snapshotstore.Plain, nil
-	case "transactional":
-		return snapshotstore.Transactional, nil
+	m, err := snapshotstore.ParseMode(s)
+	if err != nil {
+		return m, fmt.Errorf("--mode: %w", err)
 	}
-	return 0, fmt.Errorf("--mode %q: want plain or transactional", s)
+	return m, nil
 }
 
 func createTopic(ctx context.Context, cl *kgo.Client, topic string, partitions int32) error {

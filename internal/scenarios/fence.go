@@ -30,8 +30,8 @@ func openOwner(t *testing.T, brokers []string, mode snapshotstore.Mode, prefix, 
 	t.Helper()
 	// A frozen reader never observes a newer generation: bound the wait
 	// before a stale-generation rejection stands.
-	k, err := snapshotstore.NewKafka(brokers, snaps, snapshotstore.WithMode(mode), snapshotstore.WithTransactionalIDPrefix(prefix),
-		snapshotstore.WithStaleGenerationWait(500*time.Millisecond))
+	k, err := snapshotstore.NewKafka(brokers, snaps, snapshotstore.KafkaConfig{Mode: mode, TransactionalIDPrefix: prefix,
+		StaleGenerationWait: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,8 +287,8 @@ func StaleGenerationRetriedWhileMember(t *testing.T, brokers []string) {
 		}
 		return liveMeta(a)()
 	}
-	k, err := snapshotstore.NewKafka(brokers, snaps, snapshotstore.WithMode(snapshotstore.Transactional),
-		snapshotstore.WithTransactionalIDPrefix(group))
+	k, err := snapshotstore.NewKafka(brokers, snaps, snapshotstore.KafkaConfig{Mode: snapshotstore.Transactional,
+		TransactionalIDPrefix: group})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -527,8 +527,8 @@ func (o flushOutcome) String() string {
 func openMatrixFlusher(t *testing.T, brokers []string, snaps, group, input string, p int32, owner string, m *matrixMember) *matrixFlusher {
 	t.Helper()
 	f := &matrixFlusher{brokers: brokers, snaps: snaps, p: p}
-	k, err := snapshotstore.NewKafka(brokers, snaps, snapshotstore.WithMode(snapshotstore.Transactional),
-		snapshotstore.WithTransactionalIDPrefix(group+"-"+owner), snapshotstore.WithStaleGenerationWait(2*time.Second))
+	k, err := snapshotstore.NewKafka(brokers, snaps, snapshotstore.KafkaConfig{Mode: snapshotstore.Transactional,
+		TransactionalIDPrefix: group + "-" + owner, StaleGenerationWait: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

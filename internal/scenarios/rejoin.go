@@ -489,9 +489,9 @@ type commitWatch struct {
 // runs after the worker's Stop) and wraps it in a commitWatch.
 func watchedKafka(t *testing.T, brokers []string, snaps string, mode snapshotstore.Mode, prefix string) (*commitWatch, snapshotstore.Store) {
 	t.Helper()
-	k, err := snapshotstore.NewKafka(brokers, snaps, snapshotstore.WithMode(mode), snapshotstore.WithTransactionalIDPrefix(prefix),
-		snapshotstore.WithStaleGenerationWait(rejoinRebalanceTimeout),
-		snapshotstore.WithLogger(zaptest.NewLogger(t, zaptest.Level(zapcore.InfoLevel)).Named(prefix+"-snapshots")))
+	k, err := snapshotstore.NewKafka(brokers, snaps, snapshotstore.KafkaConfig{Mode: mode, TransactionalIDPrefix: prefix,
+		StaleGenerationWait: rejoinRebalanceTimeout,
+		Logger:              zaptest.NewLogger(t, zaptest.Level(zapcore.InfoLevel)).Named(prefix + "-snapshots")})
 	if err != nil {
 		t.Fatal(err)
 	}

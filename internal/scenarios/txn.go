@@ -35,7 +35,7 @@ func (c *countingPartition) Commit(ctx context.Context, b snapshotstore.Batch) e
 func ConcurrentWrites(t *testing.T, brokers []string, maxWrites int) {
 	input, snaps, group := Topics(t, brokers, 1)
 	m := joinMember(t, brokers, group, input)
-	k, err := snapshotstore.NewKafka(brokers, snaps, snapshotstore.WithMode(snapshotstore.Transactional), snapshotstore.WithTransactionalIDPrefix(group))
+	k, err := snapshotstore.NewKafka(brokers, snaps, snapshotstore.KafkaConfig{Mode: snapshotstore.Transactional, TransactionalIDPrefix: group})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func openTxn(t *testing.T, brokers []string, id, topic string, timeout time.Dura
 // produces, not the broker's timeout (1 min here).
 func TakeoverAbortsOpenTransaction(t *testing.T, brokers []string) {
 	input, snaps, group := Topics(t, brokers, 1)
-	k, err := snapshotstore.NewKafka(brokers, snaps, snapshotstore.WithMode(snapshotstore.Transactional), snapshotstore.WithTransactionalIDPrefix(group))
+	k, err := snapshotstore.NewKafka(brokers, snaps, snapshotstore.KafkaConfig{Mode: snapshotstore.Transactional, TransactionalIDPrefix: group})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,8 +162,8 @@ func ForeignTransactionWaitedOut(t *testing.T, brokers []string) {
 	if lso >= hwm {
 		t.Fatalf("LSO %d, HWM %d: the foreign transaction does not pin the LSO", lso, hwm)
 	}
-	k, err := snapshotstore.NewKafka(brokers, snaps, snapshotstore.WithMode(snapshotstore.Transactional),
-		snapshotstore.WithTransactionalIDPrefix(group), snapshotstore.WithRecoveryStallTimeout(time.Minute))
+	k, err := snapshotstore.NewKafka(brokers, snaps, snapshotstore.KafkaConfig{Mode: snapshotstore.Transactional,
+		TransactionalIDPrefix: group, RecoveryStallTimeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,8 +219,8 @@ func StallDeadlineHangingTransaction(t *testing.T, brokers []string) {
 		defer cancel()
 		_ = hanging.EndTransaction(ctx, kgo.TryAbort)
 	}()
-	k, err := snapshotstore.NewKafka(brokers, snaps, snapshotstore.WithMode(snapshotstore.Transactional),
-		snapshotstore.WithTransactionalIDPrefix(group), snapshotstore.WithRecoveryStallTimeout(time.Second))
+	k, err := snapshotstore.NewKafka(brokers, snaps, snapshotstore.KafkaConfig{Mode: snapshotstore.Transactional,
+		TransactionalIDPrefix: group, RecoveryStallTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

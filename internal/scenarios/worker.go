@@ -86,7 +86,7 @@ func RevokeStopsSubtreeFirst(t *testing.T, brokers []string, mode snapshotstore.
 	input, snaps, group := Topics(t, brokers, 4)
 	exp := ledger.Expected{}
 	testkit.ProduceLedger(t, brokers, input, &ledger.Generator{Accounts: 40}, 2000, exp)
-	k, err := snapshotstore.NewKafka(brokers, snaps, snapshotstore.WithMode(mode), snapshotstore.WithTransactionalIDPrefix(group))
+	k, err := snapshotstore.NewKafka(brokers, snaps, snapshotstore.KafkaConfig{Mode: mode, TransactionalIDPrefix: group})
 	if err != nil {
 		t.Fatal(err)
 	}

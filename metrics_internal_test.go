@@ -1,0 +1,87 @@
+package actorflow
+
+import (
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kprom"
+)
+
+// producerSeries gathers reg and returns, for the producers' buffered-records
+// gauge (present for every open client, produced or not), how many series
+// each transactional_id has.
+func producerSeries(t *testing.T, reg *prometheus.Registry) map[string]int {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	out := map[string]int{}
+	for _, mf := range mfs {
+		if mf.GetName() != "actorflow_kafka_producer_buffered_produce_records_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			id := ""
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "transactional_id" {
+					id = l.GetValue()
+				}
+			}
+			out[id]++
+		}
+	}
+	return out
+}
+
+// A partition's producer is re-created on the same transactional.id (a
+// re-initialisation: the new client starts before the old one closes; a
+// re-open after a rebalance), and many producers share the worker's
+// registry: no duplicate registration (kprom's own registration would
+// panic), one series set per transactional.id, that of the newest client,
+// and nothing left once every client closed.
+func TestProducerMetricsFollowTheClients(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	p := &producerMetrics{live: map[string]*kprom.Metrics{}}
+	reg.MustRegister(p)
+	client := func(id string) *kgo.Client {
+		// No broker is reached: a client connects on its first request.
+		cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"), kgo.WithHooks(p.hooks(id)...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cl
+	}
+	eq := func(step string, want map[string]int) {
+		t.Helper()
+		got := producerSeries(t, reg)
+		if len(got) != len(want) {
+			t.Fatalf("%s: producer series %v, want %v", step, got, want)
+		}
+		for id, n := range want {
+			if got[id] != n {
+				t.Fatalf("%s: producer series %v, want %v", step, got, want)
+			}
+		}
+	}
+	old := client("g-in-0")
+	eq("one producer", map[string]int{"g-in-0": 1})
+	renewed := client("g-in-0")
+	eq("re-created before the old one closed", map[string]int{"g-in-0": 1})
+	other := client("g-in-1")
+	eq("two partitions", map[string]int{"g-in-0": 1, "g-in-1": 1})
+	newest := p.live["g-in-0"]
+	old.Close()
+	eq("the old producer closed", map[string]int{"g-in-0": 1, "g-in-1": 1})
+	if p.live["g-in-0"] != newest {
+		t.Fatal("the old producer's close removed the re-created one's metrics")
+	}
+	renewed.Close()
+	other.Close()
+	eq("every producer closed", map[string]int{})
+	plain := client("")
+	eq("the plain mode's shared producer", map[string]int{"": 1})
+	plain.Close()
+	eq("the plain producer closed", map[string]int{})
+}
