@@ -1,4 +1,4 @@
-// App 2 tested without a broker: the same flow (inactivity_test.go) under
+// App 2 tested without a broker: the same flow (inactivity in inactivity_test.go) under
 // keyflowtest's driver, the clock moved by hand instead of waited for.
 package review_test
 
