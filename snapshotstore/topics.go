@@ -92,6 +92,11 @@ func EnsureTopics(ctx context.Context, cl *kgo.Client, input, snapshot string, s
 		if resp.Err != nil && !errors.Is(resp.Err, kerr.TopicAlreadyExists) {
 			return fmt.Errorf("%w: create topic %q: %w", ErrTopicSetup, t, resp.Err)
 		}
+		// kgo caches the metadata answer that the topic was missing for
+		// MetadataMinAge (5 s): without the purge every later look at the
+		// topic through this client (the worker's partition count for its
+		// output and dead-letter topics) saw it missing for 5 s.
+		cl.PurgeTopicsFromClient(t)
 		return nil
 	}
 	in := count(input)
@@ -171,6 +176,7 @@ func EnsureOutputTopic(ctx context.Context, cl *kgo.Client, topic string, partit
 	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 		return fmt.Errorf("%w: create output topic %q: %w", ErrTopicSetup, topic, err)
 	}
+	cl.PurgeTopicsFromClient(topic) // the cached "missing" answer (EnsureTopics)
 	return nil
 }
 
@@ -183,6 +189,9 @@ func TopicPartitions(ctx context.Context, cl *kgo.Client, topic string) (int32, 
 	}
 	d, ok := details[topic]
 	if !ok || d.Err != nil {
+		// Not listed (yet): drop kgo's cached answer, so that the next
+		// call asks the cluster instead of repeating it for MetadataMinAge.
+		cl.PurgeTopicsFromClient(topic)
 		return 0, nil
 	}
 	return int32(len(d.Partitions)), nil

@@ -68,3 +68,30 @@ func TestEnsureTopicsChecksTheSnapshotCleanupPolicy(t *testing.T) {
 		}
 	})
 }
+
+// A topic EnsureTopics (or EnsureOutputTopic) just created is seen at once
+// through the same client: kgo cached the answer that it was missing for
+// MetadataMinAge (5 s), and the worker's partition count for its output and
+// dead-letter topics waited that long at every start that created topics.
+func TestTopicJustCreatedIsSeenThroughTheSameClient(t *testing.T) {
+	_, brokers := testkit.Kfake(t)
+	cl := testkit.Client(t, brokers)
+	ctx := context.Background()
+	input, snaps, out := testkit.Name(t, "in"), testkit.Name(t, "snaps"), testkit.Name(t, "out")
+	spec := snapshotstore.TopicSpec{Create: true, Partitions: 3, ReplicationFactor: 1}
+	if err := snapshotstore.EnsureTopics(ctx, cl, input, snaps, spec); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := snapshotstore.TopicPartitions(ctx, cl, input); err != nil || n != 3 {
+		t.Fatalf("TopicPartitions(%s) right after its creation = %d, %v; want 3", input, n, err)
+	}
+	if n, err := snapshotstore.TopicPartitions(ctx, cl, out); err != nil || n != 0 {
+		t.Fatalf("TopicPartitions(%s) before its creation = %d, %v; want 0", out, n, err)
+	}
+	if err := snapshotstore.EnsureOutputTopic(ctx, cl, out, 3, spec); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := snapshotstore.TopicPartitions(ctx, cl, out); err != nil || n != 3 {
+		t.Fatalf("TopicPartitions(%s) right after its creation = %d, %v; want 3", out, n, err)
+	}
+}
