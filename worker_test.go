@@ -11,11 +11,13 @@ import (
 	"time"
 
 	"github.com/actorflow/actorflow"
+	"github.com/actorflow/actorflow/coordinator"
 	"github.com/actorflow/actorflow/internal/ledger"
 	"github.com/actorflow/actorflow/internal/testkit"
 	"github.com/actorflow/actorflow/keyflow"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -221,5 +223,26 @@ func TestWorkerMethodsAreTheUsersOnly(t *testing.T) {
 	}
 	if want := []string{"Get", "Health", "Run", "Status", "WaitCaughtUp", "WaitReady"}; !slices.Equal(got, want) {
 		t.Fatalf("*actorflow.Worker methods %v, want %v", got, want)
+	}
+}
+
+// A session timeout the broker refuses (kfake's group.min.session.timeout.ms
+// is 6 s) ends Run with ErrMemberRejected naming the broker's error; kgo
+// alone retried the join forever and the worker never got a partition.
+func TestRejectedSessionTimeoutEndsRun(t *testing.T) {
+	_, brokers := testkit.Kfake(t)
+	input, snaps := testkit.Name(t, "in"), testkit.Name(t, "snap")
+	testkit.CreateTopics(t, brokers, input, snaps, 2)
+	w, err := actorflow.NewWorker(ledger.Flow(), actorflow.WithBrokers(brokers...), actorflow.WithGroup(testkit.Name(t, "g")),
+		actorflow.WithInputTopic(input), actorflow.WithSnapshotTopic(snaps),
+		actorflow.WithSessionTimeout(2*time.Second), actorflow.WithClientOpts(kgo.HeartbeatInterval(500*time.Millisecond)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = w.Run(ctx)
+	if !errors.Is(err, coordinator.ErrMemberRejected) || !errors.Is(err, kerr.InvalidSessionTimeout) || ctx.Err() != nil {
+		t.Fatalf("Run = %v (ctx %v), want ErrMemberRejected wrapping INVALID_SESSION_TIMEOUT before the deadline", err, ctx.Err())
 	}
 }

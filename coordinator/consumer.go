@@ -289,6 +289,25 @@ func (c *Consumer) HighWatermark(tp TopicPartition) (int64, bool) {
 	return h, ok
 }
 
+// ErrMemberRejected is Run's error when the group coordinator refuses to
+// let this member join for a setting of its own: a session timeout outside
+// the broker's group.min/max.session.timeout.ms, a group protocol or
+// assignor the group does not use, a full group, or no authorization for
+// the group. kgo would retry such a join forever; Run stops instead.
+var ErrMemberRejected = errors.New("actorflow: the group coordinator rejects this member")
+
+// rejectedMember: err (a group session error of kgo, topic "") is the
+// coordinator refusing this member's settings, which no retry changes.
+func rejectedMember(err error) bool {
+	for _, e := range []error{kerr.InvalidSessionTimeout, kerr.InconsistentGroupProtocol, kerr.GroupMaxSizeReached,
+		kerr.GroupAuthorizationFailed, kerr.UnsupportedAssignor, kerr.InvalidGroupID} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
 // Fail makes Run return err: a fatal failure (a fenced partition, any
 // partition failure under fail-fast, a failed assignment).
 func (c *Consumer) Fail(err error) {
@@ -333,6 +352,13 @@ func (c *Consumer) Run(ctx context.Context) error {
 		}
 		fs.EachError(func(t string, p int32, err error) {
 			if errors.Is(err, context.Canceled) {
+				return
+			}
+			if t == "" && rejectedMember(err) {
+				// kgo retries a join the coordinator refused for this
+				// member's own settings forever; no retry can succeed.
+				c.log.Error("the group coordinator refuses this member's settings", zap.String("group", c.cfg.Group), zap.Error(err))
+				c.Fail(fmt.Errorf("%w: group %q: %w", ErrMemberRejected, c.cfg.Group, err))
 				return
 			}
 			c.log.Warn("fetch error", zap.String("topic", t), zap.Int32("partition", p), zap.Error(err))
