@@ -104,6 +104,8 @@ type latRow struct {
 	// after the join (before the kill), after the kill; on which partition.
 	JoinStoppedMS        float64 `json:"join_stopped_ms,omitempty"`
 	JoinStoppedPartition int32   `json:"join_stopped_partition,omitempty"`
+	JoinStoppedFromS     float64 `json:"join_stopped_from_s,omitempty"`
+	KillStoppedFromS     float64 `json:"kill_stopped_from_s,omitempty"`
 	KillStoppedMS        float64 `json:"kill_stopped_ms,omitempty"`
 	KillStoppedPartition int32   `json:"kill_stopped_partition,omitempty"`
 	SessionTimeoutS      float64 `json:"session_timeout_s,omitempty"`
@@ -193,10 +195,14 @@ func runLatencySystem(ctx context.Context, brokers []string, adm *kadm.Client, c
 	}
 	if c.rebalance {
 		r.JoinS, r.KillS = round3(ev.JoinAt.Sub(windowStart).Seconds()), round3(ev.KillAt.Sub(windowStart).Seconds())
-		g, p, _ := load.Tracker.LongestGap(ev.JoinAt, ev.KillAt)
-		r.JoinStoppedMS, r.JoinStoppedPartition = ms(g), p
-		g, p, _ = load.Tracker.LongestGap(ev.KillAt, time.Time{})
-		r.KillStoppedMS, r.KillStoppedPartition = ms(g), p
+		// A gap the kill caused begins at the dead member's last output,
+		// just before the kill (outputs arrive every few ms on a partition
+		// at this load): gaps from a second before it on are the kill's.
+		killFrom := ev.KillAt.Add(-killGapSlack)
+		g, p, at := load.Tracker.LongestGap(ev.JoinAt, killFrom)
+		r.JoinStoppedMS, r.JoinStoppedPartition, r.JoinStoppedFromS = ms(g), p, round3(at.Sub(windowStart).Seconds())
+		g, p, at = load.Tracker.LongestGap(killFrom, time.Time{})
+		r.KillStoppedMS, r.KillStoppedPartition, r.KillStoppedFromS = ms(g), p, round3(at.Sub(windowStart).Seconds())
 	}
 	var notes []string
 	if !res.Complete() {
@@ -228,8 +234,9 @@ func printLatency(w io.Writer, rows []latRow) {
 			if r.SessionTimeoutS > 0 {
 				st = fmt.Sprintf("%.0f s", r.SessionTimeoutS)
 			}
-			fmt.Fprintf(w, "rebalance %s at %d/s (session timeout %s): third member joined at %.1f s, first SIGKILLed at %.1f s into the window; outputs stopped after the join %.0f ms (partition %d), after the kill %.0f ms (partition %d)\n",
-				r.System, r.Rate, st, r.JoinS, r.KillS, r.JoinStoppedMS, r.JoinStoppedPartition, r.KillStoppedMS, r.KillStoppedPartition)
+			fmt.Fprintf(w, "rebalance %s at %d/s (session timeout %s): third member joined at %.1f s, first SIGKILLed at %.1f s into the window; longest output stop after the join %.0f ms (partition %d, from %.1f s), after the kill %.0f ms (partition %d, from %.1f s)\n",
+				r.System, r.Rate, st, r.JoinS, r.KillS, r.JoinStoppedMS, r.JoinStoppedPartition, r.JoinStoppedFromS,
+				r.KillStoppedMS, r.KillStoppedPartition, r.KillStoppedFromS)
 		}
 	}
 	fmt.Fprintln(w, "stages (p50/p99 ms; '-' where the outputs carry no stamp): input → fold, fold → output produced, produced → visible read_committed")
@@ -316,3 +323,7 @@ func latWorkerOpts(log *zap.Logger, persist, sessionTimeout time.Duration) []act
 	}
 	return opts
 }
+
+// killGapSlack: an output gap beginning this long before the kill, or
+// later, is counted as the kill's, an earlier one as the join's.
+const killGapSlack = time.Second
