@@ -59,18 +59,21 @@ BENCH_BIN ?= $(or $(TMPDIR),/tmp)/actorflow-bench
 ## bench-real: on a real Kafka broker (KAFKA_VERSION), Experiments A and B, then the E2E benchmark (1M ledger
 ## events, 10k and 1M keys, 8 partitions: the raw franz-go pipe, plain, transactional, each with
 ## outputs), then Experiment L (output latency at 2 000 and 20 000 events/s: the GroupTransactSession
-## reference, transactional, plain; ~6 min). Default: the integration suite's broker (a fresh
+## reference, transactional, plain; ~6 min), then L through a join and a SIGKILL (gts and transactional
+## member processes, 6 s session timeout; ~3 min). Default: the integration suite's broker (a fresh
 ## container, ~35 min in all). BROKERS=host:port uses a running one instead (scripts/bench-broker.sh
-## start prints one). BENCH_ARGS, E2E_ARGS and LAT_ARGS add flags to the three runs (go run ./cmd/bench -h).
+## start prints one). BENCH_ARGS, E2E_ARGS, LAT_ARGS and LAT_REBALANCE_ARGS add flags to the four runs (go run ./cmd/bench -h).
 bench-real:
 ifdef BROKERS
 	$(GO) build -o $(BENCH_BIN) ./cmd/bench
 	$(BENCH_BIN) --brokers $(BROKERS) $(BENCH_ARGS)
 	$(BENCH_BIN) --brokers $(BROKERS) --experiment E2E $(E2E_ARGS)
 	$(BENCH_BIN) --brokers $(BROKERS) --experiment L $(LAT_ARGS)
+	$(BENCH_BIN) --brokers $(BROKERS) --experiment L --lat-rate 2000 --lat-duration 30s --lat-warmup 10s \
+		--lat-systems gts,txn --lat-rebalance --lat-session-timeout 6s $(LAT_REBALANCE_ARGS)
 else
 	ACTORFLOW_ITEST_BENCH=1 ACTORFLOW_ITEST_BENCH_ARGS="$(BENCH_ARGS)" ACTORFLOW_ITEST_E2E_ARGS="$(E2E_ARGS)" \
-		ACTORFLOW_ITEST_LAT_ARGS="$(LAT_ARGS)" scripts/itest.sh -run TestBenchOnRealBroker -timeout 180m
+		ACTORFLOW_ITEST_LAT_ARGS="$(LAT_ARGS)" ACTORFLOW_ITEST_LAT_REBALANCE_ARGS="$(LAT_REBALANCE_ARGS)" scripts/itest.sh -run TestBenchOnRealBroker -timeout 180m
 endif
 
 ## bench-rebalance: time from a worker joining or leaving until every partition processes again,
