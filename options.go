@@ -130,8 +130,10 @@ func WithPersistEvery(d time.Duration) Option { return func(c *config) { c.persi
 // committed. Default 5 s.
 func WithCommitOffsetsInterval(d time.Duration) Option { return func(c *config) { c.commitEvery = d } }
 
-// WithMaxWritesPerTransaction caps a group commit's snapshot writes.
-// Default 256.
+// WithMaxWritesPerTransaction caps a group commit's records (a snapshot
+// write counts one, plus one per output it carries). Default 2048
+// (partitionflow.DefaultMaxWritesPerTransaction says why); a write with more
+// outputs than the cap goes alone.
 func WithMaxWritesPerTransaction(n int) Option { return func(c *config) { c.maxWrites = n } }
 
 // WithMaxInFlight bounds records delivered but not processed per partition

@@ -36,7 +36,8 @@ type Config struct {
 	PersistEvery time.Duration
 	// CommitOffsetsInterval commits the committable offset. Default 5 s.
 	CommitOffsetsInterval time.Duration
-	// MaxWritesPerTransaction caps a group commit. Default 256.
+	// MaxWritesPerTransaction caps a group commit. Default 2048
+	// (DefaultMaxWritesPerTransaction).
 	MaxWritesPerTransaction int
 	// RevokeTimeout is the revoke budget: a Revoke's flush, its final offset
 	// commit, the transaction actor's drain of an in-flight transaction and

@@ -72,6 +72,7 @@ type childArgs struct {
 	system, input, group, snapshot, output, txnPrefix, heapProfile, cpuProfile string
 	brokers                                                                    []string
 	events                                                                     int64
+	maxWrites                                                                  int
 	persist, timeout, maxIdle                                                  time.Duration
 }
 
@@ -91,6 +92,7 @@ func childMain(args []string) int {
 	fs.DurationVar(&a.persist, "persist", 500*time.Millisecond, "persist and commit interval")
 	fs.DurationVar(&a.timeout, "timeout", 10*time.Minute, "give up draining after this long")
 	fs.DurationVar(&a.maxIdle, "max-idle", 0, "keyflow.WithMaxIdle of the flow (0: keyflow's default)")
+	fs.IntVar(&a.maxWrites, "max-writes", 0, "WithMaxWritesPerTransaction (0: the default)")
 	_ = fs.Parse(args)
 	a.brokers = splitBrokers(*brokers)
 	res := runChild(a)
@@ -225,6 +227,7 @@ func newWorker(a childArgs, processed *atomic.Int64) (*actorflow.Worker, *kgo.Cl
 		actorflow.WithPersistEvery(a.persist),
 		actorflow.WithCommitOffsetsInterval(a.persist),
 		actorflow.WithClientOpts(childKgoLog()...),
+		actorflow.WithMaxWritesPerTransaction(a.maxWrites),
 	)
 	if err != nil {
 		if producer != nil {
