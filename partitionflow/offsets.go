@@ -91,6 +91,10 @@ func (t *OffsetTracker) Settled(key string, through int64) {
 	}
 }
 
+// LastConsumed is the highest offset consumed so far (assigned − 1 before
+// any).
+func (t *OffsetTracker) LastConsumed() int64 { return t.lastConsumed }
+
 // Holding reports whether key holds an offset.
 func (t *OffsetTracker) Holding(key string) bool { _, ok := t.holds[key]; return ok }
 

@@ -186,11 +186,15 @@ type partition struct {
 	ctAt    time.Time
 
 	committed, requested int64
-	recoveredN           int
-	lastBatch            int
-	txns                 int64
-	skipped              int64
-	outputs              int64
+	// catchUp (0: none) is the offset the last commit tick had consumed
+	// up to: once everything below it is persisted the offset is committed
+	// at once, not a whole interval later (catchUpCommit).
+	catchUp    int64
+	recoveredN int
+	lastBatch  int
+	txns       int64
+	skipped    int64
+	outputs    int64
 }
 
 // Props returns the props of a partition actor.
@@ -235,6 +239,7 @@ func (p *partition) Receive(ctx actor.Context) {
 		if m.Dirty {
 			p.dirty[m.Key] = struct{}{} // e.g. changed by a timer
 		}
+		p.catchUpCommit(ctx)
 	case *tick:
 		p.onTick(ctx, m.kind)
 	case *txnCommitted:
