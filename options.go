@@ -217,7 +217,7 @@ func WithInputPartitioner(p kgo.Partitioner) Option { return func(c *config) { c
 // reach it), to the whole group: a Get on another member that does not own
 // the key names addr in its *NotOwnerError (Owner.Endpoint), so the query
 // can be routed to the owner, as Kafka Streams' application.server.
-// Default none: Owner.Endpoint is empty.
+// Default (and an empty addr): none, Owner.Endpoint is empty.
 //
 // addr must be a DNS name or an IP address (IPv6 in brackets) with a port
 // 1-65535, and not a listen address such as ":8080" or "0.0.0.0:8080";
