@@ -86,10 +86,20 @@ func worker(ctx context.Context, args []string) int {
 	if *prefix == "" {
 		*prefix = *group
 	}
-	endpoint := advertised(*advertise, *addr)
+	// Listening before the worker starts: the address advertised by
+	// default is the one bound (an --http port 0 is known only now), and a
+	// worker whose /state cannot be served fails at once instead of
+	// advertising an endpoint nobody answers.
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		log.Error("http", zap.Error(err))
+		return 2
+	}
+	defer func() { _ = ln.Close() }()
+	endpoint := advertised(*advertise, ln.Addr().String())
 	if endpoint == "" {
 		log.Warn("no query endpoint advertised: /state of a key owned elsewhere answers 421 naming the owner instead of redirecting; set --advertise",
-			zap.String("http", *addr))
+			zap.String("http", ln.Addr().String()))
 	}
 	bl := splitBrokers(*brokers)
 
@@ -126,9 +136,9 @@ func worker(ctx context.Context, args []string) int {
 		return 2
 	}
 
-	srv := &http.Server{Addr: *addr, Handler: statusHandler(w, &folds, reg), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: statusHandler(w, &folds, reg), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
-		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("http", zap.Error(err))
 		}
 	}()
@@ -180,9 +190,9 @@ func statusHandler(w *actorflow.Worker, folds *atomic.Int64, reg *prometheus.Reg
 	return mux
 }
 
-// advertised is the worker's query endpoint: --advertise, else the --http
-// address when other workers can dial it as it is (a host that is set and
-// not the unspecified address), else none.
+// advertised is the worker's query endpoint: --advertise, else the bound
+// --http address when other workers can dial it as it is (a host that is
+// set and not the unspecified address), else none.
 func advertised(flag, listen string) string {
 	if flag != "" {
 		return flag // NewWorker refuses it if it is not a host:port
