@@ -167,13 +167,17 @@ func (w *Worker) registerMetrics() (m *metrics, unregister func(), err error) {
 // consumerClientOpts are the group consumer's client options: under
 // WithMetrics, franz-go's kprom hook is added (one kprom.Metrics per client:
 // it registers its collectors when the client starts and removes them when
-// it closes).
-func (w *Worker) consumerClientOpts() []kgo.Opt {
+// it closes); a clientID (WithQueryEndpoint's) overrides WithClientOpts'.
+func (w *Worker) consumerClientOpts(clientID string) []kgo.Opt {
+	opts := slices.Clone(w.cfg.clientOpts)
+	if clientID != "" {
+		opts = append(opts, kgo.ClientID(clientID))
+	}
 	if w.cfg.metrics == nil {
-		return w.cfg.clientOpts
+		return opts
 	}
 	km := kprom.NewMetrics("actorflow", kprom.Subsystem("kafka_consumer"), kprom.Registerer(w.cfg.metrics))
-	return append(slices.Clone(w.cfg.clientOpts), kgo.WithHooks(km))
+	return append(opts, kgo.WithHooks(km))
 }
 
 // producerMetrics is one collector over the kprom metrics of the store's

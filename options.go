@@ -46,6 +46,7 @@ type config struct {
 	maxRetryBackoff  time.Duration
 	inPartitioner    kgo.Partitioner
 	metrics          prometheus.Registerer
+	queryEndpoint    string
 }
 
 func defaults() config {
@@ -212,6 +213,21 @@ func WithOutputPartitioner(p kgo.Partitioner) Option {
 // partition: it answers ErrKeyNotFound or ErrNotOwner for a key that has a
 // state elsewhere.
 func WithInputPartitioner(p kgo.Partitioner) Option { return func(c *config) { c.inPartitioner = p } }
+
+// WithQueryEndpoint advertises addr, the "host:port" where this member
+// answers queries (e.g. its HTTP server's address as the other members can
+// reach it), to the whole group: a Get on another member that does not own
+// the key names addr in its *NotOwnerError (Owner.Endpoint), so the query
+// can be routed to the owner, as Kafka Streams' application.server.
+// Default (and an empty addr): none, Owner.Endpoint is empty.
+//
+// addr must be a DNS name or an IP address (IPv6 in brackets) with a port
+// 1-65535, and not a listen address such as ":8080" or "0.0.0.0:8080";
+// NewWorker fails otherwise. It travels in the group consumer's client.id,
+// which becomes "<client.id>;query=<addr>" (<client.id>: the one of
+// WithClientOpts, default kgo's "kgo"): a client-id quota on the consumer
+// must name that id. The worker's other clients keep their client.id.
+func WithQueryEndpoint(addr string) Option { return func(c *config) { c.queryEndpoint = addr } }
 
 // WithPartitionRetryBackoff sets the delay before a failed partition starts
 // again: first, doubling per consecutive failure up to max. Defaults 1 s and

@@ -37,13 +37,28 @@ var (
 type Member struct {
 	MemberID   string `json:"member_id"`
 	InstanceID string `json:"instance_id,omitempty"` // WithInstanceID, if set
-	ClientID   string `json:"client_id"`
-	Host       string `json:"host"` // the address the coordinator sees it connect from
+	// ClientID is the member's client.id as the coordinator reports it
+	// (under WithQueryEndpoint it ends with ";query=<endpoint>").
+	ClientID string `json:"client_id"`
+	Host     string `json:"host"` // the address the coordinator sees it connect from
+	// Endpoint is the query endpoint the member advertises
+	// (WithQueryEndpoint: the "host:port" to send the query to); empty
+	// when it advertises none (a member without the option, e.g. one of
+	// an older version during a rolling upgrade).
+	Endpoint string `json:"endpoint,omitempty"`
+}
+
+// newMember is a member as DescribeGroups or ConsumerGroupDescribe report
+// it, with the endpoint its client.id advertises.
+func newMember(memberID string, instanceID *string, clientID, host string) Member {
+	return Member{MemberID: memberID, InstanceID: deref(instanceID), ClientID: clientID, Host: host,
+		Endpoint: endpointOf(clientID)}
 }
 
 // NotOwnerError is Get's error when another member owns the key's partition
 // (errors.Is(err, ErrNotOwner)): ask that member, as Kafka Streams'
-// queryMetadataForKey tells which instance to ask.
+// queryMetadataForKey tells which instance to ask — at Owner.Endpoint when
+// the owner advertises one (WithQueryEndpoint).
 type NotOwnerError struct {
 	Key       string
 	Topic     string
@@ -53,8 +68,12 @@ type NotOwnerError struct {
 
 func (e *NotOwnerError) Error() string {
 	o := e.Owner
-	return fmt.Sprintf("actorflow: key %q: partition %s[%d] is owned by member %s (client %q, host %s, instance %q)",
-		e.Key, e.Topic, e.Partition, o.MemberID, o.ClientID, o.Host, o.InstanceID)
+	at := "advertises no query endpoint"
+	if o.Endpoint != "" {
+		at = "query endpoint " + o.Endpoint
+	}
+	return fmt.Sprintf("actorflow: key %q: partition %s[%d] is owned by member %s (%s; client %q, host %s, instance %q)",
+		e.Key, e.Topic, e.Partition, o.MemberID, at, o.ClientID, o.Host, o.InstanceID)
 }
 
 // Is makes errors.Is(err, ErrNotOwner) match.
@@ -102,8 +121,9 @@ type QueryInfo struct {
 // ErrNotOwner) naming the member that owns the partition, ErrUnavailable
 // (retryable: not running, the partition being assigned, recovering,
 // revoked or failed, or owned by no member during a rebalance), or ctx's
-// error. The owner is looked up from the group coordinator (DescribeGroups)
-// only when this worker does not own the partition.
+// error. The owner is looked up from the group coordinator (DescribeGroups,
+// or ConsumerGroupDescribe under the consumer protocol) only when this
+// worker does not own the partition.
 func (w *Worker) Get(ctx context.Context, key string) ([]byte, QueryInfo, error) {
 	info := QueryInfo{Topic: w.cfg.input, Partition: -1, Offset: -1, PersistedOffset: -1, Committed: -1}
 	if key == snapshotstore.MarkerKey || key == snapshotstore.KeylessKey {
@@ -220,7 +240,7 @@ func (w *Worker) owner(ctx context.Context, tp coordinator.TopicPartition) (Memb
 		}
 		for _, t := range a.Topics {
 			if t.Topic == tp.Topic && slices.Contains(t.Partitions, tp.Partition) {
-				return Member{MemberID: m.MemberID, InstanceID: deref(m.InstanceID), ClientID: m.ClientID, Host: m.ClientHost}, true, nil
+				return newMember(m.MemberID, m.InstanceID, m.ClientID, m.ClientHost), true, nil
 			}
 		}
 	}
@@ -249,7 +269,7 @@ func (w *Worker) consumerGroupOwner(ctx context.Context, adm *kadm.Client, tp co
 		for _, m := range g.Members {
 			for _, t := range m.Assignment.TopicPartitions {
 				if (t.Topic == tp.Topic || t.TopicID == id && id != [16]byte{}) && slices.Contains(t.Partitions, tp.Partition) {
-					return Member{MemberID: m.MemberID, InstanceID: deref(m.InstanceID), ClientID: m.ClientID, Host: m.ClientHost}, true, nil
+					return newMember(m.MemberID, m.InstanceID, m.ClientID, m.ClientHost), true, nil
 				}
 			}
 		}

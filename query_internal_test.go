@@ -32,3 +32,22 @@ func TestPartitionOfIsJavaMurmur2(t *testing.T) {
 		}
 	}
 }
+
+// A member's endpoint is read back from the client.id the option builds; a
+// client.id without one (a member without WithQueryEndpoint, kgo's "kgo")
+// advertises none, nor does one whose marker is followed by no host:port.
+func TestEndpointOfClientID(t *testing.T) {
+	for _, c := range []struct{ clientID, want string }{
+		{withEndpoint("kgo", "w1:8080"), "w1:8080"},
+		{withEndpoint("app;query=x", "[2001:db8::1]:9"), "[2001:db8::1]:9"},
+		{"kgo", ""},
+		{"", ""},
+		{"app;query=", ""},
+		{"app;query=not an endpoint", ""},
+		{"app;query=0.0.0.0:80", ""},
+	} {
+		if got := endpointOf(c.clientID); got != c.want {
+			t.Errorf("endpointOf(%q) = %q, want %q", c.clientID, got, c.want)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -179,7 +180,8 @@ func TestGetStalenessAndUnloadedKey(t *testing.T) {
 }
 
 // Two workers of one group: a key of the other's partition is ErrNotOwner
-// naming the owner (its member id and client id), the owner answers it;
+// naming the owner (its member id, client id and the query endpoint it
+// advertises), in both directions; the owner answers it;
 // when the owner leaves, the remaining worker answers every key after the
 // rebalance, and every error meanwhile is retryable (ErrUnavailable) or
 // ErrNotOwner, never a wrong state.
@@ -198,8 +200,13 @@ func testGetNotOwnerAndRebalance(t *testing.T, protocol coordinator.Protocol) {
 		keys = append(keys, "k"+strconv.Itoa(i))
 	}
 	e.produce(t, 2, keys...)
-	a, _ := e.start(t, countFlow(), actorflow.WithProtocol(protocol), actorflow.WithClientOpts(kgo.ClientID("worker-a")))
-	b, stopB := e.start(t, countFlow(), actorflow.WithProtocol(protocol), actorflow.WithClientOpts(kgo.ClientID("worker-b")))
+	// A advertises a query endpoint, B another (WithQueryEndpoint): each
+	// one's NotOwnerError names the other's.
+	const epA, epB = "worker-a.example:8081", "[2001:db8::b]:8082"
+	a, _ := e.start(t, countFlow(), actorflow.WithProtocol(protocol), actorflow.WithClientOpts(kgo.ClientID("worker-a")),
+		actorflow.WithQueryEndpoint(epA))
+	b, stopB := e.start(t, countFlow(), actorflow.WithProtocol(protocol), actorflow.WithClientOpts(kgo.ClientID("worker-b")),
+		actorflow.WithQueryEndpoint(epB))
 	// Both own partitions: the assignment has settled.
 	testkit.Eventually(t, 60*time.Second, "both workers own and run partitions", func() (bool, string) {
 		sa, sb := a.Status(context.Background()), b.Status(context.Background())
@@ -211,11 +218,13 @@ func testGetNotOwnerAndRebalance(t *testing.T, protocol coordinator.Protocol) {
 	for _, p := range sb.Partitions {
 		ownedByB[p.Partition] = true
 	}
-	var key string
+	var key, keyOfA string
 	for _, k := range keys {
-		if ownedByB[e.partitionOfKey[k]] {
+		if ownedByB[e.partitionOfKey[k]] && key == "" {
 			key = k
-			break
+		}
+		if !ownedByB[e.partitionOfKey[k]] && keyOfA == "" {
+			keyOfA = k
 		}
 	}
 	var nerr *actorflow.NotOwnerError
@@ -223,9 +232,20 @@ func testGetNotOwnerAndRebalance(t *testing.T, protocol coordinator.Protocol) {
 		_, _, err := a.Get(ctxFor(t, 5*time.Second), key)
 		return errors.As(err, &nerr), fmt.Sprint(err)
 	})
-	if !errors.Is(nerr, actorflow.ErrNotOwner) || nerr.Owner.ClientID != "worker-b" || nerr.Owner.MemberID != sb.MemberID ||
-		nerr.Partition != e.partitionOfKey[key] || nerr.Key != key {
-		t.Fatalf("NotOwnerError %+v, want owner worker-b member %s partition %d", nerr, sb.MemberID, e.partitionOfKey[key])
+	// The client.id keeps the application's, the endpoint appended.
+	if !errors.Is(nerr, actorflow.ErrNotOwner) || nerr.Owner.ClientID != "worker-b;query="+epB || nerr.Owner.Endpoint != epB ||
+		nerr.Owner.MemberID != sb.MemberID || nerr.Partition != e.partitionOfKey[key] || nerr.Key != key {
+		t.Fatalf("NotOwnerError %+v, want owner worker-b at %s, member %s, partition %d", nerr, epB, sb.MemberID, e.partitionOfKey[key])
+	}
+	if !strings.Contains(nerr.Error(), "query endpoint "+epB) {
+		t.Errorf("NotOwnerError's message %q does not name the endpoint", nerr.Error())
+	}
+	testkit.Eventually(t, 30*time.Second, "B's Get of A's key names A", func() (bool, string) {
+		_, _, err := b.Get(ctxFor(t, 5*time.Second), keyOfA)
+		return errors.As(err, &nerr), fmt.Sprint(err)
+	})
+	if nerr.Owner.Endpoint != epA || nerr.Owner.ClientID != "worker-a;query="+epA || nerr.Key != keyOfA {
+		t.Fatalf("NotOwnerError %+v, want owner worker-a at %s", nerr, epA)
 	}
 	testkit.Eventually(t, 30*time.Second, "B answers its key", func() (bool, string) {
 		s, info, err := actorflow.Get[Count](ctxFor(t, 5*time.Second), b, key)
@@ -428,6 +448,30 @@ func TestAbortedInputRecordsAreNotFolded(t *testing.T) {
 	for _, k := range []string{"p", "q"} {
 		if s, _, err := actorflow.Get[Count](ctxFor(t, 5*time.Second), w, k); err != nil || s.N != 2 {
 			t.Errorf("Get(%q): %+v, %v; want 2 (the aborted round not folded)", k, s, err)
+		}
+	}
+}
+
+// WithQueryEndpoint takes a host:port the other members can dial; anything
+// else (a listen address, no port, a URL, a character no host name has)
+// fails NewWorker naming the option.
+func TestWithQueryEndpointValidated(t *testing.T) {
+	newWorker := func(ep string) error {
+		_, err := actorflow.NewWorker(countFlow(), actorflow.WithBrokers("localhost:9092"), actorflow.WithGroup("g"),
+			actorflow.WithInputTopic("in"), actorflow.WithSnapshotTopic("snap"), actorflow.WithQueryEndpoint(ep))
+		return err
+	}
+	for _, ep := range []string{"worker-1:8080", "worker-1.ns.svc.cluster.local:80", "10.0.0.7:8080", "[2001:db8::1]:8080", "[::1]:1", "a_b:65535"} {
+		if err := newWorker(ep); err != nil {
+			t.Errorf("WithQueryEndpoint(%q): %v", ep, err)
+		}
+	}
+	for _, ep := range []string{":8080", "0.0.0.0:8080", "[::]:8080", "worker-1", "worker-1:0", "worker-1:65536", "worker-1:http",
+		"http://worker-1:8080", "worker 1:8080", "worker;1:8080", "worker..1:8080", "2001:db8::1:8080", "[fe80::1%eth0]:8080",
+		strings.Repeat("a", 300) + ":1"} {
+		err := newWorker(ep)
+		if err == nil || !strings.Contains(err.Error(), "WithQueryEndpoint") {
+			t.Errorf("WithQueryEndpoint(%q): %v, want NewWorker's error naming the option", ep, err)
 		}
 	}
 }

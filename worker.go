@@ -77,6 +77,11 @@ func NewWorker(flow keyflow.Handler, opts ...Option) (*Worker, error) {
 	case cfg.kafka.Mode != snapshotstore.Transactional && cfg.kafka.Mode != snapshotstore.Plain:
 		return nil, fmt.Errorf("actorflow: WithMode(%v): want snapshotstore.Transactional or snapshotstore.Plain", cfg.kafka.Mode)
 	}
+	if cfg.queryEndpoint != "" {
+		if err := checkEndpoint(cfg.queryEndpoint); err != nil {
+			return nil, fmt.Errorf("actorflow: WithQueryEndpoint(%q): %w", cfg.queryEndpoint, err)
+		}
+	}
 	if cfg.kafka.TransactionalIDPrefix == "" {
 		// The group id: unique per flow on a cluster, like the store's own
 		// default (the snapshot topic), and kept because a worker's
@@ -108,6 +113,13 @@ func (w *Worker) Run(ctx context.Context) error {
 	admin, err := w.waitBrokers(ctx)
 	if err != nil {
 		return err
+	}
+	consumerID := ""
+	if w.cfg.queryEndpoint != "" {
+		// The admin client has exactly WithClientOpts: its client.id is the
+		// one the application chose (or kgo's default), kept as the prefix.
+		base, _ := admin.OptValue(kgo.ClientID).(string)
+		consumerID = withEndpoint(base, w.cfg.queryEndpoint)
 	}
 	store := w.cfg.store
 	if store == nil {
@@ -207,7 +219,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		Brokers: w.cfg.brokers, Group: w.cfg.group, Topic: w.cfg.input,
 		InstanceID: w.cfg.instanceID, Protocol: w.cfg.protocol,
 		MaxInFlight: w.cfg.maxInFlight, SessionTimeout: w.cfg.sessionTimeout,
-		RebalanceTimeout: w.cfg.rebalanceTimeout, ClientOpts: w.consumerClientOpts(),
+		RebalanceTimeout: w.cfg.rebalanceTimeout, ClientOpts: w.consumerClientOpts(consumerID),
 		RetryBackoff: w.cfg.retryBackoff, MaxRetryBackoff: w.cfg.maxRetryBackoff,
 		ResolveHanging: hanging,
 		Logger:         log,

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"sync/atomic"
@@ -43,6 +45,8 @@ func worker(ctx context.Context, args []string) int {
 	output := fs.String("output", env("ACTORFLOW_OUTPUT", ""), "output topic, empty for none (ACTORFLOW_OUTPUT)")
 	mode := fs.String("mode", env("ACTORFLOW_MODE", "transactional"), "plain | transactional (ACTORFLOW_MODE)")
 	addr := fs.String("http", env("ACTORFLOW_HTTP", ":8080"), "HTTP status address (ACTORFLOW_HTTP)")
+	advertise := fs.String("advertise", env("ACTORFLOW_ADVERTISE", ""),
+		"host:port the other workers redirect /state queries to (actorflow.WithQueryEndpoint); default the --http address if its host is set and not 0.0.0.0/::, else none: /state then answers 421 naming the owner (ACTORFLOW_ADVERTISE)")
 	session := fs.Duration("session-timeout", envDuration("ACTORFLOW_SESSION_TIMEOUT", 10*time.Second), "group session timeout (ACTORFLOW_SESSION_TIMEOUT)")
 	prefix := fs.String("txn-prefix", env("ACTORFLOW_TXN_PREFIX", ""), "transactional.id prefix, default the group (ACTORFLOW_TXN_PREFIX)")
 	parts := fs.Int("partitions", envInt("ACTORFLOW_PARTITIONS", 6), "partitions of topics created when missing (ACTORFLOW_PARTITIONS)")
@@ -82,6 +86,21 @@ func worker(ctx context.Context, args []string) int {
 	if *prefix == "" {
 		*prefix = *group
 	}
+	// Listening before the worker starts: the address advertised by
+	// default is the one bound (an --http port 0 is known only now), and a
+	// worker whose /state cannot be served fails at once instead of
+	// advertising an endpoint nobody answers.
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		log.Error("http", zap.Error(err))
+		return 2
+	}
+	defer func() { _ = ln.Close() }()
+	endpoint := advertised(*advertise, ln.Addr().String())
+	if endpoint == "" {
+		log.Warn("no query endpoint advertised: /state of a key owned elsewhere answers 421 naming the owner instead of redirecting; set --advertise",
+			zap.String("http", ln.Addr().String()))
+	}
 	bl := splitBrokers(*brokers)
 
 	// Outputs: in the transactional mode they are produced inside the
@@ -110,15 +129,16 @@ func worker(ctx context.Context, args []string) int {
 		actorflow.WithPersistEvery(*persist), actorflow.WithCommitOffsetsInterval(*persist),
 		actorflow.WithStartTimeout(3*time.Minute),
 		actorflow.WithMetrics(reg),
+		actorflow.WithQueryEndpoint(endpoint),
 		actorflow.WithLogger(log))
 	if err != nil {
 		log.Error("worker", zap.Error(err))
 		return 2
 	}
 
-	srv := &http.Server{Addr: *addr, Handler: statusHandler(w, &folds, reg), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: statusHandler(w, &folds, reg), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
-		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("http", zap.Error(err))
 		}
 	}()
@@ -158,7 +178,9 @@ func statusHandler(w *actorflow.Worker, folds *atomic.Int64, reg *prometheus.Reg
 	}
 	mux.HandleFunc("/healthz", probe(actorflow.Health.Live))
 	mux.HandleFunc("/readyz", probe(actorflow.Health.Ready))
-	mux.HandleFunc("/state", stateHandler(w))
+	mux.HandleFunc("/state", stateHandler(func(ctx context.Context, key string) (*ledger.State, actorflow.QueryInfo, error) {
+		return actorflow.Get[ledger.State](ctx, w, key)
+	}))
 	mux.HandleFunc("/status", func(rw http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
@@ -166,6 +188,23 @@ func statusHandler(w *actorflow.Worker, folds *atomic.Int64, reg *prometheus.Reg
 		_ = json.NewEncoder(rw).Encode(workerStatus{Status: w.Status(ctx), ProcessedTotal: folds.Load()})
 	})
 	return mux
+}
+
+// advertised is the worker's query endpoint: --advertise, else the bound
+// --http address when other workers can dial it as it is (a host that is
+// set and not the unspecified address), else none.
+func advertised(flag, listen string) string {
+	if flag != "" {
+		return flag // NewWorker refuses it if it is not a host:port
+	}
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil || host == "" {
+		return ""
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return ""
+	}
+	return listen
 }
 
 // stateAnswer is /state's body.
@@ -177,11 +216,30 @@ type stateAnswer struct {
 	Error string              `json:"error,omitempty"`
 }
 
-// stateHandler is /state?key=K, an interactive query (actorflow.Get): 200
-// with the account's state and how stale it can be; 404 when the account
-// has no state; 421 Misdirected Request naming the member that owns the
-// key's partition; 503 with Retry-After during a rebalance or recovery.
-func stateHandler(w *actorflow.Worker) http.HandlerFunc {
+// redirectedParam marks a /state request redirected here by another worker.
+const redirectedParam = "redirected"
+
+// stateHandler is /state?key=K, an interactive query (get: actorflow.Get
+// on the worker):
+//   - 200 with the account's state and how stale it can be (info), when
+//     this worker owns the key's partition;
+//   - 404 when the account has no state;
+//   - 307 Temporary Redirect to the same path on the owning worker,
+//     http://<owner endpoint>/state?key=K&redirected=1, when another
+//     worker owns it and advertises its endpoint (--advertise); the body
+//     names the owner (owner.endpoint) for clients that do not follow
+//     redirects. A redirect rather than a proxied answer: the client
+//     learns the owner and asks it directly next time, and this worker
+//     holds no connection to it;
+//   - 421 Misdirected Request naming the owner when it advertises no
+//     endpoint (a worker without one, e.g. listening on 0.0.0.0 without
+//     --advertise);
+//   - 503 with Retry-After during a rebalance or recovery
+//     (actorflow.ErrUnavailable), and when a redirected request
+//     (redirected=1) lands on a worker that does not own the key either:
+//     the two workers' views of the assignment differ while it moves, and
+//     redirecting again could loop.
+func stateHandler(get func(context.Context, string) (*ledger.State, actorflow.QueryInfo, error)) http.HandlerFunc {
 	return func(rw http.ResponseWriter, r *http.Request) {
 		key := r.URL.Query().Get("key")
 		rw.Header().Set("Content-Type", "application/json")
@@ -192,13 +250,24 @@ func stateHandler(w *actorflow.Worker) http.HandlerFunc {
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 		defer cancel()
-		s, info, err := actorflow.Get[ledger.State](ctx, w, key)
+		s, info, err := get(ctx, key)
 		ans := stateAnswer{Key: key, State: s, Info: info}
 		var notOwner *actorflow.NotOwnerError
 		switch {
 		case err == nil:
 		case errors.Is(err, actorflow.ErrKeyNotFound):
 			rw.WriteHeader(http.StatusNotFound)
+		case errors.As(err, &notOwner) && r.URL.Query().Has(redirectedParam):
+			ans.Owner = &notOwner.Owner
+			rw.Header().Set("Retry-After", "1")
+			rw.WriteHeader(http.StatusServiceUnavailable)
+		case errors.As(err, &notOwner) && notOwner.Owner.Endpoint != "":
+			ans.Owner = &notOwner.Owner
+			q := r.URL.Query()
+			q.Set(redirectedParam, "1")
+			to := url.URL{Scheme: "http", Host: notOwner.Owner.Endpoint, Path: r.URL.Path, RawQuery: q.Encode()}
+			rw.Header().Set("Location", to.String())
+			rw.WriteHeader(http.StatusTemporaryRedirect)
 		case errors.As(err, &notOwner):
 			ans.Owner = &notOwner.Owner
 			rw.WriteHeader(http.StatusMisdirectedRequest)

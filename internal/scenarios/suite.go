@@ -79,6 +79,12 @@ func Suite() []Case {
 				Run: func(t *testing.T, b []string) { RevokeFlushOutlivesTeardownBound(t, b, mode, proto) }})
 		}
 	}
+	// Interactive queries (issue 12): the owner's advertised endpoint read
+	// back under both protocols the worker's Get looks owners up with.
+	for _, proto := range []coordinator.Protocol{coordinator.Cooperative, coordinator.ConsumerProtocol} {
+		cases = append(cases, Case{Name: "QueryOwnerEndpoint/" + proto.String(), Parallel: true,
+			Run: func(t *testing.T, b []string) { QueryOwnerEndpoint(t, b, proto) }})
+	}
 	return cases
 }
 

@@ -1,0 +1,95 @@
+package scenarios
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/actorflow/actorflow"
+	"github.com/actorflow/actorflow/coordinator"
+	"github.com/actorflow/actorflow/internal/ledger"
+	"github.com/actorflow/actorflow/internal/testkit"
+	"github.com/actorflow/actorflow/snapshotstore"
+)
+
+// QueryOwnerEndpoint: two workers of one group advertise different query
+// endpoints (actorflow.WithQueryEndpoint). Every account's state, read with
+// actorflow.Get, is answered by the worker owning its partition and equals
+// the fold of its input; on the other worker Get is a *NotOwnerError naming
+// the owner's member id and the endpoint that owner advertises, read back
+// from the group coordinator (DescribeGroups under the classic protocol,
+// ConsumerGroupDescribe under KIP-848).
+func QueryOwnerEndpoint(t *testing.T, brokers []string, proto coordinator.Protocol) {
+	const partitions, accounts = 4, 20
+	input, snaps, group := Topics(t, brokers, partitions)
+	exp := ledger.Expected{}
+	testkit.ProduceLedger(t, brokers, input, &ledger.Generator{Accounts: accounts}, 20*accounts, exp)
+	// A DNS name and an IP literal: neither needs to resolve, the workers
+	// only carry them.
+	endpoints := [2]string{"worker-a.query.test:8081", "127.0.0.2:8082"}
+	var ws [2]*Worker
+	for i, ep := range endpoints {
+		ws[i] = StartWorker(t, ledger.Flow(), brokers, group, input, snaps, snapshotstore.Transactional,
+			actorflow.WithProtocol(proto), actorflow.WithQueryEndpoint(ep))
+	}
+	status := func(i int) actorflow.Status { return ws[i].W.Status(context.Background()) }
+	testkit.Eventually(t, 2*time.Minute, "both workers own partitions, all of them, and are ready", func() (bool, string) {
+		s0, s1 := status(0), status(1)
+		return len(s0.Partitions) > 0 && len(s1.Partitions) > 0 && len(s0.Partitions)+len(s1.Partitions) == partitions &&
+				ws[0].W.Health(context.Background()).Ready() && ws[1].W.Health(context.Background()).Ready(),
+			fmt.Sprint(s0.Partitions, s1.Partitions)
+	})
+	for _, w := range ws {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		err := w.W.WaitCaughtUp(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("WaitCaughtUp: %v", err)
+		}
+	}
+	testkit.Eventually(t, time.Minute, "every account answered by its owner, NotOwnerError with its endpoint on the other", func() (bool, string) {
+		var answered [2]int
+		for a := range accounts {
+			key := ledger.AccountKey(a)
+			var states [2]*ledger.State
+			var errs [2]error
+			for i, w := range ws {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				states[i], _, errs[i] = actorflow.Get[ledger.State](ctx, w.W, key)
+				cancel()
+				if errors.Is(errs[i], actorflow.ErrUnavailable) {
+					return false, fmt.Sprintf("%s on worker %d: %v", key, i, errs[i])
+				}
+			}
+			owner := 0
+			if errs[0] != nil {
+				owner = 1
+			}
+			other := 1 - owner
+			var nerr *actorflow.NotOwnerError
+			switch {
+			case errs[owner] != nil || !errors.As(errs[other], &nerr):
+				// Both not owners: the assignment is moving.
+				if errors.Is(errs[0], actorflow.ErrNotOwner) && errors.Is(errs[1], actorflow.ErrNotOwner) {
+					return false, fmt.Sprintf("%s: %v; %v", key, errs[0], errs[1])
+				}
+				t.Fatalf("%s: Get on the workers: %v; %v — want a state from one and a NotOwnerError from the other", key, errs[0], errs[1])
+			case nerr.Owner.Endpoint != endpoints[owner]:
+				t.Fatalf("%s: NotOwnerError names endpoint %q (owner %+v), want the owner's %q", key, nerr.Owner.Endpoint, nerr.Owner, endpoints[owner])
+			case nerr.Owner.MemberID != status(owner).MemberID:
+				return false, fmt.Sprintf("%s: NotOwnerError names member %s, owner is %s", key, nerr.Owner.MemberID, status(owner).MemberID)
+			}
+			want := exp[key]
+			if s := states[owner]; s.Balance != want.Balance || s.Count != want.Count || s.LastSeq != want.LastSeq || s.Gaps+s.Repeats != 0 {
+				t.Fatalf("%s: Get on its owner = %+v, want %+v", key, *s, want)
+			}
+			answered[owner]++
+		}
+		if answered[0] == 0 || answered[1] == 0 {
+			t.Fatalf("accounts answered per worker %v: one worker owns none of the %d accounts", answered, accounts)
+		}
+		return true, ""
+	})
+}
