@@ -19,11 +19,11 @@ func TestExportedAPIIsTheUsersOnly(t *testing.T) {
 		"Codec", "Codec.Decode", "Codec.Encode", "Context", "Context.CancelTimer", "Context.Emit", "Context.Key",
 		"Context.Logger", "Context.Now", "Context.Partition", "Context.Record", "Context.SetTimer", "Context.Timer", "Context.Topic",
 		"DeadLetter", "DeadLetterKind", "DeadLetterRecord", "DecodeJSON", "Decoder", "DefaultDeadLetterTopic",
-		"DefaultOutputTimeout", "ErrNoOutput", "ErrNoTimerHandler", "ErrOutputTimeout", "ErrUndecodable", "Fail",
+		"DefaultMaxLiveKeys", "DefaultOutputTimeout", "ErrNoOutput", "ErrNoTimerHandler", "ErrOutputTimeout", "ErrUndecodable", "Fail",
 		"Flow", "FoldFunc", "Handler", "HeaderErrorException", "HeaderErrorMessage", "HeaderErrorOffset",
 		"HeaderErrorPartition", "HeaderErrorTime", "HeaderErrorTopic", "JSON", "KindFoldError", "KindNilKey",
 		"KindUndecodable", "LoadFunc", "New", "NewTyped", "Option", "ParsePolicy", "Policy", "Policy.String", "Skip",
-		"TimerFunc", "TypedFoldFunc", "WithCodec", "WithDeadLetterTopic", "WithFoldErrorPolicy", "WithMaxIdle",
+		"TimerFunc", "TypedFoldFunc", "WithCodec", "WithDeadLetterTopic", "WithFoldErrorPolicy", "WithMaxIdle", "WithMaxLiveKeys",
 		"WithNilKeyPolicy", "WithOnLoad", "WithOutput", "WithOutputTimeout", "WithTimers", "WithUndecodablePolicy",
 	}
 	pkgs, err := parser.ParseDir(token.NewFileSet(), ".", func(fi fs.FileInfo) bool {

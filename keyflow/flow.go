@@ -87,6 +87,7 @@ func New[S any](fold FoldFunc[S], opts ...Option) *Flow[S] {
 	c := &f.rt.Config
 	f.rt.Codec = JSON[S]()
 	c.MaxIdle = 10 * time.Minute
+	c.MaxLiveKeys = DefaultMaxLiveKeys
 	c.OutputTimeout = DefaultOutputTimeout
 	b := &building{cfg: c, flow: f}
 	for _, o := range opts {
@@ -155,6 +156,29 @@ func WithOnLoad[S any](fn LoadFunc[S]) Option {
 // unloaded keys and loads a key again when its first timer is due.
 func WithMaxIdle(d time.Duration) Option {
 	return option(func(c *keyactor.Config) { c.MaxIdle = d })
+}
+
+// DefaultMaxLiveKeys is WithMaxLiveKeys' default: 10 000 loaded keys per
+// partition (a loaded key costs ~1.3 KiB of heap with a small state; an
+// unloaded one only its snapshot bytes).
+const DefaultMaxLiveKeys = 10_000
+
+// WithMaxLiveKeys bounds the key actors one partition keeps loaded. Default
+// DefaultMaxLiveKeys; 0 or less: no bound (keys unload only when idle,
+// WithMaxIdle). Over the bound, each key loaded evicts the least recently
+// active one: a key with unpersisted changes persists them first (its write
+// joins the partition's next transaction) and unloads when it commits; its
+// state stays in the partition as its snapshot's bytes, with its timers
+// (the partition loads it again when the first is due), and its next record
+// loads it again. A key that cannot leave (it failed, or overdue timers
+// are about to fire) stays, so the bound is soft: keys loaded meanwhile
+// and keys waiting for their write's commit count beyond it.
+//
+// The bound is per partition: a worker that owns N partitions keeps at
+// most about N × n keys loaded. Lower it to trade memory for reloads
+// (decode and actor start) of keys that come back.
+func WithMaxLiveKeys(n int) Option {
+	return option(func(c *keyactor.Config) { c.MaxLiveKeys = max(n, 0) })
 }
 
 // WithFoldErrorPolicy says what an error returned by the fold or a timer

@@ -95,6 +95,12 @@ type Status struct {
 	Outputs int64 `json:"outputs_committed"`
 	// TimersCold counts the scheduled timers of unloaded keys.
 	TimersCold int `json:"timers_cold"`
+	// Evictions counts the keys asked to unload because the partition's
+	// live-key budget was full (keyflow.WithMaxLiveKeys).
+	Evictions int64 `json:"keys_evicted"`
+	// KeysHeld counts the keys whose records wait for the live-key budget
+	// to admit them (their offsets are held: nothing past them commits).
+	KeysHeld int `json:"keys_held"`
 }
 
 // KeyQuery asks a partition for one key's current state (an interactive
@@ -121,8 +127,12 @@ const (
 type keyEntry struct {
 	pid       *actor.PID
 	unloading bool
-	active    uint32 // sweep generation of the last dispatch
-	pending   []*kgo.Record
+	// The live-key budget's recency list (livekeys.go); linked while loaded
+	// and not unloading.
+	linked     bool
+	prev, next *keyEntry
+	active     uint32 // sweep generation of the last dispatch
+	pending    []*kgo.Record
 	// queries arrived while the key was unloading: answered from its
 	// Unloaded snapshot, or forwarded to it when it stays (Busy).
 	queries []*keyactor.Query
@@ -158,7 +168,8 @@ type partition struct {
 	txn     *actor.PID
 	tracker *OffsetTracker
 	keys    map[string]*keyEntry
-	byPID   map[string]string                 // child PID id → key (PIDs compare by id, not pointer)
+	lru     lruList                           // loaded keys not unloading, most recently active first
+	held    heldKeys                          // keys waiting for the budget to load them, with their records
 	cold    map[string]snapshotstore.Snapshot // persisted state of keys without an actor
 	dirty   map[string]struct{}
 	waiting []*kgo.Record // batches received while recovering
@@ -195,6 +206,7 @@ type partition struct {
 	txns       int64
 	skipped    int64
 	outputs    int64
+	evictions  int64
 }
 
 // Props returns the props of a partition actor.
@@ -259,6 +271,8 @@ func (p *partition) Receive(ctx actor.Context) {
 	case *keyactor.Busy:
 		if e := p.keys[m.Key]; e != nil {
 			e.unloading = false
+			p.lru.pushFront(e)
+			p.evictOverBudget(ctx)
 			p.flushPending(ctx, m.Key, e)
 			for _, q := range e.queries {
 				ctx.Send(e.pid, q)
@@ -345,8 +359,11 @@ func (p *partition) start(ctx actor.Context) {
 	}
 	p.txn, p.txnA = pid, txn
 	h, env := p.cfg.Handler, p.env
+	// The lock-free mailbox: its empty queue is two small nodes where the
+	// default's ring buffer allocates 10 slots up front (~210 B per loaded
+	// key); a key actor's mailbox rarely holds more than a few messages.
 	p.keyProps = actor.PropsFromProducer(func() actor.Actor { return h.NewKeyActor(p.spawnName, p.spawnSnap, env) },
-		actor.WithDispatcher(dispatcher()))
+		actor.WithDispatcher(dispatcher()), actor.WithMailbox(actor.UnboundedLockfree()))
 	root, txnPID := ctx.ActorSystem().Root, p.txn
 	p.env.Persist = func(s snapshotstore.Snapshot, outputs []*kgo.Record, done func(error)) {
 		root.Send(txnPID, &writeReq{w: Write{Snapshot: s, Outputs: outputs, Done: done}})

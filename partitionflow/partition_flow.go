@@ -62,6 +62,9 @@ func (p *partition) coldDue(ctx actor.Context) {
 		return
 	}
 	for _, e := range p.ctimers.due(time.Now()) {
+		if p.held.has(e.key) {
+			continue // loads at its admission; its overdue timers fire after those records
+		}
 		s, ok := p.cold[e.key]
 		if at, has := s.NextTimer(); !ok || !has || !at.Equal(e.at) {
 			continue
@@ -121,20 +124,41 @@ func (p *partition) records(ctx actor.Context, recs []*kgo.Record) {
 	for _, k := range order {
 		rs := byKey[k]
 		p.tracker.Dispatched(k, rs[0].Offset, rs[len(rs)-1].Offset)
-		p.dirty[k] = struct{}{}
-		e := p.keys[k]
-		if e == nil {
-			if e = p.spawnKey(ctx, k); e == nil {
-				return
-			}
+		if !p.dispatch(ctx, k, rs) {
+			return
 		}
-		e.active = p.sweep
-		if e.unloading {
-			e.pending = append(e.pending, rs...)
-			continue
-		}
-		ctx.Send(e.pid, &keyactor.Deliver{Records: rs})
 	}
+}
+
+// dispatch sends rs to k's actor, loading the key if the live-key budget
+// admits it, else holding the records until it does (livekeys.go). A key
+// with records held takes new ones behind them: its records reach it in
+// offset order.
+func (p *partition) dispatch(ctx actor.Context, k string, rs []*kgo.Record) bool {
+	e := p.keys[k]
+	if e == nil {
+		if p.held.has(k) || !p.admits() {
+			p.held.add(k, rs)
+			return true
+		}
+		if e = p.spawnKey(ctx, k); e == nil {
+			return false
+		}
+	}
+	p.deliver(ctx, k, e, rs)
+	return true
+}
+
+// deliver sends rs to the loaded key e (kept pending while it unloads).
+func (p *partition) deliver(ctx actor.Context, k string, e *keyEntry, rs []*kgo.Record) {
+	p.dirty[k] = struct{}{}
+	e.active = p.sweep
+	p.lru.moveToFront(e)
+	if e.unloading {
+		e.pending = append(e.pending, rs...)
+		return
+	}
+	ctx.Send(e.pid, &keyactor.Deliver{Records: rs})
 }
 
 func (p *partition) spawnKey(ctx actor.Context, k string) *keyEntry {
@@ -148,6 +172,8 @@ func (p *partition) spawnKey(ctx actor.Context, k string) *keyEntry {
 	p.spawnName, p.spawnSnap = "", nil
 	e := &keyEntry{pid: pid, active: p.sweep}
 	p.keys[k] = e
+	p.lru.pushFront(e)
+	p.evictOverBudget(ctx)
 	return e
 }
 
@@ -170,6 +196,7 @@ func (p *partition) unloaded(ctx actor.Context, m *keyactor.Unloaded) {
 		return
 	}
 	delete(p.keys, m.Key)
+	p.lru.remove(e)
 	p.cold[m.Key] = m.Snapshot
 	for _, q := range e.queries {
 		p.answerCold(q, m.Snapshot, true)
@@ -186,6 +213,7 @@ func (p *partition) unloaded(ctx actor.Context, m *keyactor.Unloaded) {
 		ne.pending = e.pending
 		p.flushPending(ctx, m.Key, ne)
 	}
+	p.admitHeld(ctx)
 }
 
 func (p *partition) startTicks(ctx actor.Context) {
@@ -242,6 +270,7 @@ func (p *partition) onTick(ctx actor.Context, kind int) {
 		for k, e := range p.keys {
 			if !e.unloading && e.active != p.sweep && !p.tracker.Holding(k) {
 				e.unloading = true
+				p.lru.remove(e)
 				ctx.Send(e.pid, &keyactor.Unload{})
 			}
 		}
@@ -294,7 +323,7 @@ func (p *partition) status() Status {
 		KeysLoaded: len(p.keys), KeysCold: len(p.cold),
 		Committable: p.tracker.Committable(), Committed: p.committed,
 		Recovered: p.recoveredN, Skipped: p.skipped, Outputs: p.outputs, TimersCold: p.ctimers.len(),
-		LastBatch: p.lastBatch, Txns: p.txns,
+		LastBatch: p.lastBatch, Txns: p.txns, Evictions: p.evictions, KeysHeld: p.held.len(),
 	}
 }
 

@@ -45,6 +45,7 @@ type e2eConfig struct {
 	persist    time.Duration
 	timeout    time.Duration
 	maxIdle    time.Duration // the actorflow flows' keyflow.WithMaxIdle (0: its default)
+	maxLive    int           // their keyflow.WithMaxLiveKeys (0: its default; < 0: none)
 	maxWrites  int           // the actorflow workers' WithMaxWritesPerTransaction (0: its default)
 	rf         int16
 	verify     bool
@@ -153,7 +154,7 @@ func runSystem(ctx context.Context, brokers []string, adm *kadm.Client, c e2eCon
 	args := []string{childCommand, "--system", sys, "--brokers", strings.Join(brokers, ","), "--input", input,
 		"--group", group, "--snapshot", snaps, "--output", out, "--txn-prefix", "actorflow-e2e-" + name,
 		"--events", strconv.Itoa(c.events), "--persist", c.persist.String(), "--timeout", c.timeout.String(),
-		"--max-idle", c.maxIdle.String(), "--max-writes", strconv.Itoa(c.maxWrites)}
+		"--max-idle", c.maxIdle.String(), "--max-live-keys", strconv.Itoa(c.maxLive), "--max-writes", strconv.Itoa(c.maxWrites)}
 	if c.profileDir != "" {
 		args = append(args, "--heap-profile", filepath.Join(c.profileDir, fmt.Sprintf("heap-%dkeys-%s-%d.pprof", keys, sys, round+1)),
 			"--cpu-profile", filepath.Join(c.profileDir, fmt.Sprintf("cpu-%dkeys-%s-%d.pprof", keys, sys, round+1)))

@@ -30,6 +30,13 @@ import (
 // peak RSS are its own (the parent re-executes itself with it).
 const childCommand = "e2e-child"
 
+// traceEnv names a file: an actorflow child appends a line to it every
+// 500 ms (records folded, keys loaded / cold / evicted, live heap), to see
+// where a run's memory goes over time. Children inherit it from the parent:
+//
+//	ACTORFLOW_BENCH_TRACE=/tmp/trace.txt go run ./cmd/bench --experiment E2E ...
+const traceEnv = "ACTORFLOW_BENCH_TRACE"
+
 // e2e systems.
 const (
 	sysRaw       = "raw"       // raw franz-go consume → fold → produce states, at-least-once: the ceiling
@@ -74,6 +81,7 @@ type childArgs struct {
 	events                                                                     int64
 	maxWrites                                                                  int
 	persist, timeout, maxIdle                                                  time.Duration
+	maxLive                                                                    int
 }
 
 func childMain(args []string) int {
@@ -92,6 +100,7 @@ func childMain(args []string) int {
 	fs.DurationVar(&a.persist, "persist", 500*time.Millisecond, "persist and commit interval")
 	fs.DurationVar(&a.timeout, "timeout", 10*time.Minute, "give up draining after this long")
 	fs.DurationVar(&a.maxIdle, "max-idle", 0, "keyflow.WithMaxIdle of the flow (0: keyflow's default)")
+	fs.IntVar(&a.maxLive, "max-live-keys", 0, "keyflow.WithMaxLiveKeys of the flow (0: keyflow's default; <0: no bound)")
 	fs.IntVar(&a.maxWrites, "max-writes", 0, "WithMaxWritesPerTransaction (0: the default)")
 	_ = fs.Parse(args)
 	a.brokers = splitBrokers(*brokers)
@@ -141,7 +150,11 @@ func runChild(a childArgs) (res childResult) {
 		}
 		defer f.Close()
 	}
-	sampler := startMemSampler()
+	peakProfile := ""
+	if a.heapProfile != "" {
+		peakProfile = strings.TrimSuffix(a.heapProfile, ".pprof") + "-peak.pprof"
+	}
+	sampler := startMemSampler(peakProfile)
 	cpu0 := cpuTime()
 	start := time.Now()
 	done := make(chan error, 1)
@@ -164,6 +177,31 @@ func runChild(a childArgs) (res childResult) {
 			defer producer.Close()
 		}
 		go func() { done <- w.Run(runCtx) }()
+		if path := os.Getenv(traceEnv); path != "" {
+			traceOut, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+			if err != nil {
+				res.Err = fmt.Sprintf("%s: %v", traceEnv, err)
+				return res
+			}
+			defer traceOut.Close()
+			go func() {
+				samples := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/memory/classes/heap/objects:bytes"}}
+				for runCtx.Err() == nil {
+					time.Sleep(500 * time.Millisecond)
+					st := w.Status(runCtx)
+					var loaded, cold int
+					var ev int64
+					for _, p := range st.Partitions {
+						loaded += p.KeysLoaded
+						cold += p.KeysCold
+						ev += p.Evictions
+					}
+					metrics.Read(samples)
+					fmt.Fprintf(traceOut, "trace %6.1fs folded=%d loaded=%d cold=%d evicted=%d live=%dMiB heap=%dMiB\n", time.Since(start).Seconds(),
+						processed.Load(), loaded, cold, ev, samples[0].Value.Uint64()>>20, samples[1].Value.Uint64()>>20)
+				}
+			}()
+		}
 	default:
 		res.Err = fmt.Sprintf("unknown system %q", a.system)
 		return res
@@ -217,7 +255,7 @@ func newWorker(a childArgs, processed *atomic.Int64) (*actorflow.Worker, *kgo.Cl
 	if strings.HasPrefix(a.system, "txn") {
 		mode = snapshotstore.Transactional
 	}
-	w, err := actorflow.NewWorker(ledgerFlow(producer, a.output, a.maxIdle, processed),
+	w, err := actorflow.NewWorker(ledgerFlow(producer, a.output, a.maxIdle, a.maxLive, processed),
 		actorflow.WithBrokers(a.brokers...),
 		actorflow.WithGroup(a.group),
 		actorflow.WithInputTopic(a.input),
@@ -239,8 +277,9 @@ func newWorker(a childArgs, processed *atomic.Int64) (*actorflow.Worker, *kgo.Cl
 }
 
 // ledgerFlow is ledger.FlowWithOutput (the ledger fold, one ledger.Output
-// per applied event when producer is set, folds counted) with a MaxIdle.
-func ledgerFlow(producer *kgo.Client, topic string, maxIdle time.Duration, folds *atomic.Int64) *keyflow.Flow[ledger.State] {
+// per applied event when producer is set, folds counted) with a MaxIdle and
+// a MaxLiveKeys (< 0: none).
+func ledgerFlow(producer *kgo.Client, topic string, maxIdle time.Duration, maxLive int, folds *atomic.Int64) *keyflow.Flow[ledger.State] {
 	fold := func(kc *keyflow.Context, s *ledger.State, rec *kgo.Record) (*ledger.State, error) {
 		s, err := ledger.Fold(kc, s, rec)
 		if err != nil {
@@ -259,6 +298,9 @@ func ledgerFlow(producer *kgo.Client, topic string, maxIdle time.Duration, folds
 	}
 	if maxIdle > 0 {
 		opts = append(opts, keyflow.WithMaxIdle(maxIdle))
+	}
+	if maxLive != 0 {
+		opts = append(opts, keyflow.WithMaxLiveKeys(maxLive))
 	}
 	return keyflow.New(fold, opts...)
 }
@@ -336,25 +378,37 @@ func writeHeapProfile(path string) error {
 	return pprof.Lookup("heap").WriteTo(f, 0)
 }
 
-// memSampler records peaks of a few runtime/metrics every 100 ms.
+// memSampler records peaks of a few runtime/metrics every 100 ms. With a
+// peakProfile path it also writes a heap profile there each time the heap
+// live after a GC grows by a tenth over the last one written: the profile
+// of the peak, where the one taken when drained shows what stayed.
 type memSampler struct {
 	stopc               chan struct{}
 	wg                  sync.WaitGroup
 	heap, total, gorout int64
 }
 
-func startMemSampler() *memSampler {
+func startMemSampler(peakProfile string) *memSampler {
 	s := &memSampler{stopc: make(chan struct{})}
 	samples := []metrics.Sample{
 		{Name: "/memory/classes/heap/objects:bytes"},
 		{Name: "/memory/classes/total:bytes"},
 		{Name: "/sched/goroutines:goroutines"},
+		{Name: "/gc/heap/live:bytes"},
 	}
+	var profiled uint64
 	read := func() {
 		metrics.Read(samples)
 		s.heap = max(s.heap, int64(samples[0].Value.Uint64()))
 		s.total = max(s.total, int64(samples[1].Value.Uint64()))
 		s.gorout = max(s.gorout, int64(samples[2].Value.Uint64()))
+		if live := samples[3].Value.Uint64(); peakProfile != "" && live > profiled+profiled/10 {
+			if f, err := os.Create(peakProfile); err == nil {
+				_ = pprof.Lookup("heap").WriteTo(f, 0) // as of the last GC: no GC forced here
+				f.Close()
+				profiled = live
+			}
+		}
 	}
 	s.wg.Go(func() {
 		t := time.NewTicker(100 * time.Millisecond)

@@ -112,6 +112,7 @@ func main() {
 		e2eMemLim  = flag.String("e2e-gomemlimit", "", "experiment E2E: GOMEMLIMIT of the children")
 		e2eMaxWr   = flag.Int("e2e-max-writes", 0, "experiment E2E: WithMaxWritesPerTransaction of the actorflow systems (0: the default, 256)")
 		e2eMaxIdle = flag.Duration("e2e-max-idle", 0, "experiment E2E: keyflow.WithMaxIdle of the actorflow systems (0: keyflow's default)")
+		e2eMaxLive = flag.Int("e2e-max-live-keys", 0, "experiment E2E: keyflow.WithMaxLiveKeys of the actorflow systems, per partition (0: keyflow's default; -1: no bound)")
 		latRates   = flag.String("lat-rate", "2000,20000", "experiment L: comma-separated input rates, events/s (each a run of every system)")
 		latWindow  = flag.Duration("lat-duration", 40*time.Second, "experiment L: the measured window of each run")
 		latWarmup  = flag.Duration("lat-warmup", 20*time.Second, "experiment L: produced before the window, not measured")
@@ -191,7 +192,7 @@ func main() {
 	}
 	if exp == "E2E" {
 		c := e2eConfig{events: *e2eEvents, partitions: *e2eParts, rounds: *runs, persist: *e2ePersist,
-			timeout: *e2eTimeout, maxIdle: *e2eMaxIdle, maxWrites: *e2eMaxWr, rf: int16(*rf), verify: *e2eVerify, profileDir: *e2eProfile}
+			timeout: *e2eTimeout, maxIdle: *e2eMaxIdle, maxLive: *e2eMaxLive, maxWrites: *e2eMaxWr, rf: int16(*rf), verify: *e2eVerify, profileDir: *e2eProfile}
 		c.keys = positiveList("e2e-keys", *e2eKeys)
 		c.systems = systemList("e2e-systems", *e2eSystems, allSystems)
 		if *e2eGOGC != "" {
@@ -211,8 +212,8 @@ func main() {
 			printJSONLines(rows)
 			return
 		}
-		fmt.Printf("# %s; experiment E2E: %d ledger events, %d partitions, persist/commit every %s, median of %d interleaved rounds [range]; children GOGC=%q GOMEMLIMIT=%q max-idle=%s; total %s\n",
-			target, c.events, c.partitions, c.persist, c.rounds, *e2eGOGC, *e2eMemLim, c.maxIdle, time.Since(started).Round(time.Second))
+		fmt.Printf("# %s; experiment E2E: %d ledger events, %d partitions, persist/commit every %s, median of %d interleaved rounds [range]; children GOGC=%q GOMEMLIMIT=%q max-idle=%s max-live-keys=%d; total %s\n",
+			target, c.events, c.partitions, c.persist, c.rounds, *e2eGOGC, *e2eMemLim, c.maxIdle, c.maxLive, time.Since(started).Round(time.Second))
 		printE2E(os.Stdout, rows)
 		return
 	}

@@ -84,6 +84,7 @@ const (
 // package keyflow fills it from its options (defaults resolved there).
 type Config struct {
 	MaxIdle     time.Duration // 0: never unload
+	MaxLiveKeys int           // per partition; 0: no budget
 	FoldPolicy  Policy
 	NilKey      Policy
 	Undecodable Policy // resolved: the fold policy unless given
@@ -149,6 +150,9 @@ type Handler interface {
 	DeadLetterTopic(input string) string
 	// MaxIdle is how long a key stays loaded without records (0: forever).
 	MaxIdle() time.Duration
+	// MaxLiveKeys is the partition's budget of loaded keys (0: none): over
+	// it, the least recently active keys are evicted (Unload{Evict}).
+	MaxLiveKeys() int
 	// Output returns the application's producer and the default output
 	// topic of WithOutput (nil and "" without it): the worker checks (and
 	// creates) the topic at start.
@@ -231,6 +235,9 @@ func (f *Flow[S]) DeadLetterTopic(input string) string {
 
 // MaxIdle implements Handler.
 func (f *Flow[S]) MaxIdle() time.Duration { return f.Config.MaxIdle }
+
+// MaxLiveKeys implements Handler.
+func (f *Flow[S]) MaxLiveKeys() int { return f.Config.MaxLiveKeys }
 
 // DecodeState implements Handler.
 func (f *Flow[S]) DecodeState(data []byte) (any, error) {

@@ -72,7 +72,10 @@ type Core struct {
 	keyless     bool
 	reported    int64
 	reportDirty bool // a timer made the state dirty: the partition must flush it
-	failed      error
+	// evicting: an Unload{Evict} is waiting for the key's write to commit
+	// (maybeEvict); the partition sends it no records meanwhile.
+	evicting bool
+	failed   error
 }
 
 // keyTimer is one pending timer; stop is nil for an overdue one.
@@ -140,6 +143,7 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 		a.report(ctx)
 		a.maybePersist(ctx)
 		a.maybeFlushDone(ctx)
+		a.maybeEvict(ctx)
 	case *outputAck:
 		if m.err != nil || m.timedOut {
 			// The output's hold stays: nothing is committed past its input.
@@ -158,28 +162,29 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 		}
 		a.report(ctx)
 		a.maybeFlushDone(ctx)
+		a.maybeEvict(ctx)
 	case *timerFired:
 		if a.timers[m.name] != m.t {
 			return // cancelled or replaced
 		}
 		delete(a.timers, m.name)
 		a.fireTimer(ctx, m.name)
+		if a.evicting {
+			a.flushWaiting = true // the eviction's write must cover this too
+		}
 		a.maybePersist(ctx)
 		a.report(ctx)
 	case *Unload:
+		if m.Evict {
+			a.evict(ctx)
+			return
+		}
 		if a.dirty || a.persisting || a.outputsPending() || len(a.outbox) > 0 || a.failed != nil || a.waitAcks ||
 			len(a.overdue) > 0 || a.timersDueWithin(max(a.cfg.MaxIdle, minTimerUnloadHorizon)) {
 			ctx.Send(ctx.Parent(), &Busy{Key: a.key})
 			return
 		}
-		snap, err := a.encode()
-		if err != nil {
-			a.fail(ctx, err)
-			ctx.Send(ctx.Parent(), &Busy{Key: a.key})
-			return
-		}
-		ctx.Send(ctx.Parent(), &Unloaded{Key: a.key, Snapshot: snap})
-		ctx.Stop(ctx.Self())
+		a.unload(ctx)
 	case *actor.Started:
 		a.started(ctx)
 	case *actor.Stopping:
@@ -189,6 +194,51 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 			}
 		}
 	}
+}
+
+// unload hands the key's persisted snapshot to the partition and stops.
+func (a *keyActor[S]) unload(ctx actor.Context) {
+	snap, err := a.encode()
+	if err != nil {
+		a.fail(ctx, err)
+		ctx.Send(ctx.Parent(), &Busy{Key: a.key})
+		return
+	}
+	ctx.Send(ctx.Parent(), &Unloaded{Key: a.key, Snapshot: snap})
+	ctx.Stop(ctx.Self())
+}
+
+// evict answers Unload{Evict}: at once when nothing is unpersisted, else
+// after the key's write (started here, as a flush would) commits.
+func (a *keyActor[S]) evict(ctx actor.Context) {
+	if a.failed != nil || len(a.overdue) > 0 {
+		ctx.Send(ctx.Parent(), &Busy{Key: a.key})
+		return
+	}
+	a.evicting, a.flushWaiting = true, true
+	a.maybePersist(ctx)
+	a.maybeEvict(ctx)
+}
+
+// maybeEvict completes an eviction once nothing is unpersisted or
+// unacknowledged; the Progress that settles the key's hold was reported
+// before (report runs first), so the partition never keeps a hold of a key
+// that left. A key that failed meanwhile stays (Busy): its partition fails.
+func (a *keyActor[S]) maybeEvict(ctx actor.Context) {
+	if !a.evicting {
+		return
+	}
+	if a.failed != nil {
+		a.evicting = false
+		ctx.Send(ctx.Parent(), &Busy{Key: a.key})
+		return
+	}
+	if a.dirty || a.persisting || a.outputsPending() || len(a.outbox) > 0 || a.waitAcks || len(a.overdue) > 0 {
+		return
+	}
+	a.evicting = false
+	a.report(ctx)
+	a.unload(ctx)
 }
 
 // started loads the key: its state from the snapshot, its pending timers

@@ -28,8 +28,17 @@ type Flush struct {
 // overdue timers.
 type Wake struct{}
 
-// Unload asks an idle key to stop. It answers Unloaded (and stops) or Busy.
-type Unload struct{}
+// Unload asks a key to stop. It answers Unloaded (and stops) or Busy.
+//
+// Without Evict (the idle sweep) a key unloads only if idle: nothing dirty
+// or in flight and no timer due within max(MaxIdle, 1 min). With Evict (the
+// partition's live-key budget is full) a key with unpersisted changes first
+// persists them — its write joins the next group commit — and unloads once
+// that write is committed (and, in the plain mode, its outputs acknowledged);
+// a timer due later is no obstacle (the partition keeps cold keys' timers).
+// Either way a failed key, or one with timers overdue since its load,
+// answers Busy.
+type Unload struct{ Evict bool }
 
 // Progress reports a change of a key's progress to its partition. Settled
 // is the highest input offset through which every effect of the key is

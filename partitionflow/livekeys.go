@@ -1,0 +1,154 @@
+package partitionflow
+
+import (
+	"github.com/actorflow/actorflow/internal/keyactor"
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// The live-key budget (keyflow.WithMaxLiveKeys): a partition keeps at most
+// that many key actors loaded and not leaving; each key loaded over it
+// evicts the least recently active one. Without it a partition seeing a
+// million distinct keys kept a million actors (~1.5 KiB of heap each, 3 GiB
+// of RSS with the GC's headroom) until the idle sweep, 10 minutes later.
+//
+// Eviction alone did not bound memory: an evicted key leaves only when its
+// write commits, and while the partition keeps loading new keys faster than
+// transactions retire the leaving ones (a CPU-bound partition at a million
+// keys), the leaving keys piled up (170k loaded with a budget of 40k in the
+// E2E run). So loading is admitted too: while leavingSlack keys are leaving,
+// a key not loaded waits with its records held in the partition (offsets
+// held in the OffsetTracker, so nothing past them commits; they count in the
+// consumer's in-flight budget, which pauses fetching) until one has left.
+//
+// lruList orders the loaded keys that are not unloading by their last
+// dispatch, most recent first: an intrusive doubly linked list through the
+// keyEntry, so that a dispatch, a load and an eviction are O(1). A key that
+// is unloading (sweep or eviction) is off the list; a Busy answer puts it
+// back at the front (it just proved it cannot leave now).
+type lruList struct {
+	head, tail *keyEntry
+	n          int
+}
+
+func (l *lruList) pushFront(e *keyEntry) {
+	if e.linked {
+		l.moveToFront(e)
+		return
+	}
+	e.linked, e.prev, e.next = true, nil, l.head
+	if l.head != nil {
+		l.head.prev = e
+	} else {
+		l.tail = e
+	}
+	l.head = e
+	l.n++
+}
+
+func (l *lruList) remove(e *keyEntry) {
+	if !e.linked {
+		return
+	}
+	if e.prev != nil {
+		e.prev.next = e.next
+	} else {
+		l.head = e.next
+	}
+	if e.next != nil {
+		e.next.prev = e.prev
+	} else {
+		l.tail = e.prev
+	}
+	e.linked, e.prev, e.next = false, nil, nil
+	l.n--
+}
+
+func (l *lruList) moveToFront(e *keyEntry) {
+	if !e.linked || l.head == e {
+		return
+	}
+	l.remove(e)
+	l.pushFront(e)
+}
+
+// evictOverBudget sends Unload{Evict} to the least recently active keys
+// while more than the budget are loaded and staying. The evicted key
+// persists what it has not (joining the next group commit) and answers
+// Unloaded once committed, or Busy.
+func (p *partition) evictOverBudget(ctx actor.Context) {
+	budget := p.cfg.Handler.MaxLiveKeys()
+	if budget <= 0 {
+		return
+	}
+	for p.lru.n > budget {
+		e := p.lru.tail
+		p.lru.remove(e)
+		e.unloading = true
+		p.evictions++
+		ctx.Send(e.pid, &keyactor.Unload{Evict: true})
+	}
+}
+
+// leavingSlack is how many keys may be leaving (evicted, or unloading after
+// the idle sweep) before new keys wait: a quarter of the budget (at least
+// one), room for the keys of a few transactions in flight at the default.
+func leavingSlack(budget int) int { return max(budget/4, 1) }
+
+// admits reports whether a key may be loaded now.
+func (p *partition) admits() bool {
+	budget := p.cfg.Handler.MaxLiveKeys()
+	return budget <= 0 || len(p.keys)-p.lru.n < leavingSlack(budget)
+}
+
+// admitHeld loads held keys, oldest first, while the budget admits them.
+func (p *partition) admitHeld(ctx actor.Context) {
+	for p.held.len() > 0 && p.phase == phaseRunning && p.err == nil && p.admits() {
+		k, rs := p.held.pop()
+		e := p.keys[k]
+		if e == nil {
+			if e = p.spawnKey(ctx, k); e == nil {
+				return
+			}
+		}
+		p.deliver(ctx, k, e, rs)
+	}
+}
+
+// heldKeys is a FIFO of keys not loaded, each with its records in offset
+// order.
+type heldKeys struct {
+	order []string
+	head  int
+	recs  map[string][]*kgo.Record
+}
+
+func (h *heldKeys) len() int { return len(h.recs) }
+
+func (h *heldKeys) has(k string) bool { _, ok := h.recs[k]; return ok }
+
+func (h *heldKeys) add(k string, rs []*kgo.Record) {
+	if h.recs == nil {
+		h.recs = map[string][]*kgo.Record{}
+	}
+	if old, ok := h.recs[k]; ok {
+		h.recs[k] = append(old, rs...)
+		return
+	}
+	h.recs[k] = rs
+	h.order = append(h.order, k)
+}
+
+func (h *heldKeys) pop() (string, []*kgo.Record) {
+	k := h.order[h.head]
+	h.order[h.head] = ""
+	h.head++
+	if h.head == len(h.order) {
+		h.order, h.head = h.order[:0], 0
+	} else if h.head > 1024 && h.head*2 > len(h.order) {
+		h.order, h.head = append([]string(nil), h.order[h.head:]...), 0
+	}
+	rs := h.recs[k]
+	delete(h.recs, k)
+	return k, rs
+}

@@ -1,0 +1,129 @@
+package partitionflow_test
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/actorflow/actorflow/internal/keyactor"
+	"github.com/actorflow/actorflow/keyflow"
+	"github.com/actorflow/actorflow/partitionflow"
+	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// countingHandler counts the key actors alive (Started, not yet Stopped)
+// and keeps the peak.
+type countingHandler struct {
+	keyactor.Handler
+	live, peak *atomic.Int64
+}
+
+func (h countingHandler) NewKeyActor(key string, snap *snapshotstore.Snapshot, env *keyactor.Env) actor.Actor {
+	return &countedKey{Actor: h.Handler.NewKeyActor(key, snap, env), h: h}
+}
+
+type countedKey struct {
+	actor.Actor
+	h countingHandler
+}
+
+func (a *countedKey) Receive(ctx actor.Context) {
+	switch ctx.Message().(type) {
+	case *actor.Started:
+		n := a.h.live.Add(1)
+		for p := a.h.peak.Load(); n > p && !a.h.peak.CompareAndSwap(p, n); p = a.h.peak.Load() {
+		}
+	case *actor.Stopped:
+		a.h.live.Add(-1)
+	}
+	a.Actor.Receive(ctx)
+}
+
+func (h *harness) status() partitionflow.Status {
+	h.t.Helper()
+	reply := make(chan partitionflow.Status, 1)
+	h.sys.Root.Send(h.pid, &partitionflow.StatusRequest{Reply: reply})
+	select {
+	case st := <-reply:
+		return st
+	case <-time.After(10 * time.Second):
+		h.t.Fatal("no status")
+		return partitionflow.Status{}
+	}
+}
+
+// A partition seeing more keys than its live-key budget keeps at most about
+// the budget loaded (evicted keys leave after their write commits, new keys
+// wait meanwhile), and no record is lost or folded twice: every key's
+// snapshot holds each of its offsets once, in order, across evictions and
+// reloads.
+func TestLiveKeyBudgetBoundsLoadedKeysWithoutLosingRecords(t *testing.T) {
+	const budget, keys, rounds = 8, 200, 3
+	var live, peak atomic.Int64
+	flow := keyflow.New(traceFold, keyflow.WithMaxLiveKeys(budget))
+	h := newHarnessWith(t, nil, flow, 0, func(c *partitionflow.Config) {
+		c.Handler = countingHandler{Handler: c.Handler, live: &live, peak: &peak}
+	})
+	want := map[string][]int64{}
+	var off int64
+	for range rounds {
+		var batch []*kgo.Record
+		for k := range keys {
+			key := fmt.Sprintf("k%03d", k)
+			batch = append(batch, rec(off, key, ""))
+			want[key] = append(want[key], off)
+			off++
+			if len(batch) == 50 {
+				h.send(batch...)
+				batch = nil
+			}
+		}
+		h.send(batch...)
+	}
+	h.awaitCommitted(off)
+	for k, offs := range want {
+		if tr, _ := latest(t, h.mem, k); fmt.Sprint(tr.Offsets) != fmt.Sprint(offs) {
+			t.Fatalf("key %s folded %v, want %v", k, tr.Offsets, offs)
+		}
+	}
+	st := h.status()
+	// Each key was loaded at least once (records of a key waiting for
+	// admission merge, so a key may load once for several rounds).
+	if st.Evictions < keys-budget {
+		t.Errorf("%d evictions, want at least %d (every key but the last %d loaded)", st.Evictions, keys-budget, budget)
+	}
+	// budget + leaving slack (2) + actors whose Stopped lags the partition's
+	// bookkeeping: far below the 200 keys an unbounded partition loads.
+	if p := peak.Load(); p > 2*(budget+2) {
+		t.Errorf("peak of %d key actors alive with a budget of %d", p, budget)
+	}
+	if st.KeysLoaded > budget+2 || st.KeysHeld != 0 {
+		t.Errorf("status: %d keys loaded, %d held; want at most %d loaded, none held", st.KeysLoaded, st.KeysHeld, budget+2)
+	}
+}
+
+// An evicted key persists what it had not, by itself: with the persist tick
+// too far away to help, the evicted keys' snapshots reach the store.
+func TestEvictedKeyPersistsWithoutThePersistTick(t *testing.T) {
+	const budget = 2
+	h := newHarnessWith(t, nil, keyflow.New(traceFold, keyflow.WithMaxLiveKeys(budget)), 0, func(c *partitionflow.Config) {
+		c.PersistEvery = time.Hour
+	})
+	for i := range 10 {
+		h.send(rec(int64(i), fmt.Sprintf("k%d", i), ""))
+	}
+	// k0..k7 are evicted by the loads of the keys after them; the last
+	// two stay loaded, dirty, holding the committed offset at 8.
+	h.awaitCommitted(8)
+	for i := range 8 {
+		if tr, s := latest(t, h.mem, fmt.Sprintf("k%d", i)); fmt.Sprint(tr.Offsets) != fmt.Sprint([]int64{int64(i)}) || s.Offset != int64(i) {
+			t.Fatalf("k%d: snapshot %v at offset %d", i, tr.Offsets, s.Offset)
+		}
+	}
+	if c := h.mem.Committed(topic, 0); c != 8 {
+		t.Fatalf("committed %d: past the loaded keys' unpersisted records 8 and 9", c)
+	}
+}
