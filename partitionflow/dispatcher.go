@@ -19,7 +19,7 @@ import (
 // (user code): so that blocked workers never stall the queue, a watchdog
 // starts a draining goroutine whenever work is queued and no turn completed
 // since its last look. A turn scheduled while the queue is full goes to an
-// overflow list that the workers serve after the queue: a goroutine per
+// overflow list that moves into the queue as room appears: a goroutine per
 // turn there (protoactor's way) left ~170k goroutines, their stacks counted
 // in the RSS, when a partition loaded a million keys.
 type warmDispatcher struct {
@@ -28,7 +28,7 @@ type warmDispatcher struct {
 	throughput int
 
 	mu       sync.Mutex
-	overflow []func() // FIFO; overflow[0] runs first
+	overflow []func() // FIFO behind the queue; overflow[0] moves in first
 	over     atomic.Int64
 }
 
@@ -60,36 +60,33 @@ func (d *warmDispatcher) worker() {
 	for fn := range d.work {
 		fn()
 		d.completed.Add(1)
-		d.runOverflow()
+		d.refill()
 	}
 }
 
-// runOverflow runs the overflowed turns, oldest first, until none is left.
-func (d *warmDispatcher) runOverflow() {
-	for d.over.Load() > 0 {
-		fn := d.popOverflow()
-		if fn == nil {
+// refill moves overflowed turns, oldest first, into the queue while it has
+// room: they run after the turns queued before them.
+func (d *warmDispatcher) refill() {
+	if d.over.Load() == 0 {
+		return
+	}
+	d.mu.Lock()
+	d.refillLocked()
+	d.mu.Unlock()
+}
+
+func (d *warmDispatcher) refillLocked() {
+	for len(d.overflow) > 0 {
+		select {
+		case d.work <- d.overflow[0]:
+			d.overflow[0] = nil
+			d.overflow = d.overflow[1:]
+			d.over.Add(-1)
+		default:
 			return
 		}
-		fn()
-		d.completed.Add(1)
 	}
-}
-
-func (d *warmDispatcher) popOverflow() func() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if len(d.overflow) == 0 {
-		return nil
-	}
-	fn := d.overflow[0]
-	d.overflow[0] = nil
-	d.overflow = d.overflow[1:]
-	if len(d.overflow) == 0 {
-		d.overflow = nil // release the drained array
-	}
-	d.over.Add(-1)
-	return fn
+	d.overflow = nil // release the drained array
 }
 
 // watchdog guarantees progress when every worker is blocked in a fold.
@@ -114,17 +111,22 @@ func (d *warmDispatcher) drain() {
 		case fn := <-d.work:
 			fn()
 			d.completed.Add(1)
+			d.refill()
 		default:
 			if d.over.Load() == 0 {
 				return
 			}
-			d.runOverflow()
+			d.refill()
 		}
 	}
 }
 
+// Schedule queues a turn; with the queue full, the turn waits in the
+// overflow, and so does every turn after it until the overflow is back in
+// the queue (Schedule moves it as room appears, so no turn is stranded
+// with idle workers).
 func (d *warmDispatcher) Schedule(fn func()) {
-	if d.over.Load() == 0 { // keep FIFO: nothing overtakes the overflow
+	if d.over.Load() == 0 {
 		select {
 		case d.work <- fn:
 			return
@@ -134,6 +136,7 @@ func (d *warmDispatcher) Schedule(fn func()) {
 	d.mu.Lock()
 	d.overflow = append(d.overflow, fn)
 	d.over.Add(1)
+	d.refillLocked()
 	d.mu.Unlock()
 }
 

@@ -46,6 +46,20 @@ func (l *lruList) pushFront(e *keyEntry) {
 	l.n++
 }
 
+func (l *lruList) pushBack(e *keyEntry) {
+	if e.linked {
+		return
+	}
+	e.linked, e.prev, e.next = true, l.tail, nil
+	if l.tail != nil {
+		l.tail.next = e
+	} else {
+		l.head = e
+	}
+	l.tail = e
+	l.n++
+}
+
 func (l *lruList) remove(e *keyEntry) {
 	if !e.linked {
 		return
@@ -84,9 +98,28 @@ func (p *partition) evictOverBudget(ctx actor.Context) {
 	for p.lru.n > budget {
 		e := p.lru.tail
 		p.lru.remove(e)
-		e.unloading = true
+		e.unloading, e.evicted = true, true
 		p.evictions++
 		ctx.Send(e.pid, &keyactor.Unload{Evict: true})
+	}
+}
+
+// stays handles a Busy answer: the key is loaded and staying again. An
+// evicted key (it failed, or had overdue timers to fire) goes to the front,
+// so the next eviction picks another; a key the idle sweep asked goes to
+// the back, since it is still the least recently active. One key fewer is
+// leaving, so held keys may be admitted.
+func (p *partition) stays(ctx actor.Context, e *keyEntry) {
+	e.unloading = false
+	if e.evicted {
+		p.lru.pushFront(e)
+	} else {
+		p.lru.pushBack(e)
+	}
+	e.evicted = false
+	if p.phase == phaseRunning {
+		p.evictOverBudget(ctx)
+		p.admitHeld(ctx)
 	}
 }
 
@@ -102,16 +135,18 @@ func (p *partition) admits() bool {
 }
 
 // admitHeld loads held keys, oldest first, while the budget admits them.
+// Keys loaded without admission — one reloaded for records that arrived
+// while it unloaded, one whose persisted timer is due — are few and brief.
 func (p *partition) admitHeld(ctx actor.Context) {
 	for p.held.len() > 0 && p.phase == phaseRunning && p.err == nil && p.admits() {
-		k, rs := p.held.pop()
+		k := p.held.peek()
 		e := p.keys[k]
 		if e == nil {
 			if e = p.spawnKey(ctx, k); e == nil {
-				return
+				return // its records stay held, and their offsets
 			}
 		}
-		p.deliver(ctx, k, e, rs)
+		p.deliver(ctx, k, e, p.held.pop())
 	}
 }
 
@@ -139,7 +174,10 @@ func (h *heldKeys) add(k string, rs []*kgo.Record) {
 	h.order = append(h.order, k)
 }
 
-func (h *heldKeys) pop() (string, []*kgo.Record) {
+func (h *heldKeys) peek() string { return h.order[h.head] }
+
+// pop removes the oldest held key and returns its records.
+func (h *heldKeys) pop() []*kgo.Record {
 	k := h.order[h.head]
 	h.order[h.head] = ""
 	h.head++
@@ -150,5 +188,5 @@ func (h *heldKeys) pop() (string, []*kgo.Record) {
 	}
 	rs := h.recs[k]
 	delete(h.recs, k)
-	return k, rs
+	return rs
 }

@@ -127,3 +127,37 @@ func TestEvictedKeyPersistsWithoutThePersistTick(t *testing.T) {
 		t.Fatalf("committed %d: past the loaded keys' unpersisted records 8 and 9", c)
 	}
 }
+
+// A key whose records wait for admission is loaded as soon as a leaving key
+// stays (Busy), not only when one leaves: with every loaded key answering
+// the idle sweep with Busy (a timer due soon), nothing ever leaves, and the
+// held key — and the committed offset behind it — waited forever.
+func TestHeldKeyIsAdmittedWhenALeavingKeyStays(t *testing.T) {
+	flow := keyflow.New(func(kc *keyflow.Context, s *trace, r *kgo.Record) (*trace, error) {
+		// Due within the unload horizon (max(MaxIdle, 1 min)): the idle
+		// sweep's Unload is answered Busy.
+		if err := kc.SetTimer("later", time.Now().Add(30*time.Second)); err != nil {
+			return nil, err
+		}
+		return traceFold(kc, s, r)
+	}, keyflow.WithMaxIdle(20*time.Millisecond), keyflow.WithMaxLiveKeys(4), // leaving slack 1
+		keyflow.WithTimers(func(_ *keyflow.Context, s *trace, _ string) (*trace, error) { return s, nil }))
+	g := newUnloadGate("a")
+	h := newHarness(t, nil, gatedHandler{Handler: keyactor.MustOf(flow), g: g}, 0)
+	h.send(rec(0, "a", ""))
+	h.awaitCommitted(1)
+	select {
+	case <-g.held: // the sweep asked a to unload: one key leaving, admission closed
+	case <-time.After(10 * time.Second):
+		t.Fatal("key never asked to unload")
+	}
+	h.send(rec(1, "b", ""))
+	if st := h.status(); st.KeysHeld != 1 {
+		t.Fatalf("%d keys held while a leaves, want b held", st.KeysHeld)
+	}
+	close(g.release) // a answers Busy: it stays
+	h.awaitCommitted(2)
+	if tr, _ := latest(t, h.mem, "b"); fmt.Sprint(tr.Offsets) != "[1]" {
+		t.Fatalf("key b persisted %v, want [1]", tr.Offsets)
+	}
+}

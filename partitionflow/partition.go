@@ -131,6 +131,7 @@ type keyEntry struct {
 	// and not unloading.
 	linked     bool
 	prev, next *keyEntry
+	evicted    bool   // the Unload in flight is an eviction's (not the idle sweep's)
 	active     uint32 // sweep generation of the last dispatch
 	pending    []*kgo.Record
 	// queries arrived while the key was unloading: answered from its
@@ -270,9 +271,7 @@ func (p *partition) Receive(ctx actor.Context) {
 		p.unloaded(ctx, m)
 	case *keyactor.Busy:
 		if e := p.keys[m.Key]; e != nil {
-			e.unloading = false
-			p.lru.pushFront(e)
-			p.evictOverBudget(ctx)
+			p.stays(ctx, e)
 			p.flushPending(ctx, m.Key, e)
 			for _, q := range e.queries {
 				ctx.Send(e.pid, q)
