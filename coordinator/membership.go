@@ -56,11 +56,71 @@ func (c *Consumer) kickWatcher() {
 // (UNKNOWN_MEMBER_ID) instead of committing under its new id, and a member
 // that lost the partition in a completed rebalance is rejected by the
 // generation check. A refused or fenced commit matches ErrFenced.
+//
+// A rebalance racing the commit is not a fence: the broker rejects the
+// generation this member just left (ILLEGAL_GENERATION; STALE_MEMBER_EPOCH
+// under KIP-848) or a commit during the join (REBALANCE_IN_PROGRESS) while
+// the member keeps the partition. Then the commit waits (up to the
+// rebalance timeout) for the client to learn the newer generation and is
+// sent again under it, through the binding again — the plain-mode
+// counterpart of the transactional path's await-gen (snapshotstore
+// DecideTxn). Without it a second worker joining failed the first one.
 func (c *Consumer) CommitOffset(ctx context.Context, tp TopicPartition, offset int64) error {
-	m, err := c.PartitionMetadata(tp)
-	if err != nil {
+	for awaits := 0; ; awaits++ {
+		m, err := c.PartitionMetadata(tp)
+		if err != nil {
+			return fmt.Errorf("commit offset %d of %s[%d]: %w", offset, tp.Topic, tp.Partition, err)
+		}
+		err = c.commitOffsetOnce(ctx, tp, offset, m)
+		if err == nil {
+			return nil
+		}
+		if racedRebalance(err) && awaits < 3 {
+			if newer, werr := c.awaitNewerGeneration(ctx, m.Generation); werr == nil {
+				c.log.Info("generation moved on while this member kept the partition; committing the offset again",
+					zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Int64("offset", offset),
+					zap.Int32("rejected_generation", m.Generation), zap.Int32("generation", newer), zap.Error(err))
+				continue
+			}
+		}
+		if snapshotstore.IsFenceError(err) {
+			return fmt.Errorf("commit offset %d of %s[%d] (member %q generation %d): %w: %w",
+				offset, tp.Topic, tp.Partition, m.MemberID, m.Generation, snapshotstore.ErrFenced, err)
+		}
 		return fmt.Errorf("commit offset %d of %s[%d]: %w", offset, tp.Topic, tp.Partition, err)
 	}
+}
+
+// racedRebalance: the broker refused a commit for a generation change that a
+// member keeping its partitions goes through (see CommitOffset).
+func racedRebalance(err error) bool {
+	return errors.Is(err, kerr.IllegalGeneration) || errors.Is(err, kerr.StaleMemberEpoch) ||
+		errors.Is(err, kerr.RebalanceInProgress)
+}
+
+// awaitNewerGeneration polls the client's group metadata until its
+// generation is above gen, for at most the rebalance timeout (within which
+// a join round completes).
+func (c *Consumer) awaitNewerGeneration(ctx context.Context, gen int32) (int32, error) {
+	wctx, cancel := context.WithTimeout(ctx, c.cfg.RebalanceTimeout)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if m, err := c.meta.Current(); err != nil {
+			return 0, err
+		} else if m.Generation > gen {
+			return m.Generation, nil
+		}
+		select {
+		case <-wctx.Done():
+			return 0, wctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+func (c *Consumer) commitOffsetOnce(ctx context.Context, tp TopicPartition, offset int64, m snapshotstore.GroupMetadata) error {
 	req := kmsg.NewPtrOffsetCommitRequest()
 	req.Group = c.cfg.Group
 	req.Generation = m.Generation // the KIP-848 member epoch under the consumer protocol
@@ -77,23 +137,17 @@ func (c *Consumer) CommitOffset(ctx context.Context, tp TopicPartition, offset i
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	resp, err := req.RequestWith(ctx, c.cl)
-	if err == nil {
-		for _, t := range resp.Topics {
-			for _, p := range t.Partitions {
-				if perr := kerr.ErrorForCode(p.ErrorCode); perr != nil {
-					err = perr
-				}
+	if err != nil {
+		return err
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if perr := kerr.ErrorForCode(p.ErrorCode); perr != nil {
+				err = perr
 			}
 		}
 	}
-	if err != nil {
-		if snapshotstore.IsFenceError(err) {
-			return fmt.Errorf("commit offset %d of %s[%d] (member %q generation %d): %w: %w",
-				offset, tp.Topic, tp.Partition, m.MemberID, m.Generation, snapshotstore.ErrFenced, err)
-		}
-		return fmt.Errorf("commit offset %d of %s[%d]: %w", offset, tp.Topic, tp.Partition, err)
-	}
-	return nil
+	return err
 }
 
 // watchMembership stops, as lost, every partition bound to a membership the
