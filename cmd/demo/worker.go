@@ -54,6 +54,7 @@ func worker(ctx context.Context, args []string) int {
 	foldPolicy := fs.String("fold-error-policy", env("ACTORFLOW_FOLD_ERROR_POLICY", "fail"), "a fold error: fail | skip | dead-letter (ACTORFLOW_FOLD_ERROR_POLICY)")
 	undecodable := fs.String("undecodable-policy", env("ACTORFLOW_UNDECODABLE_POLICY", "fail"), "an undecodable (non-JSON, out-of-range) event: fail | skip | dead-letter (ACTORFLOW_UNDECODABLE_POLICY)")
 	nilKey := fs.String("nil-key-policy", env("ACTORFLOW_NIL_KEY_POLICY", "fail"), "a record without key: fail | skip | dead-letter (ACTORFLOW_NIL_KEY_POLICY)")
+	maxLive := fs.Int("max-live-keys", envInt("ACTORFLOW_MAX_LIVE_KEYS", 0), "key actors loaded per partition, keyflow.WithMaxLiveKeys; 0: its default (ACTORFLOW_MAX_LIVE_KEYS)")
 	dlq := fs.String("dead-letter-topic", env("ACTORFLOW_DEAD_LETTER_TOPIC", ""), "dead-letter topic, default <input>.dlq; created when missing (ACTORFLOW_DEAD_LETTER_TOPIC)")
 	_ = fs.Parse(args)
 
@@ -82,6 +83,9 @@ func worker(ctx context.Context, args []string) int {
 	}
 	if *dlq != "" {
 		policies = append(policies, keyflow.WithDeadLetterTopic(*dlq))
+	}
+	if *maxLive > 0 {
+		policies = append(policies, keyflow.WithMaxLiveKeys(*maxLive))
 	}
 	if *prefix == "" {
 		*prefix = *group
