@@ -235,8 +235,11 @@ class Monitor:
                 if st is not None:
                     with self.lock:
                         self.latest[w] = (now, st)
+                        # partition, phase, committable, committed, keys loaded, keys evicted so far
+                        # (the live-key budget, ACTORFLOW_MAX_LIVE_KEYS), keys held for admission
                         parts = [[p.get("partition"), p.get("phase"), p.get("committable_offset"),
-                                  p.get("committed_offset")]
+                                  p.get("committed_offset"), p.get("keys_loaded"), p.get("keys_evicted"),
+                                  p.get("keys_held")]
                                  for p in st.get("partitions") or [] if p.get("topic") == INPUT]
                         self.logf.write(json.dumps({"t": round(now - T0, 3), "w": w, "m": st.get("member_id"),
                                                     "g": st.get("generation"), "n": st.get("processed_total"),
@@ -980,6 +983,14 @@ class Chaos:
         if procs:
             out.append(f"  per partition: min {procs[0]}s, median {procs[len(procs) // 2]}s, max {procs[-1]}s "
                        f"({len(procs)} partitions)")
+        # The live-key budget at work (ACTORFLOW_MAX_LIVE_KEYS): evictions counted by the workers'
+        # last answered status (a restarted worker counts from 0 again, so a lower bound).
+        with self.mon.lock:
+            last = [st for _, st in self.mon.latest.values()]
+        parts = [p for st in last for p in st.get("partitions") or [] if p.get("topic") == INPUT]
+        out.append(f"live keys:         {sum(p.get('keys_evicted') or 0 for p in parts)} evictions in the last "
+                   f"status of each worker; at most {max([p.get('keys_loaded') or 0 for p in parts] or [0])} keys "
+                   f"loaded in a partition there")
         if vr:
             guarantee = "exactly-once" if vr.get("exactly_once") else "at-least-once"
             out += [f"verifier:          {vr.get('accounts')} accounts, {vr.get('events')} events, "
