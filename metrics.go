@@ -37,7 +37,11 @@ import (
 //   - actorflow_partition_failures_total{topic,partition} (counter,
 //     failures): partition failures (each stops the partition until it
 //     starts again, see WithFailFast).
-//   - actorflow_keys_loaded{topic,partition} (gauge, keys), actorflow_lag{topic,partition}
+//   - actorflow_keys_loaded{topic,partition} (gauge, keys),
+//     actorflow_keys_evicted_total{topic,partition} (counter, keys unloaded
+//     by the live-key budget, keyflow.WithMaxLiveKeys),
+//     actorflow_keys_held{topic,partition} (gauge, keys waiting for the
+//     budget to load them), actorflow_lag{topic,partition}
 //     (gauge, records: high watermark − committed offset),
 //     actorflow_committed_offset{topic,partition} (gauge, offset), and
 //     actorflow_partitions{phase} (gauge, partitions by phase:

@@ -14,6 +14,10 @@ const statusScrapeTimeout = 2 * time.Second
 var (
 	descKeysLoaded = prometheus.NewDesc("actorflow_keys_loaded",
 		"Keys whose actor is loaded, per owned partition.", partitionLabels, nil)
+	descKeysEvicted = prometheus.NewDesc("actorflow_keys_evicted_total",
+		"Keys asked to unload because the partition's live-key budget was full (keyflow.WithMaxLiveKeys), since the partition started here.", partitionLabels, nil)
+	descKeysHeld = prometheus.NewDesc("actorflow_keys_held",
+		"Keys whose records wait for the live-key budget to load them, per owned partition: a budget too small for the hot keys shows here.", partitionLabels, nil)
 	descLag = prometheus.NewDesc("actorflow_lag",
 		"Input records not yet committed: high watermark minus committed offset, per owned partition.", partitionLabels, nil)
 	descCommitted = prometheus.NewDesc("actorflow_committed_offset",
@@ -28,6 +32,8 @@ type statusCollector struct{ w *Worker }
 
 func (c statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descKeysLoaded
+	ch <- descKeysEvicted
+	ch <- descKeysHeld
 	ch <- descLag
 	ch <- descCommitted
 	ch <- descPartitions
@@ -42,6 +48,8 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 		part := partitionLabel(p.Partition)
 		phases[p.Phase]++
 		ch <- prometheus.MustNewConstMetric(descKeysLoaded, prometheus.GaugeValue, float64(p.KeysLoaded), p.Topic, part)
+		ch <- prometheus.MustNewConstMetric(descKeysEvicted, prometheus.CounterValue, float64(p.Evictions), p.Topic, part)
+		ch <- prometheus.MustNewConstMetric(descKeysHeld, prometheus.GaugeValue, float64(p.KeysHeld), p.Topic, part)
 		ch <- prometheus.MustNewConstMetric(descCommitted, prometheus.GaugeValue, float64(p.Committed), p.Topic, part)
 		// Absent until the consumer fetched the partition (Status has no
 		// high watermark before), rather than a false 0.

@@ -46,14 +46,15 @@ func label(m *dto.Metric, name string) string {
 // counts the records it processed and reports each partition's lag from
 // Status; the kprom metrics of its consumer and of every partition's
 // transactional producer (the default mode) are on the same registry, and
-// everything is unregistered when Run returns.
+// everything is unregistered when Run returns. With a live-key budget of 4
+// keys per partition over 50 accounts, the evictions are counted too.
 func TestWithMetricsReportsCommitsRecordsAndLag(t *testing.T) {
 	const parts, n = 3, 300
 	_, brokers := testkit.Kfake(t)
 	input, snaps, group := testkit.Name(t, "in"), testkit.Name(t, "snap"), testkit.Name(t, "g")
 	testkit.CreateTopics(t, brokers, input, snaps, parts)
 	reg := prometheus.NewRegistry()
-	w, err := actorflow.NewWorker(ledger.Flow(), actorflow.WithBrokers(brokers...), actorflow.WithGroup(group),
+	w, err := actorflow.NewWorker(ledger.Flow(keyflow.WithMaxLiveKeys(4)), actorflow.WithBrokers(brokers...), actorflow.WithGroup(group),
 		actorflow.WithInputTopic(input), actorflow.WithSnapshotTopic(snaps),
 		actorflow.WithPersistEvery(20*time.Millisecond), actorflow.WithCommitOffsetsInterval(20*time.Millisecond),
 		actorflow.WithMetrics(reg))
@@ -90,6 +91,13 @@ func TestWithMetricsReportsCommitsRecordsAndLag(t *testing.T) {
 		}
 		if fs["actorflow_commit_records"].GetMetric() == nil {
 			return false, "no actorflow_commit_records"
+		}
+		evicted := 0.0
+		for _, m := range fs["actorflow_keys_evicted_total"].GetMetric() {
+			evicted += m.GetCounter().GetValue()
+		}
+		if evicted == 0 || len(fs["actorflow_keys_held"].GetMetric()) != parts {
+			return false, fmt.Sprintf("%v keys evicted, actorflow_keys_held of %d partitions", evicted, len(fs["actorflow_keys_held"].GetMetric()))
 		}
 		// Each partition's producer, by its transactional.id (prefix: the group).
 		produced := producedBy(fs)
