@@ -2,7 +2,6 @@ package partitionflow_test
 
 import (
 	"context"
-	"fmt"
 	"runtime"
 	"strconv"
 	"sync/atomic"
@@ -102,16 +101,31 @@ func BenchmarkThroughput(b *testing.B) {
 // 64-byte state, beyond the state itself (actor, mailbox, partition entry).
 //
 //	go test ./partitionflow -run '^$' -bench HeapPerKey -benchtime 1x
+//
+// KEYS/ keeps every key loaded (WithMaxLiveKeys(0)): the heap of a loaded
+// idle key actor. KEYS-budget/ runs with the default live-key budget: the
+// heap per key when all but the budget's are unloaded to their snapshot's
+// bytes.
 func BenchmarkHeapPerKey(b *testing.B) {
-	for _, keys := range []int{100_000, 1_000_000} {
-		b.Run(fmt.Sprint(keys), func(b *testing.B) {
+	for _, tc := range []struct {
+		keys   int
+		name   string
+		budget keyflow.Option
+	}{
+		{100_000, "100000", keyflow.WithMaxLiveKeys(0)},
+		{1_000_000, "1000000", keyflow.WithMaxLiveKeys(0)},
+		{100_000, "100000-budget", nil},
+		{1_000_000, "1000000-budget", nil},
+	} {
+		keys := tc.keys
+		b.Run(tc.name, func(b *testing.B) {
 			for range b.N {
 				var n atomic.Int64
 				done := make(chan struct{})
 				runtime.GC()
 				var before runtime.MemStats
 				runtime.ReadMemStats(&before)
-				status, send, stop := spawnBench(b, keyflow.New(countingFold(&n, int64(keys), done), keyflow.WithMaxIdle(0)), 100*time.Millisecond)
+				status, send, stop := spawnBench(b, keyflow.New(countingFold(&n, int64(keys), done), keyflow.WithMaxIdle(0), tc.budget), 100*time.Millisecond)
 				for off := 0; off < keys; off += 500 {
 					recs := make([]*kgo.Record, 0, 500)
 					for i := off; i < min(off+500, keys); i++ {
