@@ -17,7 +17,8 @@
 // mode of a worker), so a flow that passes its tests under the driver folds
 // the same under a worker. What the driver does not simulate: the broker
 // and its transactions, rebalances other than Restart, idle unloading
-// (WithMaxIdle), the plain mode's producer (WithOutput's producer is never
+// (WithMaxIdle) and the live-key budget (WithMaxLiveKeys: every key stays
+// loaded; Restart unloads and reloads them all), the plain mode's producer (WithOutput's producer is never
 // used), and the wall clock: a flow must take the time from
 // keyflow.Context.Now, which is time.Now under a worker.
 //

@@ -151,8 +151,8 @@ type DeadLetter struct {
 //
 // Processing time is the driver's clock (Now, Advance): folds must compute
 // their timers from keyflow.Context.Now, which is time.Now under a worker.
-// Keys stay loaded between calls (WithMaxIdle is not simulated; Restart
-// unloads every key).
+// Keys stay loaded between calls (WithMaxIdle and WithMaxLiveKeys are not
+// simulated; Restart unloads every key).
 //
 // Every call is synchronous: it returns when its records, the timers they
 // made due and their outputs are done. A Driver is not safe for concurrent
