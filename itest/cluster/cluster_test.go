@@ -39,13 +39,17 @@ type settings struct {
 	// workers' flow. A longer one lets the transactional path's own errors surface: with the
 	// default (10 s) a node loss fails partitions on their output acks first.
 	outputTimeout time.Duration
+	// ACTORFLOW_CLUSTER_LIVE_KEYS [32]: keyflow.WithMaxLiveKeys of the workers' flow, far below the
+	// ~125 accounts a partition sees, so that eviction and admission run through every node kill
+	// (0: the library's default).
+	liveKeys int
 }
 
 func loadSettings(t *testing.T) settings {
 	t.Helper()
 	s := settings{rate: 300, accounts: 1000, members: 3, partitions: 8, kills: 3,
 		warmup: 20 * time.Second, down: 15 * time.Second, settle: 30 * time.Second,
-		systems: []string{"actorflow", "pipe"}, kgoLevel: kgo.LogLevelWarn}
+		systems: []string{"actorflow", "pipe"}, kgoLevel: kgo.LogLevelWarn, liveKeys: 32}
 	num := func(name string, dst *int) {
 		if v := os.Getenv("ACTORFLOW_CLUSTER_" + name); v != "" {
 			n, err := strconv.Atoi(v)
@@ -67,6 +71,7 @@ func loadSettings(t *testing.T) settings {
 	num("RATE", &s.rate)
 	num("ACCOUNTS", &s.accounts)
 	num("MEMBERS", &s.members)
+	num("LIVE_KEYS", &s.liveKeys)
 	num("KILLS", &s.kills)
 	p := int(s.partitions)
 	num("PARTITIONS", &p)
@@ -273,7 +278,7 @@ func TestClusterNodeKills(t *testing.T) {
 			m := &member{name: who, log: log}
 			if name == "actorflow" {
 				m.run = actorflowIncarnation(workerConfig{brokers: brokers, group: s.group, input: input, snaps: snaps,
-					output: s.output, outputTimeout: cfg.outputTimeout, clientOpts: opts}, who, log, &s.folds, &s.failures)
+					output: s.output, outputTimeout: cfg.outputTimeout, liveKeys: cfg.liveKeys, clientOpts: opts}, who, log, &s.folds, &s.failures)
 			} else {
 				m.run = pipeIncarnation(brokers, s.group, input, s.output, fmt.Sprintf("%s-%d", s.group, i), opts, log, &s.aborts)
 			}

@@ -208,14 +208,20 @@ type workerConfig struct {
 	brokers                     []string
 	group, input, snaps, output string
 	outputTimeout               time.Duration // 0: the library's default
+	liveKeys                    int           // keyflow.WithMaxLiveKeys; 0: the library's default
 	clientOpts                  []kgo.Opt
 	extra                       []actorflow.Option
 }
 
-// ledgerFlow is ledger.FlowWithOutput, with the output timeout set when d > 0.
-func ledgerFlow(producer *kgo.Client, topic string, folds *atomic.Int64, d time.Duration) *keyflow.Flow[ledger.State] {
+// ledgerFlow is ledger.FlowWithOutput, with the output timeout set when d > 0 and the live-key
+// budget when liveKeys > 0.
+func ledgerFlow(producer *kgo.Client, topic string, folds *atomic.Int64, d time.Duration, liveKeys int) *keyflow.Flow[ledger.State] {
+	var opts []keyflow.Option
+	if liveKeys > 0 {
+		opts = append(opts, keyflow.WithMaxLiveKeys(liveKeys))
+	}
 	if d <= 0 {
-		return ledger.FlowWithOutput(producer, topic, folds)
+		return ledger.FlowWithOutput(producer, topic, folds, opts...)
 	}
 	return keyflow.New(func(kc *keyflow.Context, s *ledger.State, rec *kgo.Record) (*ledger.State, error) {
 		s, err := ledger.Fold(kc, s, rec)
@@ -225,7 +231,7 @@ func ledgerFlow(producer *kgo.Client, topic string, folds *atomic.Int64, d time.
 		folds.Add(1)
 		b, _ := json.Marshal(ledger.Output{Account: kc.Key(), Seq: s.LastSeq, Balance: s.Balance})
 		return s, kc.Emit(&kgo.Record{Key: []byte(kc.Key()), Value: b})
-	}, keyflow.WithOutput(producer, topic), keyflow.WithOutputTimeout(d))
+	}, append(opts, keyflow.WithOutput(producer, topic), keyflow.WithOutputTimeout(d))...)
 }
 
 // actorflowIncarnation runs one actorflow worker process-equivalent: its own output producer,
@@ -241,7 +247,7 @@ func actorflowIncarnation(cfg workerConfig, name string, log *zap.Logger, folds 
 		}
 		defer producer.Close()
 		ilog := log.With(zap.Int("incarnation", inc))
-		w, err := actorflow.NewWorker(ledgerFlow(producer, cfg.output, folds, cfg.outputTimeout), append([]actorflow.Option{
+		w, err := actorflow.NewWorker(ledgerFlow(producer, cfg.output, folds, cfg.outputTimeout, cfg.liveKeys), append([]actorflow.Option{
 			actorflow.WithBrokers(cfg.brokers...), actorflow.WithGroup(cfg.group),
 			actorflow.WithInputTopic(cfg.input), actorflow.WithSnapshotTopic(cfg.snaps),
 			actorflow.WithTransactionalIDPrefix(cfg.group), // the default, spelled out: the kill targets it
@@ -256,6 +262,8 @@ func actorflowIncarnation(cfg workerConfig, name string, log *zap.Logger, folds 
 		}
 		pctx, stop := context.WithCancel(ctx)
 		defer stop()
+		var evicted atomic.Int64 // the live-key budget at work, as of the last poll
+		defer func() { ilog.Info("worker incarnation ended", zap.Int64("keys_evicted", evicted.Load())) }()
 		go func() {
 			tick := time.NewTicker(250 * time.Millisecond)
 			defer tick.Stop()
@@ -268,6 +276,11 @@ func actorflowIncarnation(cfg workerConfig, name string, log *zap.Logger, folds 
 				sctx, cancel := context.WithTimeout(pctx, time.Second)
 				st := w.Status(sctx)
 				cancel()
+				var ev int64
+				for _, p := range st.Partitions {
+					ev += p.Evictions
+				}
+				evicted.Store(max(evicted.Load(), ev))
 				for _, f := range st.Failed {
 					fl.add(failure{At: time.Now(), Who: fmt.Sprintf("%s#%d", name, inc), Topic: f.Topic,
 						Partition: f.Partition, Attempts: f.Attempts, Err: f.Error}, f.Since)
