@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -63,6 +64,10 @@ func cleanupPolicyCompacts(policy string) bool {
 	return false
 }
 
+// missingTopicGrace is how long EnsureTopics keeps looking for a topic it
+// may not create before it reports it missing.
+const missingTopicGrace = 2 * time.Second
+
 // EnsureTopics checks (and creates, if spec.Create) the input topic and the
 // compacted snapshot topic. The snapshot topic needs at least as many
 // partitions as the input topic (snapshot partition N serves input partition
@@ -70,16 +75,35 @@ func cleanupPolicyCompacts(policy string) bool {
 // with a *CleanupPolicyError.
 func EnsureTopics(ctx context.Context, cl *kgo.Client, input, snapshot string, spec TopicSpec) error {
 	adm := kadm.NewClient(cl)
-	details, err := adm.ListTopics(ctx, input, snapshot)
-	if err != nil {
-		return fmt.Errorf("%w: list topics: %w", ErrTopicSetup, err)
-	}
+	var details kadm.TopicDetails
 	count := func(t string) int32 {
 		d, ok := details[t]
 		if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
 			return 0
 		}
 		return int32(len(d.Partitions))
+	}
+	// A topic created by someone else a moment ago can be missing from the
+	// broker's metadata for a while (the controller has committed it; the
+	// broker's cache applies it a little later): without topic creation, a
+	// missing topic is looked up again for missingTopicGrace before it
+	// counts as missing (a worker started right after its topics were
+	// created failed with "does not exist").
+	graceEnd := time.Now().Add(missingTopicGrace)
+	for {
+		var err error
+		details, err = adm.ListTopics(ctx, input, snapshot)
+		if err != nil {
+			return fmt.Errorf("%w: list topics: %w", ErrTopicSetup, err)
+		}
+		if spec.Create || (count(input) > 0 && count(snapshot) > 0) || !time.Now().Before(graceEnd) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: list topics: %w", ErrTopicSetup, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 	create := func(t string, parts int32, cfg map[string]*string) error {
 		if !spec.Create {
