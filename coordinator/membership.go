@@ -76,7 +76,8 @@ func (c *Consumer) CommitOffset(ctx context.Context, tp TopicPartition, offset i
 			return nil
 		}
 		if racedRebalance(err) && awaits < 3 {
-			if newer, werr := c.awaitNewerGeneration(ctx, m.Generation); werr == nil {
+			// Within the rebalance timeout a join round completes.
+			if newer, werr := snapshotstore.AwaitNewerGeneration(ctx, c.meta.Current, m.Generation, c.cfg.RebalanceTimeout); werr == nil {
 				c.log.Info("generation moved on while this member kept the partition; committing the offset again",
 					zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Int64("offset", offset),
 					zap.Int32("rejected_generation", m.Generation), zap.Int32("generation", newer), zap.Error(err))
@@ -96,28 +97,6 @@ func (c *Consumer) CommitOffset(ctx context.Context, tp TopicPartition, offset i
 func racedRebalance(err error) bool {
 	return errors.Is(err, kerr.IllegalGeneration) || errors.Is(err, kerr.StaleMemberEpoch) ||
 		errors.Is(err, kerr.RebalanceInProgress)
-}
-
-// awaitNewerGeneration polls the client's group metadata until its
-// generation is above gen, for at most the rebalance timeout (within which
-// a join round completes).
-func (c *Consumer) awaitNewerGeneration(ctx context.Context, gen int32) (int32, error) {
-	wctx, cancel := context.WithTimeout(ctx, c.cfg.RebalanceTimeout)
-	defer cancel()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if m, err := c.meta.Current(); err != nil {
-			return 0, err
-		} else if m.Generation > gen {
-			return m.Generation, nil
-		}
-		select {
-		case <-wctx.Done():
-			return 0, wctx.Err()
-		case <-tick.C:
-		}
-	}
 }
 
 func (c *Consumer) commitOffsetOnce(ctx context.Context, tp TopicPartition, offset int64, m snapshotstore.GroupMetadata) error {

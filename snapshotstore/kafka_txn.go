@@ -181,7 +181,7 @@ func (t *txnPartition) Commit(ctx context.Context, b Batch) error {
 			if awaits++; awaits > 3 {
 				return err
 			}
-			newer, werr := t.awaitNewerGeneration(ctx, used.Generation)
+			newer, werr := AwaitNewerGeneration(ctx, t.info.GroupMetadata, used.Generation, t.k.cfg.staleGenWait)
 			if werr != nil {
 				return err
 			}
@@ -240,27 +240,6 @@ func (t *txnPartition) reinit(ctx context.Context) error {
 // TxnOffsetCommit v6).
 func staleGeneration(err error) bool {
 	return errors.Is(err, kerr.IllegalGeneration) || errors.Is(err, kerr.StaleMemberEpoch)
-}
-
-// awaitNewerGeneration polls the live group metadata until its generation
-// is above gen.
-func (t *txnPartition) awaitNewerGeneration(ctx context.Context, gen int32) (int32, error) {
-	wctx, cancel := context.WithTimeout(ctx, t.k.cfg.staleGenWait)
-	defer cancel()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if m, err := t.info.GroupMetadata(); err != nil {
-			return 0, err
-		} else if m.Generation > gen {
-			return m.Generation, nil
-		}
-		select {
-		case <-wctx.Done():
-			return 0, wctx.Err()
-		case <-tick.C:
-		}
-	}
 }
 
 // commitOnce runs one transaction: the batch's snapshot writes and
