@@ -139,14 +139,12 @@ func (p *partition) admits() bool {
 // while it unloaded, one whose persisted timer is due — are few and brief.
 func (p *partition) admitHeld(ctx actor.Context) {
 	for p.held.len() > 0 && p.phase == phaseRunning && p.err == nil && p.admits() {
-		k := p.held.peek()
+		k, rs := p.held.pop()
 		e := p.keys[k]
 		if e == nil {
-			if e = p.spawnKey(ctx, k); e == nil {
-				return // its records stay held, and their offsets
-			}
+			e = p.spawnKey(ctx, k)
 		}
-		p.deliver(ctx, k, e, p.held.pop())
+		p.deliver(ctx, k, e, rs)
 	}
 }
 
@@ -174,10 +172,8 @@ func (h *heldKeys) add(k string, rs []*kgo.Record) {
 	h.order = append(h.order, k)
 }
 
-func (h *heldKeys) peek() string { return h.order[h.head] }
-
-// pop removes the oldest held key and returns its records.
-func (h *heldKeys) pop() []*kgo.Record {
+// pop removes the oldest held key and returns it with its records.
+func (h *heldKeys) pop() (string, []*kgo.Record) {
 	k := h.order[h.head]
 	h.order[h.head] = ""
 	h.head++
@@ -188,5 +184,5 @@ func (h *heldKeys) pop() []*kgo.Record {
 	}
 	rs := h.recs[k]
 	delete(h.recs, k)
-	return rs
+	return k, rs
 }

@@ -67,16 +67,12 @@ func TestHeldKeysFIFO(t *testing.T) {
 	if h.len() != 2 || !h.has("a") || h.has("c") {
 		t.Fatalf("len %d", h.len())
 	}
-	if k := h.peek(); k != "a" {
-		t.Fatalf("peek %q, want a", k)
+	if k, rs := h.pop(); k != "a" || len(rs) != 3 || rs[0].Offset != 1 || rs[2].Offset != 4 {
+		t.Fatalf("pop %q with %v, want a with offsets 1, 3, 4", k, rs)
 	}
-	if rs := h.pop(); len(rs) != 3 || rs[0].Offset != 1 || rs[2].Offset != 4 {
-		t.Fatalf("a's records %v", rs)
+	if k, _ := h.pop(); k != "b" {
+		t.Fatalf("pop %q, want b", k)
 	}
-	if k := h.peek(); k != "b" {
-		t.Fatalf("peek %q, want b", k)
-	}
-	h.pop()
 	if h.len() != 0 || len(h.order) != 0 {
 		t.Fatalf("drained queue keeps %d keys, %d slots", h.len(), len(h.order))
 	}
@@ -84,10 +80,9 @@ func TestHeldKeysFIFO(t *testing.T) {
 		h.add(fmt.Sprint(i), []*kgo.Record{r(int64(i))})
 	}
 	for i := range 4000 {
-		if k := h.peek(); k != fmt.Sprint(i) {
-			t.Fatalf("peek %q, want %d", k, i)
+		if k, _ := h.pop(); k != fmt.Sprint(i) {
+			t.Fatalf("pop %q, want %d", k, i)
 		}
-		h.pop()
 	}
 	if len(h.order)-h.head != 1000 || h.head > 1024+1 {
 		t.Fatalf("after 4000 pops of 5000: %d slots, head %d (the consumed prefix is not released)", len(h.order), h.head)

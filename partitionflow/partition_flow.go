@@ -124,9 +124,7 @@ func (p *partition) records(ctx actor.Context, recs []*kgo.Record) {
 	for _, k := range order {
 		rs := byKey[k]
 		p.tracker.Dispatched(k, rs[0].Offset, rs[len(rs)-1].Offset)
-		if !p.dispatch(ctx, k, rs) {
-			return
-		}
+		p.dispatch(ctx, k, rs)
 	}
 }
 
@@ -134,19 +132,16 @@ func (p *partition) records(ctx actor.Context, recs []*kgo.Record) {
 // admits it, else holding the records until it does (livekeys.go). A key
 // with records held takes new ones behind them: its records reach it in
 // offset order.
-func (p *partition) dispatch(ctx actor.Context, k string, rs []*kgo.Record) bool {
+func (p *partition) dispatch(ctx actor.Context, k string, rs []*kgo.Record) {
 	e := p.keys[k]
 	if e == nil {
 		if p.held.has(k) || !p.admits() {
 			p.held.add(k, rs)
-			return true
+			return
 		}
-		if e = p.spawnKey(ctx, k); e == nil {
-			return false
-		}
+		e = p.spawnKey(ctx, k)
 	}
 	p.deliver(ctx, k, e, rs)
-	return true
 }
 
 // deliver sends rs to the loaded key e (kept pending while it unloads).
