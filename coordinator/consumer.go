@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/actorflow/actorflow/internal/kgolog"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -222,7 +223,7 @@ func New(cfg Config, h Handler) (*Consumer, error) {
 		kgo.OnPartitionsAssigned(c.onAssigned),
 		kgo.OnPartitionsRevoked(c.onRevoked),
 		kgo.OnPartitionsLost(c.onLost),
-		kgo.WithLogger(kgoLogger{cfg.Logger.Named("kgo")}),
+		kgo.WithLogger(kgolog.New(cfg.Logger.Named("kgo"))),
 		kgo.MaxVersions(versions),
 	}
 	if cfg.SessionTimeout > 0 {

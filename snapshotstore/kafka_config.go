@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/actorflow/actorflow/internal/kgolog"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 )
@@ -246,15 +247,21 @@ func enabledOr(d, def time.Duration) time.Duration {
 }
 
 // producerOpts are the client options of a producer with transactional.id
-// id ("" for the plain mode's shared producer): the caller's ClientOpts,
+// id ("" for the plain mode's shared producer): its kgo log into the store's
+// logger (kgo's warnings, e.g. a batch that failed the producer ID, were
+// invisible before), then the caller's ClientOpts (a WithLogger there wins),
 // then that client's ProducerHooks.
 func (k *Kafka) producerOpts(id string) []kgo.Opt {
-	if k.cfg.producerHooks == nil {
-		return k.cfg.clientOpts
+	log := k.cfg.log.Named("kgo")
+	if id != "" {
+		log = log.With(zap.String("transactional_id", id))
 	}
-	hooks := k.cfg.producerHooks(id)
-	if len(hooks) == 0 {
-		return k.cfg.clientOpts
+	opts := append(make([]kgo.Opt, 0, len(k.cfg.clientOpts)+2), kgo.WithLogger(kgolog.New(log)))
+	opts = append(opts, k.cfg.clientOpts...)
+	if k.cfg.producerHooks != nil {
+		if hooks := k.cfg.producerHooks(id); len(hooks) > 0 {
+			opts = append(opts, kgo.WithHooks(hooks...))
+		}
 	}
-	return append(append(make([]kgo.Opt, 0, len(k.cfg.clientOpts)+1), k.cfg.clientOpts...), kgo.WithHooks(hooks...))
+	return opts
 }

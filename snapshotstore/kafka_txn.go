@@ -308,7 +308,7 @@ func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetad
 		return meta, fmt.Errorf("%s: producer id: %w", t.info, err)
 	}
 	produce := func() error {
-		if err := t.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		if err := produceAll(ctx, t.cl, recs); err != nil {
 			return fmt.Errorf("%s: produce %d snapshots and %d outputs: %w", t.info, len(b.Writes), len(b.Outputs), err)
 		}
 		produced = true
@@ -371,6 +371,33 @@ func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetad
 			zap.String("partition", t.info.String()), zap.String("transactional_id", t.id))
 	}
 	return meta, nil
+}
+
+// produceAll produces recs and waits for every answer, like ProduceSync,
+// except that the first failed record cancels the records not yet sent: the
+// transaction is aborted anyway, and a record queued behind a failed
+// producer ID can otherwise wait until ctx ends (a CI run saw a partition's
+// commits stop for 60 s behind an OUT_OF_ORDER_SEQUENCE_NUMBER). It returns
+// the first error kgo reported.
+func produceAll(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) error {
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg    sync.WaitGroup
+		once  sync.Once
+		first error
+	)
+	wg.Add(len(recs))
+	for _, r := range recs {
+		cl.Produce(pctx, r, func(_ *kgo.Record, err error) {
+			if err != nil {
+				once.Do(func() { first = err; cancel() })
+			}
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	return first
 }
 
 func (t *txnPartition) addOffsets(ctx context.Context, pid int64, epoch int16) error {

@@ -167,3 +167,56 @@ func TestFailedAbortReinitialisesBeforeTheRetry(t *testing.T) {
 		t.Fatalf("%d committed snapshot records of k, want 1", n)
 	}
 }
+
+// A leader that lost or rejected the producer's sequences answers the
+// transaction's produce with OUT_OF_ORDER_SEQUENCE_NUMBER (seen once in CI,
+// on kfake, after a restart on the same transactional.id). kgo then fails
+// the producer ID and refuses the abort; before, the partition failed. The
+// batch is redone on a re-initialised producer (KIP-360's recovery), and
+// written once.
+func TestOutOfOrderSequenceReinitialisesAndRedoes(t *testing.T) {
+	for name, code := range map[string]int16{"OUT_OF_ORDER_SEQUENCE_NUMBER": kerr.OutOfOrderSequenceNumber.Code, "UNKNOWN_PRODUCER_ID": kerr.UnknownProducerID.Code} {
+		t.Run(name, func(t *testing.T) {
+			f := newTxnFixture(t, true)
+			_, p := f.open(t, f.meta)
+			ctx := context.Background()
+			if err := p.Commit(ctx, Batch{Offset: 1, OffsetAdvanced: true}); err != nil {
+				t.Fatal(err)
+			}
+			var faults atomic.Int32
+			f.c.ControlKey(kmsg.Produce.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+				f.c.KeepControl()
+				if faults.Load() > 0 {
+					return nil, nil, false
+				}
+				faults.Add(1)
+				r := req.(*kmsg.ProduceRequest)
+				resp := r.ResponseKind().(*kmsg.ProduceResponse)
+				for _, rt := range r.Topics {
+					st := kmsg.NewProduceResponseTopic()
+					st.Topic, st.TopicID = rt.Topic, rt.TopicID
+					for _, rp := range rt.Partitions {
+						sp := kmsg.NewProduceResponseTopicPartition()
+						sp.Partition, sp.ErrorCode = rp.Partition, code
+						st.Partitions = append(st.Partitions, sp)
+					}
+					resp.Topics = append(resp.Topics, st)
+				}
+				return resp, nil, true
+			})
+			b := Batch{Writes: []Snapshot{{Key: "k", Value: []byte("v2"), Offset: 4}}, Offset: 5, OffsetAdvanced: true}
+			if err := p.Commit(ctx, b); err != nil {
+				t.Fatalf("commit after %s: %v (the partition owned: re-initialise and redo)", name, err)
+			}
+			if faults.Load() != 1 {
+				t.Fatalf("the fault was injected %d times", faults.Load())
+			}
+			if got := f.committed(t); got != 5 {
+				t.Fatalf("committed offset %d, want 5", got)
+			}
+			if n := committedSnapshotsOf(t, f, "k"); n != 1 {
+				t.Fatalf("%d committed snapshot records of k, want 1", n)
+			}
+		})
+	}
+}

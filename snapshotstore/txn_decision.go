@@ -27,7 +27,9 @@ const (
 	// TxnReinit: the producer's epoch is gone — the coordinator aborted the
 	// open transaction and bumped the epoch (transaction timeout, or its
 	// state was lost with a node), which surfaces as INVALID_PRODUCER_EPOCH
-	// or PRODUCER_FENCED. While the partition is owned under this
+	// or PRODUCER_FENCED — or a partition's leader lost or rejected the
+	// producer's sequence state (OUT_OF_ORDER_SEQUENCE_NUMBER,
+	// UNKNOWN_PRODUCER_ID, INVALID_PRODUCER_ID_MAPPING). While the partition is owned under this
 	// membership no other owner can exist (the group reassigns a partition
 	// only after this member's revoke, or after its eviction, which the
 	// generation check of the retried commit then rejects), so re-initialise
@@ -71,6 +73,8 @@ func (a TxnAction) String() string {
 //	UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID                   fenced     fenced
 //	ILLEGAL_GENERATION, STALE_MEMBER_EPOCH                  await-gen  fenced
 //	INVALID_PRODUCER_EPOCH, PRODUCER_FENCED                 reinit     fenced
+//	OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID,
+//	INVALID_PRODUCER_ID_MAPPING                             reinit     fenced
 //	CONCURRENT_TRANSACTIONS, NOT_COORDINATOR,
 //	COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS,
 //	NOT_ENOUGH_REPLICAS(_AFTER_APPEND), NOT_LEADER_OR_FOLLOWER,
@@ -93,6 +97,16 @@ func DecideTxn(err error, owned bool) TxnAction {
 	case errors.Is(err, kerr.IllegalGeneration), errors.Is(err, kerr.StaleMemberEpoch):
 		action = TxnAwaitGeneration
 	case errors.Is(err, kerr.InvalidProducerEpoch), errors.Is(err, kerr.ProducerFenced):
+		action = TxnReinit
+	case errors.Is(err, kerr.OutOfOrderSequenceNumber), errors.Is(err, kerr.UnknownProducerID),
+		errors.Is(err, kerr.InvalidProducerIDMapping):
+		// The broker lost or rejected this producer's sequence state. kgo
+		// fails the producer ID and refuses the abort ("fatal"); the Java
+		// client aborts and bumps the epoch (KIP-360, KAFKA-8805), and
+		// KIP-890 calls OUT_OF_ORDER_SEQUENCE_NUMBER retriable. A new
+		// InitProducerID on the same transactional.id aborts what is open
+		// and restarts the sequences; the redone batch is the same one,
+		// so nothing is written twice.
 		action = TxnReinit
 	case transientTxnError(err):
 		action = TxnRetry

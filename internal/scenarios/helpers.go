@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -39,7 +40,7 @@ func StartWorker(t *testing.T, flow keyflow.Handler, brokers []string, group, in
 		actorflow.WithMode(mode), actorflow.WithTransactionalIDPrefix(group),
 		actorflow.WithPersistEvery(50 * time.Millisecond),
 		actorflow.WithCommitOffsetsInterval(50 * time.Millisecond),
-		actorflow.WithLogger(zaptest.NewLogger(t, zaptest.Level(zapcore.InfoLevel)).Named(group)),
+		actorflow.WithLogger(zaptest.NewLogger(t, zaptest.Level(LogLevel())).Named(group)),
 	}, extra...)
 	w, err := actorflow.NewWorker(flow, opts...)
 	if err != nil {
@@ -232,4 +233,14 @@ func stateSnapshot(t *testing.T, key string, s ledger.State, offset int64) snaps
 		t.Fatal(err)
 	}
 	return snapshotstore.Snapshot{Key: key, Value: b, Offset: offset}
+}
+
+// LogLevel is the workers' log level in the scenarios: info, or
+// ACTORFLOW_TEST_LOG_LEVEL (e.g. "debug" to see every kgo request of a
+// failing scenario; a passing test prints nothing either way).
+func LogLevel() zapcore.Level {
+	if l, err := zapcore.ParseLevel(os.Getenv("ACTORFLOW_TEST_LOG_LEVEL")); err == nil && os.Getenv("ACTORFLOW_TEST_LOG_LEVEL") != "" {
+		return l
+	}
+	return zapcore.InfoLevel
 }

@@ -20,7 +20,6 @@ import (
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 )
 
@@ -491,7 +490,7 @@ func watchedKafka(t *testing.T, brokers []string, snaps string, mode snapshotsto
 	t.Helper()
 	k, err := snapshotstore.NewKafka(brokers, snaps, snapshotstore.KafkaConfig{Mode: mode, TransactionalIDPrefix: prefix,
 		StaleGenerationWait: rejoinRebalanceTimeout,
-		Logger:              zaptest.NewLogger(t, zaptest.Level(zapcore.InfoLevel)).Named(prefix + "-snapshots")})
+		Logger:              zaptest.NewLogger(t, zaptest.Level(LogLevel())).Named(prefix + "-snapshots")})
 	if err != nil {
 		t.Fatal(err)
 	}

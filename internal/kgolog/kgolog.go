@@ -1,4 +1,6 @@
-package coordinator
+// Package kgolog routes a kgo client's log into zap (franz-go's kzap plugin
+// is not served here; this is its few lines).
+package kgolog
 
 import (
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -6,11 +8,14 @@ import (
 	"go.uber.org/zap/zapcore"
 )
 
-// kgoLogger routes kgo's logs into zap (franz-go's kzap plugin is not served
-// here; this is its few lines). kgo's info level is chatty: it goes to debug.
-type kgoLogger struct{ l *zap.Logger }
+// New returns a kgo.Logger writing to l. kgo's info level is chatty (every
+// connection, every metadata refresh): it goes to debug, so an info-level l
+// shows kgo's warnings and errors only.
+func New(l *zap.Logger) kgo.Logger { return logger{l} }
 
-func (k kgoLogger) Level() kgo.LogLevel {
+type logger struct{ l *zap.Logger }
+
+func (k logger) Level() kgo.LogLevel {
 	switch {
 	case k.l.Core().Enabled(zapcore.DebugLevel):
 		return kgo.LogLevelDebug
@@ -21,7 +26,7 @@ func (k kgoLogger) Level() kgo.LogLevel {
 	}
 }
 
-func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+func (k logger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 	fields := make([]zap.Field, 0, len(keyvals)/2)
 	for i := 0; i+1 < len(keyvals); i += 2 {
 		key, _ := keyvals[i].(string)
