@@ -15,10 +15,11 @@ import (
 )
 
 // countingHandler counts the key actors alive (Started, not yet Stopped)
-// and keeps the peak.
+// and keeps the peak; spawned (optional) counts every Started.
 type countingHandler struct {
 	keyactor.Handler
 	live, peak *atomic.Int64
+	spawned    *atomic.Int64
 }
 
 func (h countingHandler) NewKeyActor(key string, snap *snapshotstore.Snapshot, env *keyactor.Env) actor.Actor {
@@ -33,6 +34,9 @@ type countedKey struct {
 func (a *countedKey) Receive(ctx actor.Context) {
 	switch ctx.Message().(type) {
 	case *actor.Started:
+		if a.h.spawned != nil {
+			a.h.spawned.Add(1)
+		}
 		n := a.h.live.Add(1)
 		for p := a.h.peak.Load(); n > p && !a.h.peak.CompareAndSwap(p, n); p = a.h.peak.Load() {
 		}
@@ -62,10 +66,10 @@ func (h *harness) status() partitionflow.Status {
 // reloads.
 func TestLiveKeyBudgetBoundsLoadedKeysWithoutLosingRecords(t *testing.T) {
 	const budget, keys, rounds = 8, 200, 3
-	var live, peak atomic.Int64
+	var live, peak, spawned atomic.Int64
 	flow := keyflow.New(traceFold, keyflow.WithMaxLiveKeys(budget))
 	h := newHarnessWith(t, nil, flow, 0, func(c *partitionflow.Config) {
-		c.Handler = countingHandler{Handler: c.Handler, live: &live, peak: &peak}
+		c.Handler = countingHandler{Handler: c.Handler, live: &live, peak: &peak, spawned: &spawned}
 	})
 	want := map[string][]int64{}
 	var off int64
@@ -99,6 +103,13 @@ func TestLiveKeyBudgetBoundsLoadedKeysWithoutLosingRecords(t *testing.T) {
 	// bookkeeping: far below the 200 keys an unbounded partition loads.
 	if p := peak.Load(); p > 2*(budget+2) {
 		t.Errorf("peak of %d key actors alive with a budget of %d", p, budget)
+	}
+	// Evicted keys' actors are emptied and pooled, and load the next keys
+	// (keypool.go): spawns stay near the budget, not one per load. A pooled
+	// actor that kept anything of its previous key would have broken the
+	// snapshots checked above.
+	if n := spawned.Load(); n > 2*(budget+2) {
+		t.Errorf("%d key actors spawned for %d evictions with a budget of %d: not reused", n, st.Evictions, budget)
 	}
 	if st.KeysLoaded > budget+2 || st.KeysHeld != 0 {
 		t.Errorf("status: %d keys loaded, %d held; want at most %d loaded, none held", st.KeysLoaded, st.KeysHeld, budget+2)

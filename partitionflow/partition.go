@@ -179,6 +179,7 @@ type partition struct {
 	// ~200 B per loaded key); its producer reads spawnKey/spawnSnap, which
 	// spawnKey sets around ctx.Spawn (protoactor calls it synchronously).
 	keyProps  *actor.Props
+	pool      keyPool // key actors emptied by an unload (keypool.go)
 	spawnName string
 	spawnSnap *snapshotstore.Snapshot
 	stopT     chan struct{}
@@ -348,6 +349,7 @@ func (p *partition) start(ctx actor.Context) {
 		// transactional mode): Emit enrolls them in the transaction.
 		TxnOutputs:  p.cfg.Store.CommitsOutputs(),
 		DeadLetters: p.cfg.DeadLetters,
+		Reuse:       true, // keypool.go
 	}
 	txn := newTxnActor(p.cfg.Store, p.cfg.MaxWritesPerTransaction, p.cfg.AssignedOffset, p.log)
 	txn.stopTO = p.cfg.RevokeTimeout / 4 // a stop without a Revoke (a failure): the last share

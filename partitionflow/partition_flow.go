@@ -162,9 +162,14 @@ func (p *partition) spawnKey(ctx actor.Context, k string) *keyEntry {
 		snap = &s
 		delete(p.cold, k)
 	}
-	p.spawnName, p.spawnSnap = k, snap
-	pid := ctx.Spawn(p.keyProps)
-	p.spawnName, p.spawnSnap = "", nil
+	pid := p.pool.take()
+	if pid != nil {
+		ctx.Send(pid, &keyactor.Load{Key: k, Snapshot: snap}) // before any Deliver: one sender, in order
+	} else {
+		p.spawnName, p.spawnSnap = k, snap
+		pid = ctx.Spawn(p.keyProps)
+		p.spawnName, p.spawnSnap = "", nil
+	}
 	e := &keyEntry{pid: pid, active: p.sweep}
 	p.keys[k] = e
 	p.lru.pushFront(e)
@@ -192,6 +197,9 @@ func (p *partition) unloaded(ctx actor.Context, m *keyactor.Unloaded) {
 	}
 	delete(p.keys, m.Key)
 	p.lru.remove(e)
+	if p.env.Reuse {
+		p.pool.put(ctx, e.pid) // empty now, not stopped
+	}
 	p.cold[m.Key] = m.Snapshot
 	for _, q := range e.queries {
 		p.answerCold(q, m.Snapshot, true)

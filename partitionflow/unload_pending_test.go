@@ -39,15 +39,17 @@ func (h gatedHandler) NewKeyActor(key string, snap *snapshotstore.Snapshot, env 
 	if key != h.g.key {
 		return inner
 	}
-	return &gatedKey{inner: inner, g: h.g}
+	return &gatedKey{inner: inner, g: h.g, reuse: env.Reuse}
 }
 
 // gatedKey wraps a real key actor; while its answer to Unload is held it
-// behaves as the real actor would meanwhile: gone after Unloaded (messages
-// are lost, as protoactor drops them), alive after Busy.
+// behaves as the real actor would meanwhile: gone or empty after Unloaded
+// (messages are lost: protoactor drops them, an empty actor ignores them),
+// alive after Busy.
 type gatedKey struct {
 	inner        actor.Actor
 	g            *unloadGate
+	reuse        bool // keyactor.Env.Reuse: the actor empties itself instead of stopping
 	holding      bool
 	heldUnloaded bool
 }
@@ -88,7 +90,7 @@ func (c *gateCtx) Send(pid *actor.PID, msg any) {
 			go func() {
 				<-g.release
 				root.Send(pid, msg)
-				if unloaded {
+				if unloaded && !c.a.reuse {
 					root.Stop(self)
 				}
 			}()

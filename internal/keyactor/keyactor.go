@@ -107,9 +107,17 @@ type keyActor[S any] struct {
 	undo  undo                    // the state's encoding, to undo a skipped call (effects.go)
 	// droppedOutputs: outputs dropped by the last failed call (logged).
 	droppedOutputs int
+	// empty: unloaded under Env.Reuse; only a Load wakes it.
+	empty bool
 }
 
 func (a *keyActor[S]) Receive(ctx actor.Context) {
+	if a.empty {
+		if m, ok := ctx.Message().(*Load); ok {
+			a.load(ctx, m)
+		}
+		return
+	}
 	switch m := ctx.Message().(type) {
 	case *Deliver:
 		if a.waitAcks {
@@ -188,15 +196,12 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 	case *actor.Started:
 		a.started(ctx)
 	case *actor.Stopping:
-		for _, t := range a.timers {
-			if t.stop != nil {
-				t.stop()
-			}
-		}
+		a.stopTimers()
 	}
 }
 
-// unload hands the key's persisted snapshot to the partition and stops.
+// unload hands the key's persisted snapshot to the partition and stops, or
+// under Env.Reuse empties the actor for the next Load.
 func (a *keyActor[S]) unload(ctx actor.Context) {
 	snap, err := a.encode()
 	if err != nil {
@@ -205,7 +210,34 @@ func (a *keyActor[S]) unload(ctx actor.Context) {
 		return
 	}
 	ctx.Send(ctx.Parent(), &Unloaded{Key: a.key, Snapshot: snap})
-	ctx.Stop(ctx.Self())
+	if !a.env.Reuse {
+		ctx.Stop(ctx.Self())
+		return
+	}
+	// Nothing is in flight (unload runs only then): no persistDone or
+	// outputAck can arrive for this key. A timer that fired meanwhile finds
+	// its keyTimer gone (timerFired compares pointers).
+	a.stopTimers()
+	env := a.env
+	*a = keyActor[S]{flow: a.flow, empty: true}
+	a.env = env
+}
+
+// load starts the actor, empty since its last key unloaded, on m's key, as
+// a fresh actor's Started would.
+func (a *keyActor[S]) load(ctx actor.Context, m *Load) {
+	*a = *a.flow.newKeyActor(m.Key, m.Snapshot, a.env)
+	a.started(ctx)
+}
+
+// stopTimers stops the key's pending timers (an unload keeps them in its
+// snapshot).
+func (a *keyActor[S]) stopTimers() {
+	for _, t := range a.timers {
+		if t.stop != nil {
+			t.stop()
+		}
+	}
 }
 
 // evict answers Unload{Evict}: at once when nothing is unpersisted, else

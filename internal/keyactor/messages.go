@@ -59,12 +59,21 @@ type FlushDone struct {
 	Err   error
 }
 
-// Unloaded answers Unload: the key stopped; Snapshot is its persisted state
-// for the next load, with its pending timers (the partition loads the key
-// again when the first is due).
+// Unloaded answers Unload: the key stopped (or, with Env.Reuse, its actor
+// is empty and waits for a Load); Snapshot is its persisted state for the
+// next load, with its pending timers (the partition loads the key again when
+// the first is due).
 type Unloaded struct {
 	Key      string
 	Snapshot snapshotstore.Snapshot
+}
+
+// Load gives an empty actor (Env.Reuse, after Unloaded) another key to
+// load, from Snapshot (nil: a key never seen). Until it arrives the empty
+// actor ignores every message: they were sent to the key it unloaded.
+type Load struct {
+	Key      string
+	Snapshot *snapshotstore.Snapshot
 }
 
 // Busy answers Unload when the key cannot unload (dirty, persisting,
