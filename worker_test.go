@@ -143,18 +143,20 @@ func TestOutputTopicCheckedAtStart(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- w.Run(ctx) }()
-		select {
-		case err := <-done:
+		// Ready: the checks passed (a missing topic is looked up again for
+		// 2 s first). WaitReady fails when Run returns first.
+		wctx, wcancel := context.WithTimeout(ctx, time.Minute)
+		defer wcancel()
+		if werr := w.WaitReady(wctx); werr != nil {
 			cancel()
-			return func() {}, err
-		case <-time.After(2 * time.Second): // running: the check passed
-			return func() {
-				cancel()
-				if err := <-done; err != nil {
-					t.Error(err)
-				}
-			}, nil
+			return func() {}, <-done
 		}
+		return func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		}, nil
 	}
 	for _, mode := range []snapshotstore.Mode{snapshotstore.Transactional, snapshotstore.Plain} {
 		producer := testkit.Client(t, brokers)

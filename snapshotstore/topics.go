@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // ErrTopicSetup is matched by every EnsureTopics failure.
@@ -64,9 +65,26 @@ func cleanupPolicyCompacts(policy string) bool {
 	return false
 }
 
-// missingTopicGrace is how long EnsureTopics keeps looking for a topic it
-// may not create before it reports it missing.
+// missingTopicGrace is how long EnsureTopics and EnsureOutputTopic keep
+// looking for a topic they may not create before they report it missing.
 const missingTopicGrace = 2 * time.Second
+
+// refreshTopics asks the cluster for topics' metadata with a request of
+// its own, which kgo stores in the metadata cache that kadm's ListTopics
+// reads: without it, a look again within MetadataMinAge (5 s by default)
+// got kgo's cached "missing" answer back, and the grace saw nothing new.
+// (PurgeTopicsFromClient would too, but also drops what a producer has
+// buffered for the topic: cl may be the application's.) An error is left
+// to the ListTopics that follows.
+func refreshTopics(ctx context.Context, cl *kgo.Client, topics ...string) {
+	req := kmsg.NewPtrMetadataRequest()
+	for _, t := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(t)
+		req.Topics = append(req.Topics, rt)
+	}
+	_, _ = req.RequestWith(ctx, cl)
+}
 
 // EnsureTopics checks (and creates, if spec.Create) the input topic and the
 // compacted snapshot topic. The snapshot topic needs at least as many
@@ -104,6 +122,7 @@ func EnsureTopics(ctx context.Context, cl *kgo.Client, input, snapshot string, s
 			return fmt.Errorf("%w: list topics: %w", ErrTopicSetup, ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
+		refreshTopics(ctx, cl, input, snapshot)
 	}
 	create := func(t string, parts int32, cfg map[string]*string) error {
 		if !spec.Create {
@@ -183,12 +202,27 @@ func checkCleanupPolicy(ctx context.Context, adm *kadm.Client, topic string) err
 // the first Emit.
 func EnsureOutputTopic(ctx context.Context, cl *kgo.Client, topic string, partitions int32, spec TopicSpec) error {
 	adm := kadm.NewClient(cl)
-	details, err := adm.ListTopics(ctx, topic)
-	if err != nil {
-		return fmt.Errorf("%w: list output topic %q: %w", ErrTopicSetup, topic, err)
-	}
-	if d, ok := details[topic]; ok && d.Err == nil && len(d.Partitions) > 0 {
-		return nil
+	// Without topic creation, a missing topic is looked up again for
+	// missingTopicGrace, as EnsureTopics does: one created elsewhere a
+	// moment ago may not be in the broker's metadata yet.
+	graceEnd := time.Now().Add(missingTopicGrace)
+	for {
+		details, err := adm.ListTopics(ctx, topic)
+		if err != nil {
+			return fmt.Errorf("%w: list output topic %q: %w", ErrTopicSetup, topic, err)
+		}
+		if d, ok := details[topic]; ok && d.Err == nil && len(d.Partitions) > 0 {
+			return nil
+		}
+		if spec.Create || !time.Now().Before(graceEnd) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: list output topic %q: %w", ErrTopicSetup, topic, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+		refreshTopics(ctx, cl, topic)
 	}
 	if !spec.Create {
 		return fmt.Errorf("%w: output topic %q does not exist (create it, or enable topic creation)", ErrTopicSetup, topic)

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/actorflow/actorflow/internal/testkit"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // A snapshot topic that is not compacted loses the state of idle keys when
@@ -93,5 +95,62 @@ func TestTopicJustCreatedIsSeenThroughTheSameClient(t *testing.T) {
 	}
 	if n, err := snapshotstore.TopicPartitions(ctx, cl, out); err != nil || n != 3 {
 		t.Fatalf("TopicPartitions(%s) right after its creation = %d, %v; want 3", out, n, err)
+	}
+}
+
+// A topic created elsewhere a moment before the worker starts can be
+// missing from the broker's first answer (its metadata cache applies the
+// controller's record a little later). Without topic creation, EnsureTopics
+// and EnsureOutputTopic look again for a while instead of failing: here the
+// topic is created right after the first metadata request that asked for
+// it, so that request answers "missing". kgo caches that answer for
+// MetadataMinAge (5 s), longer than the grace: the look again must ask the
+// cluster, not the cache.
+func TestTopicCreatedJustAfterTheFirstLookIsFound(t *testing.T) {
+	c, brokers := testkit.Kfake(t)
+	ctx := context.Background()
+	adm := kadm.NewClient(testkit.Client(t, brokers))
+	input, snaps, out := testkit.Name(t, "in"), testkit.Name(t, "snaps"), testkit.Name(t, "out")
+	if _, err := adm.CreateTopic(ctx, 2, 1, nil, input); err != nil {
+		t.Fatal(err)
+	}
+	// createAfterFirstLook creates topic once the first metadata request
+	// naming it is being answered (kfake answers it first: requests run
+	// one at a time).
+	createAfterFirstLook := func(topic string, cfg map[string]*string) <-chan error {
+		asked := make(chan struct{})
+		var once sync.Once
+		c.ControlKey(kmsg.Metadata.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+			c.KeepControl()
+			for _, rt := range req.(*kmsg.MetadataRequest).Topics {
+				if rt.Topic != nil && *rt.Topic == topic {
+					once.Do(func() { close(asked) })
+				}
+			}
+			return nil, nil, false
+		})
+		created := make(chan error, 1)
+		go func() {
+			<-asked
+			_, err := adm.CreateTopic(ctx, 2, 1, cfg, topic)
+			created <- err
+		}()
+		return created
+	}
+
+	created := createAfterFirstLook(snaps, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")})
+	if err := snapshotstore.EnsureTopics(ctx, testkit.Client(t, brokers), input, snaps, snapshotstore.TopicSpec{}); err != nil {
+		t.Fatalf("EnsureTopics with the snapshot topic created after its first look: %v", err)
+	}
+	if err := <-created; err != nil {
+		t.Fatal(err)
+	}
+
+	created = createAfterFirstLook(out, nil)
+	if err := snapshotstore.EnsureOutputTopic(ctx, testkit.Client(t, brokers), out, 2, snapshotstore.TopicSpec{}); err != nil {
+		t.Fatalf("EnsureOutputTopic with the topic created after its first look: %v", err)
+	}
+	if err := <-created; err != nil {
+		t.Fatal(err)
 	}
 }
