@@ -1,6 +1,7 @@
 package partitionflow_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -170,5 +171,81 @@ func TestHeldKeyIsAdmittedWhenALeavingKeyStays(t *testing.T) {
 	h.awaitCommitted(2)
 	if tr, _ := latest(t, h.mem, "b"); fmt.Sprint(tr.Offsets) != "[1]" {
 		t.Fatalf("key b persisted %v, want [1]", tr.Offsets)
+	}
+}
+
+// A key evicted with a pending timer hands it to the partition (cold
+// timers); its emptied actor is pooled and loads another key. The timer
+// fires once, in its own key (loaded again for it), never in the key now
+// running on its old actor.
+func TestTimerOfAnEvictedKeyFiresInItsKeyNotInItsActorsNextKey(t *testing.T) {
+	type firing struct {
+		key  string
+		name string
+	}
+	fired := make(chan firing, 8)
+	fold := func(kc *keyflow.Context, s *trace, r *kgo.Record) (*trace, error) {
+		if kc.Key() == "a" {
+			if err := kc.SetTimer("t", time.Now().Add(300*time.Millisecond)); err != nil {
+				return nil, err
+			}
+		}
+		return traceFold(kc, s, r)
+	}
+	onTimer := func(kc *keyflow.Context, s *trace, name string) (*trace, error) {
+		fired <- firing{kc.Key(), name}
+		s.Offsets = append(s.Offsets, -100)
+		return s, nil
+	}
+	var live, peak, spawned atomic.Int64
+	flow := keyflow.New(fold, keyflow.WithTimers(onTimer), keyflow.WithMaxLiveKeys(1))
+	h := newHarnessWith(t, nil, flow, 0, func(c *partitionflow.Config) {
+		c.Handler = countingHandler{Handler: c.Handler, live: &live, peak: &peak, spawned: &spawned}
+	})
+	// a loads, b evicts a (a's actor is pooled), c evicts b and takes a's
+	// old actor from the pool.
+	h.send(rec(0, "a", ""))
+	h.send(rec(1, "b", ""))
+	h.send(rec(2, "c", ""))
+	h.awaitCommitted(3)
+	select {
+	case f := <-fired:
+		if f != (firing{"a", "t"}) {
+			t.Fatalf("timer %q fired in key %q, want t in a", f.name, f.key)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a's timer did not fire")
+	}
+	for {
+		if s, ok := h.mem.Latest(topic, 0)["a"]; ok {
+			var tr trace
+			_ = json.Unmarshal(s.Value, &tr)
+			if fmt.Sprint(tr.Offsets) == "[0 -100]" {
+				break
+			}
+		}
+		select {
+		case <-h.commits:
+		case <-time.After(10 * time.Second):
+			t.Fatal("a's timer's state change not persisted")
+		}
+	}
+	for _, k := range []string{"b", "c"} {
+		if tr, _ := latest(t, h.mem, k); fmt.Sprint(tr.Offsets) != map[string]string{"b": "[1]", "c": "[2]"}[k] {
+			t.Errorf("key %s persisted %v: a timer fired in it", k, tr.Offsets)
+		}
+	}
+	select {
+	case f := <-fired:
+		t.Fatalf("timer %q fired again, in key %q", f.name, f.key)
+	default:
+	}
+	if st := h.status(); st.Evictions < 2 {
+		t.Errorf("%d evictions, want at least 2 (a, then b)", st.Evictions)
+	}
+	// Four loads (a, b, c, a again) on two actors: c and the second a ran
+	// on pooled ones.
+	if n := spawned.Load(); n > 2 {
+		t.Errorf("%d key actors spawned for 4 loads with a budget of 1: not reused", n)
 	}
 }
