@@ -1,7 +1,6 @@
 package partitionflow_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -216,20 +215,7 @@ func TestTimerOfAnEvictedKeyFiresInItsKeyNotInItsActorsNextKey(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("a's timer did not fire")
 	}
-	for {
-		if s, ok := h.mem.Latest(topic, 0)["a"]; ok {
-			var tr trace
-			_ = json.Unmarshal(s.Value, &tr)
-			if fmt.Sprint(tr.Offsets) == "[0 -100]" {
-				break
-			}
-		}
-		select {
-		case <-h.commits:
-		case <-time.After(10 * time.Second):
-			t.Fatal("a's timer's state change not persisted")
-		}
-	}
+	h.awaitTrace("a", "[0 -100]", "a's timer's state change")
 	for _, k := range []string{"b", "c"} {
 		if tr, _ := latest(t, h.mem, k); fmt.Sprint(tr.Offsets) != map[string]string{"b": "[1]", "c": "[2]"}[k] {
 			t.Errorf("key %s persisted %v: a timer fired in it", k, tr.Offsets)

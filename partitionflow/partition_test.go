@@ -129,6 +129,27 @@ func traceFold(_ *keyflow.Context, s *trace, r *kgo.Record) (*trace, error) {
 	return s, nil
 }
 
+// awaitTrace waits, commit by commit, until key's latest snapshot holds
+// the offsets want (fmt.Sprint of trace.Offsets); what names the change
+// awaited.
+func (h *harness) awaitTrace(key, want, what string) {
+	h.t.Helper()
+	for {
+		var tr trace
+		if s, ok := h.mem.Latest(topic, 0)[key]; ok {
+			_ = json.Unmarshal(s.Value, &tr)
+		}
+		if fmt.Sprint(tr.Offsets) == want {
+			return
+		}
+		select {
+		case <-h.commits:
+		case <-time.After(10 * time.Second):
+			h.t.Fatalf("%s not persisted: key %s holds %v, want %s", what, key, tr.Offsets, want)
+		}
+	}
+}
+
 func latest(t *testing.T, mem *snapshotstore.Memory, key string) (trace, snapshotstore.Snapshot) {
 	t.Helper()
 	s, ok := mem.Latest(topic, 0)[key]
@@ -318,20 +339,7 @@ func TestTimerFiresInsideKeyActor(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("timer did not fire")
 	}
-	for {
-		var tr trace
-		if s, ok := h.mem.Latest(topic, 0)["a"]; ok {
-			_ = json.Unmarshal(s.Value, &tr)
-		}
-		if fmt.Sprint(tr.Offsets) == "[0 -100]" {
-			break
-		}
-		select {
-		case <-h.commits:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("timer's state change not persisted: %v", tr.Offsets)
-		}
-	}
+	h.awaitTrace("a", "[0 -100]", "the timer's state change")
 	select {
 	case name := <-fired:
 		t.Fatalf("timer %q fired again", name)

@@ -160,12 +160,7 @@ func TestFailedAbortReinitialisesBeforeTheRetry(t *testing.T) {
 	if offsetFaults.Load() != 1 || abortFaults.Load() != 1 {
 		t.Fatalf("faults injected: offset commit %d, abort %d; want 1 and 1", offsetFaults.Load(), abortFaults.Load())
 	}
-	if got := f.committed(t); got != 5 {
-		t.Fatalf("committed offset %d, want 5", got)
-	}
-	if n := committedSnapshotsOf(t, f, "k"); n != 1 {
-		t.Fatalf("%d committed snapshot records of k, want 1", n)
-	}
+	committedOnce(t, f, 5, "k", "")
 }
 
 // A leader that lost or rejected the producer's sequences answers the
@@ -211,12 +206,20 @@ func TestOutOfOrderSequenceReinitialisesAndRedoes(t *testing.T) {
 			if faults.Load() != 1 {
 				t.Fatalf("the fault was injected %d times", faults.Load())
 			}
-			if got := f.committed(t); got != 5 {
-				t.Fatalf("committed offset %d, want 5", got)
-			}
-			if n := committedSnapshotsOf(t, f, "k"); n != 1 {
-				t.Fatalf("%d committed snapshot records of k, want 1", n)
-			}
+			committedOnce(t, f, 5, "k", ": the batch was written twice")
 		})
+	}
+}
+
+// committedOnce fails t unless the group's committed offset is offset and
+// the snapshot partition holds exactly one committed record of key (why
+// names what a second one would mean).
+func committedOnce(t *testing.T, f *txnFixture, offset int64, key, why string) {
+	t.Helper()
+	if got := f.committed(t); got != offset {
+		t.Fatalf("committed offset %d, want %d", got, offset)
+	}
+	if n := committedSnapshotsOf(t, f, key); n != 1 {
+		t.Fatalf("%d committed snapshot records of %s, want 1%s", n, key, why)
 	}
 }

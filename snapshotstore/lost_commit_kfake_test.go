@@ -81,12 +81,7 @@ func TestLostCommitAnswerIsNotRedone(t *testing.T) {
 			if lost.Load() != 1 {
 				t.Fatalf("the answer was lost %d times, want 1", lost.Load())
 			}
-			if got := f.committed(t); got != 5 {
-				t.Fatalf("committed offset %d, want 5", got)
-			}
-			if n := committedSnapshotsOf(t, f, "k"); n != 1 {
-				t.Fatalf("%d committed snapshot records of k, want 1: the committed batch was redone", n)
-			}
+			committedOnce(t, f, 5, "k", ": the committed batch was redone")
 			// The partition goes on on the re-initialised producer.
 			if err := p.Commit(ctx, Batch{Writes: []Snapshot{{Key: "k", Value: []byte("v3"), Offset: 6}}, Offset: 7, OffsetAdvanced: true}); err != nil {
 				t.Fatalf("next commit: %v", err)
@@ -115,12 +110,7 @@ func TestLostCommitAnswerOfAnAbortedTransactionIsRedone(t *testing.T) {
 	if faults.Load() != 1 {
 		t.Fatalf("the fault was injected %d times", faults.Load())
 	}
-	if got := f.committed(t); got != 5 {
-		t.Fatalf("committed offset %d, want 5", got)
-	}
-	if n := committedSnapshotsOf(t, f, "k"); n != 1 {
-		t.Fatalf("%d committed snapshot records of k, want 1", n)
-	}
+	committedOnce(t, f, 5, "k", "")
 }
 
 // committedSnapshotsOf counts the committed records of key in the snapshot

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/actorflow/actorflow/internal/kcluster"
+	"github.com/actorflow/actorflow/internal/kgolog"
 	"github.com/actorflow/actorflow/internal/ledger"
 	"github.com/actorflow/actorflow/internal/scenarios"
 	"github.com/actorflow/actorflow/internal/testkit"
@@ -273,7 +274,7 @@ func TestClusterNodeKills(t *testing.T) {
 			closers = append(closers, closeLog)
 			var opts []kgo.Opt
 			if cfg.kgoLevel != kgo.LogLevelNone {
-				opts = append(opts, kgo.WithLogger(kgoLogger{log.Named("kgo"), cfg.kgoLevel}))
+				opts = append(opts, kgo.WithLogger(kgolog.AtLevel(log.Named("kgo"), cfg.kgoLevel)))
 			}
 			m := &member{name: who, log: log}
 			if name == "actorflow" {

@@ -141,31 +141,6 @@ func memberLogger(path, who string, fileLevel zapcore.Level, sink *logSink) (*za
 	return l, func() { _ = l.Sync(); f.Close() }, nil
 }
 
-// kgoLogger writes a kgo client's log to a zap logger (kgo's own levels).
-type kgoLogger struct {
-	l     *zap.Logger
-	level kgo.LogLevel
-}
-
-func (k kgoLogger) Level() kgo.LogLevel { return k.level }
-
-func (k kgoLogger) Log(level kgo.LogLevel, msg string, kv ...any) {
-	fs := make([]zap.Field, 0, len(kv)/2)
-	for i := 0; i+1 < len(kv); i += 2 {
-		fs = append(fs, zap.Any(fmt.Sprint(kv[i]), kv[i+1]))
-	}
-	switch level {
-	case kgo.LogLevelError:
-		k.l.Error(msg, fs...)
-	case kgo.LogLevelWarn:
-		k.l.Warn(msg, fs...)
-	case kgo.LogLevelInfo:
-		k.l.Info(msg, fs...)
-	default:
-		k.l.Debug(msg, fs...)
-	}
-}
-
 // ---------------------------------------------------------------------------------------------
 // The systems.
 
