@@ -100,9 +100,13 @@ func (p *partition) evictOverBudget(ctx actor.Context) {
 		p.lru.remove(e)
 		e.unloading, e.evicted = true, true
 		p.evictions++
-		ctx.Send(e.pid, &keyactor.Unload{Evict: true})
+		ctx.Send(e.pid, evictMsg)
 	}
 }
+
+// evictMsg is every eviction's message: messages are read-only, and one
+// allocation per evicted key adds up at a million keys.
+var evictMsg = &keyactor.Unload{Evict: true}
 
 // stays handles a Busy answer: the key is loaded and staying again. An
 // evicted key (it failed, or had overdue timers to fire) goes to the front,

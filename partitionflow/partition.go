@@ -272,6 +272,9 @@ func (p *partition) Receive(ctx actor.Context) {
 		p.unloaded(ctx, m)
 	case *keyactor.Busy:
 		if e := p.keys[m.Key]; e != nil {
+			if e.evicted {
+				p.dirty[m.Key] = struct{}{} // the persist ticks skipped it while evicted
+			}
 			p.stays(ctx, e)
 			p.flushPending(ctx, m.Key, e)
 			for _, q := range e.queries {

@@ -256,9 +256,12 @@ func (p *partition) onTick(ctx actor.Context, kind int) {
 	switch kind {
 	case tickPersist:
 		p.round++
+		flush := &keyactor.Flush{Round: p.round} // read-only: one for every key of the round
 		for k := range p.dirty {
-			if e := p.keys[k]; e != nil {
-				ctx.Send(e.pid, &keyactor.Flush{Round: p.round})
+			// An evicted key persists all it has by itself (Unload{Evict});
+			// if it stays after all (Busy), it is marked dirty again.
+			if e := p.keys[k]; e != nil && !e.evicted {
+				ctx.Send(e.pid, flush)
 			}
 		}
 		clear(p.dirty)

@@ -212,12 +212,15 @@ type Clock interface {
 
 // NewKeyActor implements Handler.
 func (f *Flow[S]) NewKeyActor(key string, snap *snapshotstore.Snapshot, env *Env) actor.Actor {
-	return f.newKeyActor(key, snap, env)
+	a := &keyActor[S]{flow: f}
+	a.init(key, snap, env)
+	return a
 }
 
-func (f *Flow[S]) newKeyActor(key string, snap *snapshotstore.Snapshot, env *Env) *keyActor[S] {
-	a := &keyActor[S]{flow: f}
-	a.key, a.env, a.cfg = key, env, &f.Config
+// init sets a zero keyActor (but for flow) up for key: a new actor, or an
+// empty one loading its next key.
+func (a *keyActor[S]) init(key string, snap *snapshotstore.Snapshot, env *Env) {
+	a.key, a.env, a.cfg = key, env, &a.flow.Config
 	a.keyless = key == snapshotstore.KeylessKey
 	a.lastSeen, a.lastFolded = -1, -1
 	a.firstDirty, a.inflightFirst = -1, -1
@@ -227,7 +230,6 @@ func (f *Flow[S]) newKeyActor(key string, snap *snapshotstore.Snapshot, env *Env
 		a.lastFolded, a.lastSeen = snap.Offset, snap.Offset
 		a.persistedOffset = snap.Offset
 	}
-	return a
 }
 
 // NilKeyPolicy implements Handler.

@@ -226,7 +226,9 @@ func (a *keyActor[S]) unload(ctx actor.Context) {
 // load starts the actor, empty since its last key unloaded, on m's key, as
 // a fresh actor's Started would.
 func (a *keyActor[S]) load(ctx actor.Context, m *Load) {
-	*a = *a.flow.newKeyActor(m.Key, m.Snapshot, a.env)
+	flow, env := a.flow, a.env
+	*a = keyActor[S]{flow: flow}
+	a.init(m.Key, m.Snapshot, env)
 	a.started(ctx)
 }
 
