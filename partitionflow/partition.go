@@ -169,9 +169,10 @@ type partition struct {
 	txn     *actor.PID
 	tracker *OffsetTracker
 	keys    map[string]*keyEntry
-	lru     lruList                           // loaded keys not unloading, most recently active first
-	held    heldKeys                          // keys waiting for the budget to load them, with their records
-	cold    map[string]snapshotstore.Snapshot // persisted state of keys without an actor
+	lru     lruList                // loaded keys not unloading, most recently active first
+	held    heldKeys               // keys waiting for the budget to load them, with their records
+	cold    map[string]coldSnap    // persisted state of keys without an actor (cold.go)
+	coldSrc snapshotstore.Position // where the recovered snapshots were read from (cold.go)
 	dirty   map[string]struct{}
 	waiting []*kgo.Record // batches received while recovering
 	cancel  context.CancelFunc

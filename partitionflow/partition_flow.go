@@ -19,14 +19,17 @@ func (p *partition) recovered(ctx actor.Context, m *recovered) {
 		p.fail(ctx, fmt.Errorf("%s[%d]: recover snapshots: %w", p.cfg.Topic, p.cfg.Partition, m.err))
 		return
 	}
-	p.cold = m.snaps
+	p.coldSrc = coldSource(m.snaps)
+	p.cold = make(map[string]coldSnap, len(m.snaps))
 	p.recoveredN = len(m.snaps)
 	p.phase = phaseRunning
 	for k, s := range m.snaps {
+		p.cold[k] = toCold(s, p.coldSrc)
 		if at, ok := s.NextTimer(); ok {
 			p.ctimers.add(k, at)
 		}
 	}
+	m.snaps = nil
 	p.log.Info("partition recovered", zap.Int("snapshots", len(m.snaps)), zap.Int("keys_with_timers", p.ctimers.len()),
 		zap.Int64("assigned_offset", p.cfg.AssignedOffset))
 	p.startTicks(ctx)
@@ -65,8 +68,8 @@ func (p *partition) coldDue(ctx actor.Context) {
 		if p.held.has(e.key) {
 			continue // loads at its admission; its overdue timers fire after those records
 		}
-		s, ok := p.cold[e.key]
-		if at, has := s.NextTimer(); !ok || !has || !at.Equal(e.at) {
+		c, ok := p.cold[e.key]
+		if at, has := c.nextTimer(); !ok || !has || !at.Equal(e.at) {
 			continue
 		}
 		ke := p.spawnKey(ctx, e.key)
@@ -158,7 +161,8 @@ func (p *partition) deliver(ctx actor.Context, k string, e *keyEntry, rs []*kgo.
 
 func (p *partition) spawnKey(ctx actor.Context, k string) *keyEntry {
 	var snap *snapshotstore.Snapshot
-	if s, ok := p.cold[k]; ok {
+	if c, ok := p.cold[k]; ok {
+		s := c.snapshot(k, p.coldSrc)
 		snap = &s
 		delete(p.cold, k)
 	}
@@ -200,7 +204,7 @@ func (p *partition) unloaded(ctx actor.Context, m *keyactor.Unloaded) {
 	if p.env.Reuse {
 		p.pool.put(ctx, e.pid) // empty now, not stopped
 	}
-	p.cold[m.Key] = m.Snapshot
+	p.cold[m.Key] = toCold(m.Snapshot, p.coldSrc)
 	for _, q := range e.queries {
 		p.answerCold(q, m.Snapshot, true)
 	}
@@ -353,8 +357,8 @@ func (p *partition) query(ctx actor.Context, m *KeyQuery) {
 		ctx.Send(e.pid, q)
 		return
 	}
-	s, ok := p.cold[m.Key]
-	p.answerCold(q, s, ok)
+	c, ok := p.cold[m.Key]
+	p.answerCold(q, c.snapshot(m.Key, p.coldSrc), ok)
 }
 
 // answerCold answers q from a key's persisted snapshot (found: the

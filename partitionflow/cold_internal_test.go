@@ -1,0 +1,41 @@
+package partitionflow
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/actorflow/actorflow/snapshotstore"
+)
+
+// A cold key's snapshot comes back whole: value (a tombstone's nil kept
+// apart from an empty value), offset, timers, and the source it was
+// recovered from; one an actor handed back has no source.
+func TestColdSnapshotKeepsWhatALoadNeeds(t *testing.T) {
+	src := snapshotstore.Position{Topic: "snaps", Partition: 3}
+	at := time.UnixMilli(1_700_000_000_000)
+	recovered := map[string]snapshotstore.Snapshot{
+		"a": {Key: "a", Value: []byte(`{"n":1}`), Offset: 41, Timers: []snapshotstore.Timer{{Name: "t", At: at}},
+			Source: snapshotstore.Position{Topic: "snaps", Partition: 3, Offset: 977}},
+		"gone": {Key: "gone", Value: nil, Offset: 7, Source: snapshotstore.Position{Topic: "snaps", Partition: 3, Offset: 12}},
+	}
+	if got := coldSource(recovered); got != src {
+		t.Fatalf("coldSource = %+v, want %+v", got, src)
+	}
+	for k, s := range recovered {
+		if got := toCold(s, src).snapshot(k, src); !reflect.DeepEqual(got, s) {
+			t.Errorf("recovered %q: %+v back as %+v", k, s, got)
+		}
+	}
+	unloaded := snapshotstore.Snapshot{Key: "b", Value: []byte{}, Offset: 5}
+	c := toCold(unloaded, src)
+	if got := c.snapshot("b", src); !reflect.DeepEqual(got, unloaded) || got.Tombstone() {
+		t.Errorf("unloaded: %+v back as %+v (an empty value is not a tombstone)", unloaded, got)
+	}
+	if _, ok := c.nextTimer(); ok {
+		t.Error("a snapshot without timers has a next timer")
+	}
+	if next, ok := toCold(recovered["a"], src).nextTimer(); !ok || !next.Equal(at) {
+		t.Errorf("nextTimer = %v %v, want %v", next, ok, at)
+	}
+}
