@@ -30,7 +30,7 @@ func (p *partition) recovered(ctx actor.Context, m *recovered) {
 		}
 	}
 	m.snaps = nil
-	p.log.Info("partition recovered", zap.Int("snapshots", len(m.snaps)), zap.Int("keys_with_timers", p.ctimers.len()),
+	p.log.Info("partition recovered", zap.Int("snapshots", p.recoveredN), zap.Int("keys_with_timers", p.ctimers.len()),
 		zap.Int64("assigned_offset", p.cfg.AssignedOffset))
 	p.startTicks(ctx)
 	waiting := p.waiting
