@@ -376,9 +376,10 @@ func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetad
 // produceAll produces recs and waits for every answer, like ProduceSync,
 // except that the first failed record cancels the records not yet sent: the
 // transaction is aborted anyway, and a record queued behind a failed
-// producer ID can otherwise wait until ctx ends (a CI run saw a partition's
-// commits stop for 60 s behind an OUT_OF_ORDER_SEQUENCE_NUMBER). It returns
-// the first error kgo reported.
+// producer ID need not wait for anything. (A CI run saw a partition's
+// commits stop for 60 s and then fail with OUT_OF_ORDER_SEQUENCE_NUMBER,
+// with nothing logged; where it waited is not known.) It returns the first
+// error kgo reported.
 func produceAll(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) error {
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
