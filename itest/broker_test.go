@@ -120,28 +120,46 @@ func startBroker() (*broker, error) {
 	brokerImage = image
 	repo, tag := splitImage(image)
 	host, bindIP := brokerHost()
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	// The container listens on the same port number as the host port it is published on, so the
-	// advertised listener (host:port) is right both inside and outside the container.
-	p := strconv.Itoa(port)
-	started := time.Now()
-	res, err := pool.RunWithOptions(&dockertest.RunOptions{
-		Repository:   repo,
-		Tag:          tag,
-		Name:         fmt.Sprintf("actorflow-itest-%d-%s", os.Getpid(), p),
-		Env:          brokerEnv(host, port),
-		ExposedPorts: []string{p + "/tcp"},
-		PortBindings: map[dc.Port][]dc.PortBinding{dc.Port(p + "/tcp"): {{HostIP: bindIP, HostPort: p}}},
-		Labels:       map[string]string{containerLabel: "1", containerLabel + ".pid": strconv.Itoa(os.Getpid())},
-	}, func(hc *dc.HostConfig) {
-		hc.PublishAllPorts = false // only the port above, not the image's EXPOSEd 9092
-		hc.RestartPolicy = dc.NeverRestart()
-	})
-	if err != nil {
-		return nil, fmt.Errorf("run %s: %w", image, err)
+	var (
+		res     *dockertest.Resource
+		p       string
+		started time.Time
+	)
+	// podman's runc start fails now and then ("API error (500): write child:
+	// broken pipe", seen once in a CI rehearsal, then not again): the
+	// container is created but never started. Remove it and try again, on
+	// another port.
+	for attempt := 1; ; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		// The container listens on the same port number as the host port it is published on, so the
+		// advertised listener (host:port) is right both inside and outside the container.
+		p = strconv.Itoa(port)
+		name := fmt.Sprintf("actorflow-itest-%d-%s", os.Getpid(), p)
+		started = time.Now()
+		res, err = pool.RunWithOptions(&dockertest.RunOptions{
+			Repository:   repo,
+			Tag:          tag,
+			Name:         name,
+			Env:          brokerEnv(host, port),
+			ExposedPorts: []string{p + "/tcp"},
+			PortBindings: map[dc.Port][]dc.PortBinding{dc.Port(p + "/tcp"): {{HostIP: bindIP, HostPort: p}}},
+			Labels:       map[string]string{containerLabel: "1", containerLabel + ".pid": strconv.Itoa(os.Getpid())},
+		}, func(hc *dc.HostConfig) {
+			hc.PublishAllPorts = false // only the port above, not the image's EXPOSEd 9092
+			hc.RestartPolicy = dc.NeverRestart()
+		})
+		if err == nil {
+			break
+		}
+		_ = pool.Client.RemoveContainer(dc.RemoveContainerOptions{ID: name, Force: true, RemoveVolumes: true})
+		if attempt == 3 {
+			return nil, fmt.Errorf("run %s (%d attempts): %w", image, attempt, err)
+		}
+		fmt.Fprintf(os.Stderr, "itest: run %s failed (attempt %d of 3): %v; trying again\n", image, attempt, err)
+		time.Sleep(time.Duration(attempt) * time.Second)
 	}
 	b := &broker{pool: pool, res: res, image: image, brokers: []string{net.JoinHostPort(host, p)}}
 
