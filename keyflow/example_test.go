@@ -20,22 +20,25 @@ type Balance struct {
 	Count int   `json:"count"`
 }
 
+// sumAmounts is the fold of the examples: one call per record of a key,
+// the state nil for a new key.
+func sumAmounts(_ *keyflow.Context, s *Balance, rec *kgo.Record) (*Balance, error) {
+	amount, err := strconv.ParseInt(string(rec.Value), 10, 64)
+	if err != nil {
+		return nil, err // fails the partition, naming topic, partition, offset and key
+	}
+	if s == nil {
+		s = &Balance{}
+	}
+	s.Total += amount
+	s.Count++
+	return s, nil
+}
+
 // Example defines a flow that sums amounts per account and runs it with a
 // worker against an embedded cluster.
 func Example() {
-	// One fold per record of a key: the state is nil for a new key.
-	flow := keyflow.New(func(kc *keyflow.Context, s *Balance, rec *kgo.Record) (*Balance, error) {
-		amount, err := strconv.ParseInt(string(rec.Value), 10, 64)
-		if err != nil {
-			return nil, err // fails the partition, naming topic, partition, offset and key
-		}
-		if s == nil {
-			s = &Balance{}
-		}
-		s.Total += amount
-		s.Count++
-		return s, nil
-	})
+	flow := keyflow.New(sumAmounts)
 
 	cluster, _ := kfake.NewCluster(kfake.NumBrokers(1))
 	defer cluster.Close()
