@@ -69,6 +69,38 @@ func cleanupPolicyCompacts(policy string) bool {
 // looking for a topic they may not create before they report it missing.
 const missingTopicGrace = 2 * time.Second
 
+// listTopics lists topics. A topic created by someone else a moment ago
+// can be missing from the broker's metadata for a while (the controller has
+// committed it; the broker's cache applies it a little later): unless the
+// caller will create what is missing, a missing topic is looked up again
+// for missingTopicGrace before it counts as missing (a worker started right
+// after its topics were created failed with "does not exist").
+func listTopics(ctx context.Context, cl *kgo.Client, create bool, topics ...string) (kadm.TopicDetails, error) {
+	adm := kadm.NewClient(cl)
+	graceEnd := time.Now().Add(missingTopicGrace)
+	for {
+		details, err := adm.ListTopics(ctx, topics...)
+		if err != nil {
+			return nil, fmt.Errorf("%w: list topics %q: %w", ErrTopicSetup, topics, err)
+		}
+		listed := true
+		for _, t := range topics {
+			if d, ok := details[t]; !ok || d.Err != nil || len(d.Partitions) == 0 {
+				listed = false
+			}
+		}
+		if create || listed || !time.Now().Before(graceEnd) {
+			return details, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: list topics %q: %w", ErrTopicSetup, topics, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+		refreshTopics(ctx, cl, topics...)
+	}
+}
+
 // refreshTopics asks the cluster for topics' metadata with a request of
 // its own, which kgo stores in the metadata cache that kadm's ListTopics
 // reads: without it, a look again within MetadataMinAge (5 s by default)
@@ -101,28 +133,9 @@ func EnsureTopics(ctx context.Context, cl *kgo.Client, input, snapshot string, s
 		}
 		return int32(len(d.Partitions))
 	}
-	// A topic created by someone else a moment ago can be missing from the
-	// broker's metadata for a while (the controller has committed it; the
-	// broker's cache applies it a little later): without topic creation, a
-	// missing topic is looked up again for missingTopicGrace before it
-	// counts as missing (a worker started right after its topics were
-	// created failed with "does not exist").
-	graceEnd := time.Now().Add(missingTopicGrace)
-	for {
-		var err error
-		details, err = adm.ListTopics(ctx, input, snapshot)
-		if err != nil {
-			return fmt.Errorf("%w: list topics: %w", ErrTopicSetup, err)
-		}
-		if spec.Create || (count(input) > 0 && count(snapshot) > 0) || !time.Now().Before(graceEnd) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w: list topics: %w", ErrTopicSetup, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
-		refreshTopics(ctx, cl, input, snapshot)
+	details, err := listTopics(ctx, cl, spec.Create, input, snapshot)
+	if err != nil {
+		return err
 	}
 	create := func(t string, parts int32, cfg map[string]*string) error {
 		if !spec.Create {
@@ -202,27 +215,12 @@ func checkCleanupPolicy(ctx context.Context, adm *kadm.Client, topic string) err
 // the first Emit.
 func EnsureOutputTopic(ctx context.Context, cl *kgo.Client, topic string, partitions int32, spec TopicSpec) error {
 	adm := kadm.NewClient(cl)
-	// Without topic creation, a missing topic is looked up again for
-	// missingTopicGrace, as EnsureTopics does: one created elsewhere a
-	// moment ago may not be in the broker's metadata yet.
-	graceEnd := time.Now().Add(missingTopicGrace)
-	for {
-		details, err := adm.ListTopics(ctx, topic)
-		if err != nil {
-			return fmt.Errorf("%w: list output topic %q: %w", ErrTopicSetup, topic, err)
-		}
-		if d, ok := details[topic]; ok && d.Err == nil && len(d.Partitions) > 0 {
-			return nil
-		}
-		if spec.Create || !time.Now().Before(graceEnd) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w: list output topic %q: %w", ErrTopicSetup, topic, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
-		refreshTopics(ctx, cl, topic)
+	details, err := listTopics(ctx, cl, spec.Create, topic)
+	if err != nil {
+		return err
+	}
+	if d, ok := details[topic]; ok && d.Err == nil && len(d.Partitions) > 0 {
+		return nil
 	}
 	if !spec.Create {
 		return fmt.Errorf("%w: output topic %q does not exist (create it, or enable topic creation)", ErrTopicSetup, topic)
