@@ -3,7 +3,6 @@ package partitionflow
 import (
 	"github.com/actorflow/actorflow/internal/keyactor"
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // The live-key budget (keyflow.WithMaxLiveKeys): a partition keeps at most
@@ -135,7 +134,7 @@ func leavingSlack(budget int) int { return max(budget/4, 1) }
 // admits reports whether a key may be loaded now.
 func (p *partition) admits() bool {
 	budget := p.cfg.Handler.MaxLiveKeys()
-	return budget <= 0 || len(p.keys)-p.lru.n < leavingSlack(budget)
+	return budget <= 0 || p.loaded-p.lru.n < leavingSlack(budget)
 }
 
 // admitHeld loads held keys, oldest first, while the budget admits them.
@@ -143,50 +142,36 @@ func (p *partition) admits() bool {
 // while it unloaded, one whose persisted timer is due — are few and brief.
 func (p *partition) admitHeld(ctx actor.Context) {
 	for p.held.len() > 0 && p.phase == phaseRunning && p.err == nil && p.admits() {
-		k, rs := p.held.pop()
-		e := p.keys[k]
-		if e == nil {
-			e = p.spawnKey(ctx, k)
-		}
-		p.deliver(ctx, k, e, rs)
+		e := p.held.pop()
+		rs := e.pending
+		e.held, e.pending = false, nil
+		p.load(ctx, e, rs)
 	}
 }
 
-// heldKeys is a FIFO of keys not loaded, each with its records in offset
-// order.
+// heldKeys is the FIFO of the keys not loaded, waiting for the live-key
+// budget; each is an entry of the partition's key map (keyEntry.held) with
+// its records in pending, in offset order. One map for loaded and held keys:
+// a key that waits costs one map insert, where a map of its own cost four
+// more operations per key at a million keys.
 type heldKeys struct {
-	order []string
+	order []*keyEntry
 	head  int
-	recs  map[string][]*kgo.Record
 }
 
-func (h *heldKeys) len() int { return len(h.recs) }
+func (h *heldKeys) len() int { return len(h.order) - h.head }
 
-func (h *heldKeys) has(k string) bool { _, ok := h.recs[k]; return ok }
+func (h *heldKeys) push(e *keyEntry) { h.order = append(h.order, e) }
 
-func (h *heldKeys) add(k string, rs []*kgo.Record) {
-	if h.recs == nil {
-		h.recs = map[string][]*kgo.Record{}
-	}
-	if old, ok := h.recs[k]; ok {
-		h.recs[k] = append(old, rs...)
-		return
-	}
-	h.recs[k] = rs
-	h.order = append(h.order, k)
-}
-
-// pop removes the oldest held key and returns it with its records.
-func (h *heldKeys) pop() (string, []*kgo.Record) {
-	k := h.order[h.head]
-	h.order[h.head] = ""
+// pop removes the oldest held key (the queue must not be empty).
+func (h *heldKeys) pop() *keyEntry {
+	e := h.order[h.head]
+	h.order[h.head] = nil
 	h.head++
 	if h.head == len(h.order) {
 		h.order, h.head = h.order[:0], 0
 	} else if h.head > 1024 && h.head*2 > len(h.order) {
-		h.order, h.head = append([]string(nil), h.order[h.head:]...), 0
+		h.order, h.head = append([]*keyEntry(nil), h.order[h.head:]...), 0
 	}
-	rs := h.recs[k]
-	delete(h.recs, k)
-	return k, rs
+	return e
 }

@@ -3,8 +3,6 @@ package partitionflow
 import (
 	"fmt"
 	"testing"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 func lruKeys(l *lruList, byPtr map[*keyEntry]string) []string {
@@ -56,32 +54,31 @@ func TestLRUListOrder(t *testing.T) {
 	}
 }
 
-// Held keys come out oldest first, each with all its records in arrival
-// order, and the queue's consumed prefix is released.
+// Held keys come out oldest first, and the queue's consumed prefix is
+// released.
 func TestHeldKeysFIFO(t *testing.T) {
 	var h heldKeys
-	r := func(o int64) *kgo.Record { return &kgo.Record{Offset: o} }
-	h.add("a", []*kgo.Record{r(1)})
-	h.add("b", []*kgo.Record{r(2)})
-	h.add("a", []*kgo.Record{r(3), r(4)})
-	if h.len() != 2 || !h.has("a") || h.has("c") {
-		t.Fatalf("len %d", h.len())
+	a, b := &keyEntry{key: "a"}, &keyEntry{key: "b"}
+	h.push(a)
+	h.push(b)
+	if h.len() != 2 {
+		t.Fatalf("len %d, want 2", h.len())
 	}
-	if k, rs := h.pop(); k != "a" || len(rs) != 3 || rs[0].Offset != 1 || rs[2].Offset != 4 {
-		t.Fatalf("pop %q with %v, want a with offsets 1, 3, 4", k, rs)
+	if e := h.pop(); e != a {
+		t.Fatalf("pop %q, want a", e.key)
 	}
-	if k, _ := h.pop(); k != "b" {
-		t.Fatalf("pop %q, want b", k)
+	if e := h.pop(); e != b {
+		t.Fatalf("pop %q, want b", e.key)
 	}
 	if h.len() != 0 || len(h.order) != 0 {
 		t.Fatalf("drained queue keeps %d keys, %d slots", h.len(), len(h.order))
 	}
 	for i := range 5000 {
-		h.add(fmt.Sprint(i), []*kgo.Record{r(int64(i))})
+		h.push(&keyEntry{key: fmt.Sprint(i)})
 	}
 	for i := range 4000 {
-		if k, _ := h.pop(); k != fmt.Sprint(i) {
-			t.Fatalf("pop %q, want %d", k, i)
+		if e := h.pop(); e.key != fmt.Sprint(i) {
+			t.Fatalf("pop %q, want %d", e.key, i)
 		}
 	}
 	if len(h.order)-h.head != 1000 || h.head > 1024+1 {

@@ -124,14 +124,20 @@ const (
 	phaseRevoking   = "revoking"
 )
 
+// keyEntry is a key of the partition's key map: loaded (pid set), or held
+// (waiting for the live-key budget to load it, its records in pending).
 type keyEntry struct {
-	pid       *actor.PID
+	key       string
+	pid       *actor.PID // nil while held
+	held      bool
 	unloading bool
 	// The live-key budget's recency list (livekeys.go); linked while loaded
 	// and not unloading.
 	linked     bool
 	prev, next *keyEntry
 	evicted    bool   // the Unload in flight is an eviction's (not the idle sweep's)
+	dirty      bool   // listed in the partition's dirty (flushed at the next persist tick)
+	gone       bool   // unloaded: a stale entry of the dirty list
 	active     uint32 // sweep generation of the last dispatch
 	pending    []*kgo.Record
 	// queries arrived while the key was unloading: answered from its
@@ -168,14 +174,20 @@ type partition struct {
 	phase   string
 	txn     *actor.PID
 	tracker *OffsetTracker
-	keys    map[string]*keyEntry
+	keys    map[string]*keyEntry   // loaded and held keys
+	loaded  int                    // the loaded ones (an actor each)
 	lru     lruList                // loaded keys not unloading, most recently active first
 	held    heldKeys               // keys waiting for the budget to load them, with their records
 	cold    map[string]coldSnap    // persisted state of keys without an actor (cold.go)
 	coldSrc snapshotstore.Position // where the recovered snapshots were read from (cold.go)
-	dirty   map[string]struct{}
+	// dirty lists the loaded keys to flush at the next persist tick, each
+	// once (keyEntry.dirty): no map of key strings to look up per record.
+	dirty   []*keyEntry
 	waiting []*kgo.Record // batches received while recovering
-	cancel  context.CancelFunc
+	// records' per-batch grouping, reused (emptied after each batch)
+	byKey  map[string][]*kgo.Record
+	order  []string
+	cancel context.CancelFunc
 	// keyProps is shared by every key actor (one Props per key would cost
 	// ~200 B per loaded key); its producer reads spawnKey/spawnSnap, which
 	// spawnKey sets around ctx.Spawn (protoactor calls it synchronously).
@@ -239,7 +251,6 @@ func newPartition(cfg Config) *partition {
 		phase:     phaseRecovering,
 		tracker:   NewOffsetTracker(cfg.AssignedOffset),
 		keys:      map[string]*keyEntry{},
-		dirty:     map[string]struct{}{},
 		committed: cfg.AssignedOffset,
 		requested: cfg.AssignedOffset,
 	}
@@ -252,7 +263,9 @@ func (p *partition) Receive(ctx actor.Context) {
 	case *keyactor.Progress:
 		p.tracker.Settled(m.Key, m.Settled)
 		if m.Dirty {
-			p.dirty[m.Key] = struct{}{} // e.g. changed by a timer
+			if e := p.keys[m.Key]; e != nil {
+				p.markDirty(e) // e.g. changed by a timer
+			}
 		}
 		p.catchUpCommit(ctx)
 	case *tick:
@@ -274,7 +287,7 @@ func (p *partition) Receive(ctx actor.Context) {
 	case *keyactor.Busy:
 		if e := p.keys[m.Key]; e != nil {
 			if e.evicted {
-				p.dirty[m.Key] = struct{}{} // the persist ticks skipped it while evicted
+				p.markDirty(e) // the persist ticks skipped it while evicted
 			}
 			p.stays(ctx, e)
 			p.flushPending(ctx, m.Key, e)
@@ -299,7 +312,7 @@ func (p *partition) Receive(ctx actor.Context) {
 	case *ChildFailed:
 		who := "transaction actor"
 		for k, e := range p.keys { // rare: O(keys) is fine
-			if e.pid.Id == m.Child.Id {
+			if e.pid != nil && e.pid.Id == m.Child.Id {
 				who = fmt.Sprintf("key %q", k)
 			}
 		}

@@ -65,14 +65,14 @@ func (p *partition) coldDue(ctx actor.Context) {
 		return
 	}
 	for _, e := range p.ctimers.due(time.Now()) {
-		if p.held.has(e.key) {
+		if ke := p.keys[e.key]; ke != nil && ke.held {
 			continue // loads at its admission; its overdue timers fire after those records
 		}
 		c, ok := p.cold[e.key]
 		if at, has := c.nextTimer(); !ok || !has || !at.Equal(e.at) {
 			continue
 		}
-		ke := p.spawnKey(ctx, e.key)
+		ke := p.spawnKey(ctx, e.key, nil)
 		ctx.Send(ke.pid, &keyactor.Wake{})
 	}
 	p.scheduleCold(ctx)
@@ -89,8 +89,17 @@ func (p *partition) records(ctx actor.Context, recs []*kgo.Record) {
 	case p.phase != phaseRunning:
 		return // revoking: the new owner replays
 	}
-	byKey := map[string][]*kgo.Record{}
-	var order []string
+	// Reused batch after batch (cleared below): a map per batch, grown
+	// again each time, cost as much as the routing itself at a million keys.
+	if p.byKey == nil {
+		p.byKey = map[string][]*kgo.Record{}
+	}
+	byKey, order := p.byKey, p.order[:0]
+	defer func() {
+		clear(byKey)
+		clear(order)
+		p.order = order[:0]
+	}()
 	for _, r := range recs {
 		k := string(r.Key)
 		switch {
@@ -136,20 +145,23 @@ func (p *partition) records(ctx actor.Context, recs []*kgo.Record) {
 // with records held takes new ones behind them: its records reach it in
 // offset order.
 func (p *partition) dispatch(ctx actor.Context, k string, rs []*kgo.Record) {
-	e := p.keys[k]
-	if e == nil {
-		if p.held.has(k) || !p.admits() {
-			p.held.add(k, rs)
-			return
-		}
-		e = p.spawnKey(ctx, k)
+	switch e := p.keys[k]; {
+	case e == nil && !p.admits():
+		e = &keyEntry{key: k, held: true, pending: rs}
+		p.keys[k] = e
+		p.held.push(e)
+	case e == nil:
+		p.spawnKey(ctx, k, rs)
+	case e.held:
+		e.pending = append(e.pending, rs...)
+	default:
+		p.deliver(ctx, k, e, rs)
 	}
-	p.deliver(ctx, k, e, rs)
 }
 
 // deliver sends rs to the loaded key e (kept pending while it unloads).
 func (p *partition) deliver(ctx actor.Context, k string, e *keyEntry, rs []*kgo.Record) {
-	p.dirty[k] = struct{}{}
+	p.markDirty(e)
 	e.active = p.sweep
 	p.lru.moveToFront(e)
 	if e.unloading {
@@ -159,7 +171,20 @@ func (p *partition) deliver(ctx actor.Context, k string, e *keyEntry, rs []*kgo.
 	ctx.Send(e.pid, &keyactor.Deliver{Records: rs})
 }
 
-func (p *partition) spawnKey(ctx actor.Context, k string) *keyEntry {
+// spawnKey loads k (from the snapshot the partition keeps for it, if any)
+// with its first records rs (nil: none, e.g. a load to fire due timers): a
+// pooled actor gets them in its Load, a new one in a Deliver after its
+// spawn.
+func (p *partition) spawnKey(ctx actor.Context, k string, rs []*kgo.Record) *keyEntry {
+	e := &keyEntry{key: k}
+	p.keys[k] = e
+	p.load(ctx, e, rs)
+	return e
+}
+
+// load gives the entry e (new, or held until now) an actor, as spawnKey.
+func (p *partition) load(ctx actor.Context, e *keyEntry, rs []*kgo.Record) {
+	k := e.key
 	var snap *snapshotstore.Snapshot
 	if c, ok := p.cold[k]; ok {
 		s := c.snapshot(k, p.coldSrc)
@@ -168,17 +193,31 @@ func (p *partition) spawnKey(ctx actor.Context, k string) *keyEntry {
 	}
 	pid := p.pool.take()
 	if pid != nil {
-		ctx.Send(pid, &keyactor.Load{Key: k, Snapshot: snap}) // before any Deliver: one sender, in order
+		// Before any other message to it: one sender, in order.
+		ctx.Send(pid, &keyactor.Load{Key: k, Snapshot: snap, Deliver: keyactor.Deliver{Records: rs}})
 	} else {
 		p.spawnName, p.spawnSnap = k, snap
 		pid = ctx.Spawn(p.keyProps)
 		p.spawnName, p.spawnSnap = "", nil
+		if len(rs) > 0 {
+			ctx.Send(pid, &keyactor.Deliver{Records: rs})
+		}
 	}
-	e := &keyEntry{pid: pid, active: p.sweep}
-	p.keys[k] = e
+	e.pid, e.active = pid, p.sweep
+	p.loaded++
 	p.lru.pushFront(e)
+	if len(rs) > 0 {
+		p.markDirty(e)
+	}
 	p.evictOverBudget(ctx)
-	return e
+}
+
+// markDirty lists e for the next persist tick's Flush.
+func (p *partition) markDirty(e *keyEntry) {
+	if !e.dirty {
+		e.dirty = true
+		p.dirty = append(p.dirty, e)
+	}
 }
 
 // flushPending delivers records that arrived while the key was unloading.
@@ -190,16 +229,18 @@ func (p *partition) flushPending(ctx actor.Context, k string, e *keyEntry) {
 	if len(e.pending) > 0 {
 		ctx.Send(e.pid, &keyactor.Deliver{Records: e.pending})
 		e.pending = nil
-		p.dirty[k] = struct{}{}
+		p.markDirty(e)
 	}
 }
 
 func (p *partition) unloaded(ctx actor.Context, m *keyactor.Unloaded) {
 	e := p.keys[m.Key]
-	if e == nil {
+	if e == nil || e.held {
 		return
 	}
 	delete(p.keys, m.Key)
+	p.loaded--
+	e.gone = true
 	p.lru.remove(e)
 	if p.env.Reuse {
 		p.pool.put(ctx, e.pid) // empty now, not stopped
@@ -216,9 +257,7 @@ func (p *partition) unloaded(ctx actor.Context, m *keyactor.Unloaded) {
 		p.flushAnswered(ctx, m.Key, p.round, nil)
 	}
 	if len(e.pending) > 0 && p.phase == phaseRunning {
-		ne := p.spawnKey(ctx, m.Key)
-		ne.pending = e.pending
-		p.flushPending(ctx, m.Key, ne)
+		p.spawnKey(ctx, m.Key, e.pending) // marks it dirty, as flushPending would
 	}
 	p.admitHeld(ctx)
 }
@@ -261,14 +300,16 @@ func (p *partition) onTick(ctx actor.Context, kind int) {
 	case tickPersist:
 		p.round++
 		flush := &keyactor.Flush{Round: p.round} // read-only: one for every key of the round
-		for k := range p.dirty {
+		for i, e := range p.dirty {
 			// An evicted key persists all it has by itself (Unload{Evict});
 			// if it stays after all (Busy), it is marked dirty again.
-			if e := p.keys[k]; e != nil && !e.evicted {
+			if !e.gone && !e.evicted && !e.held {
 				ctx.Send(e.pid, flush)
 			}
+			e.dirty = false
+			p.dirty[i] = nil
 		}
-		clear(p.dirty)
+		p.dirty = p.dirty[:0]
 	case tickCommit:
 		p.commitOffset(ctx)
 		if end := p.tracker.LastConsumed() + 1; end > p.requested {
@@ -278,7 +319,7 @@ func (p *partition) onTick(ctx actor.Context, kind int) {
 		}
 	case tickSweep:
 		for k, e := range p.keys {
-			if !e.unloading && e.active != p.sweep && !p.tracker.Holding(k) {
+			if !e.held && !e.unloading && e.active != p.sweep && !p.tracker.Holding(k) {
 				e.unloading = true
 				p.lru.remove(e)
 				ctx.Send(e.pid, &keyactor.Unload{})
@@ -330,7 +371,7 @@ func (p *partition) fail(ctx actor.Context, err error) {
 func (p *partition) status() Status {
 	return Status{
 		Topic: p.cfg.Topic, Partition: p.cfg.Partition, Phase: p.phase,
-		KeysLoaded: len(p.keys), KeysCold: len(p.cold),
+		KeysLoaded: p.loaded, KeysCold: len(p.cold),
 		Committable: p.tracker.Committable(), Committed: p.committed,
 		Recovered: p.recoveredN, Skipped: p.skipped, Outputs: p.outputs, TimersCold: p.ctimers.len(),
 		LastBatch: p.lastBatch, Txns: p.txns, Evictions: p.evictions, KeysHeld: p.held.len(),
@@ -349,7 +390,7 @@ func (p *partition) query(ctx actor.Context, m *KeyQuery) {
 		}
 		return
 	}
-	if e := p.keys[m.Key]; e != nil {
+	if e := p.keys[m.Key]; e != nil && !e.held {
 		if e.unloading {
 			e.queries = append(e.queries, q)
 			return

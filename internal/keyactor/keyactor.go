@@ -115,23 +115,15 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 	if a.empty {
 		if m, ok := ctx.Message().(*Load); ok {
 			a.load(ctx, m)
+			if len(m.Records) > 0 {
+				a.onDeliver(ctx, &m.Deliver)
+			}
 		}
 		return
 	}
 	switch m := ctx.Message().(type) {
 	case *Deliver:
-		if a.waitAcks {
-			a.stash = append(a.stash, m)
-		} else {
-			a.deliver(ctx, m)
-		}
-		a.fireOverdue(ctx)
-		// Transactional outputs go out with the snapshot right after the
-		// batch that emitted them, not at the next PersistEvery tick:
-		// their transaction's commit is their visibility (one write per key
-		// per batch; the next one when this one is acknowledged).
-		a.maybePersist(ctx)
-		a.report(ctx)
+		a.onDeliver(ctx, m)
 	case *Wake:
 		a.fireOverdue(ctx)
 	case *Query:
@@ -198,6 +190,22 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		a.stopTimers()
 	}
+}
+
+// onDeliver folds one batch (stashed while outputs await their acks).
+func (a *keyActor[S]) onDeliver(ctx actor.Context, m *Deliver) {
+	if a.waitAcks {
+		a.stash = append(a.stash, m)
+	} else {
+		a.deliver(ctx, m)
+	}
+	a.fireOverdue(ctx)
+	// Transactional outputs go out with the snapshot right after the
+	// batch that emitted them, not at the next PersistEvery tick:
+	// their transaction's commit is their visibility (one write per key
+	// per batch; the next one when this one is acknowledged).
+	a.maybePersist(ctx)
+	a.report(ctx)
 }
 
 // unload hands the key's persisted snapshot to the partition and stops, or
