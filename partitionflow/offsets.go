@@ -6,60 +6,95 @@ import "container/heap"
 // first record whose effect is not yet persisted, minimised over keys, else
 // the last consumed offset + 1. It never moves backwards and starts at the
 // assigned offset. Pure logic, no I/O: the partition actor drives it.
+//
+// Each key's hold is a Hold, reached by key (Dispatched, Settled, Holding)
+// or through a handle the caller keeps (Dispatch, Settle): the partition
+// keeps one in each key's entry, which spares two lookups by key per record
+// at a million keys.
 type OffsetTracker struct {
-	holds map[string]*keyHold
-	// byFirst orders the holds by first, so Committable reads the minimum
-	// instead of scanning every holding key (O(keys) per call at a million
-	// keys); Dispatched and Settled keep it in O(log keys).
-	byFirst      holdHeap
+	holds map[string]*Hold // the keyed API's holds
+	// The minimum of the holds' first offsets, kept in O(1) amortised for
+	// the usual order: holds start in offset order (records are dispatched
+	// in order), so fifo is sorted by the first offset each hold was queued
+	// with, a lower bound of its first (which only grows). The holds whose
+	// first grew by the time they reach fifo's head move to moved, a min-heap
+	// by their first then. A hold released or restarted leaves stale queue
+	// entries behind (their gen no longer matches), dropped as they surface.
+	fifo         []holdRef
+	head         int
+	moved        refHeap
+	active       int // holds holding
 	lastConsumed int64
 	floor        int64 // the last committable returned; never regresses
 }
 
-type keyHold struct {
-	first int64 // first dispatched offset not yet settled
-	last  int64 // last dispatched offset
-	index int   // position in byFirst
+// Hold is one key's hold on the committable offset: the first record
+// dispatched to the key and not yet settled. The zero value holds nothing.
+// A Hold must not be copied while it holds (the tracker refers to it).
+type Hold struct {
+	first  int64 // first dispatched offset not yet settled
+	last   int64 // last dispatched offset
+	gen    uint32
+	active bool
 }
 
-// holdHeap is a min-heap of holds by first (container/heap).
-type holdHeap []*keyHold
+// Holding reports whether h holds an offset.
+func (h *Hold) Holding() bool { return h.active }
 
-func (h holdHeap) Len() int           { return len(h) }
-func (h holdHeap) Less(i, j int) bool { return h[i].first < h[j].first }
-func (h holdHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].index, h[j].index = i, j
+// holdRef is a queue entry: h as it was when queued (gen, first).
+type holdRef struct {
+	h     *Hold
+	first int64
+	gen   uint32
 }
-func (h *holdHeap) Push(x any) {
-	k := x.(*keyHold)
-	k.index = len(*h)
-	*h = append(*h, k)
-}
-func (h *holdHeap) Pop() any {
-	old := *h
-	k := old[len(old)-1]
-	old[len(old)-1] = nil // no pinned hold
-	*h = old[:len(old)-1]
-	return k
+
+// refHeap is a min-heap of holdRefs by first (container/heap).
+type refHeap []holdRef
+
+func (q refHeap) Len() int           { return len(q) }
+func (q refHeap) Less(i, j int) bool { return q[i].first < q[j].first }
+func (q refHeap) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
+func (q *refHeap) Push(x any)        { *q = append(*q, x.(holdRef)) }
+func (q *refHeap) Pop() any {
+	old := *q
+	r := old[len(old)-1]
+	old[len(old)-1] = holdRef{} // no pinned hold
+	*q = old[:len(old)-1]
+	return r
 }
 
 // NewOffsetTracker starts at the assigned offset (the position the consumer
 // resumes from).
 func NewOffsetTracker(assigned int64) *OffsetTracker {
-	return &OffsetTracker{holds: map[string]*keyHold{}, lastConsumed: assigned - 1, floor: assigned}
+	return &OffsetTracker{holds: map[string]*Hold{}, lastConsumed: assigned - 1, floor: assigned}
 }
 
 // Dispatched records that key was sent the records first..last (offsets in
 // the partition, first <= last). The key holds first until it settles it.
 func (t *OffsetTracker) Dispatched(key string, first, last int64) {
-	h, ok := t.holds[key]
-	if !ok {
-		h = &keyHold{first: first, last: last}
+	h := t.holds[key]
+	if h == nil {
+		h = &Hold{}
 		t.holds[key] = h
-		heap.Push(&t.byFirst, h)
+	}
+	t.Dispatch(h, first, last)
+}
+
+// Dispatch is Dispatched for the key whose hold is h.
+func (t *OffsetTracker) Dispatch(h *Hold, first, last int64) {
+	if !h.active {
+		h.first, h.last, h.active = first, last, true
+		h.gen++
+		t.active++
+		r := holdRef{h: h, first: first, gen: h.gen}
+		if n := len(t.fifo); n > t.head && t.fifo[n-1].first > first {
+			heap.Push(&t.moved, r) // out of offset order: fifo stays sorted
+		} else {
+			t.compact()
+			t.fifo = append(t.fifo, r)
+		}
 	} else if last > h.last {
-		h.last = last // first is unchanged: the heap stays ordered
+		h.last = last // first is unchanged: the queues stay ordered
 	}
 	t.Consumed(last)
 }
@@ -76,18 +111,29 @@ func (t *OffsetTracker) Consumed(offset int64) {
 // dispatched record is at or above it — or is released when nothing
 // dispatched remains unsettled.
 func (t *OffsetTracker) Settled(key string, through int64) {
-	h, ok := t.holds[key]
-	if !ok {
+	h := t.holds[key]
+	if h == nil {
+		return
+	}
+	t.Settle(h, through)
+	if !h.active {
+		delete(t.holds, key)
+	}
+}
+
+// Settle is Settled for the key whose hold is h.
+func (t *OffsetTracker) Settle(h *Hold, through int64) {
+	if !h.active {
 		return
 	}
 	if through >= h.last {
-		delete(t.holds, key)
-		heap.Remove(&t.byFirst, h.index)
+		h.active = false
+		t.active--
+		t.trim() // releases come mostly in offset order: drop them as they go
 		return
 	}
 	if through+1 > h.first {
 		h.first = through + 1
-		heap.Fix(&t.byFirst, h.index)
 	}
 }
 
@@ -99,14 +145,83 @@ func (t *OffsetTracker) LastConsumed() int64 { return t.lastConsumed }
 func (t *OffsetTracker) Holding(key string) bool { _, ok := t.holds[key]; return ok }
 
 // Committable returns the offset that may be committed: every record below
-// it is persisted. O(1).
+// it is persisted. O(1) amortised.
 func (t *OffsetTracker) Committable() int64 {
 	c := t.lastConsumed + 1
-	if len(t.byFirst) > 0 && t.byFirst[0].first < c {
-		c = t.byFirst[0].first
+	if m, ok := t.min(); ok && m < c {
+		c = m
 	}
 	if c > t.floor {
 		t.floor = c
 	}
 	return t.floor
+}
+
+// live reports whether r is its hold's current entry (false: stale).
+func (r holdRef) live() bool { return r.h.active && r.h.gen == r.gen }
+
+// trim drops the stale entries at the heads of fifo and moved, and moves
+// fifo's head to moved when its hold's first grew: afterwards each head,
+// if any, is live and exact (its first is its hold's).
+func (t *OffsetTracker) trim() {
+	for t.head < len(t.fifo) {
+		r := t.fifo[t.head]
+		if r.live() && r.h.first == r.first {
+			break
+		}
+		t.fifo[t.head] = holdRef{}
+		t.head++
+		if r.live() {
+			heap.Push(&t.moved, holdRef{h: r.h, first: r.h.first, gen: r.gen})
+		}
+	}
+	switch {
+	case t.head == len(t.fifo):
+		t.fifo, t.head = t.fifo[:0], 0
+	case t.head > 1024 && t.head*2 > len(t.fifo):
+		t.fifo, t.head = append([]holdRef(nil), t.fifo[t.head:]...), 0
+	}
+	for len(t.moved) > 0 {
+		r := t.moved[0]
+		if r.live() && r.h.first == r.first {
+			break
+		}
+		if r.live() {
+			t.moved[0].first = r.h.first
+			heap.Fix(&t.moved, 0)
+		} else {
+			heap.Pop(&t.moved)
+		}
+	}
+}
+
+// compact drops fifo's stale entries once they outnumber the holds: behind
+// a hold that stays at the head (a slow key), the entries of the keys
+// released meanwhile would pile up. O(1) amortised: each compaction at
+// least halves what it scans.
+func (t *OffsetTracker) compact() {
+	if len(t.fifo)-t.head <= 2*t.active+1024 {
+		return
+	}
+	live := t.fifo[:0]
+	for _, r := range t.fifo[t.head:] {
+		if r.live() {
+			live = append(live, r)
+		}
+	}
+	clear(t.fifo[len(live):])
+	t.fifo, t.head = live, 0
+}
+
+// min is the lowest first offset held (false: nothing holds).
+func (t *OffsetTracker) min() (int64, bool) {
+	t.trim()
+	m, ok := int64(0), false
+	if t.head < len(t.fifo) {
+		m, ok = t.fifo[t.head].first, true
+	}
+	if len(t.moved) > 0 && (!ok || t.moved[0].first < m) {
+		m, ok = t.moved[0].first, true
+	}
+	return m, ok
 }

@@ -140,6 +140,7 @@ type keyEntry struct {
 	gone       bool   // unloaded: a stale entry of the dirty list
 	active     uint32 // sweep generation of the last dispatch
 	pending    []*kgo.Record
+	hold       Hold // its records' hold on the committable offset (OffsetTracker)
 	// queries arrived while the key was unloading: answered from its
 	// Unloaded snapshot, or forwarded to it when it stays (Busy).
 	queries []*keyactor.Query
@@ -261,9 +262,9 @@ func (p *partition) Receive(ctx actor.Context) {
 	case *Records:
 		p.records(ctx, m.Records)
 	case *keyactor.Progress:
-		p.tracker.Settled(m.Key, m.Settled)
-		if m.Dirty {
-			if e := p.keys[m.Key]; e != nil {
+		if e := p.keys[m.Key]; e != nil {
+			p.tracker.Settle(&e.hold, m.Settled)
+			if m.Dirty {
 				p.markDirty(e) // e.g. changed by a timer
 			}
 		}

@@ -135,8 +135,8 @@ func (p *partition) records(ctx actor.Context, recs []*kgo.Record) {
 	}
 	for _, k := range order {
 		rs := byKey[k]
-		p.tracker.Dispatched(k, rs[0].Offset, rs[len(rs)-1].Offset)
-		p.dispatch(ctx, k, rs)
+		e := p.dispatch(ctx, k, rs)
+		p.tracker.Dispatch(&e.hold, rs[0].Offset, rs[len(rs)-1].Offset)
 	}
 }
 
@@ -144,19 +144,21 @@ func (p *partition) records(ctx actor.Context, recs []*kgo.Record) {
 // admits it, else holding the records until it does (livekeys.go). A key
 // with records held takes new ones behind them: its records reach it in
 // offset order.
-func (p *partition) dispatch(ctx actor.Context, k string, rs []*kgo.Record) {
-	switch e := p.keys[k]; {
+func (p *partition) dispatch(ctx actor.Context, k string, rs []*kgo.Record) *keyEntry {
+	e := p.keys[k]
+	switch {
 	case e == nil && !p.admits():
 		e = &keyEntry{key: k, held: true, pending: rs}
 		p.keys[k] = e
 		p.held.push(e)
 	case e == nil:
-		p.spawnKey(ctx, k, rs)
+		e = p.spawnKey(ctx, k, rs)
 	case e.held:
 		e.pending = append(e.pending, rs...)
 	default:
 		p.deliver(ctx, k, e, rs)
 	}
+	return e
 }
 
 // deliver sends rs to the loaded key e (kept pending while it unloads).
@@ -238,17 +240,17 @@ func (p *partition) unloaded(ctx actor.Context, m *keyactor.Unloaded) {
 	if e == nil || e.held {
 		return
 	}
-	delete(p.keys, m.Key)
 	p.loaded--
-	e.gone = true
 	p.lru.remove(e)
 	if p.env.Reuse {
 		p.pool.put(ctx, e.pid) // empty now, not stopped
 	}
+	e.pid = nil
 	p.cold[m.Key] = toCold(m.Snapshot, p.coldSrc)
 	for _, q := range e.queries {
 		p.answerCold(q, m.Snapshot, true)
 	}
+	e.queries = nil
 	if at, ok := m.Snapshot.NextTimer(); ok {
 		p.ctimers.add(m.Key, at)
 		p.scheduleCold(ctx)
@@ -257,7 +259,21 @@ func (p *partition) unloaded(ctx actor.Context, m *keyactor.Unloaded) {
 		p.flushAnswered(ctx, m.Key, p.round, nil)
 	}
 	if len(e.pending) > 0 && p.phase == phaseRunning {
-		p.spawnKey(ctx, m.Key, e.pending) // marks it dirty, as flushPending would
+		// Records arrived while it unloaded: the same entry loads again
+		// (from the snapshot just kept), its hold covering them.
+		rs := e.pending
+		e.pending, e.unloading, e.evicted = nil, false, false
+		p.load(ctx, e, rs) // marks it dirty, as flushPending would
+	} else {
+		delete(p.keys, m.Key)
+		e.gone = true
+		if e.hold.Holding() && p.phase == phaseRunning {
+			// The key reports its records settled before it unloads
+			// (keyactor's maybeEvict; the sweep asks only keys not
+			// holding): the hold stays, so nothing past it commits.
+			p.log.Error("key unloaded with its records' offsets held; commits stop at them (a bug)",
+				zap.String("key", m.Key), zap.Int64("held_offset", e.hold.first))
+		}
 	}
 	p.admitHeld(ctx)
 }
@@ -318,8 +334,8 @@ func (p *partition) onTick(ctx actor.Context, kind int) {
 			p.catchUp = 0
 		}
 	case tickSweep:
-		for k, e := range p.keys {
-			if !e.held && !e.unloading && e.active != p.sweep && !p.tracker.Holding(k) {
+		for _, e := range p.keys {
+			if !e.held && !e.unloading && e.active != p.sweep && !e.hold.Holding() {
 				e.unloading = true
 				p.lru.remove(e)
 				ctx.Send(e.pid, &keyactor.Unload{})
