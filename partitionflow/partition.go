@@ -196,6 +196,7 @@ type partition struct {
 	pool      keyPool // key actors emptied by an unload (keypool.go)
 	spawnName string
 	spawnSnap *snapshotstore.Snapshot
+	spawnTag  *keyEntry
 	stopT     chan struct{}
 	sweep     uint32
 	round     uint64
@@ -262,7 +263,7 @@ func (p *partition) Receive(ctx actor.Context) {
 	case *Records:
 		p.records(ctx, m.Records)
 	case *keyactor.Progress:
-		if e := p.keys[m.Key]; e != nil {
+		if e := p.entry(m.Key, m.Tag); e != nil {
 			p.tracker.Settle(&e.hold, m.Settled)
 			if m.Dirty {
 				p.markDirty(e) // e.g. changed by a timer
@@ -381,7 +382,13 @@ func (p *partition) start(ctx actor.Context) {
 	// The lock-free mailbox: its empty queue is two small nodes where the
 	// default's ring buffer allocates 10 slots up front (~210 B per loaded
 	// key); a key actor's mailbox rarely holds more than a few messages.
-	p.keyProps = actor.PropsFromProducer(func() actor.Actor { return h.NewKeyActor(p.spawnName, p.spawnSnap, env) },
+	p.keyProps = actor.PropsFromProducer(func() actor.Actor {
+		a := h.NewKeyActor(p.spawnName, p.spawnSnap, env)
+		if t, ok := a.(keyactor.Tagged); ok {
+			t.SetTag(p.spawnTag)
+		}
+		return a
+	},
 		actor.WithDispatcher(dispatcher()), actor.WithMailbox(actor.UnboundedLockfree()))
 	root, txnPID := ctx.ActorSystem().Root, p.txn
 	p.env.Persist = func(s snapshotstore.Snapshot, outputs []*kgo.Record, done func(error)) {

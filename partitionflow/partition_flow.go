@@ -196,11 +196,11 @@ func (p *partition) load(ctx actor.Context, e *keyEntry, rs []*kgo.Record) {
 	pid := p.pool.take()
 	if pid != nil {
 		// Before any other message to it: one sender, in order.
-		ctx.Send(pid, &keyactor.Load{Key: k, Snapshot: snap, Deliver: keyactor.Deliver{Records: rs}})
+		ctx.Send(pid, &keyactor.Load{Key: k, Tag: e, Snapshot: snap, Deliver: keyactor.Deliver{Records: rs}})
 	} else {
-		p.spawnName, p.spawnSnap = k, snap
+		p.spawnName, p.spawnSnap, p.spawnTag = k, snap, e
 		pid = ctx.Spawn(p.keyProps)
-		p.spawnName, p.spawnSnap = "", nil
+		p.spawnName, p.spawnSnap, p.spawnTag = "", nil, nil
 		if len(rs) > 0 {
 			ctx.Send(pid, &keyactor.Deliver{Records: rs})
 		}
@@ -212,6 +212,19 @@ func (p *partition) load(ctx actor.Context, e *keyEntry, rs []*kgo.Record) {
 		p.markDirty(e)
 	}
 	p.evictOverBudget(ctx)
+}
+
+// entry is the loaded key k's entry: tag, what its actor echoes (the entry
+// it was loaded for: Load.Tag, Core.SetTag), else a lookup by key. Nil if k
+// is not loaded.
+func (p *partition) entry(k string, tag any) *keyEntry {
+	if e, ok := tag.(*keyEntry); ok && e != nil {
+		if e.gone || e.pid == nil {
+			return nil
+		}
+		return e
+	}
+	return p.keys[k]
 }
 
 // markDirty lists e for the next persist tick's Flush.
@@ -236,7 +249,7 @@ func (p *partition) flushPending(ctx actor.Context, k string, e *keyEntry) {
 }
 
 func (p *partition) unloaded(ctx actor.Context, m *keyactor.Unloaded) {
-	e := p.keys[m.Key]
+	e := p.entry(m.Key, m.Tag)
 	if e == nil || e.held {
 		return
 	}

@@ -23,6 +23,7 @@ var minTimerUnloadHorizon = time.Minute
 // output bookkeeping, timers.
 type Core struct {
 	key  string
+	tag  any // the partition's, echoed in Progress and Unloaded (SetTag)
 	env  *Env
 	cfg  *Config
 	self *actor.PID
@@ -217,7 +218,7 @@ func (a *keyActor[S]) unload(ctx actor.Context) {
 		ctx.Send(ctx.Parent(), &Busy{Key: a.key})
 		return
 	}
-	ctx.Send(ctx.Parent(), &Unloaded{Key: a.key, Snapshot: snap})
+	ctx.Send(ctx.Parent(), &Unloaded{Key: a.key, Tag: a.tag, Snapshot: snap})
 	if !a.env.Reuse {
 		ctx.Stop(ctx.Self())
 		return
@@ -237,6 +238,7 @@ func (a *keyActor[S]) load(ctx actor.Context, m *Load) {
 	flow, env := a.flow, a.env
 	*a = keyActor[S]{flow: flow}
 	a.init(m.Key, m.Snapshot, env)
+	a.tag = m.Tag
 	a.started(ctx)
 }
 
@@ -529,9 +531,18 @@ func (k *Core) report(ctx actor.Context) {
 	if s == k.reported && !k.reportDirty {
 		return
 	}
-	ctx.Send(ctx.Parent(), &Progress{Key: k.key, Settled: s, Dirty: k.reportDirty})
+	ctx.Send(ctx.Parent(), &Progress{Key: k.key, Tag: k.tag, Settled: s, Dirty: k.reportDirty})
 	k.reported, k.reportDirty = s, false
 }
+
+// Tagged is implemented by the actors NewKeyActor returns (SetTag).
+type Tagged interface{ SetTag(tag any) }
+
+// SetTag sets what the actor's Progress and Unloaded carry as Tag, until
+// its next Load (which carries its own): the partition's handle on the
+// key, so that it finds the key without a lookup by key. Call it before the
+// actor starts (in its producer).
+func (k *Core) SetTag(tag any) { k.tag = tag }
 
 func (k *Core) fail(ctx actor.Context, err error) {
 	if k.failed != nil {

@@ -47,6 +47,7 @@ type Unload struct{ Evict bool }
 // above it.
 type Progress struct {
 	Key     string
+	Tag     any // the key's tag (Core.SetTag, Load.Tag); nil: none
 	Settled int64
 	// Dirty: the state has changes not yet persisted.
 	Dirty bool
@@ -65,6 +66,7 @@ type FlushDone struct {
 // the first is due).
 type Unloaded struct {
 	Key      string
+	Tag      any // the key's tag (Core.SetTag, Load.Tag); nil: none
 	Snapshot snapshotstore.Snapshot
 }
 
@@ -76,6 +78,7 @@ type Unloaded struct {
 // loaded key counts at a million keys.
 type Load struct {
 	Key      string
+	Tag      any // echoed in the key's Progress and Unloaded
 	Snapshot *snapshotstore.Snapshot
 	Deliver
 }
