@@ -124,10 +124,23 @@ const (
 	phaseRevoking   = "revoking"
 )
 
-// keyEntry is a key of the partition's key map: loaded (pid set), or held
-// (waiting for the live-key budget to load it, its records in pending).
+// keySlot is a key of the partition's key map: loaded or held (e), or cold
+// (e nil: cold is the persisted snapshot of a key without an actor). One
+// map for every key the partition knows: a key's load, hold and unload
+// each cost one map operation, where separate maps cost five at a million
+// keys.
+type keySlot struct {
+	e    *keyEntry
+	cold coldSnap
+}
+
+// keyEntry is a key with an actor (pid set), or held (waiting for the
+// live-key budget to load it, its records in pending).
 type keyEntry struct {
-	key       string
+	key string
+	// cold is the key's persisted snapshot (nil: none) while held, handed
+	// to its actor at the load.
+	cold      *coldSnap
 	pid       *actor.PID // nil while held
 	held      bool
 	unloading bool
@@ -175,11 +188,11 @@ type partition struct {
 	phase   string
 	txn     *actor.PID
 	tracker *OffsetTracker
-	keys    map[string]*keyEntry   // loaded and held keys
+	keys    map[string]keySlot     // loaded, held and cold keys
 	loaded  int                    // the loaded ones (an actor each)
+	coldN   int                    // the cold ones
 	lru     lruList                // loaded keys not unloading, most recently active first
 	held    heldKeys               // keys waiting for the budget to load them, with their records
-	cold    map[string]coldSnap    // persisted state of keys without an actor (cold.go)
 	coldSrc snapshotstore.Position // where the recovered snapshots were read from (cold.go)
 	// dirty lists the loaded keys to flush at the next persist tick, each
 	// once (keyEntry.dirty): no map of key strings to look up per record.
@@ -252,7 +265,7 @@ func newPartition(cfg Config) *partition {
 		log:       cfg.Logger.With(zap.String("topic", cfg.Topic), zap.Int32("partition", cfg.Partition)),
 		phase:     phaseRecovering,
 		tracker:   NewOffsetTracker(cfg.AssignedOffset),
-		keys:      map[string]*keyEntry{},
+		keys:      map[string]keySlot{},
 		committed: cfg.AssignedOffset,
 		requested: cfg.AssignedOffset,
 	}
@@ -287,7 +300,7 @@ func (p *partition) Receive(ctx actor.Context) {
 	case *keyactor.Unloaded:
 		p.unloaded(ctx, m)
 	case *keyactor.Busy:
-		if e := p.keys[m.Key]; e != nil {
+		if e := p.keys[m.Key].e; e != nil && !e.held {
 			if e.evicted {
 				p.markDirty(e) // the persist ticks skipped it while evicted
 			}
@@ -313,8 +326,8 @@ func (p *partition) Receive(ctx actor.Context) {
 		p.fail(ctx, fmt.Errorf("%s[%d]: snapshot transaction: %w", p.cfg.Topic, p.cfg.Partition, m.err))
 	case *ChildFailed:
 		who := "transaction actor"
-		for k, e := range p.keys { // rare: O(keys) is fine
-			if e.pid != nil && e.pid.Id == m.Child.Id {
+		for k, s := range p.keys { // rare: O(keys) is fine
+			if s.e != nil && s.e.pid != nil && s.e.pid.Id == m.Child.Id {
 				who = fmt.Sprintf("key %q", k)
 			}
 		}

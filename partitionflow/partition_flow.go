@@ -20,11 +20,14 @@ func (p *partition) recovered(ctx actor.Context, m *recovered) {
 		return
 	}
 	p.coldSrc = coldSource(m.snaps)
-	p.cold = make(map[string]coldSnap, len(m.snaps))
+	if len(p.keys) == 0 { // no key loads before recovery: sized for the snapshots
+		p.keys = make(map[string]keySlot, len(m.snaps))
+	}
 	p.recoveredN = len(m.snaps)
 	p.phase = phaseRunning
 	for k, s := range m.snaps {
-		p.cold[k] = toCold(s, p.coldSrc)
+		p.keys[k] = keySlot{cold: toCold(s, p.coldSrc)}
+		p.coldN++
 		if at, ok := s.NextTimer(); ok {
 			p.ctimers.add(k, at)
 		}
@@ -64,16 +67,20 @@ func (p *partition) coldDue(ctx actor.Context) {
 	if p.phase != phaseRunning || p.err != nil {
 		return
 	}
-	for _, e := range p.ctimers.due(time.Now()) {
-		if ke := p.keys[e.key]; ke != nil && ke.held {
-			continue // loads at its admission; its overdue timers fire after those records
-		}
-		c, ok := p.cold[e.key]
-		if at, has := c.nextTimer(); !ok || !has || !at.Equal(e.at) {
+	for _, t := range p.ctimers.due(time.Now()) {
+		// A held key loads at its admission (its overdue timers fire after
+		// those records); a loaded one's entry is stale.
+		s, ok := p.keys[t.key]
+		if !ok || s.e != nil {
 			continue
 		}
-		ke := p.spawnKey(ctx, e.key, nil)
-		ctx.Send(ke.pid, &keyactor.Wake{})
+		if at, has := s.cold.nextTimer(); !has || !at.Equal(t.at) {
+			continue
+		}
+		p.coldN--
+		c := s.cold
+		e := p.spawnKey(ctx, t.key, nil, &c)
+		ctx.Send(e.pid, &keyactor.Wake{})
 	}
 	p.scheduleCold(ctx)
 }
@@ -145,14 +152,26 @@ func (p *partition) records(ctx actor.Context, recs []*kgo.Record) {
 // with records held takes new ones behind them: its records reach it in
 // offset order.
 func (p *partition) dispatch(ctx actor.Context, k string, rs []*kgo.Record) *keyEntry {
-	e := p.keys[k]
+	s, known := p.keys[k]
+	e := s.e
 	switch {
 	case e == nil && !p.admits():
 		e = &keyEntry{key: k, held: true, pending: rs}
-		p.keys[k] = e
+		if known { // cold: its snapshot waits with it
+			c := s.cold // a copy: only a cold key's escapes
+			e.cold = &c
+			p.coldN--
+		}
+		p.keys[k] = keySlot{e: e}
 		p.held.push(e)
 	case e == nil:
-		e = p.spawnKey(ctx, k, rs)
+		var cold *coldSnap
+		if known {
+			c := s.cold // a copy: only a cold key's escapes
+			cold = &c
+			p.coldN--
+		}
+		e = p.spawnKey(ctx, k, rs, cold)
 	case e.held:
 		e.pending = append(e.pending, rs...)
 	default:
@@ -177,9 +196,9 @@ func (p *partition) deliver(ctx actor.Context, k string, e *keyEntry, rs []*kgo.
 // with its first records rs (nil: none, e.g. a load to fire due timers): a
 // pooled actor gets them in its Load, a new one in a Deliver after its
 // spawn.
-func (p *partition) spawnKey(ctx actor.Context, k string, rs []*kgo.Record) *keyEntry {
-	e := &keyEntry{key: k}
-	p.keys[k] = e
+func (p *partition) spawnKey(ctx actor.Context, k string, rs []*kgo.Record, cold *coldSnap) *keyEntry {
+	e := &keyEntry{key: k, cold: cold}
+	p.keys[k] = keySlot{e: e}
 	p.load(ctx, e, rs)
 	return e
 }
@@ -188,10 +207,10 @@ func (p *partition) spawnKey(ctx actor.Context, k string, rs []*kgo.Record) *key
 func (p *partition) load(ctx actor.Context, e *keyEntry, rs []*kgo.Record) {
 	k := e.key
 	var snap *snapshotstore.Snapshot
-	if c, ok := p.cold[k]; ok {
-		s := c.snapshot(k, p.coldSrc)
+	if e.cold != nil {
+		s := e.cold.snapshot(k, p.coldSrc)
 		snap = &s
-		delete(p.cold, k)
+		e.cold = nil
 	}
 	pid := p.pool.take()
 	if pid != nil {
@@ -224,7 +243,7 @@ func (p *partition) entry(k string, tag any) *keyEntry {
 		}
 		return e
 	}
-	return p.keys[k]
+	return p.keys[k].e
 }
 
 // markDirty lists e for the next persist tick's Flush.
@@ -259,7 +278,7 @@ func (p *partition) unloaded(ctx actor.Context, m *keyactor.Unloaded) {
 		p.pool.put(ctx, e.pid) // empty now, not stopped
 	}
 	e.pid = nil
-	p.cold[m.Key] = toCold(m.Snapshot, p.coldSrc)
+	c := toCold(m.Snapshot, p.coldSrc)
 	for _, q := range e.queries {
 		p.answerCold(q, m.Snapshot, true)
 	}
@@ -276,9 +295,11 @@ func (p *partition) unloaded(ctx actor.Context, m *keyactor.Unloaded) {
 		// (from the snapshot just kept), its hold covering them.
 		rs := e.pending
 		e.pending, e.unloading, e.evicted = nil, false, false
+		e.cold = &c
 		p.load(ctx, e, rs) // marks it dirty, as flushPending would
 	} else {
-		delete(p.keys, m.Key)
+		p.keys[m.Key] = keySlot{cold: c}
+		p.coldN++
 		e.gone = true
 		if e.hold.Holding() && p.phase == phaseRunning {
 			// The key reports its records settled before it unloads
@@ -347,12 +368,15 @@ func (p *partition) onTick(ctx actor.Context, kind int) {
 			p.catchUp = 0
 		}
 	case tickSweep:
-		for _, e := range p.keys {
-			if !e.held && !e.unloading && e.active != p.sweep && !e.hold.Holding() {
+		// The loaded keys not unloading are the recency list's.
+		for e := p.lru.head; e != nil; {
+			next := e.next
+			if e.active != p.sweep && !e.hold.Holding() {
 				e.unloading = true
 				p.lru.remove(e)
 				ctx.Send(e.pid, &keyactor.Unload{})
 			}
+			e = next
 		}
 		p.sweep++
 	}
@@ -400,7 +424,7 @@ func (p *partition) fail(ctx actor.Context, err error) {
 func (p *partition) status() Status {
 	return Status{
 		Topic: p.cfg.Topic, Partition: p.cfg.Partition, Phase: p.phase,
-		KeysLoaded: p.loaded, KeysCold: len(p.cold),
+		KeysLoaded: p.loaded, KeysCold: p.coldN,
 		Committable: p.tracker.Committable(), Committed: p.committed,
 		Recovered: p.recoveredN, Skipped: p.skipped, Outputs: p.outputs, TimersCold: p.ctimers.len(),
 		LastBatch: p.lastBatch, Txns: p.txns, Evictions: p.evictions, KeysHeld: p.held.len(),
@@ -419,16 +443,21 @@ func (p *partition) query(ctx actor.Context, m *KeyQuery) {
 		}
 		return
 	}
-	if e := p.keys[m.Key]; e != nil && !e.held {
-		if e.unloading {
-			e.queries = append(e.queries, q)
-			return
+	s, ok := p.keys[m.Key]
+	switch e := s.e; {
+	case e == nil:
+		p.answerCold(q, s.cold.snapshot(m.Key, p.coldSrc), ok)
+	case e.held: // its records wait: its persisted snapshot, if any
+		if e.cold != nil {
+			p.answerCold(q, e.cold.snapshot(m.Key, p.coldSrc), true)
+		} else {
+			p.answerCold(q, snapshotstore.Snapshot{}, false)
 		}
+	case e.unloading:
+		e.queries = append(e.queries, q)
+	default:
 		ctx.Send(e.pid, q)
-		return
 	}
-	c, ok := p.cold[m.Key]
-	p.answerCold(q, c.snapshot(m.Key, p.coldSrc), ok)
 }
 
 // answerCold answers q from a key's persisted snapshot (found: the

@@ -74,9 +74,10 @@ func (p *partition) revoke(ctx actor.Context, flush bool) {
 	// Flush every live key (clean keys answer at once), then commit.
 	p.round++
 	p.flushOf = make(map[string]bool, p.loaded)
-	for k, e := range p.keys {
-		if e.held {
-			continue // never loaded: nothing to persist (its offsets stay held)
+	for k, s := range p.keys {
+		e := s.e
+		if e == nil || e.held {
+			continue // cold, or never loaded: nothing to persist (a held key's offsets stay held)
 		}
 		p.flushOf[k] = true
 		ctx.Send(e.pid, &keyactor.Flush{Round: p.round, Reply: true})
