@@ -195,6 +195,13 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 
 // onDeliver folds one batch (stashed while outputs await their acks).
 func (a *keyActor[S]) onDeliver(ctx actor.Context, m *Deliver) {
+	if a.reported == -2 && len(m.Records) > 0 {
+		// A load's first report of the offset before its first record
+		// would settle nothing: the partition's hold on the key starts at
+		// that record (the key's previous actor left with everything
+		// delivered to it settled). One Progress fewer per loaded key.
+		a.reported = m.Records[0].Offset - 1
+	}
 	if a.waitAcks {
 		a.stash = append(a.stash, m)
 	} else {
