@@ -15,7 +15,9 @@ import (
 type coldSnap struct {
 	value  []byte // nil: a tombstone
 	offset int64
-	timers []snapshotstore.Timer
+	// timers is nil for a key without timers (most): a pointer where a
+	// slice header cost 16 bytes more per cold key.
+	timers *[]snapshotstore.Timer
 	// source is the offset of the snapshot record it was recovered from;
 	// -1 for one an actor handed back (Unloaded), which has none.
 	source int64
@@ -24,7 +26,11 @@ type coldSnap struct {
 // toCold keeps s for key s.Key (or the map's) as a coldSnap; src is the
 // partition's coldSource, which s.Source must match to be kept.
 func toCold(s snapshotstore.Snapshot, src snapshotstore.Position) coldSnap {
-	c := coldSnap{value: s.Value, offset: s.Offset, timers: s.Timers, source: -1}
+	c := coldSnap{value: s.Value, offset: s.Offset, source: -1}
+	if len(s.Timers) > 0 {
+		ts := s.Timers // a copy of the header: only then does one escape
+		c.timers = &ts
+	}
 	if s.Source != (snapshotstore.Position{}) && s.Source.Topic == src.Topic && s.Source.Partition == src.Partition {
 		c.source = s.Source.Offset
 	}
@@ -33,7 +39,10 @@ func toCold(s snapshotstore.Snapshot, src snapshotstore.Position) coldSnap {
 
 // snapshot is the Snapshot c keeps for key, with the Source it was read from.
 func (c coldSnap) snapshot(key string, src snapshotstore.Position) snapshotstore.Snapshot {
-	s := snapshotstore.Snapshot{Key: key, Value: c.value, Offset: c.offset, Timers: c.timers}
+	s := snapshotstore.Snapshot{Key: key, Value: c.value, Offset: c.offset}
+	if c.timers != nil {
+		s.Timers = *c.timers
+	}
 	if c.source >= 0 {
 		s.Source = snapshotstore.Position{Topic: src.Topic, Partition: src.Partition, Offset: c.source}
 	}
@@ -42,7 +51,10 @@ func (c coldSnap) snapshot(key string, src snapshotstore.Position) snapshotstore
 
 // nextTimer is the earliest due time of c's timers (false: none).
 func (c coldSnap) nextTimer() (time.Time, bool) {
-	return snapshotstore.Snapshot{Timers: c.timers}.NextTimer()
+	if c.timers == nil {
+		return time.Time{}, false
+	}
+	return snapshotstore.Snapshot{Timers: *c.timers}.NextTimer()
 }
 
 // coldSource is where a partition's recovered snapshots were read from

@@ -81,14 +81,18 @@ func (g *GroupCommit) Add(w Write) {
 // part, so each queued write is moved at most once more on average (O(1)
 // amortized). It moves the live part to the front of the same array, unless
 // that array is far larger than the backlog (a burst drained): then the live
-// part goes to a fresh array sized to it, releasing the large one.
+// part goes to a fresh array of half the size, releasing the large one —
+// half, not the backlog's size, so that a backlog that swings (a million
+// keys' writes) does not regrow the array from small each time.
 func (g *GroupCommit) compact() {
 	live := len(g.queue) - g.head
 	if g.head == 0 || g.head < live {
 		return
 	}
 	if c := cap(g.queue); c > 4*g.max && c > 4*live {
-		g.queue, g.head = append([]Write(nil), g.queue[g.head:]...), 0
+		q := make([]Write, live, c/2)
+		copy(q, g.queue[g.head:])
+		g.queue, g.head = q, 0
 		return
 	}
 	n := copy(g.queue, g.queue[g.head:])

@@ -171,7 +171,9 @@ func (h *heldKeys) pop() *keyEntry {
 	if h.head == len(h.order) {
 		h.order, h.head = h.order[:0], 0
 	} else if h.head > 1024 && h.head*2 > len(h.order) {
-		h.order, h.head = append([]*keyEntry(nil), h.order[h.head:]...), 0
+		n := copy(h.order, h.order[h.head:]) // in place: no array per compaction
+		clear(h.order[n:])
+		h.order, h.head = h.order[:n], 0
 	}
 	return e
 }

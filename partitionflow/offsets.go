@@ -179,7 +179,10 @@ func (t *OffsetTracker) trim() {
 	case t.head == len(t.fifo):
 		t.fifo, t.head = t.fifo[:0], 0
 	case t.head > 1024 && t.head*2 > len(t.fifo):
-		t.fifo, t.head = append([]holdRef(nil), t.fifo[t.head:]...), 0
+		// In place: a fresh array each time cost ~100 bytes per hold.
+		n := copy(t.fifo, t.fifo[t.head:])
+		clear(t.fifo[n:])
+		t.fifo, t.head = t.fifo[:n], 0
 	}
 	for len(t.moved) > 0 {
 		r := t.moved[0]

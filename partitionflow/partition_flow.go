@@ -295,7 +295,8 @@ func (p *partition) unloaded(ctx actor.Context, m *keyactor.Unloaded) {
 		// (from the snapshot just kept), its hold covering them.
 		rs := e.pending
 		e.pending, e.unloading, e.evicted = nil, false, false
-		e.cold = &c
+		cc := c // only this branch's copy escapes
+		e.cold = &cc
 		p.load(ctx, e, rs) // marks it dirty, as flushPending would
 	} else {
 		p.keys[m.Key] = keySlot{cold: c}
