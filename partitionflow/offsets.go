@@ -1,7 +1,5 @@
 package partitionflow
 
-import "container/heap"
-
 // OffsetTracker computes a partition's committable offset: the offset of the
 // first record whose effect is not yet persisted, minimised over keys, else
 // the last consumed offset + 1. It never moves backwards and starts at the
@@ -48,19 +46,51 @@ type holdRef struct {
 	gen   uint32
 }
 
-// refHeap is a min-heap of holdRefs by first (container/heap).
+// refHeap is a min-heap of holdRefs by first, written out rather than
+// through container/heap, whose Push and Pop box each 24-byte holdRef.
 type refHeap []holdRef
 
-func (q refHeap) Len() int           { return len(q) }
-func (q refHeap) Less(i, j int) bool { return q[i].first < q[j].first }
-func (q refHeap) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
-func (q *refHeap) Push(x any)        { *q = append(*q, x.(holdRef)) }
-func (q *refHeap) Pop() any {
-	old := *q
-	r := old[len(old)-1]
-	old[len(old)-1] = holdRef{} // no pinned hold
-	*q = old[:len(old)-1]
-	return r
+func (q *refHeap) push(r holdRef) {
+	*q = append(*q, r)
+	q.up(len(*q) - 1)
+}
+
+// pop removes the top (the heap must not be empty).
+func (q *refHeap) pop() {
+	h := *q
+	n := len(h) - 1
+	h[0] = h[n]
+	h[n] = holdRef{} // no pinned hold
+	*q = h[:n]
+	q.down(0)
+}
+
+func (q refHeap) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if q[p].first <= q[i].first {
+			return
+		}
+		q[p], q[i] = q[i], q[p]
+		i = p
+	}
+}
+
+func (q refHeap) down(i int) {
+	for {
+		m := 2*i + 1
+		if m >= len(q) {
+			return
+		}
+		if r := m + 1; r < len(q) && q[r].first < q[m].first {
+			m = r
+		}
+		if q[i].first <= q[m].first {
+			return
+		}
+		q[i], q[m] = q[m], q[i]
+		i = m
+	}
 }
 
 // NewOffsetTracker starts at the assigned offset (the position the consumer
@@ -88,7 +118,7 @@ func (t *OffsetTracker) Dispatch(h *Hold, first, last int64) {
 		t.active++
 		r := holdRef{h: h, first: first, gen: h.gen}
 		if n := len(t.fifo); n > t.head && t.fifo[n-1].first > first {
-			heap.Push(&t.moved, r) // out of offset order: fifo stays sorted
+			t.moved.push(r) // out of offset order: fifo stays sorted
 		} else {
 			t.compact()
 			t.fifo = append(t.fifo, r)
@@ -130,6 +160,7 @@ func (t *OffsetTracker) Settle(h *Hold, through int64) {
 		h.active = false
 		t.active--
 		t.trim() // releases come mostly in offset order: drop them as they go
+		t.compactMoved()
 		return
 	}
 	if through+1 > h.first {
@@ -172,7 +203,7 @@ func (t *OffsetTracker) trim() {
 		t.fifo[t.head] = holdRef{}
 		t.head++
 		if r.live() {
-			heap.Push(&t.moved, holdRef{h: r.h, first: r.h.first, gen: r.gen})
+			t.moved.push(holdRef{h: r.h, first: r.h.first, gen: r.gen})
 		}
 	}
 	switch {
@@ -190,10 +221,10 @@ func (t *OffsetTracker) trim() {
 			break
 		}
 		if r.live() {
-			t.moved[0].first = r.h.first
-			heap.Fix(&t.moved, 0)
+			t.moved[0].first = r.h.first // it only grows: down suffices
+			t.moved.down(0)
 		} else {
-			heap.Pop(&t.moved)
+			t.moved.pop()
 		}
 	}
 }
@@ -214,6 +245,27 @@ func (t *OffsetTracker) compact() {
 	}
 	clear(t.fifo[len(live):])
 	t.fifo, t.head = live, 0
+}
+
+// compactMoved drops moved's stale entries once they outnumber the holds,
+// as compact does for fifo: behind a moved hold that stays at the top, the
+// entries of the moved holds released meanwhile would pile up (each keeps
+// its key's entry in memory). O(1) amortised.
+func (t *OffsetTracker) compactMoved() {
+	if len(t.moved) <= 2*t.active+1024 {
+		return
+	}
+	live := t.moved[:0]
+	for _, r := range t.moved {
+		if r.live() {
+			live = append(live, r)
+		}
+	}
+	clear(t.moved[len(live):])
+	t.moved = live
+	for i := len(live)/2 - 1; i >= 0; i-- {
+		live.down(i)
+	}
 }
 
 // min is the lowest first offset held (false: nothing holds).

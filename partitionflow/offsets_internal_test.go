@@ -46,3 +46,32 @@ func TestTrackerHoldThatMovedIsOrderedByItsNewFirst(t *testing.T) {
 		t.Fatalf("Committable() = %d, holding %v; want 11, released", got, a.Holding())
 	}
 }
+
+// The same for the heap of holds that moved: behind a moved hold that stays
+// the lowest (a key whose write is slow), the entries of the moved holds
+// released meanwhile must not pile up.
+func TestTrackerMovedHeapBoundedBehindASlowKey(t *testing.T) {
+	tr := NewOffsetTracker(0)
+	var slow Hold
+	tr.Dispatch(&slow, 0, 10)
+	tr.Settle(&slow, 4) // holds 5 now: it moves to the heap at the next look
+	if got := tr.Committable(); got != 5 {
+		t.Fatalf("Committable() = %d, want 5", got)
+	}
+	var h Hold
+	for o := int64(20); o < 200_020; o += 2 {
+		tr.Dispatch(&h, o, o+1)
+		tr.Settle(&h, o) // its first grows: it moves to the heap too
+		if got := tr.Committable(); got != 5 {
+			t.Fatalf("after offset %d: Committable() = %d, want 5 (the slow key holds 5)", o, got)
+		}
+		tr.Settle(&h, o+1) // released: a stale heap entry
+	}
+	if n := len(tr.moved); n > 2*tr.active+1024+1 {
+		t.Fatalf("%d heap entries for %d holds: released holds pile up behind the slow key", n, tr.active)
+	}
+	tr.Settle(&slow, 10)
+	if got := tr.Committable(); got != 200_020 {
+		t.Fatalf("Committable() = %d after the slow key settled, want 200020", got)
+	}
+}

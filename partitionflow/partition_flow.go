@@ -237,13 +237,14 @@ func (p *partition) load(ctx actor.Context, e *keyEntry, rs []*kgo.Record) {
 // it was loaded for: Load.Tag, Core.SetTag), else a lookup by key. Nil if k
 // is not loaded.
 func (p *partition) entry(k string, tag any) *keyEntry {
-	if e, ok := tag.(*keyEntry); ok && e != nil {
-		if e.gone || e.pid == nil {
-			return nil
-		}
-		return e
+	e, _ := tag.(*keyEntry)
+	if e == nil {
+		e = p.keys[k].e
 	}
-	return p.keys[k].e
+	if e == nil || e.gone || e.pid == nil { // a held key has no actor yet
+		return nil
+	}
+	return e
 }
 
 // markDirty lists e for the next persist tick's Flush.
