@@ -124,6 +124,12 @@ const (
 	phaseRevoking   = "revoking"
 )
 
+// keyGroup is one key's records of a batch (records).
+type keyGroup struct {
+	key  string
+	recs []*kgo.Record
+}
+
 // keySlot is a key of the partition's key map: loaded or held (e), or cold
 // (e nil: cold is the persisted snapshot of a key without an actor). One
 // map for every key the partition knows: a key's load, hold and unload
@@ -199,8 +205,8 @@ type partition struct {
 	dirty   []*keyEntry
 	waiting []*kgo.Record // batches received while recovering
 	// records' per-batch grouping, reused (emptied after each batch)
-	byKey  map[string][]*kgo.Record
-	order  []string
+	byKey  map[string]int // key → index in groups
+	groups []keyGroup
 	cancel context.CancelFunc
 	// keyProps is shared by every key actor (one Props per key would cost
 	// ~200 B per loaded key); its producer reads spawnKey/spawnSnap, which

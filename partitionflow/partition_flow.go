@@ -98,17 +98,19 @@ func (p *partition) records(ctx actor.Context, recs []*kgo.Record) {
 	}
 	// Reused batch after batch (cleared below): a map per batch, grown
 	// again each time, cost as much as the routing itself at a million keys.
+	// byKey indexes groups; a lookup by string(r.Key) does not allocate, so
+	// a key's string is made once per batch, not once per record.
 	if p.byKey == nil {
-		p.byKey = map[string][]*kgo.Record{}
+		p.byKey = map[string]int{}
 	}
-	byKey, order := p.byKey, p.order[:0]
+	byKey, groups := p.byKey, p.groups[:0]
 	defer func() {
 		clear(byKey)
-		clear(order)
-		p.order = order[:0]
+		clear(groups)
+		p.groups = groups[:0]
 	}()
 	for _, r := range recs {
-		k := string(r.Key)
+		keyless := false
 		switch {
 		case r.Attrs.IsControl():
 			// A transaction marker (the consumer keeps them): consumed, so
@@ -120,7 +122,7 @@ func (p *partition) records(ctx actor.Context, recs []*kgo.Record) {
 			// The reserved key's actor dead-letters it: its snapshot (a
 			// tombstone carrying the offset) goes with the dead letter, so
 			// the record is held like any key's and never written twice.
-			k = snapshotstore.KeylessKey
+			keyless = true
 		case r.Key == nil:
 			if p.cfg.Handler.NilKeyPolicy() == keyactor.Skip {
 				p.skipped++
@@ -131,18 +133,33 @@ func (p *partition) records(ctx actor.Context, recs []*kgo.Record) {
 			}
 			p.fail(ctx, fmt.Errorf("%s[%d] offset %d: record has no key (nil-key policy: fail)", r.Topic, r.Partition, r.Offset))
 			return
-		case k == snapshotstore.MarkerKey || k == snapshotstore.KeylessKey:
+		case string(r.Key) == snapshotstore.MarkerKey || string(r.Key) == snapshotstore.KeylessKey:
 			p.fail(ctx, fmt.Errorf("%s[%d] offset %d: key %q is reserved for actorflow's own snapshot records", r.Topic, r.Partition, r.Offset, r.Key))
 			return
 		}
-		if _, ok := byKey[k]; !ok {
-			order = append(order, k)
+		var (
+			i  int
+			ok bool
+		)
+		if keyless {
+			i, ok = byKey[snapshotstore.KeylessKey]
+		} else {
+			i, ok = byKey[string(r.Key)]
 		}
-		byKey[k] = append(byKey[k], r)
+		if !ok {
+			k := snapshotstore.KeylessKey
+			if !keyless {
+				k = string(r.Key)
+			}
+			i = len(groups)
+			byKey[k] = i
+			groups = append(groups, keyGroup{key: k})
+		}
+		groups[i].recs = append(groups[i].recs, r)
 	}
-	for _, k := range order {
-		rs := byKey[k]
-		e := p.dispatch(ctx, k, rs)
+	for _, g := range groups {
+		rs := g.recs
+		e := p.dispatch(ctx, g.key, rs)
 		p.tracker.Dispatch(&e.hold, rs[0].Offset, rs[len(rs)-1].Offset)
 	}
 }
