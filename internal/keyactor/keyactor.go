@@ -110,6 +110,9 @@ type keyActor[S any] struct {
 	droppedOutputs int
 	// empty: unloaded under Env.Reuse; only a Load wakes it.
 	empty bool
+	// persisted is the actor's Persist callback (maybePersist), kept across
+	// the keys it serves.
+	persisted func(error)
 }
 
 func (a *keyActor[S]) Receive(ctx actor.Context) {
@@ -234,16 +237,16 @@ func (a *keyActor[S]) unload(ctx actor.Context) {
 	// outputAck can arrive for this key. A timer that fired meanwhile finds
 	// its keyTimer gone (timerFired compares pointers).
 	a.stopTimers()
-	env := a.env
-	*a = keyActor[S]{flow: a.flow, empty: true}
+	env, persisted := a.env, a.persisted
+	*a = keyActor[S]{flow: a.flow, empty: true, persisted: persisted}
 	a.env = env
 }
 
 // load starts the actor, empty since its last key unloaded, on m's key, as
 // a fresh actor's Started would.
 func (a *keyActor[S]) load(ctx actor.Context, m *Load) {
-	flow, env := a.flow, a.env
-	*a = keyActor[S]{flow: flow}
+	flow, env, persisted := a.flow, a.env, a.persisted
+	*a = keyActor[S]{flow: flow, persisted: persisted}
 	a.init(m.Key, m.Snapshot, env)
 	a.tag = m.Tag
 	a.started(ctx)
@@ -482,9 +485,24 @@ func (a *keyActor[S]) maybePersist(ctx actor.Context) {
 	a.dirty, a.firstDirty = false, -1
 	outs := a.outbox
 	a.outbox = nil
-	self, sys := a.self, a.env.System
-	a.env.Persist(snap, outs, func(err error) { sys.Root.Send(self, &persistDone{err: err}) })
+	if a.persisted == nil {
+		// One callback per actor (its PID stays across the keys it
+		// serves), and one shared message for a success: a closure and a
+		// message per write were two allocations per key at a million keys.
+		self, root := a.self, a.env.System.Root
+		a.persisted = func(err error) {
+			if err == nil {
+				root.Send(self, persistOK)
+				return
+			}
+			root.Send(self, &persistDone{err: err})
+		}
+	}
+	a.env.Persist(snap, outs, a.persisted)
 }
+
+// persistOK is every successful write's answer (messages are read-only).
+var persistOK = &persistDone{}
 
 func (a *keyActor[S]) maybeFlushDone(ctx actor.Context) {
 	if !a.flushWaiting {
