@@ -124,21 +124,32 @@ func (s Snapshot) Tombstone() bool { return s.Value == nil }
 
 // EncodeRecord returns the snapshot record for topic/partition.
 func EncodeRecord(topic string, partition int32, s Snapshot) *kgo.Record {
+	// The key and the offset header share one array, and the format header
+	// one for every record (kgo only reads them): a snapshot per key at a
+	// million keys made each allocation count.
+	buf := make([]byte, 0, len(s.Key)+20)
+	buf = append(buf, s.Key...)
+	key := buf[:len(s.Key):len(s.Key)]
+	offset := strconv.AppendInt(buf[len(s.Key):], s.Offset, 10)
+	headers := make([]kgo.RecordHeader, 2, 3)
+	headers[0] = kgo.RecordHeader{Key: HeaderOffset, Value: offset}
+	headers[1] = kgo.RecordHeader{Key: HeaderFormat, Value: formatVersionBytes}
 	r := &kgo.Record{
 		Topic:     topic,
 		Partition: partition,
-		Key:       []byte(s.Key),
+		Key:       key,
 		Value:     s.Value,
-		Headers: []kgo.RecordHeader{
-			{Key: HeaderOffset, Value: strconv.AppendInt(nil, s.Offset, 10)},
-			{Key: HeaderFormat, Value: []byte(formatVersion)},
-		},
+		Headers:   headers,
 	}
 	if len(s.Timers) > 0 {
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderTimers, Value: encodeTimers(s.Timers)})
 	}
 	return r
 }
+
+// formatVersionBytes is the format header's value, shared by every record
+// (read-only).
+var formatVersionBytes = []byte(formatVersion)
 
 // markerRecord is written in every transaction of the transactional mode so
 // that kgo always sends EndTxn (see ../shared/notes/franz-go.md: an
