@@ -388,14 +388,16 @@ func produceAll(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) error {
 		once  sync.Once
 		first error
 	)
+	// One callback for every record of the transaction, not one each.
+	produced := func(_ *kgo.Record, err error) {
+		if err != nil {
+			once.Do(func() { first = err; cancel() })
+		}
+		wg.Done()
+	}
 	wg.Add(len(recs))
 	for _, r := range recs {
-		cl.Produce(pctx, r, func(_ *kgo.Record, err error) {
-			if err != nil {
-				once.Do(func() { first = err; cancel() })
-			}
-			wg.Done()
-		})
+		cl.Produce(pctx, r, produced)
 	}
 	wg.Wait()
 	return first
