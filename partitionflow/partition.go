@@ -147,7 +147,7 @@ type keyEntry struct {
 	// cold is the key's persisted snapshot (nil: none) while held, handed
 	// to its actor at the load.
 	cold      *coldSnap
-	pid       *actor.PID // nil while held
+	pid       *actor.PID // nil while held, and once unloaded
 	held      bool
 	unloading bool
 	// The live-key budget's recency list (livekeys.go); linked while loaded
@@ -156,7 +156,6 @@ type keyEntry struct {
 	prev, next *keyEntry
 	evicted    bool   // the Unload in flight is an eviction's (not the idle sweep's)
 	dirty      bool   // listed in the partition's dirty (flushed at the next persist tick)
-	gone       bool   // unloaded: a stale entry of the dirty list
 	active     uint32 // sweep generation of the last dispatch
 	pending    []*kgo.Record
 	hold       Hold // its records' hold on the committable offset (OffsetTracker)
@@ -311,7 +310,7 @@ func (p *partition) Receive(ctx actor.Context) {
 				p.markDirty(e) // the persist ticks skipped it while evicted
 			}
 			p.stays(ctx, e)
-			p.flushPending(ctx, m.Key, e)
+			p.flushPending(ctx, e)
 			for _, q := range e.queries {
 				ctx.Send(e.pid, q)
 			}

@@ -192,13 +192,13 @@ func (p *partition) dispatch(ctx actor.Context, k string, rs []*kgo.Record) *key
 	case e.held:
 		e.pending = append(e.pending, rs...)
 	default:
-		p.deliver(ctx, k, e, rs)
+		p.deliver(ctx, e, rs)
 	}
 	return e
 }
 
 // deliver sends rs to the loaded key e (kept pending while it unloads).
-func (p *partition) deliver(ctx actor.Context, k string, e *keyEntry, rs []*kgo.Record) {
+func (p *partition) deliver(ctx actor.Context, e *keyEntry, rs []*kgo.Record) {
 	p.markDirty(e)
 	e.active = p.sweep
 	p.lru.moveToFront(e)
@@ -258,7 +258,7 @@ func (p *partition) entry(k string, tag any) *keyEntry {
 	if e == nil {
 		e = p.keys[k].e
 	}
-	if e == nil || e.gone || e.pid == nil { // a held key has no actor yet
+	if e == nil || e.pid == nil { // held (no actor yet) or unloaded
 		return nil
 	}
 	return e
@@ -277,7 +277,7 @@ func (p *partition) markDirty(e *keyEntry) {
 // it while the Flush went to the leaving actor (or reached the staying one
 // before these records), and a key never flushed holds the committable
 // offset forever.
-func (p *partition) flushPending(ctx actor.Context, k string, e *keyEntry) {
+func (p *partition) flushPending(ctx actor.Context, e *keyEntry) {
 	if len(e.pending) > 0 {
 		ctx.Send(e.pid, &keyactor.Deliver{Records: e.pending})
 		e.pending = nil
@@ -319,7 +319,6 @@ func (p *partition) unloaded(ctx actor.Context, m *keyactor.Unloaded) {
 	} else {
 		p.keys[m.Key] = keySlot{cold: c}
 		p.coldN++
-		e.gone = true
 		if e.hold.Holding() && p.phase == phaseRunning {
 			// The key reports its records settled before it unloads
 			// (keyactor's maybeEvict; the sweep asks only keys not
@@ -372,7 +371,7 @@ func (p *partition) onTick(ctx actor.Context, kind int) {
 		for i, e := range p.dirty {
 			// An evicted key persists all it has by itself (Unload{Evict});
 			// if it stays after all (Busy), it is marked dirty again.
-			if !e.gone && !e.evicted && !e.held {
+			if e.pid != nil && !e.evicted { // not held, not unloaded
 				ctx.Send(e.pid, flush)
 			}
 			e.dirty = false
