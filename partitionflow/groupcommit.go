@@ -95,9 +95,7 @@ func (g *GroupCommit) compact() {
 		g.queue, g.head = q, 0
 		return
 	}
-	n := copy(g.queue, g.queue[g.head:])
-	clear(g.queue[n:]) // the moved writes' old slots
-	g.queue, g.head = g.queue[:n], 0
+	g.queue, g.head = shiftOut(g.queue, g.head), 0
 }
 
 // CommitOffset advances the offset to commit (never backwards) and forces a

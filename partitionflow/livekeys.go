@@ -167,13 +167,6 @@ func (h *heldKeys) push(e *keyEntry) { h.order = append(h.order, e) }
 func (h *heldKeys) pop() *keyEntry {
 	e := h.order[h.head]
 	h.order[h.head] = nil
-	h.head++
-	if h.head == len(h.order) {
-		h.order, h.head = h.order[:0], 0
-	} else if h.head > 1024 && h.head*2 > len(h.order) {
-		n := copy(h.order, h.order[h.head:]) // in place: no array per compaction
-		clear(h.order[n:])
-		h.order, h.head = h.order[:n], 0
-	}
+	h.order, h.head = reclaim(h.order, h.head+1)
 	return e
 }

@@ -206,15 +206,7 @@ func (t *OffsetTracker) trim() {
 			t.moved.push(holdRef{h: r.h, first: r.h.first, gen: r.gen})
 		}
 	}
-	switch {
-	case t.head == len(t.fifo):
-		t.fifo, t.head = t.fifo[:0], 0
-	case t.head > 1024 && t.head*2 > len(t.fifo):
-		// In place: a fresh array each time cost ~100 bytes per hold.
-		n := copy(t.fifo, t.fifo[t.head:])
-		clear(t.fifo[n:])
-		t.fifo, t.head = t.fifo[:n], 0
-	}
+	t.fifo, t.head = reclaim(t.fifo, t.head)
 	for len(t.moved) > 0 {
 		r := t.moved[0]
 		if r.live() && r.h.first == r.first {
@@ -234,17 +226,26 @@ func (t *OffsetTracker) trim() {
 // released meanwhile would pile up. O(1) amortised: each compaction at
 // least halves what it scans.
 func (t *OffsetTracker) compact() {
-	if len(t.fifo)-t.head <= 2*t.active+1024 {
-		return
+	if len(t.fifo)-t.head > t.staleBound() {
+		t.fifo, t.head = keepLive(t.fifo, t.head), 0
 	}
-	live := t.fifo[:0]
-	for _, r := range t.fifo[t.head:] {
+}
+
+// staleBound is how many entries a queue may hold before compaction: twice
+// the holds, plus room so that a few holds do not compact at every call.
+func (t *OffsetTracker) staleBound() int { return 2*t.active + 1024 }
+
+// keepLive moves q[from:]'s live entries to the front of q, in order, and
+// returns them (the rest of q cleared: no pinned hold).
+func keepLive(q []holdRef, from int) []holdRef {
+	live := q[:0]
+	for _, r := range q[from:] {
 		if r.live() {
 			live = append(live, r)
 		}
 	}
-	clear(t.fifo[len(live):])
-	t.fifo, t.head = live, 0
+	clear(q[len(live):])
+	return live
 }
 
 // compactMoved drops moved's stale entries once they outnumber the holds,
@@ -252,19 +253,12 @@ func (t *OffsetTracker) compact() {
 // entries of the moved holds released meanwhile would pile up (each keeps
 // its key's entry in memory). O(1) amortised.
 func (t *OffsetTracker) compactMoved() {
-	if len(t.moved) <= 2*t.active+1024 {
+	if len(t.moved) <= t.staleBound() {
 		return
 	}
-	live := t.moved[:0]
-	for _, r := range t.moved {
-		if r.live() {
-			live = append(live, r)
-		}
-	}
-	clear(t.moved[len(live):])
-	t.moved = live
-	for i := len(live)/2 - 1; i >= 0; i-- {
-		live.down(i)
+	t.moved = keepLive(t.moved, 0)
+	for i := len(t.moved)/2 - 1; i >= 0; i-- {
+		t.moved.down(i)
 	}
 }
 
