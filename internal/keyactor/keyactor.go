@@ -237,17 +237,23 @@ func (a *keyActor[S]) unload(ctx actor.Context) {
 	// outputAck can arrive for this key. A timer that fired meanwhile finds
 	// its keyTimer gone (timerFired compares pointers).
 	a.stopTimers()
-	env, persisted := a.env, a.persisted
-	*a = keyActor[S]{flow: a.flow, empty: true, persisted: persisted}
+	a.reset()
+	a.empty = true
+}
+
+// reset clears the key's state, keeping what belongs to the actor across
+// the keys it serves: its flow, env and Persist callback.
+func (a *keyActor[S]) reset() {
+	flow, env, persisted := a.flow, a.env, a.persisted
+	*a = keyActor[S]{flow: flow, persisted: persisted}
 	a.env = env
 }
 
 // load starts the actor, empty since its last key unloaded, on m's key, as
 // a fresh actor's Started would.
 func (a *keyActor[S]) load(ctx actor.Context, m *Load) {
-	flow, env, persisted := a.flow, a.env, a.persisted
-	*a = keyActor[S]{flow: flow, persisted: persisted}
-	a.init(m.Key, m.Snapshot, env)
+	a.reset()
+	a.init(m.Key, m.Snapshot, a.env)
 	a.tag = m.Tag
 	a.started(ctx)
 }
