@@ -162,7 +162,7 @@ func markerRecord(topic string, partition int32, committed int64) *kgo.Record {
 		Value:     strconv.AppendInt(nil, committed, 10),
 		Headers: []kgo.RecordHeader{
 			{Key: HeaderKind, Value: []byte(kindMarker)},
-			{Key: HeaderFormat, Value: []byte(formatVersion)},
+			{Key: HeaderFormat, Value: formatVersionBytes},
 		},
 	}
 }
