@@ -27,8 +27,9 @@ type KeyState[S any] struct {
 // tombstones, and lets the latest record of a key decide.
 //
 // Staleness: it shows what was persisted when it started. A running flow's
-// keys are persisted every WithPersistEvery (5 s by default) and at every
-// revoke, so the state may trail the input by that much. A read fails
+// keys are persisted every WithPersistEvery (5 s by default), ~50 ms after
+// a partition's input goes quiet (WithIdleFlush), and at every revoke, so
+// the state of a busy input may trail it by up to WithPersistEvery. A read fails
 // (wrapped ErrUndecodableSnapshot) when a key's latest record cannot be
 // decoded, and with the codec's error naming the key when its value cannot.
 func ReadState[S any](ctx context.Context, brokers []string, snapshotTopic string, codec keyflow.Codec[S], opts ...kgo.Opt) (map[string]KeyState[S], error) {

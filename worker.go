@@ -195,6 +195,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			RevokeTimeout:           w.cfg.rebalanceTimeout / 2,
 			PersistEvery:            w.cfg.persistEvery,
 			CommitOffsetsInterval:   w.cfg.commitEvery,
+			IdleFlushAfter:          w.cfg.idleFlush,
 			MaxWritesPerTransaction: w.cfg.maxWrites,
 			DeadLetters:             deadLetters,
 			Logger:                  log,

@@ -242,14 +242,14 @@ func (s *Supervisor) fail(tp coordinator.TopicPartition, err error) {
 }
 
 // Deliver implements coordinator.Handler.
-func (s *Supervisor) Deliver(tp coordinator.TopicPartition, recs []*kgo.Record) {
+func (s *Supervisor) Deliver(tp coordinator.TopicPartition, recs []*kgo.Record, atEnd bool) {
 	s.mu.Lock()
 	h := s.parts[tp]
 	s.mu.Unlock()
 	if h == nil {
 		return // stopped or failed: the next owner replays
 	}
-	s.sys.Root.Send(h.pid, &partitionflow.Records{Records: recs})
+	s.sys.Root.Send(h.pid, &partitionflow.Records{Records: recs, AtEnd: atEnd})
 }
 
 // Stop implements coordinator.Handler: it returns only when every partition's

@@ -31,7 +31,10 @@ type Handler interface {
 	// (revoke); a lost partition is stopped without flushing.
 	Stop(ctx context.Context, tps []TopicPartition, flush bool)
 	// Deliver hands over one partition's records of a poll, in offset order.
-	Deliver(tp TopicPartition, recs []*kgo.Record)
+	// atEnd: the fetch read the partition to its end (the last stable
+	// offset: the consumer reads committed), so nothing more was there to
+	// consume when it was answered.
+	Deliver(tp TopicPartition, recs []*kgo.Record, atEnd bool)
 }
 
 // Protocol selects the group protocol and assignor.
@@ -392,7 +395,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 			c.fc.Add(tp, n, func() {
 				c.cl.PauseFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}})
 			})
-			c.h.Deliver(tp, fp.Records)
+			// Read committed: the readable end is the last stable offset
+			// (KIP-98), which control records (kept) reach too.
+			last := fp.Records[len(fp.Records)-1].Offset
+			c.h.Deliver(tp, fp.Records, fp.LastStableOffset >= 0 && last+1 >= fp.LastStableOffset)
 		})
 		c.deliver.Unlock()
 	}

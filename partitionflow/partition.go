@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/actorflow/actorflow/internal/keyactor"
@@ -18,6 +19,7 @@ import (
 const (
 	DefaultPersistEvery          = 5 * time.Second
 	DefaultCommitOffsetsInterval = 5 * time.Second
+	DefaultIdleFlushAfter        = 50 * time.Millisecond
 )
 
 // Config is one partition actor's configuration.
@@ -36,6 +38,12 @@ type Config struct {
 	PersistEvery time.Duration
 	// CommitOffsetsInterval commits the committable offset. Default 5 s.
 	CommitOffsetsInterval time.Duration
+	// IdleFlushAfter: a partition that consumed its input to the end and
+	// then received nothing for this long persists its dirty keys and
+	// commits its offset without waiting for the ticks, at most once per
+	// PersistEvery. Default DefaultIdleFlushAfter (50 ms); negative
+	// disables it.
+	IdleFlushAfter time.Duration
 	// MaxWritesPerTransaction caps a group commit. Default 2048
 	// (DefaultMaxWritesPerTransaction).
 	MaxWritesPerTransaction int
@@ -63,8 +71,13 @@ type Config struct {
 	OnStopped func(err error)
 }
 
-// Records is one poll batch of the partition, in offset order.
-type Records struct{ Records []*kgo.Record }
+// Records is one poll batch of the partition, in offset order. AtEnd: the
+// fetch read the partition to its end; a partition that then receives
+// nothing for Config.IdleFlushAfter flushes at once (idle.go).
+type Records struct {
+	Records []*kgo.Record
+	AtEnd   bool
+}
 
 // Revoke stops the partition. With Flush, dirty keys are persisted and the
 // committable offset committed first (a fence during that flush is logged
@@ -181,6 +194,7 @@ const (
 	tickPersist = iota
 	tickCommit
 	tickSweep
+	tickIdle // the input was quiet for IdleFlushAfter (idle.go)
 )
 
 // coldDue: the earliest timer of an unloaded key may be due.
@@ -216,6 +230,10 @@ type partition struct {
 	spawnSnap *snapshotstore.Snapshot
 	spawnTag  *keyEntry
 	stopT     chan struct{}
+	idle      idleFlush
+	// unfolded counts the records sent to keys and not yet folded (the
+	// keys' Processed; read by the idle flush).
+	unfolded  atomic.Int64
 	sweep     uint32
 	round     uint64
 	flushN    int // keys yet to answer the revoke flush
@@ -255,6 +273,9 @@ func Props(cfg Config) *actor.Props {
 	if cfg.RevokeTimeout <= 0 {
 		cfg.RevokeTimeout = DefaultRevokeTimeout
 	}
+	if cfg.IdleFlushAfter == 0 {
+		cfg.IdleFlushAfter = DefaultIdleFlushAfter
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
@@ -270,6 +291,7 @@ func newPartition(cfg Config) *partition {
 		log:       cfg.Logger.With(zap.String("topic", cfg.Topic), zap.Int32("partition", cfg.Partition)),
 		phase:     phaseRecovering,
 		tracker:   NewOffsetTracker(cfg.AssignedOffset),
+		idle:      newIdleFlush(cfg.IdleFlushAfter),
 		keys:      map[string]keySlot{},
 		committed: cfg.AssignedOffset,
 		requested: cfg.AssignedOffset,
@@ -280,6 +302,7 @@ func (p *partition) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *Records:
 		p.records(ctx, m.Records)
+		p.idle.batch(m.AtEnd)
 	case *keyactor.Progress:
 		if e := p.entry(m.Key, m.Tag); e != nil {
 			p.tracker.Settle(&e.hold, m.Settled)
@@ -381,7 +404,7 @@ func (p *partition) start(ctx actor.Context) {
 		Partition: p.cfg.Partition,
 		System:    ctx.ActorSystem(),
 		Logger:    p.log,
-		Processed: p.cfg.OnProcessed,
+		Processed: func(n int) { p.unfolded.Add(-int64(n)); p.cfg.OnProcessed(n) },
 		// Exactly-once outputs where the store commits them (the
 		// transactional mode): Emit enrolls them in the transaction.
 		TxnOutputs:  p.cfg.Store.CommitsOutputs(),

@@ -157,6 +157,11 @@ func (p *partition) records(ctx actor.Context, recs []*kgo.Record) {
 		}
 		groups[i].recs = append(groups[i].recs, r)
 	}
+	n := 0
+	for _, g := range groups {
+		n += len(g.recs)
+	}
+	p.unfolded.Add(int64(n)) // before the keys can fold them
 	for _, g := range groups {
 		rs := g.recs
 		e := p.dispatch(ctx, g.key, rs)
@@ -334,7 +339,11 @@ func (p *partition) startTicks(ctx actor.Context) {
 	p.stopT = make(chan struct{})
 	stop, root, self := p.stopT, ctx.ActorSystem().Root, ctx.Self()
 	persistEvery, commitEvery, idle := p.cfg.PersistEvery, p.cfg.CommitOffsetsInterval, p.cfg.Handler.MaxIdle()
+	arm := p.idle.arm
 	go func() {
+		quietT := time.NewTimer(time.Hour)
+		quietT.Stop()
+		defer quietT.Stop()
 		persist := time.NewTicker(persistEvery)
 		defer persist.Stop()
 		commit := time.NewTicker(commitEvery)
@@ -355,29 +364,34 @@ func (p *partition) startTicks(ctx actor.Context) {
 				root.Send(self, &tick{tickCommit})
 			case <-sweepC:
 				root.Send(self, &tick{tickSweep})
+			case d := <-arm:
+				quietT.Reset(d)
+			case <-quietT.C:
+				root.Send(self, &tick{tickIdle})
 			}
 		}
 	}()
 }
 
 func (p *partition) onTick(ctx actor.Context, kind int) {
+	if kind == tickIdle && !p.idle.due(p.unfolded.Load() > 0) {
+		return
+	}
 	if p.phase != phaseRunning || p.err != nil {
 		return
 	}
 	switch kind {
 	case tickPersist:
-		p.round++
-		flush := &keyactor.Flush{Round: p.round} // read-only: one for every key of the round
-		for i, e := range p.dirty {
-			// An evicted key persists all it has by itself (Unload{Evict});
-			// if it stays after all (Busy), it is marked dirty again.
-			if e.pid != nil && !e.evicted { // not held, not unloaded
-				ctx.Send(e.pid, flush)
-			}
-			e.dirty = false
-			p.dirty[i] = nil
+		p.idle.ticked()
+		p.persistDirty(ctx)
+	case tickIdle:
+		p.persistDirty(ctx)
+		// Committed once the flush is persisted (Progress), or now if
+		// nothing was dirty.
+		if end := p.tracker.LastConsumed() + 1; end > p.requested {
+			p.catchUp = end
 		}
-		p.dirty = p.dirty[:0]
+		p.catchUpCommit(ctx)
 	case tickCommit:
 		p.commitOffset(ctx)
 		if end := p.tracker.LastConsumed() + 1; end > p.requested {
@@ -398,6 +412,22 @@ func (p *partition) onTick(ctx actor.Context, kind int) {
 		}
 		p.sweep++
 	}
+}
+
+// persistDirty sends a Flush to every dirty key.
+func (p *partition) persistDirty(ctx actor.Context) {
+	p.round++
+	flush := &keyactor.Flush{Round: p.round} // read-only: one for every key of the round
+	for i, e := range p.dirty {
+		// An evicted key persists all it has by itself (Unload{Evict});
+		// if it stays after all (Busy), it is marked dirty again.
+		if e.pid != nil && !e.evicted { // not held, not unloaded
+			ctx.Send(e.pid, flush)
+		}
+		e.dirty = false
+		p.dirty[i] = nil
+	}
+	p.dirty = p.dirty[:0]
 }
 
 // catchUpCommit commits the offset as soon as every record consumed by the

@@ -515,3 +515,15 @@ func runtimeOf(h any) keyactor.Handler {
 	}
 	return keyactor.MustOf(h)
 }
+
+// A partition whose input went quiet at its end persists and commits at
+// once, not at its ticks (an hour here).
+func TestIdleInputIsPersistedAndCommittedWithoutTheTicks(t *testing.T) {
+	h := newHarnessWith(t, nil, keyflow.New(traceFold), 0, func(c *partitionflow.Config) {
+		c.PersistEvery, c.CommitOffsetsInterval = time.Hour, time.Hour
+	})
+	h.sys.Root.Send(h.pid, &partitionflow.Records{Records: []*kgo.Record{rec(0, "a", ""), rec(1, "b", ""), rec(2, "a", "")}, AtEnd: true})
+	h.awaitCommitted(3)
+	h.awaitTrace("a", "[0 2]", "a's snapshot")
+	h.awaitTrace("b", "[1]", "b's snapshot")
+}

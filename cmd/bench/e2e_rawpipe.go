@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/actorflow/actorflow/internal/ledger"
+	"github.com/actorflow/actorflow/partitionflow"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -26,7 +27,9 @@ import (
 // partition for the keys changed since the last time — produced to the
 // snapshot topic in the snapshot format — and for its next offset, flushes
 // the client and commits those offsets: at-least-once, the plain mode's
-// guarantee, at the cadence of the worker's flush and commit ticks.
+// guarantee, at the cadence of the worker's flush and commit ticks, and
+// with its idle flush (once every partition's input was read to its end and
+// nothing came for 50 ms).
 // processed counts folded records. It returns nil when ctx ends, or the
 // first error.
 func rawPipe(ctx context.Context, brokers []string, input, group, snapshot, output string, persist time.Duration, processed *atomic.Int64) error {
@@ -81,9 +84,31 @@ func rawPipe(ctx context.Context, brokers []string, input, group, snapshot, outp
 		return p
 	}
 
-	last := time.Now()
+	// The worker's idle flush (actorflow.WithIdleFlush, its default): once
+	// every partition's last fetch reached its end and nothing came for
+	// idleFlush, flush and commit at once, at most once per persist
+	// interval — without it the ceiling's drain would wait for its tick
+	// while the worker's did not.
+	const idleFlush = partitionflow.DefaultIdleFlushAfter
+	var (
+		last      = time.Now()
+		atEnd     = map[int32]bool{}
+		idleSpent bool
+	)
+	allAtEnd := func() bool {
+		for _, e := range atEnd {
+			if !e {
+				return false
+			}
+		}
+		return len(atEnd) > 0
+	}
 	for {
-		pctx, cancel := context.WithTimeout(ctx, persist) // so the persist tick fires when idle
+		wait := persist // so the persist tick fires when idle
+		if !idleSpent && allAtEnd() {
+			wait = idleFlush
+		}
+		pctx, cancel := context.WithTimeout(ctx, wait)
 		fs := cl.PollFetches(pctx)
 		cancel()
 		if ctx.Err() != nil {
@@ -98,18 +123,27 @@ func rawPipe(ctx context.Context, brokers []string, input, group, snapshot, outp
 		if ferr != nil {
 			return ferr
 		}
+		got := false
 		fs.EachPartition(func(ftp kgo.FetchTopicPartition) {
-			if len(ftp.Records) > 0 {
+			if n := len(ftp.Records); n > 0 {
+				got = true
+				// Read uncommitted (kgo's default): the end is the high watermark.
+				atEnd[ftp.Partition] = ftp.HighWatermark >= 0 && ftp.Records[n-1].Offset+1 >= ftp.HighWatermark
 				partition(ftp.Partition).in <- rawMsg{recs: ftp.Records}
 			}
 		})
 		if err := failed(); err != nil {
 			return err
 		}
-		if time.Since(last) < persist {
+		idle := !got && !idleSpent && allAtEnd()
+		if time.Since(last) < persist && !idle {
 			continue
 		}
-		last = time.Now()
+		if idle {
+			idleSpent = true
+		} else {
+			last, idleSpent = time.Now(), false
+		}
 		// A barrier: each partition produces its changed keys and reports the
 		// offset after its last folded record.
 		replies := make(map[int32]chan int64, len(parts))
