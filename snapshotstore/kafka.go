@@ -190,10 +190,7 @@ func (p *plainPartition) Commit(ctx context.Context, b Batch) error {
 		}
 	}
 	if len(b.Writes) > 0 || b.OffsetAdvanced {
-		recs := make([]*kgo.Record, 0, len(b.Writes)+1)
-		for _, w := range b.Writes {
-			recs = append(recs, EncodeRecord(p.k.topic, p.info.Partition, w))
-		}
+		recs := encodeBatch(p.k.topic, p.info.Partition, b.Writes, nil, 1)
 		// The marker before the consumer commit: a committed offset above
 		// the latest marker then means lost snapshots (recoveryCheck).
 		if b.OffsetAdvanced {

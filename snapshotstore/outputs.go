@@ -37,21 +37,13 @@ func (p *txnPartitioner) ForTopic(topic string) kgo.TopicPartitioner {
 	return p.outputs.ForTopic(topic)
 }
 
-// batchRecords returns a transaction's records: its snapshots, then its
-// outputs (copies: kgo writes partition, offset and producer fields into a
-// record, and a retried transaction produces the batch again).
+// batchRecords returns a transaction's records: its snapshots, then copies
+// of its outputs (encodeBatch), with room for the marker.
 func (t *txnPartition) batchRecords(b Batch) ([]*kgo.Record, error) {
-	recs := make([]*kgo.Record, 0, len(b.Writes)+len(b.Outputs)+1)
-	for _, w := range b.Writes {
-		recs = append(recs, EncodeRecord(t.k.topic, t.info.Partition, w))
-	}
 	for _, o := range b.Outputs {
 		if o.Topic == "" || o.Topic == t.k.topic {
 			return nil, fmt.Errorf("%s: output to topic %q: outputs need a topic other than the snapshot topic", t.info, o.Topic)
 		}
-		c := *o
-		c.Context = nil
-		recs = append(recs, &c)
 	}
-	return recs, nil
+	return encodeBatch(t.k.topic, t.info.Partition, b.Writes, b.Outputs, 1), nil
 }
