@@ -420,9 +420,9 @@ func (p *partition) start(ctx actor.Context) {
 	}
 	p.txn, p.txnA = pid, txn
 	h, env := p.cfg.Handler, p.env
-	// The lock-free mailbox: its empty queue is two small nodes where the
-	// default's ring buffer allocates 10 slots up front (~210 B per loaded
-	// key); a key actor's mailbox rarely holds more than a few messages.
+	// keyMailbox (mailbox.go): no allocation per message, 2 slots kept
+	// (the default's ring buffer allocates 10 up front, ~210 B per loaded
+	// key; a key actor's mailbox rarely holds more than a few messages).
 	p.keyProps = actor.PropsFromProducer(func() actor.Actor {
 		a := h.NewKeyActor(p.spawnName, p.spawnSnap, env)
 		if t, ok := a.(keyactor.Tagged); ok {
@@ -430,7 +430,7 @@ func (p *partition) start(ctx actor.Context) {
 		}
 		return a
 	},
-		actor.WithDispatcher(dispatcher()), actor.WithMailbox(actor.UnboundedLockfree()))
+		actor.WithDispatcher(dispatcher()), actor.WithMailbox(newKeyMailbox))
 	root, txnPID := ctx.ActorSystem().Root, p.txn
 	p.env.Persist = func(s snapshotstore.Snapshot, outputs []*kgo.Record, done func(error)) {
 		root.Send(txnPID, &writeReq{w: Write{Snapshot: s, Outputs: outputs, Done: done}})
