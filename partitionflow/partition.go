@@ -140,6 +140,7 @@ const (
 // keyGroup is one key's records of a batch (records).
 type keyGroup struct {
 	key  string
+	n    int // its records in the batch
 	recs []*kgo.Record
 }
 
@@ -220,6 +221,8 @@ type partition struct {
 	// records' per-batch grouping, reused (emptied after each batch)
 	byKey  map[string]int // key → index in groups
 	groups []keyGroup
+	routed []*kgo.Record
+	gidx   []int32
 	cancel context.CancelFunc
 	// keyProps is shared by every key actor (one Props per key would cost
 	// ~200 B per loaded key); its producer reads spawnKey/spawnSnap, which

@@ -103,11 +103,16 @@ func (p *partition) records(ctx actor.Context, recs []*kgo.Record) {
 	if p.byKey == nil {
 		p.byKey = map[string]int{}
 	}
-	byKey, groups := p.byKey, p.groups[:0]
+	// routed and gidx (reused too) list the records routed to keys and
+	// each one's group: the groups then share one array per batch, cut
+	// after counting, instead of a slice grown per key (an allocation per
+	// key per batch at a million keys).
+	byKey, groups, routed, gidx := p.byKey, p.groups[:0], p.routed[:0], p.gidx[:0]
 	defer func() {
 		clear(byKey)
 		clear(groups)
-		p.groups = groups[:0]
+		clear(routed)
+		p.groups, p.routed, p.gidx = groups[:0], routed[:0], gidx[:0]
 	}()
 	for _, r := range recs {
 		keyless := false
@@ -155,13 +160,25 @@ func (p *partition) records(ctx actor.Context, recs []*kgo.Record) {
 			byKey[k] = i
 			groups = append(groups, keyGroup{key: k})
 		}
-		groups[i].recs = append(groups[i].recs, r)
+		groups[i].n++
+		routed = append(routed, r)
+		gidx = append(gidx, int32(i))
 	}
-	n := 0
-	for _, g := range groups {
-		n += len(g.recs)
+	if len(routed) == 0 {
+		return
 	}
-	p.unfolded.Add(int64(n)) // before the keys can fold them
+	all, at := make([]*kgo.Record, len(routed)), 0
+	for i := range groups {
+		// Capped: a key's records appended later (held) copy, never
+		// overwrite the next group's.
+		groups[i].recs = all[at : at : at+groups[i].n]
+		at += groups[i].n
+	}
+	for j, r := range routed {
+		g := &groups[gidx[j]]
+		g.recs = append(g.recs, r)
+	}
+	p.unfolded.Add(int64(len(routed))) // before the keys can fold them
 	for _, g := range groups {
 		rs := g.recs
 		e := p.dispatch(ctx, g.key, rs)
