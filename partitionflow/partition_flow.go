@@ -2,6 +2,7 @@ package partitionflow
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/actorflow/actorflow/internal/keyactor"
@@ -195,7 +196,9 @@ func (p *partition) dispatch(ctx actor.Context, k string, rs []*kgo.Record) *key
 	e := s.e
 	switch {
 	case e == nil && !p.admits():
-		e = &keyEntry{key: k, held: true, pending: rs}
+		// A copy: rs shares its batch's array, which a held key would pin,
+		// and with it every record of the batch, for as long as it waits.
+		e = &keyEntry{key: k, held: true, pending: slices.Clone(rs)}
 		if known { // cold: its snapshot waits with it
 			c := s.cold // a copy: only a cold key's escapes
 			e.cold = &c
