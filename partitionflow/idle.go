@@ -27,6 +27,7 @@ type idleFlush struct {
 	atEnd bool               // it read the input to its end
 	armed bool               // a tickIdle is on its way
 	spent bool               // an idle flush ran since the last persist tick
+	poll  time.Duration      // the next wait for a backlog (doubling up to after)
 }
 
 func newIdleFlush(after time.Duration) idleFlush {
@@ -38,7 +39,7 @@ func (f *idleFlush) batch(atEnd bool) {
 	if f.after <= 0 {
 		return
 	}
-	f.last, f.atEnd = f.now(), atEnd
+	f.last, f.atEnd, f.poll = f.now(), atEnd, 0
 	if atEnd && !f.spent && !f.armed {
 		f.request(f.after)
 	}
@@ -46,8 +47,9 @@ func (f *idleFlush) batch(atEnd bool) {
 
 // due answers a tickIdle: true when the partition should flush now. busy:
 // its keys have records not folded yet. A batch that came since the request,
-// or a backlog, asks for another wait (a short one for the backlog: it
-// ends without a batch to notice it).
+// or a backlog, asks for another wait: for the backlog a short one at
+// first (it ends without a batch to notice it), doubling up to after (a
+// backlog of held keys can last seconds).
 func (f *idleFlush) due(busy bool) bool {
 	f.armed = false
 	switch {
@@ -57,7 +59,8 @@ func (f *idleFlush) due(busy bool) bool {
 		f.request(f.after)
 		return false
 	case busy:
-		f.request(max(f.after/10, time.Millisecond))
+		f.poll = min(max(2*f.poll, f.after/10, time.Millisecond), f.after)
+		f.request(f.poll)
 		return false
 	}
 	f.spent = true

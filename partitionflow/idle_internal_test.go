@@ -73,6 +73,15 @@ func TestIdleFlushWaitsForTheKeysBacklog(t *testing.T) {
 	if d := <-f.arm; d >= 50*time.Millisecond {
 		t.Fatalf("a backlog waits %v more (want a short poll)", d)
 	}
+	// A long backlog: the polls back off, up to the idle wait.
+	var last time.Duration
+	for range 10 {
+		f.due(true)
+		last = <-f.arm
+	}
+	if last != 50*time.Millisecond {
+		t.Fatalf("a long backlog polls every %v, want 50ms", last)
+	}
 	if !f.due(false) {
 		t.Fatal("no flush once the backlog was folded")
 	}

@@ -40,7 +40,9 @@ const (
 
 func newKeyMailbox() actor.Mailbox {
 	m := &keyMailbox{}
-	m.user.keep = ringKeep // system messages are rare: their ring keeps nothing
+	// The user ring keeps its first two slots; a burst's larger buffer, and
+	// the system ring's (system messages are rare), go once they empty.
+	m.user.keep = ringInitial
 	m.process = m.processMessages
 	return m
 }
@@ -49,8 +51,8 @@ func newKeyMailbox() actor.Mailbox {
 func (m *keyMailbox) PostUserMessage(msg any) {
 	m.mu.Lock()
 	m.user.push(msg)
+	m.userN.Add(1) // under the lock: a turn never pops a message not counted yet
 	m.mu.Unlock()
-	m.userN.Add(1)
 	m.schedule()
 }
 
@@ -58,8 +60,8 @@ func (m *keyMailbox) PostUserMessage(msg any) {
 func (m *keyMailbox) PostSystemMessage(msg any) {
 	m.mu.Lock()
 	m.sys.push(msg)
-	m.mu.Unlock()
 	m.sysN.Add(1)
+	m.mu.Unlock()
 	m.schedule()
 }
 
@@ -86,7 +88,7 @@ func (m *keyMailbox) processMessages() {
 		m.status.Store(mbIdle)
 		// A message posted after run's last look found the status running
 		// and did not schedule: look again.
-		if m.sysN.Load() == 0 && (m.suspended.Load() || m.userN.Load() == 0) {
+		if m.sysN.Load() <= 0 && (m.suspended.Load() || m.userN.Load() <= 0) {
 			return
 		}
 		if !m.status.CompareAndSwap(mbIdle, mbRunning) {
@@ -95,9 +97,14 @@ func (m *keyMailbox) processMessages() {
 	}
 }
 
-func (m *keyMailbox) pop(q *ring) (any, bool) {
+// pop takes q's oldest message and counts it out of n, under the lock (the
+// counts never go below zero: a turn that ends re-checks them).
+func (m *keyMailbox) pop(q *ring, n *atomic.Int32) (any, bool) {
 	m.mu.Lock()
 	msg, ok := q.pop()
+	if ok {
+		n.Add(-1)
+	}
 	m.mu.Unlock()
 	return msg, ok
 }
@@ -117,8 +124,7 @@ func (m *keyMailbox) run() {
 		}
 		i++
 		var ok bool
-		if msg, ok = m.pop(&m.sys); ok {
-			m.sysN.Add(-1)
+		if msg, ok = m.pop(&m.sys, &m.sysN); ok {
 			switch msg.(type) {
 			case *actor.SuspendMailbox:
 				m.suspended.Store(true)
@@ -132,10 +138,9 @@ func (m *keyMailbox) run() {
 		if m.suspended.Load() {
 			return
 		}
-		if msg, ok = m.pop(&m.user); !ok {
+		if msg, ok = m.pop(&m.user, &m.userN); !ok {
 			return
 		}
-		m.userN.Add(-1)
 		m.invoker.InvokeUserMessage(msg)
 	}
 }
@@ -149,10 +154,7 @@ type ring struct {
 	keep       int
 }
 
-const (
-	ringInitial = 2  // slots: 32 B kept per loaded key
-	ringKeep    = 16 // the user ring's
-)
+const ringInitial = 2 // slots: 32 B kept per loaded key
 
 func (r *ring) push(v any) {
 	if r.size == len(r.buf) {

@@ -117,3 +117,22 @@ func TestKeyMailboxEscalatesAPanicWithItsMessage(t *testing.T) {
 		t.Fatalf("escalated %v, want [bad]", inv.escalated)
 	}
 }
+
+// A burst's larger buffer is released once the ring empties: a mailbox
+// keeps only its first two slots (it lives as long as its pooled actor).
+func TestRingReleasesABurstsBuffer(t *testing.T) {
+	r := ring{keep: ringInitial}
+	for burst := range 20 {
+		for i := range burst {
+			r.push(i)
+		}
+		for i := range burst {
+			if v, ok := r.pop(); !ok || v != i {
+				t.Fatalf("burst %d: pop %d = %v, %v", burst, i, v, ok)
+			}
+		}
+		if len(r.buf) > ringInitial {
+			t.Fatalf("after a burst of %d the empty ring keeps %d slots (want ≤ %d)", burst, len(r.buf), ringInitial)
+		}
+	}
+}

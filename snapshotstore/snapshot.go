@@ -157,17 +157,20 @@ func encodeBatch(topic string, partition int32, ws []Snapshot, outputs []*kgo.Re
 	n := len(ws) + len(outputs)
 	recs := make([]*kgo.Record, n, n+extra)
 	slab := make([]kgo.Record, n)
-	hdrs := make([]kgo.RecordHeader, 2*len(ws))
-	size := 0
+	size, nh := 0, 0
 	for _, w := range ws {
 		size += len(w.Key) + 20
+		nh += headersOf(w)
 	}
+	hdrs := make([]kgo.RecordHeader, nh)
 	buf := make([]byte, 0, size)
+	h := 0
 	for i, w := range ws {
-		// Capped: a timers header appended to one record must not spill
-		// into the next record's headers or key.
+		// Capped: a record's key and headers never spill into the next's.
 		b := buf[len(buf) : len(buf) : len(buf)+len(w.Key)+20]
-		encodeInto(&slab[i], hdrs[2*i:2*i+2:2*i+2], b, topic, partition, w)
+		k := headersOf(w)
+		encodeInto(&slab[i], hdrs[h:h+2:h+k], b, topic, partition, w)
+		h += k
 		buf = buf[:len(buf)+len(w.Key)+20]
 		recs[i] = &slab[i]
 	}
@@ -178,6 +181,15 @@ func encodeBatch(topic string, partition int32, ws []Snapshot, outputs []*kgo.Re
 		recs[len(ws)+i] = c
 	}
 	return recs
+}
+
+// headersOf is how many headers s's record has: the offset and the format,
+// and its timers if it has any.
+func headersOf(s Snapshot) int {
+	if len(s.Timers) > 0 {
+		return 3
+	}
+	return 2
 }
 
 // formatVersionBytes is the format header's value, shared by every record

@@ -94,6 +94,7 @@ func rawPipe(ctx context.Context, brokers []string, input, group, snapshot, outp
 		last      = time.Now()
 		atEnd     = map[int32]bool{}
 		idleSpent bool
+		fresh     bool // records came since the last flush
 	)
 	allAtEnd := func() bool {
 		for _, e := range atEnd {
@@ -105,7 +106,7 @@ func rawPipe(ctx context.Context, brokers []string, input, group, snapshot, outp
 	}
 	for {
 		wait := persist // so the persist tick fires when idle
-		if !idleSpent && allAtEnd() {
+		if fresh && !idleSpent && allAtEnd() {
 			wait = idleFlush
 		}
 		pctx, cancel := context.WithTimeout(ctx, wait)
@@ -135,10 +136,12 @@ func rawPipe(ctx context.Context, brokers []string, input, group, snapshot, outp
 		if err := failed(); err != nil {
 			return err
 		}
-		idle := !got && !idleSpent && allAtEnd()
+		fresh = fresh || got
+		idle := !got && fresh && !idleSpent && allAtEnd()
 		if time.Since(last) < persist && !idle {
 			continue
 		}
+		fresh = false
 		if idle {
 			idleSpent = true
 		} else {

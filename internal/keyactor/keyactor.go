@@ -206,7 +206,10 @@ func (a *keyActor[S]) onDeliver(ctx actor.Context, m *Deliver) {
 		a.reported = m.Records[0].Offset - 1
 	}
 	if a.waitAcks {
-		a.stash = append(a.stash, m)
+		// A copy: m's records share their poll batch's array, which a
+		// stashed slice would pin, with every record of the batch, for as
+		// long as the acks take (up to the output timeout).
+		a.stash = append(a.stash, &Deliver{Records: slices.Clone(m.Records)})
 	} else {
 		a.deliver(ctx, m)
 	}
