@@ -59,6 +59,10 @@ func Suite() []Case {
 			Run: func(t *testing.T, b []string) { LiveKeyBudgetThroughRebalance(t, b, mode) }})
 	}
 	for _, mode := range modes {
+		cases = append(cases, Case{Name: "IdleInputPersistedWithoutTicks/" + mode.String(), Parallel: true,
+			Run: func(t *testing.T, b []string) { IdleInputPersistedWithoutTicks(t, b, mode) }})
+	}
+	for _, mode := range modes {
 		cases = append(cases, Case{Name: "LedgerRestart/" + mode.String(),
 			Run: func(t *testing.T, b []string) { LedgerRestart(t, b, mode) }})
 	}
