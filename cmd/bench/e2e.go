@@ -73,6 +73,7 @@ type e2eRow struct {
 	DrainMaxS  float64  `json:"drain_max_s"`
 	EventsPerS float64  `json:"events_per_s"`
 	CPUPerM    float64  `json:"cpu_s_per_1m"`
+	AllocsPerE float64  `json:"allocs_per_event"` // heap allocations per input event (median)
 	RSSMiB     float64  `json:"peak_rss_mib"`
 	RSSMaxMiB  float64  `json:"peak_rss_max_mib"`
 	HeapMiB    float64  `json:"peak_heap_mib"`
@@ -205,7 +206,7 @@ func summarize(keys int, c e2eConfig, runs map[string][]e2eRun) []e2eRow {
 	drains, best := map[string]float64{}, map[string]float64{}
 	for _, sys := range c.systems {
 		row := e2eRow{Experiment: "E2E", Keys: keys, System: sys, Events: c.events, Ceiling: ceilingOf(sys)}
-		var drain, cpu, rss, heap, shut []float64
+		var drain, cpu, allocs, rss, heap, shut []float64
 		for _, r := range runs[sys] {
 			if !r.Valid {
 				row.Notes = append(row.Notes, r.Note)
@@ -213,6 +214,7 @@ func summarize(keys int, c e2eConfig, runs map[string][]e2eRun) []e2eRow {
 			}
 			drain = append(drain, r.DrainMS/1000)
 			cpu = append(cpu, r.CPUSeconds*1e6/float64(c.events))
+			allocs = append(allocs, float64(r.Allocs)/float64(c.events))
 			rss = append(rss, float64(r.RSSKiB)/1024)
 			heap = append(heap, float64(r.PeakHeapObjects)/(1<<20))
 			shut = append(shut, r.ShutdownMS)
@@ -222,6 +224,7 @@ func summarize(keys int, c e2eConfig, runs map[string][]e2eRun) []e2eRow {
 			row.DrainS, row.DrainMinS, row.DrainMaxS = median(drain), slices.Min(drain), slices.Max(drain)
 			row.EventsPerS = float64(c.events) / row.DrainS
 			row.CPUPerM, row.RSSMiB, row.RSSMaxMiB = median(cpu), median(rss), slices.Max(rss)
+			row.AllocsPerE = median(allocs)
 			row.HeapMiB, row.ShutdownMS = median(heap), median(shut)
 			drains[sys], best[sys] = row.DrainS, row.DrainMinS
 		}
@@ -247,10 +250,10 @@ func median(xs []float64) float64 {
 
 func printE2E(w io.Writer, rows []e2eRow) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "keys\tsystem\tdrain s (median [range])\tevents/s\tCPU s per 1M\tpeak RSS MiB [max]\tpeak heap MiB\tratio to ceiling (median; fastest)\tshutdown ms\tvalid rounds")
+	fmt.Fprintln(tw, "keys\tsystem\tdrain s (median [range])\tevents/s\tCPU s per 1M\tallocs per event\tpeak RSS MiB [max]\tpeak heap MiB\tratio to ceiling (median; fastest)\tshutdown ms\tvalid rounds")
 	for _, r := range rows {
 		if r.Rounds == 0 {
-			fmt.Fprintf(tw, "%d\t%s\t-\t-\t-\t-\t-\t-\t-\t0 (%s)\n", r.Keys, r.System, strings.Join(r.Notes, "; "))
+			fmt.Fprintf(tw, "%d\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t0 (%s)\n", r.Keys, r.System, strings.Join(r.Notes, "; "))
 			continue
 		}
 		ratio := "-"
@@ -261,8 +264,8 @@ func printE2E(w io.Writer, rows []e2eRow) {
 		if len(r.Notes) > 0 {
 			valid += " (" + strings.Join(r.Notes, "; ") + ")"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%.2f [%.2f–%.2f]\t%.0fk\t%.2f\t%.0f [%.0f]\t%.0f\t%s\t%.0f\t%s\n",
-			r.Keys, r.System, r.DrainS, r.DrainMinS, r.DrainMaxS, r.EventsPerS/1000, r.CPUPerM, r.RSSMiB, r.RSSMaxMiB, r.HeapMiB, ratio, r.ShutdownMS, valid)
+		fmt.Fprintf(tw, "%d\t%s\t%.2f [%.2f–%.2f]\t%.0fk\t%.2f\t%.1f\t%.0f [%.0f]\t%.0f\t%s\t%.0f\t%s\n",
+			r.Keys, r.System, r.DrainS, r.DrainMinS, r.DrainMaxS, r.EventsPerS/1000, r.CPUPerM, r.AllocsPerE, r.RSSMiB, r.RSSMaxMiB, r.HeapMiB, ratio, r.ShutdownMS, valid)
 	}
 	_ = tw.Flush()
 	// The issue's targets, evaluated on these rows.

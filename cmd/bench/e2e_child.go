@@ -65,6 +65,10 @@ type childResult struct {
 	DrainMS    float64 `json:"drain_ms"`  // start of the system until every input offset is committed
 	Processed  int64   `json:"processed"` // records folded (the raw pipe: records consumed and folded)
 	CPUSeconds float64 `json:"cpu_s"`     // user+system CPU of the process during the drain
+	// Allocs counts the heap allocations during the drain (runtime/metrics
+	// /gc/heap/allocs:objects): the runtime's own cost per event, which the
+	// host's speed does not move.
+	Allocs     uint64  `json:"allocs"`
 	ShutdownMS float64 `json:"shutdown_ms"`
 	// Peaks sampled every 100 ms during the drain (runtime/metrics).
 	PeakHeapObjects int64  `json:"peak_heap_objects_bytes"` // live + not yet swept heap objects
@@ -155,7 +159,7 @@ func runChild(a childArgs) (res childResult) {
 		peakProfile = strings.TrimSuffix(a.heapProfile, ".pprof") + "-peak.pprof"
 	}
 	sampler := startMemSampler(peakProfile)
-	cpu0 := cpuTime()
+	cpu0, allocs0 := cpuTime(), heapAllocs()
 	start := time.Now()
 	done := make(chan error, 1)
 	switch a.system {
@@ -210,6 +214,7 @@ func runChild(a childArgs) (res childResult) {
 	drainErr := awaitDrained(runCtx, adm, a.group, ends, a.timeout, done, &res.Committed)
 	res.DrainMS = ms(time.Since(start))
 	res.CPUSeconds = (cpuTime() - cpu0).Seconds()
+	res.Allocs = heapAllocs() - allocs0
 	res.Processed = processed.Load()
 	res.PeakHeapObjects, res.PeakGoTotal, res.PeakGoroutines = sampler.stop()
 	res.VmHWMKiB = vmHWM()
@@ -342,6 +347,13 @@ func awaitDrained(ctx context.Context, adm *kadm.Client, group string, ends kadm
 		case <-tick.C:
 		}
 	}
+}
+
+// heapAllocs is the heap allocations made by this process so far.
+func heapAllocs() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:objects"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
 }
 
 // cpuTime is this process's user + system CPU time.
