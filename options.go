@@ -34,6 +34,7 @@ type config struct {
 	idleFlush        time.Duration
 	commitEvery      time.Duration
 	maxWrites        int
+	maxTxnBytes      int
 	maxInFlight      int
 	protocol         coordinator.Protocol
 	instanceID       string
@@ -150,10 +151,18 @@ func WithIdleFlush(d time.Duration) Option {
 func WithCommitOffsetsInterval(d time.Duration) Option { return func(c *config) { c.commitEvery = d } }
 
 // WithMaxWritesPerTransaction caps a group commit's records (a snapshot
-// write counts one, plus one per output it carries). Default 2048
-// (partitionflow.DefaultMaxWritesPerTransaction says why); a write with more
-// outputs than the cap goes alone.
+// write counts one, plus one per output it carries). Default 16384; the
+// byte cap (WithMaxTransactionBytes) usually ends a transaction first. A
+// write with more outputs than the cap goes alone.
 func WithMaxWritesPerTransaction(n int) Option { return func(c *config) { c.maxWrites = n } }
+
+// WithMaxTransactionBytes caps a group commit's bytes: its records' keys,
+// values and headers, plus ~48 B of framing each. Default 1 MiB
+// (partitionflow.DefaultMaxTransactionBytes says why); zero or negative
+// takes the default. It bounds the memory of a transaction in flight per
+// owned partition and its duration, whatever the state's size; a write
+// larger than the cap goes alone.
+func WithMaxTransactionBytes(n int) Option { return func(c *config) { c.maxTxnBytes = n } }
 
 // WithMaxInFlight bounds records delivered but not processed per partition
 // (fetches pause above it). Default 10000.

@@ -197,6 +197,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			CommitOffsetsInterval:   w.cfg.commitEvery,
 			IdleFlushAfter:          w.cfg.idleFlush,
 			MaxWritesPerTransaction: w.cfg.maxWrites,
+			MaxTransactionBytes:     w.cfg.maxTxnBytes,
 			DeadLetters:             deadLetters,
 			Logger:                  log,
 		},

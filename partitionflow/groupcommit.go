@@ -5,36 +5,51 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// DefaultMaxWritesPerTransaction bounds a group commit's records:
-// transaction duration (commit within transaction.timeout.ms) and bytes
-// (≈ cap × record size: 2048 records of ~200 B are ~400 KiB, within kgo's
-// 1 MB produce batches per partition). The seed's cap was 256, measured
-// only ~7% slower than uncapped at its broker's 1.8 ms per transaction; on
-// KIP-890 brokers (Kafka 4.x) a transaction costs 4–13 ms, whatever its
-// size, so with one output per event the cap bound throughput: cmd/bench
-// E2E txn-out (10k keys, 1M events) drained in 12.1 s at 256 and 4.1 s at
-// 2048 (8192: no better) on Kafka 4.4.0, and output latency at 20 000
-// events/s did not change (p99 115.8 ms at 256 and 1024). Re-measured on
-// 2026-12-03 (E2E txn and txn-out at 10k and 1M keys, 3 rounds each): 8192
-// and 16384 cut the broker's CPU by 10–25 % (fewer transactions, each
-// costing the broker a few ms of CPU), with drains within the host's
-// noise; kept at 2048 for the memory a flight holds (its records'
-// encoded copies, per owned partition).
-const DefaultMaxWritesPerTransaction = 2048
+// DefaultMaxWritesPerTransaction bounds a group commit's records, and
+// DefaultMaxTransactionBytes its bytes (keys, values and headers, plus a
+// record's framing): whichever is reached first ends the transaction.
+//
+// Bytes bound what matters — a flight's memory (its records' encoded copies,
+// per owned partition), its produce batches and its duration (commit within
+// transaction.timeout.ms) — whatever the state's size; the record cap only
+// stops a flood of tiny records. Larger transactions cost the broker less:
+// each costs it a few ms of CPU whatever its size (AddPartitionsToTxn, the
+// markers, the transaction log), and on a 2-core host running both, that is
+// CPU the worker does not get. cmd/bench E2E on Kafka 4.4.0 (2026-12-03, 10k
+// and 1M keys, txn and txn-out, 3 rounds each): a 2048-record cap (the
+// earlier default) against 8192 and 16384 cost the broker 9.4–10.2 against
+// 8.2–8.5 and 7.0–9.0 CPU s per round, drains within the host's noise.
+// These defaults against the 2048-record cap, interleaved (3 rounds): txn-out
+// at 10k keys 2.08–2.38 s against 2.43–3.88 s, txn at 1M keys 5.83–7.13 s
+// against 6.33–8.65 s, peak RSS within 100 MiB. The
+// seed's cap was 256; with one output per event the cap bound throughput
+// (txn-out at 10k keys drained in 12.1 s at 256 and 4.1 s at 2048), and
+// output latency at 20 000 events/s did not change (p99 115.8 ms at 256 and
+// 1024): a partition's transactions there are far below either bound.
+const (
+	DefaultMaxWritesPerTransaction = 16384
+	DefaultMaxTransactionBytes     = 1 << 20
+)
+
+// recordFraming approximates a record's bytes beyond its key, value and
+// headers (batch framing, varints, a snapshot's offset and format headers).
+const recordFraming = 48
 
 // GroupCommit is the batching decision of the transaction actor, free of I/O
 // and actors: writes queue while a transaction is in flight and go out
 // together in the next one, up to the cap; offset commits ride along without
 // counting against it. Not safe for concurrent use.
 //
-// The cap counts records: a write costs one (its snapshot) plus one per
-// output it carries (Write.Outputs), since outputs make the transaction
-// longer and larger just as snapshots do. A write and its outputs are never
-// split (they must commit together), so a transaction takes queued writes
-// in order while the total stays within the cap, and always at least the
-// first: a write carrying more outputs than the cap goes alone.
+// The caps count records and bytes: a write costs one record (its
+// snapshot) plus one per output it carries (Write.Outputs), and their
+// bytes, since outputs make the transaction longer and larger just as
+// snapshots do. A write and its outputs are never split (they must commit
+// together), so a transaction takes queued writes in order while both
+// totals stay within their caps, and always at least the first: a write
+// over a cap goes alone.
 type GroupCommit struct {
-	max int
+	max      int
+	maxBytes int
 	// queue[head:] are the queued writes. Next advances head instead of
 	// re-copying the rest (that copy made each transaction O(backlog));
 	// compact reclaims the consumed prefix.
@@ -56,10 +71,24 @@ type Write struct {
 	// snapshot's offset) and an aborted one is emitted again exactly once.
 	Outputs []*kgo.Record
 	Done    func(error)
+	bytes   int // set by Add (size)
 }
 
-// cost is what a write counts against the cap.
+// cost is what a write counts against the record cap.
 func (w *Write) cost() int { return 1 + len(w.Outputs) }
+
+// size is what a write counts against the byte cap: its snapshot's record
+// and its outputs'.
+func (w *Write) size() int {
+	n := len(w.Snapshot.Key) + len(w.Snapshot.Value) + recordFraming
+	for _, o := range w.Outputs {
+		n += len(o.Key) + len(o.Value) + recordFraming
+		for _, h := range o.Headers {
+			n += len(h.Key) + len(h.Value)
+		}
+	}
+	return n
+}
 
 // Flight is one transaction's content.
 type Flight struct {
@@ -69,16 +98,27 @@ type Flight struct {
 
 // NewGroupCommit seeds the offset with the assigned offset, so that even the
 // first snapshot write carries an offset and is generation-gated.
+// max ≤ 0 takes DefaultMaxWritesPerTransaction; the byte cap starts at
+// DefaultMaxTransactionBytes (SetMaxBytes).
 func NewGroupCommit(max int, seed int64) *GroupCommit {
 	if max <= 0 {
 		max = DefaultMaxWritesPerTransaction
 	}
-	return &GroupCommit{max: max, offset: seed, committed: seed}
+	return &GroupCommit{max: max, maxBytes: DefaultMaxTransactionBytes, offset: seed, committed: seed}
+}
+
+// SetMaxBytes sets the byte cap; n ≤ 0 takes DefaultMaxTransactionBytes.
+func (g *GroupCommit) SetMaxBytes(n int) {
+	if n <= 0 {
+		n = DefaultMaxTransactionBytes
+	}
+	g.maxBytes = n
 }
 
 // Add queues a write.
 func (g *GroupCommit) Add(w Write) {
 	g.compact()
+	w.bytes = w.size()
 	g.queue = append(g.queue, w)
 }
 
@@ -128,9 +168,10 @@ func (g *GroupCommit) Next() (*Flight, bool) {
 	if len(q) == 0 && len(g.offsetWaiters) == 0 && g.offset == g.committed {
 		return nil, false
 	}
-	n, records := 0, 0
-	for n < len(q) && (n == 0 || records+q[n].cost() <= g.max) {
+	n, records, bytes := 0, 0, 0
+	for n < len(q) && (n == 0 || records+q[n].cost() <= g.max && bytes+q[n].bytes <= g.maxBytes) {
 		records += q[n].cost()
+		bytes += q[n].bytes
 		n++
 	}
 	f := &Flight{

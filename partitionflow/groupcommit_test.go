@@ -592,3 +592,27 @@ func TestGroupCommitReleasesTakenWrites(t *testing.T) {
 		t.Fatalf("Pending() = %d, want the 10 queued behind", p)
 	}
 }
+
+// The byte cap ends a transaction before the record cap when the records
+// are large, and a write over it goes alone.
+func TestGroupCommitByteCapHolds(t *testing.T) {
+	c := newGCRecorder(t, 1000, 0)
+	c.g.SetMaxBytes(10_000)
+	value := make([]byte, 1000) // ~1 KiB per write with its key and framing
+	for i := range 25 {
+		k := fmt.Sprintf("k%04d", i)
+		c.g.Add(partitionflow.Write{Snapshot: snapshotstore.Snapshot{Key: k, Value: value}, Done: c.done(k)})
+	}
+	big := make([]byte, 50_000)
+	c.g.Add(partitionflow.Write{Snapshot: snapshotstore.Snapshot{Key: "big", Value: big}, Done: c.done("big")})
+	c.add("after")
+	c.drain(nil)
+	var sizes []int
+	for _, b := range c.batches {
+		sizes = append(sizes, len(b.Writes))
+	}
+	// 9 writes of 1000+5+48 B fit in 10 000 B; the big one goes alone.
+	if want := []int{9, 9, 7, 1, 1}; fmt.Sprint(sizes) != fmt.Sprint(want) {
+		t.Fatalf("batch sizes %v, want %v", sizes, want)
+	}
+}

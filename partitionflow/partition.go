@@ -44,9 +44,11 @@ type Config struct {
 	// PersistEvery. Default DefaultIdleFlushAfter (50 ms); negative
 	// disables it.
 	IdleFlushAfter time.Duration
-	// MaxWritesPerTransaction caps a group commit. Default 2048
-	// (DefaultMaxWritesPerTransaction).
+	// MaxWritesPerTransaction caps a group commit's records, and
+	// MaxTransactionBytes its bytes. Defaults DefaultMaxWritesPerTransaction
+	// (16384) and DefaultMaxTransactionBytes (1 MiB).
 	MaxWritesPerTransaction int
+	MaxTransactionBytes     int
 	// RevokeTimeout is the revoke budget: a Revoke's flush, its final offset
 	// commit, the transaction actor's drain of an in-flight transaction and
 	// the store's Close all end within it (the split: revoke.go). Default
@@ -415,6 +417,7 @@ func (p *partition) start(ctx actor.Context) {
 		Reuse:       true, // keypool.go
 	}
 	txn := newTxnActor(p.cfg.Store, p.cfg.MaxWritesPerTransaction, p.cfg.AssignedOffset, p.log)
+	txn.gc.SetMaxBytes(p.cfg.MaxTransactionBytes)
 	txn.stopTO = p.cfg.RevokeTimeout / 4 // a stop without a Revoke (a failure): the last share
 	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return txn }), "txn")
 	if err != nil {
