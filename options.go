@@ -157,7 +157,7 @@ func WithCommitOffsetsInterval(d time.Duration) Option { return func(c *config) 
 func WithMaxWritesPerTransaction(n int) Option { return func(c *config) { c.maxWrites = n } }
 
 // WithMaxTransactionBytes caps a group commit's bytes: its records' keys,
-// values and headers, plus ~48 B of framing each. Default 1 MiB
+// values and headers, plus ~48 B of framing each. Default 4 MiB
 // (partitionflow.DefaultMaxTransactionBytes says why); zero or negative
 // takes the default. It bounds the memory of a transaction in flight per
 // owned partition and its duration, whatever the state's size; a write

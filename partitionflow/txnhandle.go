@@ -23,10 +23,17 @@ type TxnHandle struct {
 // seed is the assigned offset every transaction commits until CommitOffset
 // advances it.
 func SpawnTxn(sys *actor.ActorSystem, store snapshotstore.Partition, maxWrites int, seed int64, log *zap.Logger) *TxnHandle {
+	return SpawnTxnCapped(sys, store, maxWrites, 0, seed, log)
+}
+
+// SpawnTxnCapped is SpawnTxn with the byte cap too (GroupCommit.SetMaxBytes;
+// ≤ 0: DefaultMaxTransactionBytes).
+func SpawnTxnCapped(sys *actor.ActorSystem, store snapshotstore.Partition, maxWrites, maxBytes int, seed int64, log *zap.Logger) *TxnHandle {
 	if log == nil {
 		log = zap.NewNop()
 	}
 	t := newTxnActor(store, maxWrites, seed, log)
+	t.gc.SetMaxBytes(maxBytes)
 	return &TxnHandle{sys: sys, pid: sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return t })), stopped: make(chan struct{})}
 }
 

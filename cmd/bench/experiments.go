@@ -224,7 +224,9 @@ func (e *env) measure(ctx context.Context, c config, snaps []snapshotstore.Snaps
 			return counted.Commit(ctx, snapshotstore.Batch{Writes: []snapshotstore.Snapshot{s}})
 		}
 	} else {
-		h := partitionflow.SpawnTxn(e.sys, counted, c.cap, 0, e.log)
+		// The seed's caps count records: the byte cap is lifted, so that
+		// "cap 256" means 256 writes of its 10 KiB snapshots here too.
+		h := partitionflow.SpawnTxnCapped(e.sys, counted, c.cap, math.MaxInt, 0, e.log)
 		defer h.Stop() // also closes the partition's producer
 		write = func(s snapshotstore.Snapshot) error { return h.Write(ctx, s) }
 	}
