@@ -10,6 +10,14 @@ type clock struct{ t time.Time }
 
 func (c *clock) now() time.Time { return c.t }
 
+// quietAfter50ms is an idle flush of 50 ms on a clock the test sets.
+func quietAfter50ms() (*clock, *idleFlush) {
+	c := &clock{t: time.Unix(0, 0)}
+	f := newIdleFlush(50 * time.Millisecond)
+	f.now = c.now
+	return c, &f
+}
+
 func armed(f *idleFlush) bool {
 	select {
 	case <-f.arm:
@@ -20,16 +28,14 @@ func armed(f *idleFlush) bool {
 }
 
 func TestIdleFlushOnlyAfterTheInputWentQuietAtItsEnd(t *testing.T) {
-	c := &clock{t: time.Unix(0, 0)}
-	f := newIdleFlush(50 * time.Millisecond)
-	f.now = c.now
+	c, f := quietAfter50ms()
 
 	f.batch(false)
-	if armed(&f) {
+	if armed(f) {
 		t.Fatal("a batch short of the end armed the idle flush")
 	}
 	f.batch(true)
-	if !armed(&f) {
+	if !armed(f) {
 		t.Fatal("a batch at the end did not arm the idle flush")
 	}
 	// Another batch came 30 ms later: the wait starts again.
@@ -39,7 +45,7 @@ func TestIdleFlushOnlyAfterTheInputWentQuietAtItsEnd(t *testing.T) {
 	if f.due(false) {
 		t.Fatal("flushed 30 ms after the last batch (want 50)")
 	}
-	if !armed(&f) {
+	if !armed(f) {
 		t.Fatal("the early tick did not ask for another wait")
 	}
 	c.t = c.t.Add(20 * time.Millisecond)
@@ -49,21 +55,19 @@ func TestIdleFlushOnlyAfterTheInputWentQuietAtItsEnd(t *testing.T) {
 	// Spent until the next persist tick: gaps do not cost a transaction each.
 	c.t = c.t.Add(time.Second)
 	f.batch(true)
-	if armed(&f) || f.due(false) {
+	if armed(f) || f.due(false) {
 		t.Fatal("a second idle flush before the persist tick")
 	}
 	f.ticked()
 	f.batch(true)
 	c.t = c.t.Add(time.Second)
-	if !armed(&f) || !f.due(false) {
+	if !armed(f) || !f.due(false) {
 		t.Fatal("no idle flush after the persist tick")
 	}
 }
 
 func TestIdleFlushWaitsForTheKeysBacklog(t *testing.T) {
-	c := &clock{t: time.Unix(0, 0)}
-	f := newIdleFlush(50 * time.Millisecond)
-	f.now = c.now
+	c, f := quietAfter50ms()
 	f.batch(true)
 	<-f.arm
 	c.t = c.t.Add(time.Second)
@@ -88,9 +92,7 @@ func TestIdleFlushWaitsForTheKeysBacklog(t *testing.T) {
 }
 
 func TestIdleFlushNotWhenTheLastBatchWasShortOfTheEnd(t *testing.T) {
-	c := &clock{t: time.Unix(0, 0)}
-	f := newIdleFlush(50 * time.Millisecond)
-	f.now = c.now
+	c, f := quietAfter50ms()
 	f.batch(true)
 	f.batch(false) // more was there: the consumer is behind, not idle
 	c.t = c.t.Add(time.Second)

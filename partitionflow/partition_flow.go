@@ -408,17 +408,11 @@ func (p *partition) onTick(ctx actor.Context, kind int) {
 		p.persistDirty(ctx)
 		// Committed once the flush is persisted (Progress), or now if
 		// nothing was dirty.
-		if end := p.tracker.LastConsumed() + 1; end > p.requested {
-			p.catchUp = end
-		}
+		p.awaitCatchUp()
 		p.catchUpCommit(ctx)
 	case tickCommit:
 		p.commitOffset(ctx)
-		if end := p.tracker.LastConsumed() + 1; end > p.requested {
-			p.catchUp = end
-		} else {
-			p.catchUp = 0
-		}
+		p.awaitCatchUp()
 	case tickSweep:
 		// The loaded keys not unloading are the recency list's.
 		for e := p.lru.head; e != nil; {
@@ -448,6 +442,15 @@ func (p *partition) persistDirty(ctx actor.Context) {
 		p.dirty[i] = nil
 	}
 	p.dirty = p.dirty[:0]
+}
+
+// awaitCatchUp sets catchUp to the offset after everything consumed, if
+// that is past what was last sent to commit (else none).
+func (p *partition) awaitCatchUp() {
+	p.catchUp = 0
+	if end := p.tracker.LastConsumed() + 1; end > p.requested {
+		p.catchUp = end
+	}
 }
 
 // catchUpCommit commits the offset as soon as every record consumed by the

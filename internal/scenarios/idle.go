@@ -31,13 +31,7 @@ func IdleInputPersistedWithoutTicks(t *testing.T, brokers []string, mode snapsho
 	if err := txp.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
-	var recs []*kgo.Record
-	for range 60 {
-		ev := gen.Next()
-		exp.Add(ev)
-		recs = append(recs, ledger.Record(input, ev))
-	}
-	if err := txp.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+	if err := txp.ProduceSync(ctx, testkit.LedgerRecords(input, gen, 60, exp)...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	if err := txp.EndTransaction(ctx, kgo.TryCommit); err != nil {

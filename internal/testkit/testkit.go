@@ -110,15 +110,21 @@ func ProduceLedger(t testing.TB, brokers []string, topic string, gen *ledger.Gen
 	cl := Client(t, brokers, append([]kgo.Opt{kgo.DefaultProduceTopic(topic)}, opts...)...)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	if err := cl.ProduceSync(ctx, LedgerRecords(topic, gen, n, exp)...).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+}
+
+// LedgerRecords returns n ledger events from gen as records of topic and
+// folds them into exp.
+func LedgerRecords(topic string, gen *ledger.Generator, n int, exp ledger.Expected) []*kgo.Record {
 	recs := make([]*kgo.Record, 0, n)
 	for range n {
 		ev := gen.Next()
 		exp.Add(ev)
 		recs = append(recs, ledger.Record(topic, ev))
 	}
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		t.Fatalf("produce: %v", err)
-	}
+	return recs
 }
 
 // Eventually polls cond until it holds or the timeout passes: for awaiting
