@@ -315,6 +315,8 @@ func (p *partition) unloaded(ctx actor.Context, m *keyactor.Unloaded) {
 	if e == nil || e.held {
 		return
 	}
+	// The key's last Progress rides here (keyactor's reportUnlessLeaving).
+	p.tracker.Settle(&e.hold, m.Settled)
 	p.loaded--
 	p.lru.remove(e)
 	if p.env.Reuse {
@@ -353,6 +355,7 @@ func (p *partition) unloaded(ctx actor.Context, m *keyactor.Unloaded) {
 		}
 	}
 	p.admitHeld(ctx)
+	p.catchUpCommit(ctx)
 }
 
 func (p *partition) startTicks(ctx actor.Context) {

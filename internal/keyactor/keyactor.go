@@ -144,7 +144,7 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 		} else {
 			a.persistedOffset = a.persistingOffset
 		}
-		a.report(ctx)
+		a.reportUnlessLeaving(ctx)
 		a.maybePersist(ctx)
 		a.maybeFlushDone(ctx)
 		a.maybeEvict(ctx)
@@ -164,7 +164,7 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 				a.deliver(ctx, d)
 			}
 		}
-		a.report(ctx)
+		a.reportUnlessLeaving(ctx)
 		a.maybeFlushDone(ctx)
 		a.maybeEvict(ctx)
 	case *timerFired:
@@ -231,7 +231,7 @@ func (a *keyActor[S]) unload(ctx actor.Context) {
 		ctx.Send(ctx.Parent(), &Busy{Key: a.key})
 		return
 	}
-	ctx.Send(ctx.Parent(), &Unloaded{Key: a.key, Tag: a.tag, Snapshot: snap})
+	ctx.Send(ctx.Parent(), &Unloaded{Key: a.key, Tag: a.tag, Snapshot: snap, Settled: a.settled()})
 	if !a.env.Reuse {
 		ctx.Stop(ctx.Self())
 		return
@@ -284,9 +284,9 @@ func (a *keyActor[S]) evict(ctx actor.Context) {
 }
 
 // maybeEvict completes an eviction once nothing is unpersisted or
-// unacknowledged; the Progress that settles the key's hold was reported
-// before (report runs first), so the partition never keeps a hold of a key
-// that left. A key that failed meanwhile stays (Busy): its partition fails.
+// unacknowledged. Its Unloaded carries the key's last progress (Settled),
+// so the partition never keeps a hold of a key that left. A key that failed
+// meanwhile stays (Busy): its partition fails.
 func (a *keyActor[S]) maybeEvict(ctx actor.Context) {
 	if !a.evicting {
 		return
@@ -296,12 +296,29 @@ func (a *keyActor[S]) maybeEvict(ctx actor.Context) {
 		ctx.Send(ctx.Parent(), &Busy{Key: a.key})
 		return
 	}
-	if a.dirty || a.persisting || a.outputsPending() || len(a.outbox) > 0 || a.waitAcks || len(a.overdue) > 0 {
+	if !a.canLeave() {
 		return
 	}
 	a.evicting = false
-	a.report(ctx)
 	a.unload(ctx)
+}
+
+// canLeave: nothing of the key is unpersisted or unacknowledged.
+func (a *keyActor[S]) canLeave() bool {
+	return !a.dirty && !a.persisting && !a.outputsPending() && len(a.outbox) == 0 && !a.waitAcks && len(a.overdue) == 0
+}
+
+// reportUnlessLeaving reports the key's progress, except for an evicted
+// key that is about to unload (maybeEvict, right after): its Unloaded
+// carries the same Settled, one message fewer per evicted key, which at a
+// million keys is most keys. A flush awaiting its answer still gets the
+// Progress first: the partition reads the offsets it may commit when the
+// last FlushDone arrives (a revoke's final commit).
+func (a *keyActor[S]) reportUnlessLeaving(ctx actor.Context) {
+	if a.evicting && a.failed == nil && !a.flushReply && a.canLeave() {
+		return
+	}
+	a.report(ctx)
 }
 
 // started loads the key: its state from the snapshot, its pending timers

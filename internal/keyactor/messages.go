@@ -68,6 +68,9 @@ type Unloaded struct {
 	Key      string
 	Tag      any // the key's tag (Core.SetTag, Load.Tag); nil: none
 	Snapshot snapshotstore.Snapshot
+	// Settled is the key's progress as it leaves (Progress.Settled): the
+	// partition settles the key's hold with it before dropping the key.
+	Settled int64
 }
 
 // Load gives an empty actor (Env.Reuse, after Unloaded) another key to
