@@ -183,8 +183,7 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 			a.evict(ctx)
 			return
 		}
-		if a.dirty || a.persisting || a.outputsPending() || len(a.outbox) > 0 || a.failed != nil || a.waitAcks ||
-			len(a.overdue) > 0 || a.timersDueWithin(max(a.cfg.MaxIdle, minTimerUnloadHorizon)) {
+		if !a.canLeave() || a.failed != nil || a.timersDueWithin(max(a.cfg.MaxIdle, minTimerUnloadHorizon)) {
 			ctx.Send(ctx.Parent(), &Busy{Key: a.key})
 			return
 		}
