@@ -37,20 +37,21 @@ import (
 // systems (rotating which runs first); each figure is the median over
 // rounds, with the range.
 type e2eConfig struct {
-	events     int
-	keys       []int
-	partitions int
-	systems    []string
-	rounds     int
-	persist    time.Duration
-	timeout    time.Duration
-	maxIdle    time.Duration // the actorflow flows' keyflow.WithMaxIdle (0: its default)
-	maxLive    int           // their keyflow.WithMaxLiveKeys (0: its default; < 0: none)
-	maxWrites  int           // the actorflow workers' WithMaxWritesPerTransaction (0: its default)
-	rf         int16
-	verify     bool
-	profileDir string // heap and CPU profiles of every child, when set
-	childEnv   []string
+	events      int
+	keys        []int
+	partitions  int
+	systems     []string
+	rounds      int
+	persist     time.Duration
+	timeout     time.Duration
+	maxIdle     time.Duration // the actorflow flows' keyflow.WithMaxIdle (0: its default)
+	maxLive     int           // their keyflow.WithMaxLiveKeys (0: its default; < 0: none)
+	maxInFlight int           // their WithMaxInFlight (0: the default)
+	maxWrites   int           // the actorflow workers' WithMaxWritesPerTransaction (0: its default)
+	rf          int16
+	verify      bool
+	profileDir  string // heap and CPU profiles of every child, when set
+	childEnv    []string
 }
 
 type e2eRun struct {
@@ -63,24 +64,27 @@ type e2eRun struct {
 
 // e2eRow is one (keys, system) line of the table (and one --json object).
 type e2eRow struct {
-	Experiment string   `json:"experiment"`
-	Keys       int      `json:"keys"`
-	System     string   `json:"system"`
-	Events     int      `json:"events"`
-	Rounds     int      `json:"rounds"` // valid rounds
-	DrainS     float64  `json:"drain_s"`
-	DrainMinS  float64  `json:"drain_min_s"`
-	DrainMaxS  float64  `json:"drain_max_s"`
-	EventsPerS float64  `json:"events_per_s"`
-	CPUPerM    float64  `json:"cpu_s_per_1m"`
-	AllocsPerE float64  `json:"allocs_per_event"` // heap allocations per input event (median)
-	RSSMiB     float64  `json:"peak_rss_mib"`
-	RSSMaxMiB  float64  `json:"peak_rss_max_mib"`
-	HeapMiB    float64  `json:"peak_heap_mib"`
-	Ratio      float64  `json:"ratio_to_ceiling"`      // the ceiling's median drain over this one's
-	RatioBest  float64  `json:"ratio_to_ceiling_best"` // the same with each one's fastest drain (other load only slows a run)
-	Ceiling    string   `json:"ceiling"`
-	ShutdownMS float64  `json:"shutdown_ms"`
+	Experiment string  `json:"experiment"`
+	Keys       int     `json:"keys"`
+	System     string  `json:"system"`
+	Events     int     `json:"events"`
+	Rounds     int     `json:"rounds"` // valid rounds
+	DrainS     float64 `json:"drain_s"`
+	DrainMinS  float64 `json:"drain_min_s"`
+	DrainMaxS  float64 `json:"drain_max_s"`
+	EventsPerS float64 `json:"events_per_s"`
+	CPUPerM    float64 `json:"cpu_s_per_1m"`
+	AllocsPerE float64 `json:"allocs_per_event"` // heap allocations per input event (median)
+	RSSMiB     float64 `json:"peak_rss_mib"`
+	RSSMaxMiB  float64 `json:"peak_rss_max_mib"`
+	HeapMiB    float64 `json:"peak_heap_mib"`
+	Ratio      float64 `json:"ratio_to_ceiling"`      // the ceiling's median drain over this one's
+	RatioBest  float64 `json:"ratio_to_ceiling_best"` // the same with each one's fastest drain (other load only slows a run)
+	Ceiling    string  `json:"ceiling"`
+	ShutdownMS float64 `json:"shutdown_ms"`
+	// The drain's phases (medians): start to first fold, to last fold.
+	FirstFoldS float64  `json:"first_fold_s"`
+	LastFoldS  float64  `json:"last_fold_s"`
 	Notes      []string `json:"notes,omitempty"`
 }
 
@@ -155,7 +159,8 @@ func runSystem(ctx context.Context, brokers []string, adm *kadm.Client, c e2eCon
 	args := []string{childCommand, "--system", sys, "--brokers", strings.Join(brokers, ","), "--input", input,
 		"--group", group, "--snapshot", snaps, "--output", out, "--txn-prefix", "actorflow-e2e-" + name,
 		"--events", strconv.Itoa(c.events), "--persist", c.persist.String(), "--timeout", c.timeout.String(),
-		"--max-idle", c.maxIdle.String(), "--max-live-keys", strconv.Itoa(c.maxLive), "--max-writes", strconv.Itoa(c.maxWrites)}
+		"--max-idle", c.maxIdle.String(), "--max-live-keys", strconv.Itoa(c.maxLive), "--max-writes", strconv.Itoa(c.maxWrites),
+		"--max-in-flight", strconv.Itoa(c.maxInFlight)}
 	if c.profileDir != "" {
 		args = append(args, "--heap-profile", filepath.Join(c.profileDir, fmt.Sprintf("heap-%dkeys-%s-%d.pprof", keys, sys, round+1)),
 			"--cpu-profile", filepath.Join(c.profileDir, fmt.Sprintf("cpu-%dkeys-%s-%d.pprof", keys, sys, round+1)))
@@ -206,7 +211,7 @@ func summarize(keys int, c e2eConfig, runs map[string][]e2eRun) []e2eRow {
 	drains, best := map[string]float64{}, map[string]float64{}
 	for _, sys := range c.systems {
 		row := e2eRow{Experiment: "E2E", Keys: keys, System: sys, Events: c.events, Ceiling: ceilingOf(sys)}
-		var drain, cpu, allocs, rss, heap, shut []float64
+		var drain, cpu, allocs, rss, heap, shut, first, last []float64
 		for _, r := range runs[sys] {
 			if !r.Valid {
 				row.Notes = append(row.Notes, r.Note)
@@ -218,6 +223,8 @@ func summarize(keys int, c e2eConfig, runs map[string][]e2eRun) []e2eRow {
 			rss = append(rss, float64(r.RSSKiB)/1024)
 			heap = append(heap, float64(r.PeakHeapObjects)/(1<<20))
 			shut = append(shut, r.ShutdownMS)
+			first = append(first, r.FirstFoldMS/1000)
+			last = append(last, r.LastFoldMS/1000)
 		}
 		row.Rounds = len(drain)
 		if row.Rounds > 0 {
@@ -226,6 +233,7 @@ func summarize(keys int, c e2eConfig, runs map[string][]e2eRun) []e2eRow {
 			row.CPUPerM, row.RSSMiB, row.RSSMaxMiB = median(cpu), median(rss), slices.Max(rss)
 			row.AllocsPerE = median(allocs)
 			row.HeapMiB, row.ShutdownMS = median(heap), median(shut)
+			row.FirstFoldS, row.LastFoldS = median(first), median(last)
 			drains[sys], best[sys] = row.DrainS, row.DrainMinS
 		}
 		rows = append(rows, row)
@@ -250,10 +258,10 @@ func median(xs []float64) float64 {
 
 func printE2E(w io.Writer, rows []e2eRow) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "keys\tsystem\tdrain s (median [range])\tevents/s\tCPU s per 1M\tallocs per event\tpeak RSS MiB [max]\tpeak heap MiB\tratio to ceiling (median; fastest)\tshutdown ms\tvalid rounds")
+	fmt.Fprintln(tw, "keys\tsystem\tdrain s (median [range])\tevents/s\tCPU s per 1M\tallocs per event\tpeak RSS MiB [max]\tpeak heap MiB\tratio to ceiling (median; fastest)\tfolds s (first–last)\tshutdown ms\tvalid rounds")
 	for _, r := range rows {
 		if r.Rounds == 0 {
-			fmt.Fprintf(tw, "%d\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t0 (%s)\n", r.Keys, r.System, strings.Join(r.Notes, "; "))
+			fmt.Fprintf(tw, "%d\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t0 (%s)\n", r.Keys, r.System, strings.Join(r.Notes, "; "))
 			continue
 		}
 		ratio := "-"
@@ -264,8 +272,8 @@ func printE2E(w io.Writer, rows []e2eRow) {
 		if len(r.Notes) > 0 {
 			valid += " (" + strings.Join(r.Notes, "; ") + ")"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%.2f [%.2f–%.2f]\t%.0fk\t%.2f\t%.1f\t%.0f [%.0f]\t%.0f\t%s\t%.0f\t%s\n",
-			r.Keys, r.System, r.DrainS, r.DrainMinS, r.DrainMaxS, r.EventsPerS/1000, r.CPUPerM, r.AllocsPerE, r.RSSMiB, r.RSSMaxMiB, r.HeapMiB, ratio, r.ShutdownMS, valid)
+		fmt.Fprintf(tw, "%d\t%s\t%.2f [%.2f–%.2f]\t%.0fk\t%.2f\t%.1f\t%.0f [%.0f]\t%.0f\t%s\t%.2f–%.2f\t%.0f\t%s\n",
+			r.Keys, r.System, r.DrainS, r.DrainMinS, r.DrainMaxS, r.EventsPerS/1000, r.CPUPerM, r.AllocsPerE, r.RSSMiB, r.RSSMaxMiB, r.HeapMiB, ratio, r.FirstFoldS, r.LastFoldS, r.ShutdownMS, valid)
 	}
 	_ = tw.Flush()
 	// The issue's targets, evaluated on these rows.

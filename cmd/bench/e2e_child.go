@@ -71,12 +71,17 @@ type childResult struct {
 	Allocs     uint64  `json:"allocs"`
 	ShutdownMS float64 `json:"shutdown_ms"`
 	// Peaks sampled every 100 ms during the drain (runtime/metrics).
-	PeakHeapObjects int64  `json:"peak_heap_objects_bytes"` // live + not yet swept heap objects
-	PeakGoTotal     int64  `json:"peak_go_total_bytes"`     // all memory the Go runtime mapped
-	PeakGoroutines  int64  `json:"peak_goroutines"`
-	VmHWMKiB        int64  `json:"vmhwm_kib"` // /proc/self/status at the end of the drain
-	Committed       int64  `json:"committed"` // input offsets committed at the end (progress when not drained)
-	Err             string `json:"error,omitempty"`
+	PeakHeapObjects int64 `json:"peak_heap_objects_bytes"` // live + not yet swept heap objects
+	PeakGoTotal     int64 `json:"peak_go_total_bytes"`     // all memory the Go runtime mapped
+	PeakGoroutines  int64 `json:"peak_goroutines"`
+	VmHWMKiB        int64 `json:"vmhwm_kib"` // /proc/self/status at the end of the drain
+	Committed       int64 `json:"committed"` // input offsets committed at the end (progress when not drained)
+	// The drain's phases: the system's start until its first fold (clients,
+	// recovery, the first fetch), until its last (the input folded), and
+	// the rest until drained (the last writes and the offset commit).
+	FirstFoldMS float64 `json:"first_fold_ms"`
+	LastFoldMS  float64 `json:"last_fold_ms"`
+	Err         string  `json:"error,omitempty"`
 }
 
 type childArgs struct {
@@ -84,6 +89,7 @@ type childArgs struct {
 	brokers                                                                    []string
 	events                                                                     int64
 	maxWrites                                                                  int
+	maxInFlight                                                                int
 	persist, timeout, maxIdle                                                  time.Duration
 	maxLive                                                                    int
 }
@@ -106,6 +112,7 @@ func childMain(args []string) int {
 	fs.DurationVar(&a.maxIdle, "max-idle", 0, "keyflow.WithMaxIdle of the flow (0: keyflow's default)")
 	fs.IntVar(&a.maxLive, "max-live-keys", 0, "keyflow.WithMaxLiveKeys of the flow (0: keyflow's default; <0: no bound)")
 	fs.IntVar(&a.maxWrites, "max-writes", 0, "WithMaxWritesPerTransaction (0: the default)")
+	fs.IntVar(&a.maxInFlight, "max-in-flight", 0, "WithMaxInFlight (0: the default)")
 	_ = fs.Parse(args)
 	a.brokers = splitBrokers(*brokers)
 	res := runChild(a)
@@ -161,6 +168,7 @@ func runChild(a childArgs) (res childResult) {
 	sampler := startMemSampler(peakProfile)
 	cpu0, allocs0 := cpuTime(), heapAllocs()
 	start := time.Now()
+	folds := watchFolds(runCtx, &processed, total, start)
 	done := make(chan error, 1)
 	switch a.system {
 	case sysRaw, sysRawOut:
@@ -216,6 +224,7 @@ func runChild(a childArgs) (res childResult) {
 	res.CPUSeconds = (cpuTime() - cpu0).Seconds()
 	res.Allocs = heapAllocs() - allocs0
 	res.Processed = processed.Load()
+	res.FirstFoldMS, res.LastFoldMS = folds()
 	res.PeakHeapObjects, res.PeakGoTotal, res.PeakGoroutines = sampler.stop()
 	res.VmHWMKiB = vmHWM()
 	res.Drained = drainErr == nil
@@ -260,7 +269,7 @@ func newWorker(a childArgs, processed *atomic.Int64) (*actorflow.Worker, *kgo.Cl
 	if strings.HasPrefix(a.system, "txn") {
 		mode = snapshotstore.Transactional
 	}
-	w, err := actorflow.NewWorker(ledgerFlow(producer, a.output, a.maxIdle, a.maxLive, processed),
+	opts := []actorflow.Option{
 		actorflow.WithBrokers(a.brokers...),
 		actorflow.WithGroup(a.group),
 		actorflow.WithInputTopic(a.input),
@@ -271,7 +280,11 @@ func newWorker(a childArgs, processed *atomic.Int64) (*actorflow.Worker, *kgo.Cl
 		actorflow.WithCommitOffsetsInterval(a.persist),
 		actorflow.WithClientOpts(childKgoLog()...),
 		actorflow.WithMaxWritesPerTransaction(a.maxWrites),
-	)
+	}
+	if a.maxInFlight > 0 {
+		opts = append(opts, actorflow.WithMaxInFlight(a.maxInFlight))
+	}
+	w, err := actorflow.NewWorker(ledgerFlow(producer, a.output, a.maxIdle, a.maxLive, processed), opts...)
 	if err != nil {
 		if producer != nil {
 			producer.Close()
@@ -346,6 +359,43 @@ func awaitDrained(ctx context.Context, adm *kadm.Client, group string, ends kadm
 			return fmt.Errorf("stopped before draining (%d input offsets committed): %v", *committed, err)
 		case <-tick.C:
 		}
+	}
+}
+
+// watchFolds samples processed every millisecond (cheaper than a clock
+// read per fold) until it reaches total; the returned func gives the ms
+// from start to its first and its last fold (0: not seen).
+func watchFolds(ctx context.Context, processed *atomic.Int64, total int64, start time.Time) func() (first, last float64) {
+	var mu sync.Mutex
+	var firstMS, lastMS float64
+	go func() {
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			n := processed.Load()
+			mu.Lock()
+			if n > 0 && firstMS == 0 {
+				firstMS = ms(time.Since(start))
+			}
+			if n >= total {
+				lastMS = ms(time.Since(start))
+			}
+			done := lastMS > 0
+			mu.Unlock()
+			if done {
+				return
+			}
+		}
+	}()
+	return func() (float64, float64) {
+		mu.Lock()
+		defer mu.Unlock()
+		return firstMS, lastMS
 	}
 }
 

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func TestSummarizeCountsOnlyValidRunsAndRatesAgainstTheCeiling(t *testing.T) {
@@ -47,5 +50,39 @@ func TestParseOrderings(t *testing.T) {
 	}
 	if _, err := parseOrderings("sideways"); err == nil {
 		t.Error("an unknown ordering was accepted")
+	}
+}
+
+func TestWatchFoldsTimesTheFirstAndTheLastFold(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var processed atomic.Int64
+	start := time.Now()
+	folds := watchFolds(ctx, &processed, 3, start)
+	if first, last := folds(); first != 0 || last != 0 {
+		t.Fatalf("before any fold: first %v, last %v ms; want 0, 0", first, last)
+	}
+	processed.Add(1)
+	waitFor(t, func() bool { first, _ := folds(); return first > 0 })
+	if _, last := folds(); last != 0 {
+		t.Fatalf("1 of 3 folded: last %v ms, want 0 (not all folded)", last)
+	}
+	processed.Add(2)
+	waitFor(t, func() bool { _, last := folds(); return last > 0 })
+	if first, last := folds(); last < first {
+		t.Fatalf("first fold at %v ms after the last at %v ms", first, last)
+	}
+}
+
+// waitFor polls cond (the watcher samples every millisecond: nothing to
+// await but its result).
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10 s")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -110,6 +110,7 @@ func main() {
 		e2eProfile = flag.String("e2e-heap-profiles", "", "experiment E2E: write each child's heap profile (when drained) and CPU profile (of the drain) into this directory")
 		e2eGOGC    = flag.String("e2e-gogc", "", "experiment E2E: GOGC of the children")
 		e2eMemLim  = flag.String("e2e-gomemlimit", "", "experiment E2E: GOMEMLIMIT of the children")
+		e2eMaxIF   = flag.Int("e2e-max-in-flight", 0, "experiment E2E: WithMaxInFlight of the actorflow systems, per partition (0: the default)")
 		e2eMaxWr   = flag.Int("e2e-max-writes", 0, "experiment E2E: WithMaxWritesPerTransaction of the actorflow systems (0: the default, 256)")
 		e2eMaxIdle = flag.Duration("e2e-max-idle", 0, "experiment E2E: keyflow.WithMaxIdle of the actorflow systems (0: keyflow's default)")
 		e2eMaxLive = flag.Int("e2e-max-live-keys", 0, "experiment E2E: keyflow.WithMaxLiveKeys of the actorflow systems, per partition (0: keyflow's default; -1: no bound)")
@@ -192,7 +193,7 @@ func main() {
 	}
 	if exp == "E2E" {
 		c := e2eConfig{events: *e2eEvents, partitions: *e2eParts, rounds: *runs, persist: *e2ePersist,
-			timeout: *e2eTimeout, maxIdle: *e2eMaxIdle, maxLive: *e2eMaxLive, maxWrites: *e2eMaxWr, rf: int16(*rf), verify: *e2eVerify, profileDir: *e2eProfile}
+			timeout: *e2eTimeout, maxIdle: *e2eMaxIdle, maxLive: *e2eMaxLive, maxWrites: *e2eMaxWr, maxInFlight: *e2eMaxIF, rf: int16(*rf), verify: *e2eVerify, profileDir: *e2eProfile}
 		c.keys = positiveList("e2e-keys", *e2eKeys)
 		c.systems = systemList("e2e-systems", *e2eSystems, allSystems)
 		if *e2eGOGC != "" {
