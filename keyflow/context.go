@@ -24,6 +24,18 @@ var errEmptyValue = errors.New("empty value")
 // during the call; it must not be retained or used from another goroutine.
 type Context struct{ k *keyactor.Core }
 
+// contextOf is the Context of k's actor: made on its first call and kept
+// across the keys the actor serves (one per call was an allocation per
+// record).
+func contextOf(k *keyactor.Core) *Context {
+	if c, ok := k.Ext().(*Context); ok {
+		return c
+	}
+	c := &Context{k: k}
+	k.SetExt(c)
+	return c
+}
+
 // Key returns the key being folded.
 func (c *Context) Key() string { return c.k.Key() }
 

@@ -103,13 +103,13 @@ func New[S any](fold FoldFunc[S], opts ...Option) *Flow[S] {
 	}
 	c.DefaultDLQ = DefaultDeadLetterTopic
 	c.DeadLetterRecord = runtimeDeadLetter
-	f.rt.Fold = func(k *keyactor.Core, s *S, rec *kgo.Record) (*S, error) { return fold(&Context{k: k}, s, rec) }
+	f.rt.Fold = func(k *keyactor.Core, s *S, rec *kgo.Record) (*S, error) { return fold(contextOf(k), s, rec) }
 	if fn := f.onTimer; fn != nil {
 		c.Timers = true
-		f.rt.Timer = func(k *keyactor.Core, s *S, name string) (*S, error) { return fn(&Context{k: k}, s, name) }
+		f.rt.Timer = func(k *keyactor.Core, s *S, name string) (*S, error) { return fn(contextOf(k), s, name) }
 	}
 	if fn := f.onLoad; fn != nil {
-		f.rt.Load = func(k *keyactor.Core, s *S) (*S, error) { return fn(&Context{k: k}, s) }
+		f.rt.Load = func(k *keyactor.Core, s *S) (*S, error) { return fn(contextOf(k), s) }
 	}
 	return f
 }

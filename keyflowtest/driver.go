@@ -220,9 +220,14 @@ func New[S any](flow *keyflow.Flow[S], opts ...Option) *Driver[S] {
 			Topic: cfg.topic, Partition: n, System: d.sys,
 			Logger:     cfg.logger.With(zap.String("topic", cfg.topic), zap.Int32("partition", n)),
 			TxnOutputs: true,
-			Persist:    func(s snapshotstore.Snapshot, outs []*kgo.Record, done func(error)) { d.persist(n, s, outs); done(nil) },
-			Processed:  func(int) {},
-			Clock:      partClock{c: d.clock, part: n},
+			Persist: func(w *keyactor.WriteMsg) {
+				s, outs, done := w.Snapshot, w.Outputs, w.Done
+				w.Release()
+				d.persist(n, s, outs)
+				done(nil)
+			},
+			Processed: func(int) {},
+			Clock:     partClock{c: d.clock, part: n},
 			OnSkip: func(_ string, err error) {
 				d.mu.Lock()
 				d.skipped = append(d.skipped, err)

@@ -438,9 +438,7 @@ func (p *partition) start(ctx actor.Context) {
 	},
 		actor.WithDispatcher(dispatcher()), actor.WithMailbox(newKeyMailbox))
 	root, txnPID := ctx.ActorSystem().Root, p.txn
-	p.env.Persist = func(s snapshotstore.Snapshot, outputs []*kgo.Record, done func(error)) {
-		root.Send(txnPID, &writeReq{w: Write{Snapshot: s, Outputs: outputs, Done: done}})
-	}
+	p.env.Persist = func(w *keyactor.WriteMsg) { root.Send(txnPID, w) }
 	rctx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
 	self := ctx.Self()

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/actorflow/actorflow/internal/keyactor"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/zap"
@@ -70,15 +71,26 @@ func newTxnActor(store snapshotstore.Partition, maxWrites int, seed int64, log *
 // stopBy sets the deadline of the actor's stop (safe from any goroutine).
 func (t *txnActor) stopBy(at time.Time) { t.deadline.Store(at.UnixNano()) }
 
+// write queues w for the next group commit, or fails it at once after a
+// failed transaction.
+func (t *txnActor) write(ctx actor.Context, w Write) {
+	if t.failed != nil {
+		w.Done(t.failed)
+		return
+	}
+	t.gc.Add(w)
+	t.pump(ctx)
+}
+
 func (t *txnActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *writeReq:
-		if t.failed != nil {
-			m.w.Done(t.failed)
-			return
-		}
-		t.gc.Add(m.w)
-		t.pump(ctx)
+		t.write(ctx, m.w)
+	case *keyactor.WriteMsg:
+		// A pooled message (Env.Persist): copied, then released.
+		w := Write{Snapshot: m.Snapshot, Outputs: m.Outputs, Done: m.Done}
+		m.Release()
+		t.write(ctx, w)
 	case *commitReq:
 		if t.failed != nil {
 			if m.done != nil {

@@ -10,6 +10,14 @@ import (
 // The methods of Core that keyflow.Context calls. They run on the key's
 // actor, inside a call (a fold, a timer, the load hook).
 
+// Ext returns the value SetExt stored (nil: none): the flow's handle on
+// this actor (keyflow's Context), made once and kept across the keys the
+// actor serves, since one per call was an allocation per record.
+func (k *Core) Ext() any { return k.ext }
+
+// SetExt stores the flow's handle on this actor (Ext).
+func (k *Core) SetExt(v any) { k.ext = v }
+
 // Key returns the key.
 func (k *Core) Key() string { return k.key }
 

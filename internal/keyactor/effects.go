@@ -42,6 +42,12 @@ func (k *Core) applyEffects() {
 			k.setTimer(op.name, op.at)
 		}
 	}
+	if k.env.TxnOutputs && len(k.outbox) == 0 && len(k.fx.emits) > 0 {
+		// The key's next write carries them: hand the array over (the
+		// common case, one call's outputs per write) instead of copying
+		// them into a new one, one allocation fewer per emitting key.
+		k.outbox, k.fx.emits = k.fx.emits, nil
+	}
 	for _, rec := range k.fx.emits {
 		if k.env.TxnOutputs {
 			k.outbox = append(k.outbox, rec) // the key's next write carries it

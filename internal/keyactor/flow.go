@@ -172,11 +172,12 @@ type Env struct {
 	// (snapshotstore.Partition.CommitsOutputs). Emit then hands outputs to the key's
 	// next write instead of the application's producer.
 	TxnOutputs bool
-	// Persist sends a snapshot, and the outputs of the calls it covers
-	// (TxnOutputs only), to the partition's transaction actor; done is
-	// called exactly once with the outcome of the transaction carrying
-	// them.
-	Persist func(s snapshotstore.Snapshot, outputs []*kgo.Record, done func(error))
+	// Persist sends a key's write (a snapshot, and the outputs of the
+	// calls it covers: TxnOutputs only) to the partition's transaction
+	// actor; w.Done is called exactly once with the outcome of the
+	// transaction carrying them. The receiver copies w's fields, then
+	// calls w.Release (w is pooled) and keeps no pointer to it.
+	Persist func(w *WriteMsg)
 	// DeadLetters produces dead letters in the plain mode (the worker's
 	// producer); nil: the flow's WithOutput producer. Unused when
 	// TxnOutputs: dead letters then join the transaction like outputs.

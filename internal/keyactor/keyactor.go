@@ -24,6 +24,7 @@ var minTimerUnloadHorizon = time.Minute
 type Core struct {
 	key  string
 	tag  any // the partition's, echoed in Progress and Unloaded (SetTag)
+	ext  any // the flow's handle on this actor (Ext)
 	env  *Env
 	cfg  *Config
 	self *actor.PID
@@ -244,11 +245,12 @@ func (a *keyActor[S]) unload(ctx actor.Context) {
 }
 
 // reset clears the key's state, keeping what belongs to the actor across
-// the keys it serves: its flow, env and Persist callback.
+// the keys it serves: its flow, env, Persist callback and the flow's
+// handle.
 func (a *keyActor[S]) reset() {
-	flow, env, persisted := a.flow, a.env, a.persisted
+	flow, env, persisted, ext := a.flow, a.env, a.persisted, a.ext
 	*a = keyActor[S]{flow: flow, persisted: persisted}
-	a.env = env
+	a.env, a.ext = env, ext
 }
 
 // load starts the actor, empty since its last key unloaded, on m's key, as
@@ -523,7 +525,9 @@ func (a *keyActor[S]) maybePersist(ctx actor.Context) {
 			root.Send(self, &persistDone{err: err})
 		}
 	}
-	a.env.Persist(snap, outs, a.persisted)
+	w := NewWriteMsg()
+	*w = WriteMsg{Snapshot: snap, Outputs: outs, Done: a.persisted}
+	a.env.Persist(w)
 }
 
 // persistOK is every successful write's answer (messages are read-only).
