@@ -112,7 +112,7 @@ func main() {
 		e2eGOGC    = flag.String("e2e-gogc", "", "experiment E2E: GOGC of the children")
 		e2eMemLim  = flag.String("e2e-gomemlimit", "", "experiment E2E: GOMEMLIMIT of the children")
 		e2eMaxIF   = flag.Int("e2e-max-in-flight", 0, "experiment E2E: WithMaxInFlight of the actorflow systems, per partition (0: the default)")
-		e2eMaxWr   = flag.Int("e2e-max-writes", 0, "experiment E2E: WithMaxWritesPerTransaction of the actorflow systems (0: the default, 256)")
+		e2eMaxWr   = flag.Int("e2e-max-writes", 0, "experiment E2E: WithMaxWritesPerTransaction of the actorflow systems (0: the default, partitionflow.DefaultMaxWritesPerTransaction)")
 		e2eMaxIdle = flag.Duration("e2e-max-idle", 0, "experiment E2E: keyflow.WithMaxIdle of the actorflow systems (0: keyflow's default)")
 		e2eMaxLive = flag.Int("e2e-max-live-keys", 0, "experiment E2E: keyflow.WithMaxLiveKeys of the actorflow systems, per partition (0: keyflow's default; -1: no bound)")
 		latRates   = flag.String("lat-rate", "2000,20000", "experiment L: comma-separated input rates, events/s (each a run of every system)")
