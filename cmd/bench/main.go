@@ -9,7 +9,9 @@
 //     then group-committed transactions issued one at a time and all at once.
 //   - Experiment B: --keys-b keys (2000) with --size-b snapshots (10 KiB),
 //     flushed concurrently. Plain batched producer (the baseline), then
-//     transactions with caps 1, 16, 256 and uncapped (cap = --keys-b).
+//     transactions with caps 1, 16, 256, uncapped (cap = --keys-b), and the
+//     runtime's default caps (DefaultMaxWritesPerTransaction and
+//     DefaultMaxTransactionBytes).
 //   - Experiment L (--experiment L, latency.go): output latency at steady
 //     input rates (--lat-rate, 2000 and 20000 events/s), input CreateTime →
 //     output visible read_committed, p50/p90/p99/max, for the franz-go
@@ -21,8 +23,10 @@
 // marker and a TxnOffsetCommit carrying the group metadata of a live consumer
 // group member, which the bench keeps in its group for the whole run.
 //
-// Each number is the minimum over --runs runs (3); every run writes to a
-// fresh compacted snapshot topic and the runs interleave the configurations.
+// Each number is the minimum over --runs runs (3), after --warmup unmeasured
+// ones (1: a broker just started is slower until its JIT warms up); every run
+// writes to a fresh compacted snapshot topic and the runs interleave the
+// configurations.
 // txns is the number of Commit calls of the run that gave the minimum (for
 // the plain rows these are producer calls, not transactions, and are shown
 // as "-"); ratio is that minimum over the experiment's baseline minimum from
