@@ -9,8 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/actorflow/actorflow/internal/keyactor"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // txnTestTimeout bounds every wait of these tests: an event that does not
@@ -516,5 +518,35 @@ func TestTxnWriteAfterStopIsAnsweredWithErrStopped(t *testing.T) {
 	}
 	if !errors.Is(err, ErrStopped) {
 		t.Fatalf("write after Stop: %v, want errors.Is(err, ErrStopped)", err)
+	}
+}
+
+// A key's write comes as a pooled keyactor.WriteMsg, released as soon as the
+// transaction actor received it: the transaction must carry what the
+// message held (copied before the release), not the cleared message.
+func TestTxnKeyWriteMsgIsCopiedBeforeItIsReleased(t *testing.T) {
+	store := newFakePartition(true)
+	_, h := spawnTxnForTest(t, store, 4, 0)
+	defer h.Stop()
+
+	done := make(chan error, 1)
+	m := keyactor.NewWriteMsg()
+	*m = keyactor.WriteMsg{Snapshot: txnSnap("k1"), Outputs: []*kgo.Record{{Topic: "out", Value: []byte("o1")}},
+		Done: func(err error) { done <- err }}
+	h.sys.Root.Send(h.pid, m)
+	b := store.awaitEntered(t)
+	drainMailbox(t, h)
+	if m.Snapshot.Key != "" || m.Outputs != nil || m.Done != nil {
+		t.Fatalf("the message was not released (cleared) once received: %+v", *m)
+	}
+	if got := batchKeys(b); fmt.Sprint(got) != "[k1]" {
+		t.Fatalf("transaction's snapshots %v, want [k1]: the write's fields must be copied before the release", got)
+	}
+	if len(b.Outputs) != 1 || string(b.Outputs[0].Value) != "o1" {
+		t.Fatalf("transaction's outputs %v, want the write's one output", b.Outputs)
+	}
+	store.finish(t, nil)
+	if err := awaitOutcome(t, "k1", done); err != nil {
+		t.Fatalf("k1: %v", err)
 	}
 }
