@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/actorflow/actorflow/coordinator"
+	"github.com/actorflow/actorflow/partitionflow"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
@@ -169,9 +170,10 @@ func (w *Worker) WaitReady(ctx context.Context) error {
 }
 
 // WaitCaughtUp waits until the worker has caught up with its input as of
-// the call: it is ready (WaitReady), and every input partition it owns has
-// processed and committed everything below the partition's log end offset
-// read at the call (Status: Committed ≥ that offset; a transactionally
+// the call: it is ready (WaitReady), every input partition is owned by a
+// member of the group (none is left unowned by a rebalance in progress),
+// and every one it owns has processed and committed everything below the
+// partition's log end offset read at the call (Status: Committed ≥ that offset; a transactionally
 // written input's last commit marker counts as processed). Records produced
 // after the call are not waited for; a partition that moves to another
 // member meanwhile is that member's to catch up. It fails when ctx ends
@@ -191,39 +193,13 @@ func (w *Worker) WaitCaughtUp(ctx context.Context) error {
 		return fmt.Errorf("actorflow: wait caught up: end offsets of %q: %w", w.cfg.input, err)
 	}
 	_, err = w.waitFor(ctx, func(h Health, st Status) (bool, string) {
-		behind := ""
-		local := map[int32]bool{}
-		for _, p := range st.Partitions {
-			local[p.Partition] = true
-			end, ok := ends.Lookup(p.Topic, p.Partition)
-			if ok && p.Committed < end.Offset {
-				behind += fmt.Sprintf(" %s[%d] committed %d < %d", p.Topic, p.Partition, p.Committed, end.Offset)
-			}
-		}
-		if behind != "" {
-			return false, "behind:" + behind
-		}
-		// The group may have assigned this member partitions it has not
-		// started yet (joined, the assignment callback not run): they are
-		// behind too. Asked of the group only once the local ones are done.
-		me, merr := w.cons.GroupMetadata()
-		if merr != nil {
-			return false, "no group metadata: " + merr.Error()
-		}
-		pending := ""
-		ends.Each(func(o kadm.ListedOffset) {
-			if local[o.Partition] {
-				return
-			}
-			owner, ok, err := w.owner(ctx, coordinator.TopicPartition{Topic: o.Topic, Partition: o.Partition})
-			switch {
-			case err != nil:
-				pending += fmt.Sprintf(" %s[%d] (owner lookup: %v)", o.Topic, o.Partition, err)
-			case ok && owner.MemberID == me.MemberID:
-				pending += fmt.Sprintf(" %s[%d] assigned here, not started", o.Topic, o.Partition)
-			}
+		return caughtUp(st.Partitions, ends, func() (string, error) {
+			me, err := w.cons.GroupMetadata()
+			return me.MemberID, err
+		}, func(tp coordinator.TopicPartition) (string, bool, error) {
+			m, ok, err := w.owner(ctx, tp)
+			return m.MemberID, ok, err
 		})
-		return pending == "", "pending:" + pending
 	})
 	if err != nil {
 		return fmt.Errorf("actorflow: wait caught up: %w", err)
@@ -260,4 +236,49 @@ func (w *Worker) waitFor(ctx context.Context, cond func(Health, Status) (bool, s
 		case <-t.C:
 		}
 	}
+}
+
+// caughtUp is WaitCaughtUp's decision, given the partitions this worker
+// runs (local), the input's end offsets as of the call, this member's id
+// (memberID) and each partition's owner in the group (ownerOf: its member
+// id, false when no member owns it). Caught up: every local partition has
+// committed its end offset, and every other partition is owned by another
+// member. A partition owned by no member (a rebalance in progress, or the
+// first assignment not made yet, when a worker owning none is already
+// ready) or assigned here and not started yet is pending. The group is
+// asked only once the local partitions are done.
+func caughtUp(local []partitionflow.Status, ends kadm.ListedOffsets, memberID func() (string, error),
+	ownerOf func(coordinator.TopicPartition) (string, bool, error)) (bool, string) {
+	behind := ""
+	runs := map[int32]bool{}
+	for _, p := range local {
+		runs[p.Partition] = true
+		end, ok := ends.Lookup(p.Topic, p.Partition)
+		if ok && p.Committed < end.Offset {
+			behind += fmt.Sprintf(" %s[%d] committed %d < %d", p.Topic, p.Partition, p.Committed, end.Offset)
+		}
+	}
+	if behind != "" {
+		return false, "behind:" + behind
+	}
+	me, err := memberID()
+	if err != nil {
+		return false, "no group metadata: " + err.Error()
+	}
+	pending := ""
+	ends.Each(func(o kadm.ListedOffset) {
+		if runs[o.Partition] {
+			return
+		}
+		owner, ok, err := ownerOf(coordinator.TopicPartition{Topic: o.Topic, Partition: o.Partition})
+		switch {
+		case err != nil:
+			pending += fmt.Sprintf(" %s[%d] (owner lookup: %v)", o.Topic, o.Partition, err)
+		case !ok:
+			pending += fmt.Sprintf(" %s[%d] owned by no member (rebalancing)", o.Topic, o.Partition)
+		case owner == me:
+			pending += fmt.Sprintf(" %s[%d] assigned here, not started", o.Topic, o.Partition)
+		}
+	})
+	return pending == "", "pending:" + pending
 }

@@ -1,0 +1,58 @@
+package actorflow
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/actorflow/actorflow/coordinator"
+	"github.com/actorflow/actorflow/partitionflow"
+	"github.com/twmb/franz-go/pkg/kadm"
+)
+
+// caughtUp's cases, with the group as a recording fake: every partition's
+// owner is looked up only once the local ones are done.
+func TestCaughtUpDecision(t *testing.T) {
+	ends := kadm.ListedOffsets{"in": {
+		0: {Topic: "in", Partition: 0, Offset: 10},
+		1: {Topic: "in", Partition: 1, Offset: 20},
+	}}
+	me := func() (string, error) { return "me", nil }
+	owners := func(m map[int32]string) func(coordinator.TopicPartition) (string, bool, error) {
+		return func(tp coordinator.TopicPartition) (string, bool, error) {
+			o, ok := m[tp.Partition]
+			return o, ok, nil
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		local  []partitionflow.Status
+		memb   func() (string, error)
+		owner  func(coordinator.TopicPartition) (string, bool, error)
+		want   bool
+		reason string // a substring of the reason when not caught up
+	}{
+		{"nothing owned here yet, no owners (right after the join)", nil, me, owners(nil), false, "in[0] owned by no member"},
+		{"one partition unowned mid-rebalance", []partitionflow.Status{{Topic: "in", Partition: 0, Committed: 10}}, me,
+			owners(nil), false, "in[1] owned by no member"},
+		{"local partition behind", []partitionflow.Status{{Topic: "in", Partition: 0, Committed: 9}}, me,
+			owners(map[int32]string{1: "other"}), false, "in[0] committed 9 < 10"},
+		{"assigned here, not started", []partitionflow.Status{{Topic: "in", Partition: 0, Committed: 10}}, me,
+			owners(map[int32]string{1: "me"}), false, "in[1] assigned here, not started"},
+		{"owner lookup fails", []partitionflow.Status{{Topic: "in", Partition: 0, Committed: 10}}, me,
+			func(coordinator.TopicPartition) (string, bool, error) { return "", false, errors.New("boom") }, false, "owner lookup: boom"},
+		{"no group metadata", []partitionflow.Status{{Topic: "in", Partition: 0, Committed: 10}},
+			func() (string, error) { return "", errors.New("not joined") }, owners(nil), false, "no group metadata"},
+		{"the other partition is another member's", []partitionflow.Status{{Topic: "in", Partition: 0, Committed: 10}}, me,
+			owners(map[int32]string{1: "other"}), true, ""},
+		{"both here and done", []partitionflow.Status{{Topic: "in", Partition: 0, Committed: 10}, {Topic: "in", Partition: 1, Committed: 20}}, me,
+			owners(nil), true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, reason := caughtUp(tc.local, ends, tc.memb, tc.owner)
+			if got != tc.want || !strings.Contains(reason, tc.reason) {
+				t.Fatalf("caughtUp = %v (%q), want %v with %q", got, reason, tc.want, tc.reason)
+			}
+		})
+	}
+}
