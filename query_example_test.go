@@ -35,7 +35,7 @@ func ExampleGet() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- worker.Run(ctx) }()
-	_ = worker.WaitReady(ctx) // the topics exist, the partitions are assigned and recovered
+	_ = worker.WaitReady(ctx) // running and joined; the partitions it owns (if assigned yet) recovered
 
 	producer, _ := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic("words"))
 	defer producer.Close()

@@ -50,7 +50,7 @@ func Example_wordCount() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- worker.Run(ctx) }()
-	if err := worker.WaitReady(ctx); err != nil { // topics created, partitions assigned and recovered
+	if err := worker.WaitReady(ctx); err != nil { // topics created, joined; owned partitions recovered
 		panic(err)
 	}
 
