@@ -196,9 +196,15 @@ func (w *Worker) WaitCaughtUp(ctx context.Context) error {
 		return caughtUp(st.Partitions, ends, func() (string, error) {
 			me, err := w.cons.GroupMetadata()
 			return me.MemberID, err
-		}, func(tp coordinator.TopicPartition) (string, bool, error) {
-			m, ok, err := w.owner(ctx, tp)
-			return m.MemberID, ok, err
+		}, func() (func(coordinator.TopicPartition) (string, bool), error) {
+			ownerOf, err := w.assignment(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return func(tp coordinator.TopicPartition) (string, bool) {
+				m, ok := ownerOf(tp)
+				return m.MemberID, ok
+			}, nil
 		})
 	})
 	if err != nil {
@@ -240,15 +246,15 @@ func (w *Worker) waitFor(ctx context.Context, cond func(Health, Status) (bool, s
 
 // caughtUp is WaitCaughtUp's decision, given the partitions this worker
 // runs (local), the input's end offsets as of the call, this member's id
-// (memberID) and each partition's owner in the group (ownerOf: its member
-// id, false when no member owns it). Caught up: every local partition has
-// committed its end offset, and every other partition is owned by another
-// member. A partition owned by no member (a rebalance in progress, or the
-// first assignment not made yet, when a worker owning none is already
-// ready) or assigned here and not started yet is pending. The group is
-// asked only once the local partitions are done.
+// (memberID) and the group's assignment (assignment: read once, only when
+// the local partitions are done; it gives a partition's owner, false when
+// no member owns it). Caught up: every local partition has committed its
+// end offset, and every other partition is owned by another member. A
+// partition owned by no member (a rebalance in progress, or the first
+// assignment not made yet, when a worker owning none is already ready) or
+// assigned here and not started yet is pending.
 func caughtUp(local []partitionflow.Status, ends kadm.ListedOffsets, memberID func() (string, error),
-	ownerOf func(coordinator.TopicPartition) (string, bool, error)) (bool, string) {
+	assignment func() (func(coordinator.TopicPartition) (string, bool), error)) (bool, string) {
 	behind := ""
 	runs := map[int32]bool{}
 	for _, p := range local {
@@ -261,24 +267,32 @@ func caughtUp(local []partitionflow.Status, ends kadm.ListedOffsets, memberID fu
 	if behind != "" {
 		return false, "behind:" + behind
 	}
+	var others []coordinator.TopicPartition
+	ends.Each(func(o kadm.ListedOffset) {
+		if !runs[o.Partition] {
+			others = append(others, coordinator.TopicPartition{Topic: o.Topic, Partition: o.Partition})
+		}
+	})
+	if len(others) == 0 {
+		return true, ""
+	}
 	me, err := memberID()
 	if err != nil {
 		return false, "no group metadata: " + err.Error()
 	}
+	ownerOf, err := assignment()
+	if err != nil {
+		return false, "owner lookup: " + err.Error()
+	}
 	pending := ""
-	ends.Each(func(o kadm.ListedOffset) {
-		if runs[o.Partition] {
-			return
-		}
-		owner, ok, err := ownerOf(coordinator.TopicPartition{Topic: o.Topic, Partition: o.Partition})
+	for _, o := range others {
+		owner, ok := ownerOf(o)
 		switch {
-		case err != nil:
-			pending += fmt.Sprintf(" %s[%d] (owner lookup: %v)", o.Topic, o.Partition, err)
 		case !ok:
 			pending += fmt.Sprintf(" %s[%d] owned by no member (rebalancing)", o.Topic, o.Partition)
 		case owner == me:
 			pending += fmt.Sprintf(" %s[%d] assigned here, not started", o.Topic, o.Partition)
 		}
-	})
+	}
 	return pending == "", "pending:" + pending
 }

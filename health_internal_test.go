@@ -10,25 +10,26 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 )
 
-// caughtUp's cases, with the group as a recording fake: every partition's
-// owner is looked up only once the local ones are done.
+// caughtUp's cases, with the group's assignment as a fake.
 func TestCaughtUpDecision(t *testing.T) {
 	ends := kadm.ListedOffsets{"in": {
 		0: {Topic: "in", Partition: 0, Offset: 10},
 		1: {Topic: "in", Partition: 1, Offset: 20},
 	}}
 	me := func() (string, error) { return "me", nil }
-	owners := func(m map[int32]string) func(coordinator.TopicPartition) (string, bool, error) {
-		return func(tp coordinator.TopicPartition) (string, bool, error) {
-			o, ok := m[tp.Partition]
-			return o, ok, nil
+	owners := func(m map[int32]string) func() (func(coordinator.TopicPartition) (string, bool), error) {
+		return func() (func(coordinator.TopicPartition) (string, bool), error) {
+			return func(tp coordinator.TopicPartition) (string, bool) {
+				o, ok := m[tp.Partition]
+				return o, ok
+			}, nil
 		}
 	}
 	for _, tc := range []struct {
 		name   string
 		local  []partitionflow.Status
 		memb   func() (string, error)
-		owner  func(coordinator.TopicPartition) (string, bool, error)
+		owner  func() (func(coordinator.TopicPartition) (string, bool), error)
 		want   bool
 		reason string // a substring of the reason when not caught up
 	}{
@@ -40,7 +41,7 @@ func TestCaughtUpDecision(t *testing.T) {
 		{"assigned here, not started", []partitionflow.Status{{Topic: "in", Partition: 0, Committed: 10}}, me,
 			owners(map[int32]string{1: "me"}), false, "in[1] assigned here, not started"},
 		{"owner lookup fails", []partitionflow.Status{{Topic: "in", Partition: 0, Committed: 10}}, me,
-			func(coordinator.TopicPartition) (string, bool, error) { return "", false, errors.New("boom") }, false, "owner lookup: boom"},
+			func() (func(coordinator.TopicPartition) (string, bool), error) { return nil, errors.New("boom") }, false, "owner lookup: boom"},
 		{"no group metadata", []partitionflow.Status{{Topic: "in", Partition: 0, Committed: 10}},
 			func() (string, error) { return "", errors.New("not joined") }, owners(nil), false, "no group metadata"},
 		{"the other partition is another member's", []partitionflow.Status{{Topic: "in", Partition: 0, Committed: 10}}, me,
@@ -54,5 +55,26 @@ func TestCaughtUpDecision(t *testing.T) {
 				t.Fatalf("caughtUp = %v (%q), want %v with %q", got, reason, tc.want, tc.reason)
 			}
 		})
+	}
+}
+
+// The group is described only once every local partition is done: a
+// worker behind on its own partitions costs no describe per poll.
+func TestCaughtUpReadsTheAssignmentOnlyWhenLocalPartitionsAreDone(t *testing.T) {
+	ends := kadm.ListedOffsets{"in": {0: {Topic: "in", Partition: 0, Offset: 10}}}
+	reads := 0
+	assignment := func() (func(coordinator.TopicPartition) (string, bool), error) {
+		reads++
+		return func(coordinator.TopicPartition) (string, bool) { return "", false }, nil
+	}
+	me := func() (string, error) { return "me", nil }
+	if ok, _ := caughtUp([]partitionflow.Status{{Topic: "in", Partition: 0, Committed: 9}}, ends, me, assignment); ok || reads != 0 {
+		t.Fatalf("behind locally: caught up %v, assignment read %d times; want false, 0", ok, reads)
+	}
+	if ok, _ := caughtUp([]partitionflow.Status{{Topic: "in", Partition: 0, Committed: 10}}, ends, me, assignment); !ok || reads != 0 {
+		t.Fatalf("every partition local and done: caught up %v, assignment read %d times; want true, 0", ok, reads)
+	}
+	if ok, _ := caughtUp(nil, ends, me, assignment); ok || reads != 1 {
+		t.Fatalf("nothing local, no owner: caught up %v, assignment read %d times; want false, 1", ok, reads)
 	}
 }

@@ -222,59 +222,84 @@ func (w *Worker) notOwned(ctx context.Context, key string, tp coordinator.TopicP
 
 // owner reads the member the group's current assignment gives tp.
 func (w *Worker) owner(ctx context.Context, tp coordinator.TopicPartition) (Member, bool, error) {
-	adm := kadm.NewClient(w.cons.Client())
-	if w.cfg.protocol == coordinator.ConsumerProtocol {
-		return w.consumerGroupOwner(ctx, adm, tp)
-	}
-	gs, err := adm.DescribeGroups(ctx, w.cfg.group)
-	if err == nil {
-		err = gs.Error()
-	}
+	ownerOf, err := w.assignment(ctx)
 	if err != nil {
 		return Member{}, false, err
 	}
-	for _, m := range gs[w.cfg.group].Members {
-		a, ok := m.Assigned.AsConsumer()
-		if !ok {
-			continue
+	m, ok := ownerOf(tp)
+	return m, ok, nil
+}
+
+// assignment reads the group's current assignment once (one describe for
+// every partition asked of it): the owner of each partition, false when no
+// member owns it (a rebalance).
+func (w *Worker) assignment(ctx context.Context) (func(coordinator.TopicPartition) (Member, bool), error) {
+	adm := kadm.NewClient(w.cons.Client())
+	owners := map[coordinator.TopicPartition]Member{}
+	add := func(topic string, partitions []int32, m Member) {
+		for _, p := range partitions {
+			owners[coordinator.TopicPartition{Topic: topic, Partition: p}] = m
 		}
-		for _, t := range a.Topics {
-			if t.Topic == tp.Topic && slices.Contains(t.Partitions, tp.Partition) {
-				return newMember(m.MemberID, m.InstanceID, m.ClientID, m.ClientHost), true, nil
+	}
+	if w.cfg.protocol == coordinator.ConsumerProtocol {
+		if err := w.consumerGroupAssignment(ctx, adm, add); err != nil {
+			return nil, err
+		}
+	} else {
+		gs, err := adm.DescribeGroups(ctx, w.cfg.group)
+		if err == nil {
+			err = gs.Error()
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range gs[w.cfg.group].Members {
+			a, ok := m.Assigned.AsConsumer()
+			if !ok {
+				continue
+			}
+			for _, t := range a.Topics {
+				add(t.Topic, t.Partitions, newMember(m.MemberID, m.InstanceID, m.ClientID, m.ClientHost))
 			}
 		}
 	}
-	return Member{}, false, nil
+	return func(tp coordinator.TopicPartition) (Member, bool) {
+		m, ok := owners[tp]
+		return m, ok
+	}, nil
 }
 
-// consumerGroupOwner reads tp's owner from ConsumerGroupDescribe (KIP-848),
-// raw: an assignment may name its topic by id only (kfake does; kadm's
-// DescribeConsumerGroups reads names only).
-func (w *Worker) consumerGroupOwner(ctx context.Context, adm *kadm.Client, tp coordinator.TopicPartition) (Member, bool, error) {
-	topics, err := adm.ListTopics(ctx, tp.Topic)
+// consumerGroupAssignment reads the group's assignment from
+// ConsumerGroupDescribe (KIP-848), raw: an assignment may name the input
+// topic by id only (kfake does; kadm's DescribeConsumerGroups reads names
+// only), which add receives as the input topic's name.
+func (w *Worker) consumerGroupAssignment(ctx context.Context, adm *kadm.Client, add func(string, []int32, Member)) error {
+	topics, err := adm.ListTopics(ctx, w.cfg.input)
 	if err != nil {
-		return Member{}, false, err
+		return err
 	}
-	id := topics[tp.Topic].ID
+	id := topics[w.cfg.input].ID
 	req := kmsg.NewPtrConsumerGroupDescribeRequest()
 	req.Groups = []string{w.cfg.group}
 	resp, err := req.RequestWith(ctx, w.cons.Client())
 	if err != nil {
-		return Member{}, false, err
+		return err
 	}
 	for _, g := range resp.Groups {
 		if err := kerr.ErrorForCode(g.ErrorCode); err != nil {
-			return Member{}, false, err
+			return err
 		}
 		for _, m := range g.Members {
 			for _, t := range m.Assignment.TopicPartitions {
-				if (t.Topic == tp.Topic || t.TopicID == id && id != [16]byte{}) && slices.Contains(t.Partitions, tp.Partition) {
-					return newMember(m.MemberID, m.InstanceID, m.ClientID, m.ClientHost), true, nil
+				topic := t.Topic
+				if t.TopicID == id && id != [16]byte{} {
+					topic = w.cfg.input
 				}
+				add(topic, t.Partitions, newMember(m.MemberID, m.InstanceID, m.ClientID, m.ClientHost))
 			}
 		}
 	}
-	return Member{}, false, nil
+	return nil
 }
 
 func deref(s *string) string {
