@@ -19,7 +19,6 @@ var ErrStopped = errors.New("actorflow: transaction actor stopped; not committed
 
 // Messages of the transaction actor.
 type (
-	writeReq  struct{ w Write }
 	commitReq struct {
 		offset int64
 		done   func(error)
@@ -84,10 +83,9 @@ func (t *txnActor) write(ctx actor.Context, w Write) {
 
 func (t *txnActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case *writeReq:
-		t.write(ctx, m.w)
 	case *keyactor.WriteMsg:
-		// A pooled message (Env.Persist): copied, then released.
+		// A key's write (Env.Persist) or TxnHandle.Write's, pooled:
+		// copied, then released.
 		w := Write{Snapshot: m.Snapshot, Outputs: m.Outputs, Done: m.Done}
 		m.Release()
 		t.write(ctx, w)

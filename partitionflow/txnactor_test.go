@@ -126,7 +126,9 @@ func drainMailbox(t *testing.T, h *TxnHandle) {
 // in the actor's mailbox, with the channel its outcome arrives on.
 func enqueueWrite(h *TxnHandle, key string) <-chan error {
 	done := make(chan error, 1)
-	h.sys.Root.Send(h.pid, &writeReq{w: Write{Snapshot: txnSnap(key), Done: func(err error) { done <- err }}})
+	m := keyactor.NewWriteMsg()
+	*m = keyactor.WriteMsg{Snapshot: txnSnap(key), Done: func(err error) { done <- err }}
+	h.sys.Root.Send(h.pid, m)
 	return done
 }
 

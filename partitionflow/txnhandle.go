@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	"github.com/actorflow/actorflow/internal/keyactor"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/zap"
@@ -41,7 +42,9 @@ func SpawnTxnCapped(sys *actor.ActorSystem, store snapshotstore.Partition, maxWr
 // commits or fails, or ctx ends.
 func (h *TxnHandle) Write(ctx context.Context, s snapshotstore.Snapshot) error {
 	done := make(chan error, 1)
-	h.sys.Root.Send(h.pid, &writeReq{w: Write{Snapshot: s, Done: func(err error) { done <- err }}})
+	m := keyactor.NewWriteMsg()
+	*m = keyactor.WriteMsg{Snapshot: s, Done: func(err error) { done <- err }}
+	h.sys.Root.Send(h.pid, m)
 	return h.wait(ctx, done)
 }
 
