@@ -33,12 +33,12 @@ import (
 // processed counts folded records. It returns nil when ctx ends, or the
 // first error.
 func rawPipe(ctx context.Context, brokers []string, input, group, snapshot, output string, persist time.Duration, processed *atomic.Int64) error {
-	cl, err := kgo.NewClient(
+	cl, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(brokers...),
 		kgo.ConsumerGroup(group),
 		kgo.ConsumeTopics(input),
 		kgo.DisableAutoCommit(),
-	)
+	}, childKgoLog()...)...)
 	if err != nil {
 		return err
 	}
