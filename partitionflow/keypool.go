@@ -4,10 +4,9 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 )
 
-// keyPoolCap bounds the empty key actors a partition keeps (a few hundred
-// bytes each). Under a live-key budget the churn is one load per eviction,
-// so a pool of this size serves it once filled; the idle sweep unloads in
-// bursts, and what the pool cannot take is stopped.
+// keyPoolCap is how many empty key actors a partition keeps at least (a few
+// hundred bytes each), and all it keeps once they were idle for a sweep
+// interval (trim).
 const keyPoolCap = 256
 
 // keyPool holds key actors emptied by an unload (keyactor.Env.Reuse): a key
@@ -15,6 +14,14 @@ const keyPoolCap = 256
 // actor. Spawning and stopping an actor per load (protoactor's registry,
 // the parent's child set, Started/Stopping/Stopped/Terminated) was a quarter
 // of the CPU of a million-key run (issue 11).
+//
+// Under a live-key budget, the keys of a transaction leave together when it
+// commits (up to the whole budget when the persist tick evicts them,
+// evictAtTick), and the loads they admit take their actors back at once:
+// the pool keeps an actor whenever the partition's actors, loaded and
+// pooled, stay within what the budget lets it load (budget + leavingSlack).
+// A pool of 256 stopped most of them and spawned as many again (six
+// allocations per event more at a million keys).
 type keyPool struct{ pids []*actor.PID }
 
 // take returns an empty key actor, or nil when none is pooled.
@@ -29,12 +36,23 @@ func (k *keyPool) take() *actor.PID {
 	return pid
 }
 
-// put pools pid, the actor of a key that just unloaded, or stops it when the
-// pool is full.
-func (k *keyPool) put(ctx actor.Context, pid *actor.PID) {
-	if len(k.pids) >= keyPoolCap {
+// put pools pid, the actor of a key that just unloaded, or stops it when
+// the pool holds room actors already (at least keyPoolCap).
+func (k *keyPool) put(ctx actor.Context, pid *actor.PID, room int) {
+	if len(k.pids) >= max(room, keyPoolCap) {
 		ctx.Stop(pid)
 		return
 	}
 	k.pids = append(k.pids, pid)
+}
+
+// trim stops the pooled actors beyond keyPoolCap: called at every idle
+// sweep, so a burst's actors are not kept for ever once the load is gone.
+func (k *keyPool) trim(ctx actor.Context) {
+	for len(k.pids) > keyPoolCap {
+		ctx.Stop(k.take())
+	}
+	if cap(k.pids) > 4*keyPoolCap {
+		k.pids = append([]*actor.PID(nil), k.pids...)
+	}
 }

@@ -95,11 +95,35 @@ func (p *partition) evictOverBudget(ctx actor.Context) {
 		return
 	}
 	for p.lru.n > budget {
-		e := p.lru.tail
-		p.lru.remove(e)
-		e.unloading, e.evicted = true, true
-		p.evictions++
-		ctx.Send(e.pid, evictMsg)
+		p.evict(ctx, p.lru.tail)
+	}
+}
+
+// evict sends Unload{Evict} to the loaded key e, which leaves the recency
+// list.
+func (p *partition) evict(ctx actor.Context, e *keyEntry) {
+	p.lru.remove(e)
+	e.unloading, e.evicted = true, true
+	p.evictions++
+	ctx.Send(e.pid, evictMsg)
+}
+
+// evictAtTick runs before the persist tick's flushes. While keys wait for
+// the budget (held), the next held.len() loads will evict the keys at the
+// tail of the recency list: the dirty ones among them are evicted now, with
+// the tick, and write as the Flush would have made them (an evicted key
+// writes at once; persistDirty skips it). Flushed now and evicted later, each
+// cost a Flush and a Progress more: two of the eight messages of a key's
+// life when every key is new (the million-key E2E run). Clean keys wait for
+// the loads that need their place.
+func (p *partition) evictAtTick(ctx actor.Context) {
+	n := p.held.len()
+	for e := p.lru.tail; e != nil && n > 0; n-- {
+		prev := e.prev
+		if e.dirty {
+			p.evict(ctx, e)
+		}
+		e = prev
 	}
 }
 
@@ -130,6 +154,16 @@ func (p *partition) stays(ctx actor.Context, e *keyEntry) {
 // the idle sweep) before new keys wait: a quarter of the budget (at least
 // one), room for the keys of a few transactions in flight at the default.
 func leavingSlack(budget int) int { return max(budget/4, 1) }
+
+// poolRoom is how many empty actors the key pool may keep: as many as the
+// budget would let the partition load now (keypool.go).
+func (p *partition) poolRoom() int {
+	budget := p.cfg.Handler.MaxLiveKeys()
+	if budget <= 0 {
+		return 0
+	}
+	return budget + leavingSlack(budget) - p.loaded
+}
 
 // admits reports whether a key may be loaded now.
 func (p *partition) admits() bool {

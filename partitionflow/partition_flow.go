@@ -320,7 +320,7 @@ func (p *partition) unloaded(ctx actor.Context, m *keyactor.Unloaded) {
 	p.loaded--
 	p.lru.remove(e)
 	if p.env.Reuse {
-		p.pool.put(ctx, e.pid) // empty now, not stopped
+		p.pool.put(ctx, e.pid, p.poolRoom()) // empty now, not stopped
 	}
 	e.pid = nil
 	c := toCold(m.Snapshot, p.coldSrc)
@@ -417,6 +417,7 @@ func (p *partition) onTick(ctx actor.Context, kind int) {
 		p.commitOffset(ctx)
 		p.awaitCatchUp()
 	case tickSweep:
+		p.pool.trim(ctx)
 		// The loaded keys not unloading are the recency list's.
 		for e := p.lru.head; e != nil; {
 			next := e.next
@@ -433,6 +434,7 @@ func (p *partition) onTick(ctx actor.Context, kind int) {
 
 // persistDirty sends a Flush to every dirty key.
 func (p *partition) persistDirty(ctx actor.Context) {
+	p.evictAtTick(ctx)
 	p.round++
 	flush := &keyactor.Flush{Round: p.round} // read-only: one for every key of the round
 	for i, e := range p.dirty {
