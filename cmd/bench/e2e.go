@@ -74,6 +74,9 @@ type e2eRow struct {
 	DrainMaxS  float64 `json:"drain_max_s"`
 	EventsPerS float64 `json:"events_per_s"`
 	CPUPerM    float64 `json:"cpu_s_per_1m"`
+	// HostCPUPerM is the whole machine's busy CPU per 1M events during the
+	// drain: with the broker on this machine, its work for the system too.
+	HostCPUPerM float64 `json:"host_cpu_s_per_1m"`
 	AllocsPerE float64 `json:"allocs_per_event"` // heap allocations per input event (median)
 	RSSMiB     float64 `json:"peak_rss_mib"`
 	RSSMaxMiB  float64 `json:"peak_rss_max_mib"`
@@ -121,7 +124,7 @@ func runE2E(ctx context.Context, brokers []string, c e2eConfig, log *zap.Logger)
 				}
 				log.Info("e2e run", zap.Int("keys", keys), zap.String("system", sys), zap.Int("round", r+1),
 					zap.Bool("valid", run.Valid), zap.String("note", run.Note), zap.Float64("drain_s", run.DrainMS/1000),
-					zap.Float64("cpu_s", run.CPUSeconds), zap.Float64("first_fold_s", run.FirstFoldMS/1000), zap.Float64("last_fold_s", run.LastFoldMS/1000), zap.Int64("rss_mib", run.RSSKiB>>10), zap.Int64("vmhwm_mib", run.VmHWMKiB>>10),
+					zap.Float64("cpu_s", run.CPUSeconds), zap.Float64("host_cpu_s", run.HostCPUSeconds), zap.Float64("first_fold_s", run.FirstFoldMS/1000), zap.Float64("last_fold_s", run.LastFoldMS/1000), zap.Int64("rss_mib", run.RSSKiB>>10), zap.Int64("vmhwm_mib", run.VmHWMKiB>>10),
 					zap.Int64("peak_heap_objects_mib", run.PeakHeapObjects>>20), zap.Int64("peak_go_total_mib", run.PeakGoTotal>>20),
 					zap.Int64("peak_goroutines", run.PeakGoroutines), zap.Float64("shutdown_ms", run.ShutdownMS))
 				runs[sys] = append(runs[sys], run)
@@ -211,7 +214,7 @@ func summarize(keys int, c e2eConfig, runs map[string][]e2eRun) []e2eRow {
 	drains, best := map[string]float64{}, map[string]float64{}
 	for _, sys := range c.systems {
 		row := e2eRow{Experiment: "E2E", Keys: keys, System: sys, Events: c.events, Ceiling: ceilingOf(sys)}
-		var drain, cpu, allocs, rss, heap, shut, first, last []float64
+		var drain, cpu, host, allocs, rss, heap, shut, first, last []float64
 		for _, r := range runs[sys] {
 			if !r.Valid {
 				row.Notes = append(row.Notes, r.Note)
@@ -219,6 +222,7 @@ func summarize(keys int, c e2eConfig, runs map[string][]e2eRun) []e2eRow {
 			}
 			drain = append(drain, r.DrainMS/1000)
 			cpu = append(cpu, r.CPUSeconds*1e6/float64(c.events))
+			host = append(host, r.HostCPUSeconds*1e6/float64(c.events))
 			allocs = append(allocs, float64(r.Allocs)/float64(c.events))
 			rss = append(rss, float64(r.RSSKiB)/1024)
 			heap = append(heap, float64(r.PeakHeapObjects)/(1<<20))
@@ -231,7 +235,7 @@ func summarize(keys int, c e2eConfig, runs map[string][]e2eRun) []e2eRow {
 			row.DrainS, row.DrainMinS, row.DrainMaxS = median(drain), slices.Min(drain), slices.Max(drain)
 			row.EventsPerS = float64(c.events) / row.DrainS
 			row.CPUPerM, row.RSSMiB, row.RSSMaxMiB = median(cpu), median(rss), slices.Max(rss)
-			row.AllocsPerE = median(allocs)
+			row.AllocsPerE, row.HostCPUPerM = median(allocs), median(host)
 			row.HeapMiB, row.ShutdownMS = median(heap), median(shut)
 			row.FirstFoldS, row.LastFoldS = median(first), median(last)
 			drains[sys], best[sys] = row.DrainS, row.DrainMinS
@@ -272,8 +276,8 @@ func printE2E(w io.Writer, rows []e2eRow) {
 		if len(r.Notes) > 0 {
 			valid += " (" + strings.Join(r.Notes, "; ") + ")"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%.2f [%.2f–%.2f]\t%.0fk\t%.2f\t%.1f\t%.0f [%.0f]\t%.0f\t%s\t%.2f–%.2f\t%.0f\t%s\n",
-			r.Keys, r.System, r.DrainS, r.DrainMinS, r.DrainMaxS, r.EventsPerS/1000, r.CPUPerM, r.AllocsPerE, r.RSSMiB, r.RSSMaxMiB, r.HeapMiB, ratio, r.FirstFoldS, r.LastFoldS, r.ShutdownMS, valid)
+		fmt.Fprintf(tw, "%d\t%s\t%.2f [%.2f–%.2f]\t%.0fk\t%.2f [%.2f]\t%.1f\t%.0f [%.0f]\t%.0f\t%s\t%.2f–%.2f\t%.0f\t%s\n",
+			r.Keys, r.System, r.DrainS, r.DrainMinS, r.DrainMaxS, r.EventsPerS/1000, r.CPUPerM, r.HostCPUPerM, r.AllocsPerE, r.RSSMiB, r.RSSMaxMiB, r.HeapMiB, ratio, r.FirstFoldS, r.LastFoldS, r.ShutdownMS, valid)
 	}
 	_ = tw.Flush()
 	// The issue's targets, evaluated on these rows.

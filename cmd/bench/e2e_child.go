@@ -65,6 +65,9 @@ type childResult struct {
 	DrainMS    float64 `json:"drain_ms"`  // start of the system until every input offset is committed
 	Processed  int64   `json:"processed"` // records folded (the raw pipe: records consumed and folded)
 	CPUSeconds float64 `json:"cpu_s"`     // user+system CPU of the process during the drain
+	// HostCPUSeconds is the busy CPU of the whole machine during the drain
+	// (/proc/stat; 0 elsewhere): the process's, and a local broker's.
+	HostCPUSeconds float64 `json:"host_cpu_s"`
 	// Allocs counts the heap allocations during the drain (runtime/metrics
 	// /gc/heap/allocs:objects): the runtime's own cost per event, which the
 	// host's speed does not move.
@@ -166,7 +169,7 @@ func runChild(a childArgs) (res childResult) {
 		peakProfile = strings.TrimSuffix(a.heapProfile, ".pprof") + "-peak.pprof"
 	}
 	sampler := startMemSampler(peakProfile)
-	cpu0, allocs0 := cpuTime(), heapAllocs()
+	cpu0, host0, allocs0 := cpuTime(), hostCPU(), heapAllocs()
 	start := time.Now()
 	folds := watchFolds(runCtx, &processed, total, start)
 	done := make(chan error, 1)
@@ -222,6 +225,9 @@ func runChild(a childArgs) (res childResult) {
 	drainErr := awaitDrained(runCtx, adm, a.group, ends, a.timeout, done, &res.Committed)
 	res.DrainMS = ms(time.Since(start))
 	res.CPUSeconds = (cpuTime() - cpu0).Seconds()
+	if host1 := hostCPU(); host0 > 0 && host1 > 0 {
+		res.HostCPUSeconds = (host1 - host0).Seconds()
+	}
 	res.Allocs = heapAllocs() - allocs0
 	res.Processed = processed.Load()
 	res.FirstFoldMS, res.LastFoldMS = folds()
@@ -413,6 +419,29 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// hostCPU is the machine's busy CPU time since boot (user, nice, system,
+// irq, softirq and steal of /proc/stat's cpu line), 0 where unreadable.
+func hostCPU() time.Duration {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0
+	}
+	var ticks int64
+	for _, i := range []int{1, 2, 3, 6, 7, 8} { // not idle (4), iowait (5)
+		n, err := strconv.ParseInt(f[i], 10, 64)
+		if err != nil {
+			return 0
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / 100 // USER_HZ
 }
 
 // vmHWM is the process's peak resident set size in KiB (Linux), 0 elsewhere.
