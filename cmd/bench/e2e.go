@@ -77,14 +77,14 @@ type e2eRow struct {
 	// HostCPUPerM is the whole machine's busy CPU per 1M events during the
 	// drain: with the broker on this machine, its work for the system too.
 	HostCPUPerM float64 `json:"host_cpu_s_per_1m"`
-	AllocsPerE float64 `json:"allocs_per_event"` // heap allocations per input event (median)
-	RSSMiB     float64 `json:"peak_rss_mib"`
-	RSSMaxMiB  float64 `json:"peak_rss_max_mib"`
-	HeapMiB    float64 `json:"peak_heap_mib"`
-	Ratio      float64 `json:"ratio_to_ceiling"`      // the ceiling's median drain over this one's
-	RatioBest  float64 `json:"ratio_to_ceiling_best"` // the same with each one's fastest drain (other load only slows a run)
-	Ceiling    string  `json:"ceiling"`
-	ShutdownMS float64 `json:"shutdown_ms"`
+	AllocsPerE  float64 `json:"allocs_per_event"` // heap allocations per input event (median)
+	RSSMiB      float64 `json:"peak_rss_mib"`
+	RSSMaxMiB   float64 `json:"peak_rss_max_mib"`
+	HeapMiB     float64 `json:"peak_heap_mib"`
+	Ratio       float64 `json:"ratio_to_ceiling"`      // the ceiling's median drain over this one's
+	RatioBest   float64 `json:"ratio_to_ceiling_best"` // the same with each one's fastest drain (other load only slows a run)
+	Ceiling     string  `json:"ceiling"`
+	ShutdownMS  float64 `json:"shutdown_ms"`
 	// The drain's phases (medians): start to first fold, to last fold.
 	FirstFoldS float64  `json:"first_fold_s"`
 	LastFoldS  float64  `json:"last_fold_s"`
