@@ -113,7 +113,7 @@ func (p *partition) evict(ctx actor.Context, e *keyEntry) {
 // tail of the recency list: the dirty ones among them are evicted now, with
 // the tick, and write as the Flush would have made them (an evicted key
 // writes at once; persistDirty skips it). Flushed now and evicted later, each
-// cost a Flush and a Progress more: two of the eight messages of a key's
+// cost a Flush and a Progress more: two of the seven messages of a key's
 // life when every key is new (the million-key E2E run). Clean keys wait for
 // the loads that need their place.
 func (p *partition) evictAtTick(ctx actor.Context) {

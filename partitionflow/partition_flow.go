@@ -432,7 +432,8 @@ func (p *partition) onTick(ctx actor.Context, kind int) {
 	}
 }
 
-// persistDirty sends a Flush to every dirty key.
+// persistDirty sends a Flush to every dirty key, after evicting those that
+// held keys would displace (evictAtTick).
 func (p *partition) persistDirty(ctx actor.Context) {
 	p.evictAtTick(ctx)
 	p.round++
