@@ -96,10 +96,10 @@ func TestHeldKeysFIFO(t *testing.T) {
 }
 
 // msgCounter counts the Flush messages its key actors receive (every key a
-// pooled actor serves), and the actors started.
+// pooled actor serves), and the actors started and stopped.
 type msgCounter struct {
 	keyactor.Handler
-	flushes, started *atomic.Int64
+	flushes, started, stopped *atomic.Int64
 }
 
 func (h msgCounter) NewKeyActor(key string, snap *snapshotstore.Snapshot, env *keyactor.Env) actor.Actor {
@@ -117,6 +117,8 @@ func (a msgCounted) Receive(ctx actor.Context) {
 		a.h.flushes.Add(1)
 	case *actor.Started:
 		a.h.started.Add(1)
+	case *actor.Stopped:
+		a.h.stopped.Add(1)
 	}
 	a.Actor.Receive(ctx)
 }
@@ -131,7 +133,7 @@ type tickHarness struct {
 	mem              *snapshotstore.Memory
 	gate             chan struct{}
 	committed        chan int64
-	flushes, started atomic.Int64
+	flushes, started, stopped atomic.Int64
 }
 
 func newTickHarness(t *testing.T, budget int) *tickHarness {
@@ -152,7 +154,7 @@ func newTickHarness(t *testing.T, budget int) *tickHarness {
 	h.sys = actor.NewActorSystem()
 	stopped := make(chan error, 1)
 	h.pid = h.sys.Root.Spawn(Props(Config{Topic: "in", Store: store,
-		Handler:      msgCounter{keyactor.MustOf(keyflow.New(fold, keyflow.WithMaxLiveKeys(budget))), &h.flushes, &h.started},
+		Handler:      msgCounter{keyactor.MustOf(keyflow.New(fold, keyflow.WithMaxLiveKeys(budget))), &h.flushes, &h.started, &h.stopped},
 		PersistEvery: time.Hour, CommitOffsetsInterval: time.Hour, OnStopped: func(err error) { stopped <- err }}))
 	t.Cleanup(func() {
 		h.open()
@@ -266,5 +268,33 @@ func TestTickEvictedActorsServeTheHeldKeys(t *testing.T) {
 	h.commitAll(900)
 	if n := h.started.Load(); n != budget+slack {
 		t.Errorf("%d key actors started, want %d: the held keys load on the actors of the keys that left", n, budget+slack)
+	}
+}
+
+// The pool gives back what a burst left in it: after the idle sweep has
+// unloaded every key (their actors pooled, within budget + leaving slack),
+// the next sweep stops all but keyPoolCap of them.
+func TestIdleSweepTrimsThePool(t *testing.T) {
+	const budget, slack = 400, 100
+	h := newTickHarness(t, budget)
+	h.send(0, 900)
+	h.await("400 keys held", func(st Status) bool { return st.KeysHeld == 400 })
+	h.sys.Root.Send(h.pid, &tick{tickPersist})
+	h.commitAll(900) // 400 loaded, 100 pooled
+	h.sys.Root.Send(h.pid, &tick{tickSweep}) // the keys were active since the last sweep: they stay
+	h.sys.Root.Send(h.pid, &tick{tickSweep}) // now idle: all 400 unload, to the pool
+	h.await("every key unloaded", func(st Status) bool { return st.KeysLoaded == 0 })
+	if n := h.stopped.Load(); n != 0 {
+		t.Fatalf("%d key actors stopped before the trim: the pool holds budget + slack", n)
+	}
+	h.sys.Root.Send(h.pid, &tick{tickSweep})
+	for deadline := time.Now().Add(10 * time.Second); h.stopped.Load() < budget+slack-keyPoolCap; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d key actors stopped by the trim, want %d (all but keyPoolCap)", h.stopped.Load(), budget+slack-keyPoolCap)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if n := h.stopped.Load(); n != budget+slack-keyPoolCap {
+		t.Fatalf("%d key actors stopped by the trim, want %d", n, budget+slack-keyPoolCap)
 	}
 }
