@@ -127,12 +127,12 @@ func (a msgCounted) Receive(ctx actor.Context) {
 // memory store whose commits wait for gate, with a fold that keeps the
 // offsets it saw, a live-key budget, and its key actors counted.
 type tickHarness struct {
-	t                *testing.T
-	sys              *actor.ActorSystem
-	pid              *actor.PID
-	mem              *snapshotstore.Memory
-	gate             chan struct{}
-	committed        chan int64
+	t                         *testing.T
+	sys                       *actor.ActorSystem
+	pid                       *actor.PID
+	mem                       *snapshotstore.Memory
+	gate                      chan struct{}
+	committed                 chan int64
 	flushes, started, stopped atomic.Int64
 }
 
@@ -280,7 +280,7 @@ func TestIdleSweepTrimsThePool(t *testing.T) {
 	h.send(0, 900)
 	h.await("400 keys held", func(st Status) bool { return st.KeysHeld == 400 })
 	h.sys.Root.Send(h.pid, &tick{tickPersist})
-	h.commitAll(900) // 400 loaded, 100 pooled
+	h.commitAll(900)                         // 400 loaded, 100 pooled
 	h.sys.Root.Send(h.pid, &tick{tickSweep}) // the keys were active since the last sweep: they stay
 	h.sys.Root.Send(h.pid, &tick{tickSweep}) // now idle: all 400 unload, to the pool
 	h.await("every key unloaded", func(st Status) bool { return st.KeysLoaded == 0 })
