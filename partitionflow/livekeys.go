@@ -101,11 +101,13 @@ func (p *partition) evictOverBudget(ctx actor.Context) {
 
 // evict sends Unload{Evict} to the loaded key e, which leaves the recency
 // list.
-func (p *partition) evict(ctx actor.Context, e *keyEntry) {
+func (p *partition) evict(ctx actor.Context, e *keyEntry) { p.evictWith(ctx, e, evictMsg) }
+
+func (p *partition) evictWith(ctx actor.Context, e *keyEntry, m *keyactor.Unload) {
 	p.lru.remove(e)
 	e.unloading, e.evicted = true, true
 	p.evictions++
-	ctx.Send(e.pid, evictMsg)
+	ctx.Send(e.pid, m)
 }
 
 // evictAtTick runs before the persist tick's flushes. While keys wait for
@@ -115,13 +117,13 @@ func (p *partition) evict(ctx actor.Context, e *keyEntry) {
 // writes at once; persistDirty skips it). Flushed now and evicted later, each
 // cost a Flush and a Progress more: two of the seven messages of a key's
 // life when every key is new (the million-key E2E run). Clean keys wait for
-// the loads that need their place.
-func (p *partition) evictAtTick(ctx actor.Context) {
+// the loads that need their place. Their writes belong to the round (m).
+func (p *partition) evictAtTick(ctx actor.Context, m *keyactor.Unload) {
 	n := p.held.len()
 	for e := p.lru.tail; e != nil && n > 0; n-- {
 		prev := e.prev
 		if e.dirty {
-			p.evict(ctx, e)
+			p.evictWith(ctx, e, m)
 		}
 		e = prev
 	}

@@ -126,7 +126,7 @@ func runE2E(ctx context.Context, brokers []string, c e2eConfig, log *zap.Logger)
 					zap.Bool("valid", run.Valid), zap.String("note", run.Note), zap.Float64("drain_s", run.DrainMS/1000),
 					zap.Float64("cpu_s", run.CPUSeconds), zap.Float64("host_cpu_s", run.HostCPUSeconds), zap.Float64("first_fold_s", run.FirstFoldMS/1000), zap.Float64("last_fold_s", run.LastFoldMS/1000), zap.Int64("rss_mib", run.RSSKiB>>10), zap.Int64("vmhwm_mib", run.VmHWMKiB>>10),
 					zap.Int64("peak_heap_objects_mib", run.PeakHeapObjects>>20), zap.Int64("peak_go_total_mib", run.PeakGoTotal>>20),
-					zap.Int64("peak_goroutines", run.PeakGoroutines), zap.Float64("shutdown_ms", run.ShutdownMS))
+					zap.Int64("peak_goroutines", run.PeakGoroutines), zap.Float64("shutdown_ms", run.ShutdownMS), zap.Int64("txns", run.Txns))
 				runs[sys] = append(runs[sys], run)
 			}
 		}
