@@ -62,10 +62,6 @@ type GroupCommit struct {
 	committed     int64 // the offset of the last successful transaction
 	offsetWaiters []func(error)
 	inFlight      bool
-	// The queued writes' records and bytes (what the caps count): a held
-	// round lets a full transaction go (groupcommit_round.go).
-	queuedRecords, queuedBytes int
-	round                      roundHold
 }
 
 // Write is one queued snapshot write; Done is called exactly once with the
@@ -78,10 +74,7 @@ type Write struct {
 	// snapshot's offset) and an aborted one is emitted again exactly once.
 	Outputs []*kgo.Record
 	Done    func(error)
-	// Round is the persist round this write answers (the partition's
-	// Flush or tick eviction), 0 if none: see GroupCommit.ExpectRound.
-	Round uint64
-	bytes int // set by Add (size)
+	bytes   int // set by Add (size)
 }
 
 // cost is what a write counts against the record cap.
@@ -130,9 +123,6 @@ func (g *GroupCommit) Add(w Write) {
 	g.compact()
 	w.bytes = w.size()
 	g.queue = append(g.queue, w)
-	g.queuedRecords += w.cost()
-	g.queuedBytes += w.bytes
-	g.round.add(&w)
 }
 
 // compact drops the consumed prefix once it is at least as long as the live
@@ -170,18 +160,15 @@ func (g *GroupCommit) CommitOffset(offset int64, done func(error)) {
 // Pending reports queued writes and offset waiters.
 func (g *GroupCommit) Pending() int { return len(g.queue) - g.head + len(g.offsetWaiters) }
 
-// Next returns the next transaction, or false when one is in flight, a
-// round holds it (ExpectRound) or nothing is due: no queued write, and the
-// offset neither advanced nor awaited.
+// Next returns the next transaction, or false when one is in flight or
+// nothing is due: no queued write, and the offset neither advanced nor
+// awaited.
 func (g *GroupCommit) Next() (*Flight, bool) {
 	if g.inFlight {
 		return nil, false
 	}
 	q := g.queue[g.head:]
 	if len(q) == 0 && len(g.offsetWaiters) == 0 && g.offset == g.committed {
-		return nil, false
-	}
-	if g.round.holds() && g.queuedRecords < g.max && g.queuedBytes < g.maxBytes {
 		return nil, false
 	}
 	n, records, bytes := 0, 0, 0
@@ -208,8 +195,6 @@ func (g *GroupCommit) Next() (*Flight, bool) {
 		// set would pin its snapshot, outputs and waiter until compaction.
 		clear(q[:n])
 		g.head += n
-		g.queuedRecords -= records
-		g.queuedBytes -= bytes
 		g.compact()
 	}
 	f.done = append(f.done, g.offsetWaiters...)
@@ -235,7 +220,6 @@ func (g *GroupCommit) Complete(f *Flight, err error) {
 func (g *GroupCommit) FailPending(err error) {
 	q, w := g.queue[g.head:], g.offsetWaiters
 	g.queue, g.head, g.offsetWaiters = nil, 0, nil
-	g.queuedRecords, g.queuedBytes, g.round = 0, 0, roundHold{}
 	for _, x := range q {
 		x.Done(err)
 	}

@@ -101,13 +101,11 @@ func (p *partition) evictOverBudget(ctx actor.Context) {
 
 // evict sends Unload{Evict} to the loaded key e, which leaves the recency
 // list.
-func (p *partition) evict(ctx actor.Context, e *keyEntry) { p.evictWith(ctx, e, evictMsg) }
-
-func (p *partition) evictWith(ctx actor.Context, e *keyEntry, m *keyactor.Unload) {
+func (p *partition) evict(ctx actor.Context, e *keyEntry) {
 	p.lru.remove(e)
 	e.unloading, e.evicted = true, true
 	p.evictions++
-	ctx.Send(e.pid, m)
+	ctx.Send(e.pid, evictMsg)
 }
 
 // evictAtTick runs before the persist tick's flushes. While keys wait for
@@ -117,13 +115,13 @@ func (p *partition) evictWith(ctx actor.Context, e *keyEntry, m *keyactor.Unload
 // writes at once; persistDirty skips it). Flushed now and evicted later, each
 // cost a Flush and a Progress more: two of the seven messages of a key's
 // life when every key is new (the million-key E2E run). Clean keys wait for
-// the loads that need their place. Their writes belong to the round (m).
-func (p *partition) evictAtTick(ctx actor.Context, m *keyactor.Unload) {
+// the loads that need their place.
+func (p *partition) evictAtTick(ctx actor.Context) {
 	n := p.held.len()
 	for e := p.lru.tail; e != nil && n > 0; n-- {
 		prev := e.prev
 		if e.dirty {
-			p.evictWith(ctx, e, m)
+			p.evict(ctx, e)
 		}
 		e = prev
 	}

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"testing"
 	"time"
-
-	"github.com/actorflow/actorflow/snapshotstore"
 )
 
 func lruKeys(l *lruList, byPtr map[*keyEntry]string) []string {
@@ -159,33 +157,4 @@ func TestIdleSweepTrimsThePool(t *testing.T) {
 	if n := h.stopped.Load(); n != budget+slack-keyPoolCap {
 		t.Fatalf("%d key actors stopped by the trim, want %d", n, budget+slack-keyPoolCap)
 	}
-}
-
-// A persist tick's flushes go out in one transaction: the partition tells
-// the transaction actor how many writes to wait for (groupcommit_round.go).
-// Without it the first write started a transaction alone and the rest
-// followed in one or two more. (The tick's evictions count too: with the
-// harness's hour-long RoundWait, an eviction's write missing from the count
-// or its round would hang TestPersistTickEvictsTheKeysHeldKeysWouldEvict.)
-func TestPersistRoundIsOneTransaction(t *testing.T) {
-	const keys = 35
-	h := newTickHarness(t, 1000)
-	entered := make(chan snapshotstore.Batch, keys)
-	gate := h.mem.BeforeCommit
-	h.mem.BeforeCommit = func(pi snapshotstore.PartitionInfo, b snapshotstore.Batch) error {
-		entered <- b
-		return gate(pi, b)
-	}
-	h.send(0, keys)
-	h.await("every key loaded", func(st Status) bool { return st.KeysLoaded == keys })
-	h.sys.Root.Send(h.pid, &tick{tickPersist})
-	select {
-	case b := <-entered:
-		if len(b.Writes) != keys {
-			t.Errorf("the tick's first transaction carries %d writes, want all %d flushed keys'", len(b.Writes), keys)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no transaction after the tick")
-	}
-	h.commitAll(keys)
 }

@@ -49,11 +49,6 @@ type Config struct {
 	// (16384) and DefaultMaxTransactionBytes (4 MiB).
 	MaxWritesPerTransaction int
 	MaxTransactionBytes     int
-	// RoundWait bounds how long a persist round holds its transaction for
-	// writes that do not come (groupcommit_round.go): the round's flushed
-	// keys' writes go out together, the deadline only ends the hold when a
-	// key had nothing left to write. Default DefaultRoundWait (20 ms).
-	RoundWait time.Duration
 	// RevokeTimeout is the revoke budget: a Revoke's flush, its final offset
 	// commit, the transaction actor's drain of an in-flight transaction and
 	// the store's Close all end within it (the split: revoke.go). Default
@@ -277,9 +272,6 @@ func Props(cfg Config) *actor.Props {
 	if cfg.PersistEvery <= 0 {
 		cfg.PersistEvery = DefaultPersistEvery
 	}
-	if cfg.RoundWait <= 0 {
-		cfg.RoundWait = DefaultRoundWait
-	}
 	if cfg.CommitOffsetsInterval <= 0 {
 		cfg.CommitOffsetsInterval = DefaultCommitOffsetsInterval
 	}
@@ -425,7 +417,6 @@ func (p *partition) start(ctx actor.Context) {
 		Reuse:       true, // keypool.go
 	}
 	txn := newTxnActor(p.cfg.Store, p.cfg.MaxWritesPerTransaction, p.cfg.AssignedOffset, p.log)
-	txn.roundWait = p.cfg.RoundWait
 	txn.gc.SetMaxBytes(p.cfg.MaxTransactionBytes)
 	txn.stopTO = p.cfg.RevokeTimeout / 4 // a stop without a Revoke (a failure): the last share
 	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return txn }), "txn")

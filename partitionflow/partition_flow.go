@@ -433,24 +433,10 @@ func (p *partition) onTick(ctx actor.Context, kind int) {
 }
 
 // persistDirty sends a Flush to every dirty key, after evicting those that
-// held keys would displace (evictAtTick). It first tells the transaction
-// actor how many writes the round brings, one per dirty loaded key (flushed
-// or evicted), so that they go out in one transaction
-// (groupcommit_round.go).
+// held keys would displace (evictAtTick).
 func (p *partition) persistDirty(ctx actor.Context) {
+	p.evictAtTick(ctx)
 	p.round++
-	writes := 0
-	for _, e := range p.dirty {
-		if e.pid != nil && !e.evicted {
-			writes++
-		}
-	}
-	if writes > 0 {
-		ctx.Send(p.txn, &roundStart{id: p.round, writes: writes})
-	}
-	if p.held.len() > 0 {
-		p.evictAtTick(ctx, &keyactor.Unload{Evict: true, Round: p.round})
-	}
 	flush := &keyactor.Flush{Round: p.round} // read-only: one for every key of the round
 	for i, e := range p.dirty {
 		// An evicted key persists all it has by itself (Unload{Evict});

@@ -71,11 +71,8 @@ func (p *partition) revoke(ctx actor.Context, flush bool) {
 		ctx.Stop(ctx.Self())
 		return
 	}
-	// Flush every live key (clean keys answer at once), then commit. Their
-	// writes wait for no persist round (groupcommit_round.go): the revoke
-	// has a deadline.
+	// Flush every live key (clean keys answer at once), then commit.
 	p.round++
-	ctx.Send(p.txn, &roundStart{id: p.round})
 	p.flushOf = make(map[string]bool, p.loaded)
 	for k, s := range p.keys {
 		e := s.e

@@ -77,9 +77,7 @@ func newTickHarness(t *testing.T, budget int) *tickHarness {
 	stopped := make(chan error, 1)
 	h.pid = h.sys.Root.Spawn(Props(Config{Topic: "in", Store: store,
 		Handler:      msgCounter{keyactor.MustOf(keyflow.New(fold, keyflow.WithMaxLiveKeys(budget))), &h.flushes, &h.started, &h.stopped},
-		PersistEvery: time.Hour, CommitOffsetsInterval: time.Hour, OnStopped: func(err error) { stopped <- err },
-		// A round's count that is off hangs its transaction: a test fails.
-		RoundWait: time.Hour}))
+		PersistEvery: time.Hour, CommitOffsetsInterval: time.Hour, OnStopped: func(err error) { stopped <- err }}))
 	t.Cleanup(func() {
 		h.open()
 		h.sys.Root.Send(h.pid, &Revoke{})

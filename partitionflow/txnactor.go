@@ -37,26 +37,7 @@ type (
 	txnFailed struct{ err error }
 	// txnCommitted tells the partition a transaction's size (status).
 	txnCommitted struct{ writes, outputs int }
-	// roundStart tells the transaction actor that a persist round of
-	// writes writes begins (GroupCommit.ExpectRound); the partition sends
-	// it before the round's Flushes, so it arrives before their writes.
-	// writes ≤ 0 ends a hold (a revoke's flush waits for no round).
-	roundStart struct {
-		id     uint64
-		writes int
-	}
-	// roundDue is a round's deadline (roundWait after its roundStart).
-	roundDue struct{ id uint64 }
 )
-
-// DefaultRoundWait bounds how long a persist round holds the next transaction for
-// writes that do not come (a flushed key with nothing left to write). A
-// round's writes reach the transaction actor within a few ms of each other
-// (10k keys over 8 partitions on 2 cores, all ticking at once, ~5 ms); the
-// hold usually ends on its count, so the bound costs nothing then, and
-// persist rounds run every PersistEvery (5 s by default) — 20 ms later is
-// no one's latency. Outputs never wait (groupcommit_round.go).
-const DefaultRoundWait = 20 * time.Millisecond
 
 // txnActor owns the partition's store (its producer in the transactional
 // mode). Its mailbox is the group-commit queue: Receive never blocks; a
@@ -75,9 +56,6 @@ type txnActor struct {
 	// Without one, the stop takes at most stopTO from its start.
 	deadline atomic.Int64
 	stopTO   time.Duration
-	// roundT is the held round's deadline timer (nil: none armed).
-	roundT    *time.Timer
-	roundWait time.Duration
 }
 
 // DefaultTxnStopTimeout bounds the stop of a transaction actor that was
@@ -86,7 +64,7 @@ const DefaultTxnStopTimeout = 30 * time.Second
 
 func newTxnActor(store snapshotstore.Partition, maxWrites int, seed int64, log *zap.Logger) *txnActor {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &txnActor{store: store, gc: NewGroupCommit(maxWrites, seed), log: log, ctx: ctx, cancel: cancel, stopTO: DefaultTxnStopTimeout, roundWait: DefaultRoundWait}
+	return &txnActor{store: store, gc: NewGroupCommit(maxWrites, seed), log: log, ctx: ctx, cancel: cancel, stopTO: DefaultTxnStopTimeout}
 }
 
 // stopBy sets the deadline of the actor's stop (safe from any goroutine).
@@ -108,7 +86,7 @@ func (t *txnActor) Receive(ctx actor.Context) {
 	case *keyactor.WriteMsg:
 		// A key's write (Env.Persist) or TxnHandle.Write's, pooled:
 		// copied, then released.
-		w := Write{Snapshot: m.Snapshot, Outputs: m.Outputs, Done: m.Done, Round: m.Round}
+		w := Write{Snapshot: m.Snapshot, Outputs: m.Outputs, Done: m.Done}
 		m.Release()
 		t.write(ctx, w)
 	case *commitReq:
@@ -120,24 +98,6 @@ func (t *txnActor) Receive(ctx actor.Context) {
 		}
 		t.gc.CommitOffset(m.offset, m.done)
 		t.pump(ctx)
-	case *roundStart:
-		if t.failed != nil {
-			return
-		}
-		t.gc.ExpectRound(m.id, m.writes)
-		if t.roundT != nil {
-			t.roundT.Stop()
-		}
-		if m.writes <= 0 { // no hold: what a previous round held goes now
-			t.pump(ctx)
-			return
-		}
-		self, sys, id := ctx.Self(), ctx.ActorSystem(), m.id
-		t.roundT = time.AfterFunc(t.roundWait, func() { sys.Root.Send(self, &roundDue{id: id}) })
-	case *roundDue:
-		if t.gc.ReleaseRound(m.id) {
-			t.pump(ctx)
-		}
 	case *flightDone:
 		if t.flying == nil || t.flying.f != m.f {
 			return
@@ -183,9 +143,6 @@ func (t *txnActor) pump(ctx actor.Context) {
 // protoactor; their senders are siblings stopping with this subtree.
 func (t *txnActor) stop() {
 	t.cancel()
-	if t.roundT != nil {
-		t.roundT.Stop()
-	}
 	now := time.Now()
 	by := now.Add(t.stopTO)
 	if ns := t.deadline.Load(); ns != 0 {

@@ -46,8 +46,7 @@ type Core struct {
 	persistedOffset, persistingOffset int64
 
 	flushWaiting bool
-	flushReply   bool   // the pending flush wants a FlushDone
-	writeRound   uint64 // the persist round the next write answers (Flush, Unload{Evict}); 0: none
+	flushReply   bool // the pending flush wants a FlushDone
 	flushRound   uint64
 	// waitAcks: a flush waits for output acks before encoding the state, so
 	// that no snapshot covers a fold whose outputs could still be lost (a
@@ -135,7 +134,7 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 	case *Query:
 		a.query(m)
 	case *Flush:
-		a.flushWaiting, a.flushRound, a.writeRound = true, m.Round, m.Round
+		a.flushWaiting, a.flushRound = true, m.Round
 		a.flushReply = a.flushReply || m.Reply
 		a.maybePersist(ctx)
 		a.maybeFlushDone(ctx)
@@ -182,7 +181,7 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 		a.report(ctx)
 	case *Unload:
 		if m.Evict {
-			a.evict(ctx, m.Round)
+			a.evict(ctx)
 			return
 		}
 		if !a.canLeave() || a.failed != nil || a.timersDueWithin(max(a.cfg.MaxIdle, minTimerUnloadHorizon)) {
@@ -275,15 +274,12 @@ func (a *keyActor[S]) stopTimers() {
 
 // evict answers Unload{Evict}: at once when nothing is unpersisted, else
 // after the key's write (started here, as a flush would) commits.
-func (a *keyActor[S]) evict(ctx actor.Context, round uint64) {
+func (a *keyActor[S]) evict(ctx actor.Context) {
 	if a.failed != nil || len(a.overdue) > 0 {
 		ctx.Send(ctx.Parent(), &Busy{Key: a.key})
 		return
 	}
 	a.evicting, a.flushWaiting = true, true
-	if round != 0 {
-		a.writeRound = round
-	}
 	a.maybePersist(ctx)
 	a.maybeEvict(ctx)
 }
@@ -530,8 +526,7 @@ func (a *keyActor[S]) maybePersist(ctx actor.Context) {
 		}
 	}
 	w := NewWriteMsg()
-	*w = WriteMsg{Snapshot: snap, Outputs: outs, Done: a.persisted, Round: a.writeRound}
-	a.writeRound = 0
+	*w = WriteMsg{Snapshot: snap, Outputs: outs, Done: a.persisted}
 	a.env.Persist(w)
 }
 
@@ -545,7 +540,7 @@ func (a *keyActor[S]) maybeFlushDone(ctx actor.Context) {
 	if a.failed == nil && (a.dirty || a.persisting || a.outputsPending() || len(a.outbox) > 0) {
 		return
 	}
-	a.flushWaiting, a.writeRound = false, 0
+	a.flushWaiting = false
 	if a.flushReply {
 		a.flushReply = false
 		ctx.Send(ctx.Parent(), &FlushDone{Key: a.key, Round: a.flushRound, Err: a.failed})

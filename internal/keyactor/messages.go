@@ -20,7 +20,6 @@ type Deliver struct {
 // Flush asks the key to persist its state if dirty. With Reply it answers
 // FlushDone once its state is persisted and its outputs acknowledged (the
 // revoke-time flush waits for every key; the periodic flush does not).
-// Its write carries Round (WriteMsg.Round).
 type Flush struct {
 	Round uint64
 	Reply bool
@@ -41,13 +40,7 @@ type Wake struct{}
 // a timer due later is no obstacle (the partition keeps cold keys' timers).
 // Either way a failed key, or one with timers overdue since its load,
 // answers Busy.
-//
-// Round (evictions at a persist tick) is the round the eviction's write
-// belongs to, as Flush.Round.
-type Unload struct {
-	Evict bool
-	Round uint64
-}
+type Unload struct{ Evict bool }
 
 // Progress reports a change of a key's progress to its partition. Settled
 // is the highest input offset through which every effect of the key is
@@ -70,10 +63,6 @@ type WriteMsg struct {
 	Snapshot snapshotstore.Snapshot
 	Outputs  []*kgo.Record // TxnOutputs only
 	Done     func(error)
-	// Round is the persist round (Flush.Round, Unload.Round) this write
-	// answers, 0 if none: the transaction actor holds a round's
-	// transaction until its writes are in.
-	Round uint64
 }
 
 var writeMsgs = sync.Pool{New: func() any { return new(WriteMsg) }}
