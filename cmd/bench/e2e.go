@@ -78,13 +78,16 @@ type e2eRow struct {
 	// drain: with the broker on this machine, its work for the system too.
 	HostCPUPerM float64 `json:"host_cpu_s_per_1m"`
 	AllocsPerE  float64 `json:"allocs_per_event"` // heap allocations per input event (median)
-	RSSMiB      float64 `json:"peak_rss_mib"`
-	RSSMaxMiB   float64 `json:"peak_rss_max_mib"`
-	HeapMiB     float64 `json:"peak_heap_mib"`
-	Ratio       float64 `json:"ratio_to_ceiling"`      // the ceiling's median drain over this one's
-	RatioBest   float64 `json:"ratio_to_ceiling_best"` // the same with each one's fastest drain (other load only slows a run)
-	Ceiling     string  `json:"ceiling"`
-	ShutdownMS  float64 `json:"shutdown_ms"`
+	// Txns is the transactions a run committed (median; 0 for the raw
+	// pipe and the plain mode): the broker's work beyond the records.
+	Txns       float64 `json:"txns"`
+	RSSMiB     float64 `json:"peak_rss_mib"`
+	RSSMaxMiB  float64 `json:"peak_rss_max_mib"`
+	HeapMiB    float64 `json:"peak_heap_mib"`
+	Ratio      float64 `json:"ratio_to_ceiling"`      // the ceiling's median drain over this one's
+	RatioBest  float64 `json:"ratio_to_ceiling_best"` // the same with each one's fastest drain (other load only slows a run)
+	Ceiling    string  `json:"ceiling"`
+	ShutdownMS float64 `json:"shutdown_ms"`
 	// The drain's phases (medians): start to first fold, to last fold.
 	FirstFoldS float64  `json:"first_fold_s"`
 	LastFoldS  float64  `json:"last_fold_s"`
@@ -214,7 +217,7 @@ func summarize(keys int, c e2eConfig, runs map[string][]e2eRun) []e2eRow {
 	drains, best := map[string]float64{}, map[string]float64{}
 	for _, sys := range c.systems {
 		row := e2eRow{Experiment: "E2E", Keys: keys, System: sys, Events: c.events, Ceiling: ceilingOf(sys)}
-		var drain, cpu, host, allocs, rss, heap, shut, first, last []float64
+		var drain, cpu, host, allocs, rss, heap, shut, first, last, txns []float64
 		for _, r := range runs[sys] {
 			if !r.Valid {
 				row.Notes = append(row.Notes, r.Note)
@@ -229,6 +232,7 @@ func summarize(keys int, c e2eConfig, runs map[string][]e2eRun) []e2eRow {
 			shut = append(shut, r.ShutdownMS)
 			first = append(first, r.FirstFoldMS/1000)
 			last = append(last, r.LastFoldMS/1000)
+			txns = append(txns, float64(r.Txns))
 		}
 		row.Rounds = len(drain)
 		if row.Rounds > 0 {
@@ -238,6 +242,7 @@ func summarize(keys int, c e2eConfig, runs map[string][]e2eRun) []e2eRow {
 			row.AllocsPerE, row.HostCPUPerM = median(allocs), median(host)
 			row.HeapMiB, row.ShutdownMS = median(heap), median(shut)
 			row.FirstFoldS, row.LastFoldS = median(first), median(last)
+			row.Txns = median(txns)
 			drains[sys], best[sys] = row.DrainS, row.DrainMinS
 		}
 		rows = append(rows, row)
@@ -262,10 +267,10 @@ func median(xs []float64) float64 {
 
 func printE2E(w io.Writer, rows []e2eRow) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "keys\tsystem\tdrain s (median [range])\tevents/s\tCPU s per 1M\tallocs per event\tpeak RSS MiB [max]\tpeak heap MiB\tratio to ceiling (median; fastest)\tfolds s (first–last)\tshutdown ms\tvalid rounds")
+	fmt.Fprintln(tw, "keys\tsystem\tdrain s (median [range])\tevents/s\tCPU s per 1M\tallocs per event\ttxns\tpeak RSS MiB [max]\tpeak heap MiB\tratio to ceiling (median; fastest)\tfolds s (first–last)\tshutdown ms\tvalid rounds")
 	for _, r := range rows {
 		if r.Rounds == 0 {
-			fmt.Fprintf(tw, "%d\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t0 (%s)\n", r.Keys, r.System, strings.Join(r.Notes, "; "))
+			fmt.Fprintf(tw, "%d\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t0 (%s)\n", r.Keys, r.System, strings.Join(r.Notes, "; "))
 			continue
 		}
 		ratio := "-"
@@ -276,8 +281,12 @@ func printE2E(w io.Writer, rows []e2eRow) {
 		if len(r.Notes) > 0 {
 			valid += " (" + strings.Join(r.Notes, "; ") + ")"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%.2f [%.2f–%.2f]\t%.0fk\t%.2f [%.2f]\t%.1f\t%.0f [%.0f]\t%.0f\t%s\t%.2f–%.2f\t%.0f\t%s\n",
-			r.Keys, r.System, r.DrainS, r.DrainMinS, r.DrainMaxS, r.EventsPerS/1000, r.CPUPerM, r.HostCPUPerM, r.AllocsPerE, r.RSSMiB, r.RSSMaxMiB, r.HeapMiB, ratio, r.FirstFoldS, r.LastFoldS, r.ShutdownMS, valid)
+		txns := "-"
+		if r.Txns > 0 {
+			txns = fmt.Sprintf("%.0f", r.Txns)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%.2f [%.2f–%.2f]\t%.0fk\t%.2f [%.2f]\t%.1f\t%s\t%.0f [%.0f]\t%.0f\t%s\t%.2f–%.2f\t%.0f\t%s\n",
+			r.Keys, r.System, r.DrainS, r.DrainMinS, r.DrainMaxS, r.EventsPerS/1000, r.CPUPerM, r.HostCPUPerM, r.AllocsPerE, txns, r.RSSMiB, r.RSSMaxMiB, r.HeapMiB, ratio, r.FirstFoldS, r.LastFoldS, r.ShutdownMS, valid)
 	}
 	_ = tw.Flush()
 	// The issue's targets, evaluated on these rows.
