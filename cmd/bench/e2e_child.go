@@ -84,11 +84,12 @@ type childResult struct {
 	// the rest until drained (the last writes and the offset commit).
 	FirstFoldMS float64 `json:"first_fold_ms"`
 	LastFoldMS  float64 `json:"last_fold_ms"`
-	// Txns counts the transactions the worker's partitions committed by the
-	// end of the drain (Status; 0 for the raw pipe and the plain mode): each
-	// costs the broker a few ms of CPU whatever its size.
-	Txns int64  `json:"txns"`
-	Err  string `json:"error,omitempty"`
+	// Commits counts the group commits of the worker's partitions by the
+	// end of the drain (Status.Txns; 0 for the raw pipe): transactions in
+	// the transactional mode, each costing the broker a few ms of CPU
+	// whatever its size.
+	Commits int64  `json:"commits"`
+	Err     string `json:"error,omitempty"`
 }
 
 type childArgs struct {
@@ -242,7 +243,7 @@ func runChild(a childArgs) (res childResult) {
 	res.Drained = drainErr == nil
 	if worker != nil {
 		for _, p := range worker.Status(runCtx).Partitions {
-			res.Txns += p.Txns
+			res.Commits += p.Txns
 		}
 	}
 	if a.cpuProfile != "" {
