@@ -1004,6 +1004,10 @@ class Chaos:
                 out.append(f"  MISMATCH {e}")
             for e in (vr.get("output_examples") or [])[:10]:
                 out.append(f"  OUTPUT {e}")
+            # Where each copy of a duplicated output sits (producer ID and
+            # epoch: the transaction that wrote it), for the workers' logs.
+            for e in (vr.get("duplicate_copies") or [])[:10]:
+                out.append(f"  DUPLICATE {e}")
         else:
             out.append(f"verifier:          no report (exit {vrc}); see {self.outdir}/verify.out")
         if poison["faults"]:

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,6 +59,10 @@ func TestCheckOutputsCountsPerKey(t *testing.T) {
 	}
 	if r.Outputs != 6 || r.OutputDuplicates != 1 || r.KeysWithDuplicates != 1 || r.MissingOutputs != 2 || r.KeysWithMissing != 1 || r.OutputsOutOfOrder != 1 {
 		t.Fatalf("report %+v: want 6 outputs, 1 duplicate (a), 2 missing (c), 1 out of order (b)", r)
+	}
+	// a's seq 2 is at offsets 1 and 2 of out[0].
+	if len(r.DuplicateCopies) != 1 || !strings.HasPrefix(r.DuplicateCopies[0], "a seq 2: out[0]@1 (producer ") || !strings.Contains(r.DuplicateCopies[0], "; out[0]@2 (producer ") {
+		t.Fatalf("duplicate copies %q: want a seq 2 at out[0]@1 and out[0]@2", r.DuplicateCopies)
 	}
 	if len(r.OutputExamples) != 3 || !r.outputsFailed() {
 		t.Fatalf("examples %q, failed %v: want one line per bad account and a failure", r.OutputExamples, r.outputsFailed())

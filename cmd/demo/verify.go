@@ -9,6 +9,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/actorflow/actorflow/internal/ledger"
@@ -36,6 +37,11 @@ type report struct {
 	KeysWithDuplicates int      `json:"keys_with_duplicates"`
 	KeysWithMissing    int      `json:"keys_with_missing"`
 	OutputExamples     []string `json:"output_examples,omitempty"`
+	// DuplicateCopies places every copy of the first duplicated outputs
+	// (up to 20): partition, offset, the producer ID and epoch of the batch
+	// (which transaction wrote it) and its timestamp, so that a duplicate
+	// seen once in a chaos run can be traced in the workers' logs.
+	DuplicateCopies []string `json:"duplicate_copies,omitempty"`
 	// ExactlyOnce: the outputs were checked as exactly-once (the
 	// transactional mode): a duplicate, a missing or an out-of-order output
 	// fails the verification.
@@ -160,6 +166,9 @@ func runVerify(args []string) int {
 		}
 		for _, e := range r.OutputExamples {
 			fmt.Println("OUTPUT", e)
+		}
+		for _, e := range r.DuplicateCopies {
+			fmt.Println("DUPLICATE", e)
 		}
 		guarantee := "at-least-once"
 		if r.ExactlyOnce {
@@ -294,6 +303,9 @@ func verify(ctx context.Context, brokers []string, group, input, snaps, output, 
 // applied event whose output is absent) and those out of order.
 func checkOutputs(ctx context.Context, brokers []string, output string, exp map[string]*ledger.State, r *report) error {
 	seen := map[string]map[int64]int{}
+	// where: each output's copies (a string per copy: kept for the report
+	// of duplicates only, a few MB at the chaos run's 80k outputs).
+	where := map[string]map[int64][]string{}
 	last := map[string]int64{}
 	outOfOrder := map[string]int{}
 	if err := readAll(ctx, brokers, output, func(rec *kgo.Record) error {
@@ -306,6 +318,11 @@ func checkOutputs(ctx context.Context, brokers []string, output string, exp map[
 			seen[o.Account] = map[int64]int{}
 		}
 		seen[o.Account][o.Seq]++
+		if where[o.Account] == nil {
+			where[o.Account] = map[int64][]string{}
+		}
+		where[o.Account][o.Seq] = append(where[o.Account][o.Seq], fmt.Sprintf("%s[%d]@%d (producer %d epoch %d, %s)",
+			rec.Topic, rec.Partition, rec.Offset, rec.ProducerID, rec.ProducerEpoch, rec.Timestamp.UTC().Format("15:04:05.000")))
 		if o.Seq < last[o.Account] {
 			outOfOrder[o.Account]++
 			r.OutputsOutOfOrder++
@@ -329,6 +346,9 @@ func checkOutputs(ctx context.Context, brokers []string, output string, exp map[
 			case n > 1:
 				dups = append(dups, seq)
 				r.OutputDuplicates += n - 1
+				if len(r.DuplicateCopies) < 20 {
+					r.DuplicateCopies = append(r.DuplicateCopies, fmt.Sprintf("%s seq %d: %s", acct, seq, strings.Join(where[acct][seq], "; ")))
+				}
 			}
 		}
 		r.MissingOutputs += len(missing)
