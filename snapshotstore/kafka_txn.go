@@ -216,6 +216,17 @@ func (t *txnPartition) Commit(ctx context.Context, b Batch) error {
 // (kgo treats a fenced epoch as fatal to the client under transaction
 // version 2: it cannot begin another transaction).
 func (t *txnPartition) reinit(ctx context.Context) error {
+	// Closed first: the new client's InitProducerID bumps the epoch of the
+	// stable transactional.id, and a Commit still retrying after Close (a
+	// stop's drain gave up on it) would fence the partition's next owner —
+	// on this worker, the partition's next instance — which then redoes
+	// its transaction.
+	t.mu.Lock()
+	closed := t.closed
+	t.mu.Unlock()
+	if closed {
+		return fmt.Errorf("%s: closed", t.info)
+	}
 	cl, err := t.k.newTxnClient(ctx, t.info, t.id)
 	if err != nil {
 		return err

@@ -232,3 +232,22 @@ func TestTxnRejectedFirstOffsetCommitStillEndsTheTransaction(t *testing.T) {
 		t.Errorf("committed offset %d, want 3", got)
 	}
 }
+
+// A closed partition's re-initialisation sends no InitProducerID: the epoch
+// bump would fence the partition's next owner (its next instance on this
+// worker), which would then redo its transaction.
+func TestTxnReinitAfterCloseDoesNotFence(t *testing.T) {
+	f := newTxnFixture(t, true)
+	var reqs requestCounter
+	_, p := f.open(t, f.meta, &reqs)
+	before := reqs.count(kmsg.InitProducerID)
+	if err := p.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.reinit(context.Background()); err == nil {
+		t.Fatal("reinit of a closed partition succeeded")
+	}
+	if n := reqs.count(kmsg.InitProducerID); n != before {
+		t.Fatalf("%d InitProducerID requests after Close, want none (%d before)", n-before, before)
+	}
+}
