@@ -302,10 +302,8 @@ func verify(ctx context.Context, brokers []string, group, input, snaps, output, 
 // own, and counts per account the outputs seen twice, those missing (an
 // applied event whose output is absent) and those out of order.
 func checkOutputs(ctx context.Context, brokers []string, output string, exp map[string]*ledger.State, r *report) error {
-	seen := map[string]map[int64]int{}
-	// where: each output's copies (a string per copy: kept for the report
-	// of duplicates only, a few MB at the chaos run's 80k outputs).
-	where := map[string]map[int64][]string{}
+	// seen: each output's copies, where they sit (reported for duplicates).
+	seen := map[string]map[int64][]outputCopy{}
 	last := map[string]int64{}
 	outOfOrder := map[string]int{}
 	if err := readAll(ctx, brokers, output, func(rec *kgo.Record) error {
@@ -315,14 +313,9 @@ func checkOutputs(ctx context.Context, brokers []string, output string, exp map[
 		}
 		r.Outputs++
 		if seen[o.Account] == nil {
-			seen[o.Account] = map[int64]int{}
+			seen[o.Account] = map[int64][]outputCopy{}
 		}
-		seen[o.Account][o.Seq]++
-		if where[o.Account] == nil {
-			where[o.Account] = map[int64][]string{}
-		}
-		where[o.Account][o.Seq] = append(where[o.Account][o.Seq], fmt.Sprintf("%s[%d]@%d (producer %d epoch %d, %s)",
-			rec.Topic, rec.Partition, rec.Offset, rec.ProducerID, rec.ProducerEpoch, rec.Timestamp.UTC().Format("15:04:05.000")))
+		seen[o.Account][o.Seq] = append(seen[o.Account][o.Seq], outputCopy{rec.Topic, rec.Partition, rec.Offset, rec.ProducerID, rec.ProducerEpoch, rec.Timestamp})
 		if o.Seq < last[o.Account] {
 			outOfOrder[o.Account]++
 			r.OutputsOutOfOrder++
@@ -340,14 +333,18 @@ func checkOutputs(ctx context.Context, brokers []string, output string, exp map[
 	for _, acct := range accounts {
 		var dups, missing []int64
 		for seq := int64(1); seq <= exp[acct].LastSeq; seq++ {
-			switch n := seen[acct][seq]; {
+			switch n := len(seen[acct][seq]); {
 			case n == 0:
 				missing = append(missing, seq)
 			case n > 1:
 				dups = append(dups, seq)
 				r.OutputDuplicates += n - 1
 				if len(r.DuplicateCopies) < 20 {
-					r.DuplicateCopies = append(r.DuplicateCopies, fmt.Sprintf("%s seq %d: %s", acct, seq, strings.Join(where[acct][seq], "; ")))
+					copies := make([]string, 0, n)
+					for _, c := range seen[acct][seq] {
+						copies = append(copies, c.String())
+					}
+					r.DuplicateCopies = append(r.DuplicateCopies, fmt.Sprintf("%s seq %d: %s", acct, seq, strings.Join(copies, "; ")))
 				}
 			}
 		}
@@ -366,12 +363,27 @@ func checkOutputs(ctx context.Context, brokers []string, output string, exp map[
 	return nil
 }
 
-func sum(m map[int64]int) int {
+func sum(m map[int64][]outputCopy) int {
 	n := 0
 	for _, v := range m {
-		n += v
+		n += len(v)
 	}
 	return n
+}
+
+// outputCopy is where one output record sits: its producer ID and epoch
+// name the transaction that wrote it.
+type outputCopy struct {
+	topic     string
+	partition int32
+	offset    int64
+	producer  int64
+	epoch     int16
+	ts        time.Time
+}
+
+func (c outputCopy) String() string {
+	return fmt.Sprintf("%s[%d]@%d (producer %d epoch %d, %s)", c.topic, c.partition, c.offset, c.producer, c.epoch, c.ts.UTC().Format("15:04:05.000"))
 }
 
 // firstSeqs names up to 5 sequence numbers.
