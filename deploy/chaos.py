@@ -1008,6 +1008,13 @@ class Chaos:
             # epoch: the transaction that wrote it), for the workers' logs.
             for e in (vr.get("duplicate_copies") or [])[:10]:
                 out.append(f"  DUPLICATE {e}")
+            # The failed accounts' histories (read_uncommitted, with each
+            # record's transaction and its outcome): in report.json, and
+            # here for the first account.
+            traces = vr.get("traces") or []
+            if traces:
+                first = traces[0].split(":")[0]
+                out += [f"  TRACE {e}" for e in traces if e.startswith(first)][:200]
         else:
             out.append(f"verifier:          no report (exit {vrc}); see {self.outdir}/verify.out")
         if poison["faults"]:

@@ -9,6 +9,7 @@ import (
 
 	"github.com/actorflow/actorflow/internal/ledger"
 	"github.com/actorflow/actorflow/internal/testkit"
+	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -166,5 +167,68 @@ func TestMatchDeadLetters(t *testing.T) {
 	r2.ExactlyOnce = true
 	if !r2.failed() {
 		t.Fatal("exactly-once: a duplicate dead letter passed the check")
+	}
+}
+
+// The trace of a failed account shows each record's transaction and its
+// outcome: an output of a committed transaction and one of an aborted
+// transaction are told apart, and a snapshot write names the input offset
+// its transaction committed (the marker record); an input event is shown
+// as not transactional.
+func TestTraceKeysNamesEachRecordsTransaction(t *testing.T) {
+	_, brokers := testkit.Kfake(t)
+	ctx := context.Background()
+	admin := testkit.Client(t, brokers)
+	for _, topic := range []string{"in", "snaps", "out"} {
+		if err := createTopic(ctx, admin, topic, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in := testkit.Client(t, brokers, kgo.DefaultProduceTopic("in"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	ev, _ := json.Marshal(ledger.Event{Account: "a", Seq: 1, Amount: 5})
+	if err := in.ProduceSync(ctx, &kgo.Record{Key: []byte("a"), Value: ev}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	txn := testkit.Client(t, brokers, kgo.TransactionalID("trace-test"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	out, _ := json.Marshal(ledger.Output{Account: "a", Seq: 1, Balance: 5})
+	state, _ := json.Marshal(ledger.State{Balance: 5, Count: 1, LastSeq: 1})
+	for _, end := range []kgo.TransactionEndTry{kgo.TryCommit, kgo.TryAbort} {
+		if err := txn.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		recs := []*kgo.Record{
+			snapshotstore.EncodeRecord("snaps", 0, snapshotstore.Snapshot{Key: "a", Value: state, Offset: 0}),
+			{Topic: "snaps", Key: []byte(snapshotstore.MarkerKey), Value: []byte("1")},
+			{Topic: "out", Key: []byte("a"), Value: out},
+		}
+		if err := txn.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if err := txn.EndTransaction(ctx, end); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lines, err := traceKeys(ctx, brokers, "in", "snaps", "out", []string{"a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Join(lines, "\n")
+	want := []string{
+		"a: 5 records",
+		"input    in[0]@0 seq 1 amount 5 (producer ",
+		"not transactional)",
+		"snapshot snaps[0]@0 through input offset 0: last seq 1 count 1 balance 5 (producer ",
+		", commit@2, commits input offset 1)",
+		"output   out[0]@0 seq 1 balance 5 (producer ",
+		", commit@1)",
+		"output   out[0]@2 seq 1 balance 5 (producer ",
+		", abort@3)",
+		"snapshot snaps[0]@3 ",
+		", abort@5, commits input offset 1)",
+	}
+	for _, w := range want {
+		if !strings.Contains(all, w) {
+			t.Errorf("trace lacks %q:\n%s", w, all)
+		}
 	}
 }

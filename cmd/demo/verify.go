@@ -42,6 +42,13 @@ type report struct {
 	// (which transaction wrote it) and its timestamp, so that a duplicate
 	// seen once in a chaos run can be traced in the workers' logs.
 	DuplicateCopies []string `json:"duplicate_copies,omitempty"`
+	// Traces is the history of the first failed accounts (up to 3 with a
+	// duplicated output, then up to 3 mismatched): every input event,
+	// snapshot write and output of the key, read_uncommitted, with the
+	// transaction that wrote it and its outcome (trace.go).
+	Traces []string `json:"traces,omitempty"`
+	// traceKeys: the accounts Traces follows.
+	traceKeys []string
 	// ExactlyOnce: the outputs were checked as exactly-once (the
 	// transactional mode): a duplicate, a missing or an out-of-order output
 	// fails the verification.
@@ -170,6 +177,9 @@ func runVerify(args []string) int {
 		for _, e := range r.DuplicateCopies {
 			fmt.Println("DUPLICATE", e)
 		}
+		for _, e := range r.Traces {
+			fmt.Println("TRACE", e)
+		}
 		guarantee := "at-least-once"
 		if r.ExactlyOnce {
 			guarantee = "exactly-once"
@@ -295,6 +305,15 @@ func verify(ctx context.Context, brokers []string, group, input, snaps, output, 
 			return nil, err
 		}
 	}
+	for i := 0; i < len(mm) && i < 3; i++ {
+		r.traceKeys = append(r.traceKeys, mm[i].Account)
+	}
+	if len(r.traceKeys) > 0 {
+		// A failed trace does not hide the verdict: it is reported in its place.
+		if r.Traces, err = traceKeys(ctx, brokers, input, snaps, output, r.traceKeys); err != nil {
+			r.Traces = []string{"trace failed: " + err.Error()}
+		}
+	}
 	return r, nil
 }
 
@@ -337,6 +356,9 @@ func checkOutputs(ctx context.Context, brokers []string, output string, exp map[
 			case n == 0:
 				missing = append(missing, seq)
 			case n > 1:
+				if len(dups) == 0 && len(r.traceKeys) < 3 {
+					r.traceKeys = append(r.traceKeys, acct)
+				}
 				dups = append(dups, seq)
 				r.OutputDuplicates += n - 1
 				if len(r.DuplicateCopies) < 20 {
