@@ -42,7 +42,8 @@
 # ACTORFLOW_KAFKA2_HOST_PORT (19192) and ACTORFLOW_KAFKA3_HOST_PORT (19292) with --brokers 3,
 # ACTORFLOW_BROKER_COUNT (1; what --brokers sets),
 # KAFKA_IMAGE, DEMO_IMAGE, ACTORFLOW_PROJECT (compose project name, default actorflow),
-# ACTORFLOW_READY_TIMEOUT (seconds, default 240), ACTORFLOW_CACHE, KAFKA_VERSION.
+# ACTORFLOW_READY_TIMEOUT (seconds, default 240), ACTORFLOW_CACHE, KAFKA_VERSION, ACTORFLOW_LOG_LEVEL (the
+# workers' log level, info; debug adds every request of their Kafka clients).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

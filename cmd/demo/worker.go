@@ -26,6 +26,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // runWorker runs one worker of the ledger flow with an HTTP status endpoint,
@@ -56,9 +57,22 @@ func worker(ctx context.Context, args []string) int {
 	nilKey := fs.String("nil-key-policy", env("ACTORFLOW_NIL_KEY_POLICY", "fail"), "a record without key: fail | skip | dead-letter (ACTORFLOW_NIL_KEY_POLICY)")
 	maxLive := fs.Int("max-live-keys", envInt("ACTORFLOW_MAX_LIVE_KEYS", 0), "key actors loaded per partition, keyflow.WithMaxLiveKeys; 0: its default (ACTORFLOW_MAX_LIVE_KEYS)")
 	dlq := fs.String("dead-letter-topic", env("ACTORFLOW_DEAD_LETTER_TOPIC", ""), "dead-letter topic, default <input>.dlq; created when missing (ACTORFLOW_DEAD_LETTER_TOPIC)")
+	logLevel := fs.String("log-level", env("ACTORFLOW_LOG_LEVEL", "info"), "log level: debug | info | warn | error; debug includes every request of the Kafka clients, kgo's own debug log (ACTORFLOW_LOG_LEVEL)")
 	_ = fs.Parse(args)
 
-	log, _ := zap.NewProduction()
+	lvl, err := zapcore.ParseLevel(*logLevel)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "worker: --log-level:", err)
+		return 2
+	}
+	zcfg := zap.NewProductionConfig()
+	zcfg.Level = zap.NewAtomicLevelAt(lvl)
+	zcfg.Sampling = nil // a debug trace with lines dropped is no trace
+	log, err := zcfg.Build()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "worker: logger:", err)
+		return 2
+	}
 	defer func() { _ = log.Sync() }()
 	m, err := parseMode(*mode)
 	if err != nil {
