@@ -1008,6 +1008,17 @@ class Chaos:
             # epoch: the transaction that wrote it), for the workers' logs.
             for e in (vr.get("duplicate_copies") or [])[:10]:
                 out.append(f"  DUPLICATE {e}")
+            # Whether the broker kept each transaction atomic (committed everywhere or nowhere, and
+            # read_committed showing exactly the committed): a broker anomaly, not a verdict.
+            audit = vr.get("txn_audit")
+            if audit:
+                out.append(f"txn audit:         {audit.get('transactions')} transactions, "
+                           f"{audit.get('disagreements')} committed on one partition and aborted on another, "
+                           f"{audit.get('visible_aborted')} aborted records visible, {audit.get('hidden_committed')} "
+                           f"committed records hidden, {audit.get('open')} open")
+                out += [f"  TXN-AUDIT {e}" for e in (audit.get("examples") or [])[:10]]
+            elif vr.get("txn_audit_error"):
+                out.append(f"txn audit:         failed: {vr['txn_audit_error']}")
             # The failed accounts' histories (read_uncommitted, with each
             # record's transaction and its outcome): in report.json, and
             # here for the first account.

@@ -10,7 +10,6 @@ import (
 
 	"github.com/actorflow/actorflow/internal/ledger"
 	"github.com/actorflow/actorflow/snapshotstore"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -135,37 +134,6 @@ func refOf(r *kgo.Record) inputRef { return inputRef{r.Topic, r.Partition, r.Off
 // The transaction's marker record (snapshotstore.MarkerKey) fills
 // markerCommitted.
 func readUncommitted(ctx context.Context, brokers []string, topic string, want map[string]bool, fn func(*kgo.Record, *txnRef)) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
-	if err != nil {
-		return err
-	}
-	if err := ends.Error(); err != nil {
-		return err
-	}
-	parts := map[int32]kgo.Offset{}
-	remaining := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Offset > 0 {
-			parts[o.Partition] = kgo.NewOffset().AtStart()
-			remaining[o.Partition] = o.Offset
-		}
-	})
-	if len(parts) == 0 {
-		return nil
-	}
-	rd, err := kgo.NewClient(kgo.SeedBrokers(brokers...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}),
-		kgo.FetchIsolationLevel(kgo.ReadUncommitted()), kgo.KeepControlRecords())
-	if err != nil {
-		return err
-	}
-	defer rd.Close()
-
 	type pending struct {
 		recs []*kgo.Record
 		txn  *txnRef
@@ -178,64 +146,49 @@ func readUncommitted(ctx context.Context, brokers []string, topic string, want m
 			fn(r, p.txn)
 		}
 	}
-	for len(remaining) > 0 {
-		fs := rd.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		var ferr error
-		fs.EachError(func(_ string, _ int32, err error) { ferr = err })
-		if ferr != nil {
-			return ferr
-		}
-		fs.EachRecord(func(rec *kgo.Record) {
-			end, ok := remaining[rec.Partition]
-			if !ok || rec.Offset >= end {
-				return
-			}
-			if rec.Offset+1 >= end {
-				delete(remaining, rec.Partition)
-			}
-			if !rec.Attrs.IsTransactional() {
-				if want[string(rec.Key)] {
-					fn(rec, &txnRef{producer: rec.ProducerID, epoch: rec.ProducerEpoch, end: -1, markerCommitted: -1})
-				}
-				return
-			}
-			byProducer := open[rec.Partition]
-			if byProducer == nil {
-				byProducer = map[int64]*pending{}
-				open[rec.Partition] = byProducer
-			}
-			p := byProducer[rec.ProducerID]
-			if rec.Attrs.IsControl() {
-				if p == nil {
-					return
-				}
-				p.txn.outcome, p.txn.end = "abort", rec.Offset
-				if len(rec.Key) >= 4 && binary.BigEndian.Uint16(rec.Key[2:4]) == 1 {
-					p.txn.outcome = "commit"
-				}
-				delete(byProducer, rec.ProducerID)
-				flush(p)
-				return
-			}
-			if p == nil {
-				p = &pending{txn: &txnRef{transactional: true, producer: rec.ProducerID, epoch: rec.ProducerEpoch,
-					outcome: "open", end: -1, markerCommitted: -1}}
-				byProducer[rec.ProducerID] = p
-			}
-			if string(rec.Key) == snapshotstore.MarkerKey {
-				var off int64
-				if _, err := fmt.Sscan(string(rec.Value), &off); err == nil {
-					p.txn.markerCommitted = off
-				}
-				return
-			}
+	err := scanTopic(ctx, brokers, topic, kgo.ReadUncommitted(), func(rec *kgo.Record) {
+		if !rec.Attrs.IsTransactional() {
 			if want[string(rec.Key)] {
-				p.recs = append(p.recs, rec)
+				fn(rec, &txnRef{producer: rec.ProducerID, epoch: rec.ProducerEpoch, end: -1, markerCommitted: -1})
 			}
-		})
+			return
+		}
+		byProducer := open[rec.Partition]
+		if byProducer == nil {
+			byProducer = map[int64]*pending{}
+			open[rec.Partition] = byProducer
+		}
+		p := byProducer[rec.ProducerID]
+		if rec.Attrs.IsControl() {
+			if p == nil {
+				return
+			}
+			p.txn.outcome, p.txn.end = "abort", rec.Offset
+			if len(rec.Key) >= 4 && binary.BigEndian.Uint16(rec.Key[2:4]) == 1 {
+				p.txn.outcome = "commit"
+			}
+			delete(byProducer, rec.ProducerID)
+			flush(p)
+			return
+		}
+		if p == nil {
+			p = &pending{txn: &txnRef{transactional: true, producer: rec.ProducerID, epoch: rec.ProducerEpoch,
+				outcome: "open", end: -1, markerCommitted: -1}}
+			byProducer[rec.ProducerID] = p
+		}
+		if string(rec.Key) == snapshotstore.MarkerKey {
+			var off int64
+			if _, err := fmt.Sscan(string(rec.Value), &off); err == nil {
+				p.txn.markerCommitted = off
+			}
+			return
+		}
+		if want[string(rec.Key)] {
+			p.recs = append(p.recs, rec)
+		}
+	})
+	if err != nil {
+		return err
 	}
 	for _, byProducer := range open {
 		for _, p := range byProducer {

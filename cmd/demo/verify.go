@@ -47,6 +47,11 @@ type report struct {
 	// snapshot write and output of the key, read_uncommitted, with the
 	// transaction that wrote it and its outcome (trace.go).
 	Traces []string `json:"traces,omitempty"`
+	// TxnAudit: whether the broker kept the workers' transactions atomic on
+	// the snapshot and output topics (txnaudit.go); nil when it could not
+	// be read (AuditError says why).
+	TxnAudit   *txnAudit `json:"txn_audit,omitempty"`
+	AuditError string    `json:"txn_audit_error,omitempty"`
 	// traceKeys: the accounts Traces follows.
 	traceKeys []string
 	// ExactlyOnce: the outputs were checked as exactly-once (the
@@ -180,6 +185,15 @@ func runVerify(args []string) int {
 		for _, e := range r.Traces {
 			fmt.Println("TRACE", e)
 		}
+		switch {
+		case r.TxnAudit != nil:
+			fmt.Println("transaction audit (snapshots and outputs):", r.TxnAudit)
+			for _, e := range r.TxnAudit.Examples {
+				fmt.Println("TXN-AUDIT", e)
+			}
+		case r.AuditError != "":
+			fmt.Println("transaction audit failed:", r.AuditError)
+		}
 		guarantee := "at-least-once"
 		if r.ExactlyOnce {
 			guarantee = "exactly-once"
@@ -304,6 +318,17 @@ func verify(ctx context.Context, brokers []string, group, input, snaps, output, 
 		if err := checkOutputs(ctx, brokers, output, exp, r); err != nil {
 			return nil, err
 		}
+	}
+	topics := []string{snaps}
+	if output != "" {
+		topics = append(topics, output)
+	}
+	// Bounded: a transaction left open would hold its read_committed read.
+	actx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	r.TxnAudit, err = auditTxns(actx, brokers, topics...)
+	cancel()
+	if err != nil {
+		r.AuditError = err.Error()
 	}
 	for i := 0; i < len(mm) && i < 3; i++ {
 		r.traceKeys = append(r.traceKeys, mm[i].Account)
