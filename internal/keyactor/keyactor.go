@@ -139,11 +139,9 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 		a.maybePersist(ctx)
 		a.maybeFlushDone(ctx)
 	case *persistDone:
-		a.persisting, a.inflightFirst = false, -1
+		a.persistEnded(m.err)
 		if m.err != nil {
 			a.fail(ctx, m.err)
-		} else {
-			a.persistedOffset = a.persistingOffset
 		}
 		a.reportUnlessLeaving(ctx)
 		a.maybePersist(ctx)
@@ -451,6 +449,23 @@ func (a *keyActor[S]) fireTimer(ctx actor.Context, name string) {
 	}
 	a.markDirty(-1)
 	a.reportDirty = true
+}
+
+// persistEnded ends the write in flight. A failed write leaves its changes
+// unpersisted: they are dirty again from its first offset, so the key's
+// Settled stays below them and nothing commits past them, whatever the
+// partition does with the failure (a revoke goes on flushing the other
+// keys after a fenced one).
+func (k *Core) persistEnded(err error) {
+	if err != nil {
+		if k.inflightFirst >= 0 && (k.firstDirty < 0 || k.inflightFirst < k.firstDirty) {
+			k.firstDirty = k.inflightFirst
+		}
+		k.dirty = true
+	} else {
+		k.persistedOffset = k.persistingOffset
+	}
+	k.persisting, k.inflightFirst = false, -1
 }
 
 func (k *Core) markDirty(offset int64) {

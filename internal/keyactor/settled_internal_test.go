@@ -1,6 +1,7 @@
 package keyactor
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 
@@ -62,6 +63,28 @@ func TestKeySettledIsBelowTheLowestUnfinishedEffect(t *testing.T) {
 	}
 	k.addOutput(20)
 	check("an output re-added after the key was clear", 19)
+}
+
+// A failed write leaves its records held: the key's Settled stays below the
+// first offset the write covered (before the fix it jumped to the last
+// offset seen, so a partition that went on after the failure could commit
+// past state that was never persisted), and a success moves it on.
+func TestKeySettledStaysBelowAFailedWrite(t *testing.T) {
+	k := newSettledCore(30)
+	k.persisting, k.inflightFirst, k.persistingOffset = true, 21, 25
+	k.markDirty(27) // folded while the write was in flight
+	if got := k.settled(); got != 20 {
+		t.Fatalf("write in flight from 21: settled() = %d, want 20", got)
+	}
+	k.persistEnded(errors.New("fenced"))
+	if got := k.settled(); got != 20 || !k.dirty || k.persisting {
+		t.Fatalf("after the failed write: settled() = %d, dirty %v, persisting %v; want 20, dirty, not persisting", got, k.dirty, k.persisting)
+	}
+	k.persisting, k.inflightFirst, k.firstDirty, k.dirty, k.persistingOffset = true, 21, -1, false, 30
+	k.persistEnded(nil)
+	if got := k.settled(); got != 30 || k.persistedOffset != 30 {
+		t.Fatalf("after a successful write: settled() = %d, persisted %d; want 30, 30", got, k.persistedOffset)
+	}
 }
 
 // settled equals the minimum over a model of what is pending under random
