@@ -488,66 +488,14 @@ func readDeadLetters(ctx context.Context, brokers []string, adm *kadm.Client, in
 // are kept to track the position: on a transactional topic the last offset
 // is usually a commit marker, which a consumer never sees as a record.
 func readAll(ctx context.Context, brokers []string, topic string, fn func(*kgo.Record) error) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
-	if err != nil {
-		return err
-	}
-	if err := ends.Error(); err != nil {
-		return err
-	}
-	parts := map[int32]kgo.Offset{}
-	remaining := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Offset > 0 {
-			parts[o.Partition] = kgo.NewOffset().AtStart()
-			remaining[o.Partition] = o.Offset
+	var ferr error
+	err := scanTopic(ctx, brokers, topic, kgo.ReadCommitted(), func(rec *kgo.Record) {
+		if !rec.Attrs.IsControl() && ferr == nil { // a marker only moves the position
+			ferr = fn(rec)
 		}
 	})
-	if len(parts) == 0 {
-		return nil
-	}
-	rd, err := kgo.NewClient(kgo.SeedBrokers(brokers...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.KeepControlRecords())
 	if err != nil {
 		return err
 	}
-	defer rd.Close()
-	for len(remaining) > 0 {
-		fs := rd.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		var ferr error
-		fs.EachError(func(_ string, _ int32, err error) { ferr = err })
-		if ferr != nil {
-			return ferr
-		}
-		keys := make([]int32, 0)
-		fs.EachRecord(func(rec *kgo.Record) {
-			if end, ok := remaining[rec.Partition]; ok && rec.Offset < end {
-				if !rec.Attrs.IsControl() { // a marker only moves the position
-					if err := fn(rec); err != nil && ferr == nil {
-						ferr = err
-					}
-				}
-				if rec.Offset+1 >= end {
-					keys = append(keys, rec.Partition)
-				}
-			}
-		})
-		if ferr != nil {
-			return ferr
-		}
-		sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
-		for _, p := range keys {
-			delete(remaining, p)
-		}
-	}
-	return nil
+	return ferr
 }
