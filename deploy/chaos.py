@@ -179,6 +179,12 @@ def worker_events(text, since=0.0):
             kind = "exit 1 (fenced)" if any(w in err for w in FENCE_WORDS) else "exit 1 (other)"
         elif msg == "worker stopped cleanly":
             kind = "exit 0 (clean stop)"
+        elif msg.startswith("ended a hanging transaction"):
+            # The broker left a transaction without its markers (seen at broker restarts) and the
+            # hanging-transaction repair ended it: which one, with which outcome, on which partitions.
+            kind = "hanging transaction ended"
+            err = (f"{d.get('transactional_id')} producer {d.get('producer_id')} epoch {d.get('producer_epoch')}: "
+                   f"{d.get('outcome')} ({d.get('outcome_reason')}) on {d.get('open_on')}")
         elif any(w in err for w in FENCE_WORDS) and msg not in ("partition failed", "partition failed; stopping its actors"):
             kind = "fence seen (logged)"
         else:
