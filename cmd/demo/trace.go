@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -164,7 +163,7 @@ func readUncommitted(ctx context.Context, brokers []string, topic string, want m
 				return
 			}
 			p.txn.outcome, p.txn.end = "abort", rec.Offset
-			if len(rec.Key) >= 4 && binary.BigEndian.Uint16(rec.Key[2:4]) == 1 {
+			if isCommitMarker(rec) {
 				p.txn.outcome = "commit"
 			}
 			delete(byProducer, rec.ProducerID)

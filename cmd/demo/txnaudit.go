@@ -104,9 +104,13 @@ type auditRec struct {
 
 func auditRecOf(r *kgo.Record) auditRec {
 	return auditRec{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, ProducerID: r.ProducerID, ProducerEpoch: r.ProducerEpoch,
-		Transactional: r.Attrs.IsTransactional(), Control: r.Attrs.IsControl(),
-		// A control record's key is its version (int16) and type (int16: 0 abort, 1 commit).
-		Commit: r.Attrs.IsControl() && len(r.Key) >= 4 && binary.BigEndian.Uint16(r.Key[2:4]) == 1}
+		Transactional: r.Attrs.IsTransactional(), Control: r.Attrs.IsControl(), Commit: isCommitMarker(r)}
+}
+
+// isCommitMarker: r is a control record of type commit (its key is its
+// version, int16, and its type, int16: 0 abort, 1 commit).
+func isCommitMarker(r *kgo.Record) bool {
+	return r.Attrs.IsControl() && len(r.Key) >= 4 && binary.BigEndian.Uint16(r.Key[2:4]) == 1
 }
 
 // auditRecords decides the audit from every record read_uncommitted (with
