@@ -51,6 +51,7 @@ type e2eConfig struct {
 	rf          int16
 	verify      bool
 	profileDir  string // heap and CPU profiles of every child, when set
+	brokerPIDs  []int  // local broker processes, whose CPU each drain measures
 	childEnv    []string
 }
 
@@ -77,7 +78,10 @@ type e2eRow struct {
 	// HostCPUPerM is the whole machine's busy CPU per 1M events during the
 	// drain: with the broker on this machine, its work for the system too.
 	HostCPUPerM float64 `json:"host_cpu_s_per_1m"`
-	AllocsPerE  float64 `json:"allocs_per_event"` // heap allocations per input event (median)
+	// BrokerCPUPerM is the local brokers' CPU per 1M events during the
+	// drain (0: no local broker found): the broker's work for the system.
+	BrokerCPUPerM float64 `json:"broker_cpu_s_per_1m"`
+	AllocsPerE    float64 `json:"allocs_per_event"` // heap allocations per input event (median)
 	// Commits is the group commits a run made (median; 0 for the raw
 	// pipe): transactions in the transactional mode, each a few ms of the
 	// broker's CPU beyond the records; in the plain mode, snapshot flushes
@@ -168,7 +172,7 @@ func runSystem(ctx context.Context, brokers []string, adm *kadm.Client, c e2eCon
 		"--group", group, "--snapshot", snaps, "--output", out, "--txn-prefix", "actorflow-e2e-" + name,
 		"--events", strconv.Itoa(c.events), "--persist", c.persist.String(), "--timeout", c.timeout.String(),
 		"--max-idle", c.maxIdle.String(), "--max-live-keys", strconv.Itoa(c.maxLive), "--max-writes", strconv.Itoa(c.maxWrites),
-		"--max-in-flight", strconv.Itoa(c.maxInFlight)}
+		"--max-in-flight", strconv.Itoa(c.maxInFlight), "--broker-pids", joinPIDs(c.brokerPIDs)}
 	if c.profileDir != "" {
 		args = append(args, "--heap-profile", filepath.Join(c.profileDir, fmt.Sprintf("heap-%dkeys-%s-%d.pprof", keys, sys, round+1)),
 			"--cpu-profile", filepath.Join(c.profileDir, fmt.Sprintf("cpu-%dkeys-%s-%d.pprof", keys, sys, round+1)))
@@ -219,7 +223,7 @@ func summarize(keys int, c e2eConfig, runs map[string][]e2eRun) []e2eRow {
 	drains, best := map[string]float64{}, map[string]float64{}
 	for _, sys := range c.systems {
 		row := e2eRow{Experiment: "E2E", Keys: keys, System: sys, Events: c.events, Ceiling: ceilingOf(sys)}
-		var drain, cpu, host, allocs, rss, heap, shut, first, last, commits []float64
+		var drain, cpu, host, broker, allocs, rss, heap, shut, first, last, commits []float64
 		for _, r := range runs[sys] {
 			if !r.Valid {
 				row.Notes = append(row.Notes, r.Note)
@@ -228,6 +232,7 @@ func summarize(keys int, c e2eConfig, runs map[string][]e2eRun) []e2eRow {
 			drain = append(drain, r.DrainMS/1000)
 			cpu = append(cpu, r.CPUSeconds*1e6/float64(c.events))
 			host = append(host, r.HostCPUSeconds*1e6/float64(c.events))
+			broker = append(broker, r.BrokerCPUSeconds*1e6/float64(c.events))
 			allocs = append(allocs, float64(r.Allocs)/float64(c.events))
 			rss = append(rss, float64(r.RSSKiB)/1024)
 			heap = append(heap, float64(r.PeakHeapObjects)/(1<<20))
@@ -241,7 +246,7 @@ func summarize(keys int, c e2eConfig, runs map[string][]e2eRun) []e2eRow {
 			row.DrainS, row.DrainMinS, row.DrainMaxS = median(drain), slices.Min(drain), slices.Max(drain)
 			row.EventsPerS = float64(c.events) / row.DrainS
 			row.CPUPerM, row.RSSMiB, row.RSSMaxMiB = median(cpu), median(rss), slices.Max(rss)
-			row.AllocsPerE, row.HostCPUPerM = median(allocs), median(host)
+			row.AllocsPerE, row.HostCPUPerM, row.BrokerCPUPerM = median(allocs), median(host), median(broker)
 			row.HeapMiB, row.ShutdownMS = median(heap), median(shut)
 			row.FirstFoldS, row.LastFoldS = median(first), median(last)
 			row.Commits = median(commits)
@@ -269,7 +274,7 @@ func median(xs []float64) float64 {
 
 func printE2E(w io.Writer, rows []e2eRow) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "keys\tsystem\tdrain s (median [range])\tevents/s\tCPU s per 1M\tallocs per event\tcommits\tpeak RSS MiB [max]\tpeak heap MiB\tratio to ceiling (median; fastest)\tfolds s (first–last)\tshutdown ms\tvalid rounds")
+	fmt.Fprintln(tw, "keys\tsystem\tdrain s (median [range])\tevents/s\tCPU s per 1M [host; broker]\tallocs per event\tcommits\tpeak RSS MiB [max]\tpeak heap MiB\tratio to ceiling (median; fastest)\tfolds s (first–last)\tshutdown ms\tvalid rounds")
 	for _, r := range rows {
 		if r.Rounds == 0 {
 			fmt.Fprintf(tw, "%d\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t0 (%s)\n", r.Keys, r.System, strings.Join(r.Notes, "; "))
@@ -287,8 +292,8 @@ func printE2E(w io.Writer, rows []e2eRow) {
 		if r.Commits > 0 {
 			commits = fmt.Sprintf("%.0f", r.Commits)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%.2f [%.2f–%.2f]\t%.0fk\t%.2f [%.2f]\t%.1f\t%s\t%.0f [%.0f]\t%.0f\t%s\t%.2f–%.2f\t%.0f\t%s\n",
-			r.Keys, r.System, r.DrainS, r.DrainMinS, r.DrainMaxS, r.EventsPerS/1000, r.CPUPerM, r.HostCPUPerM, r.AllocsPerE, commits, r.RSSMiB, r.RSSMaxMiB, r.HeapMiB, ratio, r.FirstFoldS, r.LastFoldS, r.ShutdownMS, valid)
+		fmt.Fprintf(tw, "%d\t%s\t%.2f [%.2f–%.2f]\t%.0fk\t%.2f [%.2f; %.2f]\t%.1f\t%s\t%.0f [%.0f]\t%.0f\t%s\t%.2f–%.2f\t%.0f\t%s\n",
+			r.Keys, r.System, r.DrainS, r.DrainMinS, r.DrainMaxS, r.EventsPerS/1000, r.CPUPerM, r.HostCPUPerM, r.BrokerCPUPerM, r.AllocsPerE, commits, r.RSSMiB, r.RSSMaxMiB, r.HeapMiB, ratio, r.FirstFoldS, r.LastFoldS, r.ShutdownMS, valid)
 	}
 	_ = tw.Flush()
 	// The issue's targets, evaluated on these rows.

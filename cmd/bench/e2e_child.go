@@ -68,6 +68,9 @@ type childResult struct {
 	// HostCPUSeconds is the busy CPU of the whole machine during the drain
 	// (/proc/stat; 0 elsewhere): the process's, and a local broker's.
 	HostCPUSeconds float64 `json:"host_cpu_s"`
+	// BrokerCPUSeconds is the local brokers' CPU during the drain (their
+	// /proc/<pid>/stat; 0 when none was found): what the system cost them.
+	BrokerCPUSeconds float64 `json:"broker_cpu_s"`
 	// Allocs counts the heap allocations during the drain (runtime/metrics
 	// /gc/heap/allocs:objects): the runtime's own cost per event, which the
 	// host's speed does not move.
@@ -100,6 +103,7 @@ type childArgs struct {
 	maxInFlight                                                                int
 	persist, timeout, maxIdle                                                  time.Duration
 	maxLive                                                                    int
+	brokerPIDs                                                                 []int
 }
 
 func childMain(args []string) int {
@@ -121,8 +125,10 @@ func childMain(args []string) int {
 	fs.IntVar(&a.maxLive, "max-live-keys", 0, "keyflow.WithMaxLiveKeys of the flow (0: keyflow's default; <0: no bound)")
 	fs.IntVar(&a.maxWrites, "max-writes", 0, "WithMaxWritesPerTransaction (0: the default)")
 	fs.IntVar(&a.maxInFlight, "max-in-flight", 0, "WithMaxInFlight (0: the default)")
+	brokerPIDs := fs.String("broker-pids", "", "local broker processes whose CPU the drain is measured on (comma-separated)")
 	_ = fs.Parse(args)
 	a.brokers = splitBrokers(*brokers)
+	a.brokerPIDs = parsePIDs(*brokerPIDs)
 	res := runChild(a)
 	_ = json.NewEncoder(os.Stdout).Encode(res)
 	if res.Err != "" {
@@ -175,6 +181,7 @@ func runChild(a childArgs) (res childResult) {
 	}
 	sampler := startMemSampler(peakProfile)
 	cpu0, host0, allocs0 := cpuTime(), hostCPU(), heapAllocs()
+	broker0, brokerOK := procsCPU(a.brokerPIDs)
 	start := time.Now()
 	folds := watchFolds(runCtx, &processed, total, start)
 	done := make(chan error, 1)
@@ -234,6 +241,9 @@ func runChild(a childArgs) (res childResult) {
 	res.CPUSeconds = (cpuTime() - cpu0).Seconds()
 	if host1 := hostCPU(); host0 > 0 && host1 > 0 {
 		res.HostCPUSeconds = (host1 - host0).Seconds()
+	}
+	if broker1, ok := procsCPU(a.brokerPIDs); ok && brokerOK {
+		res.BrokerCPUSeconds = (broker1 - broker0).Seconds()
 	}
 	res.Allocs = heapAllocs() - allocs0
 	res.Processed = processed.Load()

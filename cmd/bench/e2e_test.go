@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -101,5 +102,28 @@ func TestHostCPUCountsThisProcessesWork(t *testing.T) {
 	}
 	if d := hostCPU() - h0; d < 200*time.Millisecond {
 		t.Fatalf("host CPU grew by %v while this process spun for 300 ms", d)
+	}
+}
+
+// A process's CPU from /proc/<pid>/stat grows by what it spent: this
+// process's own, read the way the broker's is.
+func TestProcsCPUReadsAProcessesCPU(t *testing.T) {
+	self := []int{os.Getpid()}
+	p0, ok := procsCPU(self)
+	if !ok {
+		t.Skip("no /proc/<pid>/stat")
+	}
+	c0 := cpuTime()
+	for cpuTime()-c0 < 300*time.Millisecond {
+	}
+	p1, _ := procsCPU(self)
+	if d := p1 - p0; d < 200*time.Millisecond || d > 2*time.Second {
+		t.Fatalf("/proc/self/stat CPU grew by %v while this process spun for 300 ms", d)
+	}
+	if _, ok := procsCPU(nil); ok {
+		t.Fatal("no processes read as measured")
+	}
+	if got := parsePIDs(joinPIDs([]int{12, 345})); len(got) != 2 || got[0] != 12 || got[1] != 345 {
+		t.Fatalf("pid list round trip: %v", got)
 	}
 }
