@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -69,15 +70,21 @@ func procsCPU(pids []int) (time.Duration, bool) {
 	return total, len(pids) > 0
 }
 
-// parsePIDs reads a comma-separated pid list.
-func parsePIDs(s string) []int {
+// parsePIDs reads a comma-separated pid list ("" is none); a field that is
+// not a positive integer is an error, not a broker silently left unmeasured.
+func parsePIDs(s string) ([]int, error) {
 	var pids []int
-	for _, f := range strings.Split(s, ",") {
-		if pid, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && pid > 0 {
-			pids = append(pids, pid)
-		}
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
 	}
-	return pids
+	for _, f := range strings.Split(s, ",") {
+		pid, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || pid <= 0 {
+			return nil, fmt.Errorf("broker pid %q: not a positive integer", f)
+		}
+		pids = append(pids, pid)
+	}
+	return pids, nil
 }
 
 func joinPIDs(pids []int) string {

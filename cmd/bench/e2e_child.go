@@ -128,7 +128,12 @@ func childMain(args []string) int {
 	brokerPIDs := fs.String("broker-pids", "", "local broker processes whose CPU the drain is measured on (comma-separated)")
 	_ = fs.Parse(args)
 	a.brokers = splitBrokers(*brokers)
-	a.brokerPIDs = parsePIDs(*brokerPIDs)
+	pids, err := parsePIDs(*brokerPIDs)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	a.brokerPIDs = pids
 	res := runChild(a)
 	_ = json.NewEncoder(os.Stdout).Encode(res)
 	if res.Err != "" {

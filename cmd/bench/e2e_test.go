@@ -123,7 +123,13 @@ func TestProcsCPUReadsAProcessesCPU(t *testing.T) {
 	if _, ok := procsCPU(nil); ok {
 		t.Fatal("no processes read as measured")
 	}
-	if got := parsePIDs(joinPIDs([]int{12, 345})); len(got) != 2 || got[0] != 12 || got[1] != 345 {
-		t.Fatalf("pid list round trip: %v", got)
+	if got, err := parsePIDs(joinPIDs([]int{12, 345})); err != nil || len(got) != 2 || got[0] != 12 || got[1] != 345 {
+		t.Fatalf("pid list round trip: %v, %v", got, err)
+	}
+	if got, err := parsePIDs(""); err != nil || got != nil {
+		t.Fatalf("empty pid list: %v, %v", got, err)
+	}
+	if _, err := parsePIDs("12,kafka"); err == nil {
+		t.Fatal("a pid list with a word in it parsed")
 	}
 }

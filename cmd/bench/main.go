@@ -206,7 +206,11 @@ func main() {
 			c.brokerPIDs = findBrokerPIDs()
 		case "none", "":
 		default:
-			c.brokerPIDs = parsePIDs(*e2eBrokerP)
+			pids, err := parsePIDs(*e2eBrokerP)
+			if err != nil {
+				fatalf("--e2e-broker-pids: %v", err)
+			}
+			c.brokerPIDs = pids
 		}
 		c.systems = systemList("e2e-systems", *e2eSystems, allSystems)
 		if *e2eGOGC != "" {
