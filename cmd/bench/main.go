@@ -118,7 +118,7 @@ func main() {
 		e2eMaxIF   = flag.Int("e2e-max-in-flight", 0, "experiment E2E: WithMaxInFlight of the actorflow systems, per partition (0: the default)")
 		e2eMaxWr   = flag.Int("e2e-max-writes", 0, "experiment E2E: WithMaxWritesPerTransaction of the actorflow systems (0: the default, partitionflow.DefaultMaxWritesPerTransaction)")
 		e2eMaxIdle = flag.Duration("e2e-max-idle", 0, "experiment E2E: keyflow.WithMaxIdle of the actorflow systems (0: keyflow's default)")
-		e2eBrokerP = flag.String("e2e-broker-pids", "auto", "experiment E2E: local broker processes whose CPU each drain measures (comma-separated pids; auto: every process running "+brokerMainClass+"; none: do not measure)")
+		e2eBrokerP = flag.String("e2e-broker-pids", "auto", "experiment E2E: local broker processes whose CPU each drain measures (comma-separated pids; auto: every local process running "+brokerMainClass+", with --brokers only — name them when other local brokers run; none: do not measure)")
 		e2eMaxLive = flag.Int("e2e-max-live-keys", 0, "experiment E2E: keyflow.WithMaxLiveKeys of the actorflow systems, per partition (0: keyflow's default; -1: no bound)")
 		latRates   = flag.String("lat-rate", "2000,20000", "experiment L: comma-separated input rates, events/s (each a run of every system)")
 		latWindow  = flag.Duration("lat-duration", 40*time.Second, "experiment L: the measured window of each run")
@@ -203,7 +203,11 @@ func main() {
 		c.keys = positiveList("e2e-keys", *e2eKeys)
 		switch *e2eBrokerP {
 		case "auto":
-			c.brokerPIDs = findBrokerPIDs()
+			// The embedded broker (no --brokers) lives in the children:
+			// a local Apache Kafka process is then some other cluster.
+			if *brokers != "" {
+				c.brokerPIDs = findBrokerPIDs()
+			}
 		case "none", "":
 		default:
 			pids, err := parsePIDs(*e2eBrokerP)
