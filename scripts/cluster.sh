@@ -43,7 +43,8 @@
 # ACTORFLOW_BROKER_COUNT (1; what --brokers sets),
 # KAFKA_IMAGE, DEMO_IMAGE, ACTORFLOW_PROJECT (compose project name, default actorflow),
 # ACTORFLOW_READY_TIMEOUT (seconds, default 240), ACTORFLOW_CACHE, KAFKA_VERSION, ACTORFLOW_LOG_LEVEL (the
-# workers' log level, info; debug adds every request of their Kafka clients).
+# workers' log level, info; debug adds every request of their Kafka clients), ACTORFLOW_KAFKA_LOGGERS (the brokers'
+# single loggers raised, e.g. kafka.coordinator.transaction=DEBUG; empty by default).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -11,7 +11,9 @@
 #      (KAFKA_TRANSACTION_MAX_TIMEOUT_MS=60000 -> transaction.max.timeout.ms=60000).
 #      So a test can pass one env set that works on both this image and apache/kafka.
 # CLUSTER_ID (same name as upstream) fixes the cluster id; otherwise a random one is made.
-# KAFKA_HEAP_OPTS, KAFKA_OPTS and KAFKA_LOG4J_ROOT_LOGLEVEL (default WARN) are JVM/logging settings.
+# KAFKA_HEAP_OPTS, KAFKA_OPTS and KAFKA_LOG4J_ROOT_LOGLEVEL (default WARN) are JVM/logging settings;
+# KAFKA_LOG4J_LOGGERS="logger=LEVEL,logger=LEVEL" (the upstream images' name) raises single loggers, e.g.
+# kafka.coordinator.transaction=DEBUG to see every transaction's state changes and markers.
 set -euo pipefail
 
 KAFKA_HOME=/opt/kafka
@@ -78,13 +80,28 @@ if [[ -z "${CLUSTER_ID:-}" ]]; then
   done
 fi
 
+LOG4J_CONFIG="$KAFKA_HOME/config/log4j2.properties"
+if [[ -n "${KAFKA_LOG4J_LOGGERS:-}" ]]; then
+  LOG4J_CONFIG=/var/lib/kafka/log4j2.properties
+  cp "$KAFKA_HOME/config/log4j2.properties" "$LOG4J_CONFIG"
+  i=0
+  IFS=',' read -ra loggers <<<"$KAFKA_LOG4J_LOGGERS"
+  for entry in "${loggers[@]}"; do
+    name="${entry%%=*}" level="${entry#*=}"
+    [[ -n "$name" && "$entry" == *=* ]] || { echo "actorflow-kafka: KAFKA_LOG4J_LOGGERS: '$entry' is not logger=LEVEL" >&2; exit 2; }
+    i=$((i + 1))
+    printf 'logger.extra%d.name = %s\nlogger.extra%d.level = %s\n' "$i" "$name" "$i" "$level" >>"$LOG4J_CONFIG"
+  done
+  echo "actorflow-kafka: log levels raised: $KAFKA_LOG4J_LOGGERS"
+fi
+
 # shellcheck disable=SC2206 # the *_OPTS variables are word lists on purpose
 JAVA_OPTS=(
   ${KAFKA_HEAP_OPTS:--Xms256m -Xmx768m}
   # The GC flags bin/kafka-run-class.sh uses.
   -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35
   -XX:+ExplicitGCInvokesConcurrent -Djava.awt.headless=true
-  "-Dlog4j2.configurationFile=$KAFKA_HOME/config/log4j2.properties"
+  "-Dlog4j2.configurationFile=$LOG4J_CONFIG"
   "-Dkafka.root.loglevel=${KAFKA_LOG4J_ROOT_LOGLEVEL:-WARN}"
   ${KAFKA_OPTS:-}
 )
