@@ -1021,7 +1021,8 @@ class Chaos:
                 out.append(f"txn audit:         {audit.get('transactions')} transactions, "
                            f"{audit.get('disagreements')} committed on one partition and aborted on another, "
                            f"{audit.get('visible_aborted')} aborted records visible, {audit.get('hidden_committed')} "
-                           f"committed records hidden, {audit.get('open')} open")
+                           f"committed records hidden, {audit.get('open')} open, "
+                           f"{audit.get('merged', 0)} markers closing more than one transaction")
                 out += [f"  TXN-AUDIT {e}" for e in (audit.get("examples") or [])[:10]]
             elif vr.get("txn_audit_error"):
                 out.append(f"txn audit:         failed: {vr['txn_audit_error']}")

@@ -36,6 +36,14 @@ type txnAudit struct {
 	HiddenCommitted int `json:"hidden_committed"`
 	// Open: transactional records with no control record yet.
 	Open int `json:"open"`
+	// Merged: control records that closed the data of more than one
+	// transaction of a producer in one partition (transaction version 2:
+	// more than one data epoch before one marker). The earlier
+	// transaction's own marker never landed there, so its records took the
+	// outcome of a later transaction of the same producer: a commit hides
+	// the broker's loss, an abort turns the earlier transaction's commit
+	// elsewhere into a Disagreement.
+	Merged int `json:"merged"`
 	// PerTransaction: the producers' epochs name single transactions
 	// (transaction version 2, KIP-890: a control record carries the epoch
 	// after its data's), so Disagreements is counted; under version 1 a
@@ -53,12 +61,12 @@ func (a *txnAudit) String() string {
 		return fmt.Sprintf("%d producer epochs (transaction version 1: epochs span transactions, so no agreement check): %d records of aborted transactions visible to read_committed, %d of committed ones hidden, %d records still open",
 			a.Transactions, a.VisibleAborted, a.HiddenCommitted, a.Open)
 	}
-	return fmt.Sprintf("%d transactions: %d committed on one partition and aborted on another, %d records of aborted transactions visible to read_committed, %d of committed ones hidden, %d records still open",
-		a.Transactions, a.Disagreements, a.VisibleAborted, a.HiddenCommitted, a.Open)
+	return fmt.Sprintf("%d transactions: %d committed on one partition and aborted on another, %d records of aborted transactions visible to read_committed, %d of committed ones hidden, %d records still open, %d markers closing more than one transaction",
+		a.Transactions, a.Disagreements, a.VisibleAborted, a.HiddenCommitted, a.Open, a.Merged)
 }
 
 func (a *txnAudit) example(format string, args ...any) {
-	if len(a.Examples) < 20 {
+	if len(a.Examples) < 40 {
 		a.Examples = append(a.Examples, fmt.Sprintf(format, args...))
 	}
 }
@@ -140,12 +148,22 @@ func auditRecords(all, visible []auditRec) *txnAudit {
 			if r.Commit {
 				outcome = "commit"
 			}
+			var epochs []int16
 			for _, d := range pending[pk][r.ProducerID] {
 				if r.ProducerEpoch == d.txn.epoch+1 {
 					a.PerTransaction = true
 				}
 				d.outcome = outcome
 				outcomes[d.txn][outcome] = pk
+				if len(epochs) == 0 || epochs[len(epochs)-1] != d.txn.epoch {
+					epochs = append(epochs, d.txn.epoch)
+				}
+			}
+			if len(epochs) > 1 {
+				a.Merged++
+				first := pending[pk][r.ProducerID][0]
+				a.example("%s[%d]@%d: one %s marker (producer %d epoch %d) closed the data of epochs %v from offset %d: epoch %d's own marker never landed there",
+					pk.topic, pk.partition, r.Offset, outcome, r.ProducerID, r.ProducerEpoch, epochs, first.offset, epochs[0])
 			}
 			delete(pending[pk], r.ProducerID)
 			continue

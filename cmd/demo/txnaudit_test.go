@@ -47,6 +47,24 @@ func TestAuditRecordsFindsEachAnomaly(t *testing.T) {
 		}
 	}
 
+	// A transaction whose marker never landed on one partition (epoch 5 on
+	// snaps) takes the outcome of the producer's next transaction there:
+	// one abort marker closes epochs 5 and 6, and epoch 5, committed on
+	// out, disagrees.
+	m := auditRecords([]auditRec{
+		data("snaps", 0, 1, 5), data("snaps", 1, 1, 6), marker("snaps", 2, 1, 7, false),
+		data("out", 0, 1, 5), marker("out", 1, 1, 6, true),
+	}, []auditRec{data("out", 0, 1, 5)})
+	if m.Merged != 1 || m.Disagreements != 1 {
+		t.Fatalf("merged audit %+v: want 1 merged marker and 1 disagreement", m)
+	}
+	if ex := strings.Join(m.Examples, "\n"); !strings.Contains(ex, "snaps[0]@2: one abort marker (producer 1 epoch 7) closed the data of epochs [5 6] from offset 0") {
+		t.Errorf("examples lack the merged marker:\n%s", ex)
+	}
+	if a.Merged != 0 {
+		t.Errorf("audit %+v: no marker closes two transactions there", a)
+	}
+
 	// Transaction version 1 (a control record keeps its data's epoch): an
 	// epoch spans transactions, so no agreement check.
 	v1 := auditRecords([]auditRec{
