@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -21,7 +22,16 @@ type Kafka struct {
 	// hanging ends hanging transactions of this store's transactional ids
 	// (hanging.go); transactional mode only.
 	hanging *hangingResolver
+	// danglingRepaired counts the markers the dangling-marker check wrote
+	// (dangling.go).
+	danglingRepaired atomic.Int64
 }
+
+// DanglingMarkersWritten returns how many markers this store wrote for
+// committed transactions the broker left open on one of their partitions
+// (dangling.go; each is also logged at warn). 0 in the plain mode, and
+// always 0 on a broker that writes its markers.
+func (k *Kafka) DanglingMarkersWritten() int64 { return k.danglingRepaired.Load() }
 
 // NewKafka returns a store writing snapshots to topic, configured by cfg
 // (its zero value: the transactional mode, transactional.id prefix topic;

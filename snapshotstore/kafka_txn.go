@@ -41,20 +41,41 @@ type txnPartition struct {
 	// abortFailed: the abort of a failed attempt did not complete; the next
 	// attempt re-initialises the producer first. Same goroutine as tv2.
 	abortFailed bool
+	// The dangling-marker check (dangling.go), on Commit's goroutine:
+	// disc counts the clients' closed broker connections; checked is its
+	// count at the last check; last and lastParts are the previous
+	// committed transaction and the partitions it wrote; pending is the
+	// running one's, promoted to last when it commits; offsetsTP caches
+	// the group's __consumer_offsets partition.
+	disc      *disconnectCounter
+	checked   int64
+	last      *LastTxn
+	lastParts []topicPartition
+	pending   *pendingTxn
+	offsetsTP *topicPartition
+}
+
+// pendingTxn is the running transaction as the dangling-marker check needs
+// it once it commits.
+type pendingTxn struct {
+	producerID int64
+	epoch      int16
+	parts      []topicPartition
 }
 
 func (k *Kafka) openTxn(ctx context.Context, p PartitionInfo) (Partition, error) {
 	id := k.TransactionalID(p.Topic, p.Partition)
-	cl, err := k.newTxnClient(ctx, p, id)
+	disc := &disconnectCounter{}
+	cl, err := k.newTxnClient(ctx, p, id, disc)
 	if err != nil {
 		return nil, err
 	}
-	return &txnPartition{k: k, info: p, id: id, cl: cl}, nil
+	return &txnPartition{k: k, info: p, id: id, cl: cl, disc: disc}, nil
 }
 
 // newTxnClient creates the partition's transactional producer and runs
 // InitProducerID on its stable id.
-func (k *Kafka) newTxnClient(ctx context.Context, p PartitionInfo, id string) (*kgo.Client, error) {
+func (k *Kafka) newTxnClient(ctx context.Context, p PartitionInfo, id string, disc *disconnectCounter) (*kgo.Client, error) {
 	// TxnOffsetCommit v6 names topics by id; cap it at v5 so topics go by name.
 	versions := kversion.Stable()
 	versions.SetMaxKeyVersion(kmsg.TxnOffsetCommit.Int16(), 5)
@@ -84,6 +105,9 @@ func (k *Kafka) newTxnClient(ctx context.Context, p PartitionInfo, id string) (*
 		// doWithConcurrentTransactions, default 20 ms between tries). The
 		// broker's markers take a few ms: 20 ms overshoots them.
 		kgo.ConcurrentTransactionsBackoff(txnConcurrentBackoff),
+		// A closed connection is when a broker may have left the previous
+		// transaction's marker unwritten (dangling.go).
+		kgo.WithHooks(disc),
 	}, k.producerOpts(id)...)...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: transactional producer %q: %w", p, id, err)
@@ -139,6 +163,7 @@ func (t *txnPartition) Commit(ctx context.Context, b Batch) error {
 	for attempt := 1; ; attempt++ {
 		used, err := t.commitOnce(ctx, b)
 		if err == nil {
+			t.committed(ctx)
 			if attempt > 1 {
 				t.k.cfg.log.Info("transaction committed after a broker-side failure", zap.String("partition", t.info.String()),
 					zap.Int("attempts", attempt), zap.Duration("took", time.Since(start)))
@@ -156,6 +181,7 @@ func (t *txnPartition) Commit(ctx context.Context, b Batch) error {
 			case serr == nil && committed:
 				log.Info("the commit answer was lost but the transaction committed; not redoing it",
 					zap.Duration("took", time.Since(start)))
+				t.committed(ctx)
 				return nil
 			case serr == nil:
 				log.Warn("the commit answer was lost and the transaction aborted; redoing it (not a fence)")
@@ -227,9 +253,18 @@ func (t *txnPartition) reinit(ctx context.Context) error {
 	if closed {
 		return fmt.Errorf("%s: closed", t.info)
 	}
-	cl, err := t.k.newTxnClient(ctx, t.info, t.id)
+	cl, err := t.k.newTxnClient(ctx, t.info, t.id, t.disc)
 	if err != nil {
 		return err
+	}
+	if t.last != nil {
+		// This InitProducerID moved the epoch: the coordinator's is now
+		// this client's, and the previous transaction is checked again
+		// before the next one (a re-init follows a broker-side failure).
+		if _, epoch, err := cl.ProducerID(ctx); err == nil {
+			t.last.EpochAfter = epoch
+		}
+		t.checked = -1
 	}
 	t.mu.Lock()
 	if t.closed {
@@ -270,6 +305,8 @@ func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetad
 			return meta, fmt.Errorf("%s: re-initialise the producer after a failed abort: %w", t.info, classify(err))
 		}
 	}
+	t.pending = nil
+	t.checkDangling(ctx)
 	if err := t.cl.BeginTransaction(); err != nil {
 		return meta, fmt.Errorf("%s: begin transaction: %w", t.info, classify(err))
 	}
@@ -365,6 +402,7 @@ func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetad
 			return meta, err
 		}
 	}
+	t.pending = &pendingTxn{producerID: pid, epoch: epoch, parts: writtenPartitions(recs)}
 	if err := t.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		// Every write is acknowledged and EndTxn(commit) may have reached
 		// the coordinator: the outcome is unknown, not "not committed"

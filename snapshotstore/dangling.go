@@ -1,0 +1,139 @@
+package snapshotstore
+
+import "fmt"
+
+// A committed transaction left open on one of its partitions.
+//
+// Kafka 4.4.0, restarted while it writes a transaction's markers, was seen
+// to complete the transaction (CompleteCommit in its log, the coordinator
+// answering with the bumped epoch) with the commit marker missing on some
+// of its partitions (scripts/chaos.sh --kinds broker_restart; the
+// verifier's transaction audit counts the markers that closed more than
+// one transaction). The partition's leader still holds the transaction
+// open, and it stays open until the producer's next marker there: the
+// producer's next transaction writes into it (no KIP-890 verification is
+// needed for a producer with a transaction already open there), and
+// whatever ends that transaction ends both. When the next transaction
+// commits, nothing shows; when it aborts — a broker restart makes that
+// likely — the earlier transaction's records there are aborted too, while
+// its markers elsewhere committed it: its outputs visible, its snapshots
+// and offsets not, and the partition's restart replays and emits those
+// outputs again (the chaos runs' duplicates: "committed on ledger-outputs[1]
+// and aborted on ledger-snapshots[1]").
+//
+// So before the next transaction writes anything, and whenever the
+// producer's client saw a broker connection close since the previous
+// check, the partitions the previous transaction wrote are asked whether
+// it is still open there (DescribeProducers), and one that is, while its
+// coordinator reports it complete, gets the marker the coordinator should
+// have written: the previous transaction's own outcome (this producer
+// committed it, and its in-memory state went on from it), written with
+// KIP-664's WriteTxnMarkers as the hanging-transaction repair does.
+//
+// Not covered: a completion the client had no chance to notice before its
+// next transaction had written (the coordinator completing without markers
+// before the connection closes), and a previous owner's transaction (the
+// recovery read and the committed-offset fetch repair those, hanging.go).
+//
+// This file is the decision, free of I/O; dangling_kafka.go asks and
+// writes.
+
+// DanglingAction is what the check does about one partition.
+type DanglingAction int
+
+const (
+	// DanglingNone: the previous transaction is closed there.
+	DanglingNone DanglingAction = iota
+	// DanglingWait: its markers may still be in flight (the coordinator
+	// is writing them, or could not be read): ask again.
+	DanglingWait
+	// DanglingRepair: the coordinator completed the transaction and the
+	// partition still holds it open: write the marker.
+	DanglingRepair
+	// DanglingLeave: open, but not this producer's to end (another writer
+	// re-initialised the transactional id, or the open transaction is not
+	// the previous one): leave it, and log it.
+	DanglingLeave
+)
+
+func (a DanglingAction) String() string {
+	switch a {
+	case DanglingWait:
+		return "wait"
+	case DanglingRepair:
+		return "repair"
+	case DanglingLeave:
+		return "leave"
+	}
+	return "none"
+}
+
+// LastTxn is the previous transaction of a producer, as its client knows
+// it after the commit: the epoch its data was written with (under
+// transaction version 2 the commit moves the producer one epoch on) and the
+// client's epoch after the commit.
+type LastTxn struct {
+	ProducerID int64
+	DataEpoch  int16
+	// EpochAfter is the client's epoch once the commit returned: the
+	// coordinator's, unless someone re-initialised the id since.
+	EpochAfter int16
+	Committed  bool
+}
+
+// DanglingVerdict is the decision for one partition.
+type DanglingVerdict struct {
+	Action DanglingAction
+	Commit bool // the marker's type, for DanglingRepair
+	Reason string
+}
+
+// DecideDangling decides for one partition the previous transaction wrote.
+// open is the partition's report of this producer (nil: no transaction of
+// it open there); co is the coordinator's view, read after open; stillOpen
+// says whether the partition reported the same open transaction again after
+// co was read (DecideHanging's contract: a marker the coordinator was about
+// to write would have landed by then, since it completes a transaction only
+// after all of its markers are written).
+func DecideDangling(last LastTxn, open *OpenTxn, co CoordinatorView, stillOpen bool) DanglingVerdict {
+	switch {
+	case open == nil || open.ProducerID != last.ProducerID:
+		return DanglingVerdict{Action: DanglingNone}
+	case co.DescribeError != nil:
+		return DanglingVerdict{Action: DanglingWait, Reason: fmt.Sprintf("transaction coordinator unreadable: %v", co.DescribeError)}
+	case !co.Known || co.ProducerID != last.ProducerID:
+		return DanglingVerdict{Action: DanglingLeave, Reason: "the transactional id no longer holds this producer id"}
+	case co.Epoch != last.EpochAfter:
+		// Someone re-initialised the id (a new owner): its transaction
+		// may be writing into this one; a marker now could end it.
+		return DanglingVerdict{Action: DanglingLeave, Reason: fmt.Sprintf("the coordinator is at epoch %d, this producer at %d: another writer re-initialised the id", co.Epoch, last.EpochAfter)}
+	}
+	switch co.State {
+	case "PrepareCommit", "PrepareAbort", "PrepareEpochFence":
+		return DanglingVerdict{Action: DanglingWait, Reason: "coordinator is writing markers (" + co.State + ")"}
+	case "CompleteCommit", "CompleteAbort", "Empty":
+	default:
+		// Ongoing: a transaction this producer has not begun runs on its
+		// id. Not ours to end.
+		return DanglingVerdict{Action: DanglingLeave, Reason: "coordinator state " + co.State}
+	}
+	switch {
+	case !stillOpen:
+		return DanglingVerdict{Action: DanglingNone, Reason: "its marker landed while the coordinator was read"}
+	case open.Epoch != last.DataEpoch:
+		// An older transaction's data (or the previous one already
+		// merged into it): its outcome is not this producer's to know.
+		return DanglingVerdict{Action: DanglingLeave, Reason: fmt.Sprintf("the open transaction's epoch %d is not the previous transaction's %d", open.Epoch, last.DataEpoch)}
+	case co.State == "CompleteCommit" && !last.Committed, co.State == "CompleteAbort" && last.Committed:
+		return DanglingVerdict{Action: DanglingLeave, Reason: fmt.Sprintf("the coordinator says %s, this producer's transaction %s", co.State, outcomeWord(last.Committed))}
+	}
+	return DanglingVerdict{Action: DanglingRepair, Commit: last.Committed,
+		Reason: fmt.Sprintf("coordinator reports %s at epoch %d, the partition still holds epoch %d's transaction open", co.State, co.Epoch, open.Epoch)}
+}
+
+func outcomeWord(committed bool) string {
+	if committed {
+		return "committed"
+	}
+	return "aborted"
+}

@@ -1,0 +1,224 @@
+package snapshotstore
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+)
+
+// disconnectCounter counts the broker connections a transactional client
+// saw close (kgo's HookBrokerDisconnect): a broker restart closes them, and
+// it is what can leave a transaction's marker unwritten (dangling.go). Idle
+// connections kgo closes count too: a check too many costs a request.
+type disconnectCounter struct{ n atomic.Int64 }
+
+// OnBrokerDisconnect implements kgo.HookBrokerDisconnect.
+func (d *disconnectCounter) OnBrokerDisconnect(kgo.BrokerMetadata, net.Conn) { d.n.Add(1) }
+
+// danglingOps is what the check needs of the cluster; a recording fake
+// stands in for it in the tests.
+type danglingOps interface {
+	// open returns the transaction the producer holds open on each of parts
+	// (absent: none).
+	open(ctx context.Context, producerID int64, parts []topicPartition) (map[topicPartition]OpenTxn, error)
+	// coordinator reads the coordinator's view of the producer's id.
+	coordinator(ctx context.Context, producerID int64) CoordinatorView
+	// writeMarker ends the open transaction o on parts.
+	writeMarker(ctx context.Context, o OpenTxn, commit bool, parts []topicPartition) error
+}
+
+// danglingCheckBackoff paces the check's re-reads while the coordinator is
+// still writing the previous transaction's markers (a few ms on a local
+// broker).
+const danglingCheckBackoff = 5 * time.Millisecond
+
+// checkDangling makes sure the previous transaction last is not left open
+// on any of parts (the partitions it wrote), writing the missing markers
+// where DecideDangling says so, and returns how many partitions it
+// repaired. It waits while the coordinator is still writing markers, up to
+// ctx's end; it returns an error only when the cluster cannot be read.
+func checkDangling(ctx context.Context, ops danglingOps, log *zap.Logger, last LastTxn, parts []topicPartition) (int, error) {
+	backoff := danglingCheckBackoff
+	repaired := 0
+	for {
+		first, err := ops.open(ctx, last.ProducerID, parts)
+		if err != nil {
+			return repaired, err
+		}
+		if len(first) == 0 {
+			return repaired, nil
+		}
+		co := ops.coordinator(ctx, last.ProducerID)
+		openParts := make([]topicPartition, 0, len(first))
+		for tp := range first {
+			openParts = append(openParts, tp)
+		}
+		sort.Slice(openParts, func(i, j int) bool {
+			return openParts[i].Topic < openParts[j].Topic || openParts[i].Topic == openParts[j].Topic && openParts[i].Partition < openParts[j].Partition
+		})
+		second, err := ops.open(ctx, last.ProducerID, openParts)
+		if err != nil {
+			return repaired, err
+		}
+		wait := false
+		for _, tp := range openParts {
+			o := first[tp]
+			again, ok := second[tp]
+			v := DecideDangling(last, &o, co, ok && again == o)
+			fields := []zap.Field{zap.String("partition", fmt.Sprintf("%s[%d]", tp.Topic, tp.Partition)),
+				zap.Int64("producer_id", o.ProducerID), zap.Int16("open_epoch", o.Epoch), zap.Int64("txn_start_offset", o.StartOffset),
+				zap.Int16("previous_txn_epoch", last.DataEpoch), zap.String("transactional_id", co.TxnID),
+				zap.String("coordinator_state", co.State), zap.Int16("coordinator_epoch", co.Epoch), zap.String("reason", v.Reason)}
+			switch v.Action {
+			case DanglingWait:
+				wait = true
+			case DanglingLeave:
+				log.Error("a transaction is open on a partition the previous transaction wrote, and it is not this producer's to end; its records take the outcome of whatever ends it there",
+					fields...)
+			case DanglingRepair:
+				if err := ops.writeMarker(ctx, o, v.Commit, []topicPartition{tp}); err != nil {
+					return repaired, fmt.Errorf("write the missing %s marker on %s[%d]: %w", outcomeWord(v.Commit), tp.Topic, tp.Partition, err)
+				}
+				repaired++
+				log.Warn("the broker completed the previous transaction without its marker on a partition; wrote the marker (KIP-664 WriteTxnMarkers) before the next transaction could join it",
+					append(fields, zap.Bool("commit", v.Commit))...)
+			}
+		}
+		if !wait {
+			return repaired, nil
+		}
+		select {
+		case <-ctx.Done():
+			return repaired, fmt.Errorf("the previous transaction's markers are still being written: %w", ctx.Err())
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 200*time.Millisecond)
+	}
+}
+
+// kafkaDanglingOps is danglingOps on the cluster, through the store's
+// hanging-transaction resolver's admin client.
+type kafkaDanglingOps struct{ h *hangingResolver }
+
+func (k kafkaDanglingOps) open(ctx context.Context, pid int64, parts []topicPartition) (map[topicPartition]OpenTxn, error) {
+	s := kadm.TopicsSet{}
+	for _, tp := range parts {
+		s.Add(tp.Topic, tp.Partition)
+	}
+	dp, err := k.h.adm.DescribeProducers(ctx, s)
+	if err != nil {
+		return nil, fmt.Errorf("describe producers: %w", err)
+	}
+	out := map[topicPartition]OpenTxn{}
+	for _, p := range dp.SortedPartitions() {
+		if p.Err != nil {
+			return nil, fmt.Errorf("describe producers of %s[%d]: %w", p.Topic, p.Partition, p.Err)
+		}
+		for _, pr := range p.ActiveProducers.Sorted() {
+			if pr.ProducerID == pid && pr.CurrentTxnStartOffset >= 0 {
+				out[topicPartition{Topic: p.Topic, Partition: p.Partition}] = OpenTxn{ProducerID: pr.ProducerID, Epoch: pr.ProducerEpoch,
+					CoordinatorEpoch: pr.CoordinatorEpoch, StartOffset: pr.CurrentTxnStartOffset}
+			}
+		}
+	}
+	return out, nil
+}
+
+func (k kafkaDanglingOps) coordinator(ctx context.Context, pid int64) CoordinatorView {
+	return k.h.coordinatorView(ctx, pid, topicPartition{})
+}
+
+func (k kafkaDanglingOps) writeMarker(ctx context.Context, o OpenTxn, commit bool, parts []topicPartition) error {
+	s := kadm.TopicsSet{}
+	for _, tp := range parts {
+		s.Add(tp.Topic, tp.Partition)
+	}
+	rs, err := k.h.adm.WriteTxnMarkers(ctx, kadm.TxnMarkers{ProducerID: o.ProducerID, ProducerEpoch: o.Epoch,
+		Commit: commit, CoordinatorEpoch: max(o.CoordinatorEpoch, 0), Topics: s})
+	if err != nil {
+		return err
+	}
+	rs.EachPartition(func(p kadm.TxnMarkersPartitionResponse) {
+		if err == nil && p.Err != nil {
+			err = fmt.Errorf("%s[%d]: %w", p.Topic, p.Partition, p.Err)
+		}
+	})
+	return err
+}
+
+// danglingCheckTimeout bounds one check: the cluster unreadable for that
+// long is logged and the transaction goes ahead unchecked (the check is a
+// repair of a broker fault, not a gate on progress).
+const danglingCheckTimeout = 30 * time.Second
+
+// checkDangling runs the check (dangling.go) before a transaction when the
+// partition's clients saw a broker connection close since the last one, or
+// the producer was re-initialised, and there is a previous transaction of
+// this producer to check.
+func (t *txnPartition) checkDangling(ctx context.Context) {
+	seen := t.disc.n.Load()
+	if t.last == nil || t.k.hanging == nil || seen == t.checked {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, danglingCheckTimeout)
+	defer cancel()
+	log := t.k.cfg.log.With(zap.String("partition", t.info.String()))
+	parts := t.lastParts
+	if t.offsetsTP == nil {
+		tp, err := t.k.hanging.offsetsPartitionOf(cctx, t.info.Group)
+		if err == nil {
+			t.offsetsTP = &tp
+		}
+	}
+	if t.offsetsTP != nil {
+		parts = append(append([]topicPartition{}, parts...), *t.offsetsTP)
+	}
+	n, err := checkDangling(cctx, kafkaDanglingOps{t.k.hanging}, log, *t.last, parts)
+	if err != nil {
+		log.Error("could not check that the previous transaction is closed on its partitions; going ahead unchecked",
+			zap.String("transactional_id", t.id), zap.Error(err))
+		return
+	}
+	if n > 0 {
+		t.k.danglingRepaired.Add(int64(n))
+	}
+	t.checked = seen
+}
+
+// committed records the transaction that just committed as the one the
+// next check looks at.
+func (t *txnPartition) committed(ctx context.Context) {
+	p := t.pending
+	t.pending = nil
+	if p == nil {
+		return
+	}
+	after := p.epoch
+	if _, epoch, err := t.cl.ProducerID(ctx); err == nil {
+		after = epoch
+	}
+	t.last = &LastTxn{ProducerID: p.producerID, DataEpoch: p.epoch, EpochAfter: after, Committed: true}
+	t.lastParts = p.parts
+}
+
+// writtenPartitions lists the partitions of recs (produced: each has its
+// partition), each once.
+func writtenPartitions(recs []*kgo.Record) []topicPartition {
+	seen := map[topicPartition]bool{}
+	var out []topicPartition
+	for _, r := range recs {
+		tp := topicPartition{Topic: r.Topic, Partition: r.Partition}
+		if !seen[tp] {
+			seen[tp] = true
+			out = append(out, tp)
+		}
+	}
+	return out
+}

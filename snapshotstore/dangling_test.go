@@ -1,0 +1,145 @@
+package snapshotstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+func TestDecideDangling(t *testing.T) {
+	last := LastTxn{ProducerID: 4, DataEpoch: 13, EpochAfter: 14, Committed: true}
+	open := &OpenTxn{ProducerID: 4, Epoch: 13, StartOffset: 273}
+	done := CoordinatorView{Known: true, TxnID: "ledger-ledger-1", ProducerID: 4, Epoch: 14, State: "CompleteCommit"}
+	with := func(f func(*CoordinatorView)) CoordinatorView { c := done; f(&c); return c }
+	cases := []struct {
+		name      string
+		open      *OpenTxn
+		co        CoordinatorView
+		stillOpen bool
+		want      DanglingAction
+		commit    bool
+	}{
+		{"closed there", nil, done, false, DanglingNone, false},
+		{"another producer's transaction", &OpenTxn{ProducerID: 9, Epoch: 1}, done, true, DanglingNone, false},
+		// The bug: the coordinator completed the commit, the partition holds it open.
+		{"completed without its marker", open, done, true, DanglingRepair, true},
+		{"marker landed while the coordinator was read", open, done, false, DanglingNone, false},
+		{"markers in flight", open, with(func(c *CoordinatorView) { c.State = "PrepareCommit" }), true, DanglingWait, false},
+		{"coordinator unreadable", open, CoordinatorView{DescribeError: errors.New("boom")}, true, DanglingWait, false},
+		// Someone re-initialised the id: its transaction may be writing into this one.
+		{"another writer's epoch", open, with(func(c *CoordinatorView) { c.Epoch = 16 }), true, DanglingLeave, false},
+		{"id moved to another producer id", open, with(func(c *CoordinatorView) { c.ProducerID = 7 }), true, DanglingLeave, false},
+		{"a transaction runs on the id", open, with(func(c *CoordinatorView) { c.State = "Ongoing" }), true, DanglingLeave, false},
+		{"an older transaction is open", &OpenTxn{ProducerID: 4, Epoch: 11}, done, true, DanglingLeave, false},
+		{"coordinator aborted what this producer committed", open, with(func(c *CoordinatorView) { c.State = "CompleteAbort" }), true, DanglingLeave, false},
+	}
+	for _, c := range cases {
+		v := DecideDangling(last, c.open, c.co, c.stillOpen)
+		if v.Action != c.want || v.Commit != c.commit {
+			t.Errorf("%s: got %v (commit %v, %q), want %v (commit %v)", c.name, v.Action, v.Commit, v.Reason, c.want, c.commit)
+		}
+	}
+}
+
+// recordingOps is danglingOps scripted per call: opens[i] answers the i-th
+// open call, views[j] the j-th coordinator call; it records the markers.
+type recordingOps struct {
+	opens   []map[topicPartition]OpenTxn
+	views   []CoordinatorView
+	asked   [][]topicPartition
+	markers []string
+}
+
+func (r *recordingOps) open(_ context.Context, _ int64, parts []topicPartition) (map[topicPartition]OpenTxn, error) {
+	r.asked = append(r.asked, parts)
+	if len(r.opens) == 0 {
+		return nil, errors.New("unscripted open call")
+	}
+	o := r.opens[0]
+	r.opens = r.opens[1:]
+	return o, nil
+}
+
+func (r *recordingOps) coordinator(context.Context, int64) CoordinatorView {
+	v := r.views[0]
+	if len(r.views) > 1 {
+		r.views = r.views[1:]
+	}
+	return v
+}
+
+func (r *recordingOps) writeMarker(_ context.Context, o OpenTxn, commit bool, parts []topicPartition) error {
+	for _, tp := range parts {
+		r.markers = append(r.markers, fmt.Sprintf("%s[%d] pid %d epoch %d commit %v", tp.Topic, tp.Partition, o.ProducerID, o.Epoch, commit))
+	}
+	return nil
+}
+
+// The check writes the missing marker only where the coordinator completed
+// the previous transaction and the partition still holds it open; it waits
+// while the markers are being written, and writes nothing then.
+func TestCheckDanglingWritesOnlyTheMissingMarker(t *testing.T) {
+	last := LastTxn{ProducerID: 4, DataEpoch: 13, EpochAfter: 14, Committed: true}
+	snaps := topicPartition{Topic: "ledger-snapshots", Partition: 1}
+	outs := topicPartition{Topic: "ledger-outputs", Partition: 1}
+	offs := topicPartition{Topic: offsetsTopic, Partition: 39}
+	parts := []topicPartition{snaps, outs, offs}
+	openSnaps := map[topicPartition]OpenTxn{snaps: {ProducerID: 4, Epoch: 13, StartOffset: 273}}
+	done := CoordinatorView{Known: true, TxnID: "ledger-ledger-1", ProducerID: 4, Epoch: 14, State: "CompleteCommit"}
+
+	t.Run("nothing open", func(t *testing.T) {
+		ops := &recordingOps{opens: []map[topicPartition]OpenTxn{{}}}
+		n, err := checkDangling(context.Background(), ops, zap.NewNop(), last, parts)
+		if err != nil || n != 0 || len(ops.markers) != 0 || len(ops.asked) != 1 || len(ops.asked[0]) != 3 {
+			t.Fatalf("n %d err %v markers %v asked %v: want one read of the 3 partitions, nothing written", n, err, ops.markers, ops.asked)
+		}
+	})
+
+	t.Run("completed without its marker on the snapshot partition", func(t *testing.T) {
+		core, logs := observer.New(zap.WarnLevel)
+		ops := &recordingOps{opens: []map[topicPartition]OpenTxn{openSnaps, openSnaps}, views: []CoordinatorView{done}}
+		n, err := checkDangling(context.Background(), ops, zap.New(core), last, parts)
+		want := "ledger-snapshots[1] pid 4 epoch 13 commit true"
+		if err != nil || n != 1 || len(ops.markers) != 1 || ops.markers[0] != want {
+			t.Fatalf("n %d err %v markers %v: want the one marker %q", n, err, ops.markers, want)
+		}
+		if logs.FilterMessageSnippet("without its marker").Len() != 1 {
+			t.Errorf("want one warning naming the repair, got %v", logs.All())
+		}
+	})
+
+	t.Run("markers in flight, then landed", func(t *testing.T) {
+		ops := &recordingOps{
+			opens: []map[topicPartition]OpenTxn{openSnaps, openSnaps, {}},
+			views: []CoordinatorView{{Known: true, ProducerID: 4, Epoch: 14, State: "PrepareCommit"}},
+		}
+		n, err := checkDangling(context.Background(), ops, zap.NewNop(), last, parts)
+		if err != nil || n != 0 || len(ops.markers) != 0 || len(ops.asked) != 3 {
+			t.Fatalf("n %d err %v markers %v asked %d times: want a wait and a re-read, nothing written", n, err, ops.markers, len(ops.asked))
+		}
+	})
+
+	t.Run("another writer re-initialised the id", func(t *testing.T) {
+		core, logs := observer.New(zap.ErrorLevel)
+		moved := done
+		moved.Epoch = 20
+		ops := &recordingOps{opens: []map[topicPartition]OpenTxn{openSnaps, openSnaps}, views: []CoordinatorView{moved}}
+		n, err := checkDangling(context.Background(), ops, zap.New(core), last, parts)
+		if err != nil || n != 0 || len(ops.markers) != 0 || logs.Len() != 1 {
+			t.Fatalf("n %d err %v markers %v logs %d: want nothing written and one error logged", n, err, ops.markers, logs.Len())
+		}
+	})
+
+	t.Run("wait ends with the context", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		ops := &recordingOps{opens: []map[topicPartition]OpenTxn{openSnaps, openSnaps}, views: []CoordinatorView{{Known: true, ProducerID: 4, Epoch: 14, State: "PrepareCommit"}}}
+		if _, err := checkDangling(ctx, ops, zap.NewNop(), last, parts); !errors.Is(err, context.Canceled) {
+			t.Fatalf("err %v: want context.Canceled", err)
+		}
+	})
+}
