@@ -2,6 +2,7 @@ package snapshotstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"sort"
@@ -42,15 +43,29 @@ const danglingCheckBackoff = 5 * time.Millisecond
 // checkDangling makes sure the previous transaction last is not left open
 // on any of parts (the partitions it wrote), writing the missing markers
 // where DecideDangling says so, and returns how many partitions it
-// repaired. It waits while the coordinator is still writing markers, up to
-// ctx's end; it returns an error only when the cluster cannot be read.
+// repaired. It waits while the coordinator is still writing markers or the
+// cluster cannot be read, up to ctx's end (then the error says which).
 func checkDangling(ctx context.Context, ops danglingOps, log *zap.Logger, last LastTxn, parts []topicPartition) (int, error) {
 	backoff := danglingCheckBackoff
 	repaired := 0
+	pause := func(why error) error {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %w)", ctx.Err(), why)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 200*time.Millisecond)
+		return nil
+	}
 	for {
+		// Right after a broker restart the partitions' leaders may not be
+		// known or loaded yet: read again until ctx ends, never skip.
 		first, err := ops.open(ctx, last.ProducerID, parts)
 		if err != nil {
-			return repaired, err
+			if perr := pause(err); perr != nil {
+				return repaired, perr
+			}
+			continue
 		}
 		if len(first) == 0 {
 			return repaired, nil
@@ -65,7 +80,10 @@ func checkDangling(ctx context.Context, ops danglingOps, log *zap.Logger, last L
 		})
 		second, err := ops.open(ctx, last.ProducerID, openParts)
 		if err != nil {
-			return repaired, err
+			if perr := pause(err); perr != nil {
+				return repaired, perr
+			}
+			continue
 		}
 		wait := false
 		for _, tp := range openParts {
@@ -94,12 +112,9 @@ func checkDangling(ctx context.Context, ops danglingOps, log *zap.Logger, last L
 		if !wait {
 			return repaired, nil
 		}
-		select {
-		case <-ctx.Done():
-			return repaired, fmt.Errorf("the previous transaction's markers are still being written: %w", ctx.Err())
-		case <-time.After(backoff):
+		if perr := pause(errors.New("the previous transaction's markers are still being written")); perr != nil {
+			return repaired, perr
 		}
-		backoff = min(2*backoff, 200*time.Millisecond)
 	}
 }
 

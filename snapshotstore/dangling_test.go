@@ -52,10 +52,16 @@ type recordingOps struct {
 	views   []CoordinatorView
 	asked   [][]topicPartition
 	markers []string
+	fail    int // the first fail open calls fail
 }
 
 func (r *recordingOps) open(_ context.Context, _ int64, parts []topicPartition) (map[topicPartition]OpenTxn, error) {
 	r.asked = append(r.asked, parts)
+	if r.fail > 0 {
+		r.fail--
+		r.opens = r.opens[1:]
+		return nil, errors.New("NOT_LEADER_OR_FOLLOWER")
+	}
 	if len(r.opens) == 0 {
 		return nil, errors.New("unscripted open call")
 	}
@@ -131,6 +137,18 @@ func TestCheckDanglingWritesOnlyTheMissingMarker(t *testing.T) {
 		n, err := checkDangling(context.Background(), ops, zap.New(core), last, parts)
 		if err != nil || n != 0 || len(ops.markers) != 0 || logs.Len() != 1 {
 			t.Fatalf("n %d err %v markers %v logs %d: want nothing written and one error logged", n, err, ops.markers, logs.Len())
+		}
+	})
+
+	t.Run("an unreadable cluster is read again", func(t *testing.T) {
+		ops := &recordingOps{
+			opens: []map[topicPartition]OpenTxn{nil, openSnaps, openSnaps},
+			views: []CoordinatorView{done},
+		}
+		ops.fail = 1
+		n, err := checkDangling(context.Background(), ops, zap.NewNop(), last, parts)
+		if err != nil || n != 1 || len(ops.asked) != 3 {
+			t.Fatalf("n %d err %v asked %d times: want a failed read, a re-read and the repair", n, err, len(ops.asked))
 		}
 	})
 
