@@ -195,7 +195,10 @@ func (t *txnPartition) checkDangling(ctx context.Context) {
 	if t.offsetsTP != nil {
 		parts = append(append([]topicPartition{}, parts...), *t.offsetsTP)
 	}
+	start := time.Now()
 	n, err := checkDangling(cctx, kafkaDanglingOps{t.k.hanging}, log, *t.last, parts)
+	log.Debug("checked the previous transaction's partitions for a missing marker", zap.Int("partitions", len(parts)),
+		zap.Int("repaired", n), zap.Duration("took", time.Since(start)), zap.Int64("disconnects", seen), zap.Error(err))
 	if err != nil {
 		log.Error("could not check that the previous transaction is closed on its partitions; going ahead unchecked",
 			zap.String("transactional_id", t.id), zap.Error(err))
