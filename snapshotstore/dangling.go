@@ -21,19 +21,22 @@ import "fmt"
 // outputs again (the chaos runs' duplicates: "committed on ledger-outputs[1]
 // and aborted on ledger-snapshots[1]").
 //
-// So before the next transaction writes anything, and whenever the
-// producer's client saw a broker connection close since the previous
-// check, the partitions the previous transaction wrote are asked whether
+// So whenever the producer's clients saw a broker connection close since
+// the previous check (or the producer was re-initialised), before the next
+// write of the next transaction — its first step, a retried offset commit,
+// its produce, the record an abort needs — the partitions the previous
+// transaction wrote are asked whether
 // it is still open there (DescribeProducers), and one that is, while its
 // coordinator reports it complete, gets the marker the coordinator should
 // have written: the previous transaction's own outcome (this producer
 // committed it, and its in-memory state went on from it), written with
 // KIP-664's WriteTxnMarkers as the hanging-transaction repair does.
 //
-// Not covered: a completion the client had no chance to notice before its
-// next transaction had written (the coordinator completing without markers
-// before the connection closes), and a previous owner's transaction (the
-// recovery read and the committed-offset fetch repair those, hanging.go).
+// Not covered: a write of the next transaction already in flight when the
+// connection closed, which kgo re-sends by itself after the restart (seen:
+// kgo retrying a produce on NOT_ENOUGH_REPLICAS while the restarted broker
+// loads), and a previous owner's transaction (the recovery read and the
+// committed-offset fetch repair those, hanging.go).
 //
 // This file is the decision, free of I/O; dangling_kafka.go asks and
 // writes.
@@ -89,13 +92,16 @@ type DanglingVerdict struct {
 }
 
 // DecideDangling decides for one partition the previous transaction wrote.
-// open is the partition's report of this producer (nil: no transaction of
-// it open there); co is the coordinator's view, read after open; stillOpen
-// says whether the partition reported the same open transaction again after
-// co was read (DecideHanging's contract: a marker the coordinator was about
-// to write would have landed by then, since it completes a transaction only
-// after all of its markers are written).
-func DecideDangling(last LastTxn, open *OpenTxn, co CoordinatorView, stillOpen bool) DanglingVerdict {
+// lastOffset is the offset of the previous transaction's last record there
+// (-1: not known, as on the group's offsets partition, which the
+// coordinator writes); open is the partition's report of this producer
+// (nil: no transaction of it open there); co is the coordinator's view,
+// read after open; stillOpen says whether the partition reported the same
+// open transaction again after co was read (DecideHanging's contract: a
+// marker the coordinator was about to write would have landed by then,
+// since it completes a transaction only after all of its markers are
+// written).
+func DecideDangling(last LastTxn, lastOffset int64, open *OpenTxn, co CoordinatorView, stillOpen bool) DanglingVerdict {
 	switch {
 	case open == nil || open.ProducerID != last.ProducerID:
 		return DanglingVerdict{Action: DanglingNone}
@@ -112,18 +118,32 @@ func DecideDangling(last LastTxn, open *OpenTxn, co CoordinatorView, stillOpen b
 	case "PrepareCommit", "PrepareAbort", "PrepareEpochFence":
 		return DanglingVerdict{Action: DanglingWait, Reason: "coordinator is writing markers (" + co.State + ")"}
 	case "CompleteCommit", "CompleteAbort", "Empty":
+	case "Ongoing":
+		// This producer's next transaction, at its own epoch (a writer
+		// that re-initialised the id would have moved the epoch): the
+		// check runs before each of its writes, and a partition it already
+		// wrote reports the next transaction's epoch, which is left below.
 	default:
-		// Ongoing: a transaction this producer has not begun runs on its
-		// id. Not ours to end.
 		return DanglingVerdict{Action: DanglingLeave, Reason: "coordinator state " + co.State}
 	}
 	switch {
 	case !stillOpen:
 		return DanglingVerdict{Action: DanglingNone, Reason: "its marker landed while the coordinator was read"}
-	case open.Epoch != last.DataEpoch:
-		// An older transaction's data (or the previous one already
-		// merged into it): its outcome is not this producer's to know.
-		return DanglingVerdict{Action: DanglingLeave, Reason: fmt.Sprintf("the open transaction's epoch %d is not the previous transaction's %d", open.Epoch, last.DataEpoch)}
+	case lastOffset >= 0 && open.StartOffset > lastOffset:
+		return DanglingVerdict{Action: DanglingNone, Reason: "the open transaction began after the previous one's records: the running transaction's"}
+	case open.Epoch > last.DataEpoch:
+		// The running transaction's own write (or one that already joined
+		// the previous transaction there: past repair, and not told apart).
+		return DanglingVerdict{Action: DanglingNone, Reason: fmt.Sprintf("the open transaction's epoch %d is a later transaction's", open.Epoch)}
+	case open.Epoch < last.DataEpoch:
+		// An older transaction's data: its outcome is not this producer's
+		// to know.
+		return DanglingVerdict{Action: DanglingLeave, Reason: fmt.Sprintf("the open transaction's epoch %d is older than the previous transaction's %d", open.Epoch, last.DataEpoch)}
+	case lastOffset < 0 && last.DataEpoch == last.EpochAfter:
+		// Transaction version 1 keeps the epoch across transactions: with
+		// no offset to compare, the running transaction's own write looks
+		// the same. A marker would end the running transaction there.
+		return DanglingVerdict{Action: DanglingNone, Reason: "transaction version 1 and no offset to tell the previous transaction from the running one"}
 	case co.State == "CompleteCommit" && !last.Committed, co.State == "CompleteAbort" && last.Committed:
 		return DanglingVerdict{Action: DanglingLeave, Reason: fmt.Sprintf("the coordinator says %s, this producer's transaction %s", co.State, outcomeWord(last.Committed))}
 	}

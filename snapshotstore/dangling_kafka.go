@@ -45,7 +45,12 @@ const danglingCheckBackoff = 5 * time.Millisecond
 // where DecideDangling says so, and returns how many partitions it
 // repaired. It waits while the coordinator is still writing markers or the
 // cluster cannot be read, up to ctx's end (then the error says which).
-func checkDangling(ctx context.Context, ops danglingOps, log *zap.Logger, last LastTxn, parts []topicPartition) (int, error) {
+func checkDangling(ctx context.Context, ops danglingOps, log *zap.Logger, last LastTxn, lastOffsets map[topicPartition]int64) (int, error) {
+	parts := make([]topicPartition, 0, len(lastOffsets))
+	for tp := range lastOffsets {
+		parts = append(parts, tp)
+	}
+	sortParts(parts)
 	backoff := danglingCheckBackoff
 	repaired := 0
 	pause := func(why error) error {
@@ -75,9 +80,7 @@ func checkDangling(ctx context.Context, ops danglingOps, log *zap.Logger, last L
 		for tp := range first {
 			openParts = append(openParts, tp)
 		}
-		sort.Slice(openParts, func(i, j int) bool {
-			return openParts[i].Topic < openParts[j].Topic || openParts[i].Topic == openParts[j].Topic && openParts[i].Partition < openParts[j].Partition
-		})
+		sortParts(openParts)
 		second, err := ops.open(ctx, last.ProducerID, openParts)
 		if err != nil {
 			if perr := pause(err); perr != nil {
@@ -89,7 +92,7 @@ func checkDangling(ctx context.Context, ops danglingOps, log *zap.Logger, last L
 		for _, tp := range openParts {
 			o := first[tp]
 			again, ok := second[tp]
-			v := DecideDangling(last, &o, co, ok && again == o)
+			v := DecideDangling(last, lastOffsets[tp], &o, co, ok && again == o)
 			fields := []zap.Field{zap.String("partition", fmt.Sprintf("%s[%d]", tp.Topic, tp.Partition)),
 				zap.Int64("producer_id", o.ProducerID), zap.Int16("open_epoch", o.Epoch), zap.Int64("txn_start_offset", o.StartOffset),
 				zap.Int16("previous_txn_epoch", last.DataEpoch), zap.String("transactional_id", co.TxnID),
@@ -116,6 +119,12 @@ func checkDangling(ctx context.Context, ops danglingOps, log *zap.Logger, last L
 			return repaired, perr
 		}
 	}
+}
+
+func sortParts(ps []topicPartition) {
+	sort.Slice(ps, func(i, j int) bool {
+		return ps[i].Topic < ps[j].Topic || ps[i].Topic == ps[j].Topic && ps[i].Partition < ps[j].Partition
+	})
 }
 
 // kafkaDanglingOps is danglingOps on the cluster, through the store's
@@ -178,14 +187,20 @@ const danglingCheckTimeout = 30 * time.Second
 // the producer was re-initialised, and there is a previous transaction of
 // this producer to check.
 func (t *txnPartition) checkDangling(ctx context.Context) {
+	if t.last == nil || t.disc == nil || t.k.hanging == nil {
+		return
+	}
 	seen := t.disc.n.Load()
-	if t.last == nil || t.k.hanging == nil || seen == t.checked {
+	if seen == t.checked {
 		return
 	}
 	cctx, cancel := context.WithTimeout(ctx, danglingCheckTimeout)
 	defer cancel()
 	log := t.k.cfg.log.With(zap.String("partition", t.info.String()))
-	parts := t.lastParts
+	parts := make(map[topicPartition]int64, len(t.lastParts)+1)
+	for tp, off := range t.lastParts {
+		parts[tp] = off
+	}
 	if t.offsetsTP == nil {
 		tp, err := t.k.hanging.offsetsPartitionOf(cctx, t.info.Group)
 		if err == nil {
@@ -193,7 +208,7 @@ func (t *txnPartition) checkDangling(ctx context.Context) {
 		}
 	}
 	if t.offsetsTP != nil {
-		parts = append(append([]topicPartition{}, parts...), *t.offsetsTP)
+		parts[*t.offsetsTP] = -1 // the coordinator writes there: offset not known
 	}
 	start := time.Now()
 	n, err := checkDangling(cctx, kafkaDanglingOps{t.k.hanging}, log, *t.last, parts)
@@ -226,16 +241,14 @@ func (t *txnPartition) committed(ctx context.Context) {
 	t.lastParts = p.parts
 }
 
-// writtenPartitions lists the partitions of recs (produced: each has its
-// partition), each once.
-func writtenPartitions(recs []*kgo.Record) []topicPartition {
-	seen := map[topicPartition]bool{}
-	var out []topicPartition
+// writtenPartitions maps the partitions of recs (produced: each has its
+// partition and offset) to the offset of their last record.
+func writtenPartitions(recs []*kgo.Record) map[topicPartition]int64 {
+	out := map[topicPartition]int64{}
 	for _, r := range recs {
 		tp := topicPartition{Topic: r.Topic, Partition: r.Partition}
-		if !seen[tp] {
-			seen[tp] = true
-			out = append(out, tp)
+		if off, ok := out[tp]; !ok || r.Offset > off {
+			out[tp] = r.Offset
 		}
 	}
 	return out

@@ -17,28 +17,46 @@ func TestDecideDangling(t *testing.T) {
 	with := func(f func(*CoordinatorView)) CoordinatorView { c := done; f(&c); return c }
 	cases := []struct {
 		name      string
+		lastOff   int64
 		open      *OpenTxn
 		co        CoordinatorView
 		stillOpen bool
 		want      DanglingAction
 		commit    bool
 	}{
-		{"closed there", nil, done, false, DanglingNone, false},
-		{"another producer's transaction", &OpenTxn{ProducerID: 9, Epoch: 1}, done, true, DanglingNone, false},
+		{"closed there", 300, nil, done, false, DanglingNone, false},
+		{"another producer's transaction", 300, &OpenTxn{ProducerID: 9, Epoch: 1}, done, true, DanglingNone, false},
 		// The bug: the coordinator completed the commit, the partition holds it open.
-		{"completed without its marker", open, done, true, DanglingRepair, true},
-		{"marker landed while the coordinator was read", open, done, false, DanglingNone, false},
-		{"markers in flight", open, with(func(c *CoordinatorView) { c.State = "PrepareCommit" }), true, DanglingWait, false},
-		{"coordinator unreadable", open, CoordinatorView{DescribeError: errors.New("boom")}, true, DanglingWait, false},
+		{"completed without its marker", 300, open, done, true, DanglingRepair, true},
+		{"marker landed while the coordinator was read", 300, open, done, false, DanglingNone, false},
+		{"markers in flight", 300, open, with(func(c *CoordinatorView) { c.State = "PrepareCommit" }), true, DanglingWait, false},
+		{"coordinator unreadable", 300, open, CoordinatorView{DescribeError: errors.New("boom")}, true, DanglingWait, false},
 		// Someone re-initialised the id: its transaction may be writing into this one.
-		{"another writer's epoch", open, with(func(c *CoordinatorView) { c.Epoch = 16 }), true, DanglingLeave, false},
-		{"id moved to another producer id", open, with(func(c *CoordinatorView) { c.ProducerID = 7 }), true, DanglingLeave, false},
-		{"a transaction runs on the id", open, with(func(c *CoordinatorView) { c.State = "Ongoing" }), true, DanglingLeave, false},
-		{"an older transaction is open", &OpenTxn{ProducerID: 4, Epoch: 11}, done, true, DanglingLeave, false},
-		{"coordinator aborted what this producer committed", open, with(func(c *CoordinatorView) { c.State = "CompleteAbort" }), true, DanglingLeave, false},
+		{"another writer's epoch", 300, open, with(func(c *CoordinatorView) { c.Epoch = 16 }), true, DanglingLeave, false},
+		{"id moved to another producer id", 300, open, with(func(c *CoordinatorView) { c.ProducerID = 7 }), true, DanglingLeave, false},
+		// This producer's next transaction runs (its epoch): the check runs before each of its writes.
+		{"the next transaction runs", 300, open, with(func(c *CoordinatorView) { c.State = "Ongoing" }), true, DanglingRepair, true},
+		{"the next transaction already wrote there", 300, &OpenTxn{ProducerID: 4, Epoch: 14}, with(func(c *CoordinatorView) { c.State = "Ongoing" }), true, DanglingNone, false},
+		{"a dead id", 300, open, with(func(c *CoordinatorView) { c.State = "Dead" }), true, DanglingLeave, false},
+		// The running transaction's own records, after the previous one's.
+		{"the running transaction's records", 250, open, with(func(c *CoordinatorView) { c.State = "Ongoing" }), true, DanglingNone, false},
+		// The offsets partition (offset unknown) under transaction version 2: the epoch tells.
+		{"offsets partition, version 2", -1, open, done, true, DanglingRepair, true},
+		{"an older transaction is open", 300, &OpenTxn{ProducerID: 4, Epoch: 11}, done, true, DanglingLeave, false},
+		{"coordinator aborted what this producer committed", 300, open, with(func(c *CoordinatorView) { c.State = "CompleteAbort" }), true, DanglingLeave, false},
+	}
+	// Transaction version 1 keeps the epoch: with no offset to compare, the
+	// running transaction's own write looks the same, so no marker.
+	v1 := LastTxn{ProducerID: 4, DataEpoch: 13, EpochAfter: 13, Committed: true}
+	v1co := with(func(c *CoordinatorView) { c.Epoch = 13; c.State = "Ongoing" })
+	if v := DecideDangling(v1, -1, open, v1co, true); v.Action != DanglingNone {
+		t.Errorf("version 1, offset unknown: got %v (%s), want none", v.Action, v.Reason)
+	}
+	if v := DecideDangling(v1, 300, open, v1co, true); v.Action != DanglingRepair {
+		t.Errorf("version 1, open before the previous transaction's last record: got %v (%s), want repair", v.Action, v.Reason)
 	}
 	for _, c := range cases {
-		v := DecideDangling(last, c.open, c.co, c.stillOpen)
+		v := DecideDangling(last, c.lastOff, c.open, c.co, c.stillOpen)
 		if v.Action != c.want || v.Commit != c.commit {
 			t.Errorf("%s: got %v (commit %v, %q), want %v (commit %v)", c.name, v.Action, v.Commit, v.Reason, c.want, c.commit)
 		}
@@ -93,7 +111,7 @@ func TestCheckDanglingWritesOnlyTheMissingMarker(t *testing.T) {
 	snaps := topicPartition{Topic: "ledger-snapshots", Partition: 1}
 	outs := topicPartition{Topic: "ledger-outputs", Partition: 1}
 	offs := topicPartition{Topic: offsetsTopic, Partition: 39}
-	parts := []topicPartition{snaps, outs, offs}
+	parts := map[topicPartition]int64{snaps: 300, outs: 200, offs: -1}
 	openSnaps := map[topicPartition]OpenTxn{snaps: {ProducerID: 4, Epoch: 13, StartOffset: 273}}
 	done := CoordinatorView{Known: true, TxnID: "ledger-ledger-1", ProducerID: 4, Epoch: 14, State: "CompleteCommit"}
 

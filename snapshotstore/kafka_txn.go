@@ -50,7 +50,7 @@ type txnPartition struct {
 	disc      *disconnectCounter
 	checked   int64
 	last      *LastTxn
-	lastParts []topicPartition
+	lastParts map[topicPartition]int64
 	pending   *pendingTxn
 	offsetsTP *topicPartition
 }
@@ -60,7 +60,7 @@ type txnPartition struct {
 type pendingTxn struct {
 	producerID int64
 	epoch      int16
-	parts      []topicPartition
+	parts      map[topicPartition]int64
 }
 
 func (k *Kafka) openTxn(ctx context.Context, p PartitionInfo) (Partition, error) {
@@ -329,6 +329,9 @@ func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetad
 			// kgo sends EndTxn only for a transaction it produced in: without
 			// this, a transaction the raw requests began would stay open on
 			// the broker until its timeout, and the next one would join it.
+			// A write like any other: after a broker restart it would join
+			// a transaction the broker left open (dangling.go).
+			t.checkDangling(actx)
 			_ = t.cl.ProduceSync(actx, markerRecord(t.k.topic, t.info.Partition, b.Offset)).FirstErr()
 		}
 		if aerr := t.cl.EndTransaction(actx, kgo.TryAbort); aerr != nil {
@@ -356,6 +359,7 @@ func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetad
 		return meta, fmt.Errorf("%s: producer id: %w", t.info, err)
 	}
 	produce := func() error {
+		t.checkDangling(ctx)
 		if err := produceAll(ctx, t.cl, recs); err != nil {
 			return fmt.Errorf("%s: produce %d snapshots and %d outputs: %w", t.info, len(b.Writes), len(b.Outputs), err)
 		}
@@ -536,6 +540,7 @@ func (t *txnPartition) retry(ctx context.Context, what string, fn func() error) 
 	moveBackoff := 10 * time.Millisecond
 	moves := 0
 	for {
+		t.checkDangling(ctx) // a no-op unless a broker connection closed since the last check
 		err := fn()
 		if err == nil {
 			return nil
