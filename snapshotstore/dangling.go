@@ -102,13 +102,14 @@ type DanglingVerdict struct {
 // since it completes a transaction only after all of its markers are
 // written).
 func DecideDangling(last LastTxn, lastOffset int64, open *OpenTxn, co CoordinatorView, stillOpen bool) DanglingVerdict {
+	if v, previous := openIsPrevious(last, lastOffset, open); !previous {
+		return v
+	}
 	switch {
-	case open == nil || open.ProducerID != last.ProducerID:
-		return DanglingVerdict{Action: DanglingNone}
 	case co.DescribeError != nil:
 		return DanglingVerdict{Action: DanglingWait, Reason: fmt.Sprintf("transaction coordinator unreadable: %v", co.DescribeError)}
 	case !co.Known || co.ProducerID != last.ProducerID:
-		return DanglingVerdict{Action: DanglingLeave, Reason: "the transactional id no longer holds this producer id"}
+		return DanglingVerdict{Action: DanglingLeave, Reason: fmt.Sprintf("the transactional id holds producer id %d, not %d", co.ProducerID, last.ProducerID)}
 	case co.Epoch != last.EpochAfter:
 		// Someone re-initialised the id (a new owner): its transaction
 		// may be writing into this one; a marker now could end it.
@@ -120,35 +121,46 @@ func DecideDangling(last LastTxn, lastOffset int64, open *OpenTxn, co Coordinato
 	case "CompleteCommit", "CompleteAbort", "Empty":
 	case "Ongoing":
 		// This producer's next transaction, at its own epoch (a writer
-		// that re-initialised the id would have moved the epoch): the
-		// check runs before each of its writes, and a partition it already
-		// wrote reports the next transaction's epoch, which is left below.
+		// that re-initialised the id would have moved the epoch); the
+		// partition holds the previous transaction's records, not its.
 	default:
 		return DanglingVerdict{Action: DanglingLeave, Reason: "coordinator state " + co.State}
 	}
 	switch {
 	case !stillOpen:
 		return DanglingVerdict{Action: DanglingNone, Reason: "its marker landed while the coordinator was read"}
-	case lastOffset >= 0 && open.StartOffset > lastOffset:
-		return DanglingVerdict{Action: DanglingNone, Reason: "the open transaction began after the previous one's records: the running transaction's"}
-	case open.Epoch > last.DataEpoch:
-		// The running transaction's own write (or one that already joined
-		// the previous transaction there: past repair, and not told apart).
-		return DanglingVerdict{Action: DanglingNone, Reason: fmt.Sprintf("the open transaction's epoch %d is a later transaction's", open.Epoch)}
-	case open.Epoch < last.DataEpoch:
-		// An older transaction's data: its outcome is not this producer's
-		// to know.
-		return DanglingVerdict{Action: DanglingLeave, Reason: fmt.Sprintf("the open transaction's epoch %d is older than the previous transaction's %d", open.Epoch, last.DataEpoch)}
-	case lastOffset < 0 && last.DataEpoch == last.EpochAfter:
-		// Transaction version 1 keeps the epoch across transactions: with
-		// no offset to compare, the running transaction's own write looks
-		// the same. A marker would end the running transaction there.
-		return DanglingVerdict{Action: DanglingNone, Reason: "transaction version 1 and no offset to tell the previous transaction from the running one"}
 	case co.State == "CompleteCommit" && !last.Committed, co.State == "CompleteAbort" && last.Committed:
 		return DanglingVerdict{Action: DanglingLeave, Reason: fmt.Sprintf("the coordinator says %s, this producer's transaction %s", co.State, outcomeWord(last.Committed))}
 	}
 	return DanglingVerdict{Action: DanglingRepair, Commit: last.Committed,
 		Reason: fmt.Sprintf("coordinator reports %s at epoch %d, the partition still holds epoch %d's transaction open", co.State, co.Epoch, open.Epoch)}
+}
+
+// openIsPrevious says from the partition's report alone whether the open
+// transaction there holds the previous transaction's records; when it does
+// not, the verdict says what it is (nothing to do, or an older one to
+// leave). The coordinator need not be read for these.
+func openIsPrevious(last LastTxn, lastOffset int64, open *OpenTxn) (DanglingVerdict, bool) {
+	switch {
+	case open == nil || open.ProducerID != last.ProducerID:
+		return DanglingVerdict{Action: DanglingNone}, false
+	case lastOffset >= 0 && open.StartOffset > lastOffset:
+		return DanglingVerdict{Action: DanglingNone, Reason: "the open transaction began after the previous one's records: the running transaction's"}, false
+	case open.Epoch > last.DataEpoch:
+		// The running transaction's own write (or one that already joined
+		// the previous transaction there: past repair, and not told apart).
+		return DanglingVerdict{Action: DanglingNone, Reason: fmt.Sprintf("the open transaction's epoch %d is a later transaction's", open.Epoch)}, false
+	case open.Epoch < last.DataEpoch:
+		// An older transaction's data: its outcome is not this producer's
+		// to know.
+		return DanglingVerdict{Action: DanglingLeave, Reason: fmt.Sprintf("the open transaction's epoch %d is older than the previous transaction's %d", open.Epoch, last.DataEpoch)}, false
+	case lastOffset < 0 && last.DataEpoch == last.EpochAfter:
+		// Transaction version 1 keeps the epoch across transactions: with
+		// no offset to compare, the running transaction's own write looks
+		// the same. A marker would end the running transaction there.
+		return DanglingVerdict{Action: DanglingNone, Reason: "transaction version 1 and no offset to tell the previous transaction from the running one"}, false
+	}
+	return DanglingVerdict{}, true
 }
 
 func outcomeWord(committed bool) string {

@@ -72,14 +72,20 @@ func checkDangling(ctx context.Context, ops danglingOps, log *zap.Logger, last L
 			}
 			continue
 		}
-		if len(first) == 0 {
+		openParts := make([]topicPartition, 0, len(first))
+		for tp, o := range first {
+			if v, previous := openIsPrevious(last, lastOffsets[tp], &o); previous {
+				openParts = append(openParts, tp)
+			} else if v.Action == DanglingLeave {
+				log.Error("an older transaction of this producer is open on a partition the previous transaction wrote; its records take the outcome of whatever ends it there",
+					zap.String("partition", fmt.Sprintf("%s[%d]", tp.Topic, tp.Partition)), zap.Int64("producer_id", o.ProducerID),
+					zap.Int16("open_epoch", o.Epoch), zap.Int64("txn_start_offset", o.StartOffset), zap.String("reason", v.Reason))
+			}
+		}
+		if len(openParts) == 0 {
 			return repaired, nil
 		}
 		co := ops.coordinator(ctx, last.ProducerID)
-		openParts := make([]topicPartition, 0, len(first))
-		for tp := range first {
-			openParts = append(openParts, tp)
-		}
 		sortParts(openParts)
 		second, err := ops.open(ctx, last.ProducerID, openParts)
 		if err != nil {
@@ -105,7 +111,10 @@ func checkDangling(ctx context.Context, ops danglingOps, log *zap.Logger, last L
 					fields...)
 			case DanglingRepair:
 				if err := ops.writeMarker(ctx, o, v.Commit, []topicPartition{tp}); err != nil {
-					return repaired, fmt.Errorf("write the missing %s marker on %s[%d]: %w", outcomeWord(v.Commit), tp.Topic, tp.Partition, err)
+					// Read again: the next round finds it still open (or ended).
+					log.Warn("writing a missing marker failed; reading again", append(fields, zap.Error(err))...)
+					wait = true
+					continue
 				}
 				repaired++
 				log.Warn("the broker completed the previous transaction without its marker on a partition; wrote the marker (KIP-664 WriteTxnMarkers) before the next transaction could join it",
@@ -128,10 +137,21 @@ func sortParts(ps []topicPartition) {
 }
 
 // kafkaDanglingOps is danglingOps on the cluster, through the store's
-// hanging-transaction resolver's admin client.
-type kafkaDanglingOps struct{ h *hangingResolver }
+// hanging-transaction resolver's admin client, for the transactional id
+// txnID.
+type kafkaDanglingOps struct {
+	h     *hangingResolver
+	txnID string
+}
+
+// danglingAttemptTimeout bounds each request of the check: right after a
+// broker restart a request on a connection the restart left dead was seen
+// to wait out the whole check; a fresh attempt finds the broker.
+const danglingAttemptTimeout = 3 * time.Second
 
 func (k kafkaDanglingOps) open(ctx context.Context, pid int64, parts []topicPartition) (map[topicPartition]OpenTxn, error) {
+	ctx, cancel := context.WithTimeout(ctx, danglingAttemptTimeout)
+	defer cancel()
 	s := kadm.TopicsSet{}
 	for _, tp := range parts {
 		s.Add(tp.Topic, tp.Partition)
@@ -155,11 +175,26 @@ func (k kafkaDanglingOps) open(ctx context.Context, pid int64, parts []topicPart
 	return out, nil
 }
 
-func (k kafkaDanglingOps) coordinator(ctx context.Context, pid int64) CoordinatorView {
-	return k.h.coordinatorView(ctx, pid, topicPartition{})
+// coordinator describes this producer's own transactional id (no listing
+// by producer id: a coordinator still loading after a restart leaves that
+// list empty, which would read as "the id moved").
+func (k kafkaDanglingOps) coordinator(ctx context.Context, _ int64) CoordinatorView {
+	ctx, cancel := context.WithTimeout(ctx, danglingAttemptTimeout)
+	defer cancel()
+	dt, err := k.h.adm.DescribeTransactions(ctx, k.txnID)
+	if err != nil {
+		return CoordinatorView{DescribeError: fmt.Errorf("describe transaction %q: %w", k.txnID, err)}
+	}
+	d, ok := dt[k.txnID]
+	if !ok || d.Err != nil {
+		return CoordinatorView{DescribeError: fmt.Errorf("describe transaction %q: %v", k.txnID, d.Err)}
+	}
+	return CoordinatorView{Known: true, TxnID: k.txnID, ProducerID: d.ProducerID, Epoch: d.ProducerEpoch, State: d.State}
 }
 
 func (k kafkaDanglingOps) writeMarker(ctx context.Context, o OpenTxn, commit bool, parts []topicPartition) error {
+	ctx, cancel := context.WithTimeout(ctx, danglingAttemptTimeout)
+	defer cancel()
 	s := kadm.TopicsSet{}
 	for _, tp := range parts {
 		s.Add(tp.Topic, tp.Partition)
@@ -211,7 +246,7 @@ func (t *txnPartition) checkDangling(ctx context.Context) {
 		parts[*t.offsetsTP] = -1 // the coordinator writes there: offset not known
 	}
 	start := time.Now()
-	n, err := checkDangling(cctx, kafkaDanglingOps{t.k.hanging}, log, *t.last, parts)
+	n, err := checkDangling(cctx, kafkaDanglingOps{h: t.k.hanging, txnID: t.id}, log, *t.last, parts)
 	log.Debug("checked the previous transaction's partitions for a missing marker", zap.Int("partitions", len(parts)),
 		zap.Int("repaired", n), zap.Duration("took", time.Since(start)), zap.Int64("disconnects", seen), zap.Error(err))
 	if err != nil {
