@@ -154,11 +154,12 @@ func openIsPrevious(last LastTxn, lastOffset int64, open *OpenTxn) (DanglingVerd
 		// An older transaction's data: its outcome is not this producer's
 		// to know.
 		return DanglingVerdict{Action: DanglingLeave, Reason: fmt.Sprintf("the open transaction's epoch %d is older than the previous transaction's %d", open.Epoch, last.DataEpoch)}, false
-	case lastOffset < 0 && last.DataEpoch == last.EpochAfter:
-		// Transaction version 1 keeps the epoch across transactions: with
-		// no offset to compare, the running transaction's own write looks
-		// the same. A marker would end the running transaction there.
-		return DanglingVerdict{Action: DanglingNone, Reason: "transaction version 1 and no offset to tell the previous transaction from the running one"}, false
+	case last.DataEpoch == last.EpochAfter:
+		// Transaction version 1 keeps the epoch across transactions: the
+		// running transaction's own records, or ones a re-sent write
+		// already added to the previous transaction there, look the same,
+		// and a marker would end them too. Seen only under version 2.
+		return DanglingVerdict{Action: DanglingNone, Reason: "transaction version 1: the previous transaction cannot be told from the running one"}, false
 	}
 	return DanglingVerdict{}, true
 }
