@@ -250,6 +250,12 @@ func (t *txnPartition) checkDangling(ctx context.Context) {
 	log.Debug("checked the previous transaction's partitions for a missing marker", zap.Int("partitions", len(parts)),
 		zap.Int("repaired", n), zap.Duration("took", time.Since(start)), zap.Int64("disconnects", seen), zap.Error(err))
 	if err != nil {
+		if ctx.Err() != nil {
+			// The caller's context ended (a stop, or an abort's 5 s while
+			// the broker is down): the write it guarded shares that end.
+			log.Debug("check of the previous transaction abandoned with its caller", zap.String("transactional_id", t.id), zap.Error(err))
+			return
+		}
 		log.Error("could not check that the previous transaction is closed on its partitions; going ahead unchecked",
 			zap.String("transactional_id", t.id), zap.Error(err))
 		return
