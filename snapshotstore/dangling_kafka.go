@@ -53,6 +53,8 @@ func checkDangling(ctx context.Context, ops danglingOps, log *zap.Logger, last L
 	sortParts(parts)
 	backoff := danglingCheckBackoff
 	repaired := 0
+	// Each partition left alone is logged once per check, not per round.
+	logged := map[topicPartition]bool{}
 	pause := func(why error) error {
 		select {
 		case <-ctx.Done():
@@ -76,7 +78,8 @@ func checkDangling(ctx context.Context, ops danglingOps, log *zap.Logger, last L
 		for tp, o := range first {
 			if v, previous := openIsPrevious(last, lastOffsets[tp], &o); previous {
 				openParts = append(openParts, tp)
-			} else if v.Action == DanglingLeave {
+			} else if v.Action == DanglingLeave && !logged[tp] {
+				logged[tp] = true
 				log.Error("an older transaction of this producer is open on a partition the previous transaction wrote; its records take the outcome of whatever ends it there",
 					zap.String("partition", fmt.Sprintf("%s[%d]", tp.Topic, tp.Partition)), zap.Int64("producer_id", o.ProducerID),
 					zap.Int16("open_epoch", o.Epoch), zap.Int64("txn_start_offset", o.StartOffset), zap.String("reason", v.Reason))
@@ -107,6 +110,10 @@ func checkDangling(ctx context.Context, ops danglingOps, log *zap.Logger, last L
 			case DanglingWait:
 				wait = true
 			case DanglingLeave:
+				if logged[tp] {
+					continue
+				}
+				logged[tp] = true
 				log.Error("a transaction is open on a partition the previous transaction wrote, and it is not this producer's to end; its records take the outcome of whatever ends it there",
 					fields...)
 			case DanglingRepair:
@@ -199,17 +206,7 @@ func (k kafkaDanglingOps) writeMarker(ctx context.Context, o OpenTxn, commit boo
 	for _, tp := range parts {
 		s.Add(tp.Topic, tp.Partition)
 	}
-	rs, err := k.h.adm.WriteTxnMarkers(ctx, kadm.TxnMarkers{ProducerID: o.ProducerID, ProducerEpoch: o.Epoch,
-		Commit: commit, CoordinatorEpoch: max(o.CoordinatorEpoch, 0), Topics: s})
-	if err != nil {
-		return err
-	}
-	rs.EachPartition(func(p kadm.TxnMarkersPartitionResponse) {
-		if err == nil && p.Err != nil {
-			err = fmt.Errorf("%s[%d]: %w", p.Topic, p.Partition, p.Err)
-		}
-	})
-	return err
+	return k.h.writeMarkers(ctx, o, commit, s)
 }
 
 // danglingCheckTimeout bounds one check: the cluster unreadable for that

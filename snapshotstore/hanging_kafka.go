@@ -99,16 +99,7 @@ func (h *hangingResolver) resolve(ctx context.Context, tp topicPartition) (int, 
 				append(fields, zap.String("command", manual))...)
 			continue
 		}
-		rs, err := h.adm.WriteTxnMarkers(ctx, kadm.TxnMarkers{ProducerID: o.ProducerID, ProducerEpoch: o.Epoch,
-			Commit: outcome == OutcomeCommit, CoordinatorEpoch: max(o.CoordinatorEpoch, 0), Topics: open})
-		if err == nil {
-			rs.EachPartition(func(p kadm.TxnMarkersPartitionResponse) {
-				if err == nil && p.Err != nil {
-					err = fmt.Errorf("%s[%d]: %w", p.Topic, p.Partition, p.Err)
-				}
-			})
-		}
-		if err != nil {
+		if err := h.writeMarkers(ctx, o, outcome == OutcomeCommit, open); err != nil {
 			h.log.Error("cannot end a hanging transaction that blocks a partition; end it by hand",
 				append(fields, zap.Error(err), zap.String("command", manual))...)
 			continue
@@ -117,6 +108,23 @@ func (h *hangingResolver) resolve(ctx context.Context, tp topicPartition) (int, 
 		h.log.Warn("ended a hanging transaction that blocked a partition (KIP-664 marker)", fields...)
 	}
 	return aborted, nil
+}
+
+// writeMarkers ends the open transaction o on every partition of topics
+// with a KIP-664 marker (WriteTxnMarkers) of the given type; the first
+// partition's error is returned.
+func (h *hangingResolver) writeMarkers(ctx context.Context, o OpenTxn, commit bool, topics kadm.TopicsSet) error {
+	rs, err := h.adm.WriteTxnMarkers(ctx, kadm.TxnMarkers{ProducerID: o.ProducerID, ProducerEpoch: o.Epoch,
+		Commit: commit, CoordinatorEpoch: max(o.CoordinatorEpoch, 0), Topics: topics})
+	if err != nil {
+		return err
+	}
+	rs.EachPartition(func(p kadm.TxnMarkersPartitionResponse) {
+		if err == nil && p.Err != nil {
+			err = fmt.Errorf("%s[%d]: %w", p.Topic, p.Partition, p.Err)
+		}
+	})
+	return err
 }
 
 // openTxns reads the transactions a partition's leader reports open.
