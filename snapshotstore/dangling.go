@@ -71,17 +71,16 @@ func (a DanglingAction) String() string {
 	return "none"
 }
 
-// LastTxn is the previous transaction of a producer, as its client knows
-// it after the commit: the epoch its data was written with (under
-// transaction version 2 the commit moves the producer one epoch on) and the
-// client's epoch after the commit.
+// LastTxn is the previous transaction of a producer — one it committed,
+// the only kind recorded — as its client knows it after the commit: the
+// epoch its data was written with (under transaction version 2 the commit
+// moves the producer one epoch on) and the client's epoch after the commit.
 type LastTxn struct {
 	ProducerID int64
 	DataEpoch  int16
 	// EpochAfter is the client's epoch once the commit returned: the
 	// coordinator's, unless someone re-initialised the id since.
 	EpochAfter int16
-	Committed  bool
 }
 
 // DanglingVerdict is the decision for one partition.
@@ -129,10 +128,10 @@ func DecideDangling(last LastTxn, lastOffset int64, open *OpenTxn, co Coordinato
 	switch {
 	case !stillOpen:
 		return DanglingVerdict{Action: DanglingNone, Reason: "its marker landed while the coordinator was read"}
-	case co.State == "CompleteCommit" && !last.Committed, co.State == "CompleteAbort" && last.Committed:
-		return DanglingVerdict{Action: DanglingLeave, Reason: fmt.Sprintf("the coordinator says %s, this producer's transaction %s", co.State, outcomeWord(last.Committed))}
+	case co.State == "CompleteAbort":
+		return DanglingVerdict{Action: DanglingLeave, Reason: "the coordinator says CompleteAbort, this producer's transaction committed"}
 	}
-	return DanglingVerdict{Action: DanglingRepair, Commit: last.Committed,
+	return DanglingVerdict{Action: DanglingRepair, Commit: true,
 		Reason: fmt.Sprintf("coordinator reports %s at epoch %d, the partition still holds epoch %d's transaction open", co.State, co.Epoch, open.Epoch)}
 }
 
@@ -162,11 +161,4 @@ func openIsPrevious(last LastTxn, lastOffset int64, open *OpenTxn) (DanglingVerd
 		return DanglingVerdict{Action: DanglingNone, Reason: "transaction version 1: the previous transaction cannot be told from the running one"}, false
 	}
 	return DanglingVerdict{}, true
-}
-
-func outcomeWord(committed bool) string {
-	if committed {
-		return "committed"
-	}
-	return "aborted"
 }

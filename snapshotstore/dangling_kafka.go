@@ -143,6 +143,14 @@ func sortParts(ps []topicPartition) {
 	})
 }
 
+// committedTxn is a committed transaction of the partition's producer as
+// the check needs it: its producer, epochs and the partitions it wrote
+// (each with the offset of its last record there).
+type committedTxn struct {
+	LastTxn
+	parts map[topicPartition]int64
+}
+
 // kafkaDanglingOps is danglingOps on the cluster, through the store's
 // hanging-transaction resolver's admin client, for the transactional id
 // txnID.
@@ -159,23 +167,15 @@ const danglingAttemptTimeout = 3 * time.Second
 func (k kafkaDanglingOps) open(ctx context.Context, pid int64, parts []topicPartition) (map[topicPartition]OpenTxn, error) {
 	ctx, cancel := context.WithTimeout(ctx, danglingAttemptTimeout)
 	defer cancel()
-	s := kadm.TopicsSet{}
-	for _, tp := range parts {
-		s.Add(tp.Topic, tp.Partition)
-	}
-	dp, err := k.h.adm.DescribeProducers(ctx, s)
+	all, err := k.h.openTxnsOn(ctx, parts)
 	if err != nil {
-		return nil, fmt.Errorf("describe producers: %w", err)
+		return nil, err
 	}
 	out := map[topicPartition]OpenTxn{}
-	for _, p := range dp.SortedPartitions() {
-		if p.Err != nil {
-			return nil, fmt.Errorf("describe producers of %s[%d]: %w", p.Topic, p.Partition, p.Err)
-		}
-		for _, pr := range p.ActiveProducers.Sorted() {
-			if pr.ProducerID == pid && pr.CurrentTxnStartOffset >= 0 {
-				out[topicPartition{Topic: p.Topic, Partition: p.Partition}] = OpenTxn{ProducerID: pr.ProducerID, Epoch: pr.ProducerEpoch,
-					CoordinatorEpoch: pr.CoordinatorEpoch, StartOffset: pr.CurrentTxnStartOffset}
+	for tp, txns := range all {
+		for _, o := range txns {
+			if o.ProducerID == pid {
+				out[tp] = o
 			}
 		}
 	}
@@ -188,15 +188,7 @@ func (k kafkaDanglingOps) open(ctx context.Context, pid int64, parts []topicPart
 func (k kafkaDanglingOps) coordinator(ctx context.Context, _ int64) CoordinatorView {
 	ctx, cancel := context.WithTimeout(ctx, danglingAttemptTimeout)
 	defer cancel()
-	dt, err := k.h.adm.DescribeTransactions(ctx, k.txnID)
-	if err != nil {
-		return CoordinatorView{DescribeError: fmt.Errorf("describe transaction %q: %w", k.txnID, err)}
-	}
-	d, ok := dt[k.txnID]
-	if !ok || d.Err != nil {
-		return CoordinatorView{DescribeError: fmt.Errorf("describe transaction %q: %v", k.txnID, d.Err)}
-	}
-	return CoordinatorView{Known: true, TxnID: k.txnID, ProducerID: d.ProducerID, Epoch: d.ProducerEpoch, State: d.State}
+	return k.h.describeTxn(ctx, k.txnID, topicPartition{})
 }
 
 func (k kafkaDanglingOps) writeMarker(ctx context.Context, o OpenTxn, commit bool, parts []topicPartition) error {
@@ -229,8 +221,8 @@ func (t *txnPartition) checkDangling(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(ctx, danglingCheckTimeout)
 	defer cancel()
 	log := t.k.cfg.log.With(zap.String("partition", t.info.String()))
-	parts := make(map[topicPartition]int64, len(t.lastParts)+1)
-	for tp, off := range t.lastParts {
+	parts := make(map[topicPartition]int64, len(t.last.parts)+1)
+	for tp, off := range t.last.parts {
 		parts[tp] = off
 	}
 	if t.offsetsTP == nil {
@@ -243,7 +235,7 @@ func (t *txnPartition) checkDangling(ctx context.Context) {
 		parts[*t.offsetsTP] = -1 // the coordinator writes there: offset not known
 	}
 	start := time.Now()
-	n, err := checkDangling(cctx, kafkaDanglingOps{h: t.k.hanging, txnID: t.id}, log, *t.last, parts)
+	n, err := checkDangling(cctx, kafkaDanglingOps{h: t.k.hanging, txnID: t.id}, log, t.last.LastTxn, parts)
 	log.Debug("checked the previous transaction's partitions for a missing marker", zap.Int("partitions", len(parts)),
 		zap.Int("repaired", n), zap.Duration("took", time.Since(start)), zap.Int64("disconnects", seen), zap.Error(err))
 	if err != nil {
@@ -263,20 +255,18 @@ func (t *txnPartition) checkDangling(ctx context.Context) {
 	t.checked = seen
 }
 
-// committed records the transaction that just committed as the one the
-// next check looks at.
+// committed records the transaction that just committed (pending) as the
+// one the next check looks at, with the client's epoch after it.
 func (t *txnPartition) committed(ctx context.Context) {
 	p := t.pending
 	t.pending = nil
 	if p == nil {
 		return
 	}
-	after := p.epoch
 	if _, epoch, err := t.cl.ProducerID(ctx); err == nil {
-		after = epoch
+		p.EpochAfter = epoch
 	}
-	t.last = &LastTxn{ProducerID: p.producerID, DataEpoch: p.epoch, EpochAfter: after, Committed: true}
-	t.lastParts = p.parts
+	t.last = p
 }
 
 // writtenPartitions maps the partitions of recs (produced: each has its

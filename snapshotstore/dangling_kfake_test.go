@@ -32,8 +32,8 @@ func TestTxnCommitChecksThePreviousTransactionAfterADisconnect(t *testing.T) {
 	if n := len(checks()); n != 0 {
 		t.Fatalf("%d checks without a closed connection, want 0", n)
 	}
-	if p.last == nil || p.last.DataEpoch < 0 || len(p.lastParts) == 0 {
-		t.Fatalf("previous transaction not recorded: %+v %v", p.last, p.lastParts)
+	if p.last == nil || p.last.DataEpoch < 0 || len(p.last.parts) == 0 {
+		t.Fatalf("previous transaction not recorded: %+v", p.last)
 	}
 	p.disc.n.Add(1) // what kgo's HookBrokerDisconnect does when a connection closes
 	commit(3)

@@ -11,7 +11,7 @@ import (
 )
 
 func TestDecideDangling(t *testing.T) {
-	last := LastTxn{ProducerID: 4, DataEpoch: 13, EpochAfter: 14, Committed: true}
+	last := LastTxn{ProducerID: 4, DataEpoch: 13, EpochAfter: 14}
 	open := &OpenTxn{ProducerID: 4, Epoch: 13, StartOffset: 273}
 	done := CoordinatorView{Known: true, TxnID: "ledger-ledger-1", ProducerID: 4, Epoch: 14, State: "CompleteCommit"}
 	with := func(f func(*CoordinatorView)) CoordinatorView { c := done; f(&c); return c }
@@ -47,7 +47,7 @@ func TestDecideDangling(t *testing.T) {
 	}
 	// Transaction version 1 keeps the epoch: the running transaction's own
 	// records look the same, so no marker.
-	v1 := LastTxn{ProducerID: 4, DataEpoch: 13, EpochAfter: 13, Committed: true}
+	v1 := LastTxn{ProducerID: 4, DataEpoch: 13, EpochAfter: 13}
 	v1co := with(func(c *CoordinatorView) { c.Epoch = 13; c.State = "Ongoing" })
 	if v := DecideDangling(v1, -1, open, v1co, true); v.Action != DanglingNone {
 		t.Errorf("version 1, offset unknown: got %v (%s), want none", v.Action, v.Reason)
@@ -107,7 +107,7 @@ func (r *recordingOps) writeMarker(_ context.Context, o OpenTxn, commit bool, pa
 // the previous transaction and the partition still holds it open; it waits
 // while the markers are being written, and writes nothing then.
 func TestCheckDanglingWritesOnlyTheMissingMarker(t *testing.T) {
-	last := LastTxn{ProducerID: 4, DataEpoch: 13, EpochAfter: 14, Committed: true}
+	last := LastTxn{ProducerID: 4, DataEpoch: 13, EpochAfter: 14}
 	snaps := topicPartition{Topic: "ledger-snapshots", Partition: 1}
 	outs := topicPartition{Topic: "ledger-outputs", Partition: 1}
 	offs := topicPartition{Topic: offsetsTopic, Partition: 39}

@@ -129,20 +129,31 @@ func (h *hangingResolver) writeMarkers(ctx context.Context, o OpenTxn, commit bo
 
 // openTxns reads the transactions a partition's leader reports open.
 func (h *hangingResolver) openTxns(ctx context.Context, tp topicPartition) ([]OpenTxn, error) {
+	open, err := h.openTxnsOn(ctx, []topicPartition{tp})
+	return open[tp], err
+}
+
+// openTxnsOn reads the transactions the leaders of parts report open
+// (DescribeProducers: a producer with a current transaction start offset),
+// per partition; the first partition's error fails the read.
+func (h *hangingResolver) openTxnsOn(ctx context.Context, parts []topicPartition) (map[topicPartition][]OpenTxn, error) {
 	s := kadm.TopicsSet{}
-	s.Add(tp.Topic, tp.Partition)
+	for _, tp := range parts {
+		s.Add(tp.Topic, tp.Partition)
+	}
 	dp, err := h.adm.DescribeProducers(ctx, s)
 	if err != nil {
-		return nil, fmt.Errorf("describe producers of %s[%d]: %w", tp.Topic, tp.Partition, err)
+		return nil, fmt.Errorf("describe producers: %w", err)
 	}
-	var out []OpenTxn
+	out := map[topicPartition][]OpenTxn{}
 	for _, p := range dp.SortedPartitions() {
 		if p.Err != nil {
-			return nil, fmt.Errorf("describe producers of %s[%d]: %w", tp.Topic, tp.Partition, p.Err)
+			return nil, fmt.Errorf("describe producers of %s[%d]: %w", p.Topic, p.Partition, p.Err)
 		}
+		tp := topicPartition{Topic: p.Topic, Partition: p.Partition}
 		for _, pr := range p.ActiveProducers.Sorted() {
 			if pr.CurrentTxnStartOffset >= 0 {
-				out = append(out, OpenTxn{ProducerID: pr.ProducerID, Epoch: pr.ProducerEpoch,
+				out[tp] = append(out[tp], OpenTxn{ProducerID: pr.ProducerID, Epoch: pr.ProducerEpoch,
 					CoordinatorEpoch: pr.CoordinatorEpoch, StartOffset: pr.CurrentTxnStartOffset})
 			}
 		}
@@ -166,6 +177,13 @@ func (h *hangingResolver) coordinatorView(ctx context.Context, pid int64, tp top
 	if id == "" {
 		return CoordinatorView{}
 	}
+	return h.describeTxn(ctx, id, tp)
+}
+
+// describeTxn reads the coordinator's view of the transactional id id
+// (HasPartition: tp is in its transaction); a failed read is carried in
+// DescribeError.
+func (h *hangingResolver) describeTxn(ctx context.Context, id string, tp topicPartition) CoordinatorView {
 	dt, err := h.adm.DescribeTransactions(ctx, id)
 	if err != nil {
 		return CoordinatorView{DescribeError: fmt.Errorf("describe transaction %q: %w", id, err)}
@@ -174,9 +192,8 @@ func (h *hangingResolver) coordinatorView(ctx context.Context, pid int64, tp top
 	if !ok || d.Err != nil {
 		return CoordinatorView{DescribeError: fmt.Errorf("describe transaction %q: %v", id, d.Err)}
 	}
-	has := d.Topics.Lookup(tp.Topic, tp.Partition)
 	return CoordinatorView{Known: true, TxnID: id, ProducerID: d.ProducerID, Epoch: d.ProducerEpoch,
-		State: d.State, HasPartition: has}
+		State: d.State, HasPartition: d.Topics.Lookup(tp.Topic, tp.Partition)}
 }
 
 // hangingOutcome finds where a hanging transaction is still open (every

@@ -43,24 +43,14 @@ type txnPartition struct {
 	abortFailed bool
 	// The dangling-marker check (dangling.go), on Commit's goroutine:
 	// disc counts the clients' closed broker connections; checked is its
-	// count at the last check; last and lastParts are the previous
-	// committed transaction and the partitions it wrote; pending is the
-	// running one's, promoted to last when it commits; offsetsTP caches
-	// the group's __consumer_offsets partition.
+	// count at the last check; last is the previous committed transaction;
+	// pending is the running one, promoted to last when it commits;
+	// offsetsTP caches the group's __consumer_offsets partition.
 	disc      *disconnectCounter
 	checked   int64
-	last      *LastTxn
-	lastParts map[topicPartition]int64
-	pending   *pendingTxn
+	last      *committedTxn
+	pending   *committedTxn
 	offsetsTP *topicPartition
-}
-
-// pendingTxn is the running transaction as the dangling-marker check needs
-// it once it commits.
-type pendingTxn struct {
-	producerID int64
-	epoch      int16
-	parts      map[topicPartition]int64
 }
 
 func (k *Kafka) openTxn(ctx context.Context, p PartitionInfo) (Partition, error) {
@@ -306,7 +296,6 @@ func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetad
 		}
 	}
 	t.pending = nil
-	t.checkDangling(ctx)
 	if err := t.cl.BeginTransaction(); err != nil {
 		return meta, fmt.Errorf("%s: begin transaction: %w", t.info, classify(err))
 	}
@@ -406,7 +395,7 @@ func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetad
 			return meta, err
 		}
 	}
-	t.pending = &pendingTxn{producerID: pid, epoch: epoch, parts: writtenPartitions(recs)}
+	t.pending = &committedTxn{LastTxn: LastTxn{ProducerID: pid, DataEpoch: epoch, EpochAfter: epoch}, parts: writtenPartitions(recs)}
 	if err := t.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		// Every write is acknowledged and EndTxn(commit) may have reached
 		// the coordinator: the outcome is unknown, not "not committed"
