@@ -186,8 +186,8 @@ func (p *partition) admitHeld(ctx actor.Context) {
 // heldKeys is the FIFO of the keys not loaded, waiting for the live-key
 // budget; each is an entry of the partition's key map (keyEntry.held) with
 // its records in pending, in offset order. One map for loaded and held keys:
-// a key that waits costs one map insert, where a map of its own cost four
-// more operations per key at a million keys.
+// a key that waits costs no map operation of its own (its slot takes the
+// entry), where a map of its own cost four per key at a million keys.
 type heldKeys struct {
 	order []*keyEntry
 	head  int

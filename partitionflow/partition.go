@@ -141,25 +141,37 @@ const (
 
 // keyGroup is one key's records of a batch (records).
 type keyGroup struct {
-	key  string
-	n    int // its records in the batch
-	recs []*kgo.Record
+	key   string
+	slot  *keySlot
+	fresh bool // the key's first batch: no snapshot in its slot
+	n     int  // its records in the batch
+	recs  []*kgo.Record
 }
 
 // keySlot is a key of the partition's key map: loaded or held (e), or cold
 // (e nil: cold is the persisted snapshot of a key without an actor). One
-// map for every key the partition knows: a key's load, hold and unload
-// each cost one map operation, where separate maps cost five at a million
-// keys.
+// map for every key the partition knows, of pointers: a key's hold, load
+// and unload change its slot in place (keyEntry.slot), and routing a batch
+// finds a key's group through it (batch, group), so a key costs one map
+// lookup per batch and one insert in its life. At a million keys each map
+// write was a hash and a probe of a table far out of cache, the batch's own
+// key → group map as many again, and the map's growth moved 72-byte slots.
+// 64 bytes: a key first seen in the batch being routed (no snapshot yet)
+// is told by its group (keyGroup.fresh), not by a field here.
 type keySlot struct {
 	e    *keyEntry
 	cold coldSnap
+	// The batch (partition.batchN) the key was last routed in, and its
+	// group there.
+	batch uint32
+	group int32
 }
 
 // keyEntry is a key with an actor (pid set), or held (waiting for the
 // live-key budget to load it, its records in pending).
 type keyEntry struct {
-	key string
+	key  string
+	slot *keySlot // its slot in the partition's key map
 	// cold is the key's persisted snapshot (nil: none) while held, handed
 	// to its actor at the load.
 	cold      *coldSnap
@@ -210,7 +222,7 @@ type partition struct {
 	phase   string
 	txn     *actor.PID
 	tracker *OffsetTracker
-	keys    map[string]keySlot     // loaded, held and cold keys
+	keys    map[string]*keySlot    // loaded, held and cold keys
 	loaded  int                    // the loaded ones (an actor each)
 	coldN   int                    // the cold ones
 	lru     lruList                // loaded keys not unloading, most recently active first
@@ -221,7 +233,8 @@ type partition struct {
 	dirty   []*keyEntry
 	waiting []*kgo.Record // batches received while recovering
 	// records' per-batch grouping, reused (emptied after each batch)
-	byKey  map[string]int // key → index in groups
+	batchN uint32    // batches routed (keySlot.batch)
+	slots  []keySlot // the rest of the array new keys' slots are cut from (newSlot)
 	groups []keyGroup
 	routed []*kgo.Record
 	gidx   []int32
@@ -297,7 +310,7 @@ func newPartition(cfg Config) *partition {
 		phase:     phaseRecovering,
 		tracker:   NewOffsetTracker(cfg.AssignedOffset),
 		idle:      newIdleFlush(cfg.IdleFlushAfter),
-		keys:      map[string]keySlot{},
+		keys:      map[string]*keySlot{},
 		committed: cfg.AssignedOffset,
 		requested: cfg.AssignedOffset,
 	}
@@ -333,7 +346,7 @@ func (p *partition) Receive(ctx actor.Context) {
 	case *keyactor.Unloaded:
 		p.unloaded(ctx, m)
 	case *keyactor.Busy:
-		if e := p.keys[m.Key].e; e != nil && !e.held {
+		if e := p.loadedOrHeld(m.Key); e != nil && !e.held {
 			if e.evicted {
 				p.markDirty(e) // the persist ticks skipped it while evicted
 			}

@@ -2,6 +2,7 @@ package partitionflow
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -22,12 +23,19 @@ func (p *partition) recovered(ctx actor.Context, m *recovered) {
 	}
 	p.coldSrc = coldSource(m.snaps)
 	if len(p.keys) == 0 { // no key loads before recovery: sized for the snapshots
-		p.keys = make(map[string]keySlot, len(m.snaps))
+		p.keys = make(map[string]*keySlot, len(m.snaps))
 	}
 	p.recoveredN = len(m.snaps)
 	p.phase = phaseRunning
+	// One array for the recovered keys' slots: they live as long as the
+	// partition (no key leaves its map), and a million allocations cost
+	// more than the array.
+	slots, i := make([]keySlot, len(m.snaps)), 0
 	for k, s := range m.snaps {
-		p.keys[k] = keySlot{cold: toCold(s, p.coldSrc)}
+		sl := &slots[i]
+		i++
+		*sl = keySlot{cold: toCold(s, p.coldSrc)}
+		p.keys[k] = sl
 		p.coldN++
 		if at, ok := s.NextTimer(); ok {
 			p.ctimers.add(k, at)
@@ -71,16 +79,15 @@ func (p *partition) coldDue(ctx actor.Context) {
 	for _, t := range p.ctimers.due(time.Now()) {
 		// A held key loads at its admission (its overdue timers fire after
 		// those records); a loaded one's entry is stale.
-		s, ok := p.keys[t.key]
-		if !ok || s.e != nil {
+		s := p.keys[t.key]
+		if s == nil || s.e != nil {
 			continue
 		}
 		if at, has := s.cold.nextTimer(); !has || !at.Equal(t.at) {
 			continue
 		}
 		p.coldN--
-		c := s.cold
-		e := p.spawnKey(ctx, t.key, nil, &c)
+		e := p.spawnKey(ctx, t.key, s, nil, &s.cold)
 		ctx.Send(e.pid, &keyactor.Wake{})
 	}
 	p.scheduleCold(ctx)
@@ -97,20 +104,15 @@ func (p *partition) records(ctx actor.Context, recs []*kgo.Record) {
 	case p.phase != phaseRunning:
 		return // revoking: the new owner replays
 	}
-	// Reused batch after batch (cleared below): a map per batch, grown
-	// again each time, cost as much as the routing itself at a million keys.
-	// byKey indexes groups; a lookup by string(r.Key) does not allocate, so
-	// a key's string is made once per batch, not once per record.
-	if p.byKey == nil {
-		p.byKey = map[string]int{}
-	}
-	// routed and gidx (reused too) list the records routed to keys and
-	// each one's group: the groups then share one array per batch, cut
-	// after counting, instead of a slice grown per key (an allocation per
-	// key per batch at a million keys).
-	byKey, groups, routed, gidx := p.byKey, p.groups[:0], p.routed[:0], p.gidx[:0]
+	// routed and gidx (reused batch after batch) list the records routed to
+	// keys and each one's group: the groups then share one array per batch,
+	// cut after counting, instead of a slice grown per key (an allocation
+	// per key per batch at a million keys). A key's group is found through
+	// its slot (keySlot.batch, group): one lookup of the key map per record.
+	p.nextBatch()
+	batch := p.batchN
+	groups, routed, gidx := p.groups[:0], p.routed[:0], p.gidx[:0]
 	defer func() {
-		clear(byKey)
 		clear(groups)
 		clear(routed)
 		p.groups, p.routed, p.gidx = groups[:0], routed[:0], gidx[:0]
@@ -143,24 +145,33 @@ func (p *partition) records(ctx actor.Context, recs []*kgo.Record) {
 			p.fail(ctx, fmt.Errorf("%s[%d] offset %d: key %q is reserved for actorflow's own snapshot records", r.Topic, r.Partition, r.Offset, r.Key))
 			return
 		}
-		var (
-			i  int
-			ok bool
-		)
+		var s *keySlot
 		if keyless {
-			i, ok = byKey[snapshotstore.KeylessKey]
+			s = p.keys[snapshotstore.KeylessKey]
 		} else {
-			i, ok = byKey[string(r.Key)]
+			s = p.keys[string(r.Key)] // a lookup by string(r.Key) does not allocate
 		}
-		if !ok {
-			k := snapshotstore.KeylessKey
-			if !keyless {
+		if s == nil || s.batch != batch {
+			// The key's first record in this batch. Its string is made
+			// once per batch, and only for a key without an entry.
+			var k string
+			switch {
+			case keyless:
+				k = snapshotstore.KeylessKey
+			case s != nil && s.e != nil:
+				k = s.e.key
+			default:
 				k = string(r.Key)
 			}
-			i = len(groups)
-			byKey[k] = i
-			groups = append(groups, keyGroup{key: k})
+			fresh := s == nil
+			if fresh { // never seen: its slot, neither loaded nor cold until dispatched
+				s = p.newSlot()
+				p.keys[k] = s
+			}
+			s.batch, s.group = batch, int32(len(groups))
+			groups = append(groups, keyGroup{key: k, slot: s, fresh: fresh})
 		}
+		i := int(s.group)
 		groups[i].n++
 		routed = append(routed, r)
 		gidx = append(gidx, int32(i))
@@ -182,7 +193,7 @@ func (p *partition) records(ctx actor.Context, recs []*kgo.Record) {
 	p.unfolded.Add(int64(len(routed))) // before the keys can fold them
 	for _, g := range groups {
 		rs := g.recs
-		e := p.dispatch(ctx, g.key, rs)
+		e := p.dispatch(ctx, g, rs)
 		p.tracker.Dispatch(&e.hold, rs[0].Offset, rs[len(rs)-1].Offset)
 	}
 }
@@ -191,29 +202,28 @@ func (p *partition) records(ctx actor.Context, recs []*kgo.Record) {
 // admits it, else holding the records until it does (livekeys.go). A key
 // with records held takes new ones behind them: its records reach it in
 // offset order.
-func (p *partition) dispatch(ctx actor.Context, k string, rs []*kgo.Record) *keyEntry {
-	s, known := p.keys[k]
+func (p *partition) dispatch(ctx actor.Context, g keyGroup, rs []*kgo.Record) *keyEntry {
+	k, s := g.key, g.slot
+	cold := !g.fresh // e nil: the slot keeps the key's persisted snapshot
 	e := s.e
 	switch {
 	case e == nil && !p.admits():
 		// A copy: rs shares its batch's array, which a held key would pin,
 		// and with it every record of the batch, for as long as it waits.
-		e = &keyEntry{key: k, held: true, pending: slices.Clone(rs)}
-		if known { // cold: its snapshot waits with it
-			c := s.cold // a copy: only a cold key's escapes
-			e.cold = &c
+		e = &keyEntry{key: k, slot: s, held: true, pending: slices.Clone(rs)}
+		if cold { // its snapshot waits with it, in its slot
+			e.cold = &s.cold
 			p.coldN--
 		}
-		p.keys[k] = keySlot{e: e}
+		s.e = e
 		p.held.push(e)
 	case e == nil:
-		var cold *coldSnap
-		if known {
-			c := s.cold // a copy: only a cold key's escapes
-			cold = &c
+		var snap *coldSnap
+		if cold {
+			snap = &s.cold
 			p.coldN--
 		}
-		e = p.spawnKey(ctx, k, rs, cold)
+		e = p.spawnKey(ctx, k, s, rs, snap)
 	case e.held:
 		e.pending = append(e.pending, rs...)
 	default:
@@ -238,9 +248,9 @@ func (p *partition) deliver(ctx actor.Context, e *keyEntry, rs []*kgo.Record) {
 // with its first records rs (nil: none, e.g. a load to fire due timers): a
 // pooled actor gets them in its Load, a new one in a Deliver after its
 // spawn.
-func (p *partition) spawnKey(ctx actor.Context, k string, rs []*kgo.Record, cold *coldSnap) *keyEntry {
-	e := &keyEntry{key: k, cold: cold}
-	p.keys[k] = keySlot{e: e}
+func (p *partition) spawnKey(ctx actor.Context, k string, s *keySlot, rs []*kgo.Record, cold *coldSnap) *keyEntry {
+	e := &keyEntry{key: k, slot: s, cold: cold}
+	s.e = e
 	p.load(ctx, e, rs)
 	return e
 }
@@ -253,6 +263,9 @@ func (p *partition) load(ctx actor.Context, e *keyEntry, rs []*kgo.Record) {
 		s := e.cold.snapshot(k, p.coldSrc)
 		snap = &s
 		e.cold = nil
+		// The actor has it now: the slot lets go of the bytes (an unload
+		// hands back the snapshot of the moment).
+		e.slot.cold = coldSnap{}
 	}
 	pid := p.pool.take()
 	if pid != nil {
@@ -281,12 +294,48 @@ func (p *partition) load(ctx actor.Context, e *keyEntry, rs []*kgo.Record) {
 func (p *partition) entry(k string, tag any) *keyEntry {
 	e, _ := tag.(*keyEntry)
 	if e == nil {
-		e = p.keys[k].e
+		e = p.loadedOrHeld(k)
 	}
 	if e == nil || e.pid == nil { // held (no actor yet) or unloaded
 		return nil
 	}
 	return e
+}
+
+// newSlot is a new key's slot, cut from an array of slotChunk: no key
+// leaves the map, so the arrays are never partly garbage, and a key costs
+// no allocation of its own.
+func (p *partition) newSlot() *keySlot {
+	if len(p.slots) == 0 {
+		p.slots = make([]keySlot, slotChunk)
+	}
+	s := &p.slots[0]
+	p.slots = p.slots[1:]
+	return s
+}
+
+const slotChunk = 256
+
+// nextBatch numbers the batch about to be routed. Every 2³² batches (some
+// fifty days at a thousand a second) the slots' batch numbers are reset,
+// so that a key last routed that long ago never finds a stale group.
+func (p *partition) nextBatch() {
+	if p.batchN == math.MaxUint32 {
+		for _, s := range p.keys {
+			s.batch = 0
+		}
+		p.batchN = 0
+	}
+	p.batchN++
+}
+
+// loadedOrHeld is k's entry: loaded (or unloading) or held; nil for a cold
+// or unknown key.
+func (p *partition) loadedOrHeld(k string) *keyEntry {
+	if s := p.keys[k]; s != nil {
+		return s.e
+	}
+	return nil
 }
 
 // markDirty lists e for the next persist tick's Flush.
@@ -344,7 +393,8 @@ func (p *partition) unloaded(ctx actor.Context, m *keyactor.Unloaded) {
 		e.cold = &cc
 		p.load(ctx, e, rs) // marks it dirty, as flushPending would
 	} else {
-		p.keys[m.Key] = keySlot{cold: c}
+		s := e.slot
+		s.e, s.cold = nil, c
 		p.coldN++
 		if e.hold.Holding() && p.phase == phaseRunning {
 			// The key reports its records settled before it unloads
@@ -520,10 +570,18 @@ func (p *partition) query(ctx actor.Context, m *KeyQuery) {
 		}
 		return
 	}
-	s, ok := p.keys[m.Key]
-	switch e := s.e; {
+	s := p.keys[m.Key]
+	var e *keyEntry
+	if s != nil {
+		e = s.e
+	}
+	switch {
 	case e == nil:
-		p.answerCold(q, s.cold.snapshot(m.Key, p.coldSrc), ok)
+		if s == nil {
+			p.answerCold(q, snapshotstore.Snapshot{}, false)
+		} else {
+			p.answerCold(q, s.cold.snapshot(m.Key, p.coldSrc), true)
+		}
 	case e.held: // its records wait: its persisted snapshot, if any
 		if e.cold != nil {
 			p.answerCold(q, e.cold.snapshot(m.Key, p.coldSrc), true)
