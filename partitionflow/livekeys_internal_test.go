@@ -2,6 +2,7 @@ package partitionflow
 
 import (
 	"fmt"
+	"math"
 	"testing"
 	"time"
 )
@@ -156,5 +157,26 @@ func TestIdleSweepTrimsThePool(t *testing.T) {
 	}
 	if n := h.stopped.Load(); n != budget+slack-keyPoolCap {
 		t.Fatalf("%d key actors stopped by the trim, want %d", n, budget+slack-keyPoolCap)
+	}
+}
+
+// Batch numbers wrap after 2³² batches: a slot last routed in batch 1, long
+// before the wrap, must not look routed in the new batch 1 (its stale group
+// would send the key's records to another key's group).
+func TestNextBatchForgetsOldBatchesAtTheWrap(t *testing.T) {
+	p := &partition{keys: map[string]*keySlot{}, batchN: math.MaxUint32 - 1}
+	old, recent := p.newSlot(), p.newSlot()
+	p.keys["old"], p.keys["recent"] = old, recent
+	old.batch, old.group = 1, 7
+	p.nextBatch()
+	recent.batch = p.batchN
+	p.nextBatch()
+	if p.batchN != 1 {
+		t.Fatalf("batch %d after the wrap, want 1", p.batchN)
+	}
+	for k, s := range p.keys {
+		if s.batch == p.batchN {
+			t.Fatalf("key %q looks routed in batch %d, which has not been routed yet", k, p.batchN)
+		}
 	}
 }
