@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 )
@@ -178,4 +180,28 @@ func TestCheckDanglingWritesOnlyTheMissingMarker(t *testing.T) {
 			t.Fatalf("err %v: want context.Canceled", err)
 		}
 	})
+}
+
+// writtenPartitions keeps each written partition's last offset, partitions
+// told apart by topic and number, however the records interleave.
+func TestWrittenPartitionsKeepsEachPartitionsLastOffset(t *testing.T) {
+	rec := func(topic string, p int32, off int64) *kgo.Record {
+		return &kgo.Record{Topic: topic, Partition: p, Offset: off}
+	}
+	got := writtenPartitions([]*kgo.Record{
+		rec("snaps", 3, 10), rec("snaps", 3, 11), rec("out", 3, 5), rec("out", 1, 7),
+		rec("out", 3, 9), rec("snaps", 3, 12), rec("out", 1, 6), rec("out", 0, 2),
+	})
+	want := map[topicPartition]int64{
+		{Topic: "snaps", Partition: 3}: 12,
+		{Topic: "out", Partition: 3}:   9,
+		{Topic: "out", Partition: 1}:   7,
+		{Topic: "out", Partition: 0}:   2,
+	}
+	if !maps.Equal(got, want) {
+		t.Fatalf("written %v, want %v", got, want)
+	}
+	if got := writtenPartitions(nil); len(got) != 0 {
+		t.Fatalf("no records wrote %v", got)
+	}
 }
