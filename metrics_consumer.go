@@ -6,17 +6,22 @@ import (
 )
 
 // metricsConsumer decorates the supervisor's view of the consumer to count
-// processed records (WithMetrics): Processed is the backpressure release,
-// called once per input record done with, so it counts without a hook in
-// the key actors.
+// processed records (WithMetrics): a Releaser's release is the backpressure
+// release, called once per input record done with, so it counts without a
+// hook in the key actors. The partition's counter is looked up once per
+// assignment, not per release.
 type metricsConsumer struct {
 	actors.Consumer
 	m *metrics
 }
 
-func (c metricsConsumer) Processed(tp coordinator.TopicPartition, n int) {
-	if n > 0 {
-		c.m.processed.WithLabelValues(tp.Topic, partitionLabel(tp.Partition)).Add(float64(n))
+func (c metricsConsumer) Releaser(tp coordinator.TopicPartition) func(n int) {
+	processed := c.m.processed.WithLabelValues(tp.Topic, partitionLabel(tp.Partition))
+	release := c.Consumer.Releaser(tp)
+	return func(n int) {
+		if n > 0 {
+			processed.Add(float64(n))
+		}
+		release(n)
 	}
-	c.Consumer.Processed(tp, n)
 }

@@ -25,7 +25,9 @@ type Consumer interface {
 	// it was assigned under.
 	PartitionMetadata(tp coordinator.TopicPartition) (snapshotstore.GroupMetadata, error)
 	CommitOffset(ctx context.Context, tp coordinator.TopicPartition, offset int64) error
-	Processed(tp coordinator.TopicPartition, n int)
+	// Releaser is the function releasing records of tp's in-flight budget
+	// (backpressure) for the assignment being started.
+	Releaser(tp coordinator.TopicPartition) func(n int)
 }
 
 // SupervisorConfig configures a Supervisor.
@@ -183,7 +185,7 @@ func (s *Supervisor) Start(_ context.Context, assigned map[coordinator.TopicPart
 		cfg := s.cfg.Partition
 		cfg.Topic, cfg.Partition, cfg.AssignedOffset = tp.Topic, tp.Partition, off
 		cfg.Store, cfg.Handler = store, s.cfg.Handler
-		cfg.OnProcessed = func(n int) { s.cons.Processed(tp, n) }
+		cfg.OnProcessed = s.cons.Releaser(tp)
 		cfg.OnStopped = func(err error) { s.stopped(tp, h, err) }
 		if cfg.Logger == nil {
 			cfg.Logger = s.log

@@ -1,17 +1,40 @@
 package coordinator
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // FlowControl bounds the records in flight (delivered, not yet processed) per
 // partition. Add reports when a partition crosses the high mark and must be
 // paused; Done when it falls to the low mark (half) and may resume. The
 // caller pauses and resumes inside the callbacks, under FlowControl's lock,
 // so decisions and kgo calls cannot interleave. Pure logic: no kgo here.
+//
+// Each tracked partition's accounting is a Budget: the processors release
+// records through it (Budget.Done) with an atomic add, taking the lock only
+// to resume. Done by partition name took the lock and three map operations
+// per key delivery, from every key actor of the process (~2 % of the
+// worker's CPU at a million keys, most of it the lock's cache line moving
+// between cores).
 type FlowControl struct {
-	mu       sync.Mutex
-	high     int
-	inflight map[TopicPartition]int
-	paused   map[TopicPartition]bool
+	mu    sync.Mutex
+	high  int
+	parts map[TopicPartition]*Budget
+}
+
+// testHookCrossedMark runs in Add between the add that crossed the high
+// mark and the pause: a test releases there, as a key actor can.
+var testHookCrossedMark func(*Budget)
+
+// Budget is one tracked partition's in-flight accounting, from its Track to
+// its Remove (a Track again starts a new Budget: releases through the old
+// one are ignored, as records of a partition's earlier assignment must be).
+type Budget struct {
+	fc       *FlowControl
+	inflight atomic.Int64
+	paused   atomic.Bool // written under fc.mu
+	removed  bool        // under fc.mu
 }
 
 // TopicPartition names a partition.
@@ -25,48 +48,90 @@ func NewFlowControl(high int) *FlowControl {
 	if high <= 0 {
 		high = 1
 	}
-	return &FlowControl{high: high, inflight: map[TopicPartition]int{}, paused: map[TopicPartition]bool{}}
+	return &FlowControl{high: high, parts: map[TopicPartition]*Budget{}}
 }
 
 // Add accounts n delivered records; pause runs when tp must stop fetching.
 func (f *FlowControl) Add(tp TopicPartition, n int, pause func()) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if _, ok := f.inflight[tp]; !ok {
+	b := f.parts[tp]
+	if b == nil {
 		return // not tracked (revoked while its fetch was being handed over)
 	}
-	f.inflight[tp] += n
-	if f.inflight[tp] >= f.high && !f.paused[tp] {
-		f.paused[tp] = true
-		pause()
+	if b.inflight.Add(int64(n)) < int64(f.high) || b.paused.Load() {
+		return
 	}
+	if testHookCrossedMark != nil {
+		testHookCrossedMark(b)
+	}
+	// Paused first, then in flight read again (Budget.Done releases, then
+	// reads paused): a release this pause does not see has seen the pause.
+	b.paused.Store(true)
+	if b.inflight.Load() <= int64(f.high/2) {
+		b.paused.Store(false) // released meanwhile to the low mark: no pause
+		return
+	}
+	pause()
 }
 
-// Done accounts n processed records; resume runs when tp may fetch again.
+// Done accounts n processed records of tp; resume runs when tp may fetch
+// again. Processors hold tp's Budget instead (FlowControl.Budget).
 func (f *FlowControl) Done(tp TopicPartition, n int, resume func()) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	c, ok := f.inflight[tp]
-	if !ok {
-		return // removed (revoked): its accounting is gone
-	}
-	c -= n
-	if c < 0 {
-		c = 0
-	}
-	f.inflight[tp] = c
-	if f.paused[tp] && c <= f.high/2 {
-		delete(f.paused, tp)
-		resume()
+	b := f.parts[tp]
+	f.mu.Unlock()
+	if b != nil {
+		b.Done(n, resume)
 	}
 }
 
-// Track starts accounting for tp (on assignment).
+// Done accounts n processed records; resume runs (under the FlowControl's
+// lock) when the partition was paused and may fetch again. Releasing more
+// than is in flight leaves 0 in flight.
+func (b *Budget) Done(n int, resume func()) {
+	c := b.inflight.Add(-int64(n))
+	for c < 0 && !b.inflight.CompareAndSwap(c, 0) {
+		c = b.inflight.Load()
+	}
+	// Add stores paused before it reads inflight again, and this add comes
+	// before this load: either this release sees the pause (and resumes
+	// under the lock, after pause ran), or the pause sees this release
+	// (Add does not pause then). A resume is never missed.
+	if !b.paused.Load() || c > int64(b.fc.high/2) {
+		return
+	}
+	f := b.fc
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b.maybeResume(resume)
+}
+
+// maybeResume resumes a paused partition at or below the low mark; under
+// fc.mu.
+func (b *Budget) maybeResume(resume func()) {
+	if b.removed || !b.paused.Load() || b.inflight.Load() > int64(b.fc.high/2) {
+		return
+	}
+	b.paused.Store(false)
+	resume()
+}
+
+// Budget returns tp's accounting as tracked now, nil when tp is not tracked.
+func (f *FlowControl) Budget(tp TopicPartition) *Budget {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.parts[tp]
+}
+
+// Track starts accounting for tp (on assignment), with nothing in flight.
 func (f *FlowControl) Track(tp TopicPartition) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.inflight[tp] = 0
-	delete(f.paused, tp)
+	if old := f.parts[tp]; old != nil {
+		old.removed = true
+	}
+	f.parts[tp] = &Budget{fc: f}
 }
 
 // Remove forgets tp (on revoke or loss); resume runs if it was paused, so a
@@ -74,9 +139,14 @@ func (f *FlowControl) Track(tp TopicPartition) {
 func (f *FlowControl) Remove(tp TopicPartition, resume func()) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	delete(f.inflight, tp)
-	if f.paused[tp] {
-		delete(f.paused, tp)
+	b := f.parts[tp]
+	if b == nil {
+		return
+	}
+	delete(f.parts, tp)
+	b.removed = true
+	if b.paused.Load() {
+		b.paused.Store(false)
 		resume()
 	}
 }
@@ -85,12 +155,16 @@ func (f *FlowControl) Remove(tp TopicPartition, resume func()) {
 func (f *FlowControl) InFlight(tp TopicPartition) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.inflight[tp]
+	if b := f.parts[tp]; b != nil {
+		return int(b.inflight.Load())
+	}
+	return 0
 }
 
 // Paused reports whether tp is paused.
 func (f *FlowControl) Paused(tp TopicPartition) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.paused[tp]
+	b := f.parts[tp]
+	return b != nil && b.paused.Load()
 }

@@ -282,3 +282,70 @@ func TestFlowControlAddAfterRemoveDoesNotStrandReassignedPartition(t *testing.T)
 		t.Fatalf("a removed partition was paused by a stale Add")
 	}
 }
+
+// The processors' path: releases through the partition's Budget, from many
+// goroutines, while the poll loop adds; no partition is left paused with
+// nothing in flight, and pauses and resumes alternate.
+func TestBudgetConcurrentReleasesNeverStrandAPausedPartition(t *testing.T) {
+	const (
+		high    = 2
+		workers = 4
+		rounds  = 20000
+	)
+	fc := coordinator.NewFlowControl(high)
+	fc.Track(tp0)
+	b := fc.Budget(tp0)
+	s := &fetchState{t: t}
+	work := make(chan int) // released as soon as added: the race is at the mark
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for n := range work {
+				b.Done(n, s.resume)
+			}
+		})
+	}
+	for i := range rounds {
+		n := 1 + i%2
+		fc.Add(tp0, n, s.pause)
+		work <- n
+	}
+	close(work)
+	wg.Wait()
+	s.check()
+	if fc.InFlight(tp0) != 0 || fc.Paused(tp0) || s.paused {
+		t.Fatalf("after every release: InFlight=%d Paused=%v fetch paused=%v, want 0, false, false", fc.InFlight(tp0), fc.Paused(tp0), s.paused)
+	}
+	if s.pauses != s.resumes {
+		t.Fatalf("%d pauses, %d resumes", s.pauses, s.resumes)
+	}
+	if s.pauses == 0 {
+		t.Fatal("never crossed the high mark: the test exercised nothing")
+	}
+}
+
+// A Budget belongs to one assignment: releases through the Budget of an
+// earlier assignment (its key actors finishing after a revoke) change
+// nothing of the next one.
+func TestBudgetOfAnEarlierAssignmentIsIgnored(t *testing.T) {
+	fc := coordinator.NewFlowControl(4)
+	fc.Track(tp0)
+	old := fc.Budget(tp0)
+	fc.Add(tp0, 4, func() {})
+	fc.Remove(tp0, func() {})
+	fc.Track(tp0)
+	s := &fetchState{t: t}
+	fc.Add(tp0, 4, s.pause)
+	old.Done(4, func() { t.Fatal("a release of the earlier assignment resumed the new one") })
+	if fc.InFlight(tp0) != 4 || !fc.Paused(tp0) {
+		t.Fatalf("InFlight=%d Paused=%v, want 4, true", fc.InFlight(tp0), fc.Paused(tp0))
+	}
+	if fc.Budget(coordinator.TopicPartition{Topic: "in", Partition: 9}) != nil {
+		t.Fatal("a Budget for a partition never tracked")
+	}
+	fc.Budget(tp0).Done(2, s.resume)
+	if s.resumes != 1 || fc.Paused(tp0) {
+		t.Fatalf("at the low mark: %d resumes, Paused=%v; want 1, false", s.resumes, fc.Paused(tp0))
+	}
+	s.check()
+}

@@ -267,7 +267,28 @@ func (c *Consumer) Processed(tp TopicPartition, n int) {
 	if n == 0 {
 		return
 	}
-	c.fc.Done(tp, n, func() { c.cl.ResumeFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}}) })
+	c.fc.Done(tp, n, c.resumer(tp))
+}
+
+// Releaser returns the function that releases records of tp's in-flight
+// budget as tp is assigned now (call it after the assignment started it):
+// an atomic add per call (FlowControl's Budget). Releases of an earlier
+// assignment's records, through its own Releaser, are ignored.
+func (c *Consumer) Releaser(tp TopicPartition) func(n int) {
+	b := c.fc.Budget(tp)
+	if b == nil { // not tracked: Processed finds nothing either
+		return func(int) {}
+	}
+	resume := c.resumer(tp)
+	return func(n int) {
+		if n > 0 {
+			b.Done(n, resume)
+		}
+	}
+}
+
+func (c *Consumer) resumer(tp TopicPartition) func() {
+	return func() { c.cl.ResumeFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}}) }
 }
 
 // FlowControl exposes the backpressure accounting (status, tests).
