@@ -23,6 +23,8 @@ import (
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // childCommand is the first argument that makes the bench binary run one
@@ -314,6 +316,9 @@ func newWorker(a childArgs, processed *atomic.Int64) (*actorflow.Worker, *kgo.Cl
 		actorflow.WithClientOpts(childKgoLog()...),
 		actorflow.WithMaxWritesPerTransaction(a.maxWrites),
 	}
+	if l := childWorkerLog(); l != nil {
+		opts = append(opts, actorflow.WithLogger(l))
+	}
 	if a.maxInFlight > 0 {
 		opts = append(opts, actorflow.WithMaxInFlight(a.maxInFlight))
 	}
@@ -555,6 +560,18 @@ const childKgoLogEnv = "ACTORFLOW_BENCH_KGO_LOG"
 
 // childKgoLog is the workers' kgo logger (stderr, timestamped) when the
 // parent ran with --kgo-log, else nothing.
+// childWorkerLog is the workers' own logger at debug level, to stderr with
+// the kgo log's timestamps, when the parent ran with --kgo-log debug (the
+// worker's phases beside its clients' requests); else nil (the default).
+func childWorkerLog() *zap.Logger {
+	if os.Getenv(childKgoLogEnv) != "debug" {
+		return nil
+	}
+	enc := zap.NewDevelopmentEncoderConfig()
+	enc.EncodeTime = zapcore.TimeEncoderOfLayout("15:04:05.000000")
+	return zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.Lock(os.Stderr), zapcore.DebugLevel))
+}
+
 func childKgoLog() []kgo.Opt {
 	var lvl kgo.LogLevel
 	switch os.Getenv(childKgoLogEnv) {
