@@ -5,6 +5,7 @@ import (
 	"math"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 func lruKeys(l *lruList, byPtr map[*keyEntry]string) []string {
@@ -178,5 +179,13 @@ func TestNextBatchForgetsOldBatchesAtTheWrap(t *testing.T) {
 		if s.batch == p.batchN {
 			t.Fatalf("key %q looks routed in batch %d, which has not been routed yet", k, p.batchN)
 		}
+	}
+}
+
+// A key's slot stays in the 64-byte size class: a million cold keys keep
+// one each (keySlot's comment).
+func TestKeySlotIs64Bytes(t *testing.T) {
+	if n := unsafe.Sizeof(keySlot{}); n != 64 {
+		t.Fatalf("keySlot is %d bytes, want 64", n)
 	}
 }
