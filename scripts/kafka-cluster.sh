@@ -185,7 +185,8 @@ java_opts() {
   local heap=($HEAP)
   printf '%s\n' "${heap[@]}" -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 \
     -XX:+ExplicitGCInvokesConcurrent -Djava.awt.headless=true \
-    "-Dlog4j2.configurationFile=$STATE/log4j2.properties" "-Dkafka.root.loglevel=$LOGLEVEL"
+    "-Dlog4j2.configurationFile=$STATE/log4j2.properties" "-Dkafka.root.loglevel=$LOGLEVEL" \
+    -Dlog4j2.shutdownHookEnabled=false # a stopped node logs its whole shutdown (see scripts/kafka-image/entrypoint.sh)
 }
 
 format_node() {

@@ -103,6 +103,11 @@ JAVA_OPTS=(
   -XX:+ExplicitGCInvokesConcurrent -Djava.awt.headless=true
   "-Dlog4j2.configurationFile=$LOG4J_CONFIG"
   "-Dkafka.root.loglevel=${KAFKA_LOG4J_ROOT_LOGLEVEL:-WARN}"
+  # log4j 2 stops its appenders from a JVM shutdown hook of its own, which races Kafka's: a broker
+  # stopped with SIGTERM logged nothing of its shutdown ("Unable to register Log4j shutdown hook
+  # because JVM is shutting down"), e.g. the transaction coordinator's last markers. Without the
+  # hook the console appender (unbuffered) keeps writing until the JVM exits.
+  -Dlog4j2.shutdownHookEnabled=false
   ${KAFKA_OPTS:-}
 )
 CP="$KAFKA_HOME/libs/*"
