@@ -558,8 +558,6 @@ func (s *memSampler) stop() (heap, total, goroutines int64) {
 // childKgoLogEnv carries --kgo-log to the E2E children.
 const childKgoLogEnv = "ACTORFLOW_BENCH_KGO_LOG"
 
-// childKgoLog is the workers' kgo logger (stderr, timestamped) when the
-// parent ran with --kgo-log, else nothing.
 // childWorkerLog is the workers' own logger at debug level, to stderr with
 // the kgo log's timestamps, when the parent ran with --kgo-log debug (the
 // worker's phases beside its clients' requests); else nil (the default).
@@ -572,6 +570,8 @@ func childWorkerLog() *zap.Logger {
 	return zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.Lock(os.Stderr), zapcore.DebugLevel))
 }
 
+// childKgoLog is the workers' kgo logger (stderr, timestamped) when the
+// parent ran with --kgo-log, else nothing.
 func childKgoLog() []kgo.Opt {
 	var lvl kgo.LogLevel
 	switch os.Getenv(childKgoLogEnv) {
