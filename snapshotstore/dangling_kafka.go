@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sort"
 	"sync/atomic"
 	"time"
@@ -270,34 +271,29 @@ func (t *txnPartition) committed(ctx context.Context) {
 }
 
 // writtenPartitions maps the partitions of recs (produced: each has its
-// partition and offset) to the offset of their last record.
-// It runs on every commit: a transaction writes few partitions (its
-// snapshot partition, its outputs'), so the maxima are kept in a short list
-// searched from the last hit, and the map is built once from it (a map
-// operation per record was ~2 % of the worker's CPU at a million keys with
-// an output per event).
+// partition and offset) to the offset of their last record. It runs on
+// every commit: a transaction writes few partitions (its snapshot
+// partition, its outputs'), so the maxima are kept in a short list looked up
+// only when the partition changes from the record before, and the map is
+// built once from it (a map operation per record was ~0.8 % of the worker's
+// CPU at a million keys with an output per event).
 func writtenPartitions(recs []*kgo.Record) map[topicPartition]int64 {
 	type written struct {
 		tp  topicPartition
 		off int64
 	}
-	var (
-		ws   []written
-		last int
-	)
+	var ws []written
+	last := -1
 	for _, r := range recs {
-		i := last
-		if i >= len(ws) || ws[i].tp.Partition != r.Partition || ws[i].tp.Topic != r.Topic {
-			for i = 0; i < len(ws) && (ws[i].tp.Partition != r.Partition || ws[i].tp.Topic != r.Topic); i++ {
+		tp := topicPartition{Topic: r.Topic, Partition: r.Partition}
+		if last < 0 || ws[last].tp != tp {
+			last = slices.IndexFunc(ws, func(w written) bool { return w.tp == tp })
+			if last < 0 {
+				last = len(ws)
+				ws = append(ws, written{tp: tp, off: r.Offset})
 			}
-			if i == len(ws) {
-				ws = append(ws, written{tp: topicPartition{Topic: r.Topic, Partition: r.Partition}, off: r.Offset})
-			}
-			last = i
 		}
-		if r.Offset > ws[i].off {
-			ws[i].off = r.Offset
-		}
+		ws[last].off = max(ws[last].off, r.Offset)
 	}
 	out := make(map[topicPartition]int64, len(ws))
 	for _, w := range ws {
