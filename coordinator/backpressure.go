@@ -33,8 +33,9 @@ var testHookCrossedMark func(*Budget)
 type Budget struct {
 	fc       *FlowControl
 	inflight atomic.Int64
-	paused   atomic.Bool // written under fc.mu
-	removed  bool        // under fc.mu
+	// paused is written under fc.mu; a Budget no longer tracked is never
+	// paused (Track and Remove clear it), so its releases resume nothing.
+	paused atomic.Bool
 }
 
 // TopicPartition names a partition.
@@ -110,7 +111,7 @@ func (b *Budget) Done(n int, resume func()) {
 // maybeResume resumes a paused partition at or below the low mark; under
 // fc.mu.
 func (b *Budget) maybeResume(resume func()) {
-	if b.removed || !b.paused.Load() || b.inflight.Load() > int64(b.fc.high/2) {
+	if !b.paused.Load() || b.inflight.Load() > int64(b.fc.high/2) {
 		return
 	}
 	b.paused.Store(false)
@@ -129,7 +130,7 @@ func (f *FlowControl) Track(tp TopicPartition) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if old := f.parts[tp]; old != nil {
-		old.removed = true
+		old.paused.Store(false)
 	}
 	f.parts[tp] = &Budget{fc: f}
 }
@@ -144,7 +145,6 @@ func (f *FlowControl) Remove(tp TopicPartition, resume func()) {
 		return
 	}
 	delete(f.parts, tp)
-	b.removed = true
 	if b.paused.Load() {
 		b.paused.Store(false)
 		resume()

@@ -262,33 +262,21 @@ func (c *Consumer) GroupMetadata() (snapshotstore.GroupMetadata, error) { return
 // Tracker returns the group-metadata tracker.
 func (c *Consumer) Tracker() *GroupMetadataTracker { return c.meta }
 
-// Processed releases n records of tp's in-flight budget.
-func (c *Consumer) Processed(tp TopicPartition, n int) {
-	if n == 0 {
-		return
-	}
-	c.fc.Done(tp, n, c.resumer(tp))
-}
-
 // Releaser returns the function that releases records of tp's in-flight
 // budget as tp is assigned now (call it after the assignment started it):
 // an atomic add per call (FlowControl's Budget). Releases of an earlier
 // assignment's records, through its own Releaser, are ignored.
 func (c *Consumer) Releaser(tp TopicPartition) func(n int) {
 	b := c.fc.Budget(tp)
-	if b == nil { // not tracked: Processed finds nothing either
+	if b == nil { // not tracked: nothing of tp is accounted either
 		return func(int) {}
 	}
-	resume := c.resumer(tp)
+	resume := func() { c.cl.ResumeFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}}) }
 	return func(n int) {
 		if n > 0 {
 			b.Done(n, resume)
 		}
 	}
-}
-
-func (c *Consumer) resumer(tp TopicPartition) func() {
-	return func() { c.cl.ResumeFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}}) }
 }
 
 // FlowControl exposes the backpressure accounting (status, tests).
