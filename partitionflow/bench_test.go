@@ -228,3 +228,51 @@ func BenchmarkOffsetTracker(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkFreshKeys measures the life of a key that is seen once (the E2E
+// run at a million keys, where nearly every event meets a key not loaded):
+// held, loaded, folded, persisted, evicted to its snapshot's bytes, with the
+// default live-key budget, through a store that persists nothing. One op is
+// one event of a new key; the clock stops when every one is committable.
+// At most window records are sent ahead of the folds, as the consumer's
+// in-flight budget would.
+//
+//	go test ./partitionflow -run '^$' -bench FreshKeys -benchtime 1000000x -count 5
+func BenchmarkFreshKeys(b *testing.B) {
+	const batch, window = 500, 20_000
+	var n atomic.Int64
+	done := make(chan struct{})
+	folded := make(chan struct{}, window)
+	fold := countingFold(&n, int64(b.N), done)
+	paced := func(c *keyflow.Context, s *state64, r *kgo.Record) (*state64, error) {
+		folded <- struct{}{}
+		return fold(c, s, r)
+	}
+	status, send, stop := spawnBench(b, keyflow.New(paced, keyflow.WithMaxIdle(0)), 100*time.Millisecond)
+	defer stop()
+	var batches []*partitionflow.Records
+	for off := 0; off < b.N; off += batch {
+		recs := make([]*kgo.Record, 0, batch)
+		for i := off; i < min(off+batch, b.N); i++ {
+			recs = append(recs, &kgo.Record{Topic: topic, Offset: int64(i), Key: []byte("key-" + strconv.Itoa(i))})
+		}
+		batches = append(batches, &partitionflow.Records{Records: recs})
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	sent := 0
+	for _, r := range batches {
+		for ; sent+len(r.Records) > window; sent-- {
+			<-folded
+		}
+		send(r)
+		sent += len(r.Records)
+	}
+	// No more receives: at most window folds were not received, and the
+	// channel holds that many.
+	<-done
+	for status().Committable < int64(b.N) {
+		time.Sleep(time.Millisecond)
+	}
+	b.StopTimer()
+}
