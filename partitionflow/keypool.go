@@ -22,37 +22,38 @@ const keyPoolCap = 256
 // pooled, stay within what the budget lets it load (budget + leavingSlack).
 // A pool of 256 stopped most of them and spawned as many again (six
 // allocations per event more at a million keys).
-type keyPool struct{ pids []*actor.PID }
+type keyPool struct{ actors []*keyMailbox }
 
-// take returns an empty key actor, or nil when none is pooled.
-func (k *keyPool) take() *actor.PID {
-	n := len(k.pids)
+// take returns an empty key actor (by its mailbox: keyEntry.mb), or nil
+// when none is pooled.
+func (k *keyPool) take() *keyMailbox {
+	n := len(k.actors)
 	if n == 0 {
 		return nil
 	}
-	pid := k.pids[n-1]
-	k.pids[n-1] = nil
-	k.pids = k.pids[:n-1]
-	return pid
+	mb := k.actors[n-1]
+	k.actors[n-1] = nil
+	k.actors = k.actors[:n-1]
+	return mb
 }
 
-// put pools pid, the actor of a key that just unloaded, or stops it when
+// put pools mb's actor, that of a key that just unloaded, or stops it when
 // the pool holds room actors already (at least keyPoolCap).
-func (k *keyPool) put(ctx actor.Context, pid *actor.PID, room int) {
-	if len(k.pids) >= max(room, keyPoolCap) {
-		ctx.Stop(pid)
+func (k *keyPool) put(ctx actor.Context, mb *keyMailbox, room int) {
+	if len(k.actors) >= max(room, keyPoolCap) {
+		ctx.Stop(mb.pid)
 		return
 	}
-	k.pids = append(k.pids, pid)
+	k.actors = append(k.actors, mb)
 }
 
 // trim stops the pooled actors beyond keyPoolCap: called at every idle
 // sweep, so a burst's actors are not kept for ever once the load is gone.
 func (k *keyPool) trim(ctx actor.Context) {
-	for len(k.pids) > keyPoolCap {
-		ctx.Stop(k.take())
+	for len(k.actors) > keyPoolCap {
+		ctx.Stop(k.take().pid)
 	}
-	if cap(k.pids) > 4*keyPoolCap {
-		k.pids = append([]*actor.PID(nil), k.pids...)
+	if cap(k.actors) > 4*keyPoolCap {
+		k.actors = append([]*keyMailbox(nil), k.actors...)
 	}
 }

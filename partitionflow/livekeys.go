@@ -105,7 +105,7 @@ func (p *partition) evict(ctx actor.Context, e *keyEntry) {
 	p.lru.remove(e)
 	e.unloading, e.evicted = true, true
 	p.evictions++
-	ctx.Send(e.pid, evictMsg)
+	e.send(evictMsg)
 }
 
 // evictAtTick runs before the persist tick's flushes. While keys wait for

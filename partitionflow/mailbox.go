@@ -31,6 +31,9 @@ type keyMailbox struct {
 	invoker    actor.MessageInvoker
 	dispatcher actor.Dispatcher
 	process    func() // processMessages, bound once
+	// pid is the actor's: a key actor is known to its partition by its
+	// mailbox (keyEntry.mb), which it posts into.
+	pid *actor.PID
 }
 
 const (
@@ -38,7 +41,7 @@ const (
 	mbRunning
 )
 
-func newKeyMailbox() actor.Mailbox {
+func newKeyMailbox() *keyMailbox {
 	m := &keyMailbox{}
 	// The user ring keeps its first two slots; a burst's larger buffer, and
 	// the system ring's (system messages are rare), go once they empty.

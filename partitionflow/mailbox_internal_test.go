@@ -86,7 +86,7 @@ func TestKeyMailboxDeliversEveryMessageInEachSendersOrder(t *testing.T) {
 // system messages until resumed.
 func TestKeyMailboxSystemFirstAndSuspension(t *testing.T) {
 	inv := &recordingInvoker{done: make(chan struct{}), want: 2}
-	m := newKeyMailbox().(*keyMailbox)
+	m := newKeyMailbox()
 	m.RegisterHandlers(inv, goDispatcher{})
 	// Posted while "running", so that no turn starts before all are queued.
 	m.status.Store(mbRunning)

@@ -88,7 +88,7 @@ func (p *partition) coldDue(ctx actor.Context) {
 		}
 		p.coldN--
 		e := p.spawnKey(ctx, t.key, s, nil, &s.cold)
-		ctx.Send(e.pid, &keyactor.Wake{})
+		e.send(&keyactor.Wake{})
 	}
 	p.scheduleCold(ctx)
 }
@@ -241,7 +241,7 @@ func (p *partition) deliver(ctx actor.Context, e *keyEntry, rs []*kgo.Record) {
 		e.pending = append(e.pending, rs...)
 		return
 	}
-	ctx.Send(e.pid, &keyactor.Deliver{Records: rs})
+	e.send(&keyactor.Deliver{Records: rs})
 }
 
 // spawnKey loads k (from the snapshot the partition keeps for it, if any)
@@ -267,19 +267,22 @@ func (p *partition) load(ctx actor.Context, e *keyEntry, rs []*kgo.Record) {
 		// hands back the snapshot of the moment).
 		e.slot.cold = coldSnap{}
 	}
-	pid := p.pool.take()
-	if pid != nil {
+	if mb := p.pool.take(); mb != nil {
+		e.mb = mb
 		// Before any other message to it: one sender, in order.
-		ctx.Send(pid, &keyactor.Load{Key: k, Tag: e, Snapshot: snap, Deliver: keyactor.Deliver{Records: rs}})
+		e.send(&keyactor.Load{Key: k, Tag: e, Snapshot: snap, Deliver: keyactor.Deliver{Records: rs}})
 	} else {
-		p.spawnName, p.spawnSnap, p.spawnTag = k, snap, e
-		pid = ctx.Spawn(p.keyProps)
-		p.spawnName, p.spawnSnap, p.spawnTag = "", nil, nil
+		// The mailbox is made first: the actor's producer hands it to the
+		// actor (its own sends), the mailbox producer to protoactor.
+		e.mb = newKeyMailbox()
+		p.spawnName, p.spawnSnap, p.spawnTag, p.spawnMB = k, snap, e, e.mb
+		e.mb.pid = ctx.Spawn(p.keyProps)
+		p.spawnName, p.spawnSnap, p.spawnTag, p.spawnMB = "", nil, nil, nil
 		if len(rs) > 0 {
-			ctx.Send(pid, &keyactor.Deliver{Records: rs})
+			e.send(&keyactor.Deliver{Records: rs})
 		}
 	}
-	e.pid, e.active = pid, p.sweep
+	e.active = p.sweep
 	p.loaded++
 	p.lru.pushFront(e)
 	if len(rs) > 0 {
@@ -296,7 +299,7 @@ func (p *partition) entry(k string, tag any) *keyEntry {
 	if e == nil {
 		e = p.loadedOrHeld(k)
 	}
-	if e == nil || e.pid == nil { // held (no actor yet) or unloaded
+	if e == nil || e.mb == nil { // held (no actor yet) or unloaded
 		return nil
 	}
 	return e
@@ -353,7 +356,7 @@ func (p *partition) markDirty(e *keyEntry) {
 // offset forever.
 func (p *partition) flushPending(ctx actor.Context, e *keyEntry) {
 	if len(e.pending) > 0 {
-		ctx.Send(e.pid, &keyactor.Deliver{Records: e.pending})
+		e.send(&keyactor.Deliver{Records: e.pending})
 		e.pending = nil
 		p.markDirty(e)
 	}
@@ -369,9 +372,9 @@ func (p *partition) unloaded(ctx actor.Context, m *keyactor.Unloaded) {
 	p.loaded--
 	p.lru.remove(e)
 	if p.env.Reuse {
-		p.pool.put(ctx, e.pid, p.poolRoom()) // empty now, not stopped
+		p.pool.put(ctx, e.mb, p.poolRoom()) // empty now, not stopped
 	}
-	e.pid = nil
+	e.mb = nil
 	c := toCold(m.Snapshot, p.coldSrc)
 	for _, q := range e.queries {
 		p.answerCold(q, m.Snapshot, true)
@@ -474,7 +477,7 @@ func (p *partition) onTick(ctx actor.Context, kind int) {
 			if e.active != p.sweep && !e.hold.Holding() {
 				e.unloading = true
 				p.lru.remove(e)
-				ctx.Send(e.pid, &keyactor.Unload{})
+				e.send(&keyactor.Unload{})
 			}
 			e = next
 		}
@@ -491,8 +494,8 @@ func (p *partition) persistDirty(ctx actor.Context) {
 	for i, e := range p.dirty {
 		// An evicted key persists all it has by itself (Unload{Evict});
 		// if it stays after all (Busy), it is marked dirty again.
-		if e.pid != nil && !e.evicted { // not held, not unloaded
-			ctx.Send(e.pid, flush)
+		if e.mb != nil && !e.evicted { // not held, not unloaded
+			e.send(flush)
 		}
 		e.dirty = false
 		p.dirty[i] = nil
@@ -591,7 +594,7 @@ func (p *partition) query(ctx actor.Context, m *KeyQuery) {
 	case e.unloading:
 		e.queries = append(e.queries, q)
 	default:
-		ctx.Send(e.pid, q)
+		e.send(q)
 	}
 }
 

@@ -26,17 +26,17 @@ func (k *Core) produce(rec *kgo.Record, at int64) { k.produceVia(k.cfg.Output, r
 // produceVia is produce through the producer cl (a dead letter's).
 func (k *Core) produceVia(cl *kgo.Client, rec *kgo.Record, at int64) {
 	k.addOutput(at)
-	self, sys, topic := k.self, k.env.System, rec.Topic
+	self, topic := k.toSelf(), rec.Topic
 	ctx, cancel := context.WithTimeout(context.Background(), k.cfg.OutputTimeout)
 	stop := context.AfterFunc(ctx, func() {
-		sys.Root.Send(self, &outputAck{offset: at, topic: topic, err: context.DeadlineExceeded, timedOut: true})
+		self.send(&outputAck{offset: at, topic: topic, err: context.DeadlineExceeded, timedOut: true})
 	})
 	cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
 		if stop() {
 			// An error after our deadline is the deadline (kgo failed the
 			// buffered record through ctx), even if AfterFunc lost the race.
 			timedOut := err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded)
-			sys.Root.Send(self, &outputAck{offset: at, topic: topic, err: err, timedOut: timedOut})
+			self.send(&outputAck{offset: at, topic: topic, err: err, timedOut: timedOut})
 		}
 		cancel()
 	})
