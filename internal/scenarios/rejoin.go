@@ -42,6 +42,13 @@ const (
 	rejoinHeartbeat        = 500 * time.Millisecond
 	// rejoinSettle bounds every wait for the group to move.
 	rejoinSettle = 60 * time.Second
+	// revokeBoundRebalanceTimeout is RevokeFlushOutlivesTeardownBound's:
+	// A's revoke returns at the teardown bound and its acknowledgement must
+	// still reach the coordinator within the rebalance timeout. At 3 s (a
+	// bound of 2 s) a CI run under load missed it once: the coordinator
+	// fenced A, A lost its other partition unflushed, and B was given that
+	// one while A's held flush was of the first (B never ran it).
+	revokeBoundRebalanceTimeout = 6 * time.Second
 )
 
 // rejoinOpts are the options of both workers; prefix is the worker's own
@@ -219,7 +226,7 @@ func RevokeFlushOutlivesTeardownBound(t *testing.T, brokers []string, mode snaps
 	watch, storeA := watchedKafka(t, brokers, snaps, mode, group+"-A")
 	var foldsA atomic.Int64
 	a := StartWorker(t, countingFlow(&foldsA), brokers, group, input, snaps, mode, append(rejoinOpts(proto, group+"-A"),
-		actorflow.WithStore(storeA),
+		actorflow.WithStore(storeA), actorflow.WithRebalanceTimeout(revokeBoundRebalanceTimeout),
 		actorflow.WithPersistEvery(time.Hour), actorflow.WithCommitOffsetsInterval(time.Hour))...)
 	t.Cleanup(watch.openGate) // before A's Stop
 	testkit.Eventually(t, rejoinSettle, "A folded the first 400 events", func() (bool, string) {
@@ -227,7 +234,8 @@ func RevokeFlushOutlivesTeardownBound(t *testing.T, brokers []string, mode snaps
 	})
 
 	watch.armGate()
-	b := StartWorker(t, ledger.Flow(), brokers, group, input, snaps, mode, rejoinOpts(proto, group+"-B")...)
+	b := StartWorker(t, ledger.Flow(), brokers, group, input, snaps, mode,
+		append(rejoinOpts(proto, group+"-B"), actorflow.WithRebalanceTimeout(revokeBoundRebalanceTimeout))...)
 	var px coordinator.TopicPartition
 	var blocked commitRecord
 	testkit.Eventually(t, rejoinSettle, "B runs a partition whose revoke A returned from at the teardown bound, its flush held", func() (bool, string) {
