@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/actorflow/actorflow/internal/keyactor"
 	"github.com/asynkron/protoactor-go/actor"
 )
 
@@ -34,6 +35,9 @@ type keyMailbox struct {
 	// pid is the actor's: a key actor is known to its partition by its
 	// mailbox (keyEntry.mb), which it posts into.
 	pid *actor.PID
+	// load is the Load the partition sends this actor each time it takes
+	// it from the pool (partition.load).
+	load *keyactor.Load
 }
 
 const (

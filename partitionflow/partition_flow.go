@@ -269,8 +269,14 @@ func (p *partition) load(ctx actor.Context, e *keyEntry, rs []*kgo.Record) {
 	}
 	if mb := p.pool.take(); mb != nil {
 		e.mb = mb
+		// One Load per actor, not per load (keyactor.Load): the actor read
+		// the last one before its Unloaded, which came before this take.
+		if mb.load == nil {
+			mb.load = new(keyactor.Load)
+		}
+		*mb.load = keyactor.Load{Key: k, Tag: e, Snapshot: snap, Deliver: keyactor.Deliver{Records: rs}}
 		// Before any other message to it: one sender, in order.
-		e.send(&keyactor.Load{Key: k, Tag: e, Snapshot: snap, Deliver: keyactor.Deliver{Records: rs}})
+		e.send(mb.load)
 	} else {
 		// The mailbox is made first: the actor's producer hands it to the
 		// actor (its own sends), the mailbox producer to protoactor.

@@ -118,6 +118,9 @@ type keyActor[S any] struct {
 	// persisted is the actor's Persist callback (maybePersist), kept across
 	// the keys it serves.
 	persisted func(error)
+	// unloadedMsg is the actor's Unloaded under Env.Reuse, kept across the
+	// keys it serves (unload).
+	unloadedMsg *Unloaded
 }
 
 func (a *keyActor[S]) Receive(ctx actor.Context) {
@@ -233,7 +236,21 @@ func (a *keyActor[S]) unload(ctx actor.Context) {
 		ctx.Send(ctx.Parent(), &Busy{Key: a.key})
 		return
 	}
-	ctx.Send(ctx.Parent(), &Unloaded{Key: a.key, Tag: a.tag, Snapshot: snap, Settled: a.settled()})
+	var m *Unloaded
+	if !a.env.Reuse {
+		m = new(Unloaded)
+	} else {
+		// One message per actor, not per unload (an allocation of 144 B
+		// per key at a million keys): the partition has read the last one
+		// before it sends this actor the Load of another key, which comes
+		// before this actor's next Unloaded.
+		if a.unloadedMsg == nil {
+			a.unloadedMsg = new(Unloaded)
+		}
+		m = a.unloadedMsg
+	}
+	*m = Unloaded{Key: a.key, Tag: a.tag, Snapshot: snap, Settled: a.settled()}
+	ctx.Send(ctx.Parent(), m)
 	if !a.env.Reuse {
 		ctx.Stop(ctx.Self())
 		return
@@ -247,11 +264,11 @@ func (a *keyActor[S]) unload(ctx actor.Context) {
 }
 
 // reset clears the key's state, keeping what belongs to the actor across
-// the keys it serves: its flow, env, Persist callback, mailbox and the flow's
-// handle.
+// the keys it serves: its flow, env, Persist callback, mailbox, Unloaded
+// message and the flow's handle.
 func (a *keyActor[S]) reset() {
-	flow, env, persisted, ext, mb := a.flow, a.env, a.persisted, a.ext, a.mb
-	*a = keyActor[S]{flow: flow, persisted: persisted}
+	flow, env, persisted, ext, mb, unl := a.flow, a.env, a.persisted, a.ext, a.mb, a.unloadedMsg
+	*a = keyActor[S]{flow: flow, persisted: persisted, unloadedMsg: unl}
 	a.env, a.ext, a.mb = env, ext, mb
 }
 

@@ -88,7 +88,9 @@ type FlushDone struct {
 // Unloaded answers Unload: the key stopped (or, with Env.Reuse, its actor
 // is empty and waits for a Load); Snapshot is its persisted state for the
 // next load, with its pending timers (the partition loads the key again when
-// the first is due).
+// the first is due). Under Env.Reuse an actor sends the same Unloaded every
+// time it unloads: its receiver reads it before it sends that actor another
+// Load and keeps no pointer to it.
 type Unloaded struct {
 	Key      string
 	Tag      any // the key's tag (Core.SetTag, Load.Tag); nil: none
@@ -103,7 +105,9 @@ type Unloaded struct {
 // actor ignores every message: they were sent to the key it unloaded.
 // Deliver is the key's first batch (empty: none), handled right after the
 // load: a load is nearly always for records, and one message fewer per
-// loaded key counts at a million keys.
+// loaded key counts at a million keys. The partition sends an actor the
+// same Load every time (one per actor, not per load): the actor reads it in
+// its turn and keeps no pointer to it.
 type Load struct {
 	Key      string
 	Tag      any // echoed in the key's Progress and Unloaded
