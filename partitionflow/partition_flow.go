@@ -368,7 +368,15 @@ func (p *partition) flushPending(ctx actor.Context, e *keyEntry) {
 	}
 }
 
-func (p *partition) unloaded(ctx actor.Context, m *keyactor.Unloaded) {
+func (p *partition) unloaded(ctx actor.Context, um *keyactor.Unloaded) {
+	// The actor keeps this Unloaded for its next one: what it points to
+	// (the entry, the snapshot's bytes) must not stay pinned until then.
+	// Cleared now, before this handler can send the actor (pooled below)
+	// its next Load and Unload: it writes the message again on that
+	// Unload.
+	mv := *um
+	*um = keyactor.Unloaded{}
+	m := &mv
 	e := p.entry(m.Key, m.Tag)
 	if e == nil || e.held {
 		return

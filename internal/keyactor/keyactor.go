@@ -130,6 +130,10 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 			if len(m.Records) > 0 {
 				a.onDeliver(ctx, &m.Deliver)
 			}
+			// The partition keeps this Load for the actor's next one:
+			// what it points to (the poll batch's records, the entry, the
+			// snapshot) must not stay pinned until then.
+			*m = Load{}
 		}
 		return
 	}

@@ -90,7 +90,8 @@ type FlushDone struct {
 // next load, with its pending timers (the partition loads the key again when
 // the first is due). Under Env.Reuse an actor sends the same Unloaded every
 // time it unloads: its receiver reads it before it sends that actor another
-// Load and keeps no pointer to it.
+// Load and keeps no pointer to it, and clears it once read (the actor keeps it,
+// and what it points to, until its next unload).
 type Unloaded struct {
 	Key      string
 	Tag      any // the key's tag (Core.SetTag, Load.Tag); nil: none
@@ -107,7 +108,8 @@ type Unloaded struct {
 // load: a load is nearly always for records, and one message fewer per
 // loaded key counts at a million keys. The partition sends an actor the
 // same Load every time (one per actor, not per load): the actor reads it in
-// its turn and keeps no pointer to it.
+// its turn, keeps no pointer to it and clears it (the partition keeps it,
+// and what it points to, until the actor's next load).
 type Load struct {
 	Key      string
 	Tag      any // echoed in the key's Progress and Unloaded
