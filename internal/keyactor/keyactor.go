@@ -7,7 +7,9 @@ import (
 	"slices"
 	"sort"
 	"time"
+	"unsafe"
 
+	"github.com/actorflow/actorflow/internal/prefetch"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -429,7 +431,26 @@ func (a *keyActor[S]) fireOverdue(ctx actor.Context) {
 
 func (a *keyActor[S]) deliver(ctx actor.Context, m *Deliver) {
 	defer a.env.Processed(len(m.Records))
-	for _, rec := range m.Records {
+	recs := m.Records
+	if len(recs) > 0 {
+		// The first two records' lines at once: their misses overlap.
+		prefetchRecord(recs[0])
+		if len(recs) > 1 {
+			prefetchRecord(recs[1])
+		}
+		prefetch.Bytes(recs[0].Value, 128)
+	}
+	for i, rec := range recs {
+		// While rec folds, the next records come into the cache: they are
+		// far apart in the batch (internal/prefetch). The record two ahead
+		// (its Value and Offset), the next one's value bytes, whose slice
+		// header came in one fold ago.
+		if i+2 < len(recs) {
+			prefetchRecord(recs[i+2])
+		}
+		if i+1 < len(recs) {
+			prefetch.Bytes(recs[i+1].Value, 128)
+		}
 		if rec.Offset > a.lastSeen {
 			a.lastSeen = rec.Offset
 		}
@@ -837,4 +858,11 @@ func (a *keyActor[S]) query(m *Query) {
 	case m.Reply <- ans:
 	default:
 	}
+}
+
+// prefetchRecord prefetches the lines of r that deliver and a fold read:
+// its Value's slice header and its Offset (kgo.Record is 160 bytes).
+func prefetchRecord(r *kgo.Record) {
+	prefetch.Line(unsafe.Pointer(&r.Value))
+	prefetch.Line(unsafe.Pointer(&r.Offset))
 }
