@@ -82,10 +82,11 @@ endif
 bench-rebalance:
 	ACTORFLOW_ITEST_BENCH=1 ACTORFLOW_ITEST_BENCH_RUNS=$(or $(RUNS),3) ACTORFLOW_ITEST_BENCH_HEARTBEAT=$(HEARTBEAT) scripts/itest.sh -timeout 60m -run TestRebalanceTime
 
-## bench-go: the actor-tree benchmarks (throughput, the life of a key seen once; heap per key takes minutes).
+## bench-go: the actor-tree benchmarks (throughput, the life of a key seen once, keys with several records per batch; heap per key takes minutes).
 bench-go:
 	$(GO) test ./partitionflow -run '^$$' -bench Throughput -benchtime 2000000x -count 3
 	$(GO) test ./partitionflow -run '^$$' -bench FreshKeys -benchtime 1000000x -count 3
+	$(GO) test ./partitionflow -run '^$$' -bench ScatteredKeys -benchtime 2000000x -count 3
 	$(GO) test ./partitionflow -run '^$$' -bench 'HeapPerKey' -benchtime 1x
 
 ## cluster-up: the demo cluster in containers: Kafka, producer, 3 workers (MODE=plain for the plain mode;

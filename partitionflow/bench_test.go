@@ -2,6 +2,7 @@ package partitionflow_test
 
 import (
 	"context"
+	"math/rand/v2"
 	"runtime"
 	"strconv"
 	"sync/atomic"
@@ -278,5 +279,70 @@ func BenchmarkFreshKeys(b *testing.B) {
 	b.StopTimer()
 	// The process's CPU per op: steadier than the wall clock on a shared
 	// 2-core host.
+	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
+}
+
+// BenchmarkScatteredKeys measures the fold path when each key has several
+// records in a poll batch, the 10k-key E2E run's common case: 1 250 keys
+// (one partition's share of 10k) in batches of 8 192 records laid out as kgo
+// decodes them (one []kgo.Record slab and one value buffer per batch, the
+// keys interleaved), so a key's next record is far from its last; the fold
+// reads the record's value, as a decoder does. Two batches in flight. It
+// reports the process's CPU per record.
+//
+//	go test ./partitionflow -run '^$' -bench ScatteredKeys -benchtime 2000000x -count 5
+func BenchmarkScatteredKeys(b *testing.B) {
+	const keys, batch, valueLen = 1_250, 8_192, 100
+	window := 2 * batch
+	var n atomic.Int64
+	done := make(chan struct{})
+	folded := make(chan struct{}, window)
+	fold := countingFold(&n, int64(b.N), done)
+	var sink atomic.Int64
+	reading := func(c *keyflow.Context, s *state64, r *kgo.Record) (*state64, error) {
+		var sum int64
+		for _, v := range r.Value {
+			sum += int64(v)
+		}
+		sink.Add(sum + r.Offset)
+		folded <- struct{}{}
+		return fold(c, s, r)
+	}
+	status, send, stop := spawnBench(b, keyflow.New(reading), 100*time.Millisecond)
+	defer stop()
+	keyNames := make([][]byte, keys)
+	for i := range keyNames {
+		keyNames[i] = []byte("key-" + strconv.Itoa(i))
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	var batches []*partitionflow.Records
+	for off := 0; off < b.N; off += batch {
+		m := min(batch, b.N-off)
+		slab := make([]kgo.Record, m)
+		values := make([]byte, m*valueLen)
+		recs := make([]*kgo.Record, m)
+		for i := range slab {
+			slab[i] = kgo.Record{Topic: topic, Offset: int64(off + i), Key: keyNames[rng.IntN(keys)],
+				Value: values[i*valueLen : (i+1)*valueLen]}
+			recs[i] = &slab[i]
+		}
+		batches = append(batches, &partitionflow.Records{Records: recs})
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := processCPU()
+	sent := 0
+	for _, r := range batches {
+		for ; sent+len(r.Records) > window; sent-- {
+			<-folded
+		}
+		send(r)
+		sent += len(r.Records)
+	}
+	<-done
+	for status().Committable < int64(b.N) {
+		time.Sleep(time.Millisecond)
+	}
+	b.StopTimer()
 	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
 }
