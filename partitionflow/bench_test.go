@@ -259,27 +259,7 @@ func BenchmarkFreshKeys(b *testing.B) {
 		}
 		batches = append(batches, &partitionflow.Records{Records: recs})
 	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	cpu0 := processCPU()
-	sent := 0
-	for _, r := range batches {
-		for ; sent+len(r.Records) > window; sent-- {
-			<-folded
-		}
-		send(r)
-		sent += len(r.Records)
-	}
-	// No more receives: at most window folds were not received, and the
-	// channel holds that many.
-	<-done
-	for status().Committable < int64(b.N) {
-		time.Sleep(time.Millisecond)
-	}
-	b.StopTimer()
-	// The process's CPU per op: steadier than the wall clock on a shared
-	// 2-core host.
-	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
+	runPaced(b, batches, window, folded, done, send, status)
 }
 
 // BenchmarkScatteredKeys measures the fold path when each key has several
@@ -328,6 +308,16 @@ func BenchmarkScatteredKeys(b *testing.B) {
 		}
 		batches = append(batches, &partitionflow.Records{Records: recs})
 	}
+	runPaced(b, batches, window, folded, done, send, status)
+}
+
+// runPaced sends the batches with at most window records not yet folded
+// (each fold receives from folded), waits for every fold (done) and their
+// offsets to be committable, and reports the process's CPU per record
+// (cpu-ns/op): steadier than the wall clock on a shared 2-core host.
+func runPaced(b *testing.B, batches []*partitionflow.Records, window int, folded, done <-chan struct{},
+	send func(*partitionflow.Records), status func() partitionflow.Status) {
+	b.Helper()
 	b.ReportAllocs()
 	b.ResetTimer()
 	cpu0 := processCPU()
@@ -339,6 +329,8 @@ func BenchmarkScatteredKeys(b *testing.B) {
 		send(r)
 		sent += len(r.Records)
 	}
+	// No more receives: at most window folds were not received, and the
+	// channel holds that many.
 	<-done
 	for status().Committable < int64(b.N) {
 		time.Sleep(time.Millisecond)
