@@ -181,14 +181,12 @@ func TestGroupCommitOffsetOnlyCommitForcesTransactionWithoutWrites(t *testing.T)
 	c.g.Complete(f, nil)
 	c.answeredOnce("adv", nil)
 
-	// The same offset again, awaited: still a transaction (the revoke-time
-	// commit must be driven and answered), but not an advance.
+	// The same offset again, awaited (a revoke's final commit): nothing to
+	// commit, answered at once without a transaction.
 	c.commitOffset("again", 15)
-	f = c.next()
-	if len(f.Batch.Writes) != 0 || f.Batch.Offset != 15 || f.Batch.OffsetAdvanced {
-		t.Fatalf("re-commit batch = %+v, want no writes, offset 15, not advanced", f.Batch)
+	if f, ok := c.g.Next(); ok {
+		t.Fatalf("a transaction re-committing offset 15 alone: %+v", f.Batch)
 	}
-	c.g.Complete(f, nil)
 	c.answeredOnce("again", nil)
 
 	// An advance with no waiter is still due.
@@ -268,9 +266,14 @@ func TestGroupCommitOffsetNeverGoesBackwards(t *testing.T) {
 	}
 	c.g.Complete(f, nil)
 
-	// Below the seed, too.
+	// Below the seed, too: nothing to commit, answered at once.
 	c2 := newGCRecorder(t, 0, 100)
 	c2.commitOffset("low", 50)
+	if f, ok := c2.g.Next(); ok {
+		t.Fatalf("a transaction for an offset below the seed: %+v", f.Batch)
+	}
+	c2.answeredOnce("low", nil)
+	c2.add("w")
 	f = c2.next()
 	if f.Batch.Offset != 100 {
 		t.Fatalf("batch offset %d, want the seed 100", f.Batch.Offset)
@@ -615,4 +618,19 @@ func TestGroupCommitByteCapHolds(t *testing.T) {
 	if want := []int{9, 9, 7, 1, 1}; fmt.Sprint(sizes) != fmt.Sprint(want) {
 		t.Fatalf("batch sizes %v, want %v", sizes, want)
 	}
+}
+
+// An offset waiter behind a queued write waits for that write's
+// transaction, even when its offset is committed already.
+func TestOffsetWaiterBehindAWriteWaitsForItsTransaction(t *testing.T) {
+	c := newGCRecorder(t, 0, 5)
+	c.add("a")
+	c.commitOffset("after a write", 5)
+	f := c.next()
+	if len(f.Batch.Writes) != 1 {
+		t.Fatalf("%d writes, want a's", len(f.Batch.Writes))
+	}
+	c.unanswered("after a write")
+	c.g.Complete(f, nil)
+	c.answeredOnce("after a write", nil)
 }
