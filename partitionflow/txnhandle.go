@@ -49,7 +49,9 @@ func (h *TxnHandle) Write(ctx context.Context, s snapshotstore.Snapshot) error {
 }
 
 // CommitOffset advances the committed offset, in a transaction of its own
-// if no write is queued, and blocks for its outcome.
+// if no write is queued, and blocks for its outcome. An offset at or below
+// the committed one, with no write queued, has nothing to commit: it returns
+// nil without a transaction.
 func (h *TxnHandle) CommitOffset(ctx context.Context, offset int64) error {
 	done := make(chan error, 1)
 	h.sys.Root.Send(h.pid, &commitReq{offset: offset, done: func(err error) { done <- err }})
