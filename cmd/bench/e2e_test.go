@@ -40,6 +40,13 @@ func TestSummarizeCountsOnlyValidRunsAndRatesAgainstTheCeiling(t *testing.T) {
 	if txn.Commits != 50 {
 		t.Errorf("txn: %v commits, want 50 (the median of the valid runs' 40 and 60)", txn.Commits)
 	}
+	// Paired by round: 3/4 in round 1, round 2's txn invalid, 4/6 in round 3.
+	if txn.PairedRounds != 2 || txn.RatioPaired != round3((0.75+4.0/6)/2) || txn.RatioPairedMin != round3(4.0/6) || txn.RatioPairedMax != 0.75 {
+		t.Errorf("txn paired: %v [%v–%v] over %d rounds, want the median of 0.75 and 0.667 over 2", txn.RatioPaired, txn.RatioPairedMin, txn.RatioPairedMax, txn.PairedRounds)
+	}
+	if raw.PairedRounds != 0 {
+		t.Errorf("the ceiling paired with itself: %d rounds", raw.PairedRounds)
+	}
 	if out.Rounds != 0 || out.Ratio != 0 || out.Ceiling != sysRawOut {
 		t.Errorf("txn-out without a valid run: %d rounds, ratio %v, ceiling %s", out.Rounds, out.Ratio, out.Ceiling)
 	}

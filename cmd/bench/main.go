@@ -119,6 +119,7 @@ func main() {
 		e2eMaxWr   = flag.Int("e2e-max-writes", 0, "experiment E2E: WithMaxWritesPerTransaction of the actorflow systems (0: the default, partitionflow.DefaultMaxWritesPerTransaction)")
 		e2eMaxIdle = flag.Duration("e2e-max-idle", 0, "experiment E2E: keyflow.WithMaxIdle of the actorflow systems (0: keyflow's default)")
 		e2eBrokerP = flag.String("e2e-broker-pids", "auto", "experiment E2E: local broker processes whose CPU each drain measures (comma-separated pids; auto: every local process running "+brokerMainClass+", with --brokers only — name them when other local brokers run; none: do not measure)")
+		e2eWarmup  = flag.Int("e2e-warmup", 2, "experiment E2E: unmeasured rounds of every system first, at the first key count (a broker's transaction paths take minutes of load to reach their steady cost)")
 		e2eMaxLive = flag.Int("e2e-max-live-keys", 0, "experiment E2E: keyflow.WithMaxLiveKeys of the actorflow systems, per partition (0: keyflow's default; -1: no bound)")
 		latRates   = flag.String("lat-rate", "2000,20000", "experiment L: comma-separated input rates, events/s (each a run of every system)")
 		latWindow  = flag.Duration("lat-duration", 40*time.Second, "experiment L: the measured window of each run")
@@ -198,7 +199,10 @@ func main() {
 		return
 	}
 	if exp == "E2E" {
-		c := e2eConfig{events: *e2eEvents, partitions: *e2eParts, rounds: *runs, persist: *e2ePersist,
+		if *e2eWarmup < 0 {
+			fatalf("--e2e-warmup must not be negative")
+		}
+		c := e2eConfig{events: *e2eEvents, partitions: *e2eParts, rounds: *runs, warmup: *e2eWarmup, persist: *e2ePersist,
 			timeout: *e2eTimeout, maxIdle: *e2eMaxIdle, maxLive: *e2eMaxLive, maxWrites: *e2eMaxWr, maxInFlight: *e2eMaxIF, rf: int16(*rf), verify: *e2eVerify, profileDir: *e2eProfile}
 		c.keys = positiveList("e2e-keys", *e2eKeys)
 		switch *e2eBrokerP {
@@ -234,8 +238,8 @@ func main() {
 			printJSONLines(rows)
 			return
 		}
-		fmt.Printf("# %s; experiment E2E: %d ledger events, %d partitions, persist/commit every %s, median of %d interleaved rounds [range]; children GOGC=%q GOMEMLIMIT=%q max-idle=%s max-live-keys=%d; total %s\n",
-			target, c.events, c.partitions, c.persist, c.rounds, *e2eGOGC, *e2eMemLim, c.maxIdle, c.maxLive, time.Since(started).Round(time.Second))
+		fmt.Printf("# %s; experiment E2E: %d ledger events, %d partitions, persist/commit every %s, median of %d interleaved rounds [range] after %d unmeasured; children GOGC=%q GOMEMLIMIT=%q max-idle=%s max-live-keys=%d; total %s\n",
+			target, c.events, c.partitions, c.persist, c.rounds, c.warmup, *e2eGOGC, *e2eMemLim, c.maxIdle, c.maxLive, time.Since(started).Round(time.Second))
 		printE2E(os.Stdout, rows)
 		return
 	}
