@@ -111,9 +111,13 @@ type e2eRow struct {
 	Ceiling        string  `json:"ceiling"`
 	ShutdownMS     float64 `json:"shutdown_ms"`
 	// The drain's phases (medians): start to first fold, to last fold.
-	FirstFoldS float64  `json:"first_fold_s"`
-	LastFoldS  float64  `json:"last_fold_s"`
-	Notes      []string `json:"notes,omitempty"`
+	FirstFoldS float64 `json:"first_fold_s"`
+	LastFoldS  float64 `json:"last_fold_s"`
+	// TailS is the median over rounds of the drain's end after its last
+	// fold: the last writes' transactions and the offset commit (the raw
+	// pipe: its last produce and commit).
+	TailS float64  `json:"tail_s"`
+	Notes []string `json:"notes,omitempty"`
 }
 
 func runE2E(ctx context.Context, brokers []string, c e2eConfig, log *zap.Logger) ([]e2eRow, error) {
@@ -253,7 +257,7 @@ func summarize(keys int, c e2eConfig, runs map[string][]e2eRun) []e2eRow {
 	drains, best := map[string]float64{}, map[string]float64{}
 	for _, sys := range c.systems {
 		row := e2eRow{Experiment: "E2E", Keys: keys, System: sys, Events: c.events, Ceiling: ceilingOf(sys)}
-		var drain, cpu, host, broker, allocs, rss, heap, shut, first, last, commits []float64
+		var drain, cpu, host, broker, allocs, rss, heap, shut, first, last, tail, commits []float64
 		for _, r := range runs[sys] {
 			if !r.Valid {
 				row.Notes = append(row.Notes, r.Note)
@@ -269,6 +273,7 @@ func summarize(keys int, c e2eConfig, runs map[string][]e2eRun) []e2eRow {
 			shut = append(shut, r.ShutdownMS)
 			first = append(first, r.FirstFoldMS/1000)
 			last = append(last, r.LastFoldMS/1000)
+			tail = append(tail, (r.DrainMS-r.LastFoldMS)/1000)
 			commits = append(commits, float64(r.Commits))
 		}
 		row.Rounds = len(drain)
@@ -278,7 +283,7 @@ func summarize(keys int, c e2eConfig, runs map[string][]e2eRun) []e2eRow {
 			row.CPUPerM, row.RSSMiB, row.RSSMaxMiB = median(cpu), median(rss), slices.Max(rss)
 			row.AllocsPerE, row.HostCPUPerM, row.BrokerCPUPerM = median(allocs), median(host), median(broker)
 			row.HeapMiB, row.ShutdownMS = median(heap), median(shut)
-			row.FirstFoldS, row.LastFoldS = median(first), median(last)
+			row.FirstFoldS, row.LastFoldS, row.TailS = median(first), median(last), median(tail)
 			row.Commits = median(commits)
 			drains[sys], best[sys] = row.DrainS, row.DrainMinS
 		}
@@ -337,8 +342,8 @@ func printE2E(w io.Writer, rows []e2eRow) {
 		if r.Commits > 0 {
 			commits = fmt.Sprintf("%.0f", r.Commits)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%.2f [%.2f–%.2f]\t%.0fk\t%.2f [%.2f; %.2f]\t%.1f\t%s\t%.0f [%.0f]\t%.0f\t%s\t%.2f–%.2f\t%.0f\t%s\n",
-			r.Keys, r.System, r.DrainS, r.DrainMinS, r.DrainMaxS, r.EventsPerS/1000, r.CPUPerM, r.HostCPUPerM, r.BrokerCPUPerM, r.AllocsPerE, commits, r.RSSMiB, r.RSSMaxMiB, r.HeapMiB, ratio, r.FirstFoldS, r.LastFoldS, r.ShutdownMS, valid)
+		fmt.Fprintf(tw, "%d\t%s\t%.2f [%.2f–%.2f]\t%.0fk\t%.2f [%.2f; %.2f]\t%.1f\t%s\t%.0f [%.0f]\t%.0f\t%s\t%.2f–%.2f; %.2f\t%.0f\t%s\n",
+			r.Keys, r.System, r.DrainS, r.DrainMinS, r.DrainMaxS, r.EventsPerS/1000, r.CPUPerM, r.HostCPUPerM, r.BrokerCPUPerM, r.AllocsPerE, commits, r.RSSMiB, r.RSSMaxMiB, r.HeapMiB, ratio, r.FirstFoldS, r.LastFoldS, r.TailS, r.ShutdownMS, valid)
 	}
 	_ = tw.Flush()
 	// The issue's targets, evaluated on these rows.

@@ -12,7 +12,7 @@ import (
 func TestSummarizeCountsOnlyValidRunsAndRatesAgainstTheCeiling(t *testing.T) {
 	c := e2eConfig{events: 1_000_000, systems: []string{sysRaw, sysTxn, sysRawOut, sysTxnOut}}
 	run := func(drainS float64, valid bool, note string) e2eRun {
-		return e2eRun{childResult: childResult{DrainMS: drainS * 1000, CPUSeconds: 2, HostCPUSeconds: 3, Allocs: 17_500_000, Drained: valid, Commits: int64(drainS * 10)}, RSSKiB: 100 << 10, Valid: valid, Note: note}
+		return e2eRun{childResult: childResult{DrainMS: drainS * 1000, LastFoldMS: drainS * 900, CPUSeconds: 2, HostCPUSeconds: 3, Allocs: 17_500_000, Drained: valid, Commits: int64(drainS * 10)}, RSSKiB: 100 << 10, Valid: valid, Note: note}
 	}
 	rows := summarize(10000, c, map[string][]e2eRun{
 		sysRaw:    {run(3, true, ""), run(5, true, ""), run(4, true, "")},
@@ -36,6 +36,9 @@ func TestSummarizeCountsOnlyValidRunsAndRatesAgainstTheCeiling(t *testing.T) {
 	}
 	if txn.CPUPerM != 2 || txn.HostCPUPerM != 3 || txn.RSSMiB != 100 || txn.EventsPerS != 200_000 || txn.AllocsPerE != 17.5 {
 		t.Errorf("txn: %v CPU s per 1M (host %v), %v MiB, %v events/s, %v allocations per event; want 2 (3), 100, 200000, 17.5", txn.CPUPerM, txn.HostCPUPerM, txn.RSSMiB, txn.EventsPerS, txn.AllocsPerE)
+	}
+	if txn.TailS != 0.5 || txn.LastFoldS != 4.5 {
+		t.Errorf("txn: tail %v s after the last fold at %v s, want 0.5 (the median of the valid runs' 0.4 and 0.6) and 4.5", txn.TailS, txn.LastFoldS)
 	}
 	if txn.Commits != 50 {
 		t.Errorf("txn: %v commits, want 50 (the median of the valid runs' 40 and 60)", txn.Commits)
