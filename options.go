@@ -151,7 +151,7 @@ func WithIdleFlush(d time.Duration) Option {
 func WithCommitOffsetsInterval(d time.Duration) Option { return func(c *config) { c.commitEvery = d } }
 
 // WithMaxWritesPerTransaction caps a group commit's records (a snapshot
-// write counts one, plus one per output it carries). Default 16384; the
+// write counts one, plus one per output it carries). Default 65536; the
 // byte cap (WithMaxTransactionBytes) usually ends a transaction first. A
 // write with more outputs than the cap goes alone.
 func WithMaxWritesPerTransaction(n int) Option { return func(c *config) { c.maxWrites = n } }

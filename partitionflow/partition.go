@@ -46,7 +46,7 @@ type Config struct {
 	IdleFlushAfter time.Duration
 	// MaxWritesPerTransaction caps a group commit's records, and
 	// MaxTransactionBytes its bytes. Defaults DefaultMaxWritesPerTransaction
-	// (16384) and DefaultMaxTransactionBytes (4 MiB).
+	// (65536) and DefaultMaxTransactionBytes (4 MiB).
 	MaxWritesPerTransaction int
 	MaxTransactionBytes     int
 	// RevokeTimeout is the revoke budget: a Revoke's flush, its final offset
