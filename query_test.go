@@ -154,8 +154,9 @@ func TestGetLocalHitAbsentKeyAndWrongType(t *testing.T) {
 func TestGetStalenessAndUnloadedKey(t *testing.T) {
 	e := newQueryEnv(t, 2)
 	e.produce(t, 4, "a")
-	// Persisted only every hour: the state lives in memory only.
-	w, _ := e.start(t, countFlow(), actorflow.WithPersistEvery(time.Hour))
+	// Persisted only every hour, and no idle flush (it persists 50 ms after
+	// the input's end): the state lives in memory only.
+	w, _ := e.start(t, countFlow(), actorflow.WithPersistEvery(time.Hour), actorflow.WithIdleFlush(-1))
 	var info actorflow.QueryInfo
 	testkit.Eventually(t, 30*time.Second, "a's 4 records folded", func() (bool, string) {
 		s, i, err := actorflow.Get[Count](ctxFor(t, 5*time.Second), w, "a")

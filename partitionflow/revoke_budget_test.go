@@ -90,12 +90,12 @@ func TestRevokeFitsItsBudgetWhenAWaitNeverEnds(t *testing.T) {
 		stuckKey  bool   // a key's snapshot write sticks (else the final commit)
 		wantLog   string // in the error-level entry
 	}{
-		{"flush stuck, commit honours cancellation", hasKey("stuck"), false, true, "flush"},
-		{"flush stuck, commit ignores cancellation", hasKey("stuck"), true, true, "flush"},
+		{"flush stuck, commit honours cancellation", hasKey("stuck"), false, true, "revoke-time flush did not finish"},
+		{"flush stuck, commit ignores cancellation", hasKey("stuck"), true, true, "revoke-time flush did not finish"},
 		// An offset commit (no writes) sticks: the one the ticks send after
 		// a's write persisted, which the revoke's final commit waits behind.
 		// (A final commit with nothing to commit runs no transaction.)
-		{"final commit stuck", func(b snapshotstore.Batch) bool { return len(b.Writes) == 0 }, false, false, "offset commit"},
+		{"final commit stuck", func(b snapshotstore.Batch) bool { return len(b.Writes) == 0 }, false, false, "revoke-time offset commit did not finish"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			core, logs := observer.New(zapcore.WarnLevel)

@@ -101,8 +101,11 @@ func RejoinAsNewMember(t *testing.T, brokers []string, mode snapshotstore.Mode, 
 	a := StartWorker(t, countingFlow(&foldsA), brokers, group, input, snaps, mode, append(rejoinOpts(proto, group+"-A"),
 		actorflow.WithStore(storeA),
 		// A persists and commits only at revoke (or shutdown): whatever it
-		// holds then is its stale state.
+		// holds then is its stale state. No idle flush either: 50 ms after
+		// A folded the input it would persist and commit everything, and
+		// A's shutdown would then have nothing for the fence to refuse.
 		actorflow.WithPersistEvery(time.Hour), actorflow.WithCommitOffsetsInterval(time.Hour),
+		actorflow.WithIdleFlush(-1),
 		actorflow.WithClientOpts(kgo.Dialer(hold.dial)))...)
 	t.Cleanup(hold.releaseAll) // before A's Stop: cleanups run last-in first-out
 	testkit.Eventually(t, rejoinSettle, "A folded the first 300 events", func() (bool, string) {
@@ -225,9 +228,12 @@ func RevokeFlushOutlivesTeardownBound(t *testing.T, brokers []string, mode snaps
 
 	watch, storeA := watchedKafka(t, brokers, snaps, mode, group+"-A")
 	var foldsA atomic.Int64
+	// No idle flush: it would persist A's folds 50 ms after the input's end,
+	// before any revoke, and the gate would hold that write instead of the
+	// revoke's flush.
 	a := StartWorker(t, countingFlow(&foldsA), brokers, group, input, snaps, mode, append(rejoinOpts(proto, group+"-A"),
 		actorflow.WithStore(storeA), actorflow.WithRebalanceTimeout(revokeBoundRebalanceTimeout),
-		actorflow.WithPersistEvery(time.Hour), actorflow.WithCommitOffsetsInterval(time.Hour))...)
+		actorflow.WithPersistEvery(time.Hour), actorflow.WithCommitOffsetsInterval(time.Hour), actorflow.WithIdleFlush(-1))...)
 	t.Cleanup(watch.openGate) // before A's Stop
 	testkit.Eventually(t, rejoinSettle, "A folded the first 400 events", func() (bool, string) {
 		return foldsA.Load() == 400, fmt.Sprint(foldsA.Load())
@@ -249,6 +255,11 @@ func RevokeFlushOutlivesTeardownBound(t *testing.T, brokers []string, mode snaps
 		}
 		return false, fmt.Sprintf("B runs %v; A's held flushes: %s", running, watch.describeBlocked())
 	})
+	// The held write must be the revoke's flush, not an earlier write of A's.
+	if at, ok := firstEvent(a, px, "stopping"); !ok || blocked.BlockedAt.Before(at) {
+		t.Fatalf("precondition: A's held write of %v (%d writes) began at %s, before its revoke (events: %s): the gate held something other than the revoke-time flush",
+			px, blocked.Writes, blocked.BlockedAt.Format("15:04:05.000"), eventsOf(a, px))
+	}
 	// Since the revoke budget (partitionflow/revoke.go) A's subtree stops
 	// before the teardown bound even while the flush is held: the held
 	// write, detached from cancellation, is what outlives the revoke.
@@ -362,6 +373,16 @@ func eventCount(w *Worker, tp coordinator.TopicPartition, kinds ...string) int {
 		}
 	}
 	return n
+}
+
+// firstEvent returns the time of tp's first event of kind in w.
+func firstEvent(w *Worker, tp coordinator.TopicPartition, kind string) (time.Time, bool) {
+	for _, e := range inspect.Supervisor(w.W).Events() {
+		if e.TP == tp && e.Kind == kind {
+			return e.At, true
+		}
+	}
+	return time.Time{}, false
 }
 
 func stoppedCount(w *Worker, tp coordinator.TopicPartition) int {
