@@ -2,9 +2,11 @@ package scenarios
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/actorflow/actorflow/internal/inspect"
 	"github.com/actorflow/actorflow/internal/ledger"
 	"github.com/actorflow/actorflow/internal/testkit"
 	"github.com/actorflow/actorflow/keyflow"
@@ -15,9 +17,9 @@ import (
 // over 300 accounts, so nearly every delivery loads a key, evicts another
 // (which persists before it leaves) and holds records while too many are
 // leaving — while a second worker joins mid-stream and takes partitions
-// over (revoke with keys evicting and records held). Every account must
-// equal the fold of its input: eviction, admission and the revoke lose and
-// double nothing.
+// over (revoke with keys evicting and records held; the input keeps coming
+// until w1 revoked one). Every account must equal the fold of its input:
+// eviction, admission and the revoke lose and double nothing.
 func LiveKeyBudgetThroughRebalance(t *testing.T, brokers []string, mode snapshotstore.Mode) {
 	input, snaps, group := Topics(t, brokers, 3)
 	exp := ledger.Expected{}
@@ -25,7 +27,27 @@ func LiveKeyBudgetThroughRebalance(t *testing.T, brokers []string, mode snapshot
 	testkit.ProduceLedger(t, brokers, input, gen, 3000, exp)
 	flow := func() keyflow.Handler { return ledger.Flow(keyflow.WithMaxLiveKeys(4)) }
 	w1 := StartWorker(t, flow(), brokers, group, input, snaps, mode)
+	testkit.Eventually(t, time.Minute, "w1 evicting keys", func() (bool, string) {
+		n := evictions(w1)
+		return n > 0, fmt.Sprintf("%d evictions", n)
+	})
 	w2 := StartWorker(t, flow(), brokers, group, input, snaps, mode)
+	// The input keeps coming, paced by w1's evictions, until w1 revokes a
+	// partition to w2: the revoke then finds keys loading, evicting and
+	// held. (Without this, w1 could drain the input before the group
+	// rebalanced, and no revoke met the budget at work.)
+	deadline := time.Now().Add(2 * time.Minute)
+	for revocations(w1) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("w1 revoked no partition within 2 minutes of w2's start")
+		}
+		before := evictions(w1)
+		testkit.ProduceLedger(t, brokers, input, gen, 100, exp)
+		testkit.Eventually(t, time.Minute, "w1 evicting keys for the new records, or revoking", func() (bool, string) {
+			n := evictions(w1)
+			return n > before || revocations(w1) > 0, fmt.Sprintf("%d evictions (were %d)", n, before)
+		})
+	}
 	testkit.ProduceLedger(t, brokers, input, gen, 2000, exp)
 	testkit.WaitCommittedAtEnd(t, brokers, group, input, 2*time.Minute)
 	var evicted int64
@@ -48,4 +70,26 @@ func LiveKeyBudgetThroughRebalance(t *testing.T, brokers []string, mode snapshot
 		}
 	}
 	VerifyLedger(t, brokers, snaps, 3, exp)
+}
+
+// revocations counts the revokes w's supervisor sent its partitions.
+func revocations(w *Worker) int {
+	n := 0
+	for _, e := range inspect.Supervisor(w.W).Events() {
+		if e.Kind == "stopping" {
+			n++
+		}
+	}
+	return n
+}
+
+// evictions sums w's partitions' evictions (Status).
+func evictions(w *Worker) int64 {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var n int64
+	for _, p := range w.W.Status(ctx).Partitions {
+		n += p.Evictions
+	}
+	return n
 }
