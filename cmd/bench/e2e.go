@@ -55,6 +55,7 @@ type e2eConfig struct {
 	maxLive     int           // their keyflow.WithMaxLiveKeys (0: its default; < 0: none)
 	maxInFlight int           // their WithMaxInFlight (0: the default)
 	maxWrites   int           // the actorflow workers' WithMaxWritesPerTransaction (0: its default)
+	maxTxnBytes int           // the actorflow workers' WithMaxTransactionBytes (0: its default)
 	rf          int16
 	verify      bool
 	profileDir  string // heap and CPU profiles of every child, when set
@@ -205,7 +206,7 @@ func runSystem(ctx context.Context, brokers []string, adm *kadm.Client, c e2eCon
 	args := []string{childCommand, "--system", sys, "--brokers", strings.Join(brokers, ","), "--input", input,
 		"--group", group, "--snapshot", snaps, "--output", out, "--txn-prefix", "actorflow-e2e-" + name,
 		"--events", strconv.Itoa(c.events), "--persist", c.persist.String(), "--timeout", c.timeout.String(),
-		"--max-idle", c.maxIdle.String(), "--max-live-keys", strconv.Itoa(c.maxLive), "--max-writes", strconv.Itoa(c.maxWrites),
+		"--max-idle", c.maxIdle.String(), "--max-live-keys", strconv.Itoa(c.maxLive), "--max-writes", strconv.Itoa(c.maxWrites), "--max-txn-bytes", strconv.Itoa(c.maxTxnBytes),
 		"--max-in-flight", strconv.Itoa(c.maxInFlight), "--broker-pids", joinPIDs(c.brokerPIDs)}
 	if c.profileDir != "" {
 		args = append(args, "--heap-profile", filepath.Join(c.profileDir, fmt.Sprintf("heap-%dkeys-%s-%d.pprof", keys, sys, round+1)),

@@ -101,7 +101,7 @@ type childArgs struct {
 	system, input, group, snapshot, output, txnPrefix, heapProfile, cpuProfile string
 	brokers                                                                    []string
 	events                                                                     int64
-	maxWrites                                                                  int
+	maxWrites, maxTxnBytes                                                     int
 	maxInFlight                                                                int
 	persist, timeout, maxIdle                                                  time.Duration
 	maxLive                                                                    int
@@ -126,6 +126,7 @@ func childMain(args []string) int {
 	fs.DurationVar(&a.maxIdle, "max-idle", 0, "keyflow.WithMaxIdle of the flow (0: keyflow's default)")
 	fs.IntVar(&a.maxLive, "max-live-keys", 0, "keyflow.WithMaxLiveKeys of the flow (0: keyflow's default; <0: no bound)")
 	fs.IntVar(&a.maxWrites, "max-writes", 0, "WithMaxWritesPerTransaction (0: the default)")
+	fs.IntVar(&a.maxTxnBytes, "max-txn-bytes", 0, "WithMaxTransactionBytes (0: the default)")
 	fs.IntVar(&a.maxInFlight, "max-in-flight", 0, "WithMaxInFlight (0: the default)")
 	brokerPIDs := fs.String("broker-pids", "", "local broker processes whose CPU the drain is measured on (comma-separated)")
 	_ = fs.Parse(args)
@@ -315,6 +316,7 @@ func newWorker(a childArgs, processed *atomic.Int64) (*actorflow.Worker, *kgo.Cl
 		actorflow.WithCommitOffsetsInterval(a.persist),
 		actorflow.WithClientOpts(childKgoLog()...),
 		actorflow.WithMaxWritesPerTransaction(a.maxWrites),
+		actorflow.WithMaxTransactionBytes(a.maxTxnBytes),
 	}
 	if l := childWorkerLog(); l != nil {
 		opts = append(opts, actorflow.WithLogger(l))

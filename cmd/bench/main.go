@@ -117,6 +117,7 @@ func main() {
 		e2eMemLim  = flag.String("e2e-gomemlimit", "", "experiment E2E: GOMEMLIMIT of the children")
 		e2eMaxIF   = flag.Int("e2e-max-in-flight", 0, "experiment E2E: WithMaxInFlight of the actorflow systems, per partition (0: the default)")
 		e2eMaxWr   = flag.Int("e2e-max-writes", 0, "experiment E2E: WithMaxWritesPerTransaction of the actorflow systems (0: the default, partitionflow.DefaultMaxWritesPerTransaction)")
+		e2eMaxTB   = flag.Int("e2e-max-txn-bytes", 0, "experiment E2E: WithMaxTransactionBytes of the actorflow systems (0: the default, partitionflow.DefaultMaxTransactionBytes)")
 		e2eMaxIdle = flag.Duration("e2e-max-idle", 0, "experiment E2E: keyflow.WithMaxIdle of the actorflow systems (0: keyflow's default)")
 		e2eBrokerP = flag.String("e2e-broker-pids", "auto", "experiment E2E: local broker processes whose CPU each drain measures (comma-separated pids; auto: every local process running "+brokerMainClass+", with --brokers only — name them when other local brokers run; none: do not measure)")
 		e2eWarmup  = flag.Int("e2e-warmup", 2, "experiment E2E: unmeasured rounds of every system first, at the first key count (a broker's transaction paths take minutes of load to reach their steady cost)")
@@ -203,7 +204,7 @@ func main() {
 			fatalf("--e2e-warmup must not be negative")
 		}
 		c := e2eConfig{events: *e2eEvents, partitions: *e2eParts, rounds: *runs, warmup: *e2eWarmup, persist: *e2ePersist,
-			timeout: *e2eTimeout, maxIdle: *e2eMaxIdle, maxLive: *e2eMaxLive, maxWrites: *e2eMaxWr, maxInFlight: *e2eMaxIF, rf: int16(*rf), verify: *e2eVerify, profileDir: *e2eProfile}
+			timeout: *e2eTimeout, maxIdle: *e2eMaxIdle, maxLive: *e2eMaxLive, maxWrites: *e2eMaxWr, maxTxnBytes: *e2eMaxTB, maxInFlight: *e2eMaxIF, rf: int16(*rf), verify: *e2eVerify, profileDir: *e2eProfile}
 		c.keys = positiveList("e2e-keys", *e2eKeys)
 		switch *e2eBrokerP {
 		case "auto":
