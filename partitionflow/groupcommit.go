@@ -33,11 +33,13 @@ import (
 // 65536 records, not 16384 (2026-12-04): with one ~100-byte output per event
 // at 10k keys, 16384 records (~1.6 MB) ended every transaction while 500–900
 // writes waited behind it, so a partition's commits ran a backlog behind its
-// folds to the end of the input. At 65536 the byte cap ends them and each
-// takes the whole queue: the drain's end after its last fold (cmd/bench E2E
-// `tail`) took 0.13–0.35 s (median 0.26) against 0.25–0.50 (0.38), in 48–81
-// transactions per run against 80–92 (10 interleaved pairs, txn-out against
-// raw-out, 10k keys); drains within the host's noise, 1M keys unchanged.
+// folds to the end of the input. At 65536 the byte cap ends them (at some
+// 40 000 records) and the queue is empty after most of them: the drain's end
+// after its last fold (cmd/bench E2E `tail`) took 0.13–0.35 s (median 0.26)
+// against 0.25–0.50 (0.38), in 48–81 transactions per run against 80–92 (10
+// interleaved pairs, txn-out against raw-out, 10k keys); on a 3-node cluster
+// (RF 3) 0.68–2.88 s against 1.58–3.35 (4 pairs). Drains within the host's
+// noise; 1M keys unchanged.
 const (
 	DefaultMaxWritesPerTransaction = 65536
 	DefaultMaxTransactionBytes     = 4 << 20
