@@ -82,8 +82,13 @@ func ConcurrentWrites(t *testing.T, brokers []string, maxWrites int) {
 	switch {
 	case maxWrites == 1 && txns != n:
 		t.Errorf("cap 1: %d transactions, want %d (one per write)", txns, n)
-	case maxWrites > 1 && (txns < int64((n+maxWrites-1)/maxWrites) || txns >= n):
-		t.Errorf("cap %d: %d transactions for %d concurrent writes: no grouping", maxWrites, txns, n)
+	case maxWrites > 1 && txns < int64((n+maxWrites-1)/maxWrites):
+		t.Errorf("cap %d: %d transactions for %d concurrent writes: the cap was exceeded", maxWrites, txns, n)
+	case maxWrites > 1 && txns > n/10:
+		// Writes queued during a transaction go into the next one: 3 on
+		// kfake and on Kafka 4.4.0 in every run seen (the first write alone,
+		// then two capped ones); one per write would be 300.
+		t.Errorf("cap %d: %d transactions for %d concurrent writes, want at most %d: writes are not grouped", maxWrites, txns, n, n/10)
 	}
 	t.Logf("cap %d: %d concurrent writes in %d transactions", maxWrites, n, txns)
 }
