@@ -239,8 +239,8 @@ func main() {
 			printJSONLines(rows)
 			return
 		}
-		fmt.Printf("# %s; experiment E2E: %d ledger events, %d partitions, persist/commit every %s, median of %d interleaved rounds [range] after %d unmeasured; children GOGC=%q GOMEMLIMIT=%q max-idle=%s max-live-keys=%d; total %s\n",
-			target, c.events, c.partitions, c.persist, c.rounds, c.warmup, *e2eGOGC, *e2eMemLim, c.maxIdle, c.maxLive, time.Since(started).Round(time.Second))
+		fmt.Printf("# %s; experiment E2E: %d ledger events, %d partitions, persist/commit every %s, median of %d interleaved rounds [range] after %d unmeasured; children GOGC=%q GOMEMLIMIT=%q max-idle=%s max-live-keys=%d max-writes=%d max-txn-bytes=%d (0: defaults); total %s\n",
+			target, c.events, c.partitions, c.persist, c.rounds, c.warmup, *e2eGOGC, *e2eMemLim, c.maxIdle, c.maxLive, c.maxWrites, c.maxTxnBytes, time.Since(started).Round(time.Second))
 		printE2E(os.Stdout, rows)
 		return
 	}
