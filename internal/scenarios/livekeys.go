@@ -50,19 +50,16 @@ func LiveKeyBudgetThroughRebalance(t *testing.T, brokers []string, mode snapshot
 	}
 	testkit.ProduceLedger(t, brokers, input, gen, 2000, exp)
 	testkit.WaitCommittedAtEnd(t, brokers, group, input, 2*time.Minute)
-	var evicted int64
+	// That the budget was exercised is the precondition above (w1 evicting
+	// before w2 started).
 	for _, w := range []*Worker{w1, w2} {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		for _, p := range w.W.Status(ctx).Partitions {
-			evicted += p.Evictions
 			if p.KeysLoaded > 4+1 || p.KeysHeld != 0 {
 				t.Errorf("%s[%d]: %d keys loaded, %d held once drained (budget 4, leaving slack 1)", p.Topic, p.Partition, p.KeysLoaded, p.KeysHeld)
 			}
 		}
 		cancel()
-	}
-	if evicted == 0 {
-		t.Error("no key was evicted: the budget was not exercised")
 	}
 	for _, w := range []*Worker{w1, w2} {
 		if err := w.Stop(t); err != nil {
