@@ -3,6 +3,7 @@ package actorflow
 import (
 	"github.com/actorflow/actorflow/actors"
 	"github.com/actorflow/actorflow/coordinator"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // metricsConsumer decorates the supervisor's view of the consumer to count
@@ -15,13 +16,13 @@ type metricsConsumer struct {
 	m *metrics
 }
 
-func (c metricsConsumer) Releaser(tp coordinator.TopicPartition) func(n int) {
+func (c metricsConsumer) Releaser(tp coordinator.TopicPartition) func(recs []*kgo.Record) {
 	processed := c.m.processed.WithLabelValues(tp.Topic, partitionLabel(tp.Partition))
 	release := c.Consumer.Releaser(tp)
-	return func(n int) {
-		if n > 0 {
-			processed.Add(float64(n))
+	return func(recs []*kgo.Record) {
+		if len(recs) > 0 {
+			processed.Add(float64(len(recs)))
 		}
-		release(n)
+		release(recs)
 	}
 }

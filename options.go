@@ -36,6 +36,7 @@ type config struct {
 	maxWrites        int
 	maxTxnBytes      int
 	maxInFlight      int
+	maxInFlightBytes int
 	protocol         coordinator.Protocol
 	instanceID       string
 	sessionTimeout   time.Duration
@@ -53,14 +54,15 @@ type config struct {
 
 func defaults() config {
 	return config{
-		persistEvery: partitionflow.DefaultPersistEvery,
-		idleFlush:    partitionflow.DefaultIdleFlushAfter,
-		commitEvery:  partitionflow.DefaultCommitOffsetsInterval,
-		maxWrites:    partitionflow.DefaultMaxWritesPerTransaction,
-		maxInFlight:  coordinator.DefaultMaxInFlight,
-		startTimeout: 30 * time.Second,
-		topics:       snapshotstore.TopicSpec{ReplicationFactor: -1},
-		log:          zap.NewNop(),
+		persistEvery:     partitionflow.DefaultPersistEvery,
+		idleFlush:        partitionflow.DefaultIdleFlushAfter,
+		commitEvery:      partitionflow.DefaultCommitOffsetsInterval,
+		maxWrites:        partitionflow.DefaultMaxWritesPerTransaction,
+		maxInFlight:      coordinator.DefaultMaxInFlight,
+		maxInFlightBytes: coordinator.DefaultMaxInFlightBytes,
+		startTimeout:     30 * time.Second,
+		topics:           snapshotstore.TopicSpec{ReplicationFactor: -1},
+		log:              zap.NewNop(),
 	}
 }
 
@@ -165,8 +167,24 @@ func WithMaxWritesPerTransaction(n int) Option { return func(c *config) { c.maxW
 func WithMaxTransactionBytes(n int) Option { return func(c *config) { c.maxTxnBytes = n } }
 
 // WithMaxInFlight bounds records delivered but not processed per partition
-// (fetches pause above it). Default 10000.
+// (its fetches pause above it and resume at half). Default 10000.
 func WithMaxInFlight(n int) Option { return func(c *config) { c.maxInFlight = n } }
+
+// WithMaxInFlightBytes bounds the bytes of those records (key, value and
+// headers: coordinator.RecordBytes) per partition, the same way: the first
+// bound reached pauses the partition's fetches, and they resume once both
+// are down to half. This is the bound on memory when records are large (10 000
+// records of 100 KiB would be 1 GB). Default 16 MiB
+// (coordinator.DefaultMaxInFlightBytes); 0 or less: no byte bound. A record
+// larger than the bound is still processed, alone.
+func WithMaxInFlightBytes(n int) Option {
+	return func(c *config) {
+		if n <= 0 {
+			n = -1 // the consumer's "no byte bound" (its zero is the default)
+		}
+		c.maxInFlightBytes = n
+	}
+}
 
 // WithRecoveryStallTimeout sets the transactional recovery read's
 // no-progress deadline (reset by every advance of the read position): a

@@ -220,7 +220,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	cons, err = coordinator.New(coordinator.Config{
 		Brokers: w.cfg.brokers, Group: w.cfg.group, Topic: w.cfg.input,
 		InstanceID: w.cfg.instanceID, Protocol: w.cfg.protocol,
-		MaxInFlight: w.cfg.maxInFlight, SessionTimeout: w.cfg.sessionTimeout,
+		MaxInFlight: w.cfg.maxInFlight, MaxInFlightBytes: w.cfg.maxInFlightBytes, SessionTimeout: w.cfg.sessionTimeout,
 		RebalanceTimeout: w.cfg.rebalanceTimeout, ClientOpts: w.consumerClientOpts(consumerID),
 		RetryBackoff: w.cfg.retryBackoff, MaxRetryBackoff: w.cfg.maxRetryBackoff,
 		ResolveHanging: hanging,
@@ -391,12 +391,15 @@ func (w *Worker) Status(ctx context.Context) Status {
 		st.MemberID, st.Generation = m.MemberID, m.Generation
 	}
 	st.Partitions = w.sup.Status(ctx)
+	fc := w.cons.FlowControl()
 	for i := range st.Partitions {
 		p := &st.Partitions[i]
-		if h, ok := w.cons.HighWatermark(coordinator.TopicPartition{Topic: p.Topic, Partition: p.Partition}); ok {
+		tp := coordinator.TopicPartition{Topic: p.Topic, Partition: p.Partition}
+		if h, ok := w.cons.HighWatermark(tp); ok {
 			p.HighWatermark = h
 			p.Lag = max(h-p.Committed, 0)
 		}
+		p.InFlight, p.InFlightBytes = fc.InFlight(tp), fc.InFlightBytes(tp)
 	}
 	for _, f := range w.cons.Failures() {
 		st.Failed = append(st.Failed, FailedPartition{Topic: f.Topic, Partition: f.Partition, Error: f.Err.Error(),
@@ -404,7 +407,7 @@ func (w *Worker) Status(ctx context.Context) Status {
 	}
 	for _, p := range st.Partitions {
 		tp := coordinator.TopicPartition{Topic: p.Topic, Partition: p.Partition}
-		if w.cons.FlowControl().Paused(tp) {
+		if fc.Paused(tp) {
 			st.Paused = append(st.Paused, tp)
 		}
 	}

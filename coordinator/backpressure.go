@@ -5,22 +5,30 @@ import (
 	"sync/atomic"
 )
 
-// FlowControl bounds the records in flight (delivered, not yet processed) per
-// partition. Add reports when a partition crosses the high mark and must be
-// paused; Done when it falls to the low mark (half) and may resume. The
-// caller pauses and resumes inside the callbacks, under FlowControl's lock,
-// so decisions and kgo calls cannot interleave. Pure logic: no kgo here.
+// FlowControl bounds what is in flight (delivered, not yet processed) per
+// partition: records, and their bytes (RecordBytes). Add reports when a
+// partition crosses either high mark and must be paused; Done when both fall
+// to their low marks (half) and it may resume. The caller pauses and resumes
+// inside the callbacks, under FlowControl's lock, so decisions and kgo calls
+// cannot interleave. Pure logic: no kgo here.
+//
+// The byte bound is what bounds memory when records are large: kgo fetches
+// up to 1 MiB per partition, so 10 000 records of 100 KiB each could be in
+// flight for one partition before a record bound alone paused it (Kafka
+// Streams bounds its input buffer in bytes for the same reason, KIP-770).
 //
 // Each tracked partition's accounting is a Budget: the processors release
-// records through it (Budget.Done) with an atomic add, taking the lock only
+// records through it (Budget.Done) with atomic adds, taking the lock only
 // to resume. Done by partition name took the lock and three map operations
 // per key delivery, from every key actor of the process (~2 % of the
 // worker's CPU at a million keys, most of it the lock's cache line moving
 // between cores).
 type FlowControl struct {
-	mu    sync.Mutex
-	high  int
-	parts map[TopicPartition]*Budget
+	mu   sync.Mutex
+	high int64
+	// highBytes is the byte mark; 0: records only.
+	highBytes int64
+	parts     map[TopicPartition]*Budget
 }
 
 // testHookCrossedMark runs in Add between the add that crossed the high
@@ -33,6 +41,7 @@ var testHookCrossedMark func(*Budget)
 type Budget struct {
 	fc       *FlowControl
 	inflight atomic.Int64
+	bytes    atomic.Int64
 	// paused is written under fc.mu; a Budget no longer tracked is never
 	// paused (Track and Remove clear it), so its releases resume nothing.
 	paused atomic.Bool
@@ -44,62 +53,75 @@ type TopicPartition struct {
 	Partition int32
 }
 
-// NewFlowControl bounds each partition at high records in flight.
-func NewFlowControl(high int) *FlowControl {
+// NewFlowControl bounds each partition at high records and highBytes bytes
+// in flight (highBytes <= 0: records only).
+func NewFlowControl(high, highBytes int) *FlowControl {
 	if high <= 0 {
 		high = 1
 	}
-	return &FlowControl{high: high, parts: map[TopicPartition]*Budget{}}
+	return &FlowControl{high: int64(high), highBytes: int64(max(highBytes, 0)), parts: map[TopicPartition]*Budget{}}
 }
 
-// Add accounts n delivered records; pause runs when tp must stop fetching.
-func (f *FlowControl) Add(tp TopicPartition, n int, pause func()) {
+// over: n records and b bytes in flight reach a high mark.
+func (f *FlowControl) over(n, b int64) bool {
+	return n >= f.high || (f.highBytes > 0 && b >= f.highBytes)
+}
+
+// under: n records and b bytes in flight are both at or below their low
+// marks (half the high ones), where a paused partition resumes.
+func (f *FlowControl) under(n, b int64) bool {
+	return n <= f.high/2 && (f.highBytes == 0 || b <= f.highBytes/2)
+}
+
+// Add accounts n delivered records of size bytes; pause runs when tp must
+// stop fetching.
+func (f *FlowControl) Add(tp TopicPartition, n, bytes int, pause func()) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	b := f.parts[tp]
 	if b == nil {
 		return // not tracked (revoked while its fetch was being handed over)
 	}
-	if b.inflight.Add(int64(n)) < int64(f.high) || b.paused.Load() {
+	ni, nb := b.inflight.Add(int64(n)), b.bytes.Add(int64(bytes))
+	if !f.over(ni, nb) || b.paused.Load() {
 		return
 	}
 	if testHookCrossedMark != nil {
 		testHookCrossedMark(b)
 	}
-	// Paused first, then in flight read again (Budget.Done releases, then
-	// reads paused): a release this pause does not see has seen the pause.
+	// Paused first, then what is in flight read again (Budget.Done
+	// releases, then reads paused): a release this pause does not see has
+	// seen the pause.
 	b.paused.Store(true)
-	if b.inflight.Load() <= int64(f.high/2) {
-		b.paused.Store(false) // released meanwhile to the low mark: no pause
+	if f.under(b.inflight.Load(), b.bytes.Load()) {
+		b.paused.Store(false) // released meanwhile to the low marks: no pause
 		return
 	}
 	pause()
 }
 
-// Done accounts n processed records of tp; resume runs when tp may fetch
-// again. Processors hold tp's Budget instead (FlowControl.Budget).
-func (f *FlowControl) Done(tp TopicPartition, n int, resume func()) {
+// Done accounts n processed records of size bytes of tp; resume runs when
+// tp may fetch again. Processors hold tp's Budget instead
+// (FlowControl.Budget).
+func (f *FlowControl) Done(tp TopicPartition, n, bytes int, resume func()) {
 	f.mu.Lock()
 	b := f.parts[tp]
 	f.mu.Unlock()
 	if b != nil {
-		b.Done(n, resume)
+		b.Done(n, bytes, resume)
 	}
 }
 
-// Done accounts n processed records; resume runs (under the FlowControl's
-// lock) when the partition was paused and may fetch again. Releasing more
-// than is in flight leaves 0 in flight.
-func (b *Budget) Done(n int, resume func()) {
-	c := b.inflight.Add(-int64(n))
-	for c < 0 && !b.inflight.CompareAndSwap(c, 0) {
-		c = b.inflight.Load()
-	}
-	// Add stores paused before it reads inflight again, and this add comes
-	// before this load: either this release sees the pause (and resumes
-	// under the lock, after pause ran), or the pause sees this release
-	// (Add does not pause then). A resume is never missed.
-	if !b.paused.Load() || c > int64(b.fc.high/2) {
+// Done accounts n processed records of size bytes; resume runs (under the
+// FlowControl's lock) when the partition was paused and may fetch again.
+// Releasing more than is in flight leaves 0 in flight.
+func (b *Budget) Done(n, bytes int, resume func()) {
+	c, cb := release(&b.inflight, n), release(&b.bytes, bytes)
+	// Add stores paused before it reads what is in flight again, and these
+	// adds come before this load: either this release sees the pause (and
+	// resumes under the lock, after pause ran), or the pause sees this
+	// release (Add does not pause then). A resume is never missed.
+	if !b.paused.Load() || !b.fc.under(c, cb) {
 		return
 	}
 	f := b.fc
@@ -108,10 +130,19 @@ func (b *Budget) Done(n int, resume func()) {
 	b.maybeResume(resume)
 }
 
+// release subtracts n from v, not below 0, and returns the result.
+func release(v *atomic.Int64, n int) int64 {
+	c := v.Add(-int64(n))
+	for c < 0 && !v.CompareAndSwap(c, 0) {
+		c = v.Load()
+	}
+	return max(c, 0)
+}
+
 // maybeResume resumes a paused partition at or below the low mark; under
 // fc.mu.
 func (b *Budget) maybeResume(resume func()) {
-	if !b.paused.Load() || b.inflight.Load() > int64(b.fc.high/2) {
+	if !b.paused.Load() || !b.fc.under(b.inflight.Load(), b.bytes.Load()) {
 		return
 	}
 	b.paused.Store(false)
@@ -157,6 +188,16 @@ func (f *FlowControl) InFlight(tp TopicPartition) int {
 	defer f.mu.Unlock()
 	if b := f.parts[tp]; b != nil {
 		return int(b.inflight.Load())
+	}
+	return 0
+}
+
+// InFlightBytes returns the bytes (RecordBytes) of tp's records in flight.
+func (f *FlowControl) InFlightBytes(tp TopicPartition) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if b := f.parts[tp]; b != nil {
+		return int(b.bytes.Load())
 	}
 	return 0
 }

@@ -75,6 +75,13 @@ type Config struct {
 	// MaxInFlight bounds records delivered but not yet processed, per
 	// partition; its fetches pause above it and resume at half. Default 10000.
 	MaxInFlight int
+	// MaxInFlightBytes bounds the same records' bytes (RecordBytes), per
+	// partition, the same way: whichever bound is reached first pauses the
+	// partition, and it resumes once both are down to half. It is what
+	// bounds memory when records are large. Default 16 MiB; negative: no
+	// byte bound. A single record larger than it is still delivered (the
+	// partition pauses until it is processed).
+	MaxInFlightBytes int
 	// SessionTimeout and RebalanceTimeout: kgo defaults (45 s, 60 s) when 0.
 	SessionTimeout   time.Duration
 	RebalanceTimeout time.Duration
@@ -159,15 +166,19 @@ type Consumer struct {
 // The defaults of Config (and of actorflow.WithMaxInFlight and
 // actorflow.WithPartitionRetryBackoff).
 const (
-	DefaultMaxInFlight     = 10000
-	DefaultRetryBackoff    = time.Second
-	DefaultMaxRetryBackoff = time.Minute
+	DefaultMaxInFlight      = 10000
+	DefaultMaxInFlightBytes = 16 << 20
+	DefaultRetryBackoff     = time.Second
+	DefaultMaxRetryBackoff  = time.Minute
 )
 
 // New creates the consumer (it joins the group on Run).
 func New(cfg Config, h Handler) (*Consumer, error) {
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	if cfg.MaxInFlightBytes == 0 {
+		cfg.MaxInFlightBytes = DefaultMaxInFlightBytes
 	}
 	if cfg.RebalanceTimeout <= 0 {
 		cfg.RebalanceTimeout = 60 * time.Second
@@ -185,7 +196,7 @@ func New(cfg Config, h Handler) (*Consumer, error) {
 		cfg.Logger = zap.NewNop()
 	}
 	c := &Consumer{
-		cfg: cfg, h: h, fc: NewFlowControl(cfg.MaxInFlight), log: cfg.Logger,
+		cfg: cfg, h: h, fc: NewFlowControl(cfg.MaxInFlight, cfg.MaxInFlightBytes), log: cfg.Logger,
 		owned: map[TopicPartition]bool{}, held: map[TopicPartition]bool{},
 		done: make(chan struct{}), ready: make(chan struct{}),
 		own: NewOwnership(), kick: make(chan struct{}, 1),
@@ -262,19 +273,21 @@ func (c *Consumer) GroupMetadata() (snapshotstore.GroupMetadata, error) { return
 // Tracker returns the group-metadata tracker.
 func (c *Consumer) Tracker() *GroupMetadataTracker { return c.meta }
 
-// Releaser returns the function that releases records of tp's in-flight
-// budget as tp is assigned now (call it after the assignment started it):
-// an atomic add per call (FlowControl's Budget). Releases of an earlier
-// assignment's records, through its own Releaser, are ignored.
-func (c *Consumer) Releaser(tp TopicPartition) func(n int) {
+// Releaser returns the function that releases processed records (never
+// control records) of tp's in-flight budget as tp is assigned now (call it
+// after the assignment started it): atomic adds per call (FlowControl's
+// Budget). Releases of an earlier assignment's records, through its own
+// Releaser, are ignored.
+func (c *Consumer) Releaser(tp TopicPartition) func(recs []*kgo.Record) {
 	b := c.fc.Budget(tp)
 	if b == nil { // not tracked: nothing of tp is accounted either
-		return func(int) {}
+		return func([]*kgo.Record) {}
 	}
 	resume := func() { c.cl.ResumeFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}}) }
-	return func(n int) {
-		if n > 0 {
-			b.Done(n, resume)
+	return func(recs []*kgo.Record) {
+		if len(recs) > 0 {
+			n, bytes := recordsLoad(recs)
+			b.Done(n, bytes, resume)
 		}
 	}
 }
@@ -395,13 +408,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 			}
 			// Transaction markers (KeepControlRecords) are not in flight:
 			// the partition counts them consumed without releasing budget.
-			n := 0
-			for _, r := range fp.Records {
-				if !r.Attrs.IsControl() {
-					n++
-				}
-			}
-			c.fc.Add(tp, n, func() {
+			n, bytes := recordsLoad(fp.Records)
+			c.fc.Add(tp, n, bytes, func() {
 				c.cl.PauseFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}})
 			})
 			// Read committed: the readable end is the last stable offset

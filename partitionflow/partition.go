@@ -65,9 +65,10 @@ type Config struct {
 	// nil: the flow's output producer. The transactional mode commits them
 	// in its transactions instead.
 	DeadLetters *kgo.Client
-	// OnProcessed releases n records of in-flight budget (backpressure). It
-	// is called from key actors' goroutines: it must be goroutine-safe.
-	OnProcessed func(n int)
+	// OnProcessed releases processed records of the in-flight budget
+	// (backpressure): their count and bytes. It is called from key actors'
+	// goroutines: it must be goroutine-safe.
+	OnProcessed func(recs []*kgo.Record)
 	// OnStopped is called once, after the whole subtree has stopped, with the
 	// partition's failure (nil on a clean stop).
 	OnStopped func(err error)
@@ -105,6 +106,12 @@ type Status struct {
 	// partition shows 0 on a transactionally written input too).
 	HighWatermark int64 `json:"high_watermark"`
 	Lag           int64 `json:"lag"`
+	// InFlight and InFlightBytes are the records delivered to the partition
+	// and not yet folded, and their bytes: its backpressure budget in use
+	// (actorflow.WithMaxInFlight, WithMaxInFlightBytes; filled by the
+	// worker).
+	InFlight      int `json:"in_flight"`
+	InFlightBytes int `json:"in_flight_bytes"`
 	// Outputs counts the outputs committed in this partition's
 	// transactions (transactional mode).
 	Outputs int64 `json:"outputs_committed"`
@@ -312,7 +319,7 @@ func Props(cfg Config) *actor.Props {
 		cfg.Logger = zap.NewNop()
 	}
 	if cfg.OnProcessed == nil {
-		cfg.OnProcessed = func(int) {}
+		cfg.OnProcessed = func([]*kgo.Record) {}
 	}
 	return actor.PropsFromProducer(func() actor.Actor { return newPartition(cfg) }, actor.WithSupervisor(StopAndReport))
 }
@@ -436,7 +443,7 @@ func (p *partition) start(ctx actor.Context) {
 		Partition: p.cfg.Partition,
 		System:    ctx.ActorSystem(),
 		Logger:    p.log,
-		Processed: func(n int) { p.unfolded.Add(-int64(n)); p.cfg.OnProcessed(n) },
+		Processed: func(recs []*kgo.Record) { p.unfolded.Add(-int64(len(recs))); p.cfg.OnProcessed(recs) },
 		// Exactly-once outputs where the store commits them (the
 		// transactional mode): Emit enrolls them in the transaction.
 		TxnOutputs:  p.cfg.Store.CommitsOutputs(),

@@ -125,7 +125,7 @@ func (p *partition) records(ctx actor.Context, recs []*kgo.Record) {
 		clear(routed)
 		p.groups, p.routed, p.gidx = groups[:0], routed[:0], gidx[:0]
 	}()
-	for _, r := range recs {
+	for i, r := range recs {
 		keyless := false
 		switch {
 		case r.Attrs.IsControl():
@@ -144,7 +144,7 @@ func (p *partition) records(ctx actor.Context, recs []*kgo.Record) {
 				p.skipped++
 				p.log.Warn("record without key skipped (policy skip)", zap.Int64("offset", r.Offset))
 				p.tracker.Consumed(r.Offset)
-				p.cfg.OnProcessed(1)
+				p.cfg.OnProcessed(recs[i : i+1])
 				continue
 			}
 			p.fail(ctx, fmt.Errorf("%s[%d] offset %d: record has no key (nil-key policy: fail)", r.Topic, r.Partition, r.Offset))

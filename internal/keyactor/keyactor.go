@@ -430,7 +430,7 @@ func (a *keyActor[S]) fireOverdue(ctx actor.Context) {
 }
 
 func (a *keyActor[S]) deliver(ctx actor.Context, m *Deliver) {
-	defer a.env.Processed(len(m.Records))
+	defer a.env.Processed(m.Records)
 	recs := m.Records
 	if len(recs) > 0 {
 		// The first two records' lines at once: their misses overlap.

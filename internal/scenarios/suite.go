@@ -32,6 +32,7 @@ func Suite() []Case {
 		{Name: "ForeignTransactionWaitedOut", Run: ForeignTransactionWaitedOut},
 		{Name: "StallDeadlineHangingTransaction", Run: StallDeadlineHangingTransaction},
 		{Name: "BackpressureBound", Run: BackpressureBound},
+		{Name: "BackpressureByteBound", Run: BackpressureByteBound},
 		{Name: "FencedPartitionFailsWorker", Run: FencedPartitionFailsWorker},
 		{Name: "PoisonRecordFailFast", Parallel: true, Run: PoisonRecordFailFast},
 		{Name: "DeadLetterTopicChecked", Parallel: true, Run: DeadLetterTopicChecked},

@@ -211,6 +211,67 @@ func BackpressureBound(t *testing.T, brokers []string) {
 	}
 }
 
+// BackpressureByteBound: with large records, the partition's fetches pause
+// once MaxInFlightBytes of them are in flight, far below MaxInFlight
+// records, so memory stays bounded by bytes (the bound plus one fetch)
+// whatever the records' size; when the flow catches up, fetching resumes
+// and everything is processed. With the record bound alone all 200 records
+// (3.2 MB) would be in flight and the partition never paused.
+func BackpressureByteBound(t *testing.T, brokers []string) {
+	input, snaps, group := Topics(t, brokers, 1)
+	const (
+		total     = 200
+		size      = 16 << 10 // each record's value
+		byteBound = 128 << 10
+		fetch     = 32 << 10 // the most a fetch returns of the partition (whole batches of ~2 records)
+	)
+	recs := make([]*kgo.Record, total)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: input, Partition: 0, Key: fmt.Appendf(nil, "k%d", i%10), Value: make([]byte, size)}
+	}
+	// Uncompressed: a fetch's bytes are then the records' own.
+	pcl := testkit.Client(t, brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchMaxBytes(2*size+1024),
+		kgo.ProducerBatchCompression(kgo.NoCompression()))
+	if err := pcl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	gate := make(chan struct{})
+	var folds atomic.Int64
+	w := StartWorker(t, gateFlow(gate, &folds), brokers, group, input, snaps, snapshotstore.Plain,
+		actorflow.WithMaxInFlight(100_000), actorflow.WithMaxInFlightBytes(byteBound),
+		actorflow.WithClientOpts(kgo.FetchMaxPartitionBytes(fetch), kgo.FetchMaxBytes(fetch)))
+	cons := inspect.Consumer(w.W)
+	tp := coordinator.TopicPartition{Topic: input, Partition: 0}
+	fc := cons.FlowControl()
+	testkit.Eventually(t, time.Minute, "the partition paused", func() (bool, string) {
+		return fc.Paused(tp), fmt.Sprintf("%d records, %d bytes in flight", fc.InFlight(tp), fc.InFlightBytes(tp))
+	})
+	// A fetch returns whole batches: at most fetch bytes, or one batch
+	// (two records) when that is larger.
+	if b := fc.InFlightBytes(tp); b < byteBound || b > byteBound+fetch+2*size {
+		t.Fatalf("%d bytes in flight when paused, want the bound %d up to one fetch above it", b, byteBound)
+	}
+	if n := fc.InFlight(tp); n >= total/2 {
+		t.Fatalf("%d of %d records in flight: the byte bound did not pause the partition", n, total)
+	}
+	// The status shows the budget in use (the folds are blocked: it holds still).
+	if st := w.W.Status(t.Context()); len(st.Partitions) != 1 || st.Partitions[0].InFlightBytes != fc.InFlightBytes(tp) ||
+		st.Partitions[0].InFlight != fc.InFlight(tp) || len(st.Paused) != 1 {
+		t.Fatalf("status %+v, want in_flight %d, in_flight_bytes %d and the partition paused", st, fc.InFlight(tp), fc.InFlightBytes(tp))
+	}
+	close(gate)
+	testkit.WaitCommittedAtEnd(t, brokers, group, input, 2*time.Minute)
+	if folds.Load() != total {
+		t.Fatalf("%d folds, want %d", folds.Load(), total)
+	}
+	if b := fc.InFlightBytes(tp); b != 0 {
+		t.Fatalf("%d bytes still in flight after every record was processed", b)
+	}
+	if err := w.Stop(t); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // FencedPartitionFailsWorker: a fenced commit stops the partition's subtree
 // and Run returns a *PartitionError matching ErrFenced (the stale owner's
 // flow crashes rather than continuing).
