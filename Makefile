@@ -84,7 +84,7 @@ bench-rebalance:
 
 ## bench-go: the actor-tree benchmarks (throughput, the life of a key seen once, keys with several records per batch; heap per key takes minutes).
 bench-go:
-	$(GO) test ./partitionflow -run '^$$' -bench Throughput -benchtime 2000000x -count 3
+	$(GO) test ./partitionflow -run '^$$' -bench Throughput -benchtime 2000000x -count 3 -benchmem
 	$(GO) test ./partitionflow -run '^$$' -bench FreshKeys -benchtime 1000000x -count 3
 	$(GO) test ./partitionflow -run '^$$' -bench ScatteredKeys -benchtime 2000000x -count 3
 	$(GO) test ./partitionflow -run '^$$' -bench 'HeapPerKey' -benchtime 1x
