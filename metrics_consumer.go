@@ -3,7 +3,6 @@ package actorflow
 import (
 	"github.com/actorflow/actorflow/actors"
 	"github.com/actorflow/actorflow/coordinator"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // metricsConsumer decorates the supervisor's view of the consumer to count
@@ -16,13 +15,13 @@ type metricsConsumer struct {
 	m *metrics
 }
 
-func (c metricsConsumer) Releaser(tp coordinator.TopicPartition) func(recs []*kgo.Record) {
+func (c metricsConsumer) Releaser(tp coordinator.TopicPartition) func(n, bytes int) {
 	processed := c.m.processed.WithLabelValues(tp.Topic, partitionLabel(tp.Partition))
 	release := c.Consumer.Releaser(tp)
-	return func(recs []*kgo.Record) {
-		if len(recs) > 0 {
-			processed.Add(float64(len(recs)))
+	return func(n, bytes int) {
+		if n > 0 {
+			processed.Add(float64(n))
 		}
-		release(recs)
+		release(n, bytes)
 	}
 }

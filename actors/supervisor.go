@@ -25,9 +25,10 @@ type Consumer interface {
 	// it was assigned under.
 	PartitionMetadata(tp coordinator.TopicPartition) (snapshotstore.GroupMetadata, error)
 	CommitOffset(ctx context.Context, tp coordinator.TopicPartition, offset int64) error
-	// Releaser is the function releasing processed records of tp's
-	// in-flight budget (backpressure) for the assignment being started.
-	Releaser(tp coordinator.TopicPartition) func(recs []*kgo.Record)
+	// Releaser is the function releasing n processed records of bytes
+	// (coordinator.RecordBytes) of tp's in-flight budget (backpressure) for
+	// the assignment being started.
+	Releaser(tp coordinator.TopicPartition) func(n, bytes int)
 }
 
 // SupervisorConfig configures a Supervisor.

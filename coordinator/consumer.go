@@ -273,20 +273,20 @@ func (c *Consumer) GroupMetadata() (snapshotstore.GroupMetadata, error) { return
 // Tracker returns the group-metadata tracker.
 func (c *Consumer) Tracker() *GroupMetadataTracker { return c.meta }
 
-// Releaser returns the function that releases processed records (never
-// control records) of tp's in-flight budget as tp is assigned now (call it
-// after the assignment started it): atomic adds per call (FlowControl's
-// Budget). Releases of an earlier assignment's records, through its own
-// Releaser, are ignored.
-func (c *Consumer) Releaser(tp TopicPartition) func(recs []*kgo.Record) {
+// Releaser returns the function that releases n processed records of
+// bytes (RecordBytes, summed before the records were processed: a fold may
+// change a record it is given) of tp's in-flight budget as tp is assigned
+// now (call it after the assignment started it): atomic adds per call
+// (FlowControl's Budget). Releases of an earlier assignment's records,
+// through its own Releaser, are ignored.
+func (c *Consumer) Releaser(tp TopicPartition) func(n, bytes int) {
 	b := c.fc.Budget(tp)
 	if b == nil { // not tracked: nothing of tp is accounted either
-		return func([]*kgo.Record) {}
+		return func(int, int) {}
 	}
 	resume := func() { c.cl.ResumeFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}}) }
-	return func(recs []*kgo.Record) {
-		if len(recs) > 0 {
-			n, bytes := recordsLoad(recs)
+	return func(n, bytes int) {
+		if n > 0 {
 			b.Done(n, bytes, resume)
 		}
 	}

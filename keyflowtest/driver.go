@@ -226,7 +226,7 @@ func New[S any](flow *keyflow.Flow[S], opts ...Option) *Driver[S] {
 				d.persist(n, s, outs)
 				done(nil)
 			},
-			Processed: func([]*kgo.Record) {},
+			Processed: func(int, int) {},
 			Clock:     partClock{c: d.clock, part: n},
 			OnSkip: func(_ string, err error) {
 				d.mu.Lock()

@@ -65,10 +65,10 @@ type Config struct {
 	// nil: the flow's output producer. The transactional mode commits them
 	// in its transactions instead.
 	DeadLetters *kgo.Client
-	// OnProcessed releases processed records of the in-flight budget
-	// (backpressure): their count and bytes. It is called from key actors'
-	// goroutines: it must be goroutine-safe.
-	OnProcessed func(recs []*kgo.Record)
+	// OnProcessed releases n processed records of bytes
+	// (coordinator.RecordBytes) of the in-flight budget (backpressure). It
+	// is called from key actors' goroutines: it must be goroutine-safe.
+	OnProcessed func(n, bytes int)
 	// OnStopped is called once, after the whole subtree has stopped, with the
 	// partition's failure (nil on a clean stop).
 	OnStopped func(err error)
@@ -319,7 +319,7 @@ func Props(cfg Config) *actor.Props {
 		cfg.Logger = zap.NewNop()
 	}
 	if cfg.OnProcessed == nil {
-		cfg.OnProcessed = func([]*kgo.Record) {}
+		cfg.OnProcessed = func(int, int) {}
 	}
 	return actor.PropsFromProducer(func() actor.Actor { return newPartition(cfg) }, actor.WithSupervisor(StopAndReport))
 }
@@ -443,7 +443,7 @@ func (p *partition) start(ctx actor.Context) {
 		Partition: p.cfg.Partition,
 		System:    ctx.ActorSystem(),
 		Logger:    p.log,
-		Processed: func(recs []*kgo.Record) { p.unfolded.Add(-int64(len(recs))); p.cfg.OnProcessed(recs) },
+		Processed: func(n, bytes int) { p.unfolded.Add(-int64(n)); p.cfg.OnProcessed(n, bytes) },
 		// Exactly-once outputs where the store commits them (the
 		// transactional mode): Emit enrolls them in the transaction.
 		TxnOutputs:  p.cfg.Store.CommitsOutputs(),

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/actorflow/actorflow/internal/keyactor"
+	"github.com/actorflow/actorflow/internal/recbytes"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -125,7 +126,7 @@ func (p *partition) records(ctx actor.Context, recs []*kgo.Record) {
 		clear(routed)
 		p.groups, p.routed, p.gidx = groups[:0], routed[:0], gidx[:0]
 	}()
-	for i, r := range recs {
+	for _, r := range recs {
 		keyless := false
 		switch {
 		case r.Attrs.IsControl():
@@ -144,7 +145,7 @@ func (p *partition) records(ctx actor.Context, recs []*kgo.Record) {
 				p.skipped++
 				p.log.Warn("record without key skipped (policy skip)", zap.Int64("offset", r.Offset))
 				p.tracker.Consumed(r.Offset)
-				p.cfg.OnProcessed(recs[i : i+1])
+				p.cfg.OnProcessed(1, recbytes.Of(r))
 				continue
 			}
 			p.fail(ctx, fmt.Errorf("%s[%d] offset %d: record has no key (nil-key policy: fail)", r.Topic, r.Partition, r.Offset))

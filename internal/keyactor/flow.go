@@ -182,10 +182,11 @@ type Env struct {
 	// producer); nil: the flow's WithOutput producer. Unused when
 	// TxnOutputs: dead letters then join the transaction like outputs.
 	DeadLetters *kgo.Client
-	// Processed releases delivered records of the partition's in-flight
-	// budget (backpressure), by count and bytes. Called from key actors:
+	// Processed releases n delivered records of bytes (internal/recbytes,
+	// summed before each record's fold, which may change it) of the
+	// partition's in-flight budget (backpressure). Called from key actors:
 	// goroutine-safe.
-	Processed func(recs []*kgo.Record)
+	Processed func(n, bytes int)
 	// Clock is the key actors' processing time (timers, Context.Now, dead
 	// letters' time); nil: the wall clock (a worker). Package keyflowtest
 	// sets a fake one.

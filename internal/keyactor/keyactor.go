@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/actorflow/actorflow/internal/prefetch"
+	"github.com/actorflow/actorflow/internal/recbytes"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -430,8 +431,12 @@ func (a *keyActor[S]) fireOverdue(ctx actor.Context) {
 }
 
 func (a *keyActor[S]) deliver(ctx actor.Context, m *Deliver) {
-	defer a.env.Processed(m.Records)
 	recs := m.Records
+	// The records' bytes are summed as each comes up, before its fold
+	// (which may change the record): the release must match what the
+	// consumer added, or the partition's budget would drift.
+	bytes := 0
+	defer func() { a.env.Processed(len(recs), bytes) }()
 	if len(recs) > 0 {
 		// The first two records' lines at once: their misses overlap.
 		prefetchRecord(recs[0])
@@ -451,6 +456,7 @@ func (a *keyActor[S]) deliver(ctx actor.Context, m *Deliver) {
 		if i+1 < len(recs) {
 			prefetch.Bytes(recs[i+1].Value, 128)
 		}
+		bytes += recbytes.Of(rec)
 		if rec.Offset > a.lastSeen {
 			a.lastSeen = rec.Offset
 		}
