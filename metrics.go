@@ -41,7 +41,11 @@ import (
 //     actorflow_keys_evicted_total{topic,partition} (counter, keys unloaded
 //     by the live-key budget, keyflow.WithMaxLiveKeys),
 //     actorflow_keys_held{topic,partition} (gauge, keys waiting for the
-//     budget to load them), actorflow_lag{topic,partition}
+//     budget to load them), actorflow_in_flight_records{topic,partition}
+//     and actorflow_in_flight_bytes{topic,partition} (gauges, records
+//     delivered and not yet processed and their bytes: the backpressure
+//     budget in use, WithMaxInFlight, WithMaxInFlightBytes),
+//     actorflow_lag{topic,partition}
 //     (gauge, records: high watermark − committed offset),
 //     actorflow_committed_offset{topic,partition} (gauge, offset), and
 //     actorflow_partitions{phase} (gauge, partitions by phase:

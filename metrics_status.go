@@ -18,6 +18,10 @@ var (
 		"Keys asked to unload because the partition's live-key budget was full (keyflow.WithMaxLiveKeys), since the partition started here.", partitionLabels, nil)
 	descKeysHeld = prometheus.NewDesc("actorflow_keys_held",
 		"Keys whose records wait for the live-key budget to load them, per owned partition: a budget too small for the hot keys shows here.", partitionLabels, nil)
+	descInFlight = prometheus.NewDesc("actorflow_in_flight_records",
+		"Input records delivered to the partition and not yet processed: its backpressure budget in use (WithMaxInFlight).", partitionLabels, nil)
+	descInFlightBytes = prometheus.NewDesc("actorflow_in_flight_bytes",
+		"The same records' bytes (key, value, headers): the byte budget in use (WithMaxInFlightBytes).", partitionLabels, nil)
 	descLag = prometheus.NewDesc("actorflow_lag",
 		"Input records not yet committed: high watermark minus committed offset, per owned partition.", partitionLabels, nil)
 	descCommitted = prometheus.NewDesc("actorflow_committed_offset",
@@ -34,6 +38,8 @@ func (c statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descKeysLoaded
 	ch <- descKeysEvicted
 	ch <- descKeysHeld
+	ch <- descInFlight
+	ch <- descInFlightBytes
 	ch <- descLag
 	ch <- descCommitted
 	ch <- descPartitions
@@ -50,6 +56,8 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descKeysLoaded, prometheus.GaugeValue, float64(p.KeysLoaded), p.Topic, part)
 		ch <- prometheus.MustNewConstMetric(descKeysEvicted, prometheus.CounterValue, float64(p.Evictions), p.Topic, part)
 		ch <- prometheus.MustNewConstMetric(descKeysHeld, prometheus.GaugeValue, float64(p.KeysHeld), p.Topic, part)
+		ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(p.InFlight), p.Topic, part)
+		ch <- prometheus.MustNewConstMetric(descInFlightBytes, prometheus.GaugeValue, float64(p.InFlightBytes), p.Topic, part)
 		ch <- prometheus.MustNewConstMetric(descCommitted, prometheus.GaugeValue, float64(p.Committed), p.Topic, part)
 		// Absent until the consumer fetched the partition (Status has no
 		// high watermark before), rather than a false 0.

@@ -99,6 +99,19 @@ func TestWithMetricsReportsCommitsRecordsAndLag(t *testing.T) {
 		if evicted == 0 || len(fs["actorflow_keys_held"].GetMetric()) != parts {
 			return false, fmt.Sprintf("%v keys evicted, actorflow_keys_held of %d partitions", evicted, len(fs["actorflow_keys_held"].GetMetric()))
 		}
+		// Every record processed: each partition's backpressure budget is
+		// back to nothing in flight.
+		for _, name := range []string{"actorflow_in_flight_records", "actorflow_in_flight_bytes"} {
+			ms := fs[name].GetMetric()
+			if len(ms) != parts {
+				return false, fmt.Sprintf("%s of %d partitions, want %d", name, len(ms), parts)
+			}
+			for _, m := range ms {
+				if v := m.GetGauge().GetValue(); v != 0 {
+					return false, fmt.Sprintf("%s{partition=%s} = %v after every record was processed", name, label(m, "partition"), v)
+				}
+			}
+		}
 		// Each partition's producer, by its transactional.id (prefix: the group).
 		produced := producedBy(fs)
 		for p := range parts {
