@@ -170,11 +170,12 @@ func WithMaxTransactionBytes(n int) Option { return func(c *config) { c.maxTxnBy
 // (its fetches pause above it and resume at half). Default 10000.
 func WithMaxInFlight(n int) Option { return func(c *config) { c.maxInFlight = n } }
 
-// WithMaxInFlightBytes bounds the bytes of those records (key, value and
-// headers: coordinator.RecordBytes) per partition, the same way: the first
-// bound reached pauses the partition's fetches, and they resume once both
-// are down to half. This is the bound on memory when records are large (10 000
-// records of 100 KiB would be 1 GB). Default 16 MiB
+// WithMaxInFlightBytes bounds the bytes (key, value and headers,
+// uncompressed: coordinator.RecordBytes) of the records delivered but not
+// processed per partition, beside WithMaxInFlight's count: the first bound
+// reached pauses the partition's fetches, and they resume once both are
+// down to half. This is the bound on memory when records are large (under
+// the count alone, 10 000 records of 100 KiB would be 1 GB). Default 16 MiB
 // (coordinator.DefaultMaxInFlightBytes); 0 or less: no byte bound. A record
 // larger than the bound is still processed, alone.
 func WithMaxInFlightBytes(n int) Option {
