@@ -206,8 +206,10 @@ func (p *plainPartition) Commit(ctx context.Context, b Batch) error {
 		if b.OffsetAdvanced {
 			recs = append(recs, markerRecord(p.k.topic, p.info.Partition, b.Offset))
 		}
-		if err := p.k.producer.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-			return fmt.Errorf("%s: write %d snapshots to %s: %w", p.info, len(recs), p.k.topic, err)
+		for _, res := range p.k.producer.ProduceSync(ctx, recs...) {
+			if res.Err != nil {
+				return fmt.Errorf("%s: write %d snapshots to %s: %w", p.info, len(recs), p.k.topic, failedRecordError(res.Record, res.Err))
+			}
 		}
 	}
 	if b.OffsetAdvanced && p.info.ConsumerCommit != nil {

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/actorflow/actorflow/internal/recbytes"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -421,19 +422,22 @@ func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetad
 // producer ID need not wait for anything. (A CI run saw a partition's
 // commits stop for 60 s and then fail with OUT_OF_ORDER_SEQUENCE_NUMBER,
 // with nothing logged; where it waited is not known.) It returns the first
-// error kgo reported.
+// error kgo reported, wrapped with the record it failed (failedRecordError):
+// a record too large for the producer or the topic (MESSAGE_TOO_LARGE) is
+// one key's snapshot or output, and the partition's error must say whose.
 func produceAll(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) error {
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
-		wg    sync.WaitGroup
-		once  sync.Once
-		first error
+		wg     sync.WaitGroup
+		once   sync.Once
+		first  error
+		failed *kgo.Record
 	)
 	// One callback for every record of the transaction, not one each.
-	produced := func(_ *kgo.Record, err error) {
+	produced := func(r *kgo.Record, err error) {
 		if err != nil {
-			once.Do(func() { first = err; cancel() })
+			once.Do(func() { first, failed = err, r; cancel() })
 		}
 		wg.Done()
 	}
@@ -442,7 +446,23 @@ func produceAll(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) error {
 		cl.Produce(pctx, r, produced)
 	}
 	wg.Wait()
+	if first != nil && failed != nil {
+		return failedRecordError(failed, first)
+	}
 	return first
+}
+
+// failedRecordError names the record a produce failed: its topic, key and
+// size (key, value and headers), for an error a user can act on (which
+// key's state or output was too large, say).
+func failedRecordError(r *kgo.Record, err error) error {
+	key := r.Key
+	const show = 64
+	suffix := ""
+	if len(key) > show {
+		key, suffix = key[:show], fmt.Sprintf("… (%d bytes)", len(r.Key))
+	}
+	return fmt.Errorf("record to %s with key %q%s, %d bytes: %w", r.Topic, key, suffix, recbytes.Of(r), err)
 }
 
 func (t *txnPartition) addOffsets(ctx context.Context, pid int64, epoch int16) error {

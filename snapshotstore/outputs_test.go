@@ -173,3 +173,63 @@ func TestTxnOutputPartitionerAndSnapshotTopicRejected(t *testing.T) {
 		t.Fatalf("snapshot topic holds %d records after the rejected output, want 1 (the marker)", n)
 	}
 }
+
+// A record too large for the producer (kgo's ProducerBatchMaxBytes, 1 MiB by
+// default, which the broker's message.max.bytes matches) fails the
+// transaction with MESSAGE_TOO_LARGE, and the error names whose record it
+// was: an output's topic and key, or a snapshot's key, with its size.
+func TestTxnCommitNamesTheRecordTooLarge(t *testing.T) {
+	f := newTxnFixture(t, 2)
+	p := f.open(t, f.meta, nil)
+	big := make([]byte, 2<<20)
+	for _, tc := range []struct {
+		name string
+		b    snapshotstore.Batch
+		want string // the error names this record
+	}{
+		{"output", snapshotstore.Batch{
+			Writes:  []snapshotstore.Snapshot{{Key: "k0", Value: []byte("s"), Offset: 9}},
+			Outputs: []*kgo.Record{{Topic: f.out, Key: []byte("big-output"), Value: big}}, Offset: 10, OffsetAdvanced: true,
+		}, fmt.Sprintf("record to %s with key %q, %d bytes", f.out, "big-output", len("big-output")+len(big))},
+		{"snapshot", snapshotstore.Batch{
+			Writes: []snapshotstore.Snapshot{{Key: "k0", Value: []byte("s"), Offset: 9}, {Key: "big-state", Value: big, Offset: 10}},
+			Offset: 11, OffsetAdvanced: true,
+		}, fmt.Sprintf("record to %s with key %q", f.snaps, "big-state")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := p.Commit(context.Background(), tc.b)
+			if !errors.Is(err, kerr.MessageTooLarge) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Commit: %v; want MESSAGE_TOO_LARGE naming %s", err, tc.want)
+			}
+		})
+	}
+	// Nothing of either batch is visible; the store commits again after them.
+	if err := p.Commit(context.Background(), snapshotstore.Batch{Writes: []snapshotstore.Snapshot{{Key: "k1", Value: []byte("s"), Offset: 11}}, Offset: 12, OffsetAdvanced: true}); err != nil {
+		t.Fatalf("the next commit: %v", err)
+	}
+	if got := testkit.ReadTopic(t, f.brokers, f.out, true); len(got) != 0 {
+		t.Fatalf("read_committed: %d outputs of the failed transactions", len(got))
+	}
+}
+
+// The plain mode's snapshot write names the record too large the same way.
+func TestPlainCommitNamesTheRecordTooLarge(t *testing.T) {
+	_, brokers := testkit.Kfake(t)
+	input, snaps := testkit.Name(t, "in"), testkit.Name(t, "snap")
+	testkit.CreateTopics(t, brokers, input, snaps, 1)
+	k, err := snapshotstore.NewKafka(brokers, snaps, snapshotstore.KafkaConfig{Mode: snapshotstore.Plain})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.Close)
+	p, err := k.Open(context.Background(), snapshotstore.PartitionInfo{Topic: input, Partition: 0, Group: testkit.Name(t, "g")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	err = p.Commit(context.Background(), snapshotstore.Batch{Writes: []snapshotstore.Snapshot{
+		{Key: "k0", Value: []byte("s"), Offset: 1}, {Key: "big-state", Value: make([]byte, 2<<20), Offset: 2}}})
+	if want := fmt.Sprintf("record to %s with key %q", snaps, "big-state"); !errors.Is(err, kerr.MessageTooLarge) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Commit: %v; want MESSAGE_TOO_LARGE naming %s", err, want)
+	}
+}

@@ -11,8 +11,10 @@ import (
 	"github.com/actorflow/actorflow"
 	"github.com/actorflow/actorflow/internal/ledger"
 	"github.com/actorflow/actorflow/internal/testkit"
+	"github.com/actorflow/actorflow/keyflow"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -153,5 +155,52 @@ func PoisonRecordFailFast(t *testing.T, brokers []string) {
 	var pe *actorflow.PartitionError
 	if !errors.As(err, &pe) || pe.Partition != poisonP {
 		t.Fatalf("Run = %v, want the *PartitionError of partition %d", err, poisonP)
+	}
+}
+
+// OversizeOutputNamesItsKey: an output larger than the producer accepts
+// (2 MiB against kgo's 1 MiB ProducerBatchMaxBytes) fails its transaction
+// with MESSAGE_TOO_LARGE; the partition fails with an error naming the
+// output's topic and key and its size, and nothing of the transaction is
+// visible: no output, and the committed input offset does not pass it.
+func OversizeOutputNamesItsKey(t *testing.T, brokers []string) {
+	input, snaps, group := Topics(t, brokers, 1)
+	out := testkit.Name(t, "out")
+	if _, err := kadm.NewClient(testkit.Client(t, brokers)).CreateTopic(t.Context(), 1, 1, nil, out); err != nil {
+		t.Fatal(err)
+	}
+	pcl := testkit.Client(t, brokers, kgo.DefaultProduceTopic(input))
+	if err := pcl.ProduceSync(t.Context(), &kgo.Record{Key: []byte("small"), Value: []byte("1")}, &kgo.Record{Key: []byte("big"), Value: []byte("2")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	flow := keyflow.New(func(kc *keyflow.Context, s *int, rec *kgo.Record) (*int, error) {
+		size := 10
+		if kc.Key() == "big" {
+			size = 2 << 20
+		}
+		if err := kc.Emit(&kgo.Record{Key: rec.Key, Value: make([]byte, size)}); err != nil {
+			return nil, err
+		}
+		n := 1
+		return &n, nil
+	}, keyflow.WithOutput(nil, out))
+	w := StartWorker(t, flow, brokers, group, input, snaps, snapshotstore.Transactional, actorflow.WithFailFast())
+	err := w.Wait(t, time.Minute)
+	var pe *actorflow.PartitionError
+	want := fmt.Sprintf("record to %s with key %q, %d bytes", out, "big", len("big")+2<<20)
+	if !errors.As(err, &pe) || !errors.Is(err, kerr.MessageTooLarge) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Run = %v; want a *PartitionError matching MESSAGE_TOO_LARGE and naming %s", err, want)
+	}
+	for _, r := range testkit.ReadTopic(t, brokers, out, true) {
+		if string(r.Key) == "big" {
+			t.Fatalf("the oversize output's transaction is visible: an output of key big, %d bytes", len(r.Value))
+		}
+	}
+	offs, err := kadm.NewClient(testkit.Client(t, brokers)).FetchOffsets(t.Context(), group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := offs.Lookup(input, 0); ok && o.At > 1 {
+		t.Fatalf("committed input offset %d passes the record whose output failed (offset 1)", o.At)
 	}
 }

@@ -35,6 +35,7 @@ func Suite() []Case {
 		{Name: "BackpressureByteBound", Run: BackpressureByteBound},
 		{Name: "FencedPartitionFailsWorker", Run: FencedPartitionFailsWorker},
 		{Name: "PoisonRecordFailFast", Parallel: true, Run: PoisonRecordFailFast},
+		{Name: "OversizeOutputNamesItsKey", Parallel: true, Run: OversizeOutputNamesItsKey},
 		{Name: "DeadLetterTopicChecked", Parallel: true, Run: DeadLetterTopicChecked},
 		{Name: "SupersededForeignSnapshotSkipped", Parallel: true, Run: SupersededForeignSnapshotSkipped},
 		{Name: "AbortedOutputsReemittedOnce", Parallel: true, Run: AbortedOutputsReemittedOnce},
