@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/actorflow/actorflow/internal/keyactor"
+	"github.com/actorflow/actorflow/internal/recbytes"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 )
@@ -99,7 +101,13 @@ func (c *Context) Timer(name string) (time.Time, bool) { return c.k.Timer(name) 
 // without a producer (WithOutput). The record is emitted when the call
 // returns without error; outputs of a call that fails are never produced
 // (under WithFoldErrorPolicy(Skip) a skipped record emits nothing). Emit
-// takes rec: do not modify it afterwards.
+// takes rec: do not modify it afterwards. A record whose key, value and
+// headers exceed what its producer accepts (ProducerBatchMaxBytes: the
+// worker's transactional producer's, kgo's default 1 000 012, or in the
+// plain mode WithOutput's producer's) is refused with an error matching
+// kerr.MessageTooLarge, naming the key, output topic, size and limit: it
+// would fail every transaction or produce it went in. Return it from the
+// fold, and the fold error policy decides (WithFoldErrorPolicy).
 //
 // Transactional mode (snapshotstore.Transactional): exactly-once for a
 // read_committed consumer. The output travels with the key's snapshot to
@@ -133,6 +141,18 @@ func (c *Context) Emit(rec *kgo.Record) error {
 	}
 	if rec.Topic == "" {
 		return fmt.Errorf("keyflow: emit for key %q: record has no topic and WithOutput set none", k.Key())
+	}
+	// A record the producer cannot take would fail its transaction (or its
+	// produce) at every attempt: refused here, it is the fold's error, which
+	// the fold error policy handles (fail, skip or dead-letter the input).
+	// Its key, value and headers alone above the limit: surely too large
+	// (the record's framing adds a few dozen bytes that only the produce
+	// sees).
+	if max := k.MaxOutputBytes(); max > 0 {
+		if n := recbytes.Of(rec); n > max {
+			return fmt.Errorf("keyflow: emit for key %q: output to %s of %d bytes (key, value and headers) above the producer's ProducerBatchMaxBytes %d: %w",
+				k.Key(), rec.Topic, n, max, kerr.MessageTooLarge)
+		}
 	}
 	k.Emit(rec)
 	return nil

@@ -268,7 +268,14 @@ func WithDeadLetterTopic(topic string) Option {
 // retries a produce until it succeeds by default); records are produced
 // with a context that ends at the output timeout.
 func WithOutput(producer *kgo.Client, defaultTopic string) Option {
-	return option(func(c *keyactor.Config) { c.Output, c.OutputTopic = producer, defaultTopic })
+	return option(func(c *keyactor.Config) {
+		c.Output, c.OutputTopic, c.OutputMaxBytes = producer, defaultTopic, 0
+		if producer != nil {
+			if n, ok := producer.OptValue(kgo.ProducerBatchMaxBytes).(int32); ok {
+				c.OutputMaxBytes = int(n)
+			}
+		}
+	})
 }
 
 // WithOutputTimeout bounds the wait for each output's acknowledgement, from

@@ -19,6 +19,11 @@ import (
 	"go.uber.org/zap"
 )
 
+// driverMaxOutputBytes is kgo's default ProducerBatchMaxBytes (the
+// broker's message.max.bytes default), which a worker's transactional
+// producer has unless WithClientOpts raises it.
+const driverMaxOutputBytes = 1_000_012
+
 // DefaultTopic is the input topic of a Driver without WithTopic.
 const DefaultTopic = "input"
 
@@ -220,6 +225,9 @@ func New[S any](flow *keyflow.Flow[S], opts ...Option) *Driver[S] {
 			Topic: cfg.topic, Partition: n, System: d.sys,
 			Logger:     cfg.logger.With(zap.String("topic", cfg.topic), zap.Int32("partition", n)),
 			TxnOutputs: true,
+			// A worker's transactional producer refuses larger records
+			// (kgo's default ProducerBatchMaxBytes): so does Emit here.
+			MaxOutputBytes: driverMaxOutputBytes,
 			Persist: func(w *keyactor.WriteMsg) {
 				s, outs, done := w.Snapshot, w.Outputs, w.Done
 				w.Release()

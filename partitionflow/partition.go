@@ -446,9 +446,10 @@ func (p *partition) start(ctx actor.Context) {
 		Processed: func(n, bytes int) { p.unfolded.Add(-int64(n)); p.cfg.OnProcessed(n, bytes) },
 		// Exactly-once outputs where the store commits them (the
 		// transactional mode): Emit enrolls them in the transaction.
-		TxnOutputs:  p.cfg.Store.CommitsOutputs(),
-		DeadLetters: p.cfg.DeadLetters,
-		Reuse:       true, // keypool.go
+		TxnOutputs:     p.cfg.Store.CommitsOutputs(),
+		MaxOutputBytes: maxRecordBytes(p.cfg.Store),
+		DeadLetters:    p.cfg.DeadLetters,
+		Reuse:          true, // keypool.go
 	}
 	txn := newTxnActor(p.cfg.Store, p.cfg.MaxWritesPerTransaction, p.cfg.AssignedOffset, p.log)
 	txn.gc.SetMaxBytes(p.cfg.MaxTransactionBytes)

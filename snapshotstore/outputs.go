@@ -16,6 +16,21 @@ import (
 // batch's outputs.
 func (t *txnPartition) CommitsOutputs() bool { return true }
 
+// MaxRecordBytes is the largest record the partition's producer accepts:
+// its ProducerBatchMaxBytes (kgo's default 1 000 012, the broker's
+// message.max.bytes default; WithClientOpts can raise it). A key actor
+// refuses a larger output at Emit (partitionflow), where the fold error
+// policy handles it, instead of its transaction failing at every attempt.
+func (t *txnPartition) MaxRecordBytes() int {
+	t.mu.Lock()
+	cl := t.cl
+	t.mu.Unlock()
+	if n, ok := cl.OptValue(kgo.ProducerBatchMaxBytes).(int32); ok {
+		return int(n)
+	}
+	return 0
+}
+
 // txnPartitioner routes the transactional producer's records: snapshot
 // (and marker) records to their explicit partition, outputs by the
 // configured output partitioner.

@@ -68,6 +68,16 @@ func (k *Core) Timer(name string) (time.Time, bool) {
 // transactions, or the flow's producer.
 func (k *Core) CanEmit() bool { return k.cfg.Output != nil || k.env.TxnOutputs }
 
+// MaxOutputBytes is the largest output (key, value and headers) the
+// producer it goes through accepts: the store's in the transactional mode,
+// the flow's otherwise; 0: unchecked.
+func (k *Core) MaxOutputBytes() int {
+	if k.env.TxnOutputs {
+		return k.env.MaxOutputBytes
+	}
+	return k.cfg.OutputMaxBytes
+}
+
 // OutputTopic is the flow's default output topic ("": none).
 func (k *Core) OutputTopic() string { return k.cfg.OutputTopic }
 

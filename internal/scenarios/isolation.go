@@ -158,22 +158,10 @@ func PoisonRecordFailFast(t *testing.T, brokers []string) {
 	}
 }
 
-// OversizeOutputNamesItsKey: an output larger than the producer accepts
-// (2 MiB against kgo's 1 MiB ProducerBatchMaxBytes) fails its transaction
-// with MESSAGE_TOO_LARGE; the partition fails with an error naming the
-// output's topic and key and its size, and nothing of the transaction is
-// visible: no output, and the committed input offset does not pass it.
-func OversizeOutputNamesItsKey(t *testing.T, brokers []string) {
-	input, snaps, group := Topics(t, brokers, 1)
-	out := testkit.Name(t, "out")
-	if _, err := kadm.NewClient(testkit.Client(t, brokers)).CreateTopic(t.Context(), 1, 1, nil, out); err != nil {
-		t.Fatal(err)
-	}
-	pcl := testkit.Client(t, brokers, kgo.DefaultProduceTopic(input))
-	if err := pcl.ProduceSync(t.Context(), &kgo.Record{Key: []byte("small"), Value: []byte("1")}, &kgo.Record{Key: []byte("big"), Value: []byte("2")}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	flow := keyflow.New(func(kc *keyflow.Context, s *int, rec *kgo.Record) (*int, error) {
+// oversizeFlow emits a 2 MiB output for key "big" (kgo's
+// ProducerBatchMaxBytes is ~1 MB) and a small one for any other key.
+func oversizeFlow(out string, opts ...keyflow.Option) *keyflow.Flow[int] {
+	return keyflow.New(func(kc *keyflow.Context, s *int, rec *kgo.Record) (*int, error) {
 		size := 10
 		if kc.Key() == "big" {
 			size = 2 << 20
@@ -183,17 +171,47 @@ func OversizeOutputNamesItsKey(t *testing.T, brokers []string) {
 		}
 		n := 1
 		return &n, nil
-	}, keyflow.WithOutput(nil, out))
-	w := StartWorker(t, flow, brokers, group, input, snaps, snapshotstore.Transactional, actorflow.WithFailFast())
+	}, append(opts, keyflow.WithOutput(nil, out))...)
+}
+
+// oversizeInput creates the output topic and writes the input: key small
+// at offset 0, key big at offset 1.
+func oversizeInput(t *testing.T, brokers []string, input string) (out string) {
+	out = testkit.Name(t, "out")
+	if _, err := kadm.NewClient(testkit.Client(t, brokers)).CreateTopic(t.Context(), 1, 1, nil, out); err != nil {
+		t.Fatal(err)
+	}
+	pcl := testkit.Client(t, brokers, kgo.DefaultProduceTopic(input))
+	if err := pcl.ProduceSync(t.Context(), &kgo.Record{Key: []byte("small"), Value: []byte("1")}, &kgo.Record{Key: []byte("big"), Value: []byte("2")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// OversizeOutputFailsItsKey: an output larger than the producer accepts
+// (2 MiB against kgo's ~1 MB ProducerBatchMaxBytes) is refused at Emit, so
+// the fold fails under the default policy: the partition stops with an
+// error naming the input's topic, partition, offset and key, the output's
+// topic and size, and matching kerr.MessageTooLarge; nothing past the
+// record is committed and its output is never visible.
+func OversizeOutputFailsItsKey(t *testing.T, brokers []string) {
+	input, snaps, group := Topics(t, brokers, 1)
+	out := oversizeInput(t, brokers, input)
+	w := StartWorker(t, oversizeFlow(out), brokers, group, input, snaps, snapshotstore.Transactional, actorflow.WithFailFast())
 	err := w.Wait(t, time.Minute)
 	var pe *actorflow.PartitionError
-	want := fmt.Sprintf("record to %s with key %q, %d bytes", out, "big", len("big")+2<<20)
-	if !errors.As(err, &pe) || !errors.Is(err, kerr.MessageTooLarge) || !strings.Contains(err.Error(), want) {
-		t.Fatalf("Run = %v; want a *PartitionError matching MESSAGE_TOO_LARGE and naming %s", err, want)
+	wants := []string{fmt.Sprintf("%s[0] offset 1", input), `key "big"`, fmt.Sprintf("output to %s of %d bytes", out, len("big")+2<<20)}
+	if !errors.As(err, &pe) || !errors.Is(err, kerr.MessageTooLarge) {
+		t.Fatalf("Run = %v; want a *PartitionError matching MESSAGE_TOO_LARGE", err)
+	}
+	for _, want := range wants {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("Run = %v; want it to name %s", err, want)
+		}
 	}
 	for _, r := range testkit.ReadTopic(t, brokers, out, true) {
 		if string(r.Key) == "big" {
-			t.Fatalf("the oversize output's transaction is visible: an output of key big, %d bytes", len(r.Value))
+			t.Fatalf("an output of key big is visible (%d bytes)", len(r.Value))
 		}
 	}
 	offs, err := kadm.NewClient(testkit.Client(t, brokers)).FetchOffsets(t.Context(), group)
@@ -201,6 +219,24 @@ func OversizeOutputNamesItsKey(t *testing.T, brokers []string) {
 		t.Fatal(err)
 	}
 	if o, ok := offs.Lookup(input, 0); ok && o.At > 1 {
-		t.Fatalf("committed input offset %d passes the record whose output failed (offset 1)", o.At)
+		t.Fatalf("committed input offset %d passes the record whose output was refused (offset 1)", o.At)
+	}
+}
+
+// OversizeOutputSkipped: under keyflow.WithFoldErrorPolicy(Skip) the record
+// whose output is too large is skipped like any failed fold, and the
+// partition goes on: the other key's output is committed, and the
+// committed offset reaches the input's end.
+func OversizeOutputSkipped(t *testing.T, brokers []string) {
+	input, snaps, group := Topics(t, brokers, 1)
+	out := oversizeInput(t, brokers, input)
+	w := StartWorker(t, oversizeFlow(out, keyflow.WithFoldErrorPolicy(keyflow.Skip)), brokers, group, input, snaps, snapshotstore.Transactional, actorflow.WithFailFast())
+	testkit.WaitCommittedAtEnd(t, brokers, group, input, time.Minute)
+	got := testkit.ReadTopic(t, brokers, out, true)
+	if len(got) != 1 || string(got[0].Key) != "small" {
+		t.Fatalf("read_committed outputs: %d (want only key small's)", len(got))
+	}
+	if err := w.Stop(t); err != nil {
+		t.Fatal(err)
 	}
 }
