@@ -240,3 +240,38 @@ func OversizeOutputSkipped(t *testing.T, brokers []string) {
 		t.Fatal(err)
 	}
 }
+
+// OversizeOutputDeadLettered: under WithFoldErrorPolicy(DeadLetter) the
+// input record whose output is too large goes to the dead-letter topic
+// (itself, small), once, its error message naming MESSAGE_TOO_LARGE, and
+// the partition goes on.
+func OversizeOutputDeadLettered(t *testing.T, brokers []string) {
+	input, snaps, group := Topics(t, brokers, 1)
+	out := oversizeInput(t, brokers, input)
+	dlq := keyflow.DefaultDeadLetterTopic(input)
+	if _, err := kadm.NewClient(testkit.Client(t, brokers)).CreateTopic(t.Context(), 1, 1, nil, dlq); err != nil {
+		t.Fatal(err)
+	}
+	w := StartWorker(t, oversizeFlow(out, keyflow.WithFoldErrorPolicy(keyflow.DeadLetter)), brokers, group, input, snaps,
+		snapshotstore.Transactional, actorflow.WithFailFast())
+	testkit.WaitCommittedAtEnd(t, brokers, group, input, time.Minute)
+	dls := testkit.ReadTopic(t, brokers, dlq, true)
+	if len(dls) != 1 || string(dls[0].Key) != "big" || string(dls[0].Value) != "2" {
+		t.Fatalf("%d dead letters, want the input record of key big once", len(dls))
+	}
+	var msg string
+	for _, h := range dls[0].Headers {
+		if h.Key == "__streams.errors.message" {
+			msg = string(h.Value)
+		}
+	}
+	if !strings.Contains(msg, "MESSAGE_TOO_LARGE") || !strings.Contains(msg, `key "big"`) {
+		t.Fatalf("dead letter's error message %q, want it to name MESSAGE_TOO_LARGE and key big", msg)
+	}
+	if got := testkit.ReadTopic(t, brokers, out, true); len(got) != 1 || string(got[0].Key) != "small" {
+		t.Fatalf("read_committed outputs: %d (want only key small's)", len(got))
+	}
+	if err := w.Stop(t); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -37,6 +37,7 @@ func Suite() []Case {
 		{Name: "PoisonRecordFailFast", Parallel: true, Run: PoisonRecordFailFast},
 		{Name: "OversizeOutputFailsItsKey", Parallel: true, Run: OversizeOutputFailsItsKey},
 		{Name: "OversizeOutputSkipped", Parallel: true, Run: OversizeOutputSkipped},
+		{Name: "OversizeOutputDeadLettered", Parallel: true, Run: OversizeOutputDeadLettered},
 		{Name: "DeadLetterTopicChecked", Parallel: true, Run: DeadLetterTopicChecked},
 		{Name: "SupersededForeignSnapshotSkipped", Parallel: true, Run: SupersededForeignSnapshotSkipped},
 		{Name: "AbortedOutputsReemittedOnce", Parallel: true, Run: AbortedOutputsReemittedOnce},
