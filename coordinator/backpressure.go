@@ -18,7 +18,7 @@ import (
 // Streams bounds its input buffer in bytes for the same reason, KIP-770).
 //
 // Each tracked partition's accounting is a Budget: the processors release
-// records through it (Budget.Done) with atomic adds, taking the lock only
+// records through it (Budget.Done) with a compare-and-swap, taking the lock only
 // to resume. Done by partition name took the lock and three map operations
 // per key delivery, from every key actor of the process (~2 % of the
 // worker's CPU at a million keys, most of it the lock's cache line moving
@@ -39,13 +39,47 @@ var testHookCrossedMark func(*Budget)
 // its Remove (a Track again starts a new Budget: releases through the old
 // one are ignored, as records of a partition's earlier assignment must be).
 type Budget struct {
-	fc       *FlowControl
-	inflight atomic.Int64
-	bytes    atomic.Int64
+	fc *FlowControl
+	// load is what is in flight, records and bytes packed in one word
+	// (pack): Add and Done see both counts as of one point in time. Two
+	// words were not enough: two releases racing, each with one count
+	// read before the other's release, could both see a count above its
+	// low mark while together they had brought both below, and neither
+	// resumed the partition, which stayed paused with nothing in flight.
+	load atomic.Uint64
 	// paused is written under fc.mu; a Budget no longer tracked is never
 	// paused (Track and Remove clear it), so its releases resume nothing.
 	paused atomic.Bool
 }
+
+// The packing of Budget.load: records in the high recordBits, bytes in the
+// low byteBits. Each count saturates at its field's maximum and at 0, and
+// the marks are capped at half of it (NewFlowControl), so a fetch beyond a
+// mark always fits.
+const (
+	byteBits   = 40
+	maxBytes   = 1<<byteBits - 1      // 1 TiB
+	maxRecords = 1<<(64-byteBits) - 1 // 16.7M
+)
+
+func pack(n, b int64) uint64       { return uint64(n)<<byteBits | uint64(b) }
+func unpack(w uint64) (n, b int64) { return int64(w >> byteBits), int64(w & maxBytes) }
+
+// add adds n records and bytes (negative: releases) to what is in flight,
+// in one compare-and-swap, and returns the new counts.
+func (b *Budget) add(n, bytes int64) (int64, int64) {
+	for {
+		old := b.load.Load()
+		on, ob := unpack(old)
+		nn, nb := min(max(on+n, 0), maxRecords), min(max(ob+bytes, 0), maxBytes)
+		if b.load.CompareAndSwap(old, pack(nn, nb)) {
+			return nn, nb
+		}
+	}
+}
+
+// counts returns what is in flight.
+func (b *Budget) counts() (n, bytes int64) { return unpack(b.load.Load()) }
 
 // TopicPartition names a partition.
 type TopicPartition struct {
@@ -56,10 +90,9 @@ type TopicPartition struct {
 // NewFlowControl bounds each partition at high records and highBytes bytes
 // in flight (highBytes <= 0: records only).
 func NewFlowControl(high, highBytes int) *FlowControl {
-	if high <= 0 {
-		high = 1
-	}
-	return &FlowControl{high: int64(high), highBytes: int64(max(highBytes, 0)), parts: map[TopicPartition]*Budget{}}
+	high = min(max(high, 1), maxRecords/2)
+	highBytes = min(max(highBytes, 0), maxBytes/2)
+	return &FlowControl{high: int64(high), highBytes: int64(highBytes), parts: map[TopicPartition]*Budget{}}
 }
 
 // over: n records and b bytes in flight reach a high mark.
@@ -82,8 +115,7 @@ func (f *FlowControl) Add(tp TopicPartition, n, bytes int, pause func()) {
 	if b == nil {
 		return // not tracked (revoked while its fetch was being handed over)
 	}
-	ni, nb := b.inflight.Add(int64(n)), b.bytes.Add(int64(bytes))
-	if !f.over(ni, nb) || b.paused.Load() {
+	if !f.over(b.add(int64(n), int64(bytes))) || b.paused.Load() {
 		return
 	}
 	if testHookCrossedMark != nil {
@@ -93,7 +125,7 @@ func (f *FlowControl) Add(tp TopicPartition, n, bytes int, pause func()) {
 	// releases, then reads paused): a release this pause does not see has
 	// seen the pause.
 	b.paused.Store(true)
-	if f.under(b.inflight.Load(), b.bytes.Load()) {
+	if f.under(b.counts()) {
 		b.paused.Store(false) // released meanwhile to the low marks: no pause
 		return
 	}
@@ -116,9 +148,9 @@ func (f *FlowControl) Done(tp TopicPartition, n, bytes int, resume func()) {
 // FlowControl's lock) when the partition was paused and may fetch again.
 // Releasing more than is in flight leaves 0 in flight.
 func (b *Budget) Done(n, bytes int, resume func()) {
-	c, cb := release(&b.inflight, n), release(&b.bytes, bytes)
-	// Add stores paused before it reads what is in flight again, and these
-	// adds come before this load: either this release sees the pause (and
+	c, cb := b.add(-int64(n), -int64(bytes))
+	// Add stores paused before it reads what is in flight again, and this
+	// add comes before this load: either this release sees the pause (and
 	// resumes under the lock, after pause ran), or the pause sees this
 	// release (Add does not pause then). A resume is never missed.
 	if !b.paused.Load() || !b.fc.under(c, cb) {
@@ -130,19 +162,10 @@ func (b *Budget) Done(n, bytes int, resume func()) {
 	b.maybeResume(resume)
 }
 
-// release subtracts n from v, not below 0, and returns the result.
-func release(v *atomic.Int64, n int) int64 {
-	c := v.Add(-int64(n))
-	for c < 0 && !v.CompareAndSwap(c, 0) {
-		c = v.Load()
-	}
-	return max(c, 0)
-}
-
 // maybeResume resumes a paused partition at or below the low mark; under
 // fc.mu.
 func (b *Budget) maybeResume(resume func()) {
-	if !b.paused.Load() || !b.fc.under(b.inflight.Load(), b.bytes.Load()) {
+	if !b.paused.Load() || !b.fc.under(b.counts()) {
 		return
 	}
 	b.paused.Store(false)
@@ -187,7 +210,8 @@ func (f *FlowControl) InFlight(tp TopicPartition) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if b := f.parts[tp]; b != nil {
-		return int(b.inflight.Load())
+		n, _ := b.counts()
+		return int(n)
 	}
 	return 0
 }
@@ -197,7 +221,8 @@ func (f *FlowControl) InFlightBytes(tp TopicPartition) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if b := f.parts[tp]; b != nil {
-		return int(b.bytes.Load())
+		_, bytes := b.counts()
+		return int(bytes)
 	}
 	return 0
 }

@@ -131,10 +131,16 @@ func TestFlowControlNonPositiveHighMarkMeansOne(t *testing.T) {
 	}
 }
 
+// Each count clamps at zero on its own: an over-release of bytes borrows
+// nothing from the records (they share one word).
 func TestFlowControlDoneClampsAtZero(t *testing.T) {
-	fc := coordinator.NewFlowControl(10, 0)
+	fc := coordinator.NewFlowControl(10, 1000)
 	fc.Track(tp0)
-	fc.Add(tp0, 2, 0, func() { t.Fatal("pause below the mark") })
+	fc.Add(tp0, 2, 100, func() { t.Fatal("pause below the mark") })
+	fc.Done(tp0, 1, 500, func() { t.Fatal("resume of a running partition") })
+	if n, b := fc.InFlight(tp0), fc.InFlightBytes(tp0); n != 1 || b != 0 {
+		t.Fatalf("after releasing more bytes than in flight: %d records, %d bytes, want 1, 0", n, b)
+	}
 	fc.Done(tp0, 5, 0, func() { t.Fatal("resume of a running partition") })
 	if got := fc.InFlight(tp0); got != 0 {
 		t.Fatalf("InFlight = %d after over-release, want 0", got)
@@ -290,7 +296,7 @@ func TestFlowControlAddAfterRemoveDoesNotStrandReassignedPartition(t *testing.T)
 func TestBudgetConcurrentReleasesNeverStrandAPausedPartition(t *testing.T) {
 	const (
 		workers = 4
-		rounds  = 20000
+		rounds  = 200000
 	)
 	type load struct{ n, bytes int }
 	for _, tc := range []struct {
@@ -301,6 +307,15 @@ func TestBudgetConcurrentReleasesNeverStrandAPausedPartition(t *testing.T) {
 		{"record mark", 2, 0, func(i int) load { return load{1 + i%2, 0} }},
 		// Two or three records reach the byte mark of 100.
 		{"byte mark", 1 << 30, 100, func(i int) load { return load{1, 40 + i%30} }},
+		// Releases where one count or the other is the large one: two
+		// releases racing must not each see one count above its low mark
+		// while together they brought both below it.
+		{"both marks", 4, 400, func(i int) load {
+			if i%2 == 0 {
+				return load{3, 10}
+			}
+			return load{1, 300}
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fc := coordinator.NewFlowControl(tc.high, tc.highBytes)
@@ -429,9 +444,43 @@ func TestFlowControlWithoutByteMarkCountsRecordsOnly(t *testing.T) {
 	for _, mark := range []int{0, -1} {
 		fc := coordinator.NewFlowControl(4, mark)
 		fc.Track(tp0)
-		fc.Add(tp0, 3, 1<<40, func() { t.Fatalf("byte mark %d: paused by bytes", mark) })
-		if got := fc.InFlightBytes(tp0); got != 1<<40 {
-			t.Fatalf("InFlightBytes = %d, want %d (counted even without a mark)", got, 1<<40)
+		fc.Add(tp0, 3, 1<<39, func() { t.Fatalf("byte mark %d: paused by bytes", mark) })
+		if got := fc.InFlightBytes(tp0); got != 1<<39 {
+			t.Fatalf("InFlightBytes = %d, want %d (counted even without a mark)", got, 1<<39)
 		}
 	}
+}
+
+// Two releases racing after a pause, one mostly records and the other mostly
+// bytes, together bring both counts to zero: the partition must be resumed
+// every time. A guard of the packed counts (Budget.load); it does not
+// reproduce the interleaving that two words allowed (one release reading
+// the records before the other's release, the other the bytes before the
+// first's, neither resuming), which needs one release to overtake the other
+// between two atomic operations.
+func TestBudgetRacingReleasesResumeOnceBothCountsAreDown(t *testing.T) {
+	fc := coordinator.NewFlowControl(2, 200)
+	fc.Track(tp0)
+	b := fc.Budget(tp0)
+	s := &fetchState{t: t}
+	for round := range 5000 {
+		fc.Add(tp0, 3, 250, s.pause) // over both marks
+		if !fc.Paused(tp0) {
+			t.Fatalf("round %d: not paused at 3 records, 250 bytes (marks 2, 200)", round)
+		}
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for _, l := range [][2]int{{1, 200}, {2, 50}} {
+			wg.Go(func() {
+				<-start
+				b.Done(l[0], l[1], s.resume)
+			})
+		}
+		close(start)
+		wg.Wait()
+		if fc.Paused(tp0) || s.paused {
+			t.Fatalf("round %d: paused with %d records and %d bytes in flight: nothing would resume it", round, fc.InFlight(tp0), fc.InFlightBytes(tp0))
+		}
+	}
+	s.check()
 }
