@@ -40,6 +40,15 @@ type metricsPartition struct {
 	errors  prometheus.Counter
 }
 
+// MaxRecordBytes forwards the wrapped partition's snapshotstore.RecordLimiter
+// (0 without one), so that Emit's size check works with metrics on.
+func (p *metricsPartition) MaxRecordBytes(topic string) int {
+	if l, ok := p.Partition.(snapshotstore.RecordLimiter); ok {
+		return l.MaxRecordBytes(topic)
+	}
+	return 0
+}
+
 func (p *metricsPartition) Commit(ctx context.Context, b snapshotstore.Batch) error {
 	start := time.Now()
 	err := p.Partition.Commit(ctx, b)

@@ -90,9 +90,10 @@ type TopicPartition struct {
 // NewFlowControl bounds each partition at high records and highBytes bytes
 // in flight (highBytes <= 0: records only).
 func NewFlowControl(high, highBytes int) *FlowControl {
-	high = min(max(high, 1), maxRecords/2)
-	highBytes = min(max(highBytes, 0), maxBytes/2)
-	return &FlowControl{high: int64(high), highBytes: int64(highBytes), parts: map[TopicPartition]*Budget{}}
+	// In int64: maxBytes/2 does not fit a 32-bit int.
+	h := min(max(int64(high), 1), maxRecords/2)
+	hb := min(max(int64(highBytes), 0), maxBytes/2)
+	return &FlowControl{high: h, highBytes: hb, parts: map[TopicPartition]*Budget{}}
 }
 
 // over: n records and b bytes in flight reach a high mark.

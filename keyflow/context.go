@@ -102,9 +102,10 @@ func (c *Context) Timer(name string) (time.Time, bool) { return c.k.Timer(name) 
 // returns without error; outputs of a call that fails are never produced
 // (under WithFoldErrorPolicy(Skip) a skipped record emits nothing). Emit
 // takes rec: do not modify it afterwards. A record whose key, value and
-// headers exceed what its producer accepts (ProducerBatchMaxBytes: the
-// worker's transactional producer's, kgo's default 1 000 012, or in the
-// plain mode WithOutput's producer's) is refused with an error matching
+// headers, with the framing of a record batch (batchFraming), exceed what
+// its producer sends to its topic (ProducerBatchMaxBytes: the worker's
+// transactional producer's, kgo's default 1 000 012, or in the plain mode
+// WithOutput's producer's) is refused with an error matching
 // kerr.MessageTooLarge, naming the key, output topic, size and limit: it
 // would fail every transaction or produce it went in. Return it from the
 // fold, and the fold error policy decides (WithFoldErrorPolicy).
@@ -131,6 +132,15 @@ func (c *Context) Timer(name string) (time.Time, bool) { return c.k.Timer(name) 
 // and its partition with an error naming the input topic, partition,
 // offset, key and output topic (ErrOutputTimeout for a timeout); its input
 // offset is never committed by this owner.
+// batchFraming is the most a record batch of one record adds to the
+// record's key, value and headers (KIP-98's format, v2): the batch header
+// (61 bytes: base offset, length, leader epoch, magic, CRC, attributes,
+// last offset delta, first and max timestamps, producer id and epoch, base
+// sequence, record count), the record's own varints (length, attributes,
+// timestamp and offset deltas, key and value lengths, header count: at
+// most 36) and two length varints per header (at most 10).
+func batchFraming(rec *kgo.Record) int { return 61 + 36 + 10*len(rec.Headers) }
+
 func (c *Context) Emit(rec *kgo.Record) error {
 	k := c.k
 	if !k.CanEmit() {
@@ -145,12 +155,11 @@ func (c *Context) Emit(rec *kgo.Record) error {
 	// A record the producer cannot take would fail its transaction (or its
 	// produce) at every attempt: refused here, it is the fold's error, which
 	// the fold error policy handles (fail, skip or dead-letter the input).
-	// Its key, value and headers alone above the limit: surely too large
-	// (the record's framing adds a few dozen bytes that only the produce
-	// sees).
-	if max := k.MaxOutputBytes(); max > 0 {
-		if n := recbytes.Of(rec); n > max {
-			return fmt.Errorf("keyflow: emit for key %q: output to %s of %d bytes (key, value and headers) above the producer's ProducerBatchMaxBytes %d: %w",
+	// The producer compares a whole record batch with its limit: the
+	// record's bytes plus at most batchFraming.
+	if max := k.MaxOutputBytes(rec.Topic); max > 0 {
+		if n := recbytes.Of(rec); n+batchFraming(rec) > max {
+			return fmt.Errorf("keyflow: emit for key %q: output to %s of %d bytes (key, value and headers) does not fit a record batch of the producer's ProducerBatchMaxBytes %d: %w",
 				k.Key(), rec.Topic, n, max, kerr.MessageTooLarge)
 		}
 	}

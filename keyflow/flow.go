@@ -269,10 +269,10 @@ func WithDeadLetterTopic(topic string) Option {
 // with a context that ends at the output timeout.
 func WithOutput(producer *kgo.Client, defaultTopic string) Option {
 	return option(func(c *keyactor.Config) {
-		c.Output, c.OutputTopic, c.OutputMaxBytes = producer, defaultTopic, 0
+		c.Output, c.OutputTopic, c.OutputMaxBytes = producer, defaultTopic, nil
 		if producer != nil {
-			if n, ok := producer.OptValue(kgo.ProducerBatchMaxBytes).(int32); ok {
-				c.OutputMaxBytes = int(n)
+			if fn, ok := producer.OptValue(kgo.ProducerBatchMaxBytesFn).(func(string) int32); ok && fn != nil {
+				c.OutputMaxBytes = func(topic string) int { return int(fn(topic)) }
 			}
 		}
 	})

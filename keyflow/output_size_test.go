@@ -21,18 +21,27 @@ func bigFold(kc *keyflow.Context, s *counter, r *kgo.Record) (*counter, error) {
 	return countFold(kc, s, r)
 }
 
-// Plain mode: Emit refuses an output above the flow producer's
-// ProducerBatchMaxBytes (it would fail at every produce); the fold's error
-// fails the partition (default policy), matching kerr.MessageTooLarge and
-// naming the key and the output's size, and the producer never sees it.
+// Plain mode: Emit refuses an output that does not fit a record batch of the
+// flow producer's ProducerBatchMaxBytes for its topic (it would fail at
+// every produce): 951 bytes of key and value are below the limit of 1000,
+// but not with the batch's framing (kgo refuses it). The fold's error fails
+// the partition (default policy), matching kerr.MessageTooLarge and naming
+// the key, the output's size and the limit of its topic.
 func TestEmitRefusesAnOutputAboveTheProducersLimit(t *testing.T) {
 	_, brokers := testkit.Kfake(t)
-	producer := testkit.Client(t, brokers, kgo.ProducerBatchMaxBytes(1000))
+	producer := testkit.Client(t, brokers, kgo.ProducerBatchMaxBytesFn(func(topic string) int32 {
+		if topic == "out" {
+			return 1000
+		}
+		return 1 << 20
+	}))
 	p := runPartition(t, keyflow.New(bigFold, keyflow.WithOutput(producer, "out")), time.Hour)
-	p.send(rec(0, "k", strings.Repeat("x", 1001)))
+	p.send(rec(0, "k", strings.Repeat("x", 950)))
 	err := p.awaitStopped(10 * time.Second)
-	if !errors.Is(err, kerr.MessageTooLarge) || !strings.Contains(err.Error(), `key "k"`) || !strings.Contains(err.Error(), "output to out of 1002 bytes") {
-		t.Fatalf("partition stopped with %v; want MESSAGE_TOO_LARGE naming key k and the output's 1002 bytes", err)
+	for _, want := range []string{`key "k"`, "output to out of 951 bytes", "ProducerBatchMaxBytes 1000"} {
+		if !errors.Is(err, kerr.MessageTooLarge) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("partition stopped with %v; want MESSAGE_TOO_LARGE naming %s", err, want)
+		}
 	}
 }
 

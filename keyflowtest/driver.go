@@ -227,7 +227,7 @@ func New[S any](flow *keyflow.Flow[S], opts ...Option) *Driver[S] {
 			TxnOutputs: true,
 			// A worker's transactional producer refuses larger records
 			// (kgo's default ProducerBatchMaxBytes): so does Emit here.
-			MaxOutputBytes: driverMaxOutputBytes,
+			MaxOutputBytes: func(string) int { return driverMaxOutputBytes },
 			Persist: func(w *keyactor.WriteMsg) {
 				s, outs, done := w.Snapshot, w.Outputs, w.Done
 				w.Release()

@@ -2,16 +2,13 @@ package partitionflow
 
 import "github.com/actorflow/actorflow/snapshotstore"
 
-// recordLimiter is a store whose producer has a record size limit (the
-// Kafka store's transactional producer: its ProducerBatchMaxBytes).
-type recordLimiter interface{ MaxRecordBytes() int }
-
-// maxRecordBytes is the largest record the store's producer accepts, for
-// the key actors' Emit check (keyactor.Env.MaxOutputBytes); 0 when the
-// store has no such limit (the memory store, a store of the application's).
-func maxRecordBytes(s snapshotstore.Partition) int {
-	if l, ok := s.(recordLimiter); ok {
-		return l.MaxRecordBytes()
+// maxRecordBytes is the store's record size limit per topic
+// (snapshotstore.RecordLimiter), for the key actors' Emit check
+// (keyactor.Env.MaxOutputBytes); nil when the store has none (the memory
+// store, a store of the application's that does not forward it).
+func maxRecordBytes(s snapshotstore.Partition) func(topic string) int {
+	if l, ok := s.(snapshotstore.RecordLimiter); ok {
+		return l.MaxRecordBytes
 	}
-	return 0
+	return nil
 }

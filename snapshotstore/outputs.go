@@ -16,17 +16,28 @@ import (
 // batch's outputs.
 func (t *txnPartition) CommitsOutputs() bool { return true }
 
-// MaxRecordBytes is the largest record the partition's producer accepts:
-// its ProducerBatchMaxBytes (kgo's default 1 000 012, the broker's
-// message.max.bytes default; WithClientOpts can raise it). A key actor
-// refuses a larger output at Emit (partitionflow), where the fold error
-// policy handles it, instead of its transaction failing at every attempt.
-func (t *txnPartition) MaxRecordBytes() int {
+// RecordLimiter is implemented by a Partition whose producer limits the
+// size of what it sends: the transactional Kafka partitions, whose producer
+// refuses a record batch above its ProducerBatchMaxBytes (kgo's default
+// 1 000 012, the broker's message.max.bytes default; KafkaConfig.ClientOpts
+// can raise it, per topic with ProducerBatchMaxBytesFn). The key actors
+// refuse a larger output at Emit, where the fold error policy handles it,
+// instead of letting it fail its transaction at every attempt. A Partition
+// that wraps another should forward it (actorflow's metrics wrapper does);
+// without it outputs meet the limit only at the commit.
+type RecordLimiter interface {
+	// MaxRecordBytes is the largest record batch, in bytes, the producer
+	// sends to topic; 0: no limit known.
+	MaxRecordBytes(topic string) int
+}
+
+// MaxRecordBytes implements RecordLimiter.
+func (t *txnPartition) MaxRecordBytes(topic string) int {
 	t.mu.Lock()
 	cl := t.cl
 	t.mu.Unlock()
-	if n, ok := cl.OptValue(kgo.ProducerBatchMaxBytes).(int32); ok {
-		return int(n)
+	if fn, ok := cl.OptValue(kgo.ProducerBatchMaxBytesFn).(func(string) int32); ok && fn != nil {
+		return int(fn(topic))
 	}
 	return 0
 }

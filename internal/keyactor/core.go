@@ -68,14 +68,18 @@ func (k *Core) Timer(name string) (time.Time, bool) {
 // transactions, or the flow's producer.
 func (k *Core) CanEmit() bool { return k.cfg.Output != nil || k.env.TxnOutputs }
 
-// MaxOutputBytes is the largest output (key, value and headers) the
-// producer it goes through accepts: the store's in the transactional mode,
-// the flow's otherwise; 0: unchecked.
-func (k *Core) MaxOutputBytes() int {
+// MaxOutputBytes is the largest record batch the producer an output to
+// topic goes through sends: the store's in the transactional mode, the
+// flow's otherwise; 0: unchecked.
+func (k *Core) MaxOutputBytes(topic string) int {
+	fn := k.cfg.OutputMaxBytes
 	if k.env.TxnOutputs {
-		return k.env.MaxOutputBytes
+		fn = k.env.MaxOutputBytes
 	}
-	return k.cfg.OutputMaxBytes
+	if fn == nil {
+		return 0
+	}
+	return fn(topic)
 }
 
 // OutputTopic is the flow's default output topic ("": none).

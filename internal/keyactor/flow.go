@@ -95,10 +95,10 @@ type Config struct {
 	DeadLetterRecord func(topic string, rec *kgo.Record, kind Kind, err error, at time.Time) *kgo.Record
 	Output           *kgo.Client
 	OutputTopic      string
-	// OutputMaxBytes is the largest record Output accepts (its
-	// ProducerBatchMaxBytes; 0: unchecked), for Emit's size check in the
-	// plain mode.
-	OutputMaxBytes int
+	// OutputMaxBytes is the largest record batch Output sends to a topic
+	// (its ProducerBatchMaxBytes; nil or 0: unchecked), for Emit's size
+	// check in the plain mode.
+	OutputMaxBytes func(topic string) int
 	OutputTimeout  time.Duration // > 0
 	Timers         bool          // the flow has a timer handler
 }
@@ -176,10 +176,10 @@ type Env struct {
 	// (snapshotstore.Partition.CommitsOutputs). Emit then hands outputs to the key's
 	// next write instead of the application's producer.
 	TxnOutputs bool
-	// MaxOutputBytes is the largest record the store's producer accepts
-	// (its ProducerBatchMaxBytes), for Emit's size check under TxnOutputs;
-	// 0: unchecked.
-	MaxOutputBytes int
+	// MaxOutputBytes is the largest record batch the store's producer
+	// sends to a topic (snapshotstore.RecordLimiter), for Emit's size check
+	// under TxnOutputs; nil or 0: unchecked.
+	MaxOutputBytes func(topic string) int
 	// Persist sends a key's write (a snapshot, and the outputs of the
 	// calls it covers: TxnOutputs only) to the partition's transaction
 	// actor; w.Done is called exactly once with the outcome of the

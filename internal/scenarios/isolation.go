@@ -13,6 +13,7 @@ import (
 	"github.com/actorflow/actorflow/internal/testkit"
 	"github.com/actorflow/actorflow/keyflow"
 	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -226,11 +227,13 @@ func OversizeOutputFailsItsKey(t *testing.T, brokers []string) {
 // OversizeOutputSkipped: under keyflow.WithFoldErrorPolicy(Skip) the record
 // whose output is too large is skipped like any failed fold, and the
 // partition goes on: the other key's output is committed, and the
-// committed offset reaches the input's end.
+// committed offset reaches the input's end. With metrics on: their store
+// wrapper forwards the producer's limit (snapshotstore.RecordLimiter).
 func OversizeOutputSkipped(t *testing.T, brokers []string) {
 	input, snaps, group := Topics(t, brokers, 1)
 	out := oversizeInput(t, brokers, input)
-	w := StartWorker(t, oversizeFlow(out, keyflow.WithFoldErrorPolicy(keyflow.Skip)), brokers, group, input, snaps, snapshotstore.Transactional, actorflow.WithFailFast())
+	w := StartWorker(t, oversizeFlow(out, keyflow.WithFoldErrorPolicy(keyflow.Skip)), brokers, group, input, snaps, snapshotstore.Transactional,
+		actorflow.WithFailFast(), actorflow.WithMetrics(prometheus.NewRegistry()))
 	testkit.WaitCommittedAtEnd(t, brokers, group, input, time.Minute)
 	got := testkit.ReadTopic(t, brokers, out, true)
 	if len(got) != 1 || string(got[0].Key) != "small" {
