@@ -276,8 +276,8 @@ func (c *Consumer) Tracker() *GroupMetadataTracker { return c.meta }
 // Releaser returns the function that releases n processed records of
 // bytes (RecordBytes, summed before the records were processed: a fold may
 // change a record it is given) of tp's in-flight budget as tp is assigned
-// now (call it after the assignment started it): atomic adds per call
-// (FlowControl's Budget). Releases of an earlier assignment's records,
+// now (call it after the assignment started it): a compare-and-swap per
+// call (FlowControl's Budget). Releases of an earlier assignment's records,
 // through its own Releaser, are ignored.
 func (c *Consumer) Releaser(tp TopicPartition) func(n, bytes int) {
 	b := c.fc.Budget(tp)

@@ -132,15 +132,6 @@ func (c *Context) Timer(name string) (time.Time, bool) { return c.k.Timer(name) 
 // and its partition with an error naming the input topic, partition,
 // offset, key and output topic (ErrOutputTimeout for a timeout); its input
 // offset is never committed by this owner.
-// batchFraming is the most a record batch of one record adds to the
-// record's key, value and headers (KIP-98's format, v2): the batch header
-// (61 bytes: base offset, length, leader epoch, magic, CRC, attributes,
-// last offset delta, first and max timestamps, producer id and epoch, base
-// sequence, record count), the record's own varints (length, attributes,
-// timestamp and offset deltas, key and value lengths, header count: at
-// most 36) and two length varints per header (at most 10).
-func batchFraming(rec *kgo.Record) int { return 61 + 36 + 10*len(rec.Headers) }
-
 func (c *Context) Emit(rec *kgo.Record) error {
 	k := c.k
 	if !k.CanEmit() {
@@ -166,3 +157,12 @@ func (c *Context) Emit(rec *kgo.Record) error {
 	k.Emit(rec)
 	return nil
 }
+
+// batchFraming is the most a record batch of one record adds to the
+// record's key, value and headers (KIP-98's format, v2): the batch header
+// (61 bytes: base offset, length, leader epoch, magic, CRC, attributes,
+// last offset delta, first and max timestamps, producer id and epoch, base
+// sequence, record count), the record's own varints (length, attributes,
+// timestamp and offset deltas, key and value lengths, header count: at
+// most 36) and two length varints per header (at most 10).
+func batchFraming(rec *kgo.Record) int { return 61 + 36 + 10*len(rec.Headers) }

@@ -52,6 +52,9 @@ type txnPartition struct {
 	last      *committedTxn
 	pending   *committedTxn
 	offsetsTP *topicPartition
+	// maxBatch is the producer's ProducerBatchMaxBytesFn (RecordLimiter),
+	// read at open: a re-initialised producer has the same options.
+	maxBatch func(topic string) int32
 }
 
 func (k *Kafka) openTxn(ctx context.Context, p PartitionInfo) (Partition, error) {
@@ -61,7 +64,7 @@ func (k *Kafka) openTxn(ctx context.Context, p PartitionInfo) (Partition, error)
 	if err != nil {
 		return nil, err
 	}
-	return &txnPartition{k: k, info: p, id: id, cl: cl, disc: disc}, nil
+	return &txnPartition{k: k, info: p, id: id, cl: cl, disc: disc, maxBatch: producerMaxBatch(cl)}, nil
 }
 
 // newTxnClient creates the partition's transactional producer and runs

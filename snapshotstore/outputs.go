@@ -31,15 +31,20 @@ type RecordLimiter interface {
 	MaxRecordBytes(topic string) int
 }
 
-// MaxRecordBytes implements RecordLimiter.
+// MaxRecordBytes implements RecordLimiter: every Emit asks, so the limit
+// is read from the producer once, at open (kgo's OptValue looks options
+// up by their function names: far too slow per output).
 func (t *txnPartition) MaxRecordBytes(topic string) int {
-	t.mu.Lock()
-	cl := t.cl
-	t.mu.Unlock()
-	if fn, ok := cl.OptValue(kgo.ProducerBatchMaxBytesFn).(func(string) int32); ok && fn != nil {
-		return int(fn(topic))
+	if t.maxBatch == nil {
+		return 0
 	}
-	return 0
+	return int(t.maxBatch(topic))
+}
+
+// producerMaxBatch is cl's ProducerBatchMaxBytesFn (nil if unknown).
+func producerMaxBatch(cl *kgo.Client) func(string) int32 {
+	fn, _ := cl.OptValue(kgo.ProducerBatchMaxBytesFn).(func(string) int32)
+	return fn
 }
 
 // txnPartitioner routes the transactional producer's records: snapshot
