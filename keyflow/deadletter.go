@@ -67,8 +67,9 @@ func DeadLetterRecord(topic string, rec *kgo.Record, kind DeadLetterKind, err er
 }
 
 // runtimeDeadLetter is DeadLetterRecord for the key actors
-// (keyactor.Config.DeadLetterRecord), whose kinds are keyactor's.
-func runtimeDeadLetter(topic string, rec *kgo.Record, kind keyactor.Kind, err error, at time.Time) *kgo.Record {
+// (keyactor.Config.DeadLetterRecord), whose kinds are keyactor's, shrunk to
+// fit a record batch of max bytes (fitDeadLetter; 0: unchecked).
+func runtimeDeadLetter(topic string, rec *kgo.Record, kind keyactor.Kind, err error, at time.Time, max int) (*kgo.Record, string) {
 	k := KindFoldError
 	switch kind {
 	case keyactor.KindUndecodable:
@@ -76,7 +77,8 @@ func runtimeDeadLetter(topic string, rec *kgo.Record, kind keyactor.Kind, err er
 	case keyactor.KindNilKey:
 		k = KindNilKey
 	}
-	return DeadLetterRecord(topic, rec, k, err, at)
+	dl := DeadLetterRecord(topic, rec, k, err, at)
+	return dl, fitDeadLetter(dl, len(rec.Headers), max)
 }
 
 // DefaultDeadLetterTopic is the dead-letter topic of an input topic when

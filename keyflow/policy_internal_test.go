@@ -26,7 +26,7 @@ func TestRuntimeDeadLetterKinds(t *testing.T) {
 	for k, want := range map[keyactor.Kind]DeadLetterKind{
 		keyactor.KindFoldError: KindFoldError, keyactor.KindUndecodable: KindUndecodable, keyactor.KindNilKey: KindNilKey,
 	} {
-		rec := runtimeDeadLetter("dlq", &kgo.Record{Topic: "in"}, k, nil, time.Now())
+		rec, _ := runtimeDeadLetter("dlq", &kgo.Record{Topic: "in"}, k, nil, time.Now(), 0)
 		var got string
 		for _, h := range rec.Headers {
 			if h.Key == HeaderErrorException {

@@ -1,6 +1,9 @@
 package partitionflow
 
-import "github.com/actorflow/actorflow/snapshotstore"
+import (
+	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
 
 // maxRecordBytes is the store's record size limit per topic
 // (snapshotstore.RecordLimiter), for the key actors' Emit check
@@ -11,4 +14,19 @@ func maxRecordBytes(s snapshotstore.Partition) func(topic string) int {
 		return l.MaxRecordBytes
 	}
 	return nil
+}
+
+// clientMaxRecordBytes is cl's ProducerBatchMaxBytesFn, for the dead-letter
+// size fit (keyactor.Env.DeadLetterMaxBytes); nil when cl is nil. Read
+// once, at the partition's start: kgo's OptValue finds an option by its
+// function's name, far too slow per record.
+func clientMaxRecordBytes(cl *kgo.Client) func(topic string) int {
+	if cl == nil {
+		return nil
+	}
+	fn, _ := cl.OptValue(kgo.ProducerBatchMaxBytesFn).(func(string) int32)
+	if fn == nil {
+		return nil
+	}
+	return func(topic string) int { return int(fn(topic)) }
 }

@@ -449,7 +449,9 @@ func (p *partition) start(ctx actor.Context) {
 		TxnOutputs:     p.cfg.Store.CommitsOutputs(),
 		MaxOutputBytes: maxRecordBytes(p.cfg.Store),
 		DeadLetters:    p.cfg.DeadLetters,
-		Reuse:          true, // keypool.go
+		// A dead letter near the producer's limit is shrunk to fit it.
+		DeadLetterMaxBytes: clientMaxRecordBytes(p.cfg.DeadLetters),
+		Reuse:              true, // keypool.go
 	}
 	txn := newTxnActor(p.cfg.Store, p.cfg.MaxWritesPerTransaction, p.cfg.AssignedOffset, p.log)
 	txn.gc.SetMaxBytes(p.cfg.MaxTransactionBytes)

@@ -175,15 +175,21 @@ func (a *keyActor[S]) recordFailed(ctx actor.Context, rec *kgo.Record, err error
 // (transactional mode: with the dead letter in its transaction) or the
 // dead letter's acknowledgement (plain mode) is persisted.
 func (k *Core) deadLetter(ctx actor.Context, rec *kgo.Record, kind Kind, err error) {
-	dl := k.cfg.DeadLetterRecord(k.cfg.deadLetterTopic(k.env.Topic), rec, kind, err, k.Now())
+	topic := k.cfg.deadLetterTopic(k.env.Topic)
+	cl, max := k.deadLetterProducer(topic)
+	dl, omitted := k.cfg.DeadLetterRecord(topic, rec, kind, err, k.Now(), max)
+	if omitted != "" {
+		// The record with its error headers would not fit the producer's
+		// record batch, and its transaction (or produce) would fail at
+		// every attempt: the dead letter keeps where to read the rest.
+		k.env.Logger.Warn("dead letter shrunk to fit the producer's record batch",
+			zap.String("source", fmt.Sprintf("%s[%d] offset %d", rec.Topic, rec.Partition, rec.Offset)),
+			zap.String("key", k.key), zap.Int("max_bytes", max), zap.String("omitted", omitted))
+	}
 	k.deadLettered++
 	if k.env.TxnOutputs {
 		k.outbox = append(k.outbox, dl) // the key's next write carries it
 	} else {
-		cl := k.env.DeadLetters
-		if cl == nil {
-			cl = k.cfg.Output
-		}
 		if cl == nil {
 			k.fail(ctx, fmt.Errorf("%s[%d] offset %d key %q: %w (%v)", rec.Topic, rec.Partition, rec.Offset, k.key, ErrNoDeadLetterProducer, err))
 			return
@@ -192,4 +198,25 @@ func (k *Core) deadLetter(ctx actor.Context, rec *kgo.Record, kind Kind, err err
 	}
 	k.lastFolded = rec.Offset
 	k.markDirty(rec.Offset)
+}
+
+// deadLetterProducer is the producer of the plain mode's dead letters to
+// topic (nil under TxnOutputs, or with none) and the largest record batch
+// a dead letter's producer sends there (0: unchecked): the store's
+// transactional producer under TxnOutputs, else Env.DeadLetters, else the
+// flow's output producer.
+func (k *Core) deadLetterProducer(topic string) (*kgo.Client, int) {
+	var cl *kgo.Client
+	fn := k.env.MaxOutputBytes
+	switch {
+	case k.env.TxnOutputs:
+	case k.env.DeadLetters != nil:
+		cl, fn = k.env.DeadLetters, k.env.DeadLetterMaxBytes
+	default:
+		cl, fn = k.cfg.Output, k.cfg.OutputMaxBytes
+	}
+	if fn == nil {
+		return cl, 0
+	}
+	return cl, fn(topic)
 }

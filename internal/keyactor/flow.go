@@ -90,9 +90,12 @@ type Config struct {
 	Undecodable Policy // resolved: the fold policy unless given
 	// DeadLetter is the dead-letter topic ("": DefaultDeadLetterTopic of
 	// the input topic, through DeadLetterRecord's caller).
-	DeadLetter       string
-	DefaultDLQ       func(input string) string
-	DeadLetterRecord func(topic string, rec *kgo.Record, kind Kind, err error, at time.Time) *kgo.Record
+	DeadLetter string
+	DefaultDLQ func(input string) string
+	// DeadLetterRecord returns rec's dead letter for topic, shrunk to fit
+	// a record batch of max bytes (0: unchecked), and what it omits to fit
+	// ("": nothing).
+	DeadLetterRecord func(topic string, rec *kgo.Record, kind Kind, err error, at time.Time, max int) (dl *kgo.Record, omitted string)
 	Output           *kgo.Client
 	OutputTopic      string
 	// OutputMaxBytes is the largest record batch Output sends to a topic
@@ -190,6 +193,10 @@ type Env struct {
 	// producer); nil: the flow's WithOutput producer. Unused when
 	// TxnOutputs: dead letters then join the transaction like outputs.
 	DeadLetters *kgo.Client
+	// DeadLetterMaxBytes is the largest record batch DeadLetters sends to
+	// a topic (its ProducerBatchMaxBytes), which a dead letter is shrunk
+	// to fit; nil or 0: unchecked.
+	DeadLetterMaxBytes func(topic string) int
 	// Processed releases n delivered records of bytes (internal/recbytes,
 	// summed before each record's fold, which may change it) of the
 	// partition's in-flight budget (backpressure). Called from key actors:

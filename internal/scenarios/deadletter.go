@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/actorflow/actorflow"
 	"github.com/actorflow/actorflow/internal/ledger"
 	"github.com/actorflow/actorflow/internal/testkit"
 	"github.com/actorflow/actorflow/keyflow"
@@ -168,5 +169,55 @@ func DeadLetterTopicChecked(t *testing.T, brokers []string) {
 	err := w.Wait(t, time.Minute)
 	if !errors.Is(err, snapshotstore.ErrTopicSetup) || !strings.Contains(err.Error(), keyflow.DefaultDeadLetterTopic(input)) {
 		t.Fatalf("Run = %v, want ErrTopicSetup naming %s", err, keyflow.DefaultDeadLetterTopic(input))
+	}
+}
+
+// DeadLetterOfALargeRecord: a record that fits the producer's record batch
+// (kgo's default ~1 MB) fails its fold under the DeadLetter policy; its
+// dead letter, the record plus its error headers, would not fit, and would
+// fail its transaction (or produce) at every attempt. It is written
+// without the value instead: empty, keyflow.HeaderErrorOmitted saying so,
+// the key and the source's position kept; the partition goes on past it.
+func DeadLetterOfALargeRecord(t *testing.T, brokers []string, mode snapshotstore.Mode) {
+	const size = 999_900 // with key "big": just within kgo's default 1 000 012
+	input, snaps, group := Topics(t, brokers, 1)
+	dlq := keyflow.DefaultDeadLetterTopic(input)
+	if _, err := kadm.NewClient(testkit.Client(t, brokers)).CreateTopic(t.Context(), 1, -1, nil, dlq); err != nil {
+		t.Fatal(err)
+	}
+	pcl := testkit.Client(t, brokers, kgo.DefaultProduceTopic(input))
+	if err := pcl.ProduceSync(t.Context(), &kgo.Record{Key: []byte("small"), Value: []byte("1")},
+		&kgo.Record{Key: []byte("big"), Value: make([]byte, size)}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	flow := keyflow.New(func(_ *keyflow.Context, s *int, rec *kgo.Record) (*int, error) {
+		if len(rec.Value) > 1000 {
+			return nil, errRejected
+		}
+		n := 1
+		return &n, nil
+	}, keyflow.WithFoldErrorPolicy(keyflow.DeadLetter))
+	w := StartWorker(t, flow, brokers, group, input, snaps, mode, actorflow.WithFailFast())
+	testkit.WaitCommittedAtEnd(t, brokers, group, input, time.Minute)
+	dls := testkit.ReadTopic(t, brokers, dlq, true)
+	if len(dls) != 1 {
+		t.Fatalf("%d dead letters, want 1", len(dls))
+	}
+	dl := dls[0]
+	want := map[string]string{keyflow.HeaderErrorOmitted: fmt.Sprintf("value=%d", size), keyflow.HeaderErrorOffset: "1", keyflow.HeaderErrorTopic: input}
+	got := map[string]string{}
+	for _, h := range dl.Headers {
+		got[h.Key] = string(h.Value)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("dead letter header %s = %q, want %q", k, got[k], v)
+		}
+	}
+	if string(dl.Key) != "big" || len(dl.Value) != 0 {
+		t.Errorf("dead letter key %q, value of %d bytes: want key big and no value", dl.Key, len(dl.Value))
+	}
+	if err := w.Stop(t); err != nil {
+		t.Fatal(err)
 	}
 }

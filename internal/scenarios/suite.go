@@ -57,6 +57,8 @@ func Suite() []Case {
 			cases = append(cases, Case{Name: "DeadLetters/" + mode.String() + "/" + string(bad), Parallel: true,
 				Run: func(t *testing.T, b []string) { DeadLetters(t, b, mode, bad) }})
 		}
+		cases = append(cases, Case{Name: "DeadLetterOfALargeRecord/" + mode.String(), Parallel: true,
+			Run: func(t *testing.T, b []string) { DeadLetterOfALargeRecord(t, b, mode) }})
 	}
 	for _, mode := range modes {
 		cases = append(cases, Case{Name: "LiveKeyBudgetThroughRebalance/" + mode.String(), Parallel: true,
