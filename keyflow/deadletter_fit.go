@@ -15,13 +15,15 @@ import (
 // limit fails its fold, and its dead letter (the record plus the KIP-1034
 // headers) would be refused at every attempt: the partition would stop on
 // it for ever. So the dead letter drops, in this order and only as far as
-// it must, the source record's value, its headers, the error message
-// beyond maxOmittedMessage bytes, and its key. The header lists what was
-// dropped with its size in bytes, comma-separated ("value=999900",
-// "value=2000000,headers=3,message=5000,key=1048576"). The source topic,
-// partition and offset headers always stay: the dropped parts are read
-// back from the source record while its topic retains it. Absent: nothing
-// was dropped.
+// it must, the source record's value (left empty, not nil: a nil value is a
+// tombstone to a compacted topic), its headers, the error message beyond
+// maxOmittedMessage bytes, and its key (left empty). The header lists what
+// was dropped, comma-separated: the value's, message's and key's sizes in
+// bytes, the headers' count ("value=999900",
+// "value=2000000,headers=3,message=5000,key=1048576"); an empty part is
+// never listed. The source topic, partition and offset headers always
+// stay: the dropped parts are read back from the source record while its
+// topic retains it. Absent: nothing was dropped.
 const HeaderErrorOmitted = "actorflow.errors.omitted"
 
 // maxOmittedMessage is how much of the error message a dead letter keeps
@@ -48,10 +50,11 @@ func fitDeadLetter(dl *kgo.Record, nsrc, max int) (omitted string) {
 		dl.Headers[len(dl.Headers)-1].Value = []byte(strings.Join(parts, ","))
 		return fitsBatch(dl, max)
 	}
-	// Empty, not nil: a nil value is a tombstone to a compacted topic.
-	n := len(dl.Value)
-	if dl.Value = []byte{}; omit("value", n) {
-		return strings.Join(parts, ",")
+	if n := len(dl.Value); n > 0 {
+		// Empty, not nil: a nil value is a tombstone to a compacted topic.
+		if dl.Value = []byte{}; omit("value", n) {
+			return strings.Join(parts, ",")
+		}
 	}
 	if nsrc > 0 {
 		dl.Headers = dl.Headers[nsrc:]
@@ -59,9 +62,14 @@ func fitDeadLetter(dl *kgo.Record, nsrc, max int) (omitted string) {
 			return strings.Join(parts, ",")
 		}
 	}
-	msg := &dl.Headers[4] // after topic, partition, offset, exception (DeadLetterRecord)
-	if m := msg.Value; len(m) > maxOmittedMessage {
-		cut := maxOmittedMessage
+	// The message is DeadLetterRecord's, after the source's headers (which
+	// may carry one of the same name): dropped above, or none.
+	for i := range dl.Headers {
+		msg := &dl.Headers[i]
+		if msg.Key != HeaderErrorMessage || len(msg.Value) <= maxOmittedMessage {
+			continue
+		}
+		m, cut := msg.Value, maxOmittedMessage
 		for cut > 0 && !utf8.RuneStart(m[cut]) {
 			cut-- // a message cut inside a rune would not be valid UTF-8
 		}
@@ -69,10 +77,16 @@ func fitDeadLetter(dl *kgo.Record, nsrc, max int) (omitted string) {
 		if omit("message", len(m)) {
 			return strings.Join(parts, ",")
 		}
+		break
 	}
-	n = len(dl.Key)
-	dl.Key = nil
-	omit("key", n)
+	if n := len(dl.Key); n > 0 {
+		// Empty, not nil: a compacted topic refuses a record without key.
+		dl.Key = []byte{}
+		omit("key", n)
+	}
+	if len(parts) == 0 {
+		dl.Headers = dl.Headers[:len(dl.Headers)-1] // nothing to drop: no header
+	}
 	return strings.Join(parts, ",")
 }
 

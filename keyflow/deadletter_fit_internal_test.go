@@ -85,8 +85,8 @@ func TestDeadLetterShrinksToFitTheProducersBatch(t *testing.T) {
 						t.Errorf("source header kept %v, omitted %q", kept, omitted)
 					}
 				}
-				if dropped := strings.Contains(omitted, "key="); dropped != (dl.Key == nil) {
-					t.Errorf("key of %d bytes, omitted %q", len(dl.Key), omitted)
+				if dropped := strings.Contains(omitted, "key="); dropped != (len(dl.Key) == 0) || dl.Key == nil {
+					t.Errorf("key of %d bytes (nil %v), omitted %q: want it empty, not nil, when dropped", len(dl.Key), dl.Key == nil, omitted)
 				}
 			}
 		})
@@ -99,7 +99,32 @@ func TestDeadLetterShrinksToFitTheProducersBatch(t *testing.T) {
 func TestDeadLetterBelowItsHeaders(t *testing.T) {
 	src := &kgo.Record{Topic: "in", Key: []byte("k"), Value: []byte("v"), Headers: []kgo.RecordHeader{{Key: "h"}}}
 	dl, omitted := runtimeDeadLetter("in.dlq", src, keyactor.KindFoldError, errors.New("boom"), time.Now(), 100)
-	if omitted != "value=1,headers=1,key=1" || dl.Key != nil {
+	if omitted != "value=1,headers=1,key=1" || len(dl.Key) != 0 {
 		t.Fatalf("omitted %q, key %q: want value, headers and key dropped", omitted, dl.Key)
+	}
+}
+
+// TestDeadLetterOmitsNoEmptyPart: a tombstone without key keeps its nil
+// value (still a tombstone) and lists no empty part; a source header named
+// like the message header is dropped with the source's headers, not cut as
+// the message.
+func TestDeadLetterOmitsNoEmptyPart(t *testing.T) {
+	long := strings.Repeat("x", 3000)
+	src := &kgo.Record{Topic: "in", Headers: []kgo.RecordHeader{{Key: HeaderErrorMessage, Value: []byte(long)}}}
+	dl, omitted := runtimeDeadLetter("in.dlq", src, keyactor.KindNilKey, errors.New(long), time.Now(), 2000)
+	if omitted != "headers=1,message=3000" {
+		t.Fatalf("omitted %q, want the source's header and the message's tail only", omitted)
+	}
+	if dl.Value != nil {
+		t.Errorf("value %q: a tombstone's dead letter keeps its nil value", dl.Value)
+	}
+	if msg, _ := headerOf(dl, HeaderErrorMessage); len(msg) != maxOmittedMessage {
+		t.Errorf("message of %d bytes, want it cut to %d", len(msg), maxOmittedMessage)
+	}
+	// Nothing to drop: no omitted header at all.
+	small := &kgo.Record{Topic: "in"}
+	dl, omitted = runtimeDeadLetter("in.dlq", small, keyactor.KindNilKey, errors.New("e"), time.Now(), 10)
+	if _, ok := headerOf(dl, HeaderErrorOmitted); ok || omitted != "" {
+		t.Errorf("omitted %q, header present %v: want neither when nothing could be dropped", omitted, ok)
 	}
 }

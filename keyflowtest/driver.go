@@ -127,7 +127,9 @@ func WithTimeout(d time.Duration) Option {
 type DeadLetter struct {
 	// Record is the dead letter: its Topic the dead-letter topic, the
 	// source record's key, value, timestamp and headers, then the
-	// headers keyflow.DeadLetterRecord adds.
+	// headers keyflow.DeadLetterRecord adds — shrunk as a worker's would be
+	// when it does not fit kgo's default ProducerBatchMaxBytes
+	// (keyflow.HeaderErrorOmitted then says what it dropped).
 	Record *kgo.Record
 	// Topic, Partition and Offset name the source record
 	// (keyflow.HeaderErrorTopic, HeaderErrorPartition, HeaderErrorOffset).

@@ -182,9 +182,13 @@ func (k *Core) deadLetter(ctx actor.Context, rec *kgo.Record, kind Kind, err err
 		// The record with its error headers would not fit the producer's
 		// record batch, and its transaction (or produce) would fail at
 		// every attempt: the dead letter keeps where to read the rest.
+		key := k.key
+		if len(key) > 64 {
+			key = fmt.Sprintf("%.64q… (%d bytes)", key, len(key)) // the key may be what is too large
+		}
 		k.env.Logger.Warn("dead letter shrunk to fit the producer's record batch",
 			zap.String("source", fmt.Sprintf("%s[%d] offset %d", rec.Topic, rec.Partition, rec.Offset)),
-			zap.String("key", k.key), zap.Int("max_bytes", max), zap.String("omitted", omitted))
+			zap.String("key", key), zap.Int("max_bytes", max), zap.String("omitted", omitted))
 	}
 	k.deadLettered++
 	if k.env.TxnOutputs {
