@@ -1,6 +1,7 @@
 package snapshotstore
 
 import (
+	"context"
 	"reflect"
 	"testing"
 	"time"
@@ -37,7 +38,20 @@ func TestEncodeBatchRecordsAreIndependent(t *testing.T) {
 			t.Errorf("record %d decodes to %+v, want %+v", i, s, w)
 		}
 	}
-	if o := recs[len(ws)]; o == out || o.Topic != "out" || string(o.Key) != "k" || string(o.Value) != "v" {
-		t.Errorf("output: %+v (the same pointer: %v), want a copy of %+v", o, o == out, out)
+	if o := recs[len(ws)]; o != out || o.Context != nil || o.Topic != "out" || string(o.Key) != "k" || string(o.Value) != "v" {
+		t.Errorf("output: %+v (the same pointer: %v), want the emitted record, its context cleared", o, o == out)
+	}
+}
+
+// A retried transaction produces its outputs again: each attempt clears
+// the context kgo kept from the previous one (kgo sets a record's Context
+// only when it is nil, and fails a record whose context is done).
+func TestEncodeBatchClearsAnOutputsContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the previous attempt's, ended
+	out := &kgo.Record{Topic: "out", Key: []byte("k"), Context: ctx}
+	recs := encodeBatch("snaps", 0, nil, []*kgo.Record{out}, 1)
+	if len(recs) != 1 || recs[0] != out || out.Context != nil {
+		t.Fatalf("records %v, context %v: want the output itself with no context", recs, out.Context)
 	}
 }

@@ -68,8 +68,8 @@ func (p *txnPartitioner) ForTopic(topic string) kgo.TopicPartitioner {
 	return p.outputs.ForTopic(topic)
 }
 
-// batchRecords returns a transaction's records: its snapshots, then copies
-// of its outputs (encodeBatch), with room for the marker.
+// batchRecords returns a transaction's records: its snapshots, then its
+// outputs (encodeBatch), with room for the marker.
 func (t *txnPartition) batchRecords(b Batch) ([]*kgo.Record, error) {
 	for _, o := range b.Outputs {
 		if o.Topic == "" || o.Topic == t.k.topic {

@@ -51,8 +51,11 @@ type Batch struct {
 	// (exactly-once outputs; only for a Partition that CommitsOutputs).
 	// Each is produced to its Topic; its partition is chosen by the store's
 	// output partitioner (the transactional Kafka store: murmur2 of the
-	// key by default, see KafkaConfig.OutputPartitioner). The records are copied
-	// before they are produced: a retried transaction produces them again.
+	// key by default, see KafkaConfig.OutputPartitioner). The store owns
+	// the records: the transactional Kafka store produces them as they are
+	// (kgo sets their partition, offset, timestamp and producer fields),
+	// again if it retries the transaction; nothing else may use them
+	// meanwhile.
 	Outputs []*kgo.Record
 	// Offset is the input offset to commit (the next offset to consume).
 	// Every batch carries it: the transactional mode re-commits it with the
