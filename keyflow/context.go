@@ -101,7 +101,8 @@ func (c *Context) Timer(name string) (time.Time, bool) { return c.k.Timer(name) 
 // without a producer (WithOutput). The record is emitted when the call
 // returns without error; outputs of a call that fails are never produced
 // (under WithFoldErrorPolicy(Skip) a skipped record emits nothing). Emit
-// takes rec: do not modify it afterwards. A record whose key, value and
+// takes rec: it is produced as it is (kgo sets its partition, offset,
+// timestamp and producer fields), so do not use it afterwards. A record whose key, value and
 // headers, with the framing of a record batch (batchFraming), exceed what
 // its producer sends to its topic (ProducerBatchMaxBytes: the worker's
 // transactional producer's, kgo's default 1 000 012, or in the plain mode
