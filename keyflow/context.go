@@ -102,14 +102,15 @@ func (c *Context) Timer(name string) (time.Time, bool) { return c.k.Timer(name) 
 // returns without error; outputs of a call that fails are never produced
 // (under WithFoldErrorPolicy(Skip) a skipped record emits nothing). Emit
 // takes rec: it is produced as it is (kgo sets its partition, offset,
-// timestamp and producer fields), so do not use it afterwards. A record whose key, value and
-// headers, with the framing of a record batch (batchFraming), exceed what
-// its producer sends to its topic (ProducerBatchMaxBytes: the worker's
-// transactional producer's, kgo's default 1 000 012, or in the plain mode
-// WithOutput's producer's) is refused with an error matching
-// kerr.MessageTooLarge, naming the key, output topic, size and limit: it
-// would fail every transaction or produce it went in. Return it from the
-// fold, and the fold error policy decides (WithFoldErrorPolicy).
+// timestamp and producer fields), so do not use it afterwards. A record
+// whose key, value and headers, with the framing of a record batch
+// (batchFraming), exceed what its producer sends to its topic
+// (ProducerBatchMaxBytes: the worker's transactional producer's, kgo's
+// default 1 000 012, or in the plain mode WithOutput's producer's) is
+// refused with an error matching kerr.MessageTooLarge, naming the key,
+// output topic, size and limit: it would fail every transaction or produce
+// it went in. Return it from the fold, and the fold error policy decides
+// (WithFoldErrorPolicy).
 //
 // Transactional mode (snapshotstore.Transactional): exactly-once for a
 // read_committed consumer. The output travels with the key's snapshot to
