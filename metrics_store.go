@@ -49,6 +49,15 @@ func (p *metricsPartition) MaxRecordBytes(topic string) int {
 	return 0
 }
 
+// MaxSnapshotBytes forwards the wrapped partition's
+// snapshotstore.RecordLimiter (0: none).
+func (p *metricsPartition) MaxSnapshotBytes() int {
+	if l, ok := p.Partition.(snapshotstore.RecordLimiter); ok {
+		return l.MaxSnapshotBytes()
+	}
+	return 0
+}
+
 func (p *metricsPartition) Commit(ctx context.Context, b snapshotstore.Batch) error {
 	start := time.Now()
 	err := p.Partition.Commit(ctx, b)

@@ -230,6 +230,8 @@ func New[S any](flow *keyflow.Flow[S], opts ...Option) *Driver[S] {
 			// A worker's transactional producer refuses larger records
 			// (kgo's default ProducerBatchMaxBytes): so does Emit here.
 			MaxOutputBytes: func(string) int { return driverMaxOutputBytes },
+			// and a snapshot record larger than that.
+			MaxSnapshotBytes: driverMaxOutputBytes,
 			Persist: func(w *keyactor.WriteMsg) {
 				s, outs, done := w.Snapshot, w.Outputs, w.Done
 				w.Release()

@@ -16,6 +16,16 @@ func maxRecordBytes(s snapshotstore.Partition) func(topic string) int {
 	return nil
 }
 
+// maxSnapshotBytes is the store's snapshot record limit
+// (snapshotstore.RecordLimiter.MaxSnapshotBytes), for the key actors'
+// state size check (keyactor.Env.MaxSnapshotBytes); 0 when it has none.
+func maxSnapshotBytes(s snapshotstore.Partition) int {
+	if l, ok := s.(snapshotstore.RecordLimiter); ok {
+		return l.MaxSnapshotBytes()
+	}
+	return 0
+}
+
 // clientMaxRecordBytes is cl's ProducerBatchMaxBytesFn, for the dead-letter
 // size fit (keyactor.Env.DeadLetterMaxBytes); nil when cl is nil. Read
 // once, at the partition's start: kgo's OptValue finds an option by its

@@ -448,7 +448,10 @@ func (p *partition) start(ctx actor.Context) {
 		// transactional mode): Emit enrolls them in the transaction.
 		TxnOutputs:     p.cfg.Store.CommitsOutputs(),
 		MaxOutputBytes: maxRecordBytes(p.cfg.Store),
-		DeadLetters:    p.cfg.DeadLetters,
+		// A state that outgrows the snapshot producer's record batch is
+		// the fold's error where the policy can undo it, else the key's.
+		MaxSnapshotBytes: maxSnapshotBytes(p.cfg.Store),
+		DeadLetters:      p.cfg.DeadLetters,
 		// A dead letter near the producer's limit is shrunk to fit it.
 		DeadLetterMaxBytes: clientMaxRecordBytes(p.cfg.DeadLetters),
 		Reuse:              true, // keypool.go

@@ -25,10 +25,18 @@ func (t *txnPartition) CommitsOutputs() bool { return true }
 // instead of letting it fail its transaction at every attempt. A Partition
 // that wraps another should forward it (actorflow's metrics wrapper does);
 // without it outputs meet the limit only at the commit.
+//
+// The same limit applies to a key's snapshot record: the key actors check
+// a state's encoding against MaxSnapshotBytes after each call (under a fold
+// error policy that can undo one: Skip, DeadLetter), where the policy
+// handles the call that made the state too large, and before each write
+// otherwise, failing the key with an error that names it.
 type RecordLimiter interface {
 	// MaxRecordBytes is the largest record batch, in bytes, the producer
 	// sends to topic; 0: no limit known.
 	MaxRecordBytes(topic string) int
+	// MaxSnapshotBytes is MaxRecordBytes of the snapshot topic.
+	MaxSnapshotBytes() int
 }
 
 // MaxRecordBytes implements RecordLimiter: every Emit asks, so the limit
@@ -40,6 +48,9 @@ func (t *txnPartition) MaxRecordBytes(topic string) int {
 	}
 	return int(t.maxBatch(topic))
 }
+
+// MaxSnapshotBytes implements RecordLimiter.
+func (t *txnPartition) MaxSnapshotBytes() int { return t.MaxRecordBytes(t.k.topic) }
 
 // producerMaxBatch is cl's ProducerBatchMaxBytesFn (nil if unknown).
 func producerMaxBatch(cl *kgo.Client) func(string) int32 {

@@ -111,6 +111,26 @@ func (a *keyActor[S]) beginCall() error {
 // buffered effects; on error nothing, the state restored under Skip. The
 // error returned is the call's (an *undoError when the restore failed).
 func (a *keyActor[S]) endCall(ns *S, err error) error {
+	if err == nil && ns != nil && a.env.MaxSnapshotBytes > 0 && a.cfg.mayRestore() {
+		// The new state's encoding, made now instead of by the next
+		// call's beginCall or the next write (which reuse it), is checked
+		// against the snapshot's limit (statesize.go): a state that would
+		// not fit is this call's failure, which the policy undoes.
+		b, eerr := a.flow.Codec.Encode(ns)
+		if b == nil && eerr == nil {
+			b = []byte{}
+		}
+		if eerr == nil {
+			if err = a.callStateTooLarge(b); err == nil {
+				a.state = ns
+				a.applyEffects()
+				a.undo = undo{valid: true, data: b}
+				return nil
+			}
+		}
+		// An encoding error is left to the write, which fails the key
+		// naming the offset (encode), as without the check.
+	}
 	if err == nil {
 		a.state = ns
 		a.undo.valid = false

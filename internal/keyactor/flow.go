@@ -183,6 +183,10 @@ type Env struct {
 	// sends to a topic (snapshotstore.RecordLimiter), for Emit's size check
 	// under TxnOutputs; nil or 0: unchecked.
 	MaxOutputBytes func(topic string) int
+	// MaxSnapshotBytes is the largest record batch the store's producer
+	// sends to the snapshot topic (snapshotstore.RecordLimiter), which a
+	// key's snapshot record must fit (stateSize.go); 0: unchecked.
+	MaxSnapshotBytes int
 	// Persist sends a key's write (a snapshot, and the outputs of the
 	// calls it covers: TxnOutputs only) to the partition's transaction
 	// actor; w.Done is called exactly once with the outcome of the

@@ -570,6 +570,11 @@ func (a *keyActor[S]) maybePersist(ctx actor.Context) {
 		return
 	}
 	snap, err := a.encode()
+	if err == nil {
+		if serr := a.snapshotTooLarge(snap); serr != nil {
+			err = fmt.Errorf("%s[%d] key %q: snapshot at offset %d: %w", a.env.Topic, a.env.Partition, a.key, snap.Offset, serr)
+		}
+	}
 	if err != nil {
 		a.fail(ctx, err)
 		return

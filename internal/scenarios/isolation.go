@@ -278,3 +278,50 @@ func OversizeOutputDeadLettered(t *testing.T, brokers []string) {
 		t.Fatal(err)
 	}
 }
+
+// SnapshotTooLargeSkipped: a fold that makes its key's state too large for
+// one snapshot record (three 400 KB values kept against kgo's ~1 MB
+// ProducerBatchMaxBytes) fails under the fold error policy, here Skip: the
+// record is skipped, the partition goes on to the end of its input, and the
+// key's last snapshot holds the first two values. Without the check the
+// transaction carrying that snapshot failed at every attempt.
+func SnapshotTooLargeSkipped(t *testing.T, brokers []string) {
+	type blob struct{ Data string }
+	input, snaps, group := Topics(t, brokers, 1)
+	pcl := testkit.Client(t, brokers, kgo.DefaultProduceTopic(input))
+	big := make([]byte, 400_000)
+	for i := range big {
+		big[i] = 'x'
+	}
+	for _, r := range []*kgo.Record{{Key: []byte("big"), Value: big}, {Key: []byte("big"), Value: big}, {Key: []byte("big"), Value: big}, {Key: []byte("small"), Value: []byte("s")}} {
+		if err := pcl.ProduceSync(t.Context(), r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flow := keyflow.New(func(_ *keyflow.Context, s *blob, r *kgo.Record) (*blob, error) {
+		n := blob{}
+		if s != nil {
+			n = *s
+		}
+		n.Data += string(r.Value)
+		return &n, nil
+	}, keyflow.WithFoldErrorPolicy(keyflow.Skip))
+	w := StartWorker(t, flow, brokers, group, input, snaps, snapshotstore.Transactional, actorflow.WithFailFast())
+	testkit.WaitCommittedAtEnd(t, brokers, group, input, time.Minute)
+	var last *kgo.Record
+	for _, r := range testkit.ReadTopic(t, brokers, snaps, true) {
+		if string(r.Key) == "big" {
+			last = r
+		}
+	}
+	if last == nil || len(last.Value) < 800_000 || len(last.Value) > 900_000 {
+		n := -1
+		if last != nil {
+			n = len(last.Value)
+		}
+		t.Fatalf("key big's last snapshot holds %d bytes, want the first two values (~800 KB)", n)
+	}
+	if err := w.Stop(t); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -38,6 +38,7 @@ func Suite() []Case {
 		{Name: "OversizeOutputFailsItsKey", Parallel: true, Run: OversizeOutputFailsItsKey},
 		{Name: "OversizeOutputSkipped", Parallel: true, Run: OversizeOutputSkipped},
 		{Name: "OversizeOutputDeadLettered", Parallel: true, Run: OversizeOutputDeadLettered},
+		{Name: "SnapshotTooLargeSkipped", Parallel: true, Run: SnapshotTooLargeSkipped},
 		{Name: "DeadLetterTopicChecked", Parallel: true, Run: DeadLetterTopicChecked},
 		{Name: "SupersededForeignSnapshotSkipped", Parallel: true, Run: SupersededForeignSnapshotSkipped},
 		{Name: "AbortedOutputsReemittedOnce", Parallel: true, Run: AbortedOutputsReemittedOnce},

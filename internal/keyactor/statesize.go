@@ -1,0 +1,70 @@
+package keyactor
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// A key's snapshot is one record, and the store's producer refuses a record
+// batch above its ProducerBatchMaxBytes (Env.MaxSnapshotBytes): a state
+// that outgrew it failed its transaction at every attempt, and its
+// partition with it, whatever the fold error policy. So the state's size is
+// checked where it is encoded:
+//
+//   - under a policy that can undo a call (Skip, DeadLetter: the undo
+//     encoding), right after each call that changed it, with the encoding
+//     the next call's undo and the next write reuse (no encoding more than
+//     before): a call that makes the state too large fails with an error
+//     matching kerr.MessageTooLarge, and the policy skips or dead-letters
+//     it;
+//   - otherwise at each write: the key fails, naming itself and the size.
+
+// snapshotFraming is the most a record batch of one snapshot record adds to
+// its key, value and headers (as keyflow's batchFraming: the batch header,
+// the record's varints, two per header; at most three headers).
+const snapshotFraming = 61 + 36 + 10*3
+
+// callStateTooLarge checks value, the encoding of the state a call
+// returned, against the limit, counting the call's new timers as added
+// (their header's size is a bound until they are applied).
+func (a *keyActor[S]) callStateTooLarge(value []byte) error {
+	max := a.env.MaxSnapshotBytes
+	if max <= 0 {
+		return nil
+	}
+	n := snapshotstore.SnapshotRecordBytes(snapshotstore.Snapshot{Key: a.key, Value: value, Offset: math.MaxInt64})
+	if nt := len(a.timers) + len(a.fx.timers); nt > 0 {
+		n += len(snapshotstore.HeaderTimers) + snapshotstore.TimersHeaderBytes(nt, func(yield func(string) bool) {
+			for name := range a.timers {
+				if !yield(name) {
+					return
+				}
+			}
+			for _, op := range a.fx.timers {
+				if !yield(op.name) {
+					return
+				}
+			}
+		})
+	}
+	return stateTooLarge(len(value), n, max)
+}
+
+// snapshotTooLarge checks the snapshot about to be written.
+func (a *keyActor[S]) snapshotTooLarge(s snapshotstore.Snapshot) error {
+	if max := a.env.MaxSnapshotBytes; max > 0 {
+		return stateTooLarge(len(s.Value), snapshotstore.SnapshotRecordBytes(s), max)
+	}
+	return nil
+}
+
+func stateTooLarge(value, record, max int) error {
+	if record+snapshotFraming <= max {
+		return nil
+	}
+	return fmt.Errorf("state encoded to %d bytes: its snapshot record (key, value and headers: %d bytes) does not fit a record batch of the snapshot producer's ProducerBatchMaxBytes %d: %w",
+		value, record, max, kerr.MessageTooLarge)
+}

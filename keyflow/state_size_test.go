@@ -1,0 +1,95 @@
+package keyflow_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/actorflow/actorflow/keyflow"
+	"github.com/actorflow/actorflow/keyflowtest"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// blob is a state that keeps every record's value: it outgrows one record.
+type blob struct{ Data string }
+
+func growFold(_ *keyflow.Context, s *blob, r *kgo.Record) (*blob, error) {
+	n := blob{}
+	if s != nil {
+		n = *s
+	}
+	n.Data += string(r.Value)
+	return &n, nil
+}
+
+// pipeGrowth folds three 400 KB values and a small one into key k: the
+// third would make the snapshot record ~1.2 MB, above kgo's default
+// ProducerBatchMaxBytes (1 000 012), which the driver applies as a
+// worker's producer would.
+func pipeGrowth(t *testing.T, d *keyflowtest.Driver[blob]) (third error) {
+	t.Helper()
+	big := strings.Repeat("x", 400_000)
+	for i := range 2 {
+		if err := d.Pipe("k", big); err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+	}
+	third = d.Pipe("k", big)
+	if third == nil {
+		if err := d.Pipe("k", "tail"); err != nil {
+			t.Fatalf("the record after the skipped one: %v", err)
+		}
+	}
+	return third
+}
+
+// Under Skip, the record whose fold would make the key's snapshot too
+// large for its producer is skipped with no effect, as any failed fold: the
+// state keeps the first two values, and the key goes on (the record after
+// it folds). Without the check its transaction failed at every attempt.
+func TestStateTooLargeForItsSnapshotIsSkipped(t *testing.T) {
+	d := keyflowtest.New(keyflow.New(growFold, keyflow.WithFoldErrorPolicy(keyflow.Skip)))
+	defer d.Close()
+	if err := pipeGrowth(t, d); err != nil {
+		t.Fatalf("third record: %v, want it skipped", err)
+	}
+	s, _ := d.State("k")
+	if len(s.Data) != 800_004 {
+		t.Fatalf("state of %d bytes, want the first two values and the tail (800 004)", len(s.Data))
+	}
+	sk := d.Skipped()
+	if len(sk) != 1 || !errors.Is(sk[0], kerr.MessageTooLarge) || !strings.Contains(sk[0].Error(), "offset 2") || !strings.Contains(sk[0].Error(), `key "k"`) {
+		t.Fatalf("skipped %v, want the record at offset 2 of key k, matching MESSAGE_TOO_LARGE", sk)
+	}
+}
+
+// Under DeadLetter the same record goes to the dead-letter topic, its
+// message naming MESSAGE_TOO_LARGE.
+func TestStateTooLargeForItsSnapshotIsDeadLettered(t *testing.T) {
+	d := keyflowtest.New(keyflow.New(growFold, keyflow.WithFoldErrorPolicy(keyflow.DeadLetter)))
+	defer d.Close()
+	if err := pipeGrowth(t, d); err != nil {
+		t.Fatalf("third record: %v, want it dead-lettered", err)
+	}
+	dls := d.DeadLetters()
+	if len(dls) != 1 || dls[0].Offset != 2 || !strings.Contains(dls[0].Message, "MESSAGE_TOO_LARGE") {
+		t.Fatalf("dead letters %+v, want the record at offset 2, naming MESSAGE_TOO_LARGE", dls)
+	}
+}
+
+// Under Fail (the default) the key fails before its write, with an error
+// matching kerr.MessageTooLarge that names it, the offset and the sizes.
+func TestStateTooLargeForItsSnapshotFailsTheKey(t *testing.T) {
+	d := keyflowtest.New(keyflow.New(growFold))
+	defer d.Close()
+	err := pipeGrowth(t, d)
+	if !errors.Is(err, keyflowtest.ErrPartitionFailed) || !errors.Is(err, kerr.MessageTooLarge) {
+		t.Fatalf("third record: %v; want ErrPartitionFailed and MESSAGE_TOO_LARGE", err)
+	}
+	for _, want := range []string{`key "k"`, "snapshot at offset 2", "ProducerBatchMaxBytes 1000012"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("third record: %v; want it to name %s", err, want)
+		}
+	}
+}
