@@ -50,9 +50,9 @@ func (p *metricsPartition) MaxRecordBytes(topic string) int {
 }
 
 // MaxSnapshotBytes forwards the wrapped partition's
-// snapshotstore.RecordLimiter (0: none).
+// snapshotstore.SnapshotLimiter (0: none).
 func (p *metricsPartition) MaxSnapshotBytes() int {
-	if l, ok := p.Partition.(snapshotstore.RecordLimiter); ok {
+	if l, ok := p.Partition.(snapshotstore.SnapshotLimiter); ok {
 		return l.MaxSnapshotBytes()
 	}
 	return 0

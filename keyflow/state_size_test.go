@@ -2,8 +2,10 @@ package keyflow_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/actorflow/actorflow/keyflow"
 	"github.com/actorflow/actorflow/keyflowtest"
@@ -91,5 +93,39 @@ func TestStateTooLargeForItsSnapshotFailsTheKey(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Fatalf("third record: %v; want it to name %s", err, want)
 		}
+	}
+}
+
+// timersFold keeps its record's value as the state and sets 2 000 timers
+// an hour ahead: their header is ~98 KB, and the size check's quick bound
+// (6 bytes per name byte, escaped) counts ~290 KB for it.
+func timersFold(kc *keyflow.Context, _ *blob, r *kgo.Record) (*blob, error) {
+	for i := range 2000 {
+		if err := kc.SetTimer(fmt.Sprintf("session-%010d", i), kc.Now().Add(time.Hour)); err != nil {
+			return nil, err
+		}
+	}
+	return &blob{Data: string(r.Value)}, nil
+}
+
+// A state with timers whose record fits is never refused for the bound's
+// slack: the check measures the record itself before refusing. One that
+// does not fit is still refused.
+func TestStateWithTimersIsMeasuredBeforeItIsRefused(t *testing.T) {
+	flow := keyflow.New(timersFold, keyflow.WithFoldErrorPolicy(keyflow.Skip),
+		keyflow.WithTimers(func(_ *keyflow.Context, s *blob, _ string) (*blob, error) { return s, nil }))
+	d := keyflowtest.New(flow)
+	defer d.Close()
+	if err := d.Pipe("k", strings.Repeat("x", 850_000)); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := d.State("k"); len(s.Data) != 850_000 || len(d.Skipped()) != 0 {
+		t.Fatalf("state of %d bytes, skipped %v: an 850 KB state with ~98 KB of timers fits 1 000 012 bytes", len(s.Data), d.Skipped())
+	}
+	if err := d.Pipe("k", strings.Repeat("x", 920_000)); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := d.State("k"); len(s.Data) != 850_000 || len(d.Skipped()) != 1 || !errors.Is(d.Skipped()[0], kerr.MessageTooLarge) {
+		t.Fatalf("state of %d bytes, skipped %v: 920 KB and the timers do not fit, want it skipped", len(s.Data), d.Skipped())
 	}
 }

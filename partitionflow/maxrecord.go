@@ -17,10 +17,10 @@ func maxRecordBytes(s snapshotstore.Partition) func(topic string) int {
 }
 
 // maxSnapshotBytes is the store's snapshot record limit
-// (snapshotstore.RecordLimiter.MaxSnapshotBytes), for the key actors'
-// state size check (keyactor.Env.MaxSnapshotBytes); 0 when it has none.
+// (snapshotstore.SnapshotLimiter), for the key actors' state size check
+// (keyactor.Env.MaxSnapshotBytes); 0 when it has none.
 func maxSnapshotBytes(s snapshotstore.Partition) int {
-	if l, ok := s.(snapshotstore.RecordLimiter); ok {
+	if l, ok := s.(snapshotstore.SnapshotLimiter); ok {
 		return l.MaxSnapshotBytes()
 	}
 	return 0

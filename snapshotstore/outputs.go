@@ -25,17 +25,24 @@ func (t *txnPartition) CommitsOutputs() bool { return true }
 // instead of letting it fail its transaction at every attempt. A Partition
 // that wraps another should forward it (actorflow's metrics wrapper does);
 // without it outputs meet the limit only at the commit.
-//
-// The same limit applies to a key's snapshot record: the key actors check
-// a state's encoding against MaxSnapshotBytes after each call (under a fold
-// error policy that can undo one: Skip, DeadLetter), where the policy
-// handles the call that made the state too large, and before each write
-// otherwise, failing the key with an error that names it.
 type RecordLimiter interface {
 	// MaxRecordBytes is the largest record batch, in bytes, the producer
 	// sends to topic; 0: no limit known.
 	MaxRecordBytes(topic string) int
-	// MaxSnapshotBytes is MaxRecordBytes of the snapshot topic.
+}
+
+// SnapshotLimiter is implemented by a Partition whose producer limits the
+// size of a snapshot record: the Kafka partitions, both modes (see
+// RecordLimiter). The key actors check a state's encoding against it after
+// each call that changed it under a fold error policy that can undo the
+// call (Skip, DeadLetter), which then handles the call that made the state
+// too large, and before each write otherwise, failing the key with an
+// error that names it; without it a state too large fails its write at
+// every attempt. A wrapper should forward it (actorflow's metrics wrapper
+// does).
+type SnapshotLimiter interface {
+	// MaxSnapshotBytes is the largest record batch, in bytes, the producer
+	// sends to the snapshot topic; 0: no limit known.
 	MaxSnapshotBytes() int
 }
 
@@ -49,8 +56,17 @@ func (t *txnPartition) MaxRecordBytes(topic string) int {
 	return int(t.maxBatch(topic))
 }
 
-// MaxSnapshotBytes implements RecordLimiter.
+// MaxSnapshotBytes implements SnapshotLimiter.
 func (t *txnPartition) MaxSnapshotBytes() int { return t.MaxRecordBytes(t.k.topic) }
+
+// MaxSnapshotBytes implements SnapshotLimiter: the shared producer's limit
+// for the snapshot topic, read when asked (once per partition start).
+func (p *plainPartition) MaxSnapshotBytes() int {
+	if fn := producerMaxBatch(p.k.producer); fn != nil {
+		return int(fn(p.k.topic))
+	}
+	return 0
+}
 
 // producerMaxBatch is cl's ProducerBatchMaxBytesFn (nil if unknown).
 func producerMaxBatch(cl *kgo.Client) func(string) int32 {

@@ -2,10 +2,10 @@ package snapshotstore
 
 // SnapshotRecordBytes is at least the bytes of s's snapshot record's key,
 // value and headers (EncodeRecord): exactly them without timers, and with
-// timers a bound of their header (TimersHeaderBytes), which EncodeRecord
-// would have to encode to measure. The producer's record batch limit
-// (RecordLimiter.MaxSnapshotBytes) applies to this plus the batch's
-// framing.
+// timers a bound of their header (TimersHeaderBytes: up to 6 times a name's
+// length), which only encoding them measures exactly. The producer's
+// record batch limit (SnapshotLimiter) applies to this plus the batch's
+// framing; a caller near the limit measures EncodeRecord's record itself.
 func SnapshotRecordBytes(s Snapshot) int {
 	n := len(s.Key) + len(s.Value) + len(HeaderOffset) + digits(s.Offset) + len(HeaderFormat) + len(formatVersion)
 	if len(s.Timers) > 0 {

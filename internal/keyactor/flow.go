@@ -184,7 +184,7 @@ type Env struct {
 	// under TxnOutputs; nil or 0: unchecked.
 	MaxOutputBytes func(topic string) int
 	// MaxSnapshotBytes is the largest record batch the store's producer
-	// sends to the snapshot topic (snapshotstore.RecordLimiter), which a
+	// sends to the snapshot topic (snapshotstore.SnapshotLimiter), which a
 	// key's snapshot record must fit (stateSize.go); 0: unchecked.
 	MaxSnapshotBytes int
 	// Persist sends a key's write (a snapshot, and the outputs of the

@@ -3,7 +3,9 @@ package keyactor
 import (
 	"fmt"
 	"math"
+	"time"
 
+	"github.com/actorflow/actorflow/internal/recbytes"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -28,8 +30,9 @@ import (
 const snapshotFraming = 61 + 36 + 10*3
 
 // callStateTooLarge checks value, the encoding of the state a call
-// returned, against the limit, counting the call's new timers as added
-// (their header's size is a bound until they are applied).
+// returned, against the limit: first by a bound that counts the call's
+// timer operations as new timers (no allocation), then, only when the bound
+// says no, by the snapshot record itself.
 func (a *keyActor[S]) callStateTooLarge(value []byte) error {
 	max := a.env.MaxSnapshotBytes
 	if max <= 0 {
@@ -50,15 +53,44 @@ func (a *keyActor[S]) callStateTooLarge(value []byte) error {
 			}
 		})
 	}
-	return stateTooLarge(len(value), n, max)
+	if n+snapshotFraming <= max {
+		return nil
+	}
+	// The bound counts timers loosely (every name byte escaped, every
+	// operation a new timer): measure the record itself before refusing.
+	s := snapshotstore.Snapshot{Key: a.key, Value: value, Offset: math.MaxInt64, Timers: a.timersAfterCall()}
+	return stateTooLarge(len(value), recbytes.Of(snapshotstore.EncodeRecord("", 0, s)), max)
 }
 
-// snapshotTooLarge checks the snapshot about to be written.
-func (a *keyActor[S]) snapshotTooLarge(s snapshotstore.Snapshot) error {
-	if max := a.env.MaxSnapshotBytes; max > 0 {
-		return stateTooLarge(len(s.Value), snapshotstore.SnapshotRecordBytes(s), max)
+// timersAfterCall is the key's timers as the call in progress leaves them
+// (its buffered SetTimer and CancelTimer applied in order).
+func (a *keyActor[S]) timersAfterCall() []snapshotstore.Timer {
+	at := make(map[string]time.Time, len(a.timers)+len(a.fx.timers))
+	for name, t := range a.timers {
+		at[name] = t.at
 	}
-	return nil
+	for _, op := range a.fx.timers {
+		if op.cancel {
+			delete(at, op.name)
+		} else {
+			at[op.name] = op.at
+		}
+	}
+	out := make([]snapshotstore.Timer, 0, len(at))
+	for name, t := range at {
+		out = append(out, snapshotstore.Timer{Name: name, At: t})
+	}
+	return out
+}
+
+// snapshotTooLarge checks the snapshot about to be written: by the bound,
+// then (only when the bound says no) by the record itself.
+func (a *keyActor[S]) snapshotTooLarge(s snapshotstore.Snapshot) error {
+	max := a.env.MaxSnapshotBytes
+	if max <= 0 || snapshotstore.SnapshotRecordBytes(s)+snapshotFraming <= max {
+		return nil
+	}
+	return stateTooLarge(len(s.Value), recbytes.Of(snapshotstore.EncodeRecord("", 0, s)), max)
 }
 
 func stateTooLarge(value, record, max int) error {

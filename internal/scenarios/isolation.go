@@ -284,8 +284,9 @@ func OversizeOutputDeadLettered(t *testing.T, brokers []string) {
 // ProducerBatchMaxBytes) fails under the fold error policy, here Skip: the
 // record is skipped, the partition goes on to the end of its input, and the
 // key's last snapshot holds the first two values. Without the check the
-// transaction carrying that snapshot failed at every attempt.
-func SnapshotTooLargeSkipped(t *testing.T, brokers []string) {
+// write carrying that snapshot failed at every attempt. Both modes: the
+// plain mode's shared producer has the same limit.
+func SnapshotTooLargeSkipped(t *testing.T, brokers []string, mode snapshotstore.Mode) {
 	type blob struct{ Data string }
 	input, snaps, group := Topics(t, brokers, 1)
 	pcl := testkit.Client(t, brokers, kgo.DefaultProduceTopic(input))
@@ -306,7 +307,7 @@ func SnapshotTooLargeSkipped(t *testing.T, brokers []string) {
 		n.Data += string(r.Value)
 		return &n, nil
 	}, keyflow.WithFoldErrorPolicy(keyflow.Skip))
-	w := StartWorker(t, flow, brokers, group, input, snaps, snapshotstore.Transactional, actorflow.WithFailFast())
+	w := StartWorker(t, flow, brokers, group, input, snaps, mode, actorflow.WithFailFast())
 	testkit.WaitCommittedAtEnd(t, brokers, group, input, time.Minute)
 	var last *kgo.Record
 	for _, r := range testkit.ReadTopic(t, brokers, snaps, true) {

@@ -38,7 +38,6 @@ func Suite() []Case {
 		{Name: "OversizeOutputFailsItsKey", Parallel: true, Run: OversizeOutputFailsItsKey},
 		{Name: "OversizeOutputSkipped", Parallel: true, Run: OversizeOutputSkipped},
 		{Name: "OversizeOutputDeadLettered", Parallel: true, Run: OversizeOutputDeadLettered},
-		{Name: "SnapshotTooLargeSkipped", Parallel: true, Run: SnapshotTooLargeSkipped},
 		{Name: "DeadLetterTopicChecked", Parallel: true, Run: DeadLetterTopicChecked},
 		{Name: "SupersededForeignSnapshotSkipped", Parallel: true, Run: SupersededForeignSnapshotSkipped},
 		{Name: "AbortedOutputsReemittedOnce", Parallel: true, Run: AbortedOutputsReemittedOnce},
@@ -60,6 +59,8 @@ func Suite() []Case {
 		}
 		cases = append(cases, Case{Name: "DeadLetterOfALargeRecord/" + mode.String(), Parallel: true,
 			Run: func(t *testing.T, b []string) { DeadLetterOfALargeRecord(t, b, mode) }})
+		cases = append(cases, Case{Name: "SnapshotTooLargeSkipped/" + mode.String(), Parallel: true,
+			Run: func(t *testing.T, b []string) { SnapshotTooLargeSkipped(t, b, mode) }})
 	}
 	for _, mode := range modes {
 		cases = append(cases, Case{Name: "LiveKeyBudgetThroughRebalance/" + mode.String(), Parallel: true,
