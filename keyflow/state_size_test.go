@@ -129,3 +129,33 @@ func TestStateWithTimersIsMeasuredBeforeItIsRefused(t *testing.T) {
 		t.Fatalf("state of %d bytes, skipped %v: 920 KB and the timers do not fit, want it skipped", len(s.Data), d.Skipped())
 	}
 }
+
+// countingCodec counts Encode calls.
+type countingCodec struct {
+	keyflow.Codec[blob]
+	encodes *int
+}
+
+func (c countingCodec) Encode(s *blob) ([]byte, error) {
+	*c.encodes++
+	return c.Codec.Encode(s)
+}
+
+// The size check encodes nothing more: under Skip (which encodes the state
+// once per call for its undo) and under Fail (once per write), the
+// driver's one call and one write per record cost one Encode each.
+func TestStateSizeCheckCostsNoEncoding(t *testing.T) {
+	for _, pol := range []keyflow.Policy{keyflow.Skip, keyflow.Fail} {
+		n := 0
+		d := keyflowtest.New(keyflow.New(growFold, keyflow.WithFoldErrorPolicy(pol), keyflow.WithCodec[blob](countingCodec{keyflow.JSON[blob](), &n})))
+		for i := range 10 {
+			if err := d.Pipe("k", fmt.Sprint(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		d.Close()
+		if n != 10 {
+			t.Errorf("policy %s: %d encodes for 10 records, want 10", pol, n)
+		}
+	}
+}
