@@ -104,7 +104,7 @@ func (c *Context) Timer(name string) (time.Time, bool) { return c.k.Timer(name) 
 // takes rec: it is produced as it is (kgo sets its partition, offset,
 // timestamp and producer fields), so do not use it afterwards. A record
 // whose key, value and headers, with the framing of a record batch
-// (batchFraming), exceed what its producer sends to its topic
+// (at most 97 bytes and 10 per header), exceed what its producer sends to its topic
 // (ProducerBatchMaxBytes: the worker's transactional producer's, kgo's
 // default 1 000 012, or in the plain mode WithOutput's producer's) is
 // refused with an error matching kerr.MessageTooLarge, naming the key,
@@ -148,10 +148,9 @@ func (c *Context) Emit(rec *kgo.Record) error {
 	// A record the producer cannot take would fail its transaction (or its
 	// produce) at every attempt: refused here, it is the fold's error, which
 	// the fold error policy handles (fail, skip or dead-letter the input).
-	// The producer compares a whole record batch with its limit: the
-	// record's bytes plus at most batchFraming.
+	// The producer compares a whole record batch with its limit.
 	if max := k.MaxOutputBytes(rec.Topic); max > 0 {
-		if n := recbytes.Of(rec); n+batchFraming(rec) > max {
+		if n := recbytes.Of(rec); !recbytes.FitsBatch(rec, max) {
 			return fmt.Errorf("keyflow: emit for key %q: output to %s of %d bytes (key, value and headers) does not fit a record batch of the producer's ProducerBatchMaxBytes %d: %w",
 				k.Key(), rec.Topic, n, max, kerr.MessageTooLarge)
 		}
@@ -159,12 +158,3 @@ func (c *Context) Emit(rec *kgo.Record) error {
 	k.Emit(rec)
 	return nil
 }
-
-// batchFraming is the most a record batch of one record adds to the
-// record's key, value and headers (KIP-98's format, v2): the batch header
-// (61 bytes: base offset, length, leader epoch, magic, CRC, attributes,
-// last offset delta, first and max timestamps, producer id and epoch, base
-// sequence, record count), the record's own varints (length, attributes,
-// timestamp and offset deltas, key and value lengths, header count: at
-// most 36) and two length varints per header (at most 10).
-func batchFraming(rec *kgo.Record) int { return 61 + 36 + 10*len(rec.Headers) }

@@ -38,7 +38,7 @@ const maxOmittedMessage = 1024
 // below its KIP-1034 headers) is returned as small as it gets: its produce
 // then fails naming it.
 func fitDeadLetter(dl *kgo.Record, nsrc, max int) (omitted string) {
-	if max <= 0 || fitsBatch(dl, max) {
+	if max <= 0 || recbytes.FitsBatch(dl, max) {
 		return ""
 	}
 	var parts []string
@@ -48,7 +48,7 @@ func fitDeadLetter(dl *kgo.Record, nsrc, max int) (omitted string) {
 	omit := func(part string, n int) bool {
 		parts = append(parts, part+"="+strconv.Itoa(n))
 		dl.Headers[len(dl.Headers)-1].Value = []byte(strings.Join(parts, ","))
-		return fitsBatch(dl, max)
+		return recbytes.FitsBatch(dl, max)
 	}
 	if n := len(dl.Value); n > 0 {
 		// Empty, not nil: a nil value is a tombstone to a compacted topic.
@@ -89,6 +89,3 @@ func fitDeadLetter(dl *kgo.Record, nsrc, max int) (omitted string) {
 	}
 	return strings.Join(parts, ",")
 }
-
-// fitsBatch reports whether r's record batch fits max bytes.
-func fitsBatch(r *kgo.Record, max int) bool { return recbytes.Of(r)+batchFraming(r) <= max }

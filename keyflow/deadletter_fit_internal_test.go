@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/actorflow/actorflow/internal/keyactor"
+	"github.com/actorflow/actorflow/internal/recbytes"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -56,7 +57,7 @@ func TestDeadLetterShrinksToFitTheProducersBatch(t *testing.T) {
 			if got, _ := headerOf(dl, HeaderErrorOmitted); got != omitted {
 				t.Errorf("header %s = %q, want %q", HeaderErrorOmitted, got, omitted)
 			}
-			if !fitsBatch(dl, max) {
+			if !recbytes.FitsBatch(dl, max) {
 				t.Errorf("dead letter of %d bytes (with its batch) does not fit %d", len(dl.Value)+len(dl.Key), max)
 			}
 			for k, v := range map[string]string{HeaderErrorTopic: "in", HeaderErrorPartition: "2", HeaderErrorOffset: "77"} {

@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// TestShrunkDeadLettersFitKgosBatch: fitsBatch's estimate is what decides a
+// TestShrunkDeadLettersFitKgosBatch: recbytes.FitsBatch's estimate is what decides a
 // shrink, and kgo is what refuses: a dead letter shrunk to a limit must be
 // taken by a producer with that ProducerBatchMaxBytes, whatever part was
 // dropped (catches the estimate drifting below kgo's own count).

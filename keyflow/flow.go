@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/actorflow/actorflow/internal/keyactor"
+	"github.com/actorflow/actorflow/internal/recbytes"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -269,12 +270,7 @@ func WithDeadLetterTopic(topic string) Option {
 // with a context that ends at the output timeout.
 func WithOutput(producer *kgo.Client, defaultTopic string) Option {
 	return option(func(c *keyactor.Config) {
-		c.Output, c.OutputTopic, c.OutputMaxBytes = producer, defaultTopic, nil
-		if producer != nil {
-			if fn, ok := producer.OptValue(kgo.ProducerBatchMaxBytesFn).(func(string) int32); ok && fn != nil {
-				c.OutputMaxBytes = func(topic string) int { return int(fn(topic)) }
-			}
-		}
+		c.Output, c.OutputTopic, c.OutputMaxBytes = producer, defaultTopic, recbytes.ProducerLimit(producer)
 	})
 }
 

@@ -1,9 +1,6 @@
 package partitionflow
 
-import (
-	"github.com/actorflow/actorflow/snapshotstore"
-	"github.com/twmb/franz-go/pkg/kgo"
-)
+import "github.com/actorflow/actorflow/snapshotstore"
 
 // maxRecordBytes is the store's record size limit per topic
 // (snapshotstore.RecordLimiter), for the key actors' Emit check
@@ -24,19 +21,4 @@ func maxSnapshotBytes(s snapshotstore.Partition) int {
 		return l.MaxSnapshotBytes()
 	}
 	return 0
-}
-
-// clientMaxRecordBytes is cl's ProducerBatchMaxBytesFn, for the dead-letter
-// size fit (keyactor.Env.DeadLetterMaxBytes); nil when cl is nil. Read
-// once, at the partition's start: kgo's OptValue finds an option by its
-// function's name, far too slow per record.
-func clientMaxRecordBytes(cl *kgo.Client) func(topic string) int {
-	if cl == nil {
-		return nil
-	}
-	fn, _ := cl.OptValue(kgo.ProducerBatchMaxBytesFn).(func(string) int32)
-	if fn == nil {
-		return nil
-	}
-	return func(topic string) int { return int(fn(topic)) }
 }

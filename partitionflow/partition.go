@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/actorflow/actorflow/internal/keyactor"
+	"github.com/actorflow/actorflow/internal/recbytes"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -453,7 +454,7 @@ func (p *partition) start(ctx actor.Context) {
 		MaxSnapshotBytes: maxSnapshotBytes(p.cfg.Store),
 		DeadLetters:      p.cfg.DeadLetters,
 		// A dead letter near the producer's limit is shrunk to fit it.
-		DeadLetterMaxBytes: clientMaxRecordBytes(p.cfg.DeadLetters),
+		DeadLetterMaxBytes: recbytes.ProducerLimit(p.cfg.DeadLetters),
 		Reuse:              true, // keypool.go
 	}
 	txn := newTxnActor(p.cfg.Store, p.cfg.MaxWritesPerTransaction, p.cfg.AssignedOffset, p.log)

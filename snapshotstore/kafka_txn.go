@@ -54,7 +54,7 @@ type txnPartition struct {
 	offsetsTP *topicPartition
 	// maxBatch is the producer's ProducerBatchMaxBytesFn (RecordLimiter),
 	// read at open: a re-initialised producer has the same options.
-	maxBatch func(topic string) int32
+	maxBatch func(topic string) int
 }
 
 func (k *Kafka) openTxn(ctx context.Context, p PartitionInfo) (Partition, error) {
@@ -64,7 +64,7 @@ func (k *Kafka) openTxn(ctx context.Context, p PartitionInfo) (Partition, error)
 	if err != nil {
 		return nil, err
 	}
-	return &txnPartition{k: k, info: p, id: id, cl: cl, disc: disc, maxBatch: producerMaxBatch(cl)}, nil
+	return &txnPartition{k: k, info: p, id: id, cl: cl, disc: disc, maxBatch: recbytes.ProducerLimit(cl)}, nil
 }
 
 // newTxnClient creates the partition's transactional producer and runs

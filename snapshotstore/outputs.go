@@ -3,6 +3,7 @@ package snapshotstore
 import (
 	"fmt"
 
+	"github.com/actorflow/actorflow/internal/recbytes"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -53,7 +54,7 @@ func (t *txnPartition) MaxRecordBytes(topic string) int {
 	if t.maxBatch == nil {
 		return 0
 	}
-	return int(t.maxBatch(topic))
+	return t.maxBatch(topic)
 }
 
 // MaxSnapshotBytes implements SnapshotLimiter.
@@ -62,16 +63,10 @@ func (t *txnPartition) MaxSnapshotBytes() int { return t.MaxRecordBytes(t.k.topi
 // MaxSnapshotBytes implements SnapshotLimiter: the shared producer's limit
 // for the snapshot topic, read when asked (once per partition start).
 func (p *plainPartition) MaxSnapshotBytes() int {
-	if fn := producerMaxBatch(p.k.producer); fn != nil {
-		return int(fn(p.k.topic))
+	if fn := recbytes.ProducerLimit(p.k.producer); fn != nil {
+		return fn(p.k.topic)
 	}
 	return 0
-}
-
-// producerMaxBatch is cl's ProducerBatchMaxBytesFn (nil if unknown).
-func producerMaxBatch(cl *kgo.Client) func(string) int32 {
-	fn, _ := cl.OptValue(kgo.ProducerBatchMaxBytesFn).(func(string) int32)
-	return fn
 }
 
 // txnPartitioner routes the transactional producer's records: snapshot

@@ -25,9 +25,8 @@ import (
 //   - otherwise at each write: the key fails, naming itself and the size.
 
 // snapshotFraming is the most a record batch of one snapshot record adds to
-// its key, value and headers (as keyflow's batchFraming: the batch header,
-// the record's varints, two per header; at most three headers).
-const snapshotFraming = 61 + 36 + 10*3
+// its key, value and headers (at most three: offset, format, timers).
+var snapshotFraming = recbytes.Framing(3)
 
 // callStateTooLarge checks value, the encoding of the state a call
 // returned, against the limit: first by a bound that counts the call's

@@ -1,7 +1,10 @@
-// Package recbytes sizes records for the in-flight byte bound
-// (coordinator.FlowControl): the consumer adds what a fetch delivers and
-// the key actors release what they processed, with the same function, so
-// the count returns to zero.
+// Package recbytes sizes records, in one place for its two uses: the
+// in-flight byte bound (coordinator.FlowControl: the consumer adds what a
+// fetch delivers and the key actors release what they processed, with the
+// same function, so the count returns to zero), and the producer's record
+// batch limit (ProducerBatchMaxBytes), which outputs, dead letters and
+// snapshot records are checked against before they go into a transaction
+// that would otherwise fail at every attempt.
 package recbytes
 
 import "github.com/twmb/franz-go/pkg/kgo"
@@ -15,4 +18,32 @@ func Of(r *kgo.Record) int {
 		n += len(h.Key) + len(h.Value)
 	}
 	return n
+}
+
+// Framing is the most a record batch of one record with headers headers
+// adds to the record's key, value and headers (KIP-98's format, v2): the
+// batch header (61 bytes: base offset, length, leader epoch, magic, CRC,
+// attributes, last offset delta, first and max timestamps, producer id and
+// epoch, base sequence, record count), the record's own varints (length,
+// attributes, timestamp and offset deltas, key and value lengths, header
+// count: at most 36) and two length varints per header (at most 10). kgo
+// compares the whole batch with ProducerBatchMaxBytes.
+func Framing(headers int) int { return 61 + 36 + 10*headers }
+
+// FitsBatch reports whether a record batch of r alone fits max bytes.
+func FitsBatch(r *kgo.Record, max int) bool { return Of(r)+Framing(len(r.Headers)) <= max }
+
+// ProducerLimit is cl's ProducerBatchMaxBytesFn, the largest record batch
+// it sends to a topic (nil: cl is nil or has none). Read it once, when the
+// producer is set up: kgo's OptValue finds an option by its function's
+// name, far too slow per record.
+func ProducerLimit(cl *kgo.Client) func(topic string) int {
+	if cl == nil {
+		return nil
+	}
+	fn, _ := cl.OptValue(kgo.ProducerBatchMaxBytesFn).(func(string) int32)
+	if fn == nil {
+		return nil
+	}
+	return func(topic string) int { return int(fn(topic)) }
 }
