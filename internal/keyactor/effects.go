@@ -111,29 +111,25 @@ func (a *keyActor[S]) beginCall() error {
 // buffered effects; on error nothing, the state restored under Skip. The
 // error returned is the call's (an *undoError when the restore failed).
 func (a *keyActor[S]) endCall(ns *S, err error) error {
+	next := undo{} // the new state's encoding, when made here
 	if err == nil && ns != nil && a.env.MaxSnapshotBytes > 0 && a.cfg.mayRestore() {
 		// The new state's encoding, made now instead of by the next
 		// call's beginCall or the next write (which reuse it), is checked
 		// against the snapshot's limit (statesize.go): a state that would
-		// not fit is this call's failure, which the policy undoes.
-		b, eerr := a.flow.Codec.Encode(ns)
-		if b == nil && eerr == nil {
-			b = []byte{}
-		}
-		if eerr == nil {
-			if err = a.callStateTooLarge(b); err == nil {
-				a.state = ns
-				a.applyEffects()
-				a.undo = undo{valid: true, data: b}
-				return nil
+		// not fit is this call's failure, which the policy undoes. An
+		// encoding error is left to the write, which fails the key naming
+		// the offset (encode), as without the check.
+		if b, eerr := a.flow.Codec.Encode(ns); eerr == nil {
+			if b == nil {
+				b = []byte{}
 			}
+			next = undo{valid: true, data: b}
+			err = a.callStateTooLarge(b)
 		}
-		// An encoding error is left to the write, which fails the key
-		// naming the offset (encode), as without the check.
 	}
 	if err == nil {
 		a.state = ns
-		a.undo.valid = false
+		a.undo = next
 		a.applyEffects()
 		return nil
 	}
@@ -230,17 +226,15 @@ func (k *Core) deadLetter(ctx actor.Context, rec *kgo.Record, kind Kind, err err
 // transactional producer under TxnOutputs, else Env.DeadLetters, else the
 // flow's output producer.
 func (k *Core) deadLetterProducer(topic string) (*kgo.Client, int) {
-	var cl *kgo.Client
-	fn := k.env.MaxOutputBytes
 	switch {
 	case k.env.TxnOutputs:
+		return nil, k.MaxOutputBytes(topic)
 	case k.env.DeadLetters != nil:
-		cl, fn = k.env.DeadLetters, k.env.DeadLetterMaxBytes
+		if fn := k.env.DeadLetterMaxBytes; fn != nil {
+			return k.env.DeadLetters, fn(topic)
+		}
+		return k.env.DeadLetters, 0
 	default:
-		cl, fn = k.cfg.Output, k.cfg.OutputMaxBytes
+		return k.cfg.Output, k.MaxOutputBytes(topic) // the flow's output producer's
 	}
-	if fn == nil {
-		return cl, 0
-	}
-	return cl, fn(topic)
 }

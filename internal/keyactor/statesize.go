@@ -38,19 +38,14 @@ func (a *keyActor[S]) callStateTooLarge(value []byte) error {
 		return nil
 	}
 	n := snapshotstore.SnapshotRecordBytes(snapshotstore.Snapshot{Key: a.key, Value: value, Offset: math.MaxInt64})
-	if nt := len(a.timers) + len(a.fx.timers); nt > 0 {
-		n += len(snapshotstore.HeaderTimers) + snapshotstore.TimersHeaderBytes(nt, func(yield func(string) bool) {
-			for name := range a.timers {
-				if !yield(name) {
-					return
-				}
-			}
-			for _, op := range a.fx.timers {
-				if !yield(op.name) {
-					return
-				}
-			}
-		})
+	if len(a.timers)+len(a.fx.timers) > 0 {
+		n += snapshotstore.TimersHeaderBytes
+		for name := range a.timers {
+			n += snapshotstore.TimerBytes(name)
+		}
+		for _, op := range a.fx.timers {
+			n += snapshotstore.TimerBytes(op.name)
+		}
 	}
 	if n+snapshotFraming <= max {
 		return nil
