@@ -159,3 +159,39 @@ func TestStateSizeCheckCostsNoEncoding(t *testing.T) {
 		}
 	}
 }
+
+// tombstoneTimersFold deletes the state and sets 20 000 timers with
+// 40-byte names: the tombstone keeps them, and their header alone (~1.2
+// MB) does not fit one record of kgo's default ProducerBatchMaxBytes.
+func tombstoneTimersFold(kc *keyflow.Context, s *blob, r *kgo.Record) (*blob, error) {
+	if string(r.Value) != "delete" {
+		return &blob{Data: string(r.Value)}, nil
+	}
+	for i := range 20_000 {
+		if err := kc.SetTimer(fmt.Sprintf("reminder-%031d", i), kc.Now().Add(time.Hour)); err != nil {
+			return nil, err
+		}
+	}
+	return nil, nil
+}
+
+// A call that deletes the state is checked too: its tombstone carries the
+// key's timers. Under Skip the call is skipped and the state kept; without
+// the check the key failed at its write, whatever the policy.
+func TestTombstoneWithTimersTooLargeIsSkipped(t *testing.T) {
+	flow := keyflow.New(tombstoneTimersFold, keyflow.WithFoldErrorPolicy(keyflow.Skip),
+		keyflow.WithTimers(func(_ *keyflow.Context, s *blob, _ string) (*blob, error) { return s, nil }))
+	d := keyflowtest.New(flow)
+	defer d.Close()
+	for _, v := range []string{"kept", "delete", "after"} {
+		if err := d.Pipe("k", v); err != nil {
+			t.Fatalf("record %q: %v, want the deletion skipped", v, err)
+		}
+	}
+	if s, ok := d.State("k"); !ok || s.Data != "after" {
+		t.Fatalf("state %+v, want the record after the skipped deletion", s)
+	}
+	if sk := d.Skipped(); len(sk) != 1 || !errors.Is(sk[0], kerr.MessageTooLarge) || !strings.Contains(sk[0].Error(), "offset 1") {
+		t.Fatalf("skipped %v, want the deletion at offset 1, matching MESSAGE_TOO_LARGE", sk)
+	}
+}

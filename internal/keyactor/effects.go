@@ -112,7 +112,16 @@ func (a *keyActor[S]) beginCall() error {
 // error returned is the call's (an *undoError when the restore failed).
 func (a *keyActor[S]) endCall(ns *S, err error) error {
 	next := undo{} // the new state's encoding, when made here
-	if err == nil && ns != nil && a.env.MaxSnapshotBytes > 0 && a.cfg.mayRestore() {
+	switch {
+	case err != nil || a.env.MaxSnapshotBytes <= 0 || !a.cfg.mayRestore():
+	case ns == nil:
+		// A deleted state's snapshot is a tombstone that keeps the key's
+		// timers: only they can make it too large.
+		next = undo{valid: true, null: true}
+		if len(a.timers)+len(a.fx.timers) > 0 {
+			err = a.callStateTooLarge(nil)
+		}
+	default:
 		// The new state's encoding, made now instead of by the next
 		// call's beginCall or the next write (which reuse it), is checked
 		// against the snapshot's limit (statesize.go): a state that would

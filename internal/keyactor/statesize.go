@@ -19,7 +19,8 @@ import (
 //   - under a policy that can undo a call (Skip, DeadLetter: the undo
 //     encoding), right after each call that changed it, with the encoding
 //     the next call's undo and the next write reuse (no encoding more than
-//     before): a call that makes the state too large fails with an error
+//     before), and after a call that deleted it (its tombstone keeps the
+//     key's timers): a call that makes the snapshot too large fails with an error
 //     matching kerr.MessageTooLarge, and the policy skips or dead-letters
 //     it;
 //   - otherwise at each write: the key fails, naming itself and the size.
