@@ -33,10 +33,13 @@ func Framing(headers int) int { return 61 + 36 + 10*headers }
 // FitsBatch reports whether a record batch of r alone fits max bytes.
 func FitsBatch(r *kgo.Record, max int) bool { return Of(r)+Framing(len(r.Headers)) <= max }
 
-// ProducerLimit is cl's ProducerBatchMaxBytesFn, the largest record batch
-// it sends to a topic (nil: cl is nil or has none). Read it once, when the
-// producer is set up: kgo's OptValue finds an option by its function's
-// name, far too slow per record.
+// ProducerLimit is the largest record batch cl sends to a topic (nil: cl
+// is nil or has no ProducerBatchMaxBytesFn): its ProducerBatchMaxBytes, or
+// less when its BrokerMaxWriteBytes leaves less room in a produce request
+// of one partition, as kgo itself bounds a batch
+// (maxRecordBatchBytesForTopic, sink.go). Read it once, when the producer
+// is set up: kgo's OptValue finds an option by its function's name, far
+// too slow per record.
 func ProducerLimit(cl *kgo.Client) func(topic string) int {
 	if cl == nil {
 		return nil
@@ -45,5 +48,20 @@ func ProducerLimit(cl *kgo.Client) func(topic string) int {
 	if fn == nil {
 		return nil
 	}
-	return func(topic string) int { return int(fn(topic)) }
+	wire, _ := cl.OptValue(kgo.BrokerMaxWriteBytes).(int32)
+	id, _ := cl.OptValue(kgo.ClientID).(string)
+	txnID, _ := cl.OptValue(kgo.TransactionalID).(string)
+	// A produce request's fixed fields (27), its optional ids, and one
+	// topic (2 + its name or ID) with one partition (12): kgo's
+	// baseProduceRequestLength and minOnePartitionBatchLength.
+	request := 27 + len(id) + len(txnID) + 2 + 12
+	return func(topic string) int {
+		limit := int(fn(topic))
+		if wire > 0 {
+			if room := int(wire) - request - max(16, len(topic)); room < limit {
+				limit = room
+			}
+		}
+		return limit
+	}
 }
