@@ -149,9 +149,6 @@ func (c *Consumer) restart(ctx context.Context, tp TopicPartition) {
 		c.mu.Unlock()
 		return
 	}
-	if err != nil {
-		return // lost: the watcher or the next callback stops it
-	}
 	c.log.Info("starting a failed partition again", zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition),
 		zap.Int("consecutive_failures", f.Attempts))
 	// Its in-flight records died with its subtree.
