@@ -54,7 +54,7 @@ func (a *keyActor[S]) callStateTooLarge(value []byte) error {
 	// The bound counts timers loosely (every name byte escaped, every
 	// operation a new timer): measure the record itself before refusing.
 	s := snapshotstore.Snapshot{Key: a.key, Value: value, Offset: math.MaxInt64, Timers: a.timersAfterCall()}
-	return stateTooLarge(len(value), recbytes.Of(snapshotstore.EncodeRecord("", 0, s)), max)
+	return stateTooLarge(value, recbytes.Of(snapshotstore.EncodeRecord("", 0, s)), max)
 }
 
 // timersAfterCall is the key's timers as the call in progress leaves them
@@ -85,13 +85,20 @@ func (a *keyActor[S]) snapshotTooLarge(s snapshotstore.Snapshot) error {
 	if max <= 0 || snapshotstore.SnapshotRecordBytes(s)+snapshotFraming <= max {
 		return nil
 	}
-	return stateTooLarge(len(s.Value), recbytes.Of(snapshotstore.EncodeRecord("", 0, s)), max)
+	return stateTooLarge(s.Value, recbytes.Of(snapshotstore.EncodeRecord("", 0, s)), max)
 }
 
-func stateTooLarge(value, record, max int) error {
+// stateTooLarge is the error for a snapshot record of record bytes with
+// the encoded state value (nil: deleted, a tombstone that keeps the key's
+// timers), or nil when it fits max.
+func stateTooLarge(value []byte, record, max int) error {
 	if record+snapshotFraming <= max {
 		return nil
 	}
-	return fmt.Errorf("state encoded to %d bytes: its snapshot record (key, value and headers: %d bytes) does not fit a record batch of the snapshot producer's ProducerBatchMaxBytes %d: %w",
-		value, record, max, kerr.MessageTooLarge)
+	state := fmt.Sprintf("state encoded to %d bytes", len(value))
+	if value == nil {
+		state = "state deleted, its timers kept"
+	}
+	return fmt.Errorf("%s: its snapshot record (key, value and headers: %d bytes) does not fit a record batch of the snapshot producer's ProducerBatchMaxBytes %d: %w",
+		state, record, max, kerr.MessageTooLarge)
 }
