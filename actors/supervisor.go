@@ -157,6 +157,15 @@ func (s *Supervisor) info(tp coordinator.TopicPartition) snapshotstore.Partition
 	}
 }
 
+// closeUnstarted closes the store of a partition that never started. Its
+// error is logged, not returned: the caller is already on a failure or a
+// stop, whose own outcome is the one to report.
+func (s *Supervisor) closeUnstarted(tp coordinator.TopicPartition, p snapshotstore.Partition) {
+	if err := p.Close(context.Background()); err != nil {
+		s.log.Warn("closing the store of a partition that did not start", zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Error(err))
+	}
+}
+
 type spawnReq struct {
 	name  string
 	props *actor.Props
@@ -199,7 +208,7 @@ func (s *Supervisor) Start(_ context.Context, assigned map[coordinator.TopicPart
 		s.sys.Root.Send(s.pid, &spawnReq{name: name, props: partitionflow.Props(cfg), reply: reply})
 		r := <-reply
 		if r.err != nil {
-			_ = store.Close(context.Background())
+			s.closeUnstarted(tp, store)
 			return fmt.Errorf("%s[%d]: spawn partition actor: %w", tp.Topic, tp.Partition, r.err)
 		}
 		h.pid = r.pid
@@ -267,7 +276,7 @@ func (s *Supervisor) Stop(ctx context.Context, tps []coordinator.TopicPartition,
 		h := s.parts[tp]
 		if p := s.opened[tp]; p != nil { // opened but never started
 			delete(s.opened, tp)
-			_ = p.Close(context.Background())
+			s.closeUnstarted(tp, p)
 		}
 		if h != nil {
 			s.event(Event{Kind: "stopping", TP: tp})
