@@ -422,20 +422,29 @@ func (c *Consumer) Run(ctx context.Context) error {
 	cancel() // the watcher and the restarter stop before the shutdown takes the partitions
 	<-watched
 	<-restarted
-	// Still failing: waiting to start again, or started again but not yet
-	// healthyAfter without failing (a streak).
-	var failures []error
-	c.mu.Lock()
-	for _, f := range c.streak {
-		failures = append(failures, f.Err)
-	}
-	c.mu.Unlock()
+	failures := c.stillFailing(time.Now())
 	c.shutdown()
 	if err := c.fatalErr(); err != nil {
 		return err
 	}
 	// A clean stop: the partitions still failing are the caller's to know.
 	return errors.Join(failures...)
+}
+
+// stillFailing is the errors of the partitions still failing at now:
+// waiting to start again, or started again less than healthyAfter ago (a
+// streak). A partition that failed once and has run healthyAfter since is
+// not: a clean stop hours later must not report it.
+func (c *Consumer) stillFailing(now time.Time) []error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var failures []error
+	for tp, f := range c.streak {
+		if c.failed[tp] != nil || now.Sub(f.RetryAt) < healthyAfter {
+			failures = append(failures, f.Err)
+		}
+	}
+	return failures
 }
 
 // shutdown stops (and flushes) every owned partition, then leaves the group.
