@@ -479,17 +479,24 @@ func (c *Consumer) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[s
 	for _, tp := range flatten(assigned) {
 		c.held[tp] = true
 	}
-	var tps []TopicPartition
+	added := map[TopicPartition]bool{}
+	for _, tp := range flatten(assigned) {
+		added[tp] = true
+	}
+	var tps, kept []TopicPartition
 	for tp := range c.held {
 		if !c.owned[tp] {
 			tps = append(tps, tp)
+			if !added[tp] {
+				kept = append(kept, tp)
+			}
 		}
 	}
 	c.mu.Unlock()
 	if len(tps) == 0 {
 		return
 	}
-	if err := c.assign(ctx, tps); err != nil {
+	if err := c.assign(ctx, tps, kept); err != nil {
 		if snapshotstore.Transient(err) && !errors.Is(err, snapshotstore.ErrFenced) && ctx.Err() == nil {
 			// The cluster is unreachable or moving (a broker restart outlasting
 			// the retries): the partitions stay owned and start again after a
@@ -508,7 +515,13 @@ func (c *Consumer) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[s
 	}
 }
 
-func (c *Consumer) assign(ctx context.Context, tps []TopicPartition) error {
+// assign starts tps. kept are those among them that kgo kept across a
+// membership change (re-acquired, not added by this assignment): kgo went
+// on fetching them from its own position while they were not owned, past
+// the records their lost subtree folded and dropped, and will not fetch
+// their committed offset, so they are paused here and sought back to it
+// before they start, as a failed partition's restart is.
+func (c *Consumer) assign(ctx context.Context, tps, kept []TopicPartition) error {
 	m, err := c.meta.Current()
 	if err != nil {
 		return fmt.Errorf("assignment of %v: %w", tps, err)
@@ -516,12 +529,20 @@ func (c *Consumer) assign(ctx context.Context, tps []TopicPartition) error {
 	for _, tp := range tps {
 		c.own.Bind(tp, m)
 	}
+	if len(kept) > 0 {
+		// Before they are owned: from here no poll returns their records,
+		// and a poll's delivery in progress (c.deliver) sees them not
+		// owned, so none is counted in a budget nobody releases.
+		c.cl.PauseFetchPartitions(kgoPartitions(kept))
+	}
+	c.deliver.Lock()
 	c.mu.Lock()
 	for _, tp := range tps {
 		c.owned[tp] = true
 		c.fc.Track(tp)
 	}
 	c.mu.Unlock()
+	c.deliver.Unlock()
 	// Order matters (seed, "Stable transactional.id"): fence first, then
 	// fetch the committed offset, which the fence's abort may have changed.
 	if err := c.h.Open(ctx, tps); err != nil {
@@ -531,7 +552,37 @@ func (c *Consumer) assign(ctx context.Context, tps []TopicPartition) error {
 	if err != nil {
 		return err
 	}
-	return c.h.Start(ctx, offsets)
+	if len(kept) == 0 {
+		return c.h.Start(ctx, offsets)
+	}
+	// As restart does: the seek with no poll's delivery in progress (kgo
+	// drops what it buffered of them at the seek); they stay paused until
+	// they start, and on an error (the worker stops, or they are failed
+	// and restarted, which resumes them).
+	seek := map[string]map[int32]kgo.EpochOffset{}
+	for _, tp := range kept {
+		if seek[tp.Topic] == nil {
+			seek[tp.Topic] = map[int32]kgo.EpochOffset{}
+		}
+		seek[tp.Topic][tp.Partition] = kgo.EpochOffset{Epoch: -1, Offset: offsets[tp].Offset}
+	}
+	c.deliver.Lock()
+	c.cl.SetOffsets(seek)
+	err = c.h.Start(ctx, offsets)
+	c.deliver.Unlock()
+	if err == nil {
+		c.cl.ResumeFetchPartitions(kgoPartitions(kept))
+	}
+	return err
+}
+
+// kgoPartitions is tps as kgo's topic → partitions map.
+func kgoPartitions(tps []TopicPartition) map[string][]int32 {
+	m := map[string][]int32{}
+	for _, tp := range tps {
+		m[tp.Topic] = append(m[tp.Topic], tp.Partition)
+	}
+	return m
 }
 
 // assignedOffsets returns each partition's position at assignment: its

@@ -172,6 +172,81 @@ func RejoinAsNewMember(t *testing.T, brokers []string, mode snapshotstore.Mode, 
 	awaitSubtreesStopped(t, b, "B")
 }
 
+// ReacquiredAfterRejoinReplaysFromCommitted: A folds 300 events it never
+// persists, then loses its membership in a cooperative rebalance (its
+// JoinGroup held past the rebalance timeout while B joins; B takes the
+// partition, fetches nothing, commits nothing and leaves). When A's join
+// goes out it is refused, A rejoins as a new member and gets the partition
+// back. kgo kept the partition across the rejoin, so it neither fetches
+// the committed offset nor moves its own position, which is past A's 300
+// folds; the lost subtree stops without a flush and the re-acquired one
+// starts from the committed offset (the log start). Unless A seeks back
+// there, events 0–299 are never folded again, and their offsets are
+// committed anyway (issue 11's review, coordinator F1).
+func ReacquiredAfterRejoinReplaysFromCommitted(t *testing.T, brokers []string, mode snapshotstore.Mode) {
+	input, snaps, group := Topics(t, brokers, 1)
+	const p = int32(0)
+	tp := coordinator.TopicPartition{Topic: input, Partition: p}
+	gen := &ledger.Generator{Accounts: 10}
+	exp := map[int32]ledger.Expected{}
+	produceLedgerTo(t, brokers, input, gen, 300, exp)
+	end := endOffset(t, brokers, input, p)
+
+	holdA, holdB := newRequestHold(), newRequestHold()
+	var foldsA atomic.Int64
+	a := StartWorker(t, countingFlow(&foldsA), brokers, group, input, snaps, mode, append(rejoinOpts(coordinator.Cooperative, group+"-A"),
+		// A persists and commits only at its shutdown: what it folds
+		// before it loses the partition is never written.
+		actorflow.WithPersistEvery(time.Hour), actorflow.WithCommitOffsetsInterval(time.Hour),
+		actorflow.WithIdleFlush(-1),
+		actorflow.WithClientOpts(kgo.Dialer(holdA.dial)))...)
+	t.Cleanup(holdA.releaseAll) // before A's Stop: cleanups run last-in first-out
+	testkit.Eventually(t, rejoinSettle, "A folded the 300 events", func() (bool, string) {
+		return foldsA.Load() == 300, fmt.Sprint(foldsA.Load())
+	})
+	clA := inspect.Consumer(a.W).Client()
+	oldMember, _ := clA.GroupMetadata()
+
+	// A's JoinGroup, and with it A's every request to the broker, waits;
+	// B never gets a fetch response, so it commits nothing.
+	holdA.arm(apiJoinGroup)
+	holdB.armResponses(apiFetch)
+	b := StartWorker(t, ledger.Flow(), brokers, group, input, snaps, mode, append(rejoinOpts(coordinator.Cooperative, group+"-B"),
+		actorflow.WithClientOpts(kgo.Dialer(holdB.dial)))...)
+	t.Cleanup(holdB.releaseAll)
+	holdA.awaitHeld(t, apiJoinGroup, 0, rejoinSettle, "A's JoinGroup held")
+	testkit.Eventually(t, rejoinSettle, "B took the partition", func() (bool, string) {
+		return slices.Contains(inspect.Supervisor(b.W).Running(), tp), eventsOf(b, tp)
+	})
+	if err := b.Stop(t); err != nil {
+		t.Fatalf("B's Run: %v", err)
+	}
+	if c := committed(t, brokers, group, input, p); c > 0 {
+		t.Fatalf("precondition: B committed offset %d; want nothing committed", c)
+	}
+
+	holdA.release(apiJoinGroup) // refused (UNKNOWN_MEMBER_ID): A rejoins as a new member
+	testkit.Eventually(t, rejoinSettle, "A rejoined as a new member and started the partition again", func() (bool, string) {
+		am, _ := clA.GroupMetadata()
+		return am != oldMember && am != "" && eventCount(a, tp, "started") >= 2 &&
+			slices.Contains(inspect.Supervisor(a.W).Running(), tp), fmt.Sprintf("member %s; events %s", am, eventsOf(a, tp))
+	})
+	// The re-acquired subtree folds 0–299 again (A's folds count them a
+	// second time) only if A fetches from the committed offset.
+	testkit.Eventually(t, rejoinSettle, "A folded the events after the committed offset again", func() (bool, string) {
+		return foldsA.Load() == 600, fmt.Sprintf("%d folds (300 before the rejoin); events %s", foldsA.Load(), eventsOf(a, tp))
+	})
+	if err := a.Stop(t); err != nil {
+		t.Errorf("A's Run at its stop: %v", err)
+	}
+	if c := committed(t, brokers, group, input, p); c != end {
+		t.Errorf("committed offset of %v is %d, want the log end %d", tp, c, end)
+	}
+	for _, m := range partitionMismatches(t, brokers, snaps, p, exp[p]) {
+		t.Errorf("snapshot of %v differs from the fold of the whole input: %s", tp, m)
+	}
+}
+
 // awaitRejoined waits until A is a member again after its held request
 // went out. Classic: a new member id, on B's generation, in a stable group
 // (so its membership is one the coordinator accepts). KIP-848: the

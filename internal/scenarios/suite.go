@@ -89,6 +89,12 @@ func Suite() []Case {
 				Run: func(t *testing.T, b []string) { RejoinAsNewMember(t, b, mode, proto) }})
 		}
 	}
+	// kgo keeps a partition across a cooperative rejoin as a new member: the
+	// re-acquired partition is sought back to its committed offset.
+	for _, mode := range modes {
+		cases = append(cases, Case{Name: "ReacquiredAfterRejoin/" + mode.String(), Parallel: true,
+			Run: func(t *testing.T, b []string) { ReacquiredAfterRejoinReplaysFromCommitted(t, b, mode) }})
+	}
 	for _, proto := range []coordinator.Protocol{coordinator.Cooperative, coordinator.Eager, coordinator.ConsumerProtocol} {
 		for _, mode := range modes {
 			cases = append(cases, Case{Name: "RevokeFlushOutlivesTeardownBound/" + mode.String() + "/" + proto.String(), Parallel: true,
