@@ -223,9 +223,16 @@ func (s *Supervisor) Start(_ context.Context, assigned map[coordinator.TopicPart
 func (s *Supervisor) stopped(tp coordinator.TopicPartition, h *handle, err error) {
 	s.mu.Lock()
 	h.err = err
-	if s.parts[tp] == h {
+	cur := s.parts[tp]
+	if cur == h {
 		delete(s.parts, tp)
 	}
+	// A copy that outlived its revoke's teardown bound can stop after the
+	// partition was assigned here again and a new copy started: its
+	// failure is not the new copy's, which a report would pause and
+	// restart (a second store, and in the transactional mode a fence of
+	// the running copy, which fails the worker).
+	replaced := cur != nil && cur != h
 	kind := "stopped"
 	if err != nil {
 		kind = "failed"
@@ -240,6 +247,9 @@ func (s *Supervisor) stopped(tp coordinator.TopicPartition, h *handle, err error
 		// outlived its revoke, and its writes were refused before the
 		// broker. The consumer stops it as lost; its new owner replays.
 		s.log.Warn("partition stopped: no longer owned under this membership; nothing written (its new owner replays)",
+			zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Error(err))
+	case replaced:
+		s.log.Warn("an earlier copy of the partition failed after a new one started; not the new one's failure",
 			zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Error(err))
 	default:
 		s.fail(tp, err)

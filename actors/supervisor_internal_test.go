@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -85,5 +86,30 @@ func TestPartitionOfPID(t *testing.T) {
 		if ok != tc.ok || got != tc.want {
 			t.Errorf("partitionOfPID(%q) = %v, %v; want %v, %v", tc.id, got, ok, tc.want, tc.ok)
 		}
+	}
+}
+
+// A copy of a partition that outlived its revoke and fails after a new copy
+// of the same partition started is not the new copy's failure: reported,
+// it paused and restarted the healthy copy (a second store; in the
+// transactional mode a fence of the running copy, which failed the worker).
+// The current copy's failure is reported as before.
+func TestFailureOfAReplacedCopyIsNotReported(t *testing.T) {
+	s, failures := newTestSupervisor(t)
+	tp := coordinator.TopicPartition{Topic: "orders", Partition: 1}
+	old, cur := &handle{done: make(chan struct{})}, &handle{done: make(chan struct{})}
+	s.mu.Lock()
+	s.parts[tp] = cur
+	s.mu.Unlock()
+	s.stopped(tp, old, errors.New("old copy: transaction aborted at its stop"))
+	if len(failures) != 0 {
+		t.Fatalf("the replaced copy's failure was reported: %v", (<-failures).err)
+	}
+	if r := s.Running(); len(r) != 1 || r[0] != tp {
+		t.Fatalf("running %v, want the new copy of %v", s.Running(), tp)
+	}
+	s.stopped(tp, cur, errors.New("current copy failed"))
+	if len(failures) != 1 {
+		t.Fatal("the current copy's failure was not reported")
 	}
 }
