@@ -161,6 +161,12 @@ type Consumer struct {
 	hwm   map[TopicPartition]int64
 	fatal error
 	done  chan struct{}
+	// stopping is closed when Run begins its shutdown: an assignment
+	// waiting in kgo's callback (whose context only the client's close
+	// ends, after the shutdown) gives up then instead of holding the
+	// rebalance lock the shutdown needs.
+	stopping chan struct{}
+	stopOnce sync.Once
 }
 
 // The defaults of Config (and of actorflow.WithMaxInFlight and
@@ -198,7 +204,7 @@ func New(cfg Config, h Handler) (*Consumer, error) {
 	c := &Consumer{
 		cfg: cfg, h: h, fc: NewFlowControl(cfg.MaxInFlight, cfg.MaxInFlightBytes), log: cfg.Logger,
 		owned: map[TopicPartition]bool{}, held: map[TopicPartition]bool{},
-		done: make(chan struct{}), ready: make(chan struct{}),
+		done: make(chan struct{}), ready: make(chan struct{}), stopping: make(chan struct{}),
 		own: NewOwnership(), kick: make(chan struct{}, 1),
 		failed: map[TopicPartition]*Failure{}, streak: map[TopicPartition]*Failure{}, hwm: map[TopicPartition]int64{}, retry: make(chan struct{}, 1),
 	}
@@ -419,7 +425,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 		})
 		c.deliver.Unlock()
 	}
-	cancel() // the watcher and the restarter stop before the shutdown takes the partitions
+	c.stopOnce.Do(func() { close(c.stopping) }) // an assignment still waiting gives up
+	cancel()                                    // the watcher and the restarter stop before the shutdown takes the partitions
 	<-watched
 	<-restarted
 	failures := c.stillFailing(time.Now())
@@ -446,6 +453,9 @@ func (c *Consumer) stillFailing(now time.Time) []error {
 	}
 	return failures
 }
+
+// errStopping ends a wait of an assignment when Run stops (Consumer.stopping).
+var errStopping = errors.New("the consumer is stopping")
 
 // shutdown stops (and flushes) every owned partition, then leaves the group.
 func (c *Consumer) shutdown() {
@@ -497,6 +507,13 @@ func (c *Consumer) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[s
 		return
 	}
 	if err := c.assign(ctx, tps, kept); err != nil {
+		if errors.Is(err, errStopping) {
+			// Run is stopping while the assignment waited: nothing started,
+			// nothing to flush; the shutdown leaves the group.
+			c.log.Info("assignment abandoned: the worker is stopping", zap.Any("partitions", tps), zap.Error(err))
+			c.stop(context.Background(), tps, false)
+			return
+		}
 		if snapshotstore.Transient(err) && !errors.Is(err, snapshotstore.ErrFenced) && ctx.Err() == nil {
 			// The cluster is unreachable or moving (a broker restart outlasting
 			// the retries): the partitions stay owned and start again after a
@@ -674,6 +691,8 @@ func (c *Consumer) fetchStable(ctx context.Context, tps []TopicPartition) (kadm.
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("fetch committed offsets of group %q: still unstable: %w", c.cfg.Group, ctx.Err())
+		case <-c.stopping:
+			return nil, fmt.Errorf("fetch committed offsets of group %q: still unstable: %w", c.cfg.Group, errStopping)
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, time.Second)

@@ -1,0 +1,111 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
+	"go.uber.org/zap"
+)
+
+// An assignment waiting for a stable committed offset (another client's
+// open transaction holds the group's offsets; the worker resolves only its
+// own transactional ids') gives up when Run begins its shutdown. It waited
+// inside kgo's assigned callback, whose context only the client's close
+// ends — after the shutdown, which needs the rebalance lock the callback
+// held: the worker could not be stopped until that transaction timed out.
+func TestUnstableOffsetWaitEndsAtStop(t *testing.T) {
+	const group, topic = "g", "in"
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	versions := kversion.Stable()
+	versions.SetMaxKeyVersion(kmsg.TxnOffsetCommit.Int16(), 5) // v6+ names topics by ID
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.MaxVersions(versions))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	// The group has a committed offset (as after an earlier owner), and
+	// another client's open transaction a newer one.
+	var offs kadm.Offsets
+	offs.AddOffset(topic, 0, 1, -1)
+	if _, err := kadm.NewClient(cl).CommitOffsets(context.Background(), group, offs); err != nil {
+		t.Fatal(err)
+	}
+	pendingOffsetCommit(t, cl, "foreign", group, topic)
+
+	cons := &Consumer{cfg: Config{Group: group, HangingTxnResolveAfter: -1}, adm: kadm.NewClient(cl),
+		log: zap.NewNop(), stopping: make(chan struct{})}
+	done := make(chan error, 1)
+	go func() {
+		_, err := cons.fetchStable(context.Background(), []TopicPartition{{topic, 0}})
+		done <- err
+	}()
+	close(cons.stopping)
+	select {
+	case err := <-done:
+		if !errors.Is(err, errStopping) {
+			t.Fatalf("fetchStable = %v; want it to see the offset unstable, wait, and give up at the stop (errStopping)", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("fetchStable still waits for the other client's transaction after the stop")
+	}
+}
+
+// pendingOffsetCommit leaves transactional id id's transaction open with
+// group's offset of topic[0] in it.
+func pendingOffsetCommit(t *testing.T, cl *kgo.Client, id, group, topic string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	init := kmsg.NewPtrInitProducerIDRequest()
+	init.TransactionalID = &id
+	init.TransactionTimeoutMillis = 60_000
+	ir, err := init.RequestWith(ctx, cl)
+	if err == nil {
+		err = kerr.ErrorForCode(ir.ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("InitProducerID: %v", err)
+	}
+	add := kmsg.NewPtrAddOffsetsToTxnRequest()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = id, ir.ProducerID, ir.ProducerEpoch, group
+	ar, err := add.RequestWith(ctx, cl)
+	if err == nil {
+		err = kerr.ErrorForCode(ar.ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("AddOffsetsToTxn: %v", err)
+	}
+	commit := kmsg.NewPtrTxnOffsetCommitRequest()
+	commit.TransactionalID, commit.Group, commit.ProducerID, commit.ProducerEpoch, commit.Generation = id, group, ir.ProducerID, ir.ProducerEpoch, -1
+	rt := kmsg.NewTxnOffsetCommitRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+	rp.Offset, rp.LeaderEpoch = 5, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	commit.Topics = append(commit.Topics, rt)
+	cr, err := commit.RequestWith(ctx, cl)
+	if err == nil {
+		for _, rt := range cr.Topics {
+			for _, rp := range rt.Partitions {
+				if perr := kerr.ErrorForCode(rp.ErrorCode); perr != nil {
+					err = perr
+				}
+			}
+		}
+	}
+	if err != nil {
+		t.Fatalf("TxnOffsetCommit: %v", err)
+	}
+}
