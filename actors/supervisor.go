@@ -444,18 +444,13 @@ func partitionOfPID(pid *actor.PID) (coordinator.TopicPartition, bool) {
 
 // resumeAndReport is the supervisor actor's guardian strategy: a panic in
 // the supervisor actor resumes it (its children, the partition actors, keep
-// running so the consumer can still revoke them) and fails the worker
-// through every running partition.
+// running so the consumer can still revoke them) and fails the worker, once,
+// under no partition (Partition -1). Reported per running partition, each
+// was isolated and started again while its running copy went on: two copies
+// of a partition, the first never revoked.
 type resumeAndReport struct{ s *Supervisor }
 
 func (r resumeAndReport) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, _ *actor.RestartStatistics, reason, _ any) {
 	sup.ResumeChildren(child)
-	err := fmt.Errorf("supervisor actor panicked: %v", reason)
-	running := r.s.Running()
-	if len(running) == 0 {
-		running = []coordinator.TopicPartition{{Topic: "(supervisor)", Partition: -1}}
-	}
-	for _, tp := range running {
-		r.s.fail(tp, err)
-	}
+	r.s.fail(coordinator.TopicPartition{Topic: "(supervisor)", Partition: -1}, fmt.Errorf("supervisor actor panicked: %v", reason))
 }

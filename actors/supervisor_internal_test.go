@@ -60,14 +60,23 @@ func TestPanicOfAStoppedPartitionIsReported(t *testing.T) {
 
 // A panic in the supervisor actor itself used to restart it under
 // protoactor's default strategy, stopping every partition actor silently.
-// It must reach OnFailure (and so Run).
+// It must reach OnFailure (and so Run), once and under no partition
+// (Partition -1: the worker fails): reported under each running partition,
+// each was isolated and started again beside its still running copy.
 func TestSupervisorActorPanicIsReported(t *testing.T) {
 	s, failures := newTestSupervisor(t)
+	running := coordinator.TopicPartition{Topic: "orders", Partition: 2}
+	s.mu.Lock()
+	s.parts[running] = &handle{done: make(chan struct{})}
+	s.mu.Unlock()
 	reply := make(chan spawnRes, 1)
 	s.sys.Root.Send(s.pid, &spawnReq{name: "x", props: nil, reply: reply}) // nil props: SpawnNamed panics
 	f := awaitFailure(t, failures)
 	if !strings.Contains(f.err.Error(), "supervisor actor panicked") {
 		t.Fatalf("error %q, want the supervisor's panic", f.err)
+	}
+	if f.tp.Partition != -1 {
+		t.Fatalf("reported under %v, want under no partition (-1), which fails the worker", f.tp)
 	}
 }
 
