@@ -100,7 +100,8 @@ func NewWorker(flow keyflow.Handler, opts ...Option) (*Worker, error) {
 // without flushing the failed partition): a fenced partition, or any failure
 // under WithFailFast. Other partition failures stop only their partition,
 // which starts again after a backoff (Status.Failed lists them); partitions
-// still failing at a clean stop are returned, joined (errors.Join of
+// still failing at a clean stop (waiting to start again, or started again
+// less than 5 minutes before) are returned, joined (errors.Join of
 // *PartitionError), so that the caller learns of them.
 func (w *Worker) Run(ctx context.Context) error {
 	defer close(w.done)
