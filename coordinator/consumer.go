@@ -486,11 +486,9 @@ func (c *Consumer) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[s
 	// will never assign them again, and this member owns them under its new
 	// membership now that the assignment has settled.
 	c.mu.Lock()
-	for _, tp := range flatten(assigned) {
-		c.held[tp] = true
-	}
 	added := map[TopicPartition]bool{}
 	for _, tp := range flatten(assigned) {
+		c.held[tp] = true
 		added[tp] = true
 	}
 	var tps, kept []TopicPartition
