@@ -24,6 +24,11 @@ type Failure struct {
 	RetryAt  time.Time
 }
 
+// testHookFailedRecorded runs in PartitionFailed right after the failure is
+// recorded and the lock released: a test stops the partition there, as a
+// revoke racing the failure can.
+var testHookFailedRecorded func(TopicPartition)
+
 // PartitionFailed isolates a failed partition: its subtree has stopped
 // (committing nothing past its persisted state); its fetches pause; it stays
 // owned, and it is started again — the takeover fence, the committed offset,
@@ -54,8 +59,17 @@ func (c *Consumer) PartitionFailed(tp TopicPartition, err error) {
 	wait = min(wait, c.cfg.MaxRetryBackoff)
 	f.RetryAt = now.Add(wait)
 	attempts := f.Attempts
-	c.mu.Unlock()
+	// Paused under the lock that recorded the failure: a revoke or a loss
+	// (stop) racing this one either sees the partition not failed yet and
+	// finds it not owned here, or deletes the failure and resumes after
+	// this pause. Paused after the unlock, a stop in between resumed first
+	// and the pause, which kgo keeps across assignments, stayed: a later
+	// assignment of the partition here never fetched it.
 	c.cl.PauseFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}})
+	c.mu.Unlock()
+	if testHookFailedRecorded != nil {
+		testHookFailedRecorded(tp)
+	}
 	c.log.Error("partition failed; the other partitions keep processing; it starts again after a backoff from its last committed state",
 		zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Int("consecutive_failures", attempts),
 		zap.Duration("retry_in", wait), zap.Error(err))
