@@ -29,8 +29,11 @@ type Failure struct {
 // revoke racing the failure can.
 var testHookFailedRecorded func(TopicPartition)
 
-// PartitionFailed isolates a failed partition: its subtree has stopped
-// (committing nothing past its persisted state); its fetches pause; it stays
+// PartitionFailed isolates a failed partition: its subtree has stopped, or
+// is stopping (a panic reported through ChildFailed comes before the stop
+// ends), committing nothing past its persisted state; a copy that fails
+// after a newer one started is not reported (actors.Supervisor); its
+// fetches pause; it stays
 // owned, and it is started again — the takeover fence, the committed offset,
 // a fresh recovery — after a backoff that doubles per consecutive failure
 // (RetryBackoff up to MaxRetryBackoff), while the other partitions keep
