@@ -31,11 +31,11 @@ var testHookFailedRecorded func(TopicPartition)
 
 // PartitionFailed isolates a failed partition: its subtree has stopped, or
 // is stopping (a panic reported through ChildFailed comes before the stop
-// ends), committing nothing past its persisted state; a copy that fails
-// after a newer one started is not reported (actors.Supervisor); its
-// fetches pause; it stays
-// owned, and it is started again — the takeover fence, the committed offset,
-// a fresh recovery — after a backoff that doubles per consecutive failure
+// ends), committing nothing past its persisted state (a copy that fails
+// after a newer one started is not reported: actors.Supervisor). Its
+// fetches pause; it stays owned, and it is started again — the takeover
+// fence, the committed offset, a fresh recovery — after a backoff that
+// doubles per consecutive failure
 // (RetryBackoff up to MaxRetryBackoff), while the other partitions keep
 // processing. A poison record thus fails again at each retry, visible in
 // Failures and the log, without stopping anything else. Goroutine-safe and
