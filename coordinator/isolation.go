@@ -35,11 +35,11 @@ var testHookFailedRecorded func(TopicPartition)
 // after a newer one started is not reported: actors.Supervisor). Its
 // fetches pause; it stays owned, and it is started again — the takeover
 // fence, the committed offset, a fresh recovery — after a backoff that
-// doubles per consecutive failure
-// (RetryBackoff up to MaxRetryBackoff), while the other partitions keep
-// processing. A poison record thus fails again at each retry, visible in
-// Failures and the log, without stopping anything else. Goroutine-safe and
-// non-blocking. Partitions not owned any more are ignored.
+// doubles per consecutive failure (RetryBackoff up to MaxRetryBackoff),
+// while the other partitions keep processing. A poison record thus fails
+// again at each retry, visible in Failures and the log, without stopping
+// anything else. Goroutine-safe and non-blocking. Partitions not owned any
+// more are ignored.
 func (c *Consumer) PartitionFailed(tp TopicPartition, err error) {
 	c.mu.Lock()
 	if !c.owned[tp] {
