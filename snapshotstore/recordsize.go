@@ -1,5 +1,7 @@
 package snapshotstore
 
+import "strconv"
+
 // SnapshotRecordBytes is at least the bytes of s's snapshot record's key,
 // value and headers (EncodeRecord): exactly them without timers, and with
 // timers a bound of their header (TimersHeaderBytes and TimerBytes: up to 6
@@ -7,7 +9,8 @@ package snapshotstore
 // record batch limit (SnapshotLimiter) applies to this plus the batch's
 // framing; a caller near the limit measures EncodeRecord's record itself.
 func SnapshotRecordBytes(s Snapshot) int {
-	n := len(s.Key) + len(s.Value) + len(HeaderOffset) + digits(s.Offset) + len(HeaderFormat) + len(formatVersion)
+	var offset [20]byte // the offset header's decimal, as encodeInto writes it
+	n := len(s.Key) + len(s.Value) + len(HeaderOffset) + len(strconv.AppendInt(offset[:0], s.Offset, 10)) + len(HeaderFormat) + len(formatVersion)
 	if len(s.Timers) > 0 {
 		n += TimersHeaderBytes
 		for _, t := range s.Timers {
@@ -25,16 +28,3 @@ const TimersHeaderBytes = len(HeaderTimers) + 2
 // with its escaped name (at most 6 bytes per byte of it, as \u00XX), a Unix
 // millisecond time (at most 20 bytes) and a separating comma.
 func TimerBytes(name string) int { return len(`{"name":"","at":},`) + 6*len(name) + 20 }
-
-// digits is the length of n in decimal.
-func digits(n int64) int {
-	d := 1
-	if n < 0 {
-		d, n = 2, -n
-	}
-	for n >= 10 {
-		n /= 10
-		d++
-	}
-	return d
-}
