@@ -570,25 +570,32 @@ func (c *Consumer) assign(ctx context.Context, tps, kept []TopicPartition) error
 	if len(kept) == 0 {
 		return c.h.Start(ctx, offsets)
 	}
-	// As restart does: the seek with no poll's delivery in progress (kgo
-	// drops what it buffered of them at the seek); they stay paused until
-	// they start, and on an error (the worker stops, or they are failed
-	// and restarted, which resumes them).
-	seek := map[string]map[int32]kgo.EpochOffset{}
-	for _, tp := range kept {
-		if seek[tp.Topic] == nil {
-			seek[tp.Topic] = map[int32]kgo.EpochOffset{}
-		}
-		seek[tp.Topic][tp.Partition] = kgo.EpochOffset{Epoch: -1, Offset: offsets[tp].Offset}
-	}
+	// As restart does: sought with no poll's delivery in progress; they
+	// stay paused until they start, and on an error (the worker stops, or
+	// they are failed and restarted, which resumes them).
 	c.deliver.Lock()
-	c.cl.SetOffsets(seek)
+	c.seekAssigned(kept, offsets)
 	err = c.h.Start(ctx, offsets)
 	c.deliver.Unlock()
 	if err == nil {
 		c.cl.ResumeFetchPartitions(kgoPartitions(kept))
 	}
 	return err
+}
+
+// seekAssigned sets kgo's fetch position of tps to their assigned offsets
+// (kgo: "fetching continues from the new offset"; what it buffered of them
+// is dropped). The caller holds c.deliver, so no poll's delivery is in
+// progress: records from the old position reach nobody.
+func (c *Consumer) seekAssigned(tps []TopicPartition, offsets map[TopicPartition]snapshotstore.Assignment) {
+	seek := map[string]map[int32]kgo.EpochOffset{}
+	for _, tp := range tps {
+		if seek[tp.Topic] == nil {
+			seek[tp.Topic] = map[int32]kgo.EpochOffset{}
+		}
+		seek[tp.Topic][tp.Partition] = kgo.EpochOffset{Epoch: -1, Offset: offsets[tp].Offset}
+	}
+	c.cl.SetOffsets(seek)
 }
 
 // kgoPartitions is tps as kgo's topic → partitions map.

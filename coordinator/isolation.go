@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/actorflow/actorflow/snapshotstore"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 )
 
@@ -176,11 +175,10 @@ func (c *Consumer) restart(ctx context.Context, tp TopicPartition) {
 		offsets, err = c.assignedOffsets(ctx, []TopicPartition{tp})
 	}
 	if err == nil {
-		// Fetch from the committed offset again (kgo: "fetching continues
-		// from the new offset"; buffered fetches of the partition are
-		// dropped), with no poll's delivery in progress.
+		// Fetch from the committed offset again, with no poll's delivery
+		// in progress (seekAssigned).
 		c.deliver.Lock()
-		c.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{tp.Topic: {tp.Partition: {Epoch: -1, Offset: offsets[tp].Offset}}})
+		c.seekAssigned([]TopicPartition{tp}, offsets)
 		c.fc.Track(tp)
 		err = c.h.Start(ctx, offsets)
 		if err == nil {
