@@ -204,6 +204,13 @@ func (w *Worker) Run(ctx context.Context) error {
 		},
 		OnFailure: func(tp coordinator.TopicPartition, err error) {
 			perr := &PartitionError{Topic: tp.Topic, Partition: tp.Partition, Err: err}
+			if errors.Is(err, snapshotstore.ErrEvicted) && tp.Partition >= 0 {
+				// Not a failure, under fail-fast too: the partition waits for
+				// the consumer to rejoin (a fence, but of this membership,
+				// not of this process).
+				cons.PartitionEvicted(tp, perr)
+				return
+			}
 			if m != nil {
 				m.failures.WithLabelValues(tp.Topic, partitionLabel(tp.Partition)).Inc()
 			}
@@ -378,6 +385,10 @@ type FailedPartition struct {
 	Attempts  int       `json:"consecutive_failures"`
 	Since     time.Time `json:"since"`
 	RetryAt   time.Time `json:"retry_at"`
+	// Evicted: not a failure — the group coordinator evicted this member;
+	// the partition starts again once the worker has rejoined the group
+	// (snapshotstore.ErrEvicted), at RetryAt at the latest.
+	Evicted bool `json:"evicted,omitempty"`
 }
 
 // Status returns the worker's partitions (empty before Run started).
@@ -404,7 +415,7 @@ func (w *Worker) Status(ctx context.Context) Status {
 	}
 	for _, f := range w.cons.Failures() {
 		st.Failed = append(st.Failed, FailedPartition{Topic: f.Topic, Partition: f.Partition, Error: f.Err.Error(),
-			Attempts: f.Attempts, Since: f.Since, RetryAt: f.RetryAt})
+			Attempts: f.Attempts, Since: f.Since, RetryAt: f.RetryAt, Evicted: f.Evicted})
 	}
 	for _, p := range st.Partitions {
 		tp := coordinator.TopicPartition{Topic: p.Topic, Partition: p.Partition}

@@ -39,8 +39,10 @@ type SupervisorConfig struct {
 	// Partition is the template of every partition's config (intervals,
 	// cap, logger); the supervisor fills in the rest.
 	Partition partitionflow.Config
-	// OnFailure is called when a partition fails (default: log only). The
-	// worker makes it fatal.
+	// OnFailure is called when a partition fails (default: log only), and
+	// when it stopped because the group coordinator evicted this member
+	// (errors.Is(err, snapshotstore.ErrEvicted): not logged as a failure).
+	// The worker isolates the partition, or makes the failure fatal.
 	OnFailure func(tp coordinator.TopicPartition, err error)
 	Logger    *zap.Logger
 }
@@ -251,6 +253,15 @@ func (s *Supervisor) stopped(tp coordinator.TopicPartition, h *handle, err error
 	case replaced:
 		s.log.Warn("an earlier copy of the partition failed after a new one started; not the new one's failure",
 			zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Error(err))
+	case errors.Is(err, snapshotstore.ErrEvicted):
+		// Not a failure either: the group coordinator evicted this member
+		// before the consumer noticed. OnFailure lets the consumer pause
+		// the partition until it has rejoined (Consumer.PartitionEvicted).
+		s.log.Warn("partition stopped: the group coordinator evicted this member; nothing written, it starts again from its committed state once the consumer has rejoined",
+			zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Error(err))
+		if s.cfg.OnFailure != nil {
+			s.cfg.OnFailure(tp, err)
+		}
 	default:
 		s.fail(tp, err)
 	}

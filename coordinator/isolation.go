@@ -21,6 +21,9 @@ type Failure struct {
 	Attempts int       // consecutive failures
 	Since    time.Time // first of the consecutive failures
 	RetryAt  time.Time
+	// Evicted: not a failure — the group coordinator evicted this member
+	// (PartitionEvicted); the partition waits for the consumer to rejoin.
+	Evicted bool
 }
 
 // testHookFailedRecorded runs in PartitionFailed right after the failure is
@@ -57,6 +60,10 @@ func (c *Consumer) PartitionFailed(tp TopicPartition, err error) {
 	}
 	f.Err = err
 	f.Attempts++
+	if f.Evicted { // an evicted partition's restart failed: a failure from here
+		f.Evicted = false
+		c.streak[tp] = f
+	}
 	wait := c.cfg.RetryBackoff << min(f.Attempts-1, 16)
 	wait = min(wait, c.cfg.MaxRetryBackoff)
 	f.RetryAt = now.Add(wait)
@@ -75,6 +82,61 @@ func (c *Consumer) PartitionFailed(tp TopicPartition, err error) {
 	c.log.Error("partition failed; the other partitions keep processing; it starts again after a backoff from its last committed state",
 		zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Int("consecutive_failures", attempts),
 		zap.Duration("retry_in", wait), zap.Error(err))
+	select {
+	case c.retry <- struct{}{}:
+	default:
+	}
+}
+
+// evictionWait is how long an evicted partition waits for the consumer's
+// membership to change before it is started again under the same one: the
+// session timeout (kgo's default 45 s when unset, the broker's default for
+// KIP-848 groups). By then kgo's heartbeats have reached a coordinator that
+// would have refused them as well, had it evicted this member.
+func (c *Consumer) evictionWait() time.Duration {
+	if c.cfg.SessionTimeout > 0 {
+		return c.cfg.SessionTimeout
+	}
+	return 45 * time.Second
+}
+
+// PartitionEvicted isolates a partition whose commit the group coordinator
+// refused because it no longer knows this member
+// (snapshotstore.ErrEvicted: its session expired, e.g. while the
+// coordinator failed over) before kgo learned it: its subtree has stopped
+// without flushing, nothing of the commit landed. Not a failure: its
+// fetches pause, it stays owned, and it waits for the consumer's
+// membership to change — kgo's next heartbeat is refused the same way, kgo
+// rejoins as a new member, the watcher stops the partition as lost, and
+// the next assignment starts it again from its committed offset (here, or
+// on its new owner). Only if the membership is unchanged a session timeout
+// later (a refusal kgo's heartbeats never confirmed) is it started again
+// as a failed partition would be. Not sooner: a restart's InitProducerID
+// fences the partition's new owner's producer (which then aborts and
+// redoes its transaction), and an evicted member restarting at a backoff
+// would do that at every attempt until kgo noticed. Goroutine-safe and
+// non-blocking; partitions not owned any more are ignored.
+func (c *Consumer) PartitionEvicted(tp TopicPartition, err error) {
+	c.mu.Lock()
+	if !c.owned[tp] {
+		c.mu.Unlock()
+		return
+	}
+	now := time.Now()
+	f := c.failed[tp]
+	if f == nil {
+		f = &Failure{TopicPartition: tp, Since: now, Evicted: true}
+		c.failed[tp] = f
+	}
+	f.Err = err
+	f.RetryAt = now.Add(c.evictionWait())
+	// Under the lock, as PartitionFailed's pause (see there).
+	c.cl.PauseFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}})
+	c.mu.Unlock()
+	c.log.Warn("partition stopped: the group coordinator evicted this member; it starts again once the consumer has rejoined the group and been given it",
+		zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Duration("restart_unless_rejoined_in", c.evictionWait()),
+		zap.Error(err))
+	c.kickWatcher()
 	select {
 	case c.retry <- struct{}{}:
 	default:

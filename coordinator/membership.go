@@ -85,8 +85,8 @@ func (c *Consumer) CommitOffset(ctx context.Context, tp TopicPartition, offset i
 			}
 		}
 		if snapshotstore.IsFenceError(err) {
-			return fmt.Errorf("commit offset %d of %s[%d] (member %q generation %d): %w: %w",
-				offset, tp.Topic, tp.Partition, m.MemberID, m.Generation, snapshotstore.ErrFenced, err)
+			return fmt.Errorf("commit offset %d of %s[%d] (member %q generation %d): %w",
+				offset, tp.Topic, tp.Partition, m.MemberID, m.Generation, snapshotstore.FenceError(err))
 		}
 		return fmt.Errorf("commit offset %d of %s[%d]: %w", offset, tp.Topic, tp.Partition, err)
 	}

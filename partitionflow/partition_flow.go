@@ -1,6 +1,7 @@
 package partitionflow
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -570,7 +571,13 @@ func (p *partition) fail(ctx actor.Context, err error) {
 		return
 	}
 	p.err = err
-	p.log.Error("partition failed; stopping its actors", zap.Error(err))
+	if errors.Is(err, snapshotstore.ErrNotOwned) || errors.Is(err, snapshotstore.ErrEvicted) {
+		// Not a failure: the membership it was owned under is gone (the
+		// supervisor and the consumer take it from here).
+		p.log.Warn("partition no longer owned under this membership; stopping its actors without flushing", zap.Error(err))
+	} else {
+		p.log.Error("partition failed; stopping its actors", zap.Error(err))
+	}
 	ctx.Stop(ctx.Self())
 }
 

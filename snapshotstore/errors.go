@@ -3,6 +3,8 @@ package snapshotstore
 import (
 	"errors"
 	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 var (
@@ -30,8 +32,24 @@ func (e *FencedError) Error() string {
 
 func (e *FencedError) Unwrap() error { return e.Err }
 
-// Is makes errors.Is(err, ErrFenced) true.
-func (e *FencedError) Is(target error) bool { return target == ErrFenced }
+// Is makes errors.Is(err, ErrFenced) true, and errors.Is(err, ErrEvicted)
+// when the broker's error is UNKNOWN_MEMBER_ID.
+func (e *FencedError) Is(target error) bool {
+	return target == ErrFenced || target == ErrEvicted && errors.Is(e.Err, kerr.UnknownMemberID)
+}
+
+// ErrEvicted is matched (errors.Is) by a commit the group coordinator
+// refused with UNKNOWN_MEMBER_ID: it no longer knows this member — its
+// session expired (while the coordinator failed over, say) or it was
+// removed — and the consumer has not learned it yet. Such an error also
+// matches ErrFenced: nothing of the commit landed. It is not a failure of
+// the worker: the partition stops without flushing, its fetches pause, and
+// it starts again from its committed state once the consumer has rejoined
+// the group (kgo's next heartbeat is refused the same way) and been given
+// it again. Kafka Streams treats the same answer as "task migrated": close
+// the tasks and rejoin. FENCED_INSTANCE_ID (another process with this
+// member's static instance id) is not an eviction and stays fatal.
+var ErrEvicted = errors.New("actorflow: evicted: the group coordinator no longer knows this member")
 
 // ErrNotOwned is matched (errors.Is) by a write refused before it reached the
 // broker because its partition is no longer owned under the membership it

@@ -592,6 +592,15 @@ var fencedErrors = []error{
 	kerr.StaleMemberEpoch, kerr.ProducerFenced, kerr.InvalidProducerEpoch,
 }
 
+// FenceError wraps err, a fence error of the broker (IsFenceError), so that
+// it matches ErrFenced, and ErrEvicted when it is UNKNOWN_MEMBER_ID.
+func FenceError(err error) error {
+	if errors.Is(err, kerr.UnknownMemberID) {
+		return fmt.Errorf("%w: %w: %w", ErrFenced, ErrEvicted, err)
+	}
+	return fmt.Errorf("%w: %w", ErrFenced, err)
+}
+
 // IsFenceError reports whether err carries one of the broker errors that
 // fence a stale owner.
 func IsFenceError(err error) bool {
@@ -605,7 +614,7 @@ func IsFenceError(err error) bool {
 
 func classify(err error) error {
 	if IsFenceError(err) {
-		return fmt.Errorf("%w: %w", ErrFenced, err)
+		return FenceError(err)
 	}
 	return err
 }

@@ -95,6 +95,14 @@ func Suite() []Case {
 		cases = append(cases, Case{Name: "ReacquiredAfterRejoin/" + mode.String(), Parallel: true,
 			Run: func(t *testing.T, b []string) { ReacquiredAfterRejoinReplaysFromCommitted(t, b, mode) }})
 	}
+	// An evicted member rejoins instead of exiting (the long chaos run's
+	// node kill).
+	for _, proto := range []coordinator.Protocol{coordinator.Cooperative, coordinator.ConsumerProtocol} {
+		for _, mode := range modes {
+			cases = append(cases, Case{Name: "EvictedMemberRejoins/" + mode.String() + "/" + proto.String(), Parallel: true,
+				Run: func(t *testing.T, b []string) { EvictedMemberRejoins(t, b, mode, proto) }})
+		}
+	}
 	for _, proto := range []coordinator.Protocol{coordinator.Cooperative, coordinator.Eager, coordinator.ConsumerProtocol} {
 		for _, mode := range modes {
 			cases = append(cases, Case{Name: "RevokeFlushOutlivesTeardownBound/" + mode.String() + "/" + proto.String(), Parallel: true,
