@@ -237,7 +237,11 @@ func WithLogger(l *zap.Logger) Option { return func(c *config) { c.log = l } }
 // WithPartitionRetryBackoff) while the other partitions keep processing. A
 // fenced partition (errors.Is(err, snapshotstore.ErrFenced) from the broker:
 // this member is stale) stops the worker in both cases: restarting it here
-// would fence its valid owner's producer.
+// would fence its valid owner's producer. An eviction is the exception, in
+// both cases (errors.Is(err, snapshotstore.ErrEvicted): the group coordinator
+// no longer knows this member, e.g. its session expired while the
+// coordinator failed over): the partition stops without flushing and waits
+// for the worker to rejoin the group, listed in Status.Failed as Evicted.
 func WithFailFast() Option { return func(c *config) { c.failFast = true } }
 
 // WithOutputPartitioner sets how the transactional mode picks the

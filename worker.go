@@ -25,7 +25,8 @@ var ErrBrokersUnreachable = errors.New("actorflow: brokers unreachable")
 
 // PartitionError is Run's error when a partition failed: a fold error, an
 // undecodable snapshot, a fenced transaction (errors.Is(err,
-// snapshotstore.ErrFenced)), ...
+// snapshotstore.ErrFenced); not an eviction, snapshotstore.ErrEvicted,
+// after which the worker rejoins), ...
 type PartitionError struct {
 	Topic     string
 	Partition int32
@@ -97,8 +98,9 @@ func NewWorker(flow keyflow.Handler, opts ...Option) (*Worker, error) {
 // Run joins the group and processes until ctx ends (a clean stop: every
 // owned partition is flushed and committed, then the member leaves) or a
 // fatal partition failure (returned as *PartitionError; the member leaves
-// without flushing the failed partition): a fenced partition, or any failure
-// under WithFailFast. Other partition failures stop only their partition,
+// without flushing the failed partition): a fenced partition (not an
+// evicted one: it waits for the rejoin), or any failure under
+// WithFailFast. Other partition failures stop only their partition,
 // which starts again after a backoff (Status.Failed lists them); partitions
 // still failing at a clean stop (waiting to start again, or started again
 // less than 5 minutes before) are returned, joined (errors.Join of
@@ -373,7 +375,8 @@ type Status struct {
 	Partitions []partitionflow.Status       `json:"partitions"`
 	Paused     []coordinator.TopicPartition `json:"paused,omitempty"`
 	// Failed lists the partitions whose subtree failed, waiting to start
-	// again (see WithFailFast).
+	// again (see WithFailFast), and those stopped by an eviction of this
+	// member, waiting for the rejoin (Evicted).
 	Failed []FailedPartition `json:"failed,omitempty"`
 }
 

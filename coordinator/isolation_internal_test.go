@@ -69,3 +69,72 @@ func TestStopRacingAFailureLeavesNothingPaused(t *testing.T) {
 		t.Fatalf("owned %v, failed %v after the stop", c.owned[tp], c.failed[tp])
 	}
 }
+
+// An evicted partition is not a failure: it pauses, is not reported at a
+// clean stop, and is not due for a restart before a session timeout (a
+// restart's InitProducerID would bump its new owner's producer epoch at
+// every backoff until kgo noticed the eviction). The membership change
+// stops it as lost, which resumes it; a restart that fails after the wait
+// makes it an ordinary failure from there.
+func TestEvictedPartitionWaitsForTheRejoin(t *testing.T) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"), kgo.ConsumeTopics("in"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	evicted, failing := TopicPartition{"in", 0}, TopicPartition{"in", 1}
+	newConsumer := func() *Consumer {
+		c := &Consumer{cl: cl, h: nopHandler{}, log: zap.NewNop(), own: NewOwnership(), fc: NewFlowControl(10, 0),
+			cfg:   Config{RetryBackoff: time.Second, MaxRetryBackoff: time.Minute, TeardownTimeout: time.Second, SessionTimeout: 20 * time.Second},
+			owned: map[TopicPartition]bool{evicted: true, failing: true}, failed: map[TopicPartition]*Failure{},
+			streak: map[TopicPartition]*Failure{}, retry: make(chan struct{}, 1), kick: make(chan struct{}, 1)}
+		c.fc.Track(evicted)
+		c.fc.Track(failing)
+		return c
+	}
+	c := newConsumer()
+	before := time.Now()
+	errEvicted := errors.New("evicted")
+	c.PartitionEvicted(evicted, errEvicted)
+	c.PartitionFailed(failing, errors.New("poison"))
+	f := c.failed[evicted]
+	switch {
+	case f == nil || !f.Evicted || f.Attempts != 0:
+		t.Fatalf("evicted partition recorded as %+v; want an Evicted entry with no failure counted", f)
+	case f.RetryAt.Before(before.Add(c.cfg.SessionTimeout)):
+		t.Fatalf("evicted partition due at %s, %s after the eviction; want a session timeout (%s) at least",
+			f.RetryAt.Format(time.RFC3339Nano), f.RetryAt.Sub(before), c.cfg.SessionTimeout)
+	}
+	if paused := cl.PauseFetchPartitions(nil)["in"]; len(paused) != 2 {
+		t.Fatalf("paused %v; want both partitions", paused)
+	}
+	select {
+	case <-c.kick:
+	default:
+		t.Fatal("the membership watcher was not kicked")
+	}
+	if got := errors.Join(c.stillFailing(time.Now())...); errors.Is(got, errEvicted) || got == nil {
+		t.Fatalf("still failing at a clean stop: %v; want the failed partition's error only", got)
+	}
+
+	// The rejoin: the watcher stops it as lost.
+	c.stop(context.Background(), []TopicPartition{evicted}, false)
+	if c.failed[evicted] != nil || c.owned[evicted] {
+		t.Fatalf("after the loss: failed %+v, owned %v", c.failed[evicted], c.owned[evicted])
+	}
+	if paused := cl.PauseFetchPartitions(nil)["in"]; len(paused) != 1 || paused[0] != failing.Partition {
+		t.Fatalf("paused %v after the loss; want only the failed partition (a later assignment must fetch)", paused)
+	}
+
+	// No rejoin, and the restart after the wait failed: a failure from here.
+	c = newConsumer()
+	cl.ResumeFetchPartitions(map[string][]int32{"in": {0, 1}})
+	c.PartitionEvicted(evicted, errEvicted)
+	c.PartitionFailed(evicted, errEvicted)
+	if f := c.failed[evicted]; f.Evicted || f.Attempts != 1 || c.streak[evicted] != f {
+		t.Fatalf("after a failed restart: %+v (in the streak: %v); want a failure with one attempt", f, c.streak[evicted] == f)
+	}
+	if got := errors.Join(c.stillFailing(time.Now())...); !errors.Is(got, errEvicted) {
+		t.Fatalf("still failing: %v; want the failed restart's partition", got)
+	}
+}

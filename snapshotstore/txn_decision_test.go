@@ -55,3 +55,39 @@ func TestDecideTxn(t *testing.T) {
 		}
 	}
 }
+
+// An eviction (UNKNOWN_MEMBER_ID) is a fence that the worker survives: it
+// matches ErrEvicted besides ErrFenced, however the commit wrapped it. No
+// other fence does — FENCED_INSTANCE_ID (another process with this static
+// instance id) and a producer or generation fence stay fatal.
+func TestOnlyUnknownMemberIsAnEviction(t *testing.T) {
+	wrap := func(err error) error { return fmt.Errorf("in[0]: commit offset 7: %w", err) }
+	for _, tc := range []struct {
+		broker  error
+		evicted bool
+	}{
+		{kerr.UnknownMemberID, true},
+		{kerr.FencedInstanceID, false},
+		{kerr.IllegalGeneration, false},
+		{kerr.StaleMemberEpoch, false},
+		{kerr.ProducerFenced, false},
+		{kerr.InvalidProducerEpoch, false},
+	} {
+		for _, err := range []error{
+			snapshotstore.FenceError(tc.broker),
+			wrap(snapshotstore.FenceError(wrap(tc.broker))),
+			&snapshotstore.FencedError{Err: tc.broker},
+			wrap(&snapshotstore.FencedError{Err: wrap(tc.broker)}),
+		} {
+			if !errors.Is(err, snapshotstore.ErrFenced) {
+				t.Errorf("%v does not match ErrFenced", err)
+			}
+			if got := errors.Is(err, snapshotstore.ErrEvicted); got != tc.evicted {
+				t.Errorf("errors.Is(%v, ErrEvicted) = %v, want %v", err, got, tc.evicted)
+			}
+		}
+	}
+	if errors.Is(&snapshotstore.OwnershipError{Topic: "in", Reason: "test"}, snapshotstore.ErrEvicted) {
+		t.Error("a refusal by the ownership binding matches ErrEvicted; it is a lost partition, which the consumer already stops")
+	}
+}

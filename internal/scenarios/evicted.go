@@ -57,6 +57,8 @@ func EvictedMemberRejoins(t *testing.T, brokers []string, mode snapshotstore.Mod
 	var foldsA atomic.Int64
 	a := StartWorker(t, countingFlow(&foldsA), brokers, group, input, snaps, mode, append(rejoinOpts(proto, group+"-A"),
 		actorflow.WithStore(storeA),
+		// Under fail-fast too: an eviction is not a failure.
+		actorflow.WithFailFast(),
 		// A held heartbeat outlives the session timeout; kgo's deadline
 		// for it (this overhead) must not end the hold first.
 		actorflow.WithClientOpts(kgo.Dialer(hold.dial), kgo.RequestTimeoutOverhead(2*time.Minute)))...)
