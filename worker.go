@@ -233,6 +233,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		MaxInFlight: w.cfg.maxInFlight, MaxInFlightBytes: w.cfg.maxInFlightBytes, SessionTimeout: w.cfg.sessionTimeout,
 		RebalanceTimeout: w.cfg.rebalanceTimeout, ClientOpts: w.consumerClientOpts(consumerID),
 		RetryBackoff: w.cfg.retryBackoff, MaxRetryBackoff: w.cfg.maxRetryBackoff,
+		FailFast:       w.cfg.failFast,
 		ResolveHanging: hanging,
 		Logger:         log,
 	}, sup)

@@ -70,6 +70,10 @@ type handle struct {
 	pid  *actor.PID
 	done chan struct{} // closed in the partition's *Stopped: the subtree is gone
 	err  error
+	// superseded: the partition was assigned here again while this copy
+	// was still stopping (Open found it in parts); its failure is not the
+	// new assignment's. Under Supervisor.mu.
+	superseded bool
 }
 
 // Event records a partition lifecycle step (tests assert their order).
@@ -118,6 +122,16 @@ func (s *Supervisor) Open(ctx context.Context, tps []coordinator.TopicPartition)
 		p   snapshotstore.Partition
 		err error
 	}
+	s.mu.Lock()
+	for _, tp := range tps {
+		if h := s.parts[tp]; h != nil {
+			// Still stopping (it outlived its revoke's teardown bound, or a
+			// failure reported before its stop ended): whatever it reports
+			// from here is not about this assignment.
+			h.superseded = true
+		}
+	}
+	s.mu.Unlock()
 	ch := make(chan res, len(tps))
 	for _, tp := range tps {
 		go func() {
@@ -230,11 +244,12 @@ func (s *Supervisor) stopped(tp coordinator.TopicPartition, h *handle, err error
 		delete(s.parts, tp)
 	}
 	// A copy that outlived its revoke's teardown bound can stop after the
-	// partition was assigned here again and a new copy started: its
-	// failure is not the new copy's, which a report would pause and
-	// restart (a second store, and in the transactional mode a fence of
-	// the running copy, which fails the worker).
-	replaced := cur != nil && cur != h
+	// partition was assigned here again (from the new assignment's Open,
+	// superseded, or once its new copy started): its failure is not the new
+	// assignment's, which a report would pause and restart (a second
+	// store, and in the transactional mode a fence of the running copy),
+	// or, for an eviction of the old membership, hold back unfetched.
+	replaced := cur != nil && cur != h || h.superseded
 	kind := "stopped"
 	if err != nil {
 		kind = "failed"

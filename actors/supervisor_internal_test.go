@@ -1,13 +1,16 @@
 package actors
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/actorflow/actorflow/coordinator"
 	"github.com/actorflow/actorflow/partitionflow"
+	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/asynkron/protoactor-go/actor"
 )
 
@@ -120,5 +123,29 @@ func TestFailureOfAReplacedCopyIsNotReported(t *testing.T) {
 	s.stopped(tp, cur, errors.New("current copy failed"))
 	if len(failures) != 1 {
 		t.Fatal("the current copy's failure was not reported")
+	}
+}
+
+// The same between the new assignment's Open and its Start: the old copy
+// is still the one in the running set, and its failure (an eviction of the
+// old membership, say) was reported as the new assignment's, which the
+// consumer then held back unfetched and later started a second time.
+func TestFailureOfACopySupersededByAnOpenIsNotReported(t *testing.T) {
+	s, failures := newTestSupervisor(t)
+	s.cfg.Store = snapshotstore.NewMemory()
+	tp := coordinator.TopicPartition{Topic: "orders", Partition: 1}
+	old := &handle{done: make(chan struct{})}
+	s.mu.Lock()
+	s.parts[tp] = old
+	s.mu.Unlock()
+	if err := s.Open(context.Background(), []coordinator.TopicPartition{tp}); err != nil {
+		t.Fatal(err)
+	}
+	s.stopped(tp, old, fmt.Errorf("old copy: %w", snapshotstore.ErrEvicted))
+	if len(failures) != 0 {
+		t.Fatalf("the superseded copy's failure was reported: %v", (<-failures).err)
+	}
+	if r := s.Running(); len(r) != 0 {
+		t.Fatalf("running %v after the old copy stopped", r)
 	}
 }

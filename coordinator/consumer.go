@@ -107,6 +107,11 @@ type Config struct {
 	// transactional store's ResolveHangingOffsets). Nil: a long unstable
 	// wait is only logged.
 	ResolveHanging func(ctx context.Context, group string) (int, error)
+	// FailFast makes Run fail when a partition stopped by an eviction
+	// (PartitionEvicted) cannot be started again, as the handler makes
+	// every other partition failure fatal under actorflow.WithFailFast.
+	// Default false: it is isolated as a failed partition.
+	FailFast bool
 	// ClientOpts are extra kgo options (TLS, SASL, ...).
 	ClientOpts []kgo.Opt
 	Logger     *zap.Logger
@@ -441,13 +446,14 @@ func (c *Consumer) Run(ctx context.Context) error {
 // stillFailing is the errors of the partitions still failing at now:
 // waiting to start again, or started again less than healthyAfter ago (a
 // streak). A partition that failed once and has run healthyAfter since is
-// not: a clean stop hours later must not report it.
+// not: a clean stop hours later must not report it, nor when it is waiting
+// for the rejoin after an eviction (not a failure).
 func (c *Consumer) stillFailing(now time.Time) []error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var failures []error
 	for tp, f := range c.streak {
-		if c.failed[tp] != nil || now.Sub(f.RetryAt) < healthyAfter {
+		if w := c.failed[tp]; w != nil && !w.Evicted || now.Sub(f.RetryAt) < healthyAfter {
 			failures = append(failures, f.Err)
 		}
 	}

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/actorflow/actorflow/snapshotstore"
@@ -88,16 +89,24 @@ func (c *Consumer) PartitionFailed(tp TopicPartition, err error) {
 	}
 }
 
+// defaultSessionTimeout is kgo's session.timeout.ms and the broker's
+// group.consumer.session.timeout.ms (KIP-848) default.
+const defaultSessionTimeout = 45 * time.Second
+
 // evictionWait is how long an evicted partition waits for the consumer's
 // membership to change before it is started again under the same one: the
-// session timeout (kgo's default 45 s when unset, the broker's default for
-// KIP-848 groups). By then kgo's heartbeats have reached a coordinator that
-// would have refused them as well, had it evicted this member.
+// session timeout, by when kgo's heartbeats have reached a coordinator
+// that would have refused them as well, had it evicted this member. Under
+// KIP-848 the broker's group config sets it, which the client does not
+// know: the default, unless the configured one is longer.
 func (c *Consumer) evictionWait() time.Duration {
+	if c.cfg.Protocol == ConsumerProtocol {
+		return max(c.cfg.SessionTimeout, defaultSessionTimeout)
+	}
 	if c.cfg.SessionTimeout > 0 {
 		return c.cfg.SessionTimeout
 	}
-	return 45 * time.Second
+	return defaultSessionTimeout
 }
 
 // PartitionEvicted isolates a partition whose commit the group coordinator
@@ -256,6 +265,21 @@ func (c *Consumer) restart(ctx context.Context, tp TopicPartition) {
 		cancel()
 		if ctx.Err() != nil {
 			return // stopping: the partition's own failure stays the one reported
+		}
+		if f.Evicted {
+			// An eviction is not a failure; this is: it becomes the one
+			// reported, fatal under fail-fast as any other would be.
+			ferr := fmt.Errorf("%s[%d]: starting it again after an eviction: %w", tp.Topic, tp.Partition, err)
+			if c.cfg.FailFast {
+				c.log.Error("starting an evicted partition again failed; stopping the worker (fail-fast)",
+					zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Error(err))
+				c.Fail(ferr)
+				return
+			}
+			c.log.Error("starting an evicted partition again failed; retrying after a backoff",
+				zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Error(err))
+			c.PartitionFailed(tp, ferr)
+			return
 		}
 		// The partition's own failure stays the one reported (Run's caller
 		// gets it); the restart's cause goes to the log.
