@@ -148,7 +148,9 @@ func (fixedMember) GroupMetadata() (string, int32) { return "m1", 3 }
 // failingOpen is a Handler whose Open fails.
 type failingOpen struct{ nopHandler }
 
-func (failingOpen) Open(context.Context, []TopicPartition) error { return errors.New("open: broker unreachable") }
+func (failingOpen) Open(context.Context, []TopicPartition) error {
+	return errors.New("open: broker unreachable")
+}
 
 // A clean stop while a partition waits for the rejoin does not report the
 // partition's old, healed failure streak; and when the membership never
