@@ -29,7 +29,8 @@ type Health struct {
 	// Joined: the consumer is a member of its group (generation ≥ 1).
 	Joined bool `json:"joined"`
 	// Recovering lists partitions still reading their snapshots; Failed the
-	// failed partitions waiting to start again.
+	// failed partitions waiting to start again, and those stopped by an
+	// eviction of this member, waiting for the rejoin (Evicted).
 	Recovering []string          `json:"recovering,omitempty"`
 	Failed     []FailedPartition `json:"failed,omitempty"`
 	// Starting lists partitions assigned to this member whose actors are
