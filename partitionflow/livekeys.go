@@ -133,12 +133,15 @@ var evictMsg = &keyactor.Unload{Evict: true}
 
 // stays handles a Busy answer: the key is loaded and staying again. An
 // evicted key (it failed, or had overdue timers to fire) goes to the front,
-// so the next eviction picks another; a key the idle sweep asked goes to
-// the back, since it is still the least recently active. One key fewer is
-// leaving, so held keys may be admitted.
+// so the next eviction picks another, and so does a key that records
+// arrived for while it was asked to leave; a key the idle sweep asked goes
+// to the back otherwise, since it is still the least recently active. One
+// key fewer is leaving, so held keys may be admitted.
 func (p *partition) stays(ctx actor.Context, e *keyEntry) {
 	e.unloading = false
-	if e.evicted {
+	if e.evicted || len(e.pending) > 0 {
+		// Records wait for it: the least idle key there is, not the next
+		// one to evict.
 		p.lru.pushFront(e)
 	} else {
 		p.lru.pushBack(e)

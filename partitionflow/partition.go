@@ -373,6 +373,15 @@ func (p *partition) Receive(ctx actor.Context) {
 				p.markDirty(e) // the persist ticks skipped it while evicted
 			}
 			p.stays(ctx, e)
+			if e.unloading {
+				// The budget evicted it at once: the records and queries
+				// waiting for it stay until its Unloaded (which loads it
+				// again for them, or answers them from the snapshot). Sent
+				// now, they reached the actor after the Unload, when it had
+				// emptied itself: the records were never folded and their
+				// hold kept the committable offset back for good.
+				return
+			}
 			p.flushPending(ctx, e)
 			for _, q := range e.queries {
 				e.send(q)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/actorflow/actorflow/internal/keyactor"
+	"github.com/actorflow/actorflow/internal/testkit"
 	"github.com/actorflow/actorflow/keyflow"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/asynkron/protoactor-go/actor"
@@ -154,4 +155,43 @@ func TestRecordArrivingWhileKeyUnloadsIsPersisted(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The busy case with a full live-key budget: a key that answers the idle
+// sweep with Busy while a record waits for it, as new keys filled the
+// budget meanwhile. It was put at the eviction end and evicted at once,
+// and its pending record went out after the eviction's Unload, to an actor
+// that had emptied itself: never folded, its hold kept the committable
+// offset at 1 for good, and the key's next record, folded past the gap
+// from its snapshot, made a replay skip it (a lost update). Found by a
+// review; the record must be folded and every offset committed.
+func TestBusyKeyWithPendingRecordsIsNotEvictedFromUnderThem(t *testing.T) {
+	flow := keyflow.New(func(kc *keyflow.Context, s *trace, r *kgo.Record) (*trace, error) {
+		if err := kc.SetTimer("later", time.Now().Add(30*time.Second)); err != nil { // Busy to the sweep
+			return nil, err
+		}
+		return traceFold(kc, s, r)
+	}, keyflow.WithMaxIdle(20*time.Millisecond), keyflow.WithMaxLiveKeys(8),
+		keyflow.WithTimers(func(_ *keyflow.Context, s *trace, _ string) (*trace, error) { return s, nil }))
+	g := newUnloadGate("a")
+	h := newHarness(t, nil, gatedHandler{Handler: keyactor.MustOf(flow), g: g}, 0)
+	h.send(rec(0, "a", ""))
+	h.awaitCommitted(1)
+	select {
+	case <-g.held: // the sweep asked the idle key to unload; its Busy is held
+	case <-time.After(10 * time.Second):
+		t.Fatal("key never asked to unload")
+	}
+	batch := []*kgo.Record{rec(1, "a", "")} // pending: a is unloading
+	for i := range 8 {
+		batch = append(batch, rec(int64(2+i), fmt.Sprintf("k%d", i), ""))
+	}
+	h.send(batch...)
+	testkit.Eventually(t, 10*time.Second, "the new keys loaded, the budget full", func() (bool, string) {
+		st := h.status()
+		return st.KeysLoaded == 9, fmt.Sprint(st.KeysLoaded)
+	})
+	close(g.release)
+	h.awaitCommitted(10)
+	h.awaitTrace("a", "[0 1]", "a's pending record folded")
 }
