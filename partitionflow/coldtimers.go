@@ -7,10 +7,16 @@ import (
 
 // coldTimers schedules the persisted timers of keys without an actor
 // (durable timers): a key unloaded with pending timers, or recovered with
-// them, is loaded again when its earliest timer is due. Entries are not
-// removed when a key is loaded early by a record: the partition checks an
-// entry against the key's cold snapshot when it comes due (stale entries
-// are dropped then). Plain Go, not safe for concurrent use.
+// them, is loaded again when its earliest timer is due. A key has at most
+// one entry: a later add for it (its next unload) moves the entry to the
+// new time, since the latest snapshot is the one the partition checks.
+// Entries are not removed when a key is loaded early by a record: the
+// partition checks an entry against the key's cold snapshot when it comes
+// due (stale entries are dropped then). Before entries were unique, a key
+// with a far timer that was evicted and loaded again N times kept N
+// entries until that time: memory growing with the evictions within the
+// timer horizon (a million keys with hour-long timers under a live-key
+// budget). Plain Go, not safe for concurrent use.
 type coldTimers struct{ h timerHeap }
 
 type coldTimer struct {
@@ -18,37 +24,63 @@ type coldTimer struct {
 	at  time.Time
 }
 
-// add schedules key at `at`.
-func (c *coldTimers) add(key string, at time.Time) { heap.Push(&c.h, coldTimer{key, at}) }
+// add schedules key at `at`, replacing its entry if it has one.
+func (c *coldTimers) add(key string, at time.Time) {
+	if i, ok := c.h.idx[key]; ok {
+		if !c.h.items[i].at.Equal(at) {
+			c.h.items[i].at = at
+			heap.Fix(&c.h, i)
+		}
+		return
+	}
+	if c.h.idx == nil {
+		c.h.idx = map[string]int{}
+	}
+	heap.Push(&c.h, coldTimer{key, at})
+}
 
 // next returns the earliest scheduled time.
 func (c *coldTimers) next() (time.Time, bool) {
-	if len(c.h) == 0 {
+	if len(c.h.items) == 0 {
 		return time.Time{}, false
 	}
-	return c.h[0].at, true
+	return c.h.items[0].at, true
 }
 
 // due removes and returns the entries at or before now, earliest first.
 func (c *coldTimers) due(now time.Time) []coldTimer {
 	var out []coldTimer
-	for len(c.h) > 0 && !c.h[0].at.After(now) {
+	for len(c.h.items) > 0 && !c.h.items[0].at.After(now) {
 		out = append(out, heap.Pop(&c.h).(coldTimer))
 	}
 	return out
 }
 
-func (c *coldTimers) len() int { return len(c.h) }
+func (c *coldTimers) len() int { return len(c.h.items) }
 
-type timerHeap []coldTimer
+// timerHeap is a min-heap of entries by time, with each key's index.
+type timerHeap struct {
+	items []coldTimer
+	idx   map[string]int
+}
 
-func (h timerHeap) Len() int           { return len(h) }
-func (h timerHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
-func (h timerHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *timerHeap) Push(x any)        { *h = append(*h, x.(coldTimer)) }
+func (h *timerHeap) Len() int           { return len(h.items) }
+func (h *timerHeap) Less(i, j int) bool { return h.items[i].at.Before(h.items[j].at) }
+func (h *timerHeap) Swap(i, j int) {
+	h.items[i], h.items[j] = h.items[j], h.items[i]
+	h.idx[h.items[i].key] = i
+	h.idx[h.items[j].key] = j
+}
+func (h *timerHeap) Push(x any) {
+	t := x.(coldTimer)
+	h.idx[t.key] = len(h.items)
+	h.items = append(h.items, t)
+}
 func (h *timerHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
+	last := len(h.items) - 1
+	x := h.items[last]
+	h.items[last] = coldTimer{} // no pinned key
+	h.items = h.items[:last]
+	delete(h.idx, x.key)
 	return x
 }

@@ -15,20 +15,42 @@ func TestColdTimersDueInOrder(t *testing.T) {
 	c.add("c", t0.Add(3*time.Second))
 	c.add("a", t0.Add(1*time.Second))
 	c.add("b", t0.Add(2*time.Second))
-	c.add("a", t0.Add(5*time.Second)) // a later entry for a: both kept, checked when due
-	if n, _ := c.next(); !n.Equal(t0.Add(time.Second)) {
+	c.add("d", t0.Add(4*time.Second))
+	c.add("d", t0.Add(500*time.Millisecond)) // d's next unload: its entry moves earlier
+	if n, _ := c.next(); !n.Equal(t0.Add(500 * time.Millisecond)) {
 		t.Fatalf("next = %v, want the earliest", n)
 	}
 	if d := c.due(t0); len(d) != 0 {
 		t.Fatalf("due before any: %v", d)
 	}
-	if d := fmt.Sprint(c.due(t0.Add(2 * time.Second))); d != fmt.Sprint([]coldTimer{{"a", t0.Add(time.Second)}, {"b", t0.Add(2 * time.Second)}}) {
+	if d := fmt.Sprint(c.due(t0.Add(2 * time.Second))); d != fmt.Sprint([]coldTimer{{"d", t0.Add(500 * time.Millisecond)}, {"a", t0.Add(time.Second)}, {"b", t0.Add(2 * time.Second)}}) {
 		t.Fatalf("due at +2s = %s", d)
 	}
+	c.add("a", t0.Add(5*time.Second)) // scheduled again after it came due
+	c.add("c", t0.Add(6*time.Second)) // c's next unload: its entry moves later
 	if c.len() != 2 {
 		t.Fatalf("%d left, want 2", c.len())
 	}
-	if d := c.due(t0.Add(time.Hour)); len(d) != 2 || d[0].key != "c" || d[1].key != "a" {
-		t.Fatalf("due at +1h = %v", d)
+	if d := fmt.Sprint(c.due(t0.Add(time.Hour))); d != fmt.Sprint([]coldTimer{{"a", t0.Add(5 * time.Second)}, {"c", t0.Add(6 * time.Second)}}) {
+		t.Fatalf("due at +1h = %s", d)
+	}
+}
+
+// A key evicted and loaded again many times within its timer's horizon
+// keeps one entry (there were as many as its unloads, until the timer came
+// due: memory growing with the evictions), and it still comes due once, at
+// the time of its latest unload's snapshot.
+func TestColdTimersOneEntryPerKey(t *testing.T) {
+	var c coldTimers
+	t0 := time.Unix(1000, 0)
+	for i := range 10000 {
+		c.add("k", t0.Add(time.Hour+time.Duration(i%3)*time.Second))
+		c.add(fmt.Sprint("other", i%10), t0.Add(2*time.Hour))
+	}
+	if c.len() != 11 {
+		t.Fatalf("%d entries after 20 000 unloads of 11 keys, want 11", c.len())
+	}
+	if d := c.due(t0.Add(time.Hour + 30*time.Minute)); len(d) != 1 || d[0].key != "k" || !d[0].at.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("due = %v, want k once at its latest time (+1h)", d)
 	}
 }
