@@ -78,7 +78,8 @@ func (a TxnAction) String() string {
 //	CONCURRENT_TRANSACTIONS, NOT_COORDINATOR,
 //	COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS,
 //	NOT_ENOUGH_REPLICAS(_AFTER_APPEND), NOT_LEADER_OR_FOLLOWER,
-//	REQUEST_TIMED_OUT, network errors, kgo's retries exhausted retry  fenced
+//	REQUEST_TIMED_OUT, TRANSACTION_ABORTABLE, network errors,
+//	kgo's retries exhausted                                 retry      fenced
 //	context canceled / deadline exceeded                    fail       fail
 //	anything else                                           fail       fail
 func DecideTxn(err error, owned bool) TxnAction {
@@ -130,6 +131,9 @@ func transientTxnError(err error) bool {
 		kerr.NotLeaderForPartition, kerr.RequestTimedOut, kerr.UnknownServerError,
 		kerr.NetworkException, kerr.LeaderNotAvailable, kerr.KafkaStorageError,
 		kgo.ErrRecordTimeout, kgo.ErrRecordRetries,
+		// KIP-890: the broker asks the client to abort the transaction and
+		// may retry it (kgo: "always recoverable, after aborting").
+		kerr.TransactionAbortable,
 	} {
 		if errors.Is(err, e) {
 			return true

@@ -39,6 +39,7 @@ func TestDecideTxn(t *testing.T) {
 		{kerr.CoordinatorNotAvailable, snapshotstore.TxnRetry, snapshotstore.TxnFenced},
 		{kerr.NotEnoughReplicas, snapshotstore.TxnRetry, snapshotstore.TxnFenced},
 		{kerr.RequestTimedOut, snapshotstore.TxnRetry, snapshotstore.TxnFenced},
+		{kerr.TransactionAbortable, snapshotstore.TxnRetry, snapshotstore.TxnFenced},
 		{&net.OpError{Op: "dial", Err: errors.New("connection refused")}, snapshotstore.TxnRetry, snapshotstore.TxnFenced},
 		{context.DeadlineExceeded, snapshotstore.TxnFail, snapshotstore.TxnFail},
 		{context.Canceled, snapshotstore.TxnFail, snapshotstore.TxnFail},
