@@ -1,6 +1,10 @@
 package actorflow
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
 
 // The key → input partition mapping of Get is the Java client's default for
 // keyed records: toPositive(murmur2(key)) % partitions. The hashes are the
@@ -28,6 +32,24 @@ func TestPartitionOfIsJavaMurmur2(t *testing.T) {
 			want := int32(int64(v.hash&0x7fffffff) % int64(n))
 			if got := partitionOf(nil, "t", v.key, n); got != want {
 				t.Errorf("partitionOf(%q, %d) = %d, want %d (murmur2 %#x)", v.key, n, got, want, v.hash)
+			}
+		}
+	}
+}
+
+// kgo's default producer partitioner (UniformBytesPartitioner) and
+// LeastBackupPartitioner partition only by backup: their Partition panics.
+// Get asked it anyway and panicked in the caller's goroutine; keyed
+// records are murmur2-hashed by the first, as by the nil default.
+func TestPartitionOfWithABackupPartitioner(t *testing.T) {
+	uniform := kgo.UniformBytesPartitioner(64<<10, true, true, nil)
+	for _, key := range []string{"kafka", "1234", ""} {
+		for _, n := range []int{1, 12} {
+			if got, want := partitionOf(uniform, "t", key, n), partitionOf(nil, "t", key, n); got != want {
+				t.Errorf("partitionOf(UniformBytes, %q, %d) = %d, want murmur2's %d", key, n, got, want)
+			}
+			if got := partitionOf(kgo.LeastBackupPartitioner(), "t", key, n); got < 0 || int(got) >= n {
+				t.Errorf("partitionOf(LeastBackup, %q, %d) = %d", key, n, got)
 			}
 		}
 	}
