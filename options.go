@@ -60,7 +60,7 @@ func defaults() config {
 		maxWrites:        partitionflow.DefaultMaxWritesPerTransaction,
 		maxInFlight:      coordinator.DefaultMaxInFlight,
 		maxInFlightBytes: coordinator.DefaultMaxInFlightBytes,
-		startTimeout:     30 * time.Second,
+		startTimeout:     defaultStartTimeout,
 		topics:           snapshotstore.TopicSpec{ReplicationFactor: -1},
 		log:              zap.NewNop(),
 	}
@@ -218,8 +218,18 @@ func WithSessionTimeout(d time.Duration) Option { return func(c *config) { c.ses
 func WithRebalanceTimeout(d time.Duration) Option { return func(c *config) { c.rebalanceTimeout = d } }
 
 // WithStartTimeout bounds the retries to reach the brokers at start.
-// Default 30 s; then Run fails with ErrBrokersUnreachable.
-func WithStartTimeout(d time.Duration) Option { return func(c *config) { c.startTimeout = d } }
+// Default 30 s (also for zero or negative: a zero bound made Run fail at
+// once against a live cluster); then Run fails with ErrBrokersUnreachable.
+func WithStartTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			d = defaultStartTimeout
+		}
+		c.startTimeout = d
+	}
+}
+
+const defaultStartTimeout = 30 * time.Second
 
 // WithClientOpts adds kgo options (TLS, SASL, ...) to every client.
 func WithClientOpts(o ...kgo.Opt) Option {
