@@ -173,10 +173,13 @@ func (w *Worker) Run(ctx context.Context) error {
 		store = metricsStore{Store: store, m: m}
 	}
 	var deadLetters *kgo.Client
-	if w.cfg.kafka.Mode == snapshotstore.Plain && w.flow.DeadLetterTopic(w.cfg.input) != "" {
+	if (w.cfg.kafka.Mode == snapshotstore.Plain || w.cfg.store != nil) && w.flow.DeadLetterTopic(w.cfg.input) != "" {
 		// The plain mode's dead letters go through a producer of the worker
 		// (kgo's defaults: idempotent, acks=all); a key holds the record's
-		// offset until its dead letter is acknowledged (at-least-once).
+		// offset until its dead letter is acknowledged (at-least-once). So
+		// do those of a store given with WithStore whose partitions do not
+		// commit outputs (the mode means nothing to it; a key actor without
+		// a producer failed its partition at the first dead letter).
 		opts := append([]kgo.Opt{kgo.SeedBrokers(w.cfg.brokers...)}, w.cfg.clientOpts...)
 		if m != nil {
 			opts = append(opts, kgo.WithHooks(deadLetterHook{m}))
