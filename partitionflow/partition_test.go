@@ -527,3 +527,31 @@ func TestIdleInputIsPersistedAndCommittedWithoutTheTicks(t *testing.T) {
 	h.awaitTrace("a", "[0 2]", "a's snapshot")
 	h.awaitTrace("b", "[1]", "b's snapshot")
 }
+
+// A flow without a timer handler over snapshots written by one with timers
+// (redeployed without keyflow.WithTimers): the due timer was a nil call, a
+// panic naming nothing, at every restart. Now the key fails with
+// ErrNoTimerHandler naming the key and the timer. Found by a review.
+func TestDueTimerWithoutHandlerNamesTheCause(t *testing.T) {
+	fold := func(kc *keyflow.Context, s *trace, r *kgo.Record) (*trace, error) {
+		if err := kc.SetTimer("t", time.Now().Add(50*time.Millisecond)); err != nil {
+			return nil, err
+		}
+		return traceFold(kc, s, r)
+	}
+	onTimer := func(_ *keyflow.Context, s *trace, _ string) (*trace, error) { return s, nil }
+	h := newHarness(t, nil, keyflow.New(fold, keyflow.WithTimers(onTimer)), 0)
+	h.send(rec(0, "a", ""))
+	h.awaitCommitted(1)
+	h.sys.Root.Send(h.pid, &partitionflow.Revoke{Flush: true})
+	if err := <-h.stopped; err != nil {
+		t.Fatalf("revoke: %v", err)
+	}
+	h.stopped <- nil // for the cleanup
+
+	h2 := newHarness(t, h.mem, keyflow.New(traceFold), 1)
+	err := h2.awaitFailure()
+	if !errors.Is(err, keyactor.ErrNoTimerHandler) || !strings.Contains(err.Error(), `key "a": timer "t"`) {
+		t.Fatalf("partition failed with %v; want ErrNoTimerHandler naming key a's timer t", err)
+	}
+}

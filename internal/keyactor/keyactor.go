@@ -489,6 +489,14 @@ func (a *keyActor[S]) fireTimer(ctx actor.Context, name string) {
 	if a.failed != nil {
 		return
 	}
+	if a.flow.Timer == nil {
+		// A snapshot written by a flow with timers, read by one without
+		// (redeployed without keyflow.WithTimers): it used to be a nil
+		// call, a panic at every restart that named nothing. The timer
+		// stays persisted: a handler added back fires it.
+		a.fail(ctx, fmt.Errorf("%s[%d] key %q: timer %q is due: %w", a.env.Topic, a.env.Partition, a.key, name, ErrNoTimerHandler))
+		return
+	}
 	a.cur = -1
 	err := a.beginCall()
 	if err == nil {
@@ -497,6 +505,13 @@ func (a *keyActor[S]) fireTimer(ctx actor.Context, name string) {
 	}
 	if err != nil {
 		a.callFailed(ctx, fmt.Errorf("%s[%d] key %q: timer %q: %w", a.env.Topic, a.env.Partition, a.key, name, err), "timer")
+		if a.failed == nil {
+			// Skipped: the timer is gone as if it had not been there, and
+			// the snapshot must say so, or it fires again after a restart
+			// (and a transient error then takes effect).
+			a.markDirty(-1)
+			a.reportDirty = true
+		}
 		return
 	}
 	a.markDirty(-1)
