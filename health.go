@@ -260,6 +260,12 @@ func caughtUp(local []partitionflow.Status, ends kadm.ListedOffsets, memberID fu
 	runs := map[int32]bool{}
 	for _, p := range local {
 		runs[p.Partition] = true
+		if p.Phase != "running" {
+			// Assigned since the readiness check: recovering, its committed
+			// offset is the assigned one, which may already be the end.
+			behind += fmt.Sprintf(" %s[%d] %s", p.Topic, p.Partition, p.Phase)
+			continue
+		}
 		end, ok := ends.Lookup(p.Topic, p.Partition)
 		if ok && p.Committed < end.Offset {
 			behind += fmt.Sprintf(" %s[%d] committed %d < %d", p.Topic, p.Partition, p.Committed, end.Offset)

@@ -34,19 +34,21 @@ func TestCaughtUpDecision(t *testing.T) {
 		reason string // a substring of the reason when not caught up
 	}{
 		{"nothing owned here yet, no owners (right after the join)", nil, me, owners(nil), false, "in[0] owned by no member"},
-		{"one partition unowned mid-rebalance", []partitionflow.Status{{Topic: "in", Partition: 0, Committed: 10}}, me,
+		{"one partition unowned mid-rebalance", []partitionflow.Status{{Topic: "in", Partition: 0, Committed: 10, Phase: "running"}}, me,
 			owners(nil), false, "in[1] owned by no member"},
-		{"local partition behind", []partitionflow.Status{{Topic: "in", Partition: 0, Committed: 9}}, me,
+		{"local partition behind", []partitionflow.Status{{Topic: "in", Partition: 0, Committed: 9, Phase: "running"}}, me,
 			owners(map[int32]string{1: "other"}), false, "in[0] committed 9 < 10"},
-		{"assigned here, not started", []partitionflow.Status{{Topic: "in", Partition: 0, Committed: 10}}, me,
+		{"assigned here, not started", []partitionflow.Status{{Topic: "in", Partition: 0, Committed: 10, Phase: "running"}}, me,
 			owners(map[int32]string{1: "me"}), false, "in[1] assigned here, not started"},
-		{"owner lookup fails", []partitionflow.Status{{Topic: "in", Partition: 0, Committed: 10}}, me,
+		{"owner lookup fails", []partitionflow.Status{{Topic: "in", Partition: 0, Committed: 10, Phase: "running"}}, me,
 			func() (func(coordinator.TopicPartition) (string, bool), error) { return nil, errors.New("boom") }, false, "owner lookup: boom"},
-		{"no group metadata", []partitionflow.Status{{Topic: "in", Partition: 0, Committed: 10}},
+		{"no group metadata", []partitionflow.Status{{Topic: "in", Partition: 0, Committed: 10, Phase: "running"}},
 			func() (string, error) { return "", errors.New("not joined") }, owners(nil), false, "no group metadata"},
-		{"the other partition is another member's", []partitionflow.Status{{Topic: "in", Partition: 0, Committed: 10}}, me,
+		{"the other partition is another member's", []partitionflow.Status{{Topic: "in", Partition: 0, Committed: 10, Phase: "running"}}, me,
 			owners(map[int32]string{1: "other"}), true, ""},
-		{"both here and done", []partitionflow.Status{{Topic: "in", Partition: 0, Committed: 10}, {Topic: "in", Partition: 1, Committed: 20}}, me,
+		{"recovering at the end (assigned since the readiness check)", []partitionflow.Status{{Topic: "in", Partition: 0, Committed: 10, Phase: "recovering"}}, me,
+			owners(map[int32]string{1: "other"}), false, "in[0] recovering"},
+		{"both here and done", []partitionflow.Status{{Topic: "in", Partition: 0, Committed: 10, Phase: "running"}, {Topic: "in", Partition: 1, Committed: 20, Phase: "running"}}, me,
 			owners(nil), true, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -68,10 +70,10 @@ func TestCaughtUpReadsTheAssignmentOnlyWhenLocalPartitionsAreDone(t *testing.T) 
 		return func(coordinator.TopicPartition) (string, bool) { return "", false }, nil
 	}
 	me := func() (string, error) { return "me", nil }
-	if ok, _ := caughtUp([]partitionflow.Status{{Topic: "in", Partition: 0, Committed: 9}}, ends, me, assignment); ok || reads != 0 {
+	if ok, _ := caughtUp([]partitionflow.Status{{Topic: "in", Partition: 0, Committed: 9, Phase: "running"}}, ends, me, assignment); ok || reads != 0 {
 		t.Fatalf("behind locally: caught up %v, assignment read %d times; want false, 0", ok, reads)
 	}
-	if ok, _ := caughtUp([]partitionflow.Status{{Topic: "in", Partition: 0, Committed: 10}}, ends, me, assignment); !ok || reads != 0 {
+	if ok, _ := caughtUp([]partitionflow.Status{{Topic: "in", Partition: 0, Committed: 10, Phase: "running"}}, ends, me, assignment); !ok || reads != 0 {
 		t.Fatalf("every partition local and done: caught up %v, assignment read %d times; want true, 0", ok, reads)
 	}
 	if ok, _ := caughtUp(nil, ends, me, assignment); ok || reads != 1 {

@@ -799,6 +799,9 @@ func (c *Consumer) stop(ctx context.Context, tps []TopicPartition, flush bool) {
 			failed = append(failed, tp)
 		}
 		delete(c.streak, tp)
+		// Its lag is unknown until it is fetched here again (a later
+		// assignment's Status would show this one's watermark).
+		delete(c.hwm, tp)
 	}
 	c.mu.Unlock()
 	for _, tp := range failed {
