@@ -30,7 +30,11 @@ import (
 //   - actorflow_commit_errors_total{topic,partition} (counter, commits):
 //     Commits that failed (aborted, fenced, not owned).
 //   - actorflow_records_processed_total{topic,partition} (counter, records):
-//     input records processed (folded, skipped or dead-lettered).
+//     input records handled by their key: folded, skipped or dead-lettered,
+//     and also those a restarted partition replays below its snapshots and
+//     the record whose fold failed the partition (again at every retry). A
+//     rate of work done, not of progress: progress is the committed offset
+//     (actorflow_lag).
 //   - actorflow_dead_letters_total{topic,partition} (counter, records): dead
 //     letters committed (transactional mode) or acknowledged (plain mode),
 //     labelled with their source partition.
@@ -100,7 +104,7 @@ func newMetrics(dlqTopic string) *metrics {
 		}, partitionLabels),
 		processed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "actorflow_records_processed_total",
-			Help: "Input records processed (folded, skipped or dead-lettered).",
+			Help: "Input records handled by their key (folded, skipped, dead-lettered; also replayed ones and one failing its partition, at every retry). Progress is actorflow_lag.",
 		}, partitionLabels),
 		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "actorflow_dead_letters_total",
