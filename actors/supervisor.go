@@ -282,6 +282,18 @@ func (s *Supervisor) stopped(tp coordinator.TopicPartition, h *handle, err error
 	}
 }
 
+// earlierCopy: child is a copy of tp that a newer assignment replaced (a
+// new copy runs) or superseded (its Open ran while child was stopping).
+func (s *Supervisor) earlierCopy(tp coordinator.TopicPartition, child *actor.PID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := s.parts[tp]
+	if cur == nil || cur.pid == nil {
+		return false
+	}
+	return cur.pid.Id != child.Id || cur.superseded
+}
+
 func (s *Supervisor) fail(tp coordinator.TopicPartition, err error) {
 	s.log.Error("partition failed", zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Error(err))
 	if s.cfg.OnFailure != nil {
@@ -437,6 +449,13 @@ func (a *supervisorActor) Receive(ctx actor.Context) {
 		err := fmt.Errorf("partition actor panicked: %v", m.Reason)
 		if !ok {
 			tp = coordinator.TopicPartition{Topic: m.Child.Id, Partition: -1}
+		}
+		if a.s.earlierCopy(tp, m.Child) {
+			// As in stopped: not the current assignment's failure, which a
+			// report would pause and start a second time.
+			a.s.log.Warn("an earlier copy of the partition panicked after it was assigned here again; not the new assignment's failure",
+				zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Error(err))
+			return
 		}
 		a.s.fail(tp, fmt.Errorf("%s[%d]: %w", tp.Topic, tp.Partition, err))
 	}

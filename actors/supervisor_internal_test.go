@@ -149,3 +149,28 @@ func TestFailureOfACopySupersededByAnOpenIsNotReported(t *testing.T) {
 		t.Fatalf("running %v after the old copy stopped", r)
 	}
 }
+
+// A panic of an earlier copy of a partition, after it was assigned here
+// again, is not the new assignment's: reported, it paused the running copy
+// and started a second one beside it (ChildFailed bypassed the check that
+// stopped applies). The current copy's panic is reported.
+func TestPanicOfAnEarlierCopyIsNotReported(t *testing.T) {
+	s, failures := newTestSupervisor(t)
+	tp := coordinator.TopicPartition{Topic: "orders", Partition: 4}
+	old := actor.NewPID("nonhost", s.pid.Id+"/"+partitionName(tp, 1))
+	cur := actor.NewPID("nonhost", s.pid.Id+"/"+partitionName(tp, 2))
+	s.mu.Lock()
+	s.parts[tp] = &handle{pid: cur, done: make(chan struct{})}
+	s.mu.Unlock()
+	s.sys.Root.Send(s.pid, &partitionflow.ChildFailed{Child: old, Reason: "old copy's panic"})
+	s.sys.Root.Send(s.pid, &partitionflow.ChildFailed{Child: cur, Reason: "current copy's panic"})
+	// The supervisor actor handles them in order: when the second is
+	// reported, the first has been handled.
+	f := awaitFailure(t, failures)
+	if !strings.Contains(f.err.Error(), "current copy's panic") {
+		t.Fatalf("reported %q first; want only the current copy's panic", f.err)
+	}
+	if len(failures) != 0 {
+		t.Fatalf("a second report: %v", (<-failures).err)
+	}
+}
