@@ -410,8 +410,8 @@ func TestKeyPanicFailsPartition(t *testing.T) {
 	h := newHarness(t, nil, keyflow.New(fold), 0)
 	h.send(rec(0, "a", ""), rec(1, "b", ""))
 	err := h.awaitFailure()
-	if !strings.Contains(err.Error(), "user bug") || !strings.Contains(err.Error(), `key "b"`) {
-		t.Fatalf("error %q", err)
+	if !errors.Is(err, keyactor.ErrPanicked) || !strings.Contains(err.Error(), `in[0] offset 1 key "b": fold: panic in the flow: user bug`) {
+		t.Fatalf("error %q; want the panic named with its offset, key and call", err)
 	}
 }
 

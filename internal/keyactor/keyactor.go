@@ -376,7 +376,12 @@ func (a *keyActor[S]) started(ctx actor.Context) {
 	a.cur = -1
 	err := a.beginCall()
 	if err == nil {
-		ns, lerr := a.flow.Load(&a.Core, a.state)
+		var ns *S
+		var lerr error
+		if pv, stack := protect(func() { ns, lerr = a.flow.Load(&a.Core, a.state) }); stack != nil {
+			a.panicked(ctx, fmt.Sprintf("%s[%d] key %q: load hook", a.env.Topic, a.env.Partition, a.key), pv, stack)
+			return
+		}
 		changed := ns != a.state || len(a.fx.emits) > 0 || len(a.fx.timers) > 0
 		if err = a.endCall(ns, lerr); err == nil && changed {
 			a.markDirty(-1)
@@ -472,7 +477,13 @@ func (a *keyActor[S]) deliver(ctx actor.Context, m *Deliver) {
 		a.cur, a.rec = rec.Offset, rec
 		err := a.beginCall()
 		if err == nil {
-			ns, ferr := a.flow.Fold(&a.Core, a.state, rec)
+			var ns *S
+			var ferr error
+			if pv, stack := protect(func() { ns, ferr = a.flow.Fold(&a.Core, a.state, rec) }); stack != nil {
+				a.rec = nil
+				a.panicked(ctx, fmt.Sprintf("%s[%d] offset %d key %q: fold", rec.Topic, rec.Partition, rec.Offset, a.key), pv, stack)
+				continue
+			}
 			err = a.endCall(ns, ferr)
 		}
 		a.rec = nil
@@ -500,7 +511,12 @@ func (a *keyActor[S]) fireTimer(ctx actor.Context, name string) {
 	a.cur = -1
 	err := a.beginCall()
 	if err == nil {
-		ns, terr := a.flow.Timer(&a.Core, a.state, name)
+		var ns *S
+		var terr error
+		if pv, stack := protect(func() { ns, terr = a.flow.Timer(&a.Core, a.state, name) }); stack != nil {
+			a.panicked(ctx, fmt.Sprintf("%s[%d] key %q: timer %q", a.env.Topic, a.env.Partition, a.key, name), pv, stack)
+			return
+		}
 		err = a.endCall(ns, terr)
 	}
 	if err != nil {
