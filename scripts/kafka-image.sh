@@ -60,7 +60,8 @@ if [[ ${1:-} != --jars-only ]]; then CLI="$(pick_cli)"; fi
 image_present() { "$CLI" image inspect "$1" >/dev/null 2>&1; }
 try_pull() {
   log "trying to pull $1"
-  timeout 600 "$CLI" pull "$1" >&2
+  # 2 min: a network that drops packets (no registry answers) must not cost 10 before the local build.
+  timeout 120 "$CLI" pull "$1" >&2
 }
 
 # The recipe hash: anything that changes the built image's content.
