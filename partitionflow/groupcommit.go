@@ -92,9 +92,17 @@ type Write struct {
 func (w *Write) cost() int { return 1 + len(w.Outputs) }
 
 // size is what a write counts against the byte cap: its snapshot's record
-// and its outputs'.
+// (its timers header too: a key's state may be mostly timers, which went
+// uncounted and let a transaction grow many times the cap) and its
+// outputs'.
 func (w *Write) size() int {
 	n := len(w.Snapshot.Key) + len(w.Snapshot.Value) + recordFraming
+	if len(w.Snapshot.Timers) > 0 {
+		n += snapshotstore.TimersHeaderBytes
+		for _, t := range w.Snapshot.Timers {
+			n += snapshotstore.TimerBytes(t.Name)
+		}
+	}
 	for _, o := range w.Outputs {
 		n += len(o.Key) + len(o.Value) + recordFraming
 		for _, h := range o.Headers {

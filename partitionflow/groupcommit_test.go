@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+	"time"
 	"weak"
 
+	"github.com/actorflow/actorflow/internal/recbytes"
 	"github.com/actorflow/actorflow/partitionflow"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -617,6 +619,33 @@ func TestGroupCommitByteCapHolds(t *testing.T) {
 	// 9 writes of 1000+5+48 B fit in 10 000 B; the big one goes alone.
 	if want := []int{9, 9, 7, 1, 1}; fmt.Sprint(sizes) != fmt.Sprint(want) {
 		t.Fatalf("batch sizes %v, want %v", sizes, want)
+	}
+}
+
+// The byte cap counts a snapshot's timers header: 100 writes of a 1-byte
+// state with 40 timers each (~1.6 KB records) were charged 53 bytes each,
+// so one transaction took all of them, 16 times the cap. Found by a review.
+func TestGroupCommitByteCapCountsTimers(t *testing.T) {
+	c := newGCRecorder(t, 1000, 0)
+	c.g.SetMaxBytes(10_000)
+	var ts []snapshotstore.Timer
+	for i := range 40 {
+		ts = append(ts, snapshotstore.Timer{Name: fmt.Sprintf("timer-%03d", i), At: time.Unix(1_800_000_000, 0)})
+	}
+	record := 0
+	for i := range 100 {
+		k := fmt.Sprintf("k%03d", i)
+		s := snapshotstore.Snapshot{Key: k, Value: []byte("v"), Timers: ts}
+		if i == 0 {
+			record = recbytes.Of(snapshotstore.EncodeRecord("snap", 0, s))
+		}
+		c.g.Add(partitionflow.Write{Snapshot: s, Done: c.done(k)})
+	}
+	c.drain(nil)
+	for _, b := range c.batches {
+		if n := len(b.Writes) * record; n > 10_000 {
+			t.Fatalf("a transaction of %d writes of %d-byte records: %d bytes against a 10 000-byte cap", len(b.Writes), record, n)
+		}
 	}
 }
 
