@@ -192,6 +192,25 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	w.sys = actors.NewSystem(log)
 	cons := (*coordinator.Consumer)(nil)
+	// Every partition failure, the supervisor's and the consumer's own.
+	onFailure := func(tp coordinator.TopicPartition, err error) {
+		perr := &PartitionError{Topic: tp.Topic, Partition: tp.Partition, Err: err}
+		if errors.Is(err, snapshotstore.ErrEvicted) && tp.Partition >= 0 {
+			// Not a failure, under fail-fast too: the partition waits for
+			// the consumer to rejoin (a fence, but of this membership,
+			// not of this process).
+			cons.PartitionEvicted(tp, perr)
+			return
+		}
+		if m != nil {
+			m.failures.WithLabelValues(tp.Topic, partitionLabel(tp.Partition)).Inc()
+		}
+		if w.cfg.failFast || errors.Is(err, snapshotstore.ErrFenced) || tp.Partition < 0 {
+			cons.Fail(perr)
+			return
+		}
+		cons.PartitionFailed(tp, perr)
+	}
 	sup, err := actors.NewSupervisor(w.sys, actors.SupervisorConfig{
 		Group: w.cfg.group, Store: store, Handler: w.flow, Logger: log,
 		Partition: partitionflow.Config{
@@ -207,24 +226,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			DeadLetters:             deadLetters,
 			Logger:                  log,
 		},
-		OnFailure: func(tp coordinator.TopicPartition, err error) {
-			perr := &PartitionError{Topic: tp.Topic, Partition: tp.Partition, Err: err}
-			if errors.Is(err, snapshotstore.ErrEvicted) && tp.Partition >= 0 {
-				// Not a failure, under fail-fast too: the partition waits for
-				// the consumer to rejoin (a fence, but of this membership,
-				// not of this process).
-				cons.PartitionEvicted(tp, perr)
-				return
-			}
-			if m != nil {
-				m.failures.WithLabelValues(tp.Topic, partitionLabel(tp.Partition)).Inc()
-			}
-			if w.cfg.failFast || errors.Is(err, snapshotstore.ErrFenced) || tp.Partition < 0 {
-				cons.Fail(perr)
-				return
-			}
-			cons.PartitionFailed(tp, perr)
-		},
+		OnFailure: onFailure,
 	})
 	if err != nil {
 		return err
@@ -236,7 +238,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		MaxInFlight: w.cfg.maxInFlight, MaxInFlightBytes: w.cfg.maxInFlightBytes, SessionTimeout: w.cfg.sessionTimeout,
 		RebalanceTimeout: w.cfg.rebalanceTimeout, ClientOpts: w.consumerClientOpts(consumerID),
 		RetryBackoff: w.cfg.retryBackoff, MaxRetryBackoff: w.cfg.maxRetryBackoff,
-		FailFast:       w.cfg.failFast,
+		OnFailure:      onFailure,
 		ResolveHanging: hanging,
 		Logger:         log,
 	}, sup)

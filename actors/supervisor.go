@@ -56,8 +56,11 @@ type Supervisor struct {
 	cons Consumer
 	log  *zap.Logger
 
-	mu     sync.Mutex
-	seq    int
+	mu  sync.Mutex
+	seq int
+	// latest is each partition's newest copy's seq (its actor's name):
+	// a copy with a lower one is an earlier copy (earlierCopy).
+	latest map[coordinator.TopicPartition]int
 	opened map[coordinator.TopicPartition]snapshotstore.Partition
 	// assigned is each partition's latest assignment, for its recovery.
 	assigned map[coordinator.TopicPartition]snapshotstore.Assignment
@@ -97,6 +100,7 @@ func NewSupervisor(sys *actor.ActorSystem, cfg SupervisorConfig) (*Supervisor, e
 		opened:   map[coordinator.TopicPartition]snapshotstore.Partition{},
 		assigned: map[coordinator.TopicPartition]snapshotstore.Assignment{},
 		parts:    map[coordinator.TopicPartition]*handle{},
+		latest:   map[coordinator.TopicPartition]int{},
 	}
 	// The guardian of the supervisor actor itself: protoactor's default
 	// would restart it on a panic, which stops every partition actor
@@ -220,6 +224,7 @@ func (s *Supervisor) Start(_ context.Context, assigned map[coordinator.TopicPart
 		s.mu.Lock()
 		s.seq++ // a unique name: the previous incarnation may still be deregistering
 		name := partitionName(tp, s.seq)
+		s.latest[tp] = s.seq
 		s.mu.Unlock()
 		s.sys.Root.Send(s.pid, &spawnReq{name: name, props: partitionflow.Props(cfg), reply: reply})
 		r := <-reply
@@ -282,16 +287,27 @@ func (s *Supervisor) stopped(tp coordinator.TopicPartition, h *handle, err error
 	}
 }
 
-// earlierCopy: child is a copy of tp that a newer assignment replaced (a
-// new copy runs) or superseded (its Open ran while child was stopping).
+// earlierCopy: child is a copy of tp that a newer copy replaced (spawned
+// after it, whether registered in parts yet or not) or that a new
+// assignment superseded (its Open ran while child was stopping).
 func (s *Supervisor) earlierCopy(tp coordinator.TopicPartition, child *actor.PID) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cur := s.parts[tp]
-	if cur == nil || cur.pid == nil {
-		return false
+	if seq, ok := seqOfPID(child); ok && seq < s.latest[tp] {
+		return true
 	}
-	return cur.pid.Id != child.Id || cur.superseded
+	cur := s.parts[tp]
+	return cur != nil && cur.pid != nil && cur.pid.Id == child.Id && cur.superseded
+}
+
+// seqOfPID parses the seq back from a partition actor's PID (partitionName).
+func seqOfPID(pid *actor.PID) (int, bool) {
+	i := strings.LastIndex(pid.Id, "-")
+	if i < 0 {
+		return 0, false
+	}
+	n, err := strconv.Atoi(pid.Id[i+1:])
+	return n, err == nil
 }
 
 func (s *Supervisor) fail(tp coordinator.TopicPartition, err error) {

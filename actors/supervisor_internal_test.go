@@ -159,8 +159,11 @@ func TestPanicOfAnEarlierCopyIsNotReported(t *testing.T) {
 	tp := coordinator.TopicPartition{Topic: "orders", Partition: 4}
 	old := actor.NewPID("nonhost", s.pid.Id+"/"+partitionName(tp, 1))
 	cur := actor.NewPID("nonhost", s.pid.Id+"/"+partitionName(tp, 2))
+	// The new copy is spawned (latest) but not yet registered: the old,
+	// superseded copy is still the one in parts.
 	s.mu.Lock()
-	s.parts[tp] = &handle{pid: cur, done: make(chan struct{})}
+	s.parts[tp] = &handle{pid: old, done: make(chan struct{}), superseded: true}
+	s.latest[tp] = 2
 	s.mu.Unlock()
 	s.sys.Root.Send(s.pid, &partitionflow.ChildFailed{Child: old, Reason: "old copy's panic"})
 	s.sys.Root.Send(s.pid, &partitionflow.ChildFailed{Child: cur, Reason: "current copy's panic"})

@@ -107,11 +107,12 @@ type Config struct {
 	// transactional store's ResolveHangingOffsets). Nil: a long unstable
 	// wait is only logged.
 	ResolveHanging func(ctx context.Context, group string) (int, error)
-	// FailFast makes Run fail when a partition stopped by an eviction
-	// (PartitionEvicted) cannot be started again, as the handler makes
-	// every other partition failure fatal under actorflow.WithFailFast.
-	// Default false: it is isolated as a failed partition.
-	FailFast bool
+	// OnFailure receives a partition failure the consumer finds itself (a
+	// partition stopped by an eviction, PartitionEvicted, that cannot be
+	// started again), so that it takes the path of every other partition
+	// failure (the worker's: a *PartitionError, counted, fatal under
+	// fail-fast, else PartitionFailed). Default nil: PartitionFailed.
+	OnFailure func(tp TopicPartition, err error)
 	// ClientOpts are extra kgo options (TLS, SASL, ...).
 	ClientOpts []kgo.Opt
 	Logger     *zap.Logger
@@ -405,7 +406,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 			tp := TopicPartition{fp.Topic, fp.Partition}
 			if fp.HighWatermark >= 0 {
 				c.mu.Lock()
-				c.hwm[tp] = fp.HighWatermark
+				if c.owned[tp] { // a fetch buffered before a revoke must not bring it back
+					c.hwm[tp] = fp.HighWatermark
+				}
 				c.mu.Unlock()
 			}
 			if len(fp.Records) == 0 {

@@ -268,17 +268,15 @@ func (c *Consumer) restart(ctx context.Context, tp TopicPartition) {
 		}
 		if f.Evicted {
 			// An eviction is not a failure; this is: it becomes the one
-			// reported, fatal under fail-fast as any other would be.
+			// reported, through the path of every other failure.
 			ferr := fmt.Errorf("%s[%d]: starting it again after an eviction: %w", tp.Topic, tp.Partition, err)
-			if c.cfg.FailFast {
-				c.log.Error("starting an evicted partition again failed; stopping the worker (fail-fast)",
-					zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Error(err))
-				c.Fail(ferr)
-				return
-			}
-			c.log.Error("starting an evicted partition again failed; retrying after a backoff",
+			c.log.Error("starting an evicted partition again failed",
 				zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Error(err))
-			c.PartitionFailed(tp, ferr)
+			if c.cfg.OnFailure != nil {
+				c.cfg.OnFailure(tp, ferr)
+			} else {
+				c.PartitionFailed(tp, ferr)
+			}
 			return
 		}
 		// The partition's own failure stays the one reported (Run's caller

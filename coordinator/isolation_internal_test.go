@@ -156,7 +156,8 @@ func (failingOpen) Open(context.Context, []TopicPartition) error {
 // partition's old, healed failure streak; and when the membership never
 // changed and the restart after the wait fails, that failure is a real one:
 // reported with its own cause (not the eviction's, which a caller may treat
-// as harmless), and fatal under fail-fast.
+// as harmless), through OnFailure when set (the worker's path: a
+// *PartitionError, fatal under fail-fast), else isolated.
 func TestEvictedPartitionsRestartFailure(t *testing.T) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"), kgo.ConsumeTopics("in"))
 	if err != nil {
@@ -164,31 +165,37 @@ func TestEvictedPartitionsRestartFailure(t *testing.T) {
 	}
 	defer cl.Close()
 	tp := TopicPartition{"in", 0}
-	for _, failFast := range []bool{false, true} {
+	for _, hooked := range []bool{false, true} {
+		var reported []error
 		c := &Consumer{cl: cl, h: failingOpen{}, log: zap.NewNop(), own: NewOwnership(), fc: NewFlowControl(10, 0),
 			meta: NewGroupMetadataTracker(fixedMember{}, ""),
 			cfg: Config{RetryBackoff: time.Second, MaxRetryBackoff: time.Minute, TeardownTimeout: time.Second,
-				SessionTimeout: 20 * time.Second, FailFast: failFast},
+				SessionTimeout: 20 * time.Second},
 			owned: map[TopicPartition]bool{tp: true}, failed: map[TopicPartition]*Failure{},
 			streak: map[TopicPartition]*Failure{tp: {Err: errors.New("poison, two hours ago"), RetryAt: time.Now().Add(-2 * time.Hour)}},
 			retry:  make(chan struct{}, 1), kick: make(chan struct{}, 1), done: make(chan struct{})}
+		if hooked {
+			c.cfg.OnFailure = func(got TopicPartition, err error) {
+				if got != tp {
+					t.Errorf("OnFailure for %v", got)
+				}
+				reported = append(reported, err)
+			}
+		}
 		c.own.Bind(tp, snapshotstore.GroupMetadata{MemberID: "m1", Generation: 3})
 		c.PartitionEvicted(tp, snapshotstore.ErrEvicted)
 		if got := c.stillFailing(time.Now()); len(got) != 0 {
 			t.Fatalf("a clean stop during the eviction wait reports %v; the streak healed and an eviction is no failure", got)
 		}
 		c.restart(context.Background(), tp) // the wait is over, the membership unchanged: Open fails
-		switch f := c.failed[tp]; {
-		case failFast && c.fatalErr() == nil:
-			t.Fatal("fail-fast: the failed restart of an evicted partition did not fail Run")
-		case failFast:
-			if errors.Is(c.fatalErr(), snapshotstore.ErrEvicted) {
-				t.Fatalf("Run's error %v matches ErrEvicted", c.fatalErr())
+		if hooked {
+			if len(reported) != 1 || errors.Is(reported[0], snapshotstore.ErrEvicted) || !strings.Contains(reported[0].Error(), "broker unreachable") {
+				t.Fatalf("OnFailure got %v; want the restart's failure once, not matching ErrEvicted", reported)
 			}
-		case f == nil || f.Evicted || errors.Is(f.Err, snapshotstore.ErrEvicted) || !strings.Contains(f.Err.Error(), "broker unreachable"):
+			continue
+		}
+		if f := c.failed[tp]; f == nil || f.Evicted || errors.Is(f.Err, snapshotstore.ErrEvicted) || !strings.Contains(f.Err.Error(), "broker unreachable") {
 			t.Fatalf("after the failed restart: %+v; want a failure with the restart's cause", f)
-		case c.fatalErr() != nil:
-			t.Fatalf("Run failed without fail-fast: %v", c.fatalErr())
 		}
 		cl.ResumeFetchPartitions(map[string][]int32{"in": {0}})
 	}

@@ -374,12 +374,13 @@ func (p *partition) Receive(ctx actor.Context) {
 			}
 			p.stays(ctx, e)
 			if e.unloading {
-				// The budget evicted it at once: the records and queries
-				// waiting for it stay until its Unloaded (which loads it
-				// again for them, or answers them from the snapshot). Sent
-				// now, they reached the actor after the Unload, when it had
-				// emptied itself: the records were never folded and their
-				// hold kept the committable offset back for good.
+				// The budget evicted it at once (stays put it at the back:
+				// queries waited for it, no records, which put a key at the
+				// front): what waits for it stays until its Unloaded, which
+				// answers queries from the snapshot (and loads it again for
+				// records). Sent now, it reached the actor after the Unload,
+				// when it had emptied itself: never answered (records: never
+				// folded, their hold keeping the committable offset back).
 				return
 			}
 			p.flushPending(ctx, e)
