@@ -269,9 +269,11 @@ func WithOutputPartitioner(p kgo.Partitioner) Option {
 // WithInputPartitioner is the partitioner the input topic's producers use,
 // with which Get finds a key's partition. Default kgo.StickyKeyPartitioner(nil):
 // murmur2 of the key modulo the partition count, as franz-go's default
-// (UniformBytesPartitioner) and the Java client's for keyed records. A
-// partitioner that partitions by backup (kgo.TopicBackupPartitioner) is
-// asked as kgo asks it, with nothing buffered. With another one a Get asks the wrong
+// (UniformBytesPartitioner with keys on) and the Java client's for keyed
+// records. A partitioner that partitions by backup (kgo.TopicBackupPartitioner)
+// is asked as kgo asks it, with nothing buffered: one that ignores the key
+// (LeastBackupPartitioner, UniformBytesPartitioner with keys off) makes Get
+// ask an arbitrary partition. With another one a Get asks the wrong
 // partition: it answers ErrKeyNotFound or ErrNotOwner for a key that has a
 // state elsewhere.
 func WithInputPartitioner(p kgo.Partitioner) Option { return func(c *config) { c.inPartitioner = p } }
