@@ -431,11 +431,8 @@ func checkNoCommitAfter(t *testing.T, w *commitWatch, p int32, since time.Time, 
 // already returned by itself.
 func stopAndReport(t *testing.T, rw *Worker) (err error, early bool) {
 	t.Helper()
-	select {
-	case err := <-rw.done:
-		rw.once.Do(func() { rw.err = err; rw.cancel() })
-		return rw.err, true
-	default:
+	if err, done := stopAndReportIfDone(rw); done {
+		return err, true
 	}
 	return rw.Stop(t), false
 }
