@@ -1,6 +1,7 @@
 package partitionflow_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/actorflow/actorflow/internal/keyactor"
 	"github.com/actorflow/actorflow/internal/testkit"
 	"github.com/actorflow/actorflow/keyflow"
+	"github.com/actorflow/actorflow/partitionflow"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -194,4 +196,49 @@ func TestBusyKeyWithPendingRecordsIsNotEvictedFromUnderThem(t *testing.T) {
 	close(g.release)
 	h.awaitCommitted(10)
 	h.awaitTrace("a", "[0 1]", "a's pending record folded")
+}
+
+// The same with a query instead of a record waiting for the key: the key
+// stays at the back (no records wait), the full budget evicts it at once,
+// and the query must wait for its Unloaded (answered from the snapshot):
+// sent on at the Busy, it reached the actor after the Unload, which had
+// emptied itself, and was never answered.
+func TestBusyKeyEvictedAtOnceAnswersItsQueries(t *testing.T) {
+	flow := keyflow.New(func(kc *keyflow.Context, s *trace, r *kgo.Record) (*trace, error) {
+		if err := kc.SetTimer("later", time.Now().Add(30*time.Second)); err != nil { // Busy to the sweep
+			return nil, err
+		}
+		return traceFold(kc, s, r)
+	}, keyflow.WithMaxIdle(20*time.Millisecond), keyflow.WithMaxLiveKeys(8),
+		keyflow.WithTimers(func(_ *keyflow.Context, s *trace, _ string) (*trace, error) { return s, nil }))
+	g := newUnloadGate("a")
+	h := newHarness(t, nil, gatedHandler{Handler: keyactor.MustOf(flow), g: g}, 0)
+	h.send(rec(0, "a", ""))
+	h.awaitCommitted(1)
+	select {
+	case <-g.held: // the sweep asked the idle key to unload; its Busy is held
+	case <-time.After(10 * time.Second):
+		t.Fatal("key never asked to unload")
+	}
+	reply := make(chan keyactor.QueryAnswer, 1)
+	h.sys.Root.Send(h.pid, &partitionflow.KeyQuery{Key: "a", Reply: reply}) // waits: a is unloading
+	var batch []*kgo.Record
+	for i := range 8 {
+		batch = append(batch, rec(int64(1+i), fmt.Sprintf("k%d", i), ""))
+	}
+	h.send(batch...)
+	testkit.Eventually(t, 10*time.Second, "the new keys loaded, the budget full", func() (bool, string) {
+		st := h.status()
+		return st.KeysLoaded == 9, fmt.Sprint(st.KeysLoaded)
+	})
+	close(g.release)
+	select {
+	case a := <-reply:
+		var tr trace
+		if err := json.Unmarshal(a.Value, &tr); err != nil || fmt.Sprint(tr.Offsets) != "[0]" {
+			t.Fatalf("query of a answered %+v; want its state (offsets [0])", a)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the query of the evicted key was never answered")
+	}
 }
