@@ -58,8 +58,10 @@ type Supervisor struct {
 
 	mu  sync.Mutex
 	seq int
-	// latest is each partition's newest copy's seq (its actor's name):
-	// a copy with a lower one is an earlier copy (earlierCopy).
+	// latest is the seq from which a copy of the partition is current: the
+	// newest copy's, or, from a new assignment's Open while a copy is still
+	// stopping, the next one's. A copy below it is an earlier copy, whose
+	// failure is not the current assignment's (earlier).
 	latest map[coordinator.TopicPartition]int
 	opened map[coordinator.TopicPartition]snapshotstore.Partition
 	// assigned is each partition's latest assignment, for its recovery.
@@ -73,10 +75,7 @@ type handle struct {
 	pid  *actor.PID
 	done chan struct{} // closed in the partition's *Stopped: the subtree is gone
 	err  error
-	// superseded: the partition was assigned here again while this copy
-	// was still stopping (Open found it in parts); its failure is not the
-	// new assignment's. Under Supervisor.mu.
-	superseded bool
+	seq  int // its actor's name's (partitionName): Supervisor.latest tells earlier copies
 }
 
 // Event records a partition lifecycle step (tests assert their order).
@@ -128,11 +127,12 @@ func (s *Supervisor) Open(ctx context.Context, tps []coordinator.TopicPartition)
 	}
 	s.mu.Lock()
 	for _, tp := range tps {
-		if h := s.parts[tp]; h != nil {
+		if s.parts[tp] != nil {
 			// Still stopping (it outlived its revoke's teardown bound, or a
 			// failure reported before its stop ended): whatever it reports
-			// from here is not about this assignment.
-			h.superseded = true
+			// from here is not about this assignment, whose copy's seq will
+			// be above every one given so far.
+			s.latest[tp] = s.seq + 1
 		}
 	}
 	s.mu.Unlock()
@@ -224,6 +224,7 @@ func (s *Supervisor) Start(_ context.Context, assigned map[coordinator.TopicPart
 		s.mu.Lock()
 		s.seq++ // a unique name: the previous incarnation may still be deregistering
 		name := partitionName(tp, s.seq)
+		h.seq = s.seq
 		s.latest[tp] = s.seq
 		s.mu.Unlock()
 		s.sys.Root.Send(s.pid, &spawnReq{name: name, props: partitionflow.Props(cfg), reply: reply})
@@ -249,12 +250,12 @@ func (s *Supervisor) stopped(tp coordinator.TopicPartition, h *handle, err error
 		delete(s.parts, tp)
 	}
 	// A copy that outlived its revoke's teardown bound can stop after the
-	// partition was assigned here again (from the new assignment's Open,
-	// superseded, or once its new copy started): its failure is not the new
-	// assignment's, which a report would pause and restart (a second
-	// store, and in the transactional mode a fence of the running copy),
-	// or, for an eviction of the old membership, hold back unfetched.
-	replaced := cur != nil && cur != h || h.superseded
+	// partition was assigned here again (from the new assignment's Open on):
+	// its failure is not the new assignment's, which a report would pause
+	// and restart (a second store, and in the transactional mode a fence of
+	// the running copy), or, for an eviction of the old membership, hold
+	// back unfetched.
+	replaced := s.earlier(tp, h.seq)
 	kind := "stopped"
 	if err != nil {
 		kind = "failed"
@@ -287,17 +288,19 @@ func (s *Supervisor) stopped(tp coordinator.TopicPartition, h *handle, err error
 	}
 }
 
-// earlierCopy: child is a copy of tp that a newer copy replaced (spawned
-// after it, whether registered in parts yet or not) or that a new
-// assignment superseded (its Open ran while child was stopping).
+// earlier: the copy of tp with this seq was replaced by a newer copy
+// (spawned after it, registered in parts yet or not) or by a new
+// assignment whose Open ran while it was stopping. Under s.mu.
+func (s *Supervisor) earlier(tp coordinator.TopicPartition, seq int) bool {
+	return seq < s.latest[tp]
+}
+
+// earlierCopy is earlier for a partition actor's PID.
 func (s *Supervisor) earlierCopy(tp coordinator.TopicPartition, child *actor.PID) bool {
+	seq, ok := seqOfPID(child)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if seq, ok := seqOfPID(child); ok && seq < s.latest[tp] {
-		return true
-	}
-	cur := s.parts[tp]
-	return cur != nil && cur.pid != nil && cur.pid.Id == child.Id && cur.superseded
+	return ok && s.earlier(tp, seq)
 }
 
 // seqOfPID parses the seq back from a partition actor's PID (partitionName).

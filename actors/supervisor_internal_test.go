@@ -109,9 +109,10 @@ func TestPartitionOfPID(t *testing.T) {
 func TestFailureOfAReplacedCopyIsNotReported(t *testing.T) {
 	s, failures := newTestSupervisor(t)
 	tp := coordinator.TopicPartition{Topic: "orders", Partition: 1}
-	old, cur := &handle{done: make(chan struct{})}, &handle{done: make(chan struct{})}
+	// As Start leaves them: the new copy's seq is the latest.
+	old, cur := &handle{done: make(chan struct{}), seq: 1}, &handle{done: make(chan struct{}), seq: 2}
 	s.mu.Lock()
-	s.parts[tp] = cur
+	s.seq, s.parts[tp], s.latest[tp] = 2, cur, 2
 	s.mu.Unlock()
 	s.stopped(tp, old, errors.New("old copy: transaction aborted at its stop"))
 	if len(failures) != 0 {
@@ -134,9 +135,9 @@ func TestFailureOfACopySupersededByAnOpenIsNotReported(t *testing.T) {
 	s, failures := newTestSupervisor(t)
 	s.cfg.Store = snapshotstore.NewMemory()
 	tp := coordinator.TopicPartition{Topic: "orders", Partition: 1}
-	old := &handle{done: make(chan struct{})}
+	old := &handle{done: make(chan struct{}), seq: 1}
 	s.mu.Lock()
-	s.parts[tp] = old
+	s.seq, s.parts[tp], s.latest[tp] = 1, old, 1
 	s.mu.Unlock()
 	if err := s.Open(context.Background(), []coordinator.TopicPartition{tp}); err != nil {
 		t.Fatal(err)
@@ -162,8 +163,8 @@ func TestPanicOfAnEarlierCopyIsNotReported(t *testing.T) {
 	// The new copy is spawned (latest) but not yet registered: the old,
 	// superseded copy is still the one in parts.
 	s.mu.Lock()
-	s.parts[tp] = &handle{pid: old, done: make(chan struct{}), superseded: true}
-	s.latest[tp] = 2
+	s.parts[tp] = &handle{pid: old, done: make(chan struct{}), seq: 1}
+	s.seq, s.latest[tp] = 2, 2
 	s.mu.Unlock()
 	s.sys.Root.Send(s.pid, &partitionflow.ChildFailed{Child: old, Reason: "old copy's panic"})
 	s.sys.Root.Send(s.pid, &partitionflow.ChildFailed{Child: cur, Reason: "current copy's panic"})
