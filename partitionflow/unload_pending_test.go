@@ -159,15 +159,13 @@ func TestRecordArrivingWhileKeyUnloadsIsPersisted(t *testing.T) {
 	}
 }
 
-// The busy case with a full live-key budget: a key that answers the idle
-// sweep with Busy while a record waits for it, as new keys filled the
-// budget meanwhile. It was put at the eviction end and evicted at once,
-// and its pending record went out after the eviction's Unload, to an actor
-// that had emptied itself: never folded, its hold kept the committable
-// offset at 1 for good, and the key's next record, folded past the gap
-// from its snapshot, made a replay skip it (a lost update). Found by a
-// review; the record must be folded and every offset committed.
-func TestBusyKeyWithPendingRecordsIsNotEvictedFromUnderThem(t *testing.T) {
+// busyWithFullBudget runs key "a" of a flow whose keys answer the idle
+// sweep Busy (a timer due within the unload horizon), under a budget of 8,
+// until the sweep asks a to unload and its Busy is held; then waiting (for
+// a, while it unloads) is sent, then 8 new keys from offset next, and once
+// they are loaded (the budget full) the Busy goes out.
+func busyWithFullBudget(t *testing.T, waiting func(*harness), next int64) *harness {
+	t.Helper()
 	flow := keyflow.New(func(kc *keyflow.Context, s *trace, r *kgo.Record) (*trace, error) {
 		if err := kc.SetTimer("later", time.Now().Add(30*time.Second)); err != nil { // Busy to the sweep
 			return nil, err
@@ -184,9 +182,10 @@ func TestBusyKeyWithPendingRecordsIsNotEvictedFromUnderThem(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("key never asked to unload")
 	}
-	batch := []*kgo.Record{rec(1, "a", "")} // pending: a is unloading
+	waiting(h)
+	var batch []*kgo.Record
 	for i := range 8 {
-		batch = append(batch, rec(int64(2+i), fmt.Sprintf("k%d", i), ""))
+		batch = append(batch, rec(next+int64(i), fmt.Sprintf("k%d", i), ""))
 	}
 	h.send(batch...)
 	testkit.Eventually(t, 10*time.Second, "the new keys loaded, the budget full", func() (bool, string) {
@@ -194,6 +193,19 @@ func TestBusyKeyWithPendingRecordsIsNotEvictedFromUnderThem(t *testing.T) {
 		return st.KeysLoaded == 9, fmt.Sprint(st.KeysLoaded)
 	})
 	close(g.release)
+	return h
+}
+
+// The busy case with a full live-key budget: a key that answers the idle
+// sweep with Busy while a record waits for it, as new keys filled the
+// budget meanwhile. It was put at the eviction end and evicted at once,
+// and its pending record went out after the eviction's Unload, to an actor
+// that had emptied itself: never folded, its hold kept the committable
+// offset at 1 for good, and the key's next record, folded past the gap
+// from its snapshot, made a replay skip it (a lost update). Found by a
+// review; the record must be folded and every offset committed.
+func TestBusyKeyWithPendingRecordsIsNotEvictedFromUnderThem(t *testing.T) {
+	h := busyWithFullBudget(t, func(h *harness) { h.send(rec(1, "a", "")) }, 2) // pending: a is unloading
 	h.awaitCommitted(10)
 	h.awaitTrace("a", "[0 1]", "a's pending record folded")
 }
@@ -204,34 +216,10 @@ func TestBusyKeyWithPendingRecordsIsNotEvictedFromUnderThem(t *testing.T) {
 // sent on at the Busy, it reached the actor after the Unload, which had
 // emptied itself, and was never answered.
 func TestBusyKeyEvictedAtOnceAnswersItsQueries(t *testing.T) {
-	flow := keyflow.New(func(kc *keyflow.Context, s *trace, r *kgo.Record) (*trace, error) {
-		if err := kc.SetTimer("later", time.Now().Add(30*time.Second)); err != nil { // Busy to the sweep
-			return nil, err
-		}
-		return traceFold(kc, s, r)
-	}, keyflow.WithMaxIdle(20*time.Millisecond), keyflow.WithMaxLiveKeys(8),
-		keyflow.WithTimers(func(_ *keyflow.Context, s *trace, _ string) (*trace, error) { return s, nil }))
-	g := newUnloadGate("a")
-	h := newHarness(t, nil, gatedHandler{Handler: keyactor.MustOf(flow), g: g}, 0)
-	h.send(rec(0, "a", ""))
-	h.awaitCommitted(1)
-	select {
-	case <-g.held: // the sweep asked the idle key to unload; its Busy is held
-	case <-time.After(10 * time.Second):
-		t.Fatal("key never asked to unload")
-	}
 	reply := make(chan keyactor.QueryAnswer, 1)
-	h.sys.Root.Send(h.pid, &partitionflow.KeyQuery{Key: "a", Reply: reply}) // waits: a is unloading
-	var batch []*kgo.Record
-	for i := range 8 {
-		batch = append(batch, rec(int64(1+i), fmt.Sprintf("k%d", i), ""))
-	}
-	h.send(batch...)
-	testkit.Eventually(t, 10*time.Second, "the new keys loaded, the budget full", func() (bool, string) {
-		st := h.status()
-		return st.KeysLoaded == 9, fmt.Sprint(st.KeysLoaded)
-	})
-	close(g.release)
+	busyWithFullBudget(t, func(h *harness) {
+		h.sys.Root.Send(h.pid, &partitionflow.KeyQuery{Key: "a", Reply: reply}) // waits: a is unloading
+	}, 1)
 	select {
 	case a := <-reply:
 		var tr trace
