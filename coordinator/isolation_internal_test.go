@@ -9,7 +9,6 @@ import (
 
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"go.uber.org/zap"
 )
 
 // A clean stop reports the partitions still failing: one waiting to start
@@ -49,17 +48,9 @@ func (nopHandler) Deliver(TopicPartition, []*kgo.Record, bool)  {}
 // of it here would never fetch. The failure used to pause after releasing
 // the lock, so a stop in between resumed first and the pause stayed.
 func TestStopRacingAFailureLeavesNothingPaused(t *testing.T) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"), kgo.ConsumeTopics("in"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := offlineClient(t)
 	tp := TopicPartition{"in", 0}
-	c := &Consumer{cl: cl, h: nopHandler{}, log: zap.NewNop(), own: NewOwnership(), fc: NewFlowControl(10, 0),
-		cfg:   Config{RetryBackoff: time.Second, MaxRetryBackoff: time.Minute, TeardownTimeout: time.Second},
-		owned: map[TopicPartition]bool{tp: true}, failed: map[TopicPartition]*Failure{}, streak: map[TopicPartition]*Failure{},
-		retry: make(chan struct{}, 1)}
-	c.fc.Track(tp)
+	c := testConsumer(cl, nopHandler{}, tp)
 	testHookFailedRecorded = func(TopicPartition) { c.stop(context.Background(), []TopicPartition{tp}, false) }
 	defer func() { testHookFailedRecorded = nil }()
 	c.PartitionFailed(tp, errors.New("poison"))
@@ -78,21 +69,9 @@ func TestStopRacingAFailureLeavesNothingPaused(t *testing.T) {
 // stops it as lost, which resumes it; a restart that fails after the wait
 // makes it an ordinary failure from there.
 func TestEvictedPartitionWaitsForTheRejoin(t *testing.T) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"), kgo.ConsumeTopics("in"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := offlineClient(t)
 	evicted, failing := TopicPartition{"in", 0}, TopicPartition{"in", 1}
-	newConsumer := func() *Consumer {
-		c := &Consumer{cl: cl, h: nopHandler{}, log: zap.NewNop(), own: NewOwnership(), fc: NewFlowControl(10, 0),
-			cfg:   Config{RetryBackoff: time.Second, MaxRetryBackoff: time.Minute, TeardownTimeout: time.Second, SessionTimeout: 20 * time.Second},
-			owned: map[TopicPartition]bool{evicted: true, failing: true}, failed: map[TopicPartition]*Failure{},
-			streak: map[TopicPartition]*Failure{}, retry: make(chan struct{}, 1), kick: make(chan struct{}, 1)}
-		c.fc.Track(evicted)
-		c.fc.Track(failing)
-		return c
-	}
+	newConsumer := func() *Consumer { return testConsumer(cl, nopHandler{}, evicted, failing) }
 	c := newConsumer()
 	before := time.Now()
 	errEvicted := errors.New("evicted")
@@ -140,11 +119,6 @@ func TestEvictedPartitionWaitsForTheRejoin(t *testing.T) {
 	}
 }
 
-// fixedMember is a memberSource that never changes.
-type fixedMember struct{}
-
-func (fixedMember) GroupMetadata() (string, int32) { return "m1", 3 }
-
 // failingOpen is a Handler whose Open fails.
 type failingOpen struct{ nopHandler }
 
@@ -159,21 +133,12 @@ func (failingOpen) Open(context.Context, []TopicPartition) error {
 // as harmless), through OnFailure when set (the worker's path: a
 // *PartitionError, fatal under fail-fast), else isolated.
 func TestEvictedPartitionsRestartFailure(t *testing.T) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"), kgo.ConsumeTopics("in"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := offlineClient(t)
 	tp := TopicPartition{"in", 0}
 	for _, hooked := range []bool{false, true} {
 		var reported []error
-		c := &Consumer{cl: cl, h: failingOpen{}, log: zap.NewNop(), own: NewOwnership(), fc: NewFlowControl(10, 0),
-			meta: NewGroupMetadataTracker(fixedMember{}, ""),
-			cfg: Config{RetryBackoff: time.Second, MaxRetryBackoff: time.Minute, TeardownTimeout: time.Second,
-				SessionTimeout: 20 * time.Second},
-			owned: map[TopicPartition]bool{tp: true}, failed: map[TopicPartition]*Failure{},
-			streak: map[TopicPartition]*Failure{tp: {Err: errors.New("poison, two hours ago"), RetryAt: time.Now().Add(-2 * time.Hour)}},
-			retry:  make(chan struct{}, 1), kick: make(chan struct{}, 1), done: make(chan struct{})}
+		c := testConsumer(cl, failingOpen{}, tp)
+		c.streak[tp] = &Failure{Err: errors.New("poison, two hours ago"), RetryAt: time.Now().Add(-2 * time.Hour)}
 		if hooked {
 			c.cfg.OnFailure = func(got TopicPartition, err error) {
 				if got != tp {
