@@ -31,20 +31,7 @@ func TestScanForMarkerReadsTheOutcomeAfterTheData(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer cl.Close()
-		if err := cl.BeginTransaction(); err != nil {
-			t.Fatal(err)
-		}
-		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte(id)}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-		pid, epoch, err := cl.ProducerID(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
-			t.Fatal(err)
-		}
-		return OpenTxn{ProducerID: pid, Epoch: epoch}
+		return oneTxn(ctx, t, cl, commit)
 	}
 	since := time.Now().Add(-time.Minute)
 	committed := txn("committer", true)
@@ -90,19 +77,7 @@ func TestScanUnderTransactionVersion1IsNotAnOutcome(t *testing.T) {
 	}
 	defer cl.Close()
 	since := time.Now().Add(-time.Minute)
-	txn := func(commit bool) OpenTxn {
-		if err := cl.BeginTransaction(); err != nil {
-			t.Fatal(err)
-		}
-		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-		pid, epoch, _ := cl.ProducerID(ctx)
-		if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
-			t.Fatal(err)
-		}
-		return OpenTxn{ProducerID: pid, Epoch: epoch}
-	}
+	txn := func(commit bool) OpenTxn { return oneTxn(ctx, t, cl, commit) }
 	t1 := txn(true)
 	t2 := txn(false)
 	if t1.Epoch != t2.Epoch {
@@ -117,4 +92,24 @@ func TestScanUnderTransactionVersion1IsNotAnOutcome(t *testing.T) {
 	if out, why := DecideOutcome([]DataScan{sc}); out != OutcomeUnknown {
 		t.Fatalf("scan of the aborted t2: %+v -> %v (%s); want unknown", sc, out, why)
 	}
+}
+
+// oneTxn produces one record to cl's default topic in a transaction it
+// ends with commit, and returns the transaction's producer id and epoch.
+func oneTxn(ctx context.Context, t *testing.T, cl *kgo.Client, commit bool) OpenTxn {
+	t.Helper()
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	pid, epoch, err := cl.ProducerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+		t.Fatal(err)
+	}
+	return OpenTxn{ProducerID: pid, Epoch: epoch}
 }
