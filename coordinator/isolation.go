@@ -138,12 +138,13 @@ func (c *Consumer) PartitionEvicted(tp TopicPartition, err error) {
 		c.failed[tp] = f
 	}
 	f.Err = err
-	f.RetryAt = now.Add(c.evictionWait())
+	wait := c.evictionWait()
+	f.RetryAt = now.Add(wait)
 	// Under the lock, as PartitionFailed's pause (see there).
 	c.cl.PauseFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}})
 	c.mu.Unlock()
 	c.log.Warn("partition stopped: the group coordinator evicted this member; it starts again once the consumer has rejoined the group and been given it",
-		zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Duration("restart_unless_rejoined_in", c.evictionWait()),
+		zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Duration("restart_unless_rejoined_in", wait),
 		zap.Error(err))
 	c.kickWatcher()
 	select {
