@@ -78,9 +78,35 @@ func TestCheckOutputsCountsPerKey(t *testing.T) {
 	if len(r.OutputExamples) != 3 || !r.outputsFailed() {
 		t.Fatalf("examples %q, failed %v: want one line per bad account and a failure", r.OutputExamples, r.outputsFailed())
 	}
+	// At-least-once: c's missing outputs fail it; duplicates and a
+	// replay's order do not.
 	r.ExactlyOnce = false
+	if !r.outputsFailed() {
+		t.Fatal("at-least-once check passed with 2 outputs missing")
+	}
+	r.MissingOutputs = 0
 	if r.outputsFailed() {
-		t.Fatal("at-least-once check failed on duplicates")
+		t.Fatal("at-least-once check failed on duplicates or order")
+	}
+}
+
+// A verification that saw no input, or an input with gaps, verified
+// nothing (or not what was produced): it fails whatever else it found.
+func TestVerifyFailsWithoutInputOrWithGaps(t *testing.T) {
+	if r := (&report{}); !r.failed() {
+		t.Fatal("passed with no input event")
+	}
+	if r := (&report{Events: 10, InputGaps: 1}); !r.failed() {
+		t.Fatal("passed with a gap in the input")
+	}
+	if r := (&report{Events: 10}); r.failed() {
+		t.Fatal("failed with nothing wrong")
+	}
+	// A snapshot of an account with no event is a mismatch.
+	mm := ledger.Compare(ledger.Expected{"a": {Balance: 1, Count: 1, LastSeq: 1}},
+		map[string]*ledger.State{"a": {Balance: 1, Count: 1, LastSeq: 1}, "ghost": {Balance: 5}})
+	if len(mm) != 1 || mm[0].Account != "ghost" || !mm[0].Unexpected || !strings.Contains(mm[0].String(), "no event in the input") {
+		t.Fatalf("mismatches %v: want the ghost account, unexpected", mm)
 	}
 }
 
@@ -158,7 +184,7 @@ func TestVerifySkipsPoisonAndFindsItsDeadLetters(t *testing.T) {
 // counted; duplicates fail only the exactly-once check.
 func TestMatchDeadLetters(t *testing.T) {
 	a, b, c := inputRef{"in", 0, 5}, inputRef{"in", 1, 7}, inputRef{"in", 2, 9}
-	r := &report{Skipped: []skippedInput{{inputRef: a}, {inputRef: b}}, SkippedInputs: 2, DeadLetterTopic: "in.dlq",
+	r := &report{Events: 1, Skipped: []skippedInput{{inputRef: a}, {inputRef: b}}, SkippedInputs: 2, DeadLetterTopic: "in.dlq",
 		DeadLetters: []deadLetter{{Source: b}, {Source: b}, {Source: c}}, DeadLettersTotal: 3}
 	r.matchDeadLetters()
 	if r.DeadLettersMissing != 1 || r.DeadLetterDuplicates != 1 || r.DeadLettersUnexpected != 1 {
@@ -168,7 +194,7 @@ func TestMatchDeadLetters(t *testing.T) {
 	if !r.failed() {
 		t.Fatal("not failed")
 	}
-	r2 := &report{Skipped: []skippedInput{{inputRef: a}}, SkippedInputs: 1, DeadLetterTopic: "in.dlq",
+	r2 := &report{Events: 1, Skipped: []skippedInput{{inputRef: a}}, SkippedInputs: 1, DeadLetterTopic: "in.dlq",
 		DeadLetters: []deadLetter{{Source: a}, {Source: a}}, DeadLettersTotal: 2}
 	r2.matchDeadLetters()
 	if r2.failed() {

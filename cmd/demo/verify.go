@@ -21,9 +21,12 @@ import (
 
 // report is the verifier's result.
 type report struct {
-	Mode             string   `json:"mode"`
-	Accounts         int      `json:"accounts"`
-	Events           int      `json:"events"`
+	Mode     string `json:"mode"`
+	Accounts int    `json:"accounts"`
+	Events   int    `json:"events"`
+	// InputGaps counts sequence numbers the input skips (ledger.State.Gaps
+	// of the verifier's fold): events lost before any worker read them.
+	InputGaps        int64    `json:"input_gaps"`
 	Mismatches       int      `json:"mismatches"`
 	Examples         []string `json:"mismatch_examples,omitempty"`
 	Outputs          int      `json:"outputs"`
@@ -101,8 +104,8 @@ type deadLetter struct {
 // break the mode's guarantee, or dead letters that do not match the
 // skipped inputs (when there is a dead-letter topic).
 func (r *report) failed() bool {
-	if r.Mismatches > 0 || r.outputsFailed() {
-		return true
+	if r.Events == 0 || r.InputGaps > 0 || r.Mismatches > 0 || r.outputsFailed() {
+		return true // no input verifies nothing; an input with gaps lost events before any worker saw them
 	}
 	if r.DeadLetterTopic == "" {
 		return false
@@ -134,12 +137,13 @@ func (r *report) matchDeadLetters() {
 }
 
 // outputsFailed reports whether the outputs break the mode's guarantee:
-// exactly-once (transactional) or at-least-once (plain: nothing missing).
+// exactly-once and in order (transactional) or at-least-once (plain:
+// nothing missing; a replay repeats outputs, out of order too).
 func (r *report) outputsFailed() bool {
 	if r.ExactlyOnce {
 		return r.OutputDuplicates > 0 || r.MissingOutputs > 0 || r.OutputsOutOfOrder > 0
 	}
-	return false
+	return r.MissingOutputs > 0
 }
 
 // runVerify waits until the group has committed the whole input, folds the
@@ -209,6 +213,12 @@ func runVerify(args []string) int {
 		}
 	}
 	if r.failed() {
+		if r.Events == 0 {
+			fmt.Printf("FAIL: the input %s holds no event: nothing was verified\n", *input)
+		}
+		if r.InputGaps > 0 {
+			fmt.Printf("FAIL: the input skips %d sequence numbers: events were lost before any worker read them (the producer's or the broker's fault)\n", r.InputGaps)
+		}
 		fmt.Printf("FAIL: %d of %d accounts differ from the fold of their %d input events; outputs: %d duplicates, %d missing, %d out of order; dead letters: %d duplicates, %d missing, %d unexpected (%s mode)\n",
 			r.Mismatches, r.Accounts, r.Events, r.OutputDuplicates, r.MissingOutputs, r.OutputsOutOfOrder,
 			r.DeadLetterDuplicates, r.DeadLettersMissing, r.DeadLettersUnexpected, r.Mode)
@@ -279,6 +289,9 @@ func verify(ctx context.Context, brokers []string, group, input, snaps, output, 
 		return nil, err
 	}
 	r.Accounts, r.Events, r.SkippedInputs = len(exp), events, len(r.Skipped)
+	for _, s := range exp {
+		r.InputGaps += s.Gaps
+	}
 	if err := readDeadLetters(ctx, brokers, adm, input, dlq, r); err != nil {
 		return nil, err
 	}

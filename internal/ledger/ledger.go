@@ -110,11 +110,17 @@ type Mismatch struct {
 	Account  string
 	Expected State
 	Got      *State // nil: no snapshot
+	// Unexpected: a snapshot of an account with no event in the input
+	// (Expected is then the zero State).
+	Unexpected bool
 }
 
 func (m Mismatch) String() string {
 	if m.Got == nil {
 		return fmt.Sprintf("%s: no snapshot, expected %+v", m.Account, m.Expected)
+	}
+	if m.Unexpected {
+		return fmt.Sprintf("%s: got %+v for an account with no event in the input", m.Account, *m.Got)
 	}
 	return fmt.Sprintf("%s: got %+v, expected %+v", m.Account, *m.Got, m.Expected)
 }
@@ -142,13 +148,20 @@ func Verify(ctx context.Context, brokers []string, snapshotTopic string, partiti
 	return Compare(exp, got), nil
 }
 
-// Compare lists the accounts whose state differs from exp, sorted.
+// Compare lists the accounts whose state differs from exp, and those with
+// a state but no event in exp (state written for a key nothing was folded
+// for), sorted.
 func Compare(exp Expected, got map[string]*State) []Mismatch {
 	var out []Mismatch
 	for acct, e := range exp {
 		g := got[acct]
 		if g == nil || *g != e {
 			out = append(out, Mismatch{Account: acct, Expected: e, Got: g})
+		}
+	}
+	for acct, g := range got {
+		if _, ok := exp[acct]; !ok && g != nil {
+			out = append(out, Mismatch{Account: acct, Got: g, Unexpected: true})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Account < out[j].Account })
