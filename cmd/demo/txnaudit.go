@@ -267,10 +267,16 @@ func scanTopic(ctx context.Context, brokers []string, topic string, iso kgo.Isol
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			end, ok := remaining[r.Partition]
-			if !ok || r.Offset >= end {
+			if !ok {
 				return
 			}
-			fn(r)
+			if r.Offset < end {
+				fn(r)
+			}
+			// Any record at or past the end finishes the partition: a
+			// transaction open at the end that then aborts leaves its
+			// records below the end unread (read_committed) and its
+			// marker past it, the first record the partition delivers.
 			if r.Offset+1 >= end {
 				delete(remaining, r.Partition)
 			}
