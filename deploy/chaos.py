@@ -74,7 +74,30 @@ PROJECT = os.environ.get("ACTORFLOW_PROJECT", "actorflow")
 INPUT = os.environ.get("ACTORFLOW_INPUT", "ledger")
 PARTITIONS = int(os.environ.get("ACTORFLOW_PARTITIONS", "6"))
 ACCOUNTS = int(os.environ.get("ACTORFLOW_ACCOUNTS", "1000"))
-SESSION = float(os.environ.get("ACTORFLOW_SESSION_TIMEOUT", "6s").rstrip("s"))
+
+
+def seconds(v):
+    """A Go duration of the forms the compose file takes (6s, 6000ms, 1m, 1m30s) in seconds."""
+    total, num = 0.0, ""
+    units = {"h": 3600, "m": 60, "s": 1, "ms": 0.001}
+    i = 0
+    while i < len(v):
+        ch = v[i]
+        if ch.isdigit() or ch == ".":
+            num += ch
+            i += 1
+            continue
+        unit = "ms" if v[i:i + 2] == "ms" else ch
+        if unit not in units or not num:
+            raise ValueError(f"not a duration: {v!r}")
+        total += float(num) * units[unit]
+        num, i = "", i + len(unit)
+    if num:
+        raise ValueError(f"not a duration (no unit): {v!r}")
+    return total
+
+
+SESSION = seconds(os.environ.get("ACTORFLOW_SESSION_TIMEOUT", "6s"))
 TXN_PREFIX = os.environ.get("ACTORFLOW_TXN_PREFIX", "ledger")
 GROUP = os.environ.get("ACTORFLOW_GROUP", "ledger")
 # The brokers' EXTERNAL listeners on the host (scripts/cluster.sh env prints them).
@@ -164,8 +187,13 @@ FENCE_WORDS = ("fenced", "FENCED", "ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID", "I
 def worker_events(text, since=0.0):
     """[(ts, kind, message)] of the interesting lines of a worker's log after `since` (epoch seconds)."""
     ev = []
+    t = 0.0
     for line in text.splitlines():
         if not line.startswith("{"):
+            # A crash leaves no zap line: the Go runtime's own (a panic, a fatal error) on stderr, at
+            # the time of the last line logged before it.
+            if line.startswith(("panic: ", "fatal error: ")) and t >= since:
+                ev.append((t, "crash", line[:300]))
             continue
         try:
             d = json.loads(line)
@@ -175,7 +203,9 @@ def worker_events(text, since=0.0):
         if t < since:
             continue
         msg, err = d.get("msg", ""), str(d.get("error") or d.get("err") or "")
-        if msg == "worker failed":
+        if msg in ("partition failed", "partition failed; stopping its actors"):
+            kind = "partition failed (fenced)" if any(w in err for w in FENCE_WORDS) else "partition failed (other)"
+        elif msg == "worker failed":
             kind = "exit 1 (fenced)" if any(w in err for w in FENCE_WORDS) else "exit 1 (other)"
         elif msg == "worker stopped cleanly":
             kind = "exit 0 (clean stop)"
@@ -354,6 +384,7 @@ class Chaos:
         self.faults = []  # dicts: kind, worker, start, end, details
         self.takeovers = []
         self.warnings = []
+        self.fatal = []  # the warnings that fail the run (warn)
         self.pause_method = None
         self.rng = random.Random(args.seed)
         self.n = 0
@@ -428,9 +459,13 @@ class Chaos:
         self.warn(f"{w}: /readyz not 200 within {timeout:.0f}s")
         return False
 
-    def warn(self, msg):
+    def warn(self, msg, fatal=True):
+        """Logs a warning; a fatal one (the default: a fault that did not happen as planned, a group that
+        did not recover) fails the run, since what it was to show was not shown."""
         log("WARNING:", msg)
         self.warnings.append(msg)
+        if fatal:
+            self.fatal.append(msg)
 
     def ensure_running(self, w, timeout=20):
         """Waits for the restart policy to bring w back, starts it by hand otherwise."""
@@ -515,6 +550,7 @@ class Chaos:
         before = self.mon.since(w, time.time() - 2) or {}
         zparts = sorted(p["partition"] for p in before.get("partitions") or [] if p.get("topic") == INPUT)
         log(f"pause {w} for {self.args.pause:.0f}s (session timeout {SESSION:.0f}s; partitions {zparts})")
+        t_pause = time.time()
         self.pause(w)
         try:
             time.sleep(self.args.pause)
@@ -522,6 +558,13 @@ class Chaos:
             self.resume(w)
         t_resume = time.time()
         log(f"  resumed {w} ({self.pause_method})")
+        # A zombie is a member the group gave up on while it was frozen: unless another member took its
+        # partitions during the pause (the pause outlasted the session timeout the workers really run
+        # with), the fault showed nothing.
+        taken = sorted({h[1] for h in self.mon.handovers_between(t_pause, t_resume + 2) if h[2] == w and h[1] in zparts})
+        if not zparts or taken != zparts:
+            self.warn(f"zombie {w}: partitions {zparts} before the pause, taken over during it: {taken}; not a zombie "
+                      f"(is the workers' session timeout {SESSION:.0f}s, below the {self.args.pause:.0f}s pause?)")
         moved = []
         if handover:
             # The zombie's partitions change hands once more right after its flush: their current owners
@@ -601,7 +644,7 @@ class Chaos:
                     env={"CGO_ENABLED": "0"}, cwd=ROOT)
                 self.kcluster_bin = path
             except Exception as e:  # noqa: BLE001
-                self.warn(f"building kcluster failed ({e}): node_kill picks its node round-robin")
+                self.warn(f"building kcluster failed ({e}): node_kill picks its node round-robin", fatal=False)
                 self.kcluster_bin = False
         if not self.kcluster_bin:
             return None
@@ -1062,11 +1105,30 @@ class Chaos:
         # 0 missing and 0 mismatches. The plain mode's are at-least-once: mismatches only.
         dups = vr.get("output_duplicates") if vr else None
         missing = vr.get("missing_outputs") if vr else None
-        ok = vr is not None and vrc in (0, 1) and mismatches == 0
-        cond = f"mismatches = {mismatches}"
+        # The verifier's own verdict first (its exit 0 and PASS line: state, outputs in the mode's guarantee
+        # and order, dead letters), then what only this script knows.
+        ok = vr is not None and vrc == 0 and bool(verdict) and verdict.startswith("PASS") and mismatches == 0
+        cond = f"verifier exit {vrc}, mismatches = {mismatches}"
         if self.args.mode == "transactional":
             ok = ok and dups == 0 and missing == 0
             cond += f", output duplicates = {dups}, missing outputs = {missing}"
+        else:
+            ok = ok and missing == 0
+            cond += f", missing outputs = {missing}"
+        # The input the producer had acknowledged was all verified (a producer stuck in its retries, or
+        # faults on an idle group, show nothing); a batch cut by its SIGTERM may have landed anyway.
+        verified = (vr or {}).get("events")
+        ok = ok and bool(produced) and verified is not None and verified >= produced
+        cond += f", events verified = {verified} of {produced} produced"
+        # No worker failed: a fenced zombie may exit 1 (its restart policy brings it back), nothing else may
+        # exit 1, crash or fail a partition, whenever it happens.
+        bad = [e for e in events if e["kind"] in ("exit 1 (other)", "crash", "partition failed (other)")
+               or (e["kind"] in ("exit 1 (fenced)", "partition failed (fenced)")
+                   and not (e["fault"] and e["fault"].split()[1] in ("zombie", "zombie_handover")))]
+        ok = ok and not bad
+        cond += f", unexpected worker failures = {len(bad)}"
+        ok = ok and not self.fatal
+        cond += f", failed fault checks = {len(self.fatal)}"
         if poison["faults"]:
             ok = ok and poison["ok"]
             cond += (f", poison: worker exits = {poison['exits']}, in the dead-letter topic exactly once = "
