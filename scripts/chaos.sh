@@ -92,9 +92,15 @@ t1=$(date +%s)
 log "cluster up in $((t1 - t0))s"
 eval "$("$ROOT/scripts/cluster.sh" env)"
 
-# deploy/chaos.py restores a paused worker itself; on Ctrl-C the cluster is still removed below.
+# deploy/chaos.py restores a paused worker itself. On Ctrl-C the terminal's SIGINT reaches it too; the
+# trap (a handler, not an ignore, which the child would inherit) keeps this script going to save the logs
+# and remove the cluster below.
+interrupted=0
+trap 'interrupted=1' INT
 python3 "$ROOT/deploy/chaos.py" --mode "$mode" --brokers "$brokers" --outdir "$out" "${pass[@]}"
 rc=$?
+trap - INT
+((interrupted)) && { log "interrupted"; ((rc == 0)) && rc=130; }
 
 # deploy/chaos.py saves the logs at its end; when it broke before, save them here.
 if [[ ! -d "$out/logs" ]]; then
