@@ -94,12 +94,16 @@ type e2eRow struct {
 	// pipe): transactions in the transactional mode, each a few ms of the
 	// broker's CPU beyond the records; in the plain mode, snapshot flushes
 	// with their offset commit.
-	Commits   float64 `json:"commits"`
-	RSSMiB    float64 `json:"peak_rss_mib"`
-	RSSMaxMiB float64 `json:"peak_rss_max_mib"`
-	HeapMiB   float64 `json:"peak_heap_mib"`
-	Ratio     float64 `json:"ratio_to_ceiling"`      // the ceiling's median drain over this one's
-	RatioBest float64 `json:"ratio_to_ceiling_best"` // the same with each one's fastest drain (other load only slows a run)
+	Commits float64 `json:"commits"`
+	// KeysLoaded and KeysCold: the worker's keys at the drain's end, as
+	// actors and as snapshot bytes (medians; childResult's).
+	KeysLoaded float64 `json:"keys_loaded"`
+	KeysCold   float64 `json:"keys_cold"`
+	RSSMiB     float64 `json:"peak_rss_mib"`
+	RSSMaxMiB  float64 `json:"peak_rss_max_mib"`
+	HeapMiB    float64 `json:"peak_heap_mib"`
+	Ratio      float64 `json:"ratio_to_ceiling"`      // the ceiling's median drain over this one's
+	RatioBest  float64 `json:"ratio_to_ceiling_best"` // the same with each one's fastest drain (other load only slows a run)
 	// RatioPaired is the median over rounds of the ceiling's drain over this
 	// one's in the same round (both valid), with its range: a round runs
 	// the systems back to back, so a pair shares the host's state, where
@@ -248,9 +252,88 @@ func runSystem(ctx context.Context, brokers []string, adm *kadm.Client, c e2eCon
 			notes = append(notes, fmt.Sprintf("%d accounts differ from the verifier's fold (first: %s)", len(mm), mm[0]))
 		}
 	}
+	if run.Drained && strings.HasSuffix(sys, "-out") {
+		// The outputs too, read_committed: one per input event (the ceiling
+		// at least one, at-least-once; the transactional worker exactly
+		// one). A drain that skipped or lost outputs does less than the
+		// system it is compared with.
+		total, distinct, err := countOutputs(ctx, brokers, out)
+		switch {
+		case err != nil:
+			notes = append(notes, "outputs: "+err.Error())
+		case distinct != c.events:
+			notes = append(notes, fmt.Sprintf("outputs of %d of %d events (%d records)", distinct, c.events, total))
+		case sys == sysTxnOut && total != c.events:
+			notes = append(notes, fmt.Sprintf("%d outputs for %d events: duplicates", total, c.events))
+		}
+	}
 	run.Valid = run.Drained && len(notes) == 0
 	run.Note = strings.Join(notes, "; ")
 	return run, nil
+}
+
+// countOutputs reads topic read_committed to its end offsets and returns
+// its records and the distinct (account, seq) of their ledger.Outputs.
+func countOutputs(ctx context.Context, brokers []string, topic string) (total, distinct int, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer cl.Close()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	parts, remaining := map[int32]kgo.Offset{}, map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			parts[o.Partition], remaining[o.Partition] = kgo.NewOffset().AtStart(), o.Offset
+		}
+	})
+	rd, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+	if err != nil {
+		return 0, 0, err
+	}
+	defer rd.Close()
+	type id struct {
+		account string
+		seq     int64
+	}
+	seen := map[id]struct{}{}
+	for len(remaining) > 0 {
+		fs := rd.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return 0, 0, fmt.Errorf("%s: %d partitions not read to their end: %w", topic, len(remaining), err)
+		}
+		var ferr error
+		fs.EachError(func(_ string, _ int32, err error) { ferr = err })
+		if ferr != nil {
+			return 0, 0, ferr
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			end, ok := remaining[r.Partition]
+			if !ok {
+				return
+			}
+			if r.Offset < end && !r.Attrs.IsControl() {
+				var o ledger.Output
+				if json.Unmarshal(r.Value, &o) == nil {
+					seen[id{o.Account, o.Seq}] = struct{}{}
+				}
+				total++
+			}
+			if r.Offset+1 >= end { // a marker past the end finishes it too
+				delete(remaining, r.Partition)
+			}
+		})
+	}
+	return total, len(seen), nil
 }
 
 func summarize(keys int, c e2eConfig, runs map[string][]e2eRun) []e2eRow {
@@ -258,7 +341,7 @@ func summarize(keys int, c e2eConfig, runs map[string][]e2eRun) []e2eRow {
 	drains, best := map[string]float64{}, map[string]float64{}
 	for _, sys := range c.systems {
 		row := e2eRow{Experiment: "E2E", Keys: keys, System: sys, Events: c.events, Ceiling: ceilingOf(sys)}
-		var drain, cpu, host, broker, allocs, rss, heap, shut, first, last, tail, commits []float64
+		var drain, cpu, host, broker, allocs, rss, heap, shut, first, last, tail, commits, loaded, cold []float64
 		for _, r := range runs[sys] {
 			if !r.Valid {
 				row.Notes = append(row.Notes, r.Note)
@@ -276,6 +359,8 @@ func summarize(keys int, c e2eConfig, runs map[string][]e2eRun) []e2eRow {
 			last = append(last, r.LastFoldMS/1000)
 			tail = append(tail, (r.DrainMS-r.LastFoldMS)/1000)
 			commits = append(commits, float64(r.Commits))
+			loaded = append(loaded, float64(r.KeysLoaded))
+			cold = append(cold, float64(r.KeysCold))
 		}
 		row.Rounds = len(drain)
 		if row.Rounds > 0 {
@@ -285,7 +370,7 @@ func summarize(keys int, c e2eConfig, runs map[string][]e2eRun) []e2eRow {
 			row.AllocsPerE, row.HostCPUPerM, row.BrokerCPUPerM = median(allocs), median(host), median(broker)
 			row.HeapMiB, row.ShutdownMS = median(heap), median(shut)
 			row.FirstFoldS, row.LastFoldS, row.TailS = median(first), median(last), median(tail)
-			row.Commits = median(commits)
+			row.Commits, row.KeysLoaded, row.KeysCold = median(commits), median(loaded), median(cold)
 			drains[sys], best[sys] = row.DrainS, row.DrainMinS
 		}
 		rows = append(rows, row)
@@ -396,8 +481,12 @@ func printE2E(w io.Writer, rows []e2eRow) {
 				r.System, r.Keys, r.Ceiling, r.RatioPaired, r.RatioPairedMin, r.RatioPairedMax, r.PairedRounds)
 		}
 	}
+	// Judged on the largest round. Under the live-key budget (keyflow's
+	// default: 10 000 per partition) most of the million keys are held as
+	// snapshot bytes, not actors: the line says how many were which.
 	if r := find(1000000, sysTxn); r != nil {
-		fmt.Fprintf(w, "target: peak RSS with 1M live keys (transactional): %.0f MiB (≤ 1536) %s\n", r.RSSMiB, map[bool]string{true: "met", false: "NOT met"}[r.RSSMiB <= 1536])
+		fmt.Fprintf(w, "target: peak RSS with 1M keys in memory (transactional; at the end %.0f as actors, %.0f as snapshot bytes): %.0f MiB, largest round %.0f (≤ 1536) %s\n",
+			r.KeysLoaded, r.KeysCold, r.RSSMiB, r.RSSMaxMiB, map[bool]string{true: "met", false: "NOT met"}[r.RSSMaxMiB <= 1536])
 	}
 }
 

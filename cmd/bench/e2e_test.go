@@ -2,11 +2,17 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/actorflow/actorflow/internal/ledger"
+	"github.com/actorflow/actorflow/internal/testkit"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 func TestSummarizeCountsOnlyValidRunsAndRatesAgainstTheCeiling(t *testing.T) {
@@ -141,5 +147,55 @@ func TestProcsCPUReadsAProcessesCPU(t *testing.T) {
 	}
 	if _, err := parsePIDs("12,kafka"); err == nil {
 		t.Fatal("a pid list with a word in it parsed")
+	}
+}
+
+var sink []string
+
+// Allocations per event count tiny allocations too (short strings, as a
+// key made of a record's bytes): the runtime's heap object count alone
+// missed three in four of them.
+func TestHeapAllocsCountsTinyAllocations(t *testing.T) {
+	const n = 100_000
+	b := []byte("abcd")
+	sink = make([]string, 0, n)
+	before := heapAllocs()
+	for range n {
+		sink = append(sink, string(b))
+	}
+	if got := heapAllocs() - before; got < n {
+		t.Fatalf("%d allocations counted for %d four-byte strings", got, n)
+	}
+}
+
+// countOutputs reads the output topic read_committed to its end: records
+// and distinct outputs, an aborted transaction's left out.
+func TestCountOutputsCountsCommittedRecordsAndDistinctOutputs(t *testing.T) {
+	_, brokers := testkit.Kfake(t)
+	ctx := context.Background()
+	cl := testkit.Client(t, brokers, kgo.DefaultProduceTopic("out"), kgo.TransactionalID("t"))
+	if err := createTopicN(ctx, kadm.NewClient(cl), "out", 2, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	produce := func(commit bool, outs ...ledger.Output) {
+		t.Helper()
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range outs {
+			b, _ := json.Marshal(o)
+			if err := cl.ProduceSync(ctx, &kgo.Record{Key: []byte(o.Account), Value: b}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produce(true, ledger.Output{Account: "a", Seq: 1}, ledger.Output{Account: "b", Seq: 1}, ledger.Output{Account: "a", Seq: 1})
+	produce(false, ledger.Output{Account: "c", Seq: 1})
+	total, distinct, err := countOutputs(ctx, brokers, "out")
+	if err != nil || total != 3 || distinct != 2 {
+		t.Fatalf("countOutputs = %d, %d, %v; want 3 records, 2 distinct, the aborted one left out", total, distinct, err)
 	}
 }
