@@ -74,7 +74,8 @@ func Run(ctx context.Context, l Load) (*Result, error) {
 				if json.Unmarshal(r.Value, &o) != nil {
 					o = ledger.Output{} // counted as stray
 				}
-				tr.OutputStamped(o.Account, o.Seq, now, Stamps{Fold: ledger.FoldTime(r), Produced: r.Timestamp, Partition: r.Partition})
+				tr.OutputStamped(o.Account, o.Seq, now, Stamps{Fold: ledger.FoldTime(r), Produced: r.Timestamp, Partition: r.Partition,
+					Balance: o.Balance, HasBalance: true})
 			})
 			tr.Notify()
 		}

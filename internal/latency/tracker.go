@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/actorflow/actorflow/internal/ledger"
 )
 
 // Tracker matches outputs to inputs. Inputs come from a ledger.Generator:
@@ -25,7 +27,14 @@ type Tracker struct {
 	sent     []time.Time // produce time (the record's CreateTime) of input n
 	measured []bool      // input n was produced in the measured window
 	seen     []uint16    // outputs matched to input n
-	lats     []time.Duration
+	// balance[n] is the account's balance after input n (the generator's
+	// amounts are a function of account and sequence), and running the
+	// latest per account: an output whose balance differs was folded from
+	// a wrong state (one lost or double-counted through a rebalance).
+	balance []int64
+	running []int64
+	wrong   int
+	lats    []time.Duration
 	// stage latencies of the measured inputs whose output carries the
 	// stamps (Stamps): input → fold, fold → output produced, output
 	// produced → visible.
@@ -47,6 +56,14 @@ func NewTracker(accounts int) *Tracker {
 // output's latency counts (it was produced after the warm-up).
 func (t *Tracker) Sent(at time.Time, measure bool) {
 	t.mu.Lock()
+	if t.running == nil {
+		t.running = make([]int64, t.accounts)
+	}
+	// Input n is ledger.Generator's: account i = n % accounts, its seq-th.
+	n := len(t.sent)
+	i, seq := n%t.accounts, int64(n/t.accounts+1)
+	t.running[i] += ledger.Amount(i, seq)
+	t.balance = append(t.balance, t.running[i])
 	t.sent = append(t.sent, at)
 	t.measured = append(t.measured, measure)
 	t.seen = append(t.seen, 0)
@@ -63,6 +80,10 @@ func (t *Tracker) Sent(at time.Time, measure bool) {
 type Stamps struct {
 	Fold, Produced time.Time
 	Partition      int32
+	// Balance is the output's balance, checked against the fold of the
+	// inputs when HasBalance.
+	Balance    int64
+	HasBalance bool
 }
 
 // Output records an output of account and seq seen at. The first output of
@@ -88,6 +109,9 @@ func (t *Tracker) OutputStamped(account string, seq int64, at time.Time, st Stam
 	default:
 		t.seen[n] = 1
 		t.matched++
+		if st.HasBalance && st.Balance != t.balance[n] {
+			t.wrong++
+		}
 		if t.measured[n] {
 			t.lats = append(t.lats, at.Sub(t.sent[n]))
 			if !st.Fold.IsZero() {
@@ -144,15 +168,19 @@ func (t *Tracker) index(account string, seq int64) (int, bool) {
 // Result is one measurement. Latencies are over the measured window's
 // inputs; the counts are over every input (the warm-up's too).
 type Result struct {
-	Produced   int           // inputs produced
-	Measured   int           // the window's inputs whose output was seen (the latency sample)
-	Missing    int           // inputs without an output
-	Duplicates int           // outputs beyond the first of their input
-	Stray      int           // outputs that name no input produced
-	Outputs    int           // outputs read
-	Achieved   float64       // inputs produced per second, over warm-up and window
-	P50, P90   time.Duration // input CreateTime → output read read_committed
-	P99, Max   time.Duration
+	Produced   int // inputs produced
+	Measured   int // the window's inputs whose output was seen (the latency sample)
+	Missing    int // inputs without an output
+	Duplicates int // outputs beyond the first of their input
+	Stray      int // outputs that name no input produced
+	// WrongBalance counts inputs whose first output carries a balance other
+	// than the fold of the account's inputs through it (a pipe that lost
+	// or double-counted state).
+	WrongBalance int
+	Outputs      int           // outputs read
+	Achieved     float64       // inputs produced per second, over warm-up and window
+	P50, P90     time.Duration // input CreateTime → output read read_committed
+	P99, Max     time.Duration
 	// Stages are the latency's parts, where the outputs carry the stamps
 	// (Stamps; zero otherwise): StageFold (input CreateTime → the fold
 	// that emitted), StageCommit (fold → output produced: the wait for the
@@ -193,9 +221,9 @@ func stageStats(lats []time.Duration) StageStats {
 	return s
 }
 
-// Complete reports whether every input had an output and no output was
-// stray: only then does a latency figure count.
-func (r *Result) Complete() bool { return r.Missing == 0 && r.Stray == 0 }
+// Complete reports whether every input had an output, no output was stray
+// and none carried a wrong balance: only then does a latency figure count.
+func (r *Result) Complete() bool { return r.Missing == 0 && r.Stray == 0 && r.WrongBalance == 0 }
 
 // Result sums up what was tracked.
 func (t *Tracker) Result() *Result {
@@ -204,7 +232,7 @@ func (t *Tracker) Result() *Result {
 	lats := slices.Clone(t.lats)
 	slices.Sort(lats)
 	r := &Result{Produced: len(t.sent), Measured: len(lats), Missing: len(t.sent) - t.matched,
-		Duplicates: t.dups, Stray: t.stray, Outputs: t.outputs,
+		Duplicates: t.dups, Stray: t.stray, Outputs: t.outputs, WrongBalance: t.wrong,
 		P50: Percentile(lats, 0.50), P90: Percentile(lats, 0.90), P99: Percentile(lats, 0.99)}
 	if len(lats) > 0 {
 		r.Max = lats[len(lats)-1]
@@ -255,8 +283,8 @@ func Percentile(sorted []time.Duration, p float64) time.Duration {
 }
 
 func (r *Result) String() string {
-	return fmt.Sprintf("%d inputs (%.0f/s), %d outputs: %d missing, %d duplicates, %d stray; latency over %d: p50 %s p90 %s p99 %s max %s",
-		r.Produced, r.Achieved, r.Outputs, r.Missing, r.Duplicates, r.Stray, r.Measured, MS(r.P50), MS(r.P90), MS(r.P99), MS(r.Max))
+	return fmt.Sprintf("%d inputs (%.0f/s), %d outputs: %d missing, %d duplicates, %d stray, %d with a wrong balance; latency over %d: p50 %s p90 %s p99 %s max %s",
+		r.Produced, r.Achieved, r.Outputs, r.Missing, r.Duplicates, r.Stray, r.WrongBalance, r.Measured, MS(r.P50), MS(r.P90), MS(r.P99), MS(r.Max))
 }
 
 // MS formats d in milliseconds with one decimal.

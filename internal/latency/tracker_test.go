@@ -1,6 +1,8 @@
 package latency
 
 import (
+	"github.com/actorflow/actorflow/internal/ledger"
+
 	"testing"
 	"time"
 )
@@ -110,5 +112,30 @@ func TestTrackerStoppedIsTheLongestGapOfOnePartition(t *testing.T) {
 	}
 	if g, p, _ := tr.LongestGap(ms(50), ms(60)); g != 0 || p != -1 {
 		t.Fatalf("longest gap in [+50, +60) ms: %s on %d, want none", g, p)
+	}
+}
+
+// An output's balance is checked against the fold of its account's inputs
+// through it: a pipe that restarted an account from an empty state (a
+// rebalance without recovery) emits the right sequence numbers with wrong
+// balances, and its run is not complete.
+func TestTrackerCountsWrongBalances(t *testing.T) {
+	tr := NewTracker(2)
+	gen := &ledger.Generator{Accounts: 2}
+	balance := map[string]int64{}
+	t0 := time.Unix(100, 0)
+	for range 6 {
+		ev := gen.Next()
+		balance[ev.Account] += ev.Amount
+		tr.Sent(t0, true)
+		b := balance[ev.Account]
+		if ev.Account == "acct-1" && ev.Seq == 3 {
+			b = ev.Amount // folded from nothing: the earlier two lost
+		}
+		tr.OutputStamped(ev.Account, ev.Seq, t0, Stamps{Partition: -1, Balance: b, HasBalance: true})
+	}
+	r := tr.Result()
+	if r.WrongBalance != 1 || r.Complete() || r.Missing != 0 {
+		t.Fatalf("%+v: want 1 wrong balance (acct-1 seq 3), incomplete, nothing missing", r)
 	}
 }

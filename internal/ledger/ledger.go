@@ -96,8 +96,11 @@ func (g *Generator) Next() Event {
 	g.next = (g.next + 1) % g.Accounts
 	g.seqs[i]++
 	seq := g.seqs[i]
-	return Event{Account: AccountKey(i), Seq: seq, Amount: (seq*7+int64(i))%201 - 100}
+	return Event{Account: AccountKey(i), Seq: seq, Amount: Amount(i, seq)}
 }
+
+// Amount is the amount of account i's seq-th event from a Generator.
+func Amount(i int, seq int64) int64 { return (seq*7+int64(i))%201 - 100 }
 
 // Record encodes an event as an input record keyed by account.
 func Record(topic string, ev Event) *kgo.Record {
