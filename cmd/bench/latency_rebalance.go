@@ -102,6 +102,7 @@ type latMember struct {
 	cmd      *exec.Cmd
 	assigned chan struct{}
 	exited   chan error
+	gone     bool // its exit was taken off exited (runLatencyRebalance's goroutine only)
 }
 
 func startLatMember(ctx context.Context, name string, args []string) (*latMember, error) {
@@ -134,9 +135,13 @@ func startLatMember(ctx context.Context, name string, args []string) (*latMember
 
 // stop ends the member cleanly (SIGTERM) and returns its exit error.
 func (m *latMember) stop() error {
+	if m.gone {
+		return nil
+	}
 	_ = m.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case err := <-m.exited:
+		m.gone = true
 		return err
 	case <-time.After(time.Minute):
 		_ = m.cmd.Process.Kill()
@@ -148,6 +153,22 @@ func (m *latMember) stop() error {
 func (m *latMember) kill() {
 	_ = m.cmd.Process.Kill()
 	<-m.exited
+	m.gone = true
+}
+
+// exitedEarly returns the exit of a member that ended by itself (nil: it
+// runs), and takes it off exited.
+func (m *latMember) exitedEarly() error {
+	if m.gone {
+		return nil
+	}
+	select {
+	case err := <-m.exited:
+		m.gone = true
+		return fmt.Errorf("member %s exited during the run: %v", m.name, err)
+	default:
+		return nil
+	}
 }
 
 // latRebalanceEvents are the times of the join and the kill.
@@ -159,8 +180,7 @@ type latRebalanceEvents struct {
 // a third of the window, the first SIGKILLed at two thirds, under the load
 // l; it returns the load's result.
 func runLatencyRebalance(ctx context.Context, adm *kadm.Client, c latConfig, sys string, brokers []string, group, input, output, snaps string,
-	l latency.Load, log *zap.Logger) (*latency.Result, latRebalanceEvents, error) {
-	var ev latRebalanceEvents
+	l latency.Load, log *zap.Logger) (res *latency.Result, ev latRebalanceEvents, err error) {
 	args := func(i int) []string {
 		a := []string{"--brokers", strings.Join(brokers, ","), "--system", sys, "--group", group, "--input", input,
 			"--output", output, "--snapshot", snaps, "--txn-id", group + "-" + strconv.Itoa(i)}
@@ -175,13 +195,19 @@ func runLatencyRebalance(ctx context.Context, adm *kadm.Client, c latConfig, sys
 	mctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var members []*latMember
+	// A member that ended by itself, or did not stop cleanly, fails the
+	// run: its figures would describe another rebalance than the one
+	// planned (a joiner that crashed leaves no rebalance at all).
 	defer func() {
+		errs := []error{err}
 		for _, m := range members {
-			if m.cmd.ProcessState == nil {
-				if err := m.stop(); err != nil {
-					log.Warn("member stop", zap.String("member", m.name), zap.Error(err))
-				}
+			errs = append(errs, m.exitedEarly())
+			if serr := m.stop(); serr != nil {
+				errs = append(errs, fmt.Errorf("member %s: %v", m.name, serr))
 			}
+		}
+		if err = errors.Join(errs...); err != nil {
+			res = nil
 		}
 	}()
 	start := func(i int) (*latMember, error) {
@@ -200,6 +226,7 @@ func runLatencyRebalance(ctx context.Context, adm *kadm.Client, c latConfig, sys
 		select {
 		case <-m.assigned:
 		case err := <-m.exited:
+			m.gone = true
 			return nil, ev, fmt.Errorf("member %s exited before its assignment: %v", m.name, err)
 		case <-ctx.Done():
 			return nil, ev, ctx.Err()
@@ -248,6 +275,11 @@ func runLatencyRebalance(ctx context.Context, adm *kadm.Client, c latConfig, sys
 		}
 	}
 	r := <-done
+	for _, m := range members {
+		if eerr := m.exitedEarly(); eerr != nil {
+			return nil, ev, errors.Join(r.err, eerr)
+		}
+	}
 	return r.r, ev, r.err
 }
 

@@ -105,3 +105,22 @@ func TestLatencyRebalanceDeliversEveryOutputOnce(t *testing.T) {
 		t.Errorf("report:\n%s\nwant one rebalance line per system", out.String())
 	}
 }
+
+// The GroupTransactSession reference keeps its state in memory only: a
+// partition that moves to the joining member is folded there from nothing,
+// so its outputs carry wrong balances and the run is not valid — its
+// figures through a rebalance are no reference for a pipe that recovers.
+func TestLatencyRebalanceFindsTheReferencesWrongBalances(t *testing.T) {
+	_, brokers := testkit.Kfake(t)
+	c := latConfig{rates: []int{200}, warmup: 500 * time.Millisecond, window: 6 * time.Second, drain: time.Minute,
+		keys: 50, partitions: 4, systems: []string{latGTS}, rf: 1, rebalance: true, sessionTimeout: 6 * time.Second}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rows, err := runLatencyExperiment(ctx, brokers, c, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0].WrongBalance == 0 || rows[0].Valid {
+		t.Fatalf("rows %+v: want one, invalid, with wrong balances", rows)
+	}
+}

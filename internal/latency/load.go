@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/actorflow/actorflow/internal/ledger"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -56,7 +58,7 @@ func Run(ctx context.Context, l Load) (*Result, error) {
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		// A short long-poll so an empty read_committed fetch (the LSO not
 		// yet past new records) is retried soon.
-		kgo.FetchMaxWait(50 * time.Millisecond)}, l.Opts...)...)
+		kgo.FetchMaxWait(50 * time.Millisecond), kgo.KeepControlRecords()}, l.Opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("latency consumer: %w", err)
 	}
@@ -64,12 +66,20 @@ func Run(ctx context.Context, l Load) (*Result, error) {
 	cctx, ccancel := context.WithCancel(ctx)
 	defer ccancel()
 	cdone := make(chan struct{})
+	var posMu sync.Mutex
+	read := map[int32]int64{} // per output partition, the offset after the last record read (markers too)
 	go func() {
 		defer close(cdone)
 		for cctx.Err() == nil {
 			fs := cons.PollFetches(cctx)
 			now := time.Now()
+			posMu.Lock()
+			fs.EachRecord(func(r *kgo.Record) { read[r.Partition] = max(read[r.Partition], r.Offset+1) })
+			posMu.Unlock()
 			fs.EachRecord(func(r *kgo.Record) {
+				if r.Attrs.IsControl() {
+					return // kept only to move read past a transaction's end
+				}
 				var o ledger.Output
 				if json.Unmarshal(r.Value, &o) != nil {
 					o = ledger.Output{} // counted as stray
@@ -116,12 +126,45 @@ wait:
 			return nil, ctx.Err()
 		}
 	}
+	if tr.Complete() {
+		// Every input has an output; a duplicate committed since would be
+		// missed: read on to the output's last stable offsets now (the
+		// read_committed end), waiting at most a few seconds.
+		readToEnd(ctx, cons, l.Output, tr, func(p int32) int64 { posMu.Lock(); defer posMu.Unlock(); return read[p] })
+	}
 	ccancel()
 	<-cdone
 	r := tr.Result()
 	r.Start = start
 	r.Achieved = float64(produced) / (l.Warmup + l.Window).Seconds()
 	return r, nil
+}
+
+// readToEnd waits until read(p) reaches topic's last stable offset of each
+// partition p (as listed now), or 10 s pass.
+func readToEnd(ctx context.Context, cl *kgo.Client, topic string, tr *Tracker, read func(int32) int64) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	ends, err := kadm.NewClient(cl).ListCommittedOffsets(ctx, topic)
+	if err != nil {
+		return
+	}
+	for {
+		behind := false
+		ends.Each(func(o kadm.ListedOffset) {
+			if o.Err == nil && read(o.Partition) < o.Offset {
+				behind = true
+			}
+		})
+		if !behind {
+			return
+		}
+		select {
+		case <-tr.Changed():
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // produce sends l.Rate events per second until warm-up and window have
