@@ -66,6 +66,7 @@ func EvictedMemberRejoins(t *testing.T, brokers []string, mode snapshotstore.Mod
 	testkit.Eventually(t, rejoinSettle, "A folded the first 300 events", func() (bool, string) {
 		return foldsA.Load() == 300, fmt.Sprint(foldsA.Load())
 	})
+	checkGroupProtocol(t, brokers, group, proto)
 	testkit.Eventually(t, rejoinSettle, "A committed the first 300 events", func() (bool, string) {
 		c := committed(t, brokers, group, input, p)
 		return foldsA.Load() == 300 && c == first, fmt.Sprintf("%d folds, committed %d of %d", foldsA.Load(), c, first)

@@ -41,6 +41,7 @@ func QueryOwnerEndpoint(t *testing.T, brokers []string, proto coordinator.Protoc
 				ws[0].W.Health(context.Background()).Ready() && ws[1].W.Health(context.Background()).Ready(),
 			fmt.Sprint(s0.Partitions, s1.Partitions)
 	})
+	checkGroupProtocol(t, brokers, group, proto)
 	for _, w := range ws {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		err := w.W.WaitCaughtUp(ctx)

@@ -111,6 +111,7 @@ func RejoinAsNewMember(t *testing.T, brokers []string, mode snapshotstore.Mode, 
 	testkit.Eventually(t, rejoinSettle, "A folded the first 300 events", func() (bool, string) {
 		return foldsA.Load() == 300, fmt.Sprint(foldsA.Load())
 	})
+	checkGroupProtocol(t, brokers, group, proto)
 	clA := inspect.Consumer(a.W).Client()
 	oldMember, oldGen := clA.GroupMetadata()
 
@@ -313,6 +314,7 @@ func RevokeFlushOutlivesTeardownBound(t *testing.T, brokers []string, mode snaps
 	testkit.Eventually(t, rejoinSettle, "A folded the first 400 events", func() (bool, string) {
 		return foldsA.Load() == 400, fmt.Sprint(foldsA.Load())
 	})
+	checkGroupProtocol(t, brokers, group, proto)
 
 	watch.armGate()
 	b := StartWorker(t, ledger.Flow(), brokers, group, input, snaps, mode,

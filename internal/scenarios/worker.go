@@ -111,6 +111,7 @@ func RevokeStopsSubtreeFirst(t *testing.T, brokers []string, mode snapshotstore.
 	testkit.Eventually(t, time.Minute, "the second worker runs partitions", func() (bool, string) {
 		return len(supB.Running()) > 0, ""
 	})
+	checkGroupProtocol(t, brokers, group, proto)
 	if err := a.Stop(t); err != nil {
 		t.Fatalf("worker a: %v", err)
 	}
