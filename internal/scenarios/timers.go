@@ -182,7 +182,13 @@ func InactivityAcrossRestart(t *testing.T, brokers []string) {
 	time.Sleep(time.Until(due)) // the worker stays away until every close timer is due
 	w = start()
 	closes.await(t, users, time.Minute, "sessions 1 closed on load after restart 1")
+	if n := folds.Load(); n != users*perSession {
+		// The closes came from the persisted timers, not from a replay of
+		// the input (which would refold the session and set its timer anew).
+		t.Fatalf("%d events folded by the closes of sessions 1, want %d: the input was replayed", n, users*perSession)
+	}
 
+	produced2 := time.Now() // every session-2 event is folded after this: its close timer is due at gap past it, or later
 	produceEvents(t, brokers, input, users, perSession)
 	awaitFolds(t, &folds, 2*users*perSession)
 	stop(w, "worker 2")
@@ -200,6 +206,12 @@ func InactivityAcrossRestart(t *testing.T, brokers []string) {
 		}
 		if c.Events != perSession {
 			t.Errorf("%s session %d closed with %d events, want %d (merged or split)", c.User, c.Session, c.Events, perSession)
+		}
+		// Restored at worker 3's start and not yet due: fired at its due
+		// time, not at once. (CreateTime is the emitting worker's clock,
+		// this process's; in ms, hence the slack.)
+		if due := produced2.Add(gap - 5*time.Millisecond); c.Session == 2 && r.Timestamp.Before(due) {
+			t.Errorf("%s session 2 closed at %s, %s before its timer was due", c.User, r.Timestamp.Format(time.StampMilli), due.Sub(r.Timestamp).Round(time.Millisecond))
 		}
 		if got[c.User] == nil {
 			got[c.User] = map[int]int{}
