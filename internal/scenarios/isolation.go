@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -53,6 +54,16 @@ func producePoison(t *testing.T, brokers []string, input string, partitions int3
 	return at, exp
 }
 
+// poisonInputOf is the input partition producePoison wrote an account to:
+// its i-th event goes to partition i % partitions and is account i % 30, a
+// multiple of partitions, so account a is always in partition a % partitions.
+func poisonInputOf(partitions int32) func(string) int32 {
+	return func(acct string) int32 {
+		n, _ := strconv.Atoi(strings.TrimPrefix(acct, "acct-"))
+		return int32(n) % partitions
+	}
+}
+
 // undecodable is the isolation scenarios' poison: a non-JSON value for key
 // "acct-poison" in partition p.
 func undecodable(p int32) *kgo.Record {
@@ -68,7 +79,7 @@ func undecodable(p int32) *kgo.Record {
 func PoisonRecordIsolated(t *testing.T, brokers []string, mode snapshotstore.Mode) {
 	const partitions, poisonP = 3, 1
 	input, snaps, group := Topics(t, brokers, partitions)
-	poison, _ := producePoison(t, brokers, input, partitions, undecodable(poisonP))
+	poison, exp := producePoison(t, brokers, input, partitions, undecodable(poisonP))
 	w := StartWorker(t, ledger.Flow(), brokers, group, input, snaps, mode,
 		actorflow.WithPartitionRetryBackoff(50*time.Millisecond, 200*time.Millisecond))
 
@@ -138,6 +149,14 @@ func PoisonRecordIsolated(t *testing.T, brokers []string, mode snapshotstore.Mod
 	if c := committed(t, brokers, group, input, poisonP); c > poison {
 		t.Fatalf("the poisoned partition committed %d, past the poison record at %d", c, poison)
 	}
+	// What the healthy partitions committed is their whole input's state.
+	var healthy []int32
+	for p := range int32(partitions) {
+		if p != poisonP {
+			healthy = append(healthy, p)
+		}
+	}
+	verifyLedgerOf(t, brokers, snaps, healthy, exp, poisonInputOf(partitions))
 	err = w.Stop(t)
 	var pe *actorflow.PartitionError
 	if !errors.As(err, &pe) || pe.Partition != poisonP {
