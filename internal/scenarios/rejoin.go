@@ -80,6 +80,13 @@ func rejoinOpts(proto coordinator.Protocol, prefix string) []actorflow.Option {
 // Under eager, A revoked (and flushed, while still the owner) before its
 // join; under KIP-848, kgo reports the partition lost.
 //
+// What stops it here, in the runs seen on kfake and Kafka: the membership
+// watcher sees A's member id change and stops A's partition as lost,
+// without a flush, so A attempts no commit after the takeover. The
+// generation fence and the ownership binding are the backstop for a flush
+// already under way; RevokeFlushOutlivesTeardownBound holds one past the
+// takeover to exercise them, this scenario does not.
+//
 // After A has rejoined and then stopped (its shutdown flushes whatever it
 // still believes it owns), the partition's latest snapshots must be B's
 // (the fold of the whole input) and the committed offset B's (the log
