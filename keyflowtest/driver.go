@@ -298,6 +298,16 @@ func (d *Driver[S]) Pipe(key, value string) error {
 // ErrPartitionFailed and wrapping the fold's, naming topic, partition,
 // offset and key (`input[0] offset 3 key "a": fold: ...`); under Skip and
 // DeadLetter it returns nil, and the record is in Skipped or DeadLetters.
+//
+// The driver persists after every call, so after a failure under Fail it
+// shows the best case: every earlier record's state and outputs
+// committed. A worker persists at intervals (WithPersistEvery) and in
+// batches of polled records; a failed key persists nothing more, and the
+// partition stops. So what it committed before the failing record is only
+// what its last persist covered — possibly none of the key's earlier
+// records when they came in the same poll — and the next owner replays
+// from there to the same failure. A test must not take the outputs of the
+// records before a Fail as delivered.
 func (d *Driver[S]) PipeRecord(rec *kgo.Record) error {
 	if d.closed {
 		return ErrClosed
@@ -425,7 +435,8 @@ func (d *Driver[S]) RestartAfter(down time.Duration) error {
 // with the flow's codec (a copy: changing it changes nothing), from the
 // partition of the key's latest record; false when the key has no state
 // (never seen, or deleted: its fold returned nil). After a failed fold
-// under Fail, it is the state before that fold. It panics when the codec
+// under Fail, it is the state before that fold: the best case, which a
+// worker may not have persisted (PipeRecord). It panics when the codec
 // cannot decode the snapshot (a worker would fail the partition on load).
 func (d *Driver[S]) State(key string) (S, bool) {
 	var zero S
