@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/actorflow/actorflow/internal/ledger"
+	"github.com/actorflow/actorflow/internal/topicread"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
@@ -277,63 +278,22 @@ func runSystem(ctx context.Context, brokers []string, adm *kadm.Client, c e2eCon
 func countOutputs(ctx context.Context, brokers []string, topic string) (total, distinct int, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		return 0, 0, err
-	}
-	defer cl.Close()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		return 0, 0, err
-	}
-	parts, remaining := map[int32]kgo.Offset{}, map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Offset > 0 {
-			parts[o.Partition], remaining[o.Partition] = kgo.NewOffset().AtStart(), o.Offset
-		}
-	})
-	rd, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
-	if err != nil {
-		return 0, 0, err
-	}
-	defer rd.Close()
 	type id struct {
 		account string
 		seq     int64
 	}
 	seen := map[id]struct{}{}
-	for len(remaining) > 0 {
-		fs := rd.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return 0, 0, fmt.Errorf("%s: %d partitions not read to their end: %w", topic, len(remaining), err)
+	err = topicread.Scan(ctx, brokers, topic, kgo.ReadCommitted(), func(r *kgo.Record) {
+		if r.Attrs.IsControl() {
+			return
 		}
-		var ferr error
-		fs.EachError(func(_ string, _ int32, err error) { ferr = err })
-		if ferr != nil {
-			return 0, 0, ferr
+		var o ledger.Output
+		if json.Unmarshal(r.Value, &o) == nil {
+			seen[id{o.Account, o.Seq}] = struct{}{}
 		}
-		fs.EachRecord(func(r *kgo.Record) {
-			end, ok := remaining[r.Partition]
-			if !ok {
-				return
-			}
-			if r.Offset < end && !r.Attrs.IsControl() {
-				var o ledger.Output
-				if json.Unmarshal(r.Value, &o) == nil {
-					seen[id{o.Account, o.Seq}] = struct{}{}
-				}
-				total++
-			}
-			if r.Offset+1 >= end { // a marker past the end finishes it too
-				delete(remaining, r.Partition)
-			}
-		})
-	}
-	return total, len(seen), nil
+		total++
+	})
+	return total, len(seen), err
 }
 
 func summarize(keys int, c e2eConfig, runs map[string][]e2eRun) []e2eRow {

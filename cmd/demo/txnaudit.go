@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/actorflow/actorflow/internal/topicread"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -220,67 +220,8 @@ func auditRecords(all, visible []auditRec) *txnAudit {
 	return a
 }
 
-// scanTopic reads every partition of topic from its start to its high
-// watermark at the time of the call, at the isolation level given, with the
-// control records, and calls fn for each record. Under read_committed the
-// read waits for transactions open below the high watermark to end.
+// scanTopic reads topic to its end offsets at isolation iso, control
+// records included (topicread.Scan).
 func scanTopic(ctx context.Context, brokers []string, topic string, iso kgo.IsolationLevel, fn func(*kgo.Record)) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
-	if err != nil {
-		return err
-	}
-	if err := ends.Error(); err != nil {
-		return err
-	}
-	parts := map[int32]kgo.Offset{}
-	remaining := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Offset > 0 {
-			parts[o.Partition] = kgo.NewOffset().AtStart()
-			remaining[o.Partition] = o.Offset
-		}
-	})
-	if len(parts) == 0 {
-		return nil
-	}
-	rd, err := kgo.NewClient(kgo.SeedBrokers(brokers...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}),
-		kgo.FetchIsolationLevel(iso), kgo.KeepControlRecords())
-	if err != nil {
-		return err
-	}
-	defer rd.Close()
-	for len(remaining) > 0 {
-		fs := rd.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		var ferr error
-		fs.EachError(func(_ string, _ int32, err error) { ferr = err })
-		if ferr != nil {
-			return ferr
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			end, ok := remaining[r.Partition]
-			if !ok {
-				return
-			}
-			if r.Offset < end {
-				fn(r)
-			}
-			// Any record at or past the end finishes the partition: a
-			// transaction open at the end that then aborts leaves its
-			// records below the end unread (read_committed) and its
-			// marker past it, the first record the partition delivers.
-			if r.Offset+1 >= end {
-				delete(remaining, r.Partition)
-			}
-		})
-	}
-	return nil
+	return topicread.Scan(ctx, brokers, topic, iso, fn)
 }
