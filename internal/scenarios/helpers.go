@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -109,39 +108,23 @@ func VerifyLedger(t *testing.T, brokers []string, snaps string, partitions int32
 }
 
 // verifyLedgerOf is VerifyLedger over some snapshot partitions only (the
-// input's partitions of the same numbers): exp's accounts there, read from
+// input's partitions of the same numbers): exp's accounts of each, told by
 // the input partition each was produced to (inputOf).
 func verifyLedgerOf(t *testing.T, brokers []string, snaps string, parts []int32, exp ledger.Expected, inputOf func(account string) int32) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	want, got := ledger.Expected{}, map[string]*ledger.State{}
-	for acct, s := range exp {
-		if slices.Contains(parts, inputOf(acct)) {
-			want[acct] = s
-		}
-	}
 	for _, p := range parts {
-		latest, err := snapshotstore.ReadLatest(ctx, brokers, snaps, p, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for k, s := range latest {
-			if s.Tombstone() {
-				continue
+		want := ledger.Expected{}
+		for acct, s := range exp {
+			if inputOf(acct) == p {
+				want[acct] = s
 			}
-			var st ledger.State
-			if err := json.Unmarshal(s.Value, &st); err != nil {
-				t.Fatalf("snapshot %s key %q: %v", s.Source, k, err)
-			}
-			got[k] = &st
 		}
-	}
-	if len(want) == 0 {
-		t.Fatalf("no account of the input in partitions %v: nothing to verify", parts)
-	}
-	for _, m := range ledger.Compare(want, got) {
-		t.Errorf("mismatch in partitions %v: %s", parts, m)
+		if len(want) == 0 {
+			t.Fatalf("no account of the input in partition %d: nothing to verify", p)
+		}
+		for _, m := range partitionMismatches(t, brokers, snaps, p, want) {
+			t.Errorf("mismatch in partition %d: %s", p, m)
+		}
 	}
 }
 

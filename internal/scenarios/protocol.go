@@ -641,7 +641,7 @@ func setMatrixGroupConfig(t *testing.T, brokers []string, group string, proto co
 // the broker does not serve KIP-848.
 func checkGroupProtocol(t *testing.T, brokers []string, group string, proto coordinator.Protocol) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	adm := kadm.NewClient(testkit.Client(t, brokers))
 	listed, err := adm.ListGroupsByType(ctx, nil)
@@ -662,12 +662,19 @@ func checkGroupProtocol(t *testing.T, brokers []string, group string, proto coor
 	if proto == coordinator.ConsumerProtocol {
 		return
 	}
-	dg, err := adm.DescribeGroups(ctx, group)
-	if err != nil {
-		t.Fatalf("describe group: %v", err)
-	}
+	// The assignor is reported only while the group is Stable (kfake and
+	// Kafka alike): a rebalance may still be under way.
+	var got string
+	testkit.Eventually(t, 30*time.Second, "group "+group+" stable, to read its assignor", func() (bool, string) {
+		dg, err := adm.DescribeGroups(ctx, group)
+		if err != nil {
+			return false, err.Error()
+		}
+		got = dg[group].Protocol
+		return dg[group].State == "Stable", dg[group].State
+	})
 	want := map[coordinator.Protocol]string{coordinator.Eager: "sticky", coordinator.Cooperative: "cooperative-sticky"}[proto]
-	if got := dg[group].Protocol; got != want {
+	if got != want {
 		t.Fatalf("group %s runs assignor %q, want %q", group, got, want)
 	}
 }
