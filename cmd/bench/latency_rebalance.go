@@ -199,15 +199,19 @@ func runLatencyRebalance(ctx context.Context, adm *kadm.Client, c latConfig, sys
 	// run: its figures would describe another rebalance than the one
 	// planned (a joiner that crashed leaves no rebalance at all).
 	defer func() {
-		errs := []error{err}
+		var errs []error
 		for _, m := range members {
 			errs = append(errs, m.exitedEarly())
 			if serr := m.stop(); serr != nil {
 				errs = append(errs, fmt.Errorf("member %s: %v", m.name, serr))
 			}
 		}
-		if err = errors.Join(errs...); err != nil {
-			res = nil
+		switch merr := errors.Join(errs...); {
+		case merr == nil:
+		case err == nil && res != nil:
+			err = &memberFailure{merr} // the run's figures, not counted
+		default:
+			res, err = nil, errors.Join(err, merr)
 		}
 	}()
 	start := func(i int) (*latMember, error) {
@@ -275,13 +279,16 @@ func runLatencyRebalance(ctx context.Context, adm *kadm.Client, c latConfig, sys
 		}
 	}
 	r := <-done
-	for _, m := range members {
-		if eerr := m.exitedEarly(); eerr != nil {
-			return nil, ev, errors.Join(r.err, eerr)
-		}
-	}
 	return r.r, ev, r.err
 }
+
+// memberFailure is runLatencyRebalance's error when the load ran but a
+// member process exited by itself or did not stop cleanly: the run is
+// reported, not counted (its rebalance is not the one planned).
+type memberFailure struct{ err error }
+
+func (e *memberFailure) Error() string { return e.err.Error() }
+func (e *memberFailure) Unwrap() error { return e.err }
 
 // awaitGroupSpread waits until group is stable with members members that
 // hold partitions partitions between them.

@@ -19,7 +19,7 @@ import (
 // performance reference: completeness only, no timing is asserted.
 func TestLatencyExperimentMatchesEveryOutputOnKfake(t *testing.T) {
 	_, brokers := testkit.Kfake(t)
-	c := latConfig{rates: []int{200}, warmup: 200 * time.Millisecond, window: time.Second, drain: 30 * time.Second,
+	c := latConfig{rates: []int{200}, maxInputLag: time.Second, warmup: 200 * time.Millisecond, window: time.Second, drain: 30 * time.Second,
 		keys: 50, partitions: 2, systems: latAllSystems, rf: 1}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -79,7 +79,7 @@ func TestMain(m *testing.M) {
 func TestLatencyRebalanceDeliversEveryOutputOnce(t *testing.T) {
 	_, brokers := testkit.Kfake(t)
 	// kfake's group.min.session.timeout.ms is 6 s.
-	c := latConfig{rates: []int{200}, warmup: 500 * time.Millisecond, window: 6 * time.Second, drain: time.Minute,
+	c := latConfig{rates: []int{200}, maxInputLag: time.Second, warmup: 500 * time.Millisecond, window: 6 * time.Second, drain: time.Minute,
 		keys: 50, partitions: 4, systems: []string{latTxn}, rf: 1, rebalance: true, sessionTimeout: 6 * time.Second}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -112,7 +112,7 @@ func TestLatencyRebalanceDeliversEveryOutputOnce(t *testing.T) {
 // figures through a rebalance are no reference for a pipe that recovers.
 func TestLatencyRebalanceFindsTheReferencesWrongBalances(t *testing.T) {
 	_, brokers := testkit.Kfake(t)
-	c := latConfig{rates: []int{200}, warmup: 500 * time.Millisecond, window: 6 * time.Second, drain: time.Minute,
+	c := latConfig{rates: []int{200}, maxInputLag: time.Second, warmup: 500 * time.Millisecond, window: 6 * time.Second, drain: time.Minute,
 		keys: 50, partitions: 4, systems: []string{latGTS}, rf: 1, rebalance: true, sessionTimeout: 6 * time.Second}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

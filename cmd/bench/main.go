@@ -130,6 +130,7 @@ func main() {
 		latParts   = flag.Int("lat-partitions", 8, "experiment L: partitions of every topic")
 		latSystems = flag.String("lat-systems", strings.Join(latAllSystems, ","), "experiment L: systems ("+strings.Join(latAllSystems, ", ")+")")
 		latPersist = flag.Duration("lat-persist", 0, "experiment L: persist and commit interval of the actorflow systems (0: actorflow's defaults, 5 s)")
+		latMaxLag  = flag.Duration("lat-max-input-lag", defaultMaxInputLag, "experiment L: a run whose inputs were sent later than this against their schedule (p99) is not counted")
 		latRounds  = flag.Int("lat-rounds", 1, "experiment L: rounds of every system per rate, each starting one system later; every p99 ratio is against the same round's gts")
 		latRebal   = flag.Bool("lat-rebalance", false, "experiment L: run each system as member processes of one group: two, a third joining at a third of the window, the first SIGKILLed at two thirds")
 		latSession = flag.Duration("lat-session-timeout", 0, "experiment L with --lat-rebalance: the members' group session timeout (0: the client's default, 45 s)")
@@ -181,7 +182,7 @@ func main() {
 	started := time.Now()
 	if exp == "L" {
 		c := latConfig{warmup: *latWarmup, window: *latWindow, drain: *latDrain, keys: *latKeys, partitions: *latParts,
-			persist: *latPersist, rf: int16(*rf), rebalance: *latRebal, sessionTimeout: *latSession, rounds: *latRounds}
+			persist: *latPersist, rf: int16(*rf), rebalance: *latRebal, sessionTimeout: *latSession, rounds: *latRounds, maxInputLag: *latMaxLag}
 		c.rates = positiveList("lat-rate", *latRates)
 		c.systems = systemList("lat-systems", *latSystems, latAllSystems)
 		if c.keys < 1 || c.partitions < 1 || c.window <= 0 || c.warmup < 0 {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -99,7 +100,7 @@ func Run(ctx context.Context, l Load) (*Result, error) {
 	defer pcl.Close()
 	var perr atomic.Pointer[error]
 	start := time.Now()
-	produced, err := produce(ctx, pcl, l, tr, func(_ *kgo.Record, err error) {
+	produced, lags, err := produce(ctx, pcl, l, tr, func(_ *kgo.Record, err error) {
 		if err != nil {
 			perr.CompareAndSwap(nil, &err)
 		}
@@ -137,6 +138,8 @@ wait:
 	r := tr.Result()
 	r.Start = start
 	r.Achieved = float64(produced) / (l.Warmup + l.Window).Seconds()
+	slices.Sort(lags)
+	r.InputLagP99, r.InputLagMax = Percentile(lags, 0.99), lags[len(lags)-1]
 	return r, nil
 }
 
@@ -168,8 +171,11 @@ func readToEnd(ctx context.Context, cl *kgo.Client, topic string, tr *Tracker, r
 }
 
 // produce sends l.Rate events per second until warm-up and window have
-// passed, recording each in tr, and returns how many it sent.
-func produce(ctx context.Context, pcl *kgo.Client, l Load, tr *Tracker, promise func(*kgo.Record, error)) (int, error) {
+// passed, recording each in tr, and returns how many it sent and how late
+// each was sent against its schedule (input n at n/rate from the start):
+// the generator shares the CPU with the system under test, and an input
+// sent late is stamped late, which leaves the wait out of its latency.
+func produce(ctx context.Context, pcl *kgo.Client, l Load, tr *Tracker, promise func(*kgo.Record, error)) (int, []time.Duration, error) {
 	gen := &ledger.Generator{Accounts: l.Accounts}
 	const tick = 5 * time.Millisecond
 	start := time.Now()
@@ -177,6 +183,7 @@ func produce(ctx context.Context, pcl *kgo.Client, l Load, tr *Tracker, promise 
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	produced := 0
+	var lags []time.Duration
 	for now := start; now.Before(end); {
 		// From the time elapsed, not the ticks: a slow tick (a busy
 		// machine drops them) does not lower the rate.
@@ -184,6 +191,7 @@ func produce(ctx context.Context, pcl *kgo.Client, l Load, tr *Tracker, promise 
 		for float64(produced) < due {
 			rec := ledger.Record(l.Input, gen.Next())
 			rec.Timestamp = time.Now() // the CreateTime the latency starts from
+			lags = append(lags, max(rec.Timestamp.Sub(start.Add(time.Duration(float64(produced)/float64(l.Rate)*float64(time.Second)))), 0))
 			tr.Sent(rec.Timestamp, !rec.Timestamp.Before(measureFrom))
 			pcl.Produce(ctx, rec, promise)
 			produced++
@@ -191,11 +199,11 @@ func produce(ctx context.Context, pcl *kgo.Client, l Load, tr *Tracker, promise 
 		select {
 		case now = <-t.C:
 		case <-ctx.Done():
-			return produced, ctx.Err()
+			return produced, lags, ctx.Err()
 		}
 	}
 	if produced == 0 {
-		return 0, errors.New("no input produced")
+		return 0, nil, errors.New("no input produced")
 	}
-	return produced, nil
+	return produced, lags, nil
 }

@@ -177,10 +177,13 @@ type Result struct {
 	// than the fold of the account's inputs through it (a pipe that lost
 	// or double-counted state).
 	WrongBalance int
-	Outputs      int           // outputs read
-	Achieved     float64       // inputs produced per second, over warm-up and window
-	P50, P90     time.Duration // input CreateTime → output read read_committed
-	P99, Max     time.Duration
+	Outputs      int     // outputs read
+	Achieved     float64 // inputs produced per second, over warm-up and window
+	// InputLagP99 and InputLagMax: how late inputs were sent against their
+	// schedule (the generator fell behind; their latency leaves that out).
+	InputLagP99, InputLagMax time.Duration
+	P50, P90                 time.Duration // input CreateTime → output read read_committed
+	P99, Max                 time.Duration
 	// Stages are the latency's parts, where the outputs carry the stamps
 	// (Stamps; zero otherwise): StageFold (input CreateTime → the fold
 	// that emitted), StageCommit (fold → output produced: the wait for the
