@@ -31,10 +31,11 @@
 # deploy/chaos.py (faults while the producer runs, /status polling, producer stop, verifier, report),
 # then the containers' logs are saved and the cluster is removed. Output: the report on stdout, and
 # $ACTORFLOW_CACHE/chaos/<time>-<mode>/ (report.json, status.jsonl, verify.out, logs/).
-# Pass: 0 mismatches, and in the transactional mode 0 duplicate and 0 missing outputs (read_committed:
-# exactly-once outputs); the plain mode's outputs are at-least-once (mismatches only). With poison faults
-# also 0 worker exits during them and each poison record in the dead-letter topic exactly once; with
-# node_kill faults also 0 worker exits during them.
+# Pass: the verifier's PASS (0 mismatches; outputs read_committed exactly once and in order in the
+# transactional mode, none missing in the plain mode), every acknowledged event verified, no unexpected
+# worker failure, every fault as planned (deploy/chaos.py's docstring). With poison faults also 0 worker
+# exits during them and each poison record in the dead-letter topic exactly once; with node_kill faults
+# also 0 worker exits during them.
 # Exit: 0 when the run passes, 1 when it fails, 2 when the run could not complete.
 set -uo pipefail
 

@@ -24,8 +24,9 @@ type report struct {
 	Mode     string `json:"mode"`
 	Accounts int    `json:"accounts"`
 	Events   int    `json:"events"`
-	// InputGaps counts sequence numbers the input skips (ledger.State.Gaps
-	// of the verifier's fold): events lost before any worker read them.
+	// InputGaps counts the jumps in the input's sequence numbers
+	// (ledger.State.Gaps of the verifier's fold: one per jump, whatever its
+	// length): events lost before any worker read them.
 	InputGaps        int64    `json:"input_gaps"`
 	Mismatches       int      `json:"mismatches"`
 	Examples         []string `json:"mismatch_examples,omitempty"`
@@ -100,9 +101,11 @@ type deadLetter struct {
 	Offset    int64    `json:"dlq_offset"`
 }
 
-// failed reports whether the verification fails: a mismatch, outputs that
-// break the mode's guarantee, or dead letters that do not match the
-// skipped inputs (when there is a dead-letter topic).
+// failed reports whether the verification fails: no input event at all,
+// gaps in the input, a mismatch (an account's snapshot differs from the
+// fold of its input, or exists without input), outputs that break the
+// mode's guarantee, or dead letters that do not match the skipped inputs
+// (when there is a dead-letter topic).
 func (r *report) failed() bool {
 	if r.Events == 0 || r.InputGaps > 0 || r.Mismatches > 0 || r.outputsFailed() {
 		return true // no input verifies nothing; an input with gaps lost events before any worker saw them
@@ -217,7 +220,7 @@ func runVerify(args []string) int {
 			fmt.Printf("FAIL: the input %s holds no event: nothing was verified\n", *input)
 		}
 		if r.InputGaps > 0 {
-			fmt.Printf("FAIL: the input skips %d sequence numbers: events were lost before any worker read them (the producer's or the broker's fault)\n", r.InputGaps)
+			fmt.Printf("FAIL: the input's sequence numbers jump %d times: events were lost before any worker read them (the producer's or the broker's fault)\n", r.InputGaps)
 		}
 		fmt.Printf("FAIL: %d of %d accounts differ from the fold of their %d input events; outputs: %d duplicates, %d missing, %d out of order; dead letters: %d duplicates, %d missing, %d unexpected (%s mode)\n",
 			r.Mismatches, r.Accounts, r.Events, r.OutputDuplicates, r.MissingOutputs, r.OutputsOutOfOrder,
