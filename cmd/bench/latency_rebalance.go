@@ -82,6 +82,12 @@ func latChildMain(args []string) int {
 			mode = snapshotstore.Plain
 		}
 		w, err := latency.StartWorker(ctx, seeds, mode, *group, *input, *snaps, *output, 1, latWorkerOpts(childLog(), *persist, *session)...)
+		if err != nil && ctx.Err() != nil {
+			// Stopped (SIGTERM) before the group gave it a partition: a
+			// joiner late in a short window, not a failure of the worker.
+			fmt.Fprintf(os.Stderr, "%s %s: stopped before any partition was assigned to it\n", latChildCommand, *sys)
+			return 0
+		}
 		if err != nil {
 			return fail(err)
 		}
@@ -150,10 +156,14 @@ func (m *latMember) stop() error {
 }
 
 // kill ends the member with SIGKILL: no revoke, no flush, no leave.
-func (m *latMember) kill() {
+func (m *latMember) kill() error {
+	if err := m.exitedEarly(); err != nil {
+		return err // it crashed before: no kill, no planned rebalance
+	}
 	_ = m.cmd.Process.Kill()
 	<-m.exited
 	m.gone = true
+	return nil
 }
 
 // exitedEarly returns the exit of a member that ended by itself (nil: it
@@ -198,8 +208,9 @@ func runLatencyRebalance(ctx context.Context, adm *kadm.Client, c latConfig, sys
 	// A member that ended by itself, or did not stop cleanly, fails the
 	// run: its figures would describe another rebalance than the one
 	// planned (a joiner that crashed leaves no rebalance at all).
+	var crashed []error // members that ended by themselves before their planned kill
 	defer func() {
-		var errs []error
+		errs := crashed
 		for _, m := range members {
 			errs = append(errs, m.exitedEarly())
 			if serr := m.stop(); serr != nil {
@@ -262,7 +273,9 @@ func runLatencyRebalance(ctx context.Context, adm *kadm.Client, c latConfig, sys
 		}},
 		{killAt, func() error {
 			ev.KillAt = time.Now()
-			members[0].kill()
+			if err := members[0].kill(); err != nil {
+				crashed = append(crashed, err) // reported with the run (deferred)
+			}
 			log.Info("first member killed", zap.Time("at", ev.KillAt))
 			return nil
 		}},

@@ -185,6 +185,9 @@ func main() {
 			persist: *latPersist, rf: int16(*rf), rebalance: *latRebal, sessionTimeout: *latSession, rounds: *latRounds, maxInputLag: *latMaxLag}
 		c.rates = positiveList("lat-rate", *latRates)
 		c.systems = systemList("lat-systems", *latSystems, latAllSystems)
+		if c.maxInputLag <= 0 {
+			fatalf("--lat-max-input-lag must be positive")
+		}
 		if c.keys < 1 || c.partitions < 1 || c.window <= 0 || c.warmup < 0 {
 			fatalf("--lat-keys, --lat-partitions and --lat-duration must be positive, --lat-warmup not negative")
 		}

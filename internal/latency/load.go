@@ -138,8 +138,10 @@ wait:
 	r := tr.Result()
 	r.Start = start
 	r.Achieved = float64(produced) / (l.Warmup + l.Window).Seconds()
-	slices.Sort(lags)
-	r.InputLagP99, r.InputLagMax = Percentile(lags, 0.99), lags[len(lags)-1]
+	if len(lags) > 0 { // produce fails when it sent nothing
+		slices.Sort(lags)
+		r.InputLagP99, r.InputLagMax = Percentile(lags, 0.99), lags[len(lags)-1]
+	}
 	return r, nil
 }
 
