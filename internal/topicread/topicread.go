@@ -37,10 +37,20 @@ func Scan(ctx context.Context, brokers []string, topic string, iso kgo.Isolation
 	if err != nil {
 		return fmt.Errorf("end offsets of %s: %w", topic, err)
 	}
+	// A partition whose log start is at its end (retention or
+	// DeleteRecords removed everything) has nothing to read: no record
+	// would ever finish it.
+	starts, err := kadm.NewClient(cl).ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("start offsets of %s: %w", topic, err)
+	}
 	parts := map[int32]kgo.Offset{}
 	remaining := map[int32]int64{}
 	ends.Each(func(o kadm.ListedOffset) {
-		if o.Offset > 0 {
+		if s, ok := starts.Lookup(o.Topic, o.Partition); o.Offset > 0 && (!ok || s.Offset < o.Offset) {
 			parts[o.Partition] = kgo.NewOffset().AtStart()
 			remaining[o.Partition] = o.Offset
 		}

@@ -68,3 +68,34 @@ func TestScanEndsAtATransactionAbortedAfterItsEndOffsets(t *testing.T) {
 		t.Fatalf("read %q, want the committed record only", got)
 	}
 }
+
+// A partition whose records were all deleted (its log start at its end)
+// has nothing to read: the read ends instead of waiting for a record that
+// will never come.
+func TestScanSkipsAPartitionDeletedToItsEnd(t *testing.T) {
+	_, brokers := testkit.Kfake(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl := testkit.Client(t, brokers, kgo.DefaultProduceTopic("t"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx, 2, 1, nil, "t"); err != nil {
+		t.Fatal(err)
+	}
+	for p := range int32(2) {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Partition: p, Value: []byte("a")}, &kgo.Record{Partition: p, Value: []byte("b")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	del := kadm.Offsets{}
+	del.Add(kadm.Offset{Topic: "t", Partition: 0, At: 2})
+	if res, err := adm.DeleteRecords(ctx, del); err != nil || res.Error() != nil {
+		t.Fatalf("delete records: %v %v", err, res.Error())
+	}
+	var got []string
+	if err := topicread.Scan(ctx, brokers, "t", kgo.ReadCommitted(), func(r *kgo.Record) { got = append(got, string(r.Value)) }); err != nil {
+		t.Fatalf("Scan = %v, want the read of partition 1 alone", err)
+	}
+	if len(got) != 2 {
+		t.Fatalf("read %q, want partition 1's two records", got)
+	}
+}
