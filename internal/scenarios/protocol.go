@@ -667,8 +667,14 @@ func checkGroupProtocol(t *testing.T, brokers []string, group string, proto coor
 	var got string
 	testkit.Eventually(t, 30*time.Second, "group "+group+" stable, to read its assignor", func() (bool, string) {
 		dg, err := adm.DescribeGroups(ctx, group)
+		if err == nil {
+			err = dg[group].Err
+		}
 		if err != nil {
-			return false, err.Error()
+			t.Fatalf("describe group %s: %v", group, err)
+		}
+		if s := dg[group].State; s == "Empty" || s == "Dead" {
+			t.Fatalf("group %s is %s: no member to run an assignor", group, s)
 		}
 		got = dg[group].Protocol
 		return dg[group].State == "Stable", dg[group].State
