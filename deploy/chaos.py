@@ -191,19 +191,27 @@ FENCE_WORDS = ("fenced", "FENCED", "ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID", "I
 def worker_events(text, since=0.0):
     """[(ts, kind, message)] of the interesting lines of a worker's log after `since` (epoch seconds)."""
     ev = []
-    t = since  # a crash before the first JSON line is dated at the start of the window
+    t = None  # the time of the last JSON line
+    crashes = []  # crash lines not yet dated
     for line in text.splitlines():
         if not line.startswith("{"):
-            # A crash leaves no zap line: the Go runtime's own (a panic, a fatal error) on stderr, at
-            # the time of the last line logged before it.
-            if line.startswith(("panic: ", "fatal error: ")) and t >= since:
-                ev.append((t, "crash", line[:300]))
+            # A crash leaves no zap line: the Go runtime's own (a panic, a fatal error) on stderr. It is
+            # dated by the line logged before it, or (the first thing in the log) the first one after it:
+            # a log spans the container's earlier runs too.
+            if line.startswith(("panic: ", "fatal error: ")):
+                if t is None:
+                    crashes.append(line[:300])
+                elif t >= since:
+                    ev.append((t, "crash", line[:300]))
             continue
         try:
             d = json.loads(line)
         except ValueError:
             continue
         t = d.get("ts") or 0
+        if crashes:
+            ev += [(t, "crash", c) for c in crashes if t >= since]
+            crashes = []
         if t < since:
             continue
         msg, err = d.get("msg", ""), str(d.get("error") or d.get("err") or "")
