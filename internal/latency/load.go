@@ -127,17 +127,19 @@ wait:
 			return nil, ctx.Err()
 		}
 	}
+	readEnd := false
 	if tr.Complete() {
 		// Every input has an output; a duplicate committed since would be
 		// missed: read on to the output's last stable offsets now (the
 		// read_committed end), waiting at most a few seconds.
-		readToEnd(ctx, cons, l.Output, tr, func(p int32) int64 { posMu.Lock(); defer posMu.Unlock(); return read[p] })
+		readEnd = readToEnd(ctx, cons, l.Output, tr, func(p int32) int64 { posMu.Lock(); defer posMu.Unlock(); return read[p] })
 	}
 	ccancel()
 	<-cdone
 	r := tr.Result()
 	r.Start = start
 	r.Achieved = float64(produced) / (l.Warmup + l.Window).Seconds()
+	r.ReadToEnd = readEnd
 	if len(lags) > 0 { // produce fails when it sent nothing
 		slices.Sort(lags)
 		r.InputLagP99, r.InputLagMax = Percentile(lags, 0.99), lags[len(lags)-1]
@@ -146,13 +148,13 @@ wait:
 }
 
 // readToEnd waits until read(p) reaches topic's last stable offset of each
-// partition p (as listed now), or 10 s pass.
-func readToEnd(ctx context.Context, cl *kgo.Client, topic string, tr *Tracker, read func(int32) int64) {
+// partition p (as listed now), or 10 s pass; it reports whether it did.
+func readToEnd(ctx context.Context, cl *kgo.Client, topic string, tr *Tracker, read func(int32) int64) bool {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	ends, err := kadm.NewClient(cl).ListCommittedOffsets(ctx, topic)
 	if err != nil {
-		return
+		return false
 	}
 	for {
 		behind := false
@@ -162,12 +164,12 @@ func readToEnd(ctx context.Context, cl *kgo.Client, topic string, tr *Tracker, r
 			}
 		})
 		if !behind {
-			return
+			return true
 		}
 		select {
 		case <-tr.Changed():
 		case <-ctx.Done():
-			return
+			return false
 		}
 	}
 }

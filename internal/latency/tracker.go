@@ -9,8 +9,6 @@ package latency
 import (
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -154,12 +152,8 @@ func (t *Tracker) Complete() bool {
 
 // index is input n of ledger.AccountKey(i) with seq.
 func (t *Tracker) index(account string, seq int64) (int, bool) {
-	s, ok := strings.CutPrefix(account, "acct-")
-	if !ok {
-		return 0, false
-	}
-	i, err := strconv.Atoi(s)
-	if err != nil || i < 0 || i >= t.accounts || seq < 1 {
+	i, ok := ledger.AccountIndex(account)
+	if !ok || i >= t.accounts || seq < 1 {
 		return 0, false
 	}
 	return int(seq-1)*t.accounts + i, true
@@ -182,8 +176,11 @@ type Result struct {
 	// InputLagP99 and InputLagMax: how late inputs were sent against their
 	// schedule (the generator fell behind; their latency leaves that out).
 	InputLagP99, InputLagMax time.Duration
-	P50, P90                 time.Duration // input CreateTime → output read read_committed
-	P99, Max                 time.Duration
+	// ReadToEnd: after the last input's output the outputs were read on to
+	// their last stable offsets (a late duplicate would have been seen).
+	ReadToEnd bool
+	P50, P90  time.Duration // input CreateTime → output read read_committed
+	P99, Max  time.Duration
 	// Stages are the latency's parts, where the outputs carry the stamps
 	// (Stamps; zero otherwise): StageFold (input CreateTime → the fold
 	// that emitted), StageCommit (fold → output produced: the wait for the

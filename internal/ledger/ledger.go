@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -66,6 +67,17 @@ func Flow(opts ...keyflow.Option) *keyflow.Flow[State] {
 
 // AccountKey names account i.
 func AccountKey(i int) string { return "acct-" + strconv.Itoa(i) }
+
+// AccountIndex is AccountKey's inverse: i for "acct-i", false for any
+// other key.
+func AccountIndex(key string) (int, bool) {
+	s, ok := strings.CutPrefix(key, "acct-")
+	if !ok {
+		return 0, false
+	}
+	i, err := strconv.Atoi(s)
+	return i, err == nil && i >= 0
+}
 
 // Expected is the verifier's own fold of the input, per account.
 type Expected map[string]State

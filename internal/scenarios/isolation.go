@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -59,7 +58,7 @@ func producePoison(t *testing.T, brokers []string, input string, partitions int3
 // multiple of partitions, so account a is always in partition a % partitions.
 func poisonInputOf(partitions int32) func(string) int32 {
 	return func(acct string) int32 {
-		n, _ := strconv.Atoi(strings.TrimPrefix(acct, "acct-"))
+		n, _ := ledger.AccountIndex(acct)
 		return int32(n) % partitions
 	}
 }
