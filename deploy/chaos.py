@@ -196,13 +196,11 @@ def worker_events(text, since=0.0):
     for line in text.splitlines():
         if not line.startswith("{"):
             # A crash leaves no zap line: the Go runtime's own (a panic, a fatal error) on stderr. It is
-            # dated by the line logged before it, or (the first thing in the log) the first one after it:
-            # a log spans the container's earlier runs too.
+            # dated by the first line after it (the restarted process's first), or, with none after it,
+            # the last one before: a log spans the container's earlier runs, and a worker may have logged
+            # nothing in the window before it crashed.
             if line.startswith(("panic: ", "fatal error: ")):
-                if t is None:
-                    crashes.append(line[:300])
-                elif t >= since:
-                    ev.append((t, "crash", line[:300]))
+                crashes.append(line[:300])
             continue
         try:
             d = json.loads(line)
@@ -232,6 +230,8 @@ def worker_events(text, since=0.0):
         else:
             continue
         ev.append((t, kind, f"{msg}: {err}"[:300]))
+    if crashes and t is not None and t >= since:
+        ev += [(t, "crash", c) for c in crashes]
     return ev
 
 
