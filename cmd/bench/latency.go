@@ -243,6 +243,9 @@ func runLatencySystem(ctx context.Context, brokers []string, adm *kadm.Client, c
 	if maxLag := cmp.Or(c.maxInputLag, defaultMaxInputLag); res.InputLagP99 > maxLag {
 		notes = append(notes, fmt.Sprintf("inputs sent up to %s late (p99 %s, over %s): the load generator fell behind", res.InputLagMax, res.InputLagP99, maxLag))
 	}
+	if exactlyOnce(sys) && res.Complete() && !res.ReadToEnd {
+		notes = append(notes, "outputs not read to their last stable offsets after the last input's: duplicates not ruled out")
+	}
 	if exactlyOnce(sys) && res.Duplicates > 0 {
 		notes = append(notes, fmt.Sprintf("%d duplicate outputs from an exactly-once system", res.Duplicates))
 	}

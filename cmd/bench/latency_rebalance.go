@@ -71,6 +71,10 @@ func latChildMain(args []string) int {
 		case <-p.ready:
 			fmt.Println("assigned")
 		case err := <-done:
+			if ctx.Err() != nil { // SIGTERM before the group gave it a partition (as the txn path)
+				fmt.Fprintf(os.Stderr, "%s %s: stopped before any partition was assigned to it\n", latChildCommand, *sys)
+				return 0
+			}
 			return fail(fmt.Errorf("stopped before its assignment: %w", err))
 		}
 		if err := <-done; err != nil {
@@ -150,8 +154,17 @@ func (m *latMember) stop() error {
 		m.gone = true
 		return err
 	case <-time.After(time.Minute):
-		_ = m.cmd.Process.Kill()
-		return fmt.Errorf("member %s: no exit a minute after SIGTERM", m.name)
+		// SIGQUIT first: the Go runtime prints every goroutine's stack
+		// to the member's stderr (ours), showing where it hangs.
+		_ = m.cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-m.exited:
+		case <-time.After(5 * time.Second):
+			_ = m.cmd.Process.Kill()
+			<-m.exited
+		}
+		m.gone = true
+		return fmt.Errorf("member %s: no exit a minute after SIGTERM (its goroutines on stderr)", m.name)
 	}
 }
 
@@ -205,16 +218,20 @@ func runLatencyRebalance(ctx context.Context, adm *kadm.Client, c latConfig, sys
 	mctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var members []*latMember
-	// A member that ended by itself, or did not stop cleanly, fails the
-	// run: its figures would describe another rebalance than the one
-	// planned (a joiner that crashed leaves no rebalance at all).
+	// A member that ended by itself during the run makes the run not
+	// counted: its figures would describe another rebalance than the one
+	// planned (a joiner that crashed leaves no rebalance at all). One that
+	// does not stop cleanly afterwards is reported on stderr, the figures
+	// taken before (a member once took over a minute to exit after SIGTERM
+	// on kfake under -race on a loaded host; not understood yet).
 	var crashed []error // members that ended by themselves before their planned kill
 	defer func() {
 		errs := crashed
 		for _, m := range members {
 			errs = append(errs, m.exitedEarly())
 			if serr := m.stop(); serr != nil {
-				errs = append(errs, fmt.Errorf("member %s: %v", m.name, serr))
+				log.Warn("member did not stop cleanly", zap.String("member", m.name), zap.Error(serr))
+				fmt.Fprintf(os.Stderr, "bench: member %s did not stop cleanly: %v\n", m.name, serr)
 			}
 		}
 		switch merr := errors.Join(errs...); {
