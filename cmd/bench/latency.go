@@ -95,7 +95,7 @@ type latRow struct {
 	WrongBalance int `json:"wrong_balance"`
 	// InputLagP99MS: how late the inputs were sent against their schedule.
 	InputLagP99MS float64 `json:"input_lag_p99_ms"`
-	Valid         bool    `json:"valid"` // every output there, each with its right balance (exactly-once systems: none twice), the inputs on schedule, no member failed
+	Valid         bool    `json:"valid"` // every output there, each with its right balance (exactly-once systems: none twice), the inputs on schedule, no member exited during the run, outputs read to their end
 	P50MS         float64 `json:"p50_ms"`
 	P90MS         float64 `json:"p90_ms"`
 	P99MS         float64 `json:"p99_ms"`
