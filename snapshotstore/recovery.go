@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -264,11 +265,31 @@ const (
 // Kafka's retriable errors (a leader moving: NOT_LEADER_OR_FOLLOWER,
 // UNKNOWN_LEADER_EPOCH; REQUEST_TIMED_OUT, ...) and connection failures (a
 // broker restarting refuses connections for a while, which kgo does not
-// count as retryable). Anything else — an authorization failure, a corrupt
-// batch, a position out of range — is not transient.
+// count as retryable), and a request mapped to a broker the cluster's
+// metadata no longer lists (a node just killed: kgo's "unknown broker").
+// Anything else — an authorization failure, a corrupt batch, a position out
+// of range — is not transient.
 func Transient(err error) bool {
 	var ne net.Error // *net.OpError: dial refused, reset, timeouts
-	return kerr.IsRetriable(err) || kgo.IsRetryableBrokerErr(err) || errors.As(err, &ne)
+	return kerr.IsRetriable(err) || kgo.IsRetryableBrokerErr(err) || errors.As(err, &ne) || unknownBroker(err)
+}
+
+// unknownBroker reports whether err holds kgo's error for a request mapped
+// to a broker missing from the metadata (kgo's own client retries it on
+// another broker, isSkippableBrokerErr; kadm returns it as a shard error,
+// which failed an assignment's ListOffsets while a node of a 3-node cluster
+// was down). kgo does not export it: it is matched by its message.
+func unknownBroker(err error) bool {
+	switch e := err.(type) {
+	case nil:
+		return false
+	case interface{ Unwrap() []error }:
+		return slices.ContainsFunc(e.Unwrap(), unknownBroker)
+	case interface{ Unwrap() error }:
+		return unknownBroker(e.Unwrap())
+	default:
+		return err.Error() == "unknown broker"
+	}
 }
 
 // stalled diagnoses a stall from a fresh read of the log end. A failing

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -576,5 +577,21 @@ func TestReadToTargetResolvesAHangingTransaction(t *testing.T) {
 	}
 	if n := len(called); n != 0 {
 		t.Fatalf("resolve called %d more times after the read progressed", n)
+	}
+}
+
+// A request kadm mapped to a broker the metadata no longer lists (a node of
+// a 3-node cluster just killed) fails with kgo's "unknown broker" in a shard
+// error: transient, as kgo's own client treats it. Before, an assignment's
+// ListOffsets failing so stopped the worker (chaos-cluster-short, a node
+// kill). Another shard error is not.
+func TestUnknownBrokerShardErrorIsTransient(t *testing.T) {
+	unknown := &kadm.ShardErrors{Name: "ListOffsets", Errs: []kadm.ShardError{{Err: errors.New("unknown broker")}}}
+	if err := fmt.Errorf("list start offsets of %q: %w", "in", unknown); !snapshotstore.Transient(err) {
+		t.Fatalf("Transient(%v) = false, want true", err)
+	}
+	other := &kadm.ShardErrors{Name: "ListOffsets", Errs: []kadm.ShardError{{Err: errors.New("topic authorization failed")}}}
+	if snapshotstore.Transient(other) {
+		t.Fatalf("Transient(%v) = true, want false", other)
 	}
 }
