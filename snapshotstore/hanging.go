@@ -122,14 +122,6 @@ type DataScan struct {
 	// the bumped epoch, a fence aborts with a later one); Committed is its type.
 	Closed    bool
 	Committed bool
-	// SameEpochMarker: that control record carries the data's own epoch.
-	// Transaction version 2 bumps the epoch at every EndTxn and writes its
-	// markers with the bumped one (KIP-890), so a (producer id, epoch) pair
-	// names one transaction and the first marker after its data is its
-	// own. Under version 1 the epoch lasts the producer's whole session,
-	// and the marker may be an earlier transaction's of the same pair: a
-	// hanging transaction's outcome cannot be read from it.
-	SameEpochMarker bool
 	// Complete: the scan reached the partition's end (not cut short).
 	Complete bool
 }
@@ -164,9 +156,8 @@ func (o TxnOutcome) String() string {
 // markers landed on some partitions or on none). If none landed, no
 // read_committed reader saw any of the transaction, and an abort is safe
 // (the partition replays its records). Unknown when a scan was cut short,
-// when the landed markers disagree, when a partition shows the data but
-// no marker although its leader reported no open transaction, or when a
-// marker may be an earlier transaction's (transaction version 1).
+// when the landed markers disagree, or when a partition shows the data but
+// no marker although its leader reported no open transaction.
 func DecideOutcome(scans []DataScan) (TxnOutcome, string) {
 	commits, aborts := 0, 0
 	for _, sc := range scans {
@@ -175,8 +166,6 @@ func DecideOutcome(scans []DataScan) (TxnOutcome, string) {
 			return OutcomeUnknown, "a partition of the transaction could not be read to its end"
 		case sc.SawData && !sc.Closed:
 			return OutcomeUnknown, "a partition shows the transaction's data without a marker but no open transaction"
-		case sc.Closed && sc.SameEpochMarker:
-			return OutcomeUnknown, "a marker carries the data's own epoch (transaction version 1): it may close an earlier transaction of the same producer epoch"
 		case sc.Closed && sc.Committed:
 			commits++
 		case sc.Closed:

@@ -277,7 +277,6 @@ func scanProducer(ctx context.Context, brokers []string, opts []kgo.Opt, tp topi
 			sc.SawData = true
 		case r.Attrs.IsControl() && sc.SawData && r.ProducerEpoch >= epoch:
 			sc.Closed = true
-			sc.SameEpochMarker = r.ProducerEpoch == epoch
 			// The control record's key: version int16, type int16 (0 abort, 1 commit).
 			sc.Committed = len(r.Key) >= 4 && r.Key[3] == 1
 			return false

@@ -7,8 +7,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/twmb/franz-go/pkg/kversion"
 	"go.uber.org/zap"
 )
 
@@ -51,46 +49,6 @@ func TestScanForMarkerReadsTheOutcomeAfterTheData(t *testing.T) {
 	other := OpenTxn{ProducerID: committed.ProducerID + aborted.ProducerID + 100, Epoch: 0}
 	if sc := h.scanForMarker(ctx, tp, other, since); !sc.Complete || sc.SawData || sc.Closed {
 		t.Errorf("a producer that wrote nothing here: scan %+v, want complete and empty", sc)
-	}
-}
-
-// Under transaction version 1 a producer keeps its epoch across
-// transactions, so the first marker after the pair's data may close an
-// earlier one: a producer commits t1, then aborts t2, both at epoch 0, and
-// the scan for t2 found t1's commit — the resolver would have committed a
-// hanging transaction that was aborted (found by a review). The outcome
-// is unknown instead: no marker is written.
-func TestScanUnderTransactionVersion1IsNotAnOutcome(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "data"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	brokers := c.ListenAddrs()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	v := kversion.Stable()
-	v.SetMaxKeyVersion(kmsg.EndTxn.Int16(), 4) // EndTxn v5 is transaction version 2
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.TransactionalID("p"), kgo.DefaultProduceTopic("data"), kgo.MaxVersions(v))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	since := time.Now().Add(-time.Minute)
-	txn := func(commit bool) OpenTxn { return oneTxn(ctx, t, cl, commit) }
-	t1 := txn(true)
-	t2 := txn(false)
-	if t1.Epoch != t2.Epoch {
-		t.Fatalf("precondition: transaction version 1 keeps the epoch (t1 %+v, t2 %+v)", t1, t2)
-	}
-	h, err := newHangingResolver(brokers, nil, zap.NewNop(), func(string) bool { return true })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.close()
-	sc := h.scanForMarker(ctx, topicPartition{Topic: "data"}, t2, since)
-	if out, why := DecideOutcome([]DataScan{sc}); out != OutcomeUnknown {
-		t.Fatalf("scan of the aborted t2: %+v -> %v (%s); want unknown", sc, out, why)
 	}
 }
 
