@@ -77,16 +77,7 @@ func TestMain(m *testing.M) {
 // still delivers every input's output exactly once, and the report names
 // both events and the output gaps after them.
 func TestLatencyRebalanceDeliversEveryOutputOnce(t *testing.T) {
-	_, brokers := testkit.Kfake(t)
-	// kfake's group.min.session.timeout.ms is 6 s.
-	c := latConfig{rates: []int{200}, maxInputLag: time.Second, warmup: 500 * time.Millisecond, window: 6 * time.Second, drain: time.Minute,
-		keys: 50, partitions: 4, systems: []string{latTxn}, rf: 1, rebalance: true, sessionTimeout: 6 * time.Second}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	rows, err := runLatencyExperiment(ctx, brokers, c, zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, rows := kfakeRebalanceRun(t, latTxn)
 	for _, r := range rows {
 		if !r.Valid || r.Missing != 0 || r.Duplicates != 0 || r.Outputs != r.Produced {
 			t.Errorf("%s: valid %v, %d produced, %d outputs, %d missing, %d duplicates (%s): want every output once through the join and the kill",
@@ -111,16 +102,25 @@ func TestLatencyRebalanceDeliversEveryOutputOnce(t *testing.T) {
 // so its outputs carry wrong balances and the run is not valid — its
 // figures through a rebalance are no reference for a pipe that recovers.
 func TestLatencyRebalanceFindsTheReferencesWrongBalances(t *testing.T) {
+	_, rows := kfakeRebalanceRun(t, latGTS)
+	if len(rows) != 1 || rows[0].WrongBalance == 0 || rows[0].Valid {
+		t.Fatalf("rows %+v: want one, invalid, with wrong balances", rows)
+	}
+}
+
+// kfakeRebalanceRun runs experiment L through a rebalance on kfake for one
+// system, briefly, and returns its config and rows.
+func kfakeRebalanceRun(t *testing.T, system string) (latConfig, []latRow) {
+	t.Helper()
 	_, brokers := testkit.Kfake(t)
+	// kfake's group.min.session.timeout.ms is 6 s.
 	c := latConfig{rates: []int{200}, maxInputLag: time.Second, warmup: 500 * time.Millisecond, window: 6 * time.Second, drain: time.Minute,
-		keys: 50, partitions: 4, systems: []string{latGTS}, rf: 1, rebalance: true, sessionTimeout: 6 * time.Second}
+		keys: 50, partitions: 4, systems: []string{system}, rf: 1, rebalance: true, sessionTimeout: 6 * time.Second}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	rows, err := runLatencyExperiment(ctx, brokers, c, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 1 || rows[0].WrongBalance == 0 || rows[0].Valid {
-		t.Fatalf("rows %+v: want one, invalid, with wrong balances", rows)
-	}
+	return c, rows
 }
