@@ -105,7 +105,15 @@ func VerifyLedger(t *testing.T, brokers []string, snaps string, partitions int32
 		}
 		t.Errorf("mismatch: %s", m)
 	}
+	if len(mm) > 0 {
+		for p := int32(0); p < partitions; p++ {
+			testkit.LogPartitionRecords(t, brokers, snaps, p, snapshotLogLines)
+		}
+	}
 }
+
+// snapshotLogLines bounds the snapshot log a mismatch prints per partition.
+const snapshotLogLines = 600
 
 // verifyLedgerOf is VerifyLedger over some snapshot partitions only (the
 // input's partitions of the same numbers): exp's accounts of each, told by

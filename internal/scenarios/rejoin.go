@@ -549,7 +549,11 @@ func partitionMismatches(t *testing.T, brokers []string, snaps string, p int32, 
 		}
 		got[k] = &st
 	}
-	return ledger.Compare(exp, got)
+	mm := ledger.Compare(exp, got)
+	if len(mm) > 0 {
+		testkit.LogPartitionRecords(t, brokers, snaps, p, snapshotLogLines)
+	}
+	return mm
 }
 
 // ---------------------------------------------------------------------------

@@ -2,7 +2,9 @@ package testkit
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,4 +43,55 @@ func ReadTopic(t testing.TB, brokers []string, topic string, readCommitted bool)
 		out = append(out, byPart[p]...)
 	}
 	return out
+}
+
+// LogPartitionRecords logs every record of topic's partition up to its high
+// watermark, read_uncommitted with the transaction markers: offset, key,
+// producer id and epoch, and whether it is transactional, a commit or an
+// abort marker. A test calls it on a state mismatch, so that a lost or
+// aborted snapshot shows where it went (which transaction wrote it, which
+// marker ended that transaction). max bounds the lines (the rest counted).
+func LogPartitionRecords(t testing.TB, brokers []string, topic string, partition int32, max int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var lines []string
+	n := 0
+	err := topicread.Scan(ctx, brokers, topic, kgo.ReadUncommitted(), func(r *kgo.Record) {
+		if r.Partition != partition {
+			return
+		}
+		n++
+		if len(lines) < max {
+			lines = append(lines, describeRecord(r))
+		}
+	})
+	if err != nil {
+		t.Logf("log of %s[%d]: %v", topic, partition, err)
+	}
+	t.Logf("log of %s[%d], read_uncommitted (%d records, markers included; offset key producer/epoch kind):\n%s",
+		topic, partition, n, strings.Join(lines, "\n"))
+	if n > len(lines) {
+		t.Logf("... %d more records of %s[%d]", n-len(lines), topic, partition)
+	}
+}
+
+func describeRecord(r *kgo.Record) string {
+	kind := "plain"
+	switch {
+	case r.Attrs.IsControl():
+		kind = "ABORT marker"
+		// A control record's key is version (int16) then type (int16):
+		// 0 abort, 1 commit.
+		if len(r.Key) >= 4 && r.Key[3] == 1 {
+			kind = "COMMIT marker"
+		}
+	case r.Attrs.IsTransactional():
+		kind = "txn"
+	}
+	key := string(r.Key)
+	if r.Attrs.IsControl() {
+		key = "-"
+	}
+	return fmt.Sprintf("  %d %q %d/%d %s", r.Offset, key, r.ProducerID, r.ProducerEpoch, kind)
 }
