@@ -96,6 +96,10 @@ type Config struct {
 	// may be evicted, and in the transactional mode its late writes die at
 	// the generation fence.
 	TeardownTimeout time.Duration
+	// LeaveTimeout bounds Run's wait for leaving the group once every
+	// partition has stopped (default 10 s): past it Run returns, and the
+	// leave finishes in the background (see Consumer.leave).
+	LeaveTimeout time.Duration
 	// HangingTxnResolveAfter is how long a partition's committed offset may
 	// stay unstable (UNSTABLE_OFFSET_COMMIT) at assignment before the wait
 	// is logged and ResolveHanging is called (then again every
@@ -128,6 +132,8 @@ type Consumer struct {
 	meta *GroupMetadataTracker
 	own  *Ownership
 	log  *zap.Logger
+	// kgoLog is the client's logger, muted when the leave is abandoned.
+	kgoLog *kgolog.Mutable
 	// kick wakes the membership watcher at once (a refused write saw a
 	// membership change before the watcher's next tick).
 	kick chan struct{}
@@ -198,6 +204,9 @@ func New(cfg Config, h Handler) (*Consumer, error) {
 	if cfg.TeardownTimeout <= 0 {
 		cfg.TeardownTimeout = cfg.RebalanceTimeout * 2 / 3
 	}
+	if cfg.LeaveTimeout <= 0 {
+		cfg.LeaveTimeout = DefaultLeaveTimeout
+	}
 	if cfg.TeardownTimeout >= cfg.RebalanceTimeout {
 		return nil, fmt.Errorf("coordinator: teardown timeout %s must be below the rebalance timeout %s", cfg.TeardownTimeout, cfg.RebalanceTimeout)
 	}
@@ -209,7 +218,8 @@ func New(cfg Config, h Handler) (*Consumer, error) {
 	}
 	c := &Consumer{
 		cfg: cfg, h: h, fc: NewFlowControl(cfg.MaxInFlight, cfg.MaxInFlightBytes), log: cfg.Logger,
-		owned: map[TopicPartition]bool{}, held: map[TopicPartition]bool{},
+		kgoLog: kgolog.NewMutable(cfg.Logger.Named("kgo")),
+		owned:  map[TopicPartition]bool{}, held: map[TopicPartition]bool{},
 		done: make(chan struct{}), ready: make(chan struct{}), stopping: make(chan struct{}),
 		own: NewOwnership(), kick: make(chan struct{}, 1),
 		failed: map[TopicPartition]*Failure{}, streak: map[TopicPartition]*Failure{}, hwm: map[TopicPartition]int64{}, retry: make(chan struct{}, 1),
@@ -249,7 +259,7 @@ func New(cfg Config, h Handler) (*Consumer, error) {
 		kgo.OnPartitionsAssigned(c.onAssigned),
 		kgo.OnPartitionsRevoked(c.onRevoked),
 		kgo.OnPartitionsLost(c.onLost),
-		kgo.WithLogger(kgolog.New(cfg.Logger.Named("kgo"))),
+		kgo.WithLogger(c.kgoLog),
 		kgo.MaxVersions(versions),
 	}
 	if cfg.SessionTimeout > 0 {
@@ -463,6 +473,10 @@ func (c *Consumer) stillFailing(now time.Time) []error {
 	return failures
 }
 
+// DefaultLeaveTimeout is Config.LeaveTimeout's default: a LeaveGroup takes
+// milliseconds; only a join in flight takes longer.
+const DefaultLeaveTimeout = 10 * time.Second
+
 // errStopping ends a wait of an assignment when Run stops (Consumer.stopping).
 var errStopping = errors.New("the consumer is stopping")
 
@@ -477,7 +491,34 @@ func (c *Consumer) shutdown() {
 		cancel()
 	}
 	c.rebalance.Unlock()
-	c.cl.Close() // leaving runs the revoke callback: nothing is owned any more
+	c.leave()
+}
+
+// leave closes the client, which leaves the group, waiting at most
+// LeaveTimeout. Nothing is owned any more, so nothing is lost by not
+// waiting: kgo's leave first waits for its group management to return, and
+// a JoinGroup in flight — which kgo sends with the client's context, not
+// the group's, so that a revoke's last commit still goes out — is answered
+// only when the group's rebalance completes, up to its rebalance timeout
+// when a member died without leaving. A stop then took a minute (seen on
+// kfake and in cmd/bench L). Past the bound the close finishes in the
+// background with kgo's log muted, and the group drops this member when
+// that join ends or its session times out, as after a crash.
+func (c *Consumer) leave() {
+	done := make(chan struct{})
+	go func() {
+		c.cl.Close()
+		close(done)
+	}()
+	t := time.NewTimer(c.cfg.LeaveTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		c.log.Warn("leaving the group did not finish within the leave timeout; not waiting for it (a join in flight ends with the group's rebalance; the group drops this member then, or at its session timeout)",
+			zap.Duration("leave_timeout", c.cfg.LeaveTimeout))
+		c.kgoLog.Mute()
+	}
 }
 
 func (c *Consumer) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
@@ -755,6 +796,9 @@ func (c *Consumer) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[str
 	<-c.ready
 	c.rebalance.Lock()
 	defer c.rebalance.Unlock()
+	if c.closing {
+		return // shutdown stopped everything; the leave may outlive Run
+	}
 	c.meta.Refresh()
 	// A partition assigned under an older membership is lost, not revoked:
 	// its flush would commit stale state under the new membership.
@@ -777,6 +821,9 @@ func (c *Consumer) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]
 	<-c.ready
 	c.rebalance.Lock()
 	defer c.rebalance.Unlock()
+	if c.closing {
+		return // as in onRevoked
+	}
 	tps := flatten(lost)
 	c.unhold(tps)
 	c.stop(ctx, tps, false)

@@ -3,6 +3,8 @@
 package kgolog
 
 import (
+	"sync/atomic"
+
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -59,5 +61,34 @@ func (k logger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 		k.l.Debug(msg, fields...)
 	default:
 		k.l.Debug(msg, fields...)
+	}
+}
+
+// Mutable is a kgo.Logger that can be silenced: for a client left to finish
+// in the background after its owner returned (a test's logger must not be
+// written to after the test ends).
+type Mutable struct {
+	logger
+	muted atomic.Bool
+}
+
+// NewMutable is New that can be muted.
+func NewMutable(l *zap.Logger) *Mutable { return &Mutable{logger: logger{l: l}} }
+
+// Mute drops everything logged from now on.
+func (m *Mutable) Mute() { m.muted.Store(true) }
+
+// Level implements kgo.Logger.
+func (m *Mutable) Level() kgo.LogLevel {
+	if m.muted.Load() {
+		return kgo.LogLevelNone
+	}
+	return m.logger.Level()
+}
+
+// Log implements kgo.Logger.
+func (m *Mutable) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	if !m.muted.Load() {
+		m.logger.Log(level, msg, keyvals...)
 	}
 }
