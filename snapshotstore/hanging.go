@@ -122,6 +122,14 @@ type DataScan struct {
 	// the bumped epoch, a fence aborts with a later one); Committed is its type.
 	Closed    bool
 	Committed bool
+	// SameEpochMarker: that control record carries the data's own epoch.
+	// Under transaction version 2 (KIP-890) the coordinator writes its
+	// markers with the epoch its EndTxn bumped, so a marker with the data's
+	// epoch is a KIP-664 one (this resolver's, ending the same transaction
+	// elsewhere) and tells the outcome. Under version 1 the epoch lasts the
+	// producer's whole session: the marker may be an earlier transaction's
+	// of the same epoch, and tells nothing about this one.
+	SameEpochMarker bool
 	// Complete: the scan reached the partition's end (not cut short).
 	Complete bool
 }
@@ -156,9 +164,13 @@ func (o TxnOutcome) String() string {
 // markers landed on some partitions or on none). If none landed, no
 // read_committed reader saw any of the transaction, and an abort is safe
 // (the partition replays its records). Unknown when a scan was cut short,
-// when the landed markers disagree, or when a partition shows the data but
-// no marker although its leader reported no open transaction.
-func DecideOutcome(scans []DataScan) (TxnOutcome, string) {
+// when the landed markers disagree, when a partition shows the data but
+// no marker although its leader reported no open transaction, or when a
+// marker carries the data's own epoch and the cluster's transaction
+// version, tv (the finalized transaction.version feature; -1: unknown), is
+// not 2 or more (see DataScan.SameEpochMarker). A cluster upgraded to
+// version 2 after the transaction was written is taken as version 2.
+func DecideOutcome(scans []DataScan, tv int16) (TxnOutcome, string) {
 	commits, aborts := 0, 0
 	for _, sc := range scans {
 		switch {
@@ -166,6 +178,8 @@ func DecideOutcome(scans []DataScan) (TxnOutcome, string) {
 			return OutcomeUnknown, "a partition of the transaction could not be read to its end"
 		case sc.SawData && !sc.Closed:
 			return OutcomeUnknown, "a partition shows the transaction's data without a marker but no open transaction"
+		case sc.Closed && sc.SameEpochMarker && tv < 2:
+			return OutcomeUnknown, fmt.Sprintf("a marker carries the data's own epoch under transaction version %d: it may close an earlier transaction of the same producer epoch", tv)
 		case sc.Closed && sc.Committed:
 			commits++
 		case sc.Closed:

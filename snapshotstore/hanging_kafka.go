@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 )
 
@@ -237,8 +239,34 @@ func (h *hangingResolver) hangingOutcome(ctx context.Context, offsets topicParti
 	for _, q := range maybeEnded {
 		scans = append(scans, h.scanForMarker(sctx, q, o, at.Add(-time.Minute)))
 	}
-	out, why := DecideOutcome(scans)
+	tv, err := h.transactionVersion(sctx)
+	if err != nil {
+		h.log.Warn("cannot read the cluster's transaction version; a marker with the data's epoch tells no outcome", zap.Error(err))
+	}
+	out, why := DecideOutcome(scans, tv)
 	return out, open, fmt.Sprintf("%s (%d partitions scanned)", why, len(maybeEnded))
+}
+
+// transactionVersion reads the cluster's finalized transaction.version
+// feature (ApiVersions v3+, KIP-584): 0 when the cluster finalizes none
+// (brokers before 4.0, or not upgraded), -1 with the error when it cannot
+// be read.
+func (h *hangingResolver) transactionVersion(ctx context.Context) (int16, error) {
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.ClientSoftwareName, req.ClientSoftwareVersion = "actorflow", "1"
+	resp, err := req.RequestWith(ctx, h.cl)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if err != nil {
+		return -1, fmt.Errorf("api versions: %w", err)
+	}
+	for _, f := range resp.FinalizedFeatures {
+		if f.Name == "transaction.version" {
+			return f.MaxVersionLevel, nil
+		}
+	}
+	return 0, nil
 }
 
 // scanForMarker reads tp from the first record at or after since to its
@@ -277,6 +305,7 @@ func scanProducer(ctx context.Context, brokers []string, opts []kgo.Opt, tp topi
 			sc.SawData = true
 		case r.Attrs.IsControl() && sc.SawData && r.ProducerEpoch >= epoch:
 			sc.Closed = true
+			sc.SameEpochMarker = r.ProducerEpoch == epoch
 			// The control record's key: version int16, type int16 (0 abort, 1 commit).
 			sc.Committed = len(r.Key) >= 4 && r.Key[3] == 1
 			return false

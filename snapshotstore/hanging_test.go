@@ -76,26 +76,37 @@ func TestDecideOutcome(t *testing.T) {
 	committed := DataScan{SawData: true, Closed: true, Committed: true, Complete: true}
 	aborted := DataScan{SawData: true, Closed: true, Complete: true}
 	untouched := DataScan{Complete: true}
+	ownEpoch := DataScan{SawData: true, Closed: true, Committed: true, Complete: true, SameEpochMarker: true}
 	cases := []struct {
 		name  string
 		scans []DataScan
 		want  TxnOutcome
+		tv    int16 // the cluster's transaction version
 	}{
 		// Seen after a Kafka 4.4.0 restart: the coordinator completed the
 		// commit; the offsets partition missed its marker, the snapshot
 		// partition got it. Aborting re-emitted committed outputs.
-		{"landed commit", []DataScan{committed, untouched}, OutcomeCommit},
-		{"landed abort", []DataScan{aborted}, OutcomeAbort},
+		{"landed commit", []DataScan{committed, untouched}, OutcomeCommit, 2},
+		{"landed abort", []DataScan{aborted}, OutcomeAbort, 2},
 		// Seen too: no marker anywhere; nothing was visible.
-		{"nothing landed", nil, OutcomeAbort},
-		{"only untouched partitions", []DataScan{untouched, untouched}, OutcomeAbort},
-		{"markers disagree", []DataScan{committed, aborted}, OutcomeUnknown},
-		{"a scan cut short", []DataScan{committed, {SawData: true}}, OutcomeUnknown},
-		{"data without marker or open transaction", []DataScan{{SawData: true, Complete: true}}, OutcomeUnknown},
+		{"nothing landed", nil, OutcomeAbort, 2},
+		{"only untouched partitions", []DataScan{untouched, untouched}, OutcomeAbort, 2},
+		{"markers disagree", []DataScan{committed, aborted}, OutcomeUnknown, 2},
+		{"a scan cut short", []DataScan{committed, {SawData: true}}, OutcomeUnknown, 2},
+		{"data without marker or open transaction", []DataScan{{SawData: true, Complete: true}}, OutcomeUnknown, 0},
+		// Under version 2 a marker with the data's epoch is a KIP-664 one,
+		// this resolver's on another partition (seen on Kafka 4.4.0: the
+		// partition stayed blocked when it was refused).
+		{"own-epoch marker, version 2", []DataScan{ownEpoch}, OutcomeCommit, 2},
+		// Under version 1 it may close an earlier transaction.
+		{"own-epoch marker, version 1", []DataScan{ownEpoch}, OutcomeUnknown, 1},
+		{"own-epoch marker, version 0", []DataScan{ownEpoch}, OutcomeUnknown, 0},
+		{"own-epoch marker, version unknown", []DataScan{ownEpoch}, OutcomeUnknown, -1},
+		{"bumped-epoch marker, version 1", []DataScan{committed}, OutcomeCommit, 1},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if got, why := DecideOutcome(c.scans); got != c.want || why == "" {
+			if got, why := DecideOutcome(c.scans, c.tv); got != c.want || why == "" {
 				t.Fatalf("DecideOutcome(%+v) = %v (%q), want %v", c.scans, got, why, c.want)
 			}
 		})
