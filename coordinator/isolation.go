@@ -206,6 +206,13 @@ func (c *Consumer) restartFailed(ctx context.Context) {
 	}
 }
 
+// restartBound bounds a restart's Open, offset fetch and Start: what the
+// rebalance timeout leaves beside a revoke's teardown bound (a third of it
+// by default), at least a second.
+func (c *Consumer) restartBound() time.Duration {
+	return max(c.cfg.RebalanceTimeout-c.cfg.TeardownTimeout, time.Second)
+}
+
 // restart starts one failed partition again, under the rebalance lock (no
 // callback runs meanwhile), only while it is still owned under the
 // membership it was assigned under.
@@ -241,10 +248,19 @@ func (c *Consumer) restart(ctx context.Context, tp TopicPartition) {
 		zap.Int("consecutive_failures", f.Attempts))
 	// Its in-flight records died with its subtree.
 	c.fc.Remove(tp, func() {})
-	err = c.h.Open(ctx, []TopicPartition{tp})
+	// The rebalance lock is held from here (the fence of Open must not race
+	// a revoke), so a revoke callback waits for this restart and then takes
+	// up to TeardownTimeout itself: bounded so that both fit the rebalance
+	// timeout. Unbounded, an InitProducerID retrying against a broker that
+	// is down, or an offset fetch waiting out a hanging transaction, held
+	// every rebalance of the member back (a failed restart is retried
+	// after its backoff).
+	rctx, cancel := context.WithTimeout(ctx, c.restartBound())
+	defer cancel()
+	err = c.h.Open(rctx, []TopicPartition{tp})
 	var offsets map[TopicPartition]snapshotstore.Assignment
 	if err == nil {
-		offsets, err = c.assignedOffsets(ctx, []TopicPartition{tp})
+		offsets, err = c.assignedOffsets(rctx, []TopicPartition{tp})
 	}
 	if err == nil {
 		// Fetch from the committed offset again, with no poll's delivery
@@ -252,7 +268,7 @@ func (c *Consumer) restart(ctx context.Context, tp TopicPartition) {
 		c.deliver.Lock()
 		c.seekAssigned([]TopicPartition{tp}, offsets)
 		c.fc.Track(tp)
-		err = c.h.Start(ctx, offsets)
+		err = c.h.Start(rctx, offsets)
 		if err == nil {
 			c.mu.Lock()
 			delete(c.failed, tp)

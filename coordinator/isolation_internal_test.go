@@ -165,3 +165,52 @@ func TestEvictedPartitionsRestartFailure(t *testing.T) {
 		cl.ResumeFetchPartitions(map[string][]int32{"in": {0}})
 	}
 }
+
+// blockingOpen is a handler whose Open waits for its context to end (an
+// InitProducerID retrying against a broker that is down), recording its
+// error.
+type blockingOpen struct {
+	nopHandler
+	ended chan error
+}
+
+func (b blockingOpen) Open(ctx context.Context, _ []TopicPartition) error {
+	<-ctx.Done()
+	b.ended <- ctx.Err()
+	return ctx.Err()
+}
+
+// A restart holds the rebalance lock through its Open (the fence must not
+// race a revoke). Its Open used Run's context: against a broker that does
+// not answer it never ended, and every revoke callback of the member waited
+// behind it past the rebalance timeout. It is bounded now (restartBound),
+// and the partition stays failed, due again after its backoff.
+func TestRestartBoundsItsHoldOfTheRebalanceLock(t *testing.T) {
+	cl := offlineClient(t)
+	tp := TopicPartition{"in", 0}
+	h := blockingOpen{ended: make(chan error, 1)}
+	c := testConsumer(cl, h, tp)
+	c.own.Bind(tp, snapshotstore.GroupMetadata{MemberID: "m1", Generation: 3})
+	c.PartitionFailed(tp, errors.New("poison"))
+	returned := make(chan struct{})
+	go func() {
+		c.restart(context.Background(), tp)
+		close(returned)
+	}()
+	select {
+	case err := <-h.ended:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("the restart's Open ended with %v, want its bound's deadline", err)
+		}
+	case <-time.After(time.Minute): // far beyond the bound (1 s here): the Open is unbounded
+		t.Fatalf("the restart's Open still running a minute later (bound %s): the rebalance lock is held for good", c.restartBound())
+	}
+	<-returned
+	if !c.rebalance.TryLock() {
+		t.Fatal("the rebalance lock is still held after the restart returned")
+	}
+	c.rebalance.Unlock()
+	if f := c.failed[tp]; f == nil {
+		t.Fatal("the partition is not failed after its restart timed out: it would never start again")
+	}
+}
