@@ -52,8 +52,10 @@ func (e *LostStateError) Error() string {
 			e.Input, e.Assigned.Offset, e.Assigned.LogStart, e.Snapshots)
 	}
 	return fmt.Sprintf("%s: committed input offset %d but the latest offset marker of %s is at %d: snapshots written after it are gone "+
-		"(truncated or re-created snapshot topic); refusing to start the partition. Restore the snapshot topic, or reset the group's "+
-		"offsets, or start anyway with actorflow.WithResetLostState",
+		"(truncated or re-created snapshot topic), or the group's offset was moved forward by hand (kafka-consumer-groups "+
+		"--reset-offsets: then nothing is lost, and the records skipped are not folded); refusing to start the partition. "+
+		"Restore the snapshot topic, or reset the group's offsets, or start anyway with actorflow.WithResetLostState "+
+		"(which keeps every snapshot that survives)",
 		e.Input, e.Assigned.Offset, e.Snapshots, e.Marker)
 }
 
