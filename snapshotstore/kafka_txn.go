@@ -154,6 +154,7 @@ func (t *txnPartition) Commit(ctx context.Context, b Batch) error {
 	start := time.Now()
 	backoff := 50 * time.Millisecond
 	awaits := 0
+	checkedPrevious := false
 	for attempt := 1; ; attempt++ {
 		used, err := t.commitOnce(ctx, b)
 		if err == nil {
@@ -211,6 +212,14 @@ func (t *txnPartition) Commit(ctx context.Context, b Batch) error {
 		case TxnRetry:
 			log.Warn("transaction failed on a broker-side change; retrying it (not a fence)")
 		case TxnReinit:
+			if sequenceStateLost(err) && !checkedPrevious {
+				// The redo is safe only if what this producer committed
+				// before is in the log (previous_txn.go).
+				if cerr := t.checkPrevious(ctx, err, start); cerr != nil {
+					return cerr
+				}
+				checkedPrevious = true
+			}
 			log.Warn("the coordinator bumped the producer epoch while this member owns the partition; re-initialising the producer and redoing the transaction (not a fence)")
 			if rerr := t.reinit(ctx); rerr != nil {
 				log.Warn("re-initialising the producer failed; retrying", zap.NamedError("reinit_error", rerr))

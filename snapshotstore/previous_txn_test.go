@@ -1,0 +1,88 @@
+package snapshotstore
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func TestDecidePrevious(t *testing.T) {
+	for _, c := range []struct {
+		sc   DataScan
+		want PreviousTxnVerdict
+	}{
+		{DataScan{SawData: true, Closed: true, Committed: true}, PreviousUnreadable}, // cut short
+		{DataScan{Complete: true}, PreviousMissing},
+		{DataScan{Complete: true, SawData: true}, PreviousPending},
+		{DataScan{Complete: true, SawData: true, Closed: true, Committed: true}, PreviousCommitted},
+		{DataScan{Complete: true, SawData: true, Closed: true}, PreviousAborted},
+	} {
+		if got := DecidePrevious(c.sc); got != c.want {
+			t.Errorf("DecidePrevious(%+v) = %v, want %v", c.sc, got, c.want)
+		}
+	}
+}
+
+// A transaction whose Commit returned nil is not in the log (here kfake
+// aborts it although its EndTxn asked to commit, and answers success: how
+// a real broker came to lose one is not known, previous_txn.go), and the
+// next transaction's produce then fails on the producer's sequence state.
+// Redoing the next batch would commit an offset past the lost one's
+// snapshots: the partition fails instead (ErrPreviousTxnLost), and the
+// group's offset stays where the last transaction in the log put it.
+func TestLostPreviousTransactionFailsInsteadOfTheRedo(t *testing.T) {
+	f := newTxnFixture(t, true)
+	_, p := f.open(t, f.meta)
+	ctx := context.Background()
+	if err := p.Commit(ctx, Batch{Writes: []Snapshot{{Key: "a", Value: []byte("1"), Offset: 0}}, Offset: 1, OffsetAdvanced: true}); err != nil {
+		t.Fatal(err)
+	}
+	var turned atomic.Int32
+	f.c.ControlKey(kmsg.EndTxn.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		f.c.KeepControl()
+		if r := req.(*kmsg.EndTxnRequest); r.Commit && turned.Load() == 0 {
+			turned.Add(1)
+			r.Commit = false // kfake aborts it and answers as for a commit
+		}
+		return nil, nil, false
+	})
+	if err := p.Commit(ctx, Batch{Writes: []Snapshot{{Key: "b", Value: []byte("1"), Offset: 1}}, Offset: 2, OffsetAdvanced: true}); err != nil {
+		t.Fatalf("the transaction turned into an abort: Commit = %v, want nil (the loss is silent)", err)
+	}
+	if turned.Load() != 1 {
+		t.Fatal("precondition: the EndTxn was not turned into an abort")
+	}
+	var faults atomic.Int32
+	f.c.ControlKey(kmsg.Produce.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		f.c.KeepControl()
+		if faults.Load() > 0 {
+			return nil, nil, false
+		}
+		faults.Add(1)
+		r := req.(*kmsg.ProduceRequest)
+		resp := r.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range r.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, kerr.OutOfOrderSequenceNumber.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	err := p.Commit(ctx, Batch{Writes: []Snapshot{{Key: "c", Value: []byte("1"), Offset: 2}}, Offset: 3, OffsetAdvanced: true})
+	var lost *PreviousTxnLostError
+	if !errors.Is(err, ErrPreviousTxnLost) || !errors.As(err, &lost) || lost.Verdict != PreviousAborted || !errors.Is(err, kerr.OutOfOrderSequenceNumber) {
+		t.Fatalf("Commit after the sequence-state loss = %v; want a PreviousTxnLostError (aborted) wrapping OUT_OF_ORDER_SEQUENCE_NUMBER", err)
+	}
+	if got := f.committed(t); got != 1 {
+		t.Fatalf("committed offset %d, want 1 (the last transaction in the log): a redo committed past the lost one", got)
+	}
+}
