@@ -127,6 +127,7 @@ func (t *txnPartition) checkPrevious(ctx context.Context, cause error, start tim
 	}
 	lc := &lostCommitError{producerID: t.last.ProducerID, epoch: t.last.DataEpoch, markerOffset: marker}
 	backoff := 20 * time.Millisecond
+	repairChecked := false
 	for {
 		v := DecidePrevious(t.scanFromMarker(ctx, tp, lc))
 		log := t.k.cfg.log.With(zap.String("partition", t.info.String()), zap.String("transactional_id", t.id),
@@ -141,6 +142,15 @@ func (t *txnPartition) checkPrevious(ctx context.Context, cause error, start tim
 				Epoch: lc.epoch, MarkerOffset: marker, Verdict: v, Cause: cause}
 			log.Error("a transaction acknowledged as committed is not in the log; failing the partition (its restart recovers from what committed)", zap.Error(err))
 			return err
+		}
+		if v == PreviousPending && !repairChecked {
+			// Its marker may be the one a broker restart left unwritten
+			// (dangling.go): the check writes it when the coordinator
+			// completed the transaction.
+			repairChecked = true
+			t.checked = -1
+			t.checkDangling(ctx)
+			continue
 		}
 		if time.Since(start) > t.k.cfg.failoverTimeout {
 			return fmt.Errorf("%s: the previous transaction could not be read back (%s) within the failover timeout (%v) after: %w",
