@@ -98,7 +98,9 @@ type Config struct {
 	TeardownTimeout time.Duration
 	// LeaveTimeout bounds Run's wait for leaving the group once every
 	// partition has stopped (default 10 s): past it Run returns, and the
-	// leave finishes in the background (see Consumer.leave).
+	// leave finishes in the background (see Consumer.leave) with kgo's log
+	// muted — unless ClientOpts set a logger of their own, which keeps
+	// logging.
 	LeaveTimeout time.Duration
 	// HangingTxnResolveAfter is how long a partition's committed offset may
 	// stay unstable (UNSTABLE_OFFSET_COMMIT) at assignment before the wait
@@ -613,7 +615,7 @@ func (c *Consumer) assign(ctx context.Context, tps, kept []TopicPartition) error
 	if err := c.h.Open(ctx, tps); err != nil {
 		return err
 	}
-	offsets, err := c.assignedOffsets(ctx, tps)
+	offsets, err := c.assignedOffsets(ctx, tps, c.cfg.HangingTxnResolveAfter)
 	if err != nil {
 		return err
 	}
@@ -660,9 +662,9 @@ func kgoPartitions(tps []TopicPartition) map[string][]int32 {
 // assignedOffsets returns each partition's position at assignment: its
 // committed offset, else its log start (the reset policy is AtStart), with
 // whether it was committed and the log start (for the lost-state check).
-func (c *Consumer) assignedOffsets(ctx context.Context, tps []TopicPartition) (map[TopicPartition]snapshotstore.Assignment, error) {
+func (c *Consumer) assignedOffsets(ctx context.Context, tps []TopicPartition, resolveAfter time.Duration) (map[TopicPartition]snapshotstore.Assignment, error) {
 	out := make(map[TopicPartition]snapshotstore.Assignment, len(tps))
-	committed, err := c.fetchStable(ctx, tps)
+	committed, err := c.fetchStable(ctx, tps, resolveAfter)
 	if err != nil {
 		return nil, err
 	}
@@ -699,13 +701,15 @@ func (c *Consumer) assignedOffsets(ctx context.Context, tps []TopicPartition) (m
 // returns before the commit markers are written, so right after the previous
 // owner's last transaction a plain fetch can return an older offset.
 //
-// The wait is normally milliseconds. Past Config.HangingTxnResolveAfter it is
-// logged (every unstableWarnEvery) and Config.ResolveHanging ends the
-// hanging transactions (snapshotstore/hanging.go): a transaction whose
-// marker never comes would keep the partition from ever starting. Transient errors (a broker restarting) are retried for up to
-// fetchStableRetryFor (retryTransient), logged; any other error fails the
-// assignment.
-func (c *Consumer) fetchStable(ctx context.Context, tps []TopicPartition) (kadm.OffsetResponses, error) {
+// The wait is normally milliseconds. Past resolveAfter (negative: never;
+// Config.HangingTxnResolveAfter at an assignment, shorter in a restart's
+// bound) it is logged (every unstableWarnEvery) and Config.ResolveHanging
+// ends the hanging transactions (snapshotstore/hanging.go), again every
+// resolveAfter: a transaction whose marker never comes would keep the
+// partition from ever starting. Transient errors (a broker restarting) are
+// retried for up to fetchStableRetryFor (retryTransient), logged; any other
+// error fails the assignment.
+func (c *Consumer) fetchStable(ctx context.Context, tps []TopicPartition, resolveAfter time.Duration) (kadm.OffsetResponses, error) {
 	start := time.Now()
 	backoff := 10 * time.Millisecond
 	var lastWarn, lastHeal time.Time
@@ -727,13 +731,13 @@ func (c *Consumer) fetchStable(ctx context.Context, tps []TopicPartition) (kadm.
 		if len(unstable) == 0 {
 			return committed, nil
 		}
-		if waited := time.Since(start); c.cfg.HangingTxnResolveAfter >= 0 && waited >= c.cfg.HangingTxnResolveAfter {
+		if waited := time.Since(start); resolveAfter >= 0 && waited >= resolveAfter {
 			if time.Since(lastWarn) >= unstableWarnEvery {
 				lastWarn = time.Now()
 				c.log.Warn("committed offsets still unstable (a transaction's marker has not landed)",
 					zap.String("group", c.cfg.Group), zap.Any("partitions", unstable), zap.Duration("waited", waited))
 			}
-			if c.cfg.ResolveHanging != nil && time.Since(lastHeal) >= c.cfg.HangingTxnResolveAfter {
+			if c.cfg.ResolveHanging != nil && time.Since(lastHeal) >= resolveAfter {
 				lastHeal = time.Now()
 				if n, err := c.cfg.ResolveHanging(ctx, c.cfg.Group); err != nil {
 					c.log.Warn("looking for hanging transactions failed", zap.String("group", c.cfg.Group), zap.Error(err))

@@ -213,6 +213,19 @@ func (c *Consumer) restartBound() time.Duration {
 	return max(c.cfg.RebalanceTimeout-c.cfg.TeardownTimeout, time.Second)
 }
 
+// restartResolveAfter is how long a restart's offset fetch waits out
+// unstable offsets before it looks for hanging transactions: within its
+// bound, a third of it at most, so that every restart looks (with
+// HangingTxnResolveAfter's 10 s against a bound of a few seconds, a
+// partition held by a hanging transaction never started again: found by a
+// review).
+func (c *Consumer) restartResolveAfter() time.Duration {
+	if c.cfg.HangingTxnResolveAfter < 0 {
+		return c.cfg.HangingTxnResolveAfter
+	}
+	return min(c.cfg.HangingTxnResolveAfter, c.restartBound()/3)
+}
+
 // restart starts one failed partition again, under the rebalance lock (no
 // callback runs meanwhile), only while it is still owned under the
 // membership it was assigned under.
@@ -260,7 +273,7 @@ func (c *Consumer) restart(ctx context.Context, tp TopicPartition) {
 	err = c.h.Open(rctx, []TopicPartition{tp})
 	var offsets map[TopicPartition]snapshotstore.Assignment
 	if err == nil {
-		offsets, err = c.assignedOffsets(rctx, []TopicPartition{tp})
+		offsets, err = c.assignedOffsets(rctx, []TopicPartition{tp}, c.restartResolveAfter())
 	}
 	if err == nil {
 		// Fetch from the committed offset again, with no poll's delivery
@@ -282,6 +295,15 @@ func (c *Consumer) restart(ctx context.Context, tp TopicPartition) {
 		cancel()
 		if ctx.Err() != nil {
 			return // stopping: the partition's own failure stays the one reported
+		}
+		if f.Evicted && rctx.Err() != nil {
+			// The bound, not a failure: an evicted partition waits again.
+			c.log.Warn("starting an evicted partition again did not finish within the restart's bound; trying again after a backoff",
+				zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Duration("bound", c.restartBound()), zap.Error(err))
+			c.mu.Lock()
+			f.RetryAt = time.Now().Add(c.cfg.RetryBackoff)
+			c.mu.Unlock()
+			return
 		}
 		if f.Evicted {
 			// An eviction is not a failure; this is: it becomes the one

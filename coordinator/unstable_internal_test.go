@@ -3,9 +3,11 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -48,7 +50,7 @@ func TestUnstableOffsetWaitEndsAtStop(t *testing.T) {
 		log: zap.NewNop(), stopping: make(chan struct{})}
 	done := make(chan error, 1)
 	go func() {
-		_, err := cons.fetchStable(context.Background(), []TopicPartition{{topic, 0}})
+		_, err := cons.fetchStable(context.Background(), []TopicPartition{{topic, 0}}, cons.cfg.HangingTxnResolveAfter)
 		done <- err
 	}()
 	close(cons.stopping)
@@ -107,5 +109,53 @@ func pendingOffsetCommit(t *testing.T, cl *kgo.Client, id, group, topic string) 
 	}
 	if err != nil {
 		t.Fatalf("TxnOffsetCommit: %v", err)
+	}
+}
+
+// A failed partition's restart is bounded (restartBound: 3.3 s at a 10 s
+// rebalance timeout) while the committed offset it fetches is held
+// unstable by a hanging transaction: it must look for hanging transactions
+// within its bound. With the assignment's 10 s HangingTxnResolveAfter no
+// restart ever reached ResolveHanging and the partition stayed failed for
+// good (found by a review, which wrote this test).
+func TestRestartLooksForHangingTransactionsWithinItsBound(t *testing.T) {
+	const group, topic = "g", "in"
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	versions := kversion.Stable()
+	versions.SetMaxKeyVersion(kmsg.TxnOffsetCommit.Int16(), 5)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.MaxVersions(versions))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var offs kadm.Offsets
+	offs.AddOffset(topic, 0, 1, -1)
+	if _, err := kadm.NewClient(cl).CommitOffsets(context.Background(), group, offs); err != nil {
+		t.Fatal(err)
+	}
+	pendingOffsetCommit(t, cl, "hanging", group, topic)
+	tp := TopicPartition{topic, 0}
+	cons := testConsumer(cl, nopHandler{}, tp)
+	cons.adm = kadm.NewClient(cl)
+	cons.stopping = make(chan struct{})
+	var resolves atomic.Int32
+	cons.cfg.Group, cons.cfg.RebalanceTimeout, cons.cfg.TeardownTimeout = group, 10*time.Second, 10*time.Second*2/3
+	cons.cfg.HangingTxnResolveAfter = 10 * time.Second
+	cons.cfg.ResolveHanging = func(context.Context, string) (int, error) {
+		resolves.Add(1)
+		return 0, errors.New("not this one's to end")
+	}
+	cons.own.Bind(tp, snapshotstore.GroupMetadata{MemberID: "m1", Generation: 3})
+	cons.PartitionFailed(tp, errors.New("poison"))
+	cons.restart(context.Background(), tp)
+	if resolves.Load() == 0 {
+		t.Fatalf("a restart bounded to %s never looked for hanging transactions (resolve after %s)", cons.restartBound(), cons.restartResolveAfter())
+	}
+	if cons.failed[tp] == nil {
+		t.Fatal("precondition: the partition started although its committed offset stayed unstable")
 	}
 }
