@@ -83,7 +83,11 @@ func TestRunDoesNotWaitForAJoinTheGroupHolds(t *testing.T) {
 	adm := kadm.NewClient(raw)
 	awaitGroup := func(what string, ok func(kadm.DescribedGroup) bool) {
 		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
 		for {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not reached in 30 s", what)
+			}
 			dg, err := adm.DescribeGroups(context.Background(), "g")
 			if err == nil && ok(dg["g"]) {
 				return
