@@ -216,6 +216,9 @@ func (t *txnPartition) Commit(ctx context.Context, b Batch) error {
 				// The redo is safe only if what this producer committed
 				// before is in the log (previous_txn.go).
 				if cerr := t.checkPrevious(ctx, err, start); cerr != nil {
+					if _, merr := t.info.GroupMetadata(); merr != nil {
+						return errors.Join(cerr, merr) // lost meanwhile: the new owner recovers what committed
+					}
 					return cerr
 				}
 				checkedPrevious = true

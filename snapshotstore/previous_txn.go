@@ -127,9 +127,20 @@ func (t *txnPartition) checkPrevious(ctx context.Context, cause error, start tim
 	}
 	lc := &lostCommitError{producerID: t.last.ProducerID, epoch: t.last.DataEpoch, markerOffset: marker}
 	backoff := 20 * time.Millisecond
-	repairChecked := false
+	repairChecked, missingOnce := false, false
 	for {
+		if ls, err := listOffset(ctx, t.cl, tp.Topic, tp.Partition, 0, -2); err == nil && ls > marker {
+			// Retention or DeleteRecords removed it: nothing to read back.
+			t.k.cfg.log.Warn("the producer's sequence state was lost; its previous transaction's marker record is below the log start, not checked; redoing this one",
+				zap.String("partition", t.info.String()), zap.Int64("marker_offset", marker), zap.Int64("log_start", ls), zap.NamedError("cause", cause))
+			return nil
+		}
 		v := DecidePrevious(t.scanFromMarker(ctx, tp, lc))
+		if v == PreviousMissing && !missingOnce {
+			// Read once more (a leader that just changed) before failing.
+			missingOnce = true
+			v = PreviousUnreadable
+		}
 		log := t.k.cfg.log.With(zap.String("partition", t.info.String()), zap.String("transactional_id", t.id),
 			zap.Int64("producer_id", lc.producerID), zap.Int16("epoch", lc.epoch), zap.Int64("marker_offset", marker),
 			zap.Stringer("previous_transaction", v), zap.NamedError("cause", cause))
