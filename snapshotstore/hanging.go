@@ -168,8 +168,14 @@ func (o TxnOutcome) String() string {
 // no marker although its leader reported no open transaction, or when a
 // marker carries the data's own epoch and the cluster's transaction
 // version, tv (the finalized transaction.version feature; -1: unknown), is
-// not 2 or more (see DataScan.SameEpochMarker). A cluster upgraded to
-// version 2 after the transaction was written is taken as version 2.
+// not 2 or more (see DataScan.SameEpochMarker): under version 1 every
+// marker carries its data's epoch, so there a landed marker is never used
+// and the hanging transaction is left to the manual command. The version
+// is the cluster's, not the transaction's: a transaction written before
+// the cluster's upgrade to version 2, or by a client that caps EndTxn
+// below v5 (transaction version 1 on a version-2 cluster), could still be
+// misread; this store's producers use version 2 wherever the cluster
+// finalizes it.
 func DecideOutcome(scans []DataScan, tv int16) (TxnOutcome, string) {
 	commits, aborts := 0, 0
 	for _, sc := range scans {

@@ -3,6 +3,7 @@ package snapshotstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -239,9 +240,14 @@ func (h *hangingResolver) hangingOutcome(ctx context.Context, offsets topicParti
 	for _, q := range maybeEnded {
 		scans = append(scans, h.scanForMarker(sctx, q, o, at.Add(-time.Minute)))
 	}
-	tv, err := h.transactionVersion(sctx)
-	if err != nil {
-		h.log.Warn("cannot read the cluster's transaction version; a marker with the data's epoch tells no outcome", zap.Error(err))
+	tv := int16(-1) // read only when it matters, on its own time (the scans may have spent sctx's)
+	if slices.ContainsFunc(scans, func(sc DataScan) bool { return sc.SameEpochMarker }) {
+		vctx, vcancel := context.WithTimeout(ctx, 5*time.Second)
+		var err error
+		if tv, err = h.transactionVersion(vctx); err != nil {
+			h.log.Warn("cannot read the cluster's transaction version; a marker with the data's epoch tells no outcome", zap.Error(err))
+		}
+		vcancel()
 	}
 	out, why := DecideOutcome(scans, tv)
 	return out, open, fmt.Sprintf("%s (%d partitions scanned)", why, len(maybeEnded))
