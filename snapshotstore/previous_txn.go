@@ -135,7 +135,13 @@ func (t *txnPartition) checkPrevious(ctx context.Context, cause error, start tim
 				zap.String("partition", t.info.String()), zap.Int64("marker_offset", marker), zap.Int64("log_start", ls), zap.NamedError("cause", cause))
 			return nil
 		}
-		v := DecidePrevious(t.scanFromMarker(ctx, tp, lc))
+		v := PreviousUnreadable
+		// A high watermark at or below the marker is read again, not taken
+		// for a loss: a partition's new leader can report a lower one until
+		// its followers catch up.
+		if hwm, err := listOffset(ctx, t.cl, tp.Topic, tp.Partition, 0, -1); err == nil && hwm > marker {
+			v = DecidePrevious(t.scanFromMarker(ctx, tp, lc))
+		}
 		if v == PreviousMissing && !missingOnce {
 			// Read once more (a leader that just changed) before failing.
 			missingOnce = true
