@@ -25,26 +25,7 @@ import (
 // held: the worker could not be stopped until that transaction timed out.
 func TestUnstableOffsetWaitEndsAtStop(t *testing.T) {
 	const group, topic = "g", "in"
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	versions := kversion.Stable()
-	versions.SetMaxKeyVersion(kmsg.TxnOffsetCommit.Int16(), 5) // v6+ names topics by ID
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.MaxVersions(versions))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	// The group has a committed offset (as after an earlier owner), and
-	// another client's open transaction a newer one.
-	var offs kadm.Offsets
-	offs.AddOffset(topic, 0, 1, -1)
-	if _, err := kadm.NewClient(cl).CommitOffsets(context.Background(), group, offs); err != nil {
-		t.Fatal(err)
-	}
-	pendingOffsetCommit(t, cl, "foreign", group, topic)
+	cl := unstableOffsets(t, group, topic, "foreign")
 
 	cons := &Consumer{cfg: Config{Group: group, HangingTxnResolveAfter: -1}, adm: kadm.NewClient(cl),
 		log: zap.NewNop(), stopping: make(chan struct{})}
@@ -120,24 +101,7 @@ func pendingOffsetCommit(t *testing.T, cl *kgo.Client, id, group, topic string) 
 // good (found by a review, which wrote this test).
 func TestRestartLooksForHangingTransactionsWithinItsBound(t *testing.T) {
 	const group, topic = "g", "in"
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	versions := kversion.Stable()
-	versions.SetMaxKeyVersion(kmsg.TxnOffsetCommit.Int16(), 5)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.MaxVersions(versions))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	var offs kadm.Offsets
-	offs.AddOffset(topic, 0, 1, -1)
-	if _, err := kadm.NewClient(cl).CommitOffsets(context.Background(), group, offs); err != nil {
-		t.Fatal(err)
-	}
-	pendingOffsetCommit(t, cl, "hanging", group, topic)
+	cl := unstableOffsets(t, group, topic, "hanging")
 	tp := TopicPartition{topic, 0}
 	cons := testConsumer(cl, nopHandler{}, tp)
 	cons.adm = kadm.NewClient(cl)
@@ -158,4 +122,30 @@ func TestRestartLooksForHangingTransactionsWithinItsBound(t *testing.T) {
 	if cons.failed[tp] == nil {
 		t.Fatal("precondition: the partition started although its committed offset stayed unstable")
 	}
+}
+
+// unstableOffsets starts kfake with topic, gives group a committed offset
+// (as after an earlier owner) and a newer one in an open transaction of the
+// transactional id txnID, and returns a client of the cluster.
+func unstableOffsets(t *testing.T, group, topic, txnID string) *kgo.Client {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	versions := kversion.Stable()
+	versions.SetMaxKeyVersion(kmsg.TxnOffsetCommit.Int16(), 5) // v6+ names topics by ID
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.MaxVersions(versions))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	var offs kadm.Offsets
+	offs.AddOffset(topic, 0, 1, -1)
+	if _, err := kadm.NewClient(cl).CommitOffsets(context.Background(), group, offs); err != nil {
+		t.Fatal(err)
+	}
+	pendingOffsetCommit(t, cl, txnID, group, topic)
+	return cl
 }

@@ -10,6 +10,33 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+// failProduceOnce makes the cluster answer the next Produce request with
+// code on every partition, writing nothing.
+func failProduceOnce(f *txnFixture, code int16) *atomic.Int32 {
+	var n atomic.Int32
+	f.c.ControlKey(kmsg.Produce.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		f.c.KeepControl()
+		if n.Load() > 0 {
+			return nil, nil, false
+		}
+		n.Add(1)
+		r := req.(*kmsg.ProduceRequest)
+		resp := r.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range r.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	return &n
+}
+
 // failEndTxnOnce makes the cluster answer the next EndTxn commit with code.
 func failEndTxnOnce(f *txnFixture, code int16) *atomic.Int32 {
 	var n atomic.Int32
@@ -178,27 +205,7 @@ func TestOutOfOrderSequenceReinitialisesAndRedoes(t *testing.T) {
 			if err := p.Commit(ctx, Batch{Offset: 1, OffsetAdvanced: true}); err != nil {
 				t.Fatal(err)
 			}
-			var faults atomic.Int32
-			f.c.ControlKey(kmsg.Produce.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
-				f.c.KeepControl()
-				if faults.Load() > 0 {
-					return nil, nil, false
-				}
-				faults.Add(1)
-				r := req.(*kmsg.ProduceRequest)
-				resp := r.ResponseKind().(*kmsg.ProduceResponse)
-				for _, rt := range r.Topics {
-					st := kmsg.NewProduceResponseTopic()
-					st.Topic, st.TopicID = rt.Topic, rt.TopicID
-					for _, rp := range rt.Partitions {
-						sp := kmsg.NewProduceResponseTopicPartition()
-						sp.Partition, sp.ErrorCode = rp.Partition, code
-						st.Partitions = append(st.Partitions, sp)
-					}
-					resp.Topics = append(resp.Topics, st)
-				}
-				return resp, nil, true
-			})
+			faults := failProduceOnce(f, code)
 			b := Batch{Writes: []Snapshot{{Key: "k", Value: []byte("v2"), Offset: 4}}, Offset: 5, OffsetAdvanced: true}
 			if err := p.Commit(ctx, b); err != nil {
 				t.Fatalf("commit after %s: %v (the partition owned: re-initialise and redo)", name, err)

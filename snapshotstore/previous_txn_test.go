@@ -56,27 +56,7 @@ func TestLostPreviousTransactionFailsInsteadOfTheRedo(t *testing.T) {
 	if turned.Load() != 1 {
 		t.Fatal("precondition: the EndTxn was not turned into an abort")
 	}
-	var faults atomic.Int32
-	f.c.ControlKey(kmsg.Produce.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		f.c.KeepControl()
-		if faults.Load() > 0 {
-			return nil, nil, false
-		}
-		faults.Add(1)
-		r := req.(*kmsg.ProduceRequest)
-		resp := r.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range r.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition, sp.ErrorCode = rp.Partition, kerr.OutOfOrderSequenceNumber.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
-	})
+	failProduceOnce(f, kerr.OutOfOrderSequenceNumber.Code)
 	err := p.Commit(ctx, Batch{Writes: []Snapshot{{Key: "c", Value: []byte("1"), Offset: 2}}, Offset: 3, OffsetAdvanced: true})
 	var lost *PreviousTxnLostError
 	if !errors.Is(err, ErrPreviousTxnLost) || !errors.As(err, &lost) || lost.Verdict != PreviousAborted || !errors.Is(err, kerr.OutOfOrderSequenceNumber) {
