@@ -125,7 +125,7 @@ func (t *txnPartition) checkPrevious(ctx context.Context, cause error, start tim
 	if !ok {
 		return nil // every transaction writes its marker there; nothing to read otherwise
 	}
-	lc := &lostCommitError{producerID: t.last.ProducerID, epoch: t.last.DataEpoch, markerOffset: marker}
+	pid, epoch := t.last.ProducerID, t.last.DataEpoch
 	backoff := 20 * time.Millisecond
 	repairChecked, missingOnce := false, false
 	for {
@@ -140,7 +140,9 @@ func (t *txnPartition) checkPrevious(ctx context.Context, cause error, start tim
 		// for a loss: a partition's new leader can report a lower one until
 		// its followers catch up.
 		if hwm, err := listOffset(ctx, t.cl, tp.Topic, tp.Partition, 0, -1); err == nil && hwm > marker {
-			v = DecidePrevious(t.scanFromMarker(ctx, tp, lc))
+			sctx, cancel := context.WithTimeout(ctx, hangingScanTimeout)
+			v = DecidePrevious(scanProducer(sctx, t.k.brokers, t.k.cfg.clientOpts, tp, marker, hwm, pid, epoch))
+			cancel()
 		}
 		if v == PreviousMissing && !missingOnce {
 			// Read once more (a leader that just changed) before failing.
@@ -148,15 +150,15 @@ func (t *txnPartition) checkPrevious(ctx context.Context, cause error, start tim
 			v = PreviousUnreadable
 		}
 		log := t.k.cfg.log.With(zap.String("partition", t.info.String()), zap.String("transactional_id", t.id),
-			zap.Int64("producer_id", lc.producerID), zap.Int16("epoch", lc.epoch), zap.Int64("marker_offset", marker),
+			zap.Int64("producer_id", pid), zap.Int16("epoch", epoch), zap.Int64("marker_offset", marker),
 			zap.Stringer("previous_transaction", v), zap.NamedError("cause", cause))
 		switch v {
 		case PreviousCommitted:
 			log.Info("the producer's sequence state was lost; its previous transaction is in the log, redoing this one")
 			return nil
 		case PreviousMissing, PreviousAborted:
-			err := &PreviousTxnLostError{Partition: t.info.String(), Snapshots: t.k.topic, ProducerID: lc.producerID,
-				Epoch: lc.epoch, MarkerOffset: marker, Verdict: v, Cause: cause}
+			err := &PreviousTxnLostError{Partition: t.info.String(), Snapshots: t.k.topic, ProducerID: pid,
+				Epoch: epoch, MarkerOffset: marker, Verdict: v, Cause: cause}
 			log.Error("a transaction acknowledged as committed is not in the log; failing the partition (its restart recovers from what committed)", zap.Error(err))
 			return err
 		}

@@ -99,8 +99,7 @@ func DecideTxn(err error, owned bool) TxnAction {
 		action = TxnAwaitGeneration
 	case errors.Is(err, kerr.InvalidProducerEpoch), errors.Is(err, kerr.ProducerFenced):
 		action = TxnReinit
-	case errors.Is(err, kerr.OutOfOrderSequenceNumber), errors.Is(err, kerr.UnknownProducerID),
-		errors.Is(err, kerr.InvalidProducerIDMapping):
+	case sequenceStateLost(err):
 		// The broker lost or rejected this producer's sequence state. kgo
 		// fails the producer ID and refuses the abort ("fatal"); the Java
 		// client aborts and bumps the epoch (KIP-360, KAFKA-8805), and
