@@ -106,9 +106,11 @@ func VerifyLedger(t *testing.T, brokers []string, snaps string, partitions int32
 		t.Errorf("mismatch: %s", m)
 	}
 	if len(mm) > 0 {
-		for p := int32(0); p < partitions; p++ {
-			testkit.LogPartitionRecords(t, brokers, snaps, p, snapshotLogLines)
+		all := make([]int32, partitions)
+		for p := range all {
+			all[p] = int32(p)
 		}
+		testkit.LogPartitionRecords(t, brokers, snaps, snapshotLogLines, all...)
 	}
 }
 

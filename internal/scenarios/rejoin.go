@@ -551,7 +551,7 @@ func partitionMismatches(t *testing.T, brokers []string, snaps string, p int32, 
 	}
 	mm := ledger.Compare(exp, got)
 	if len(mm) > 0 {
-		testkit.LogPartitionRecords(t, brokers, snaps, p, snapshotLogLines)
+		testkit.LogPartitionRecords(t, brokers, snaps, snapshotLogLines, p)
 	}
 	return mm
 }

@@ -45,34 +45,40 @@ func ReadTopic(t testing.TB, brokers []string, topic string, readCommitted bool)
 	return out
 }
 
-// LogPartitionRecords logs every record of topic's partition up to its high
-// watermark, read_uncommitted with the transaction markers: offset, key,
-// producer id and epoch, and whether it is transactional, a commit or an
-// abort marker. A test calls it on a state mismatch, so that a lost or
-// aborted snapshot shows where it went (which transaction wrote it, which
-// marker ended that transaction). max bounds the lines (the rest counted).
-func LogPartitionRecords(t testing.TB, brokers []string, topic string, partition int32, max int) {
+// LogPartitionRecords logs every record of the given partitions of topic
+// up to its high watermark, read_uncommitted with the transaction markers:
+// offset, key, producer id and epoch, and whether it is transactional, a
+// commit or an abort marker — one read of the topic for all of them. A test
+// calls it on a state mismatch, so that a lost or aborted snapshot shows
+// where it went (which transaction wrote it, which marker ended it). max
+// bounds the lines per partition (the rest counted).
+func LogPartitionRecords(t testing.TB, brokers []string, topic string, max int, partitions ...int32) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var lines []string
-	n := 0
+	lines := map[int32][]string{}
+	n := map[int32]int{}
+	for _, p := range partitions {
+		lines[p] = nil
+	}
 	err := topicread.Scan(ctx, brokers, topic, kgo.ReadUncommitted(), func(r *kgo.Record) {
-		if r.Partition != partition {
+		if _, ok := lines[r.Partition]; !ok {
 			return
 		}
-		n++
-		if len(lines) < max {
-			lines = append(lines, describeRecord(r))
+		n[r.Partition]++
+		if len(lines[r.Partition]) < max {
+			lines[r.Partition] = append(lines[r.Partition], describeRecord(r))
 		}
 	})
 	if err != nil {
-		t.Logf("log of %s[%d]: %v", topic, partition, err)
+		t.Logf("log of %s: %v", topic, err)
 	}
-	t.Logf("log of %s[%d], read_uncommitted (%d records, markers included; offset key producer/epoch kind):\n%s",
-		topic, partition, n, strings.Join(lines, "\n"))
-	if n > len(lines) {
-		t.Logf("... %d more records of %s[%d]", n-len(lines), topic, partition)
+	for _, p := range partitions {
+		t.Logf("log of %s[%d], read_uncommitted (%d records, markers included; offset key producer/epoch kind):\n%s",
+			topic, p, n[p], strings.Join(lines[p], "\n"))
+		if n[p] > len(lines[p]) {
+			t.Logf("... %d more records of %s[%d]", n[p]-len(lines[p]), topic, p)
+		}
 	}
 }
 
