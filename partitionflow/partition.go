@@ -290,6 +290,9 @@ type partition struct {
 	ctAt    time.Time
 
 	committed, requested int64
+	// riding: requested was sent to ride in the next transaction that
+	// writes (commitOffset), and no commit has been asked for it since.
+	riding bool
 	// catchUp (0: none) is the offset the last commit tick had consumed
 	// up to: once everything below it is persisted the offset is committed
 	// at once, not a whole interval later (catchUpCommit).
@@ -357,6 +360,7 @@ func (p *partition) Receive(ctx actor.Context) {
 		p.lastBatch = m.writes
 		p.txns++
 		p.outputs += int64(m.outputs)
+		p.committed = max(p.committed, m.offset)
 	case *coldDue:
 		p.coldDue(ctx)
 	case *offsetCommit:
