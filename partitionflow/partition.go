@@ -361,6 +361,9 @@ func (p *partition) Receive(ctx actor.Context) {
 		p.txns++
 		p.outputs += int64(m.outputs)
 		p.committed = max(p.committed, m.offset)
+		if m.offset >= p.requested {
+			p.riding = false // it rode
+		}
 	case *coldDue:
 		p.coldDue(ctx)
 	case *offsetCommit:

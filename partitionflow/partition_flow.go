@@ -514,6 +514,18 @@ func (p *partition) onTick(ctx actor.Context, kind int) {
 func (p *partition) persistDirty(ctx actor.Context) {
 	p.evictAtTick(ctx)
 	p.round++
+	// The writes this flush sends: the next transaction gathers them
+	// (GroupCommit.Gather). Sent before the Flushes, so it reaches the
+	// transaction actor before any of their writes.
+	n := 0
+	for _, e := range p.dirty {
+		if e.mb != nil && !e.evicted && e.hold.Holding() {
+			n++
+		}
+	}
+	if n >= minGather {
+		ctx.Send(p.txn, &gatherReq{n: n})
+	}
 	flush := &keyactor.Flush{Round: p.round} // read-only: one for every key of the round
 	for i, e := range p.dirty {
 		// An evicted key persists all it has by itself (Unload{Evict});
@@ -526,6 +538,12 @@ func (p *partition) persistDirty(ctx actor.Context) {
 	}
 	p.dirty = p.dirty[:0]
 }
+
+// minGather is the fewest writes a flush gathers: a few keys' writes cost
+// little in a transaction of their own, and a low rate's keys mostly
+// persisted already (outputs go right after their batch), where a gather
+// would only wait for writes that do not come.
+const minGather = 16
 
 // awaitCatchUp sets catchUp to the offset after everything consumed, if
 // that is past what was last sent to commit (else none).
