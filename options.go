@@ -41,6 +41,7 @@ type config struct {
 	instanceID       string
 	sessionTimeout   time.Duration
 	rebalanceTimeout time.Duration
+	leaveTimeout     time.Duration
 	startTimeout     time.Duration
 	clientOpts       []kgo.Opt
 	log              *zap.Logger
@@ -216,6 +217,16 @@ func WithSessionTimeout(d time.Duration) Option { return func(c *config) { c.ses
 // WithRebalanceTimeout sets the rebalance timeout (default 60 s); the
 // revoke teardown bound is 2/3 of it.
 func WithRebalanceTimeout(d time.Duration) Option { return func(c *config) { c.rebalanceTimeout = d } }
+
+// WithLeaveTimeout bounds how long Run waits, once every partition has
+// stopped, for the worker to leave the group; past it Run returns and the
+// leave finishes in the background. kgo leaves only after a JoinGroup in
+// flight is answered, which the coordinator holds until the group's
+// rebalance completes — up to the rebalance timeout when a member died
+// without leaving. Nothing is owned any more then, so nothing is lost: the
+// group's next rebalance hands the partitions on. Default 10 s
+// (coordinator.DefaultLeaveTimeout; also for zero or negative).
+func WithLeaveTimeout(d time.Duration) Option { return func(c *config) { c.leaveTimeout = d } }
 
 // WithStartTimeout bounds the retries to reach the brokers at start.
 // Default 30 s (also for zero or negative: a zero bound made Run fail at

@@ -236,7 +236,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		Brokers: w.cfg.brokers, Group: w.cfg.group, Topic: w.cfg.input,
 		InstanceID: w.cfg.instanceID, Protocol: w.cfg.protocol,
 		MaxInFlight: w.cfg.maxInFlight, MaxInFlightBytes: w.cfg.maxInFlightBytes, SessionTimeout: w.cfg.sessionTimeout,
-		RebalanceTimeout: w.cfg.rebalanceTimeout, ClientOpts: w.consumerClientOpts(consumerID),
+		RebalanceTimeout: w.cfg.rebalanceTimeout, LeaveTimeout: w.cfg.leaveTimeout, ClientOpts: w.consumerClientOpts(consumerID),
 		RetryBackoff: w.cfg.retryBackoff, MaxRetryBackoff: w.cfg.maxRetryBackoff,
 		OnFailure:      onFailure,
 		ResolveHanging: hanging,
