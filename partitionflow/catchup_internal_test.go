@@ -135,17 +135,3 @@ func (h *tickHarness) drainBatches() {
 		}
 	}
 }
-
-// A persist tick's flush goes out in one transaction: the first write no
-// longer goes alone with the rest queued behind it (GroupCommit.Gather).
-// The gather's bound is raised so the host's speed cannot split it.
-func TestPersistTickGathersItsWritesInOneTransaction(t *testing.T) {
-	defer func(d time.Duration) { gatherMax = d }(gatherMax)
-	gatherMax = time.Minute
-	h := newTickHarness(t, 0)
-	h.open()
-	h.send(0, 20) // keys k0..k19, each writes at the tick
-	h.await("records dispatched", func(st Status) bool { return st.KeysLoaded == 20 })
-	h.sys.Root.Send(h.pid, &tick{tickPersist})
-	h.expectBatch(committedBatch{writes: 20, offset: 0})
-}

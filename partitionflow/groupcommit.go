@@ -77,9 +77,6 @@ type GroupCommit struct {
 	due           int64
 	offsetWaiters []func(error)
 	inFlight      bool
-	// gather is how many more writes the next transaction waits for
-	// (Gather; 0: none).
-	gather int
 }
 
 // Write is one queued snapshot write; Done is called exactly once with the
@@ -149,22 +146,7 @@ func (g *GroupCommit) Add(w Write) {
 	g.compact()
 	w.bytes = w.size()
 	g.queue = append(g.queue, w)
-	if g.gather > 0 {
-		g.gather--
-	}
 }
-
-// Gather makes the next transaction wait until n more writes are queued, or
-// until EndGather: a persist tick's flush sends many keys' writes at once,
-// and without it the first to arrive at an idle transaction actor went
-// alone, in a transaction of its own, with the rest queued behind it — half
-// of the transactions at 10k keys carried one write, each a few ms of the
-// broker's CPU. The caller bounds the wait (EndGather after a timer): a key
-// counted may not write after all.
-func (g *GroupCommit) Gather(n int) { g.gather = max(n, 0) }
-
-// EndGather ends Gather's wait.
-func (g *GroupCommit) EndGather() { g.gather = 0 }
 
 // compact drops the consumed prefix once it is at least as long as the live
 // part, so each queued write is moved at most once more on average (O(1)
@@ -211,8 +193,8 @@ func (g *GroupCommit) Advance(offset int64) {
 // Pending reports queued writes and offset waiters.
 func (g *GroupCommit) Pending() int { return len(g.queue) - g.head + len(g.offsetWaiters) }
 
-// Next returns the next transaction, or false when one is in flight, while
-// it gathers writes (Gather), or when nothing is due: no queued write, and no offset CommitOffset asked for
+// Next returns the next transaction, or false when one is in flight or
+// nothing is due: no queued write, and no offset CommitOffset asked for
 // beyond the committed one (an offset only advanced waits for a write). Offset
 // waiters with nothing to commit (the offset they asked for is committed
 // and no write is queued) are answered at once, without a transaction: a
@@ -220,7 +202,7 @@ func (g *GroupCommit) Pending() int { return len(g.queue) - g.head + len(g.offse
 // transaction already committed everything cost a transaction that
 // carried nothing (a few ms per partition, more on a loaded cluster).
 func (g *GroupCommit) Next() (*Flight, bool) {
-	if g.inFlight || g.gather > 0 {
+	if g.inFlight {
 		return nil, false
 	}
 	q := g.queue[g.head:]

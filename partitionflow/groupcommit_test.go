@@ -235,34 +235,6 @@ func TestGroupCommitAdvancedOffsetRidesWithTheNextWrite(t *testing.T) {
 	c.answeredOnce("forced", nil)
 }
 
-// Gather holds the next transaction until its writes are queued, or until
-// EndGather; a write before it is not held back by it once in flight.
-func TestGroupCommitGatherHoldsTheNextTransactionForItsWrites(t *testing.T) {
-	c := newGCRecorder(t, 0, 0)
-	c.g.Gather(3)
-	c.add("a")
-	c.add("b")
-	if f, ok := c.g.Next(); ok {
-		t.Fatalf("a transaction with 2 of the 3 gathered writes: %+v", f.Batch)
-	}
-	c.add("c")
-	f := c.next()
-	if got := gcKeys(f.Batch); fmt.Sprint(got) != "[a b c]" {
-		t.Fatalf("gathered transaction %v, want [a b c]", got)
-	}
-	c.g.Complete(f, nil)
-
-	c.g.Gather(2)
-	c.add("d")
-	if _, ok := c.g.Next(); ok {
-		t.Fatal("a transaction before the gather ended")
-	}
-	c.g.EndGather()
-	if got := gcKeys(c.next().Batch); fmt.Sprint(got) != "[d]" {
-		t.Fatalf("transaction after EndGather %v, want [d]", got)
-	}
-}
-
 func TestGroupCommitOffsetCommitsDoNotConsumeTheCap(t *testing.T) {
 	c := newGCRecorder(t, 2, 0)
 	c.add("a")

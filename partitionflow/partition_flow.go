@@ -514,18 +514,6 @@ func (p *partition) onTick(ctx actor.Context, kind int) {
 func (p *partition) persistDirty(ctx actor.Context) {
 	p.evictAtTick(ctx)
 	p.round++
-	// The writes this flush sends: the next transaction gathers them
-	// (GroupCommit.Gather). Sent before the Flushes, so it reaches the
-	// transaction actor before any of their writes.
-	n := 0
-	for _, e := range p.dirty {
-		if e.mb != nil && !e.evicted && e.hold.Holding() {
-			n++
-		}
-	}
-	if n >= minGather {
-		ctx.Send(p.txn, &gatherReq{n: n})
-	}
 	flush := &keyactor.Flush{Round: p.round} // read-only: one for every key of the round
 	for i, e := range p.dirty {
 		// An evicted key persists all it has by itself (Unload{Evict});
@@ -538,12 +526,6 @@ func (p *partition) persistDirty(ctx actor.Context) {
 	}
 	p.dirty = p.dirty[:0]
 }
-
-// minGather is the fewest writes a flush gathers: a few keys' writes cost
-// little in a transaction of their own, and a low rate's keys mostly
-// persisted already (outputs go right after their batch), where a gather
-// would only wait for writes that do not come.
-const minGather = 16
 
 // awaitCatchUp sets catchUp to the offset after everything consumed, if
 // that is past what was last sent to commit (else none).
@@ -570,14 +552,15 @@ func (p *partition) catchUpCommit(ctx actor.Context) {
 	p.commitOffset(ctx, false)
 }
 
-// writesComing reports, at a commit tick, that a write is on its way: a
-// record consumed is not persisted yet, so its key's write (at the next
-// persist tick at the latest, or in flight) will come, and the catch-up
-// commit follows it. The tick's offset then rides in that write's
-// transaction instead of one of its own, which at 10k keys was a third of
-// the transactions, each a few ms of the broker's CPU, and the writes queued
-// behind it waited for it. Once only: a tick finding its offset still
-// riding commits it (a bound of one interval, whatever happened meanwhile).
+// writesComing reports, at a commit tick, that a write is most likely on its
+// way: a record consumed is not persisted yet, so its key is dirty or
+// persisting, and the catch-up commit follows its write. The tick's offset
+// then rides in the next transaction that writes instead of one of its own
+// before it, which cost the broker a transaction (a few ms of its CPU) and
+// the writes queued behind it a transaction's wait. Not always so (a key
+// held by the live-key budget, or waiting for its outputs' acks in the plain
+// mode, may not write within the interval): a tick finding its offset still
+// riding commits it, so riding delays a commit by one interval at most.
 func (p *partition) writesComing() bool {
 	return !p.riding && p.tracker.Committable() <= p.tracker.LastConsumed()
 }

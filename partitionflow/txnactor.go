@@ -35,11 +35,6 @@ type (
 		err  error         // set before done is closed
 		done chan struct{} // closed when the transaction returns
 	}
-	// gatherReq: the partition's flush sends n keys' writes; the next
-	// transaction waits for them (GroupCommit.Gather), at most gatherMax.
-	gatherReq struct{ n int }
-	// gatherEnd ends the gather seq, if it is still the latest.
-	gatherEnd struct{ seq int }
 	// txnFailed tells the partition that a transaction failed: the
 	// partition's persisted state and offset can no longer advance.
 	txnFailed struct{ err error }
@@ -68,17 +63,7 @@ type txnActor struct {
 	// Without one, the stop takes at most stopTO from its start.
 	deadline atomic.Int64
 	stopTO   time.Duration
-	// gathers counts gatherReqs: a gatherEnd ends only the latest.
-	gathers   int
-	gatherMax time.Duration
 }
-
-// gatherMax bounds a flush's gather (GroupCommit.Gather): a persist tick's
-// writes reached the transaction actor within ~20 ms at 10k keys on the
-// project's 2-core host (cmd/bench E2E), and a key counted that does not
-// write (its write already in flight, say) costs the next transaction at
-// most this wait, once per tick. A variable for the tests only.
-var gatherMax = 20 * time.Millisecond
 
 // DefaultTxnStopTimeout bounds the stop of a transaction actor that was
 // given no deadline (a standalone TxnHandle): its drain and Close.
@@ -86,7 +71,7 @@ const DefaultTxnStopTimeout = 30 * time.Second
 
 func newTxnActor(store snapshotstore.Partition, maxWrites int, seed int64, log *zap.Logger) *txnActor {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &txnActor{store: store, gc: NewGroupCommit(maxWrites, seed), log: log, ctx: ctx, cancel: cancel, stopTO: DefaultTxnStopTimeout, gatherMax: gatherMax}
+	return &txnActor{store: store, gc: NewGroupCommit(maxWrites, seed), log: log, ctx: ctx, cancel: cancel, stopTO: DefaultTxnStopTimeout}
 }
 
 // stopBy sets the deadline of the actor's stop (safe from any goroutine).
@@ -124,19 +109,6 @@ func (t *txnActor) Receive(ctx actor.Context) {
 		}
 		t.gc.CommitOffset(m.offset, m.done)
 		t.pump(ctx)
-	case *gatherReq:
-		if t.failed != nil || m.n <= 0 {
-			return
-		}
-		t.gathers++
-		t.gc.Gather(m.n)
-		seq, self, root := t.gathers, ctx.Self(), ctx.ActorSystem().Root
-		time.AfterFunc(t.gatherMax, func() { root.Send(self, &gatherEnd{seq: seq}) })
-	case *gatherEnd:
-		if m.seq == t.gathers {
-			t.gc.EndGather()
-			t.pump(ctx)
-		}
 	case *flightDone:
 		if t.flying == nil || t.flying.f != m.f {
 			return

@@ -552,36 +552,3 @@ func TestTxnKeyWriteMsgIsCopiedBeforeItIsReleased(t *testing.T) {
 		t.Fatalf("k1: %v", err)
 	}
 }
-
-// A gather (a persist tick's flush) holds the next transaction until the
-// writes it counted arrived; one counted that never comes ends it by the
-// timer (gatherMax), not never.
-func TestTxnGatherWaitsForItsWritesAndEndsByItsTimer(t *testing.T) {
-	store := newFakePartition(true)
-	sys, h := spawnTxnForTest(t, store, 0, 0)
-	defer h.Stop()
-
-	sys.Root.Send(h.pid, &gatherReq{n: 3})
-	a, b := enqueueWrite(h, "a"), enqueueWrite(h, "b")
-	c := enqueueWrite(h, "c") // the third: the gather is complete
-	if got := batchKeys(store.awaitEntered(t)); fmt.Sprint(got) != "[a b c]" {
-		t.Fatalf("gathered transaction %v, want [a b c] (one transaction)", got)
-	}
-	store.finish(t, nil)
-	for name, ch := range map[string]<-chan error{"a": a, "b": b, "c": c} {
-		if err := awaitOutcome(t, name, ch); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-	}
-
-	// Two counted, one comes: the timer lets it go.
-	sys.Root.Send(h.pid, &gatherReq{n: 2})
-	d := enqueueWrite(h, "d")
-	if got := batchKeys(store.awaitEntered(t)); fmt.Sprint(got) != "[d]" {
-		t.Fatalf("transaction after the gather's timer %v, want [d]", got)
-	}
-	store.finish(t, nil)
-	if err := awaitOutcome(t, "d", d); err != nil {
-		t.Fatalf("d: %v", err)
-	}
-}
