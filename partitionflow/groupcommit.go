@@ -67,14 +67,10 @@ type GroupCommit struct {
 	// queue[head:] are the queued writes. Next advances head instead of
 	// re-copying the rest (that copy made each transaction O(backlog));
 	// compact reclaims the consumed prefix.
-	queue     []Write
-	head      int
-	offset    int64 // the offset every transaction commits
-	committed int64 // the offset of the last successful transaction
-	// due is the offset that must be committed even if no write comes
-	// (CommitOffset); an offset only advanced (Advance) rides in the next
-	// transaction that writes.
-	due           int64
+	queue         []Write
+	head          int
+	offset        int64 // the offset every transaction commits
+	committed     int64 // the offset of the last successful transaction
 	offsetWaiters []func(error)
 	inFlight      bool
 }
@@ -130,7 +126,7 @@ func NewGroupCommit(max int, seed int64) *GroupCommit {
 	if max <= 0 {
 		max = DefaultMaxWritesPerTransaction
 	}
-	return &GroupCommit{max: max, maxBytes: DefaultMaxTransactionBytes, offset: seed, committed: seed, due: seed}
+	return &GroupCommit{max: max, maxBytes: DefaultMaxTransactionBytes, offset: seed, committed: seed}
 }
 
 // SetMaxBytes sets the byte cap; n ≤ 0 takes DefaultMaxTransactionBytes.
@@ -172,21 +168,11 @@ func (g *GroupCommit) compact() {
 // CommitOffset advances the offset to commit (never backwards) and forces a
 // transaction even with no writes; done (may be nil) gets its outcome.
 func (g *GroupCommit) CommitOffset(offset int64, done func(error)) {
-	g.Advance(offset)
-	g.due = max(g.due, g.offset)
-	if done != nil {
-		g.offsetWaiters = append(g.offsetWaiters, done)
-	}
-}
-
-// Advance advances the offset to commit (never backwards) without forcing a
-// transaction: it rides in the next one, which a write (or CommitOffset)
-// starts. The partition advances it so when writes are on their way: the
-// offset-only transaction CommitOffset would start first cost the broker a
-// transaction, and the writes queued behind it a transaction's wait.
-func (g *GroupCommit) Advance(offset int64) {
 	if offset > g.offset {
 		g.offset = offset
+	}
+	if done != nil {
+		g.offsetWaiters = append(g.offsetWaiters, done)
 	}
 }
 
@@ -194,8 +180,7 @@ func (g *GroupCommit) Advance(offset int64) {
 func (g *GroupCommit) Pending() int { return len(g.queue) - g.head + len(g.offsetWaiters) }
 
 // Next returns the next transaction, or false when one is in flight or
-// nothing is due: no queued write, and no offset CommitOffset asked for
-// beyond the committed one (an offset only advanced waits for a write). Offset
+// nothing is due: no queued write, and the offset not advanced. Offset
 // waiters with nothing to commit (the offset they asked for is committed
 // and no write is queued) are answered at once, without a transaction: a
 // revoke's or shutdown's final commit of a partition whose last
@@ -206,7 +191,7 @@ func (g *GroupCommit) Next() (*Flight, bool) {
 		return nil, false
 	}
 	q := g.queue[g.head:]
-	if len(q) == 0 && g.due <= g.committed {
+	if len(q) == 0 && g.offset == g.committed {
 		w := g.offsetWaiters
 		g.offsetWaiters = nil
 		for _, d := range w {

@@ -203,38 +203,6 @@ func TestGroupCommitOffsetOnlyCommitForcesTransactionWithoutWrites(t *testing.T)
 	}
 }
 
-// An offset only advanced (Advance: the partition's commit tick while
-// writes are on their way) starts no transaction; the next write carries
-// it, and CommitOffset forces it alone.
-func TestGroupCommitAdvancedOffsetRidesWithTheNextWrite(t *testing.T) {
-	c := newGCRecorder(t, 4, 10)
-	c.g.Advance(15)
-	if f, ok := c.g.Next(); ok {
-		t.Fatalf("an advanced offset alone started a transaction: %+v", f.Batch)
-	}
-	c.add("a")
-	f := c.next()
-	if f.Batch.Offset != 15 || !f.Batch.OffsetAdvanced || len(f.Batch.Writes) != 1 {
-		t.Fatalf("write's batch = %+v, want write a with offset 15 advanced", f.Batch)
-	}
-	c.g.Complete(f, nil)
-	c.answeredOnce("a", nil)
-	if _, ok := c.g.Next(); ok {
-		t.Fatal("Next() after the ridden offset committed must be false")
-	}
-
-	// Advanced, then asked for (a tick finding it still riding, or the
-	// catch-up): committed alone, at the advanced offset or beyond.
-	c.g.Advance(20)
-	c.commitOffset("forced", 18)
-	f = c.next()
-	if f.Batch.Offset != 20 || len(f.Batch.Writes) != 0 {
-		t.Fatalf("forced batch = %+v, want offset 20 alone", f.Batch)
-	}
-	c.g.Complete(f, nil)
-	c.answeredOnce("forced", nil)
-}
-
 func TestGroupCommitOffsetCommitsDoNotConsumeTheCap(t *testing.T) {
 	c := newGCRecorder(t, 2, 0)
 	c.add("a")

@@ -290,9 +290,6 @@ type partition struct {
 	ctAt    time.Time
 
 	committed, requested int64
-	// riding: requested was sent to ride in the next transaction that
-	// writes (commitOffset), and no commit has been asked for it since.
-	riding bool
 	// catchUp (0: none) is the offset the last commit tick had consumed
 	// up to: once everything below it is persisted the offset is committed
 	// at once, not a whole interval later (catchUpCommit).
@@ -360,10 +357,6 @@ func (p *partition) Receive(ctx actor.Context) {
 		p.lastBatch = m.writes
 		p.txns++
 		p.outputs += int64(m.outputs)
-		p.committed = max(p.committed, m.offset)
-		if m.offset >= p.requested {
-			p.riding = false // it rode
-		}
 	case *coldDue:
 		p.coldDue(ctx)
 	case *offsetCommit:

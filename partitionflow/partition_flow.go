@@ -491,7 +491,7 @@ func (p *partition) onTick(ctx actor.Context, kind int) {
 		p.awaitCatchUp()
 		p.catchUpCommit(ctx)
 	case tickCommit:
-		p.commitOffset(ctx, p.writesComing())
+		p.commitOffset(ctx)
 		p.awaitCatchUp()
 	case tickSweep:
 		p.pool.trim(ctx)
@@ -549,36 +549,17 @@ func (p *partition) catchUpCommit(ctx actor.Context) {
 		return
 	}
 	p.catchUp = 0
-	p.commitOffset(ctx, false)
-}
-
-// writesComing reports, at a commit tick, that a write is most likely on its
-// way: a record consumed is not persisted yet, so its key is dirty or
-// persisting, and the catch-up commit follows its write. The tick's offset
-// then rides in the next transaction that writes instead of one of its own
-// before it, which cost the broker a transaction (a few ms of its CPU) and
-// the writes queued behind it a transaction's wait. Not always so (a key
-// held by the live-key budget, or waiting for its outputs' acks in the plain
-// mode, may not write within the interval): a tick finding its offset still
-// riding commits it, so riding delays a commit by one interval at most.
-func (p *partition) writesComing() bool {
-	return !p.riding && p.tracker.Committable() <= p.tracker.LastConsumed()
+	p.commitOffset(ctx)
 }
 
 // commitOffset sends the committable offset to the transaction actor when it
-// advanced: to commit, or with ride to go with the next transaction that
-// writes. A snapshot write never advances it (seed: "Generation fencing"):
-// the partition does, at its commit interval.
-func (p *partition) commitOffset(ctx actor.Context, ride bool) {
+// advanced. A snapshot write never advances it (seed: "Generation fencing").
+func (p *partition) commitOffset(ctx actor.Context) {
 	c := p.tracker.Committable()
-	if c <= p.requested && (ride || !p.riding) {
+	if c <= p.requested {
 		return
 	}
-	p.requested, p.riding = c, ride
-	if ride {
-		ctx.Send(p.txn, &commitReq{offset: c, ride: true})
-		return
-	}
+	p.requested = c
 	root, self := ctx.ActorSystem().Root, ctx.Self()
 	ctx.Send(p.txn, &commitReq{offset: c, done: func(err error) { root.Send(self, &offsetCommit{offset: c, err: err}) }})
 }

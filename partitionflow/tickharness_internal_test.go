@@ -55,23 +55,13 @@ type tickHarness struct {
 	mem                       *snapshotstore.Memory
 	gate                      chan struct{}
 	committed                 chan int64
-	batches                   chan committedBatch
 	flushes, started, stopped atomic.Int64
 }
 
-// committedBatch is a committed transaction's writes and offset.
-type committedBatch struct {
-	writes int
-	offset int64
-}
-
 func newTickHarness(t *testing.T, budget int) *tickHarness {
-	h := &tickHarness{t: t, mem: snapshotstore.NewMemory(), gate: make(chan struct{}), committed: make(chan int64, 10000), batches: make(chan committedBatch, 10000)}
+	h := &tickHarness{t: t, mem: snapshotstore.NewMemory(), gate: make(chan struct{}), committed: make(chan int64, 10000)}
 	h.mem.BeforeCommit = func(snapshotstore.PartitionInfo, snapshotstore.Batch) error { <-h.gate; return nil }
-	h.mem.AfterCommit = func(_ snapshotstore.PartitionInfo, b snapshotstore.Batch) {
-		h.batches <- committedBatch{len(b.Writes), b.Offset}
-		h.committed <- b.Offset
-	}
+	h.mem.AfterCommit = func(_ snapshotstore.PartitionInfo, b snapshotstore.Batch) { h.committed <- b.Offset }
 	store, err := h.mem.Open(context.Background(), snapshotstore.PartitionInfo{Topic: "in"})
 	if err != nil {
 		t.Fatal(err)

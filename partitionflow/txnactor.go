@@ -22,9 +22,6 @@ type (
 	commitReq struct {
 		offset int64
 		done   func(error)
-		// ride: only advance the offset (GroupCommit.Advance), for the
-		// next transaction that writes to carry; done must be nil.
-		ride bool
 	}
 	flightDone struct {
 		f   *Flight
@@ -38,12 +35,8 @@ type (
 	// txnFailed tells the partition that a transaction failed: the
 	// partition's persisted state and offset can no longer advance.
 	txnFailed struct{ err error }
-	// txnCommitted tells the partition a transaction's size (status) and
-	// the offset it committed.
-	txnCommitted struct {
-		writes, outputs int
-		offset          int64
-	}
+	// txnCommitted tells the partition a transaction's size (status).
+	txnCommitted struct{ writes, outputs int }
 )
 
 // txnActor owns the partition's store (its producer in the transactional
@@ -103,10 +96,6 @@ func (t *txnActor) Receive(ctx actor.Context) {
 			}
 			return
 		}
-		if m.ride {
-			t.gc.Advance(m.offset)
-			return
-		}
 		t.gc.CommitOffset(m.offset, m.done)
 		t.pump(ctx)
 	case *flightDone:
@@ -124,7 +113,7 @@ func (t *txnActor) Receive(ctx actor.Context) {
 			return
 		}
 		if parent := ctx.Parent(); parent != nil {
-			ctx.Send(parent, &txnCommitted{writes: len(m.f.Batch.Writes), outputs: len(m.f.Batch.Outputs), offset: m.f.Batch.Offset})
+			ctx.Send(parent, &txnCommitted{writes: len(m.f.Batch.Writes), outputs: len(m.f.Batch.Outputs)})
 		}
 		t.pump(ctx)
 	case *actor.Stopping:
