@@ -51,7 +51,7 @@ func NewKafka(brokers []string, topic string, c KafkaConfig) (*Kafka, error) {
 			kgo.DefaultProduceTopic(topic),
 			kgo.RecordPartitioner(kgo.ManualPartitioner()),
 			kgo.ProducerLinger(0),
-		}, k.producerOpts("")...)...)
+		}, k.producerOpts("", k.kgoLogger(""))...)...)
 		if err != nil {
 			return nil, fmt.Errorf("snapshot producer: %w", err)
 		}

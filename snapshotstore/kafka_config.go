@@ -246,17 +246,23 @@ func enabledOr(d, def time.Duration) time.Duration {
 	return d
 }
 
-// producerOpts are the client options of a producer with transactional.id
-// id ("" for the plain mode's shared producer): its kgo log into the store's
-// logger (kgo's warnings, e.g. a batch that failed the producer ID, were
-// invisible before), then the caller's ClientOpts (a WithLogger there wins),
-// then that client's ProducerHooks.
-func (k *Kafka) producerOpts(id string) []kgo.Opt {
+// kgoLogger is the kgo log of a producer with transactional.id id ("" for
+// the plain mode's shared producer), into the store's logger: kgo's
+// warnings, e.g. a batch that failed the producer ID, were invisible before.
+func (k *Kafka) kgoLogger(id string) kgo.Logger {
 	log := k.cfg.log.Named("kgo")
 	if id != "" {
 		log = log.With(zap.String("transactional_id", id))
 	}
-	opts := append(make([]kgo.Opt, 0, len(k.cfg.clientOpts)+2), kgo.WithLogger(kgolog.New(log)))
+	return kgolog.New(log)
+}
+
+// producerOpts are the client options of a producer with transactional.id
+// id ("" for the plain mode's shared producer): logger (kgoLogger, or a ring
+// around it), then the caller's ClientOpts (a WithLogger there wins), then
+// that client's ProducerHooks.
+func (k *Kafka) producerOpts(id string, logger kgo.Logger) []kgo.Opt {
+	opts := append(make([]kgo.Opt, 0, len(k.cfg.clientOpts)+2), kgo.WithLogger(logger))
 	opts = append(opts, k.cfg.clientOpts...)
 	if k.cfg.producerHooks != nil {
 		if hooks := k.cfg.producerHooks(id); len(hooks) > 0 {

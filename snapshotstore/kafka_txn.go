@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/actorflow/actorflow/internal/kgolog"
 	"sync"
 	"time"
 
@@ -55,21 +56,31 @@ type txnPartition struct {
 	// maxBatch is the producer's ProducerBatchMaxBytesFn (RecordLimiter),
 	// read at open: a re-initialised producer has the same options.
 	maxBatch func(topic string) int
+	// kgoLog keeps the producers' last kgo log entries, debug included,
+	// across re-initialisations: logged when the leader lost this
+	// producer's sequence state (a snapshot was once lost after such an
+	// error, its cause not found: the next occurrence shows kgo's side).
+	kgoLog *kgolog.Ring
 }
+
+// kgoLogRing is how many of a transactional producer's kgo log entries
+// its partition keeps: some 10 transactions' requests and responses.
+const kgoLogRing = 256
 
 func (k *Kafka) openTxn(ctx context.Context, p PartitionInfo) (Partition, error) {
 	id := k.TransactionalID(p.Topic, p.Partition)
 	disc := &disconnectCounter{}
-	cl, err := k.newTxnClient(ctx, p, id, disc)
+	ring := kgolog.NewRing(k.kgoLogger(id), kgoLogRing)
+	cl, err := k.newTxnClient(ctx, p, id, disc, ring)
 	if err != nil {
 		return nil, err
 	}
-	return &txnPartition{k: k, info: p, id: id, cl: cl, disc: disc, maxBatch: recbytes.ProducerLimit(cl)}, nil
+	return &txnPartition{k: k, info: p, id: id, cl: cl, disc: disc, maxBatch: recbytes.ProducerLimit(cl), kgoLog: ring}, nil
 }
 
 // newTxnClient creates the partition's transactional producer and runs
 // InitProducerID on its stable id.
-func (k *Kafka) newTxnClient(ctx context.Context, p PartitionInfo, id string, disc *disconnectCounter) (*kgo.Client, error) {
+func (k *Kafka) newTxnClient(ctx context.Context, p PartitionInfo, id string, disc *disconnectCounter, log kgo.Logger) (*kgo.Client, error) {
 	// TxnOffsetCommit v6 names topics by id; cap it at v5 so topics go by name.
 	versions := kversion.Stable()
 	versions.SetMaxKeyVersion(kmsg.TxnOffsetCommit.Int16(), 5)
@@ -102,7 +113,7 @@ func (k *Kafka) newTxnClient(ctx context.Context, p PartitionInfo, id string, di
 		// A closed connection is when a broker may have left the previous
 		// transaction's marker unwritten (dangling.go).
 		kgo.WithHooks(disc),
-	}, k.producerOpts(id)...)...)
+	}, k.producerOpts(id, log)...)...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: transactional producer %q: %w", p, id, err)
 	}
@@ -213,6 +224,7 @@ func (t *txnPartition) Commit(ctx context.Context, b Batch) error {
 			log.Warn("transaction failed on a broker-side change; retrying it (not a fence)")
 		case TxnReinit:
 			if sequenceStateLost(err) && !checkedPrevious {
+				log.Warn("the partition's leader lost this producer's sequence state; kgo's log before it follows", zap.Strings("kgo_log", t.kgoLog.Lines()))
 				// The redo is safe only if what this producer committed
 				// before is in the log (previous_txn.go).
 				if cerr := t.checkPrevious(ctx, err, start); cerr != nil {
@@ -259,7 +271,7 @@ func (t *txnPartition) reinit(ctx context.Context) error {
 	if closed {
 		return fmt.Errorf("%s: closed", t.info)
 	}
-	cl, err := t.k.newTxnClient(ctx, t.info, t.id, t.disc)
+	cl, err := t.k.newTxnClient(ctx, t.info, t.id, t.disc, t.kgoLog)
 	if err != nil {
 		return err
 	}

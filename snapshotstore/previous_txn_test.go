@@ -3,11 +3,15 @@ package snapshotstore
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 func TestDecidePrevious(t *testing.T) {
@@ -36,7 +40,9 @@ func TestDecidePrevious(t *testing.T) {
 // group's offset stays where the last transaction in the log put it.
 func TestLostPreviousTransactionFailsInsteadOfTheRedo(t *testing.T) {
 	f := newTxnFixture(t, true)
-	_, p := f.open(t, f.meta)
+	k, p := f.open(t, f.meta)
+	core, logs := observer.New(zap.WarnLevel)
+	k.cfg.log = zap.New(core)
 	ctx := context.Background()
 	if err := p.Commit(ctx, Batch{Writes: []Snapshot{{Key: "a", Value: []byte("1"), Offset: 0}}, Offset: 1, OffsetAdvanced: true}); err != nil {
 		t.Fatal(err)
@@ -64,5 +70,21 @@ func TestLostPreviousTransactionFailsInsteadOfTheRedo(t *testing.T) {
 	}
 	if got := f.committed(t); got != 1 {
 		t.Fatalf("committed offset %d, want 1 (the last transaction in the log): a redo committed past the lost one", got)
+	}
+	// kgo's own account of the transactions before the loss, debug lines
+	// included, is logged with it: the lost one's EndTxn and produce.
+	dumps := logs.FilterMessageSnippet("lost this producer's sequence state").All()
+	if len(dumps) != 1 {
+		t.Fatalf("%d kgo log dumps, want 1", len(dumps))
+	}
+	lines, _ := dumps[0].ContextMap()["kgo_log"].([]any)
+	var text []string
+	for _, l := range lines {
+		text = append(text, fmt.Sprint(l))
+	}
+	for _, want := range []string{"wrote EndTxn", "wrote Produce"} {
+		if !strings.Contains(strings.Join(text, "\n"), want) {
+			t.Errorf("the dump of %d kgo log lines has no %q", len(text), want)
+		}
 	}
 }

@@ -1,0 +1,44 @@
+package kgolog
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+type recorder struct {
+	level kgo.LogLevel
+	got   []string
+}
+
+func (r *recorder) Level() kgo.LogLevel { return r.level }
+func (r *recorder) Log(_ kgo.LogLevel, msg string, _ ...any) {
+	r.got = append(r.got, msg)
+}
+
+// The ring keeps the last entries at every level, oldest first, and passes
+// on only what the next logger's level asks for.
+func TestRingKeepsTheLastEntriesAndPassesOnByLevel(t *testing.T) {
+	next := &recorder{level: kgo.LogLevelWarn}
+	r := NewRing(next, 3)
+	if r.Level() != kgo.LogLevelDebug {
+		t.Fatalf("ring level %v, want debug (kgo must hand it everything)", r.Level())
+	}
+	r.Log(kgo.LogLevelDebug, "one", "broker", 1)
+	r.Log(kgo.LogLevelWarn, "two")
+	r.Log(kgo.LogLevelDebug, "three", "bytes", 36, "err", nil)
+	r.Log(kgo.LogLevelInfo, "four")
+	lines := r.Lines()
+	if len(lines) != 3 {
+		t.Fatalf("%d lines kept, want 3: %q", len(lines), lines)
+	}
+	for i, want := range []string{"[WARN] two", "[DEBUG] three; bytes: 36; err: <nil>", "[INFO] four"} {
+		if !strings.HasSuffix(lines[i], want) {
+			t.Errorf("line %d = %q, want it to end with %q", i, lines[i], want)
+		}
+	}
+	if strings.Join(next.got, ",") != "two" {
+		t.Fatalf("passed on %q, want only the warning", next.got)
+	}
+}
