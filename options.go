@@ -225,7 +225,9 @@ func WithRebalanceTimeout(d time.Duration) Option { return func(c *config) { c.r
 // rebalance completes — up to the rebalance timeout when a member died
 // without leaving. Nothing is owned any more then, so nothing is lost: the
 // group's next rebalance hands the partitions on. Default 10 s
-// (coordinator.DefaultLeaveTimeout; also for zero or negative).
+// (coordinator.DefaultLeaveTimeout; also for zero or negative). A kgo
+// logger passed through WithClientOpts is not muted then: it may log after
+// Run returned (a test's logger among them).
 func WithLeaveTimeout(d time.Duration) Option { return func(c *config) { c.leaveTimeout = d } }
 
 // WithStartTimeout bounds the retries to reach the brokers at start.

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/actorflow/actorflow/internal/kgolog"
 	"sync"
 	"time"
 
+	"github.com/actorflow/actorflow/internal/kgolog"
 	"github.com/actorflow/actorflow/internal/recbytes"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -66,6 +66,16 @@ type txnPartition struct {
 // kgoLogRing is how many of a transactional producer's kgo log entries
 // its partition keeps: some 10 transactions' requests and responses.
 const kgoLogRing = 256
+
+// kgoLogField is the kgo log kept (kgoLog's lines) as a log field. A
+// kgo.WithLogger in KafkaConfig.ClientOpts replaces the ring (kgo applies
+// its options in order): then nothing was kept, and the field says why.
+func (t *txnPartition) kgoLogField() zap.Field {
+	if lines := t.kgoLog.Lines(); len(lines) > 0 {
+		return zap.Strings("kgo_log", lines)
+	}
+	return zap.String("kgo_log", "none kept (a kgo.WithLogger in KafkaConfig.ClientOpts replaces the ring)")
+}
 
 func (k *Kafka) openTxn(ctx context.Context, p PartitionInfo) (Partition, error) {
 	id := k.TransactionalID(p.Topic, p.Partition)
@@ -224,7 +234,7 @@ func (t *txnPartition) Commit(ctx context.Context, b Batch) error {
 			log.Warn("transaction failed on a broker-side change; retrying it (not a fence)")
 		case TxnReinit:
 			if sequenceStateLost(err) && !checkedPrevious {
-				log.Warn("the partition's leader lost this producer's sequence state; kgo's log before it follows", zap.Strings("kgo_log", t.kgoLog.Lines()))
+				log.Warn("the partition's leader lost this producer's sequence state; kgo's log before it follows", t.kgoLogField())
 				// The redo is safe only if what this producer committed
 				// before is in the log (previous_txn.go).
 				if cerr := t.checkPrevious(ctx, err, start); cerr != nil {
@@ -271,7 +281,11 @@ func (t *txnPartition) reinit(ctx context.Context) error {
 	if closed {
 		return fmt.Errorf("%s: closed", t.info)
 	}
-	cl, err := t.k.newTxnClient(ctx, t.info, t.id, t.disc, t.kgoLog)
+	var kl kgo.Logger = t.kgoLog
+	if t.kgoLog == nil { // a partition built without one (tests)
+		kl = t.k.kgoLogger(t.id)
+	}
+	cl, err := t.k.newTxnClient(ctx, t.info, t.id, t.disc, kl)
 	if err != nil {
 		return err
 	}

@@ -13,12 +13,14 @@ import (
 // debug included, and passes on to next what next's level asks for: a
 // client's own account of its last requests, read only when something went
 // wrong (Lines). A transactional producer logs a handful of debug lines per
-// request, not per record; an entry keeps kgo's arguments unformatted.
+// request, not per record; an entry keeps kgo's arguments unformatted (kgo
+// passes a fresh slice of scalars, strings and errors at every call). The
+// methods are safe on a nil Ring, which keeps nothing.
 type Ring struct {
 	next kgo.Logger
 	mu   sync.Mutex
 	buf  []ringEntry
-	n    int // entries logged so far; buf[n%len(buf)] is the next slot
+	n    uint64 // entries kept so far; buf[n%len(buf)] is the next slot
 }
 
 type ringEntry struct {
@@ -37,25 +39,56 @@ func NewRing(next kgo.Logger, size int) *Ring {
 // Level is debug: kgo hands the ring everything.
 func (r *Ring) Level() kgo.LogLevel { return kgo.LogLevelDebug }
 
-// Log keeps the entry and passes it on at next's level.
+// Log keeps the entry (unless it is debug noise, ringSkips) and passes it
+// on at next's level.
 func (r *Ring) Log(level kgo.LogLevel, msg string, keyvals ...any) {
-	r.mu.Lock()
-	r.buf[r.n%len(r.buf)] = ringEntry{at: time.Now(), level: level, msg: msg, kv: keyvals}
-	r.n++
-	r.mu.Unlock()
+	if r == nil {
+		return
+	}
+	if level < kgo.LogLevelDebug || !skipped(msg) {
+		r.mu.Lock()
+		r.buf[r.n%uint64(len(r.buf))] = ringEntry{at: time.Now(), level: level, msg: msg, kv: keyvals}
+		r.n++
+		r.mu.Unlock()
+	}
 	if level <= r.next.Level() {
 		r.next.Log(level, msg, keyvals...)
 	}
 }
 
+// ringSkips are kgo debug messages the ring does not keep: logged once per
+// partition of every topic the client knows at each metadata refresh, or
+// per Produce call while the buffer is full, they would push out the
+// request lines the ring is for.
+var ringSkips = []string{
+	"metadata refresh has identical topic partition data",
+	"blocking Produce",
+	"Produce block awoken",
+}
+
+func skipped(msg string) bool {
+	for _, s := range ringSkips {
+		if strings.HasPrefix(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
 // Lines formats the entries kept, oldest first, one per line with its time.
 func (r *Ring) Lines() []string {
+	if r == nil {
+		return nil
+	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	k := min(r.n, len(r.buf))
-	out := make([]string, 0, k)
+	k := min(r.n, uint64(len(r.buf)))
+	es := make([]ringEntry, 0, k)
 	for i := r.n - k; i < r.n; i++ {
-		e := r.buf[i%len(r.buf)]
+		es = append(es, r.buf[i%uint64(len(r.buf))])
+	}
+	r.mu.Unlock()
+	out := make([]string, 0, len(es)) // formatted outside the lock: an error's Error() may take a while
+	for _, e := range es {
 		var b strings.Builder
 		fmt.Fprintf(&b, "%s [%s] %s", e.at.Format("15:04:05.000000"), e.level, e.msg)
 		for j := 0; j+1 < len(e.kv); j += 2 {

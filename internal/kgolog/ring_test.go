@@ -42,3 +42,21 @@ func TestRingKeepsTheLastEntriesAndPassesOnByLevel(t *testing.T) {
 		t.Fatalf("passed on %q, want only the warning", next.got)
 	}
 }
+
+// Per-partition metadata lines do not push the request lines out; a nil
+// ring keeps nothing and does not panic.
+func TestRingSkipsMetadataNoiseAndIsNilSafe(t *testing.T) {
+	r := NewRing(&recorder{level: kgo.LogLevelNone}, 2)
+	r.Log(kgo.LogLevelDebug, "wrote Produce v13", "broker", 1)
+	for range 10 {
+		r.Log(kgo.LogLevelDebug, "metadata refresh has identical topic partition data", "partition", 3)
+	}
+	if lines := r.Lines(); len(lines) != 1 || !strings.Contains(lines[0], "wrote Produce") {
+		t.Fatalf("lines %q, want the produce line alone", lines)
+	}
+	var none *Ring
+	none.Log(kgo.LogLevelError, "x")
+	if none.Lines() != nil {
+		t.Fatal("a nil ring kept lines")
+	}
+}
