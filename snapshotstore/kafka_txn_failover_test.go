@@ -3,6 +3,7 @@ package snapshotstore
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -80,6 +81,11 @@ func TestTxnFailoverIsNotAFence(t *testing.T) {
 			faults := failEndTxnOnce(f, tc.code)
 			b := Batch{Writes: []Snapshot{{Key: "k", Value: []byte("v2"), Offset: 4}}, Offset: 5, OffsetAdvanced: true}
 			if err := p.Commit(ctx, b); err != nil {
+				// Seen once under load (coordinator not available, 2026-12-05):
+				// OUT_OF_ORDER_SEQUENCE_NUMBER, the first transaction read back
+				// aborted although its Commit returned nil — the lost snapshot
+				// of previous_txn.go. kgo's own account, for the next time:
+				t.Logf("kgo log of the partition's producer:\n%s", strings.Join(p.kgoLog.Lines(), "\n"))
 				t.Fatalf("commit through %s: %v (a broker-side change, the partition owned: it must be redone)", tc.name, err)
 			}
 			if faults.Load() != 1 {
