@@ -63,6 +63,18 @@ type txnPartition struct {
 	kgoLog *kgolog.Ring
 }
 
+// errCommitTurnedAbort: kgo's EndTransaction, asked to commit, ended the
+// transaction with an abort and returned nil (kgo v1.22.3 txn.go: it finds
+// no partition marked added to the transaction although produces were
+// attempted, and aborts "to clear any server-side partition
+// registrations"). Seen after a produce that had succeeded — kgo's log:
+// "produced; to: snaps[0{0=>1}]", then "no produce succeeded in this
+// transaction..." (kfake, TestTxnFailoverIsNotAFence under CPU load) — it is
+// the snapshot lost while its Commit returned nil of the earlier notes
+// (previous_txn.go). Told from the producer's log ring (kgolog.EndedAsAbort);
+// the batch, aborted, is redone (DecideTxn: retry).
+var errCommitTurnedAbort = errors.New("kgo ended the transaction with an abort although asked to commit (and returned nil)")
+
 // kgoLogRing is how many of a transactional producer's kgo log entries
 // its partition keeps: some 10 transactions' requests and responses.
 const kgoLogRing = 256
@@ -231,6 +243,10 @@ func (t *txnPartition) Commit(ctx context.Context, b Batch) error {
 				zap.Int32("rejected_generation", used.Generation), zap.Int32("generation", newer))
 			continue
 		case TxnRetry:
+			if errors.Is(err, errCommitTurnedAbort) {
+				log.Warn("kgo aborted the transaction it was asked to commit (its log says so); redoing it", t.kgoLogField())
+				break
+			}
 			log.Warn("transaction failed on a broker-side change; retrying it (not a fence)")
 		case TxnReinit:
 			if sequenceStateLost(err) && !checkedPrevious {
@@ -438,6 +454,7 @@ func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetad
 		}
 	}
 	t.pending = &committedTxn{LastTxn: LastTxn{ProducerID: pid, DataEpoch: epoch, EpochAfter: epoch}, parts: writtenPartitions(recs)}
+	mark := t.kgoLog.Mark()
 	if err := t.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		// Every write is acknowledged and EndTxn(commit) may have reached
 		// the coordinator: the outcome is unknown, not "not committed"
@@ -445,6 +462,11 @@ func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetad
 		// in the snapshot partition; the produce set its offset.
 		return meta, &lostCommitError{err: fmt.Errorf("%s: commit transaction: %w", t.info, err),
 			producerID: pid, epoch: epoch, markerOffset: recs[len(recs)-1].Offset}
+	}
+	if t.kgoLog.EndedAsAbort(mark) {
+		// kgo aborted the transaction it was asked to commit, and said
+		// nil (errCommitTurnedAbort): nothing of the batch is visible.
+		return meta, fmt.Errorf("%s: commit transaction: %w", t.info, errCommitTurnedAbort)
 	}
 	// Under transaction version 1 a committed EndTxn keeps the epoch; under
 	// version 2 (EndTxn v5) kgo adopts the bumped one it returns (txn.go

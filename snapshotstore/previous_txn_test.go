@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
@@ -86,5 +87,58 @@ func TestLostPreviousTransactionFailsInsteadOfTheRedo(t *testing.T) {
 		if !strings.Contains(strings.Join(text, "\n"), want) {
 			t.Errorf("the dump of %d kgo log lines has no %q", len(text), want)
 		}
+	}
+}
+
+// kgo's EndTransaction, asked to commit, may abort the transaction and
+// return nil (errCommitTurnedAbort; seen under load in kfake, its log
+// saying so). Here kfake aborts it and the line kgo logs then is logged
+// into the producer's ring: the batch is redone, not acknowledged, so its
+// snapshot and offset land and the next transaction finds nothing lost.
+func TestCommitKgoTurnedIntoAnAbortIsRedone(t *testing.T) {
+	f := newTxnFixture(t, true)
+	_, p := f.open(t, f.meta)
+	ctx := context.Background()
+	if err := p.Commit(ctx, Batch{Writes: []Snapshot{{Key: "a", Value: []byte("1"), Offset: 0}}, Offset: 1, OffsetAdvanced: true}); err != nil {
+		t.Fatal(err)
+	}
+	var turned atomic.Int32
+	f.c.ControlKey(kmsg.EndTxn.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		f.c.KeepControl()
+		if r := req.(*kmsg.EndTxnRequest); r.Commit && turned.Load() == 0 {
+			turned.Add(1)
+			r.Commit = false
+			p.kgoLog.Log(kgo.LogLevelInfo, "no produce succeeded in this transaction but produces were attempted; issuing an abort to clear any server-side partition registrations", "transactional_id", p.id)
+		}
+		return nil, nil, false
+	})
+	if err := p.Commit(ctx, Batch{Writes: []Snapshot{{Key: "b", Value: []byte("1"), Offset: 1}}, Offset: 2, OffsetAdvanced: true}); err != nil {
+		t.Fatalf("Commit = %v, want nil after the redo", err)
+	}
+	if turned.Load() != 1 {
+		t.Fatal("precondition: the EndTxn was not turned into an abort")
+	}
+	if got := f.committed(t); got != 2 {
+		t.Fatalf("committed offset %d, want 2", got)
+	}
+	latest, err := ReadLatest(ctx, f.brokers, f.snaps, 0, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := latest["b"]; string(s.Value) != "1" {
+		t.Fatalf("snapshot b read_committed = %+v, want it redone", s)
+	}
+	if err := p.Commit(ctx, Batch{Writes: []Snapshot{{Key: "c", Value: []byte("1"), Offset: 2}}, Offset: 3, OffsetAdvanced: true}); err != nil {
+		t.Fatalf("the next Commit = %v", err)
+	}
+}
+
+func TestDecideTxnRedoesACommitKgoTurnedIntoAnAbort(t *testing.T) {
+	err := fmt.Errorf("in[0]: commit transaction: %w", errCommitTurnedAbort)
+	if got := DecideTxn(err, true); got != TxnRetry {
+		t.Fatalf("DecideTxn(owned) = %v, want retry", got)
+	}
+	if got := DecideTxn(err, false); got != TxnFenced {
+		t.Fatalf("DecideTxn(not owned) = %v, want fenced", got)
 	}
 }

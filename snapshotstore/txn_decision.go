@@ -79,7 +79,8 @@ func (a TxnAction) String() string {
 //	COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS,
 //	NOT_ENOUGH_REPLICAS(_AFTER_APPEND), NOT_LEADER_OR_FOLLOWER,
 //	REQUEST_TIMED_OUT, TRANSACTION_ABORTABLE, network errors,
-//	kgo's retries exhausted                                 retry      fenced
+//	kgo's retries exhausted, a commit kgo turned into an
+//	abort (errCommitTurnedAbort)                            retry      fenced
 //	context canceled / deadline exceeded                    fail       fail
 //	anything else                                           fail       fail
 func DecideTxn(err error, owned bool) TxnAction {
@@ -108,7 +109,7 @@ func DecideTxn(err error, owned bool) TxnAction {
 		// and restarts the sequences; the redone batch is the same one,
 		// so nothing is written twice.
 		action = TxnReinit
-	case transientTxnError(err):
+	case transientTxnError(err), errors.Is(err, errCommitTurnedAbort):
 		action = TxnRetry
 	default:
 		return TxnFail

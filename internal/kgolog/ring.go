@@ -98,3 +98,44 @@ func (r *Ring) Lines() []string {
 	}
 	return out
 }
+
+// Mark is the ring's position now: EndedAsAbort reads what kgo logs after
+// it.
+func (r *Ring) Mark() uint64 {
+	if r == nil {
+		return 0
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.n
+}
+
+// EndedAsAbort reports whether kgo logged, since mark, that it ended a
+// transaction with an abort: kgo v1.22.3's EndTransaction, asked to commit,
+// aborts instead and returns nil when it finds no partition marked added to
+// the transaction although produces were attempted (txn.go: "no produce
+// succeeded in this transaction but produces were attempted; issuing an
+// abort", then "ending transaction" with commit false). Entries pushed out
+// of the ring since mark are not read; a nil ring reports false.
+func (r *Ring) EndedAsAbort(mark uint64) bool {
+	if r == nil {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	from := max(mark, r.n-min(r.n, uint64(len(r.buf))))
+	for i := from; i < r.n; i++ {
+		e := r.buf[i%uint64(len(r.buf))]
+		switch {
+		case strings.HasPrefix(e.msg, "no produce succeeded in this transaction"):
+			return true
+		case e.msg == "ending transaction":
+			for j := 0; j+1 < len(e.kv); j += 2 {
+				if k, _ := e.kv[j].(string); k == "commit" && fmt.Sprint(e.kv[j+1]) == "false" {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}

@@ -60,3 +60,30 @@ func TestRingSkipsMetadataNoiseAndIsNilSafe(t *testing.T) {
 		t.Fatal("a nil ring kept lines")
 	}
 }
+
+// kgo's own lines when its EndTransaction turns a commit into an abort
+// (v1.22.3 txn.go), against a commit's: only the entries after the mark
+// count.
+func TestRingTellsACommitKgoEndedAsAnAbort(t *testing.T) {
+	r := NewRing(&recorder{level: kgo.LogLevelNone}, 16)
+	r.Log(kgo.LogLevelInfo, "ending transaction", "transactional_id", "p", "commit", kgo.TryAbort) // before the mark
+	mark := r.Mark()
+	r.Log(kgo.LogLevelInfo, "ending transaction", "transactional_id", "p", "commit", kgo.TryCommit, "producer_id", 1, "epoch", 0)
+	if r.EndedAsAbort(mark) {
+		t.Fatal("a commit read as an abort")
+	}
+	mark = r.Mark()
+	r.Log(kgo.LogLevelInfo, "no produce succeeded in this transaction but produces were attempted; issuing an abort to clear any server-side partition registrations", "transactional_id", "p")
+	if !r.EndedAsAbort(mark) {
+		t.Fatal("kgo's turning the commit into an abort not told")
+	}
+	mark = r.Mark()
+	r.Log(kgo.LogLevelInfo, "ending transaction", "transactional_id", "p", "commit", kgo.TryAbort, "producer_id", 1, "epoch", 0)
+	if !r.EndedAsAbort(mark) {
+		t.Fatal("an ending transaction with commit false not told")
+	}
+	var none *Ring
+	if none.EndedAsAbort(none.Mark()) {
+		t.Fatal("a nil ring told an abort")
+	}
+}
