@@ -145,7 +145,9 @@ type KafkaConfig struct {
 	OutputPartitioner kgo.Partitioner
 
 	// ClientOpts are added to every client the store creates (TLS, SASL,
-	// ...), after the store's own options. Default none.
+	// ...), after the store's own options. Default none. A kgo.WithLogger
+	// here gets kgo's log; a transactional producer's goes through the
+	// producer's ring of its last entries first (Commit reads it).
 	ClientOpts []kgo.Opt
 
 	// Logger logs the store's retries, repairs and failures. Default: none.
@@ -259,7 +261,8 @@ func (k *Kafka) kgoLogger(id string) kgo.Logger {
 
 // producerOpts are the client options of a producer with transactional.id
 // id ("" for the plain mode's shared producer): logger (kgoLogger, or a ring
-// around it), then the caller's ClientOpts (a WithLogger there wins), then
+// around it), then the caller's ClientOpts (a WithLogger there wins; the
+// transactional producers put their ring back in front of it), then
 // that client's ProducerHooks.
 func (k *Kafka) producerOpts(id string, logger kgo.Logger) []kgo.Opt {
 	opts := append(make([]kgo.Opt, 0, len(k.cfg.clientOpts)+2), kgo.WithLogger(logger))

@@ -79,14 +79,9 @@ var errCommitTurnedAbort = errors.New("kgo ended the transaction with an abort a
 // its partition keeps: some 10 transactions' requests and responses.
 const kgoLogRing = 256
 
-// kgoLogField is the kgo log kept (kgoLog's lines) as a log field. A
-// kgo.WithLogger in KafkaConfig.ClientOpts replaces the ring (kgo applies
-// its options in order): then nothing was kept, and the field says why.
+// kgoLogField is the kgo log kept (kgoLog's lines) as a log field.
 func (t *txnPartition) kgoLogField() zap.Field {
-	if lines := t.kgoLog.Lines(); len(lines) > 0 {
-		return zap.Strings("kgo_log", lines)
-	}
-	return zap.String("kgo_log", "none kept (a kgo.WithLogger in KafkaConfig.ClientOpts replaces the ring)")
+	return zap.Strings("kgo_log", t.kgoLog.Lines())
 }
 
 func (k *Kafka) openTxn(ctx context.Context, p PartitionInfo) (Partition, error) {
@@ -106,7 +101,7 @@ func (k *Kafka) newTxnClient(ctx context.Context, p PartitionInfo, id string, di
 	// TxnOffsetCommit v6 names topics by id; cap it at v5 so topics go by name.
 	versions := kversion.Stable()
 	versions.SetMaxKeyVersion(kmsg.TxnOffsetCommit.Int16(), 5)
-	cl, err := kgo.NewClient(append([]kgo.Opt{
+	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(k.brokers...),
 		kgo.TransactionalID(id),
 		kgo.TransactionTimeout(k.cfg.txnTimeout),
@@ -135,9 +130,23 @@ func (k *Kafka) newTxnClient(ctx context.Context, p PartitionInfo, id string, di
 		// A closed connection is when a broker may have left the previous
 		// transaction's marker unwritten (dangling.go).
 		kgo.WithHooks(disc),
-	}, k.producerOpts(id, log)...)...)
+	}, k.producerOpts(id, log)...)
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: transactional producer %q: %w", p, id, err)
+	}
+	if ring, ok := log.(*kgolog.Ring); ok && ring != nil {
+		// A kgo.WithLogger in ClientOpts came after the ring and replaced
+		// it: the ring goes last, in front of that logger, which Commit's
+		// check of kgo's log needs (errCommitTurnedAbort). No connection
+		// is open before the first request, so the client is cheap to redo.
+		if cur, _ := cl.OptValue(kgo.WithLogger).(kgo.Logger); cur != kgo.Logger(ring) {
+			ring.SetNext(cur)
+			cl.Close()
+			if cl, err = kgo.NewClient(append(opts, kgo.WithLogger(ring))...); err != nil {
+				return nil, fmt.Errorf("%s: transactional producer %q: %w", p, id, err)
+			}
+		}
 	}
 	// InitProducerID on the stable id fences the previous owner's producer
 	// and aborts any transaction it left open — before the recovery read and

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -140,5 +141,50 @@ func TestDecideTxnRedoesACommitKgoTurnedIntoAnAbort(t *testing.T) {
 	}
 	if got := DecideTxn(err, false); got != TxnFenced {
 		t.Fatalf("DecideTxn(not owned) = %v, want fenced", got)
+	}
+}
+
+// logRecorder is a kgo.Logger keeping the messages it is given.
+type logRecorder struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (l *logRecorder) Level() kgo.LogLevel { return kgo.LogLevelInfo }
+func (l *logRecorder) Log(_ kgo.LogLevel, msg string, _ ...any) {
+	l.mu.Lock()
+	l.msgs = append(l.msgs, msg)
+	l.mu.Unlock()
+}
+
+// A kgo.WithLogger in ClientOpts keeps getting kgo's log, and the
+// producer's ring, in front of it, still keeps everything: Commit's check of
+// kgo's log (errCommitTurnedAbort) does not depend on the caller's logger.
+func TestClientOptsLoggerSitsBehindTheRing(t *testing.T) {
+	f := newTxnFixture(t, true)
+	user := &logRecorder{}
+	k, err := NewKafka(f.brokers, f.snaps, KafkaConfig{Mode: Transactional, TransactionalIDPrefix: "p",
+		ClientOpts: []kgo.Opt{kgo.WithLogger(user)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.Close)
+	part, err := k.Open(context.Background(), PartitionInfo{Topic: f.input, Partition: 0, Group: f.group, GroupMetadata: f.meta})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = part.Close(context.Background()) })
+	p := part.(*txnPartition)
+	if err := p.Commit(context.Background(), Batch{Writes: []Snapshot{{Key: "a", Value: []byte("1"), Offset: 0}}, Offset: 1, OffsetAdvanced: true}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(p.kgoLog.Lines(), "\n"), "wrote EndTxn") {
+		t.Fatalf("the ring kept %d lines, none of the EndTxn: a ClientOpts logger replaced it", len(p.kgoLog.Lines()))
+	}
+	user.mu.Lock()
+	got := strings.Join(user.msgs, "\n")
+	user.mu.Unlock()
+	if !strings.Contains(got, "ending transaction") {
+		t.Fatalf("the ClientOpts logger got none of kgo's info lines: %q", got)
 	}
 }

@@ -17,8 +17,8 @@ import (
 // passes a fresh slice of scalars, strings and errors at every call). The
 // methods are safe on a nil Ring, which keeps nothing.
 type Ring struct {
-	next kgo.Logger
 	mu   sync.Mutex
+	next kgo.Logger
 	buf  []ringEntry
 	n    uint64 // entries kept so far; buf[n%len(buf)] is the next slot
 }
@@ -45,15 +45,28 @@ func (r *Ring) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 	if r == nil {
 		return
 	}
-	if level < kgo.LogLevelDebug || !skipped(msg) {
-		r.mu.Lock()
+	keep := level < kgo.LogLevelDebug || !skipped(msg)
+	r.mu.Lock()
+	if keep {
 		r.buf[r.n%uint64(len(r.buf))] = ringEntry{at: time.Now(), level: level, msg: msg, kv: keyvals}
 		r.n++
-		r.mu.Unlock()
 	}
-	if level <= r.next.Level() {
-		r.next.Log(level, msg, keyvals...)
+	next := r.next
+	r.mu.Unlock()
+	if next != nil && level <= next.Level() {
+		next.Log(level, msg, keyvals...)
 	}
+}
+
+// SetNext makes the ring pass on to next (nil: to nobody) from now on: a
+// client whose options already named a logger keeps it behind the ring.
+func (r *Ring) SetNext(next kgo.Logger) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	r.next = next
+	r.mu.Unlock()
 }
 
 // ringSkips are kgo debug messages the ring does not keep: logged once per
