@@ -463,6 +463,7 @@ func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetad
 		}
 	}
 	t.pending = &committedTxn{LastTxn: LastTxn{ProducerID: pid, DataEpoch: epoch, EpochAfter: epoch}, parts: writtenPartitions(recs)}
+	awaitPublished(ctx, t.cl, t.pending.parts, publishedWaitBound) // kgo_published.go
 	mark := t.kgoLog.Mark()
 	if err := t.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		// Every write is acknowledged and EndTxn(commit) may have reached

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -186,5 +187,24 @@ func TestClientOptsLoggerSitsBehindTheRing(t *testing.T) {
 	user.mu.Unlock()
 	if !strings.Contains(got, "ending transaction") {
 		t.Fatalf("the ClientOpts logger got none of kgo's info lines: %q", got)
+	}
+}
+
+// awaitPublished sees a partition the client produced to at once, and gives
+// up at its bound on one it never produced to (not in its producer map).
+func TestAwaitPublished(t *testing.T) {
+	f := newTxnFixture(t, true)
+	_, p := f.open(t, f.meta)
+	ctx := context.Background()
+	if err := p.Commit(ctx, Batch{Writes: []Snapshot{{Key: "a", Value: []byte("1"), Offset: 0}}, Offset: 1, OffsetAdvanced: true}); err != nil {
+		t.Fatal(err)
+	}
+	written := map[topicPartition]int64{{Topic: f.snaps, Partition: 0}: 0}
+	if !awaitPublished(ctx, p.cl, written, time.Minute) {
+		t.Fatal("a partition produced to is not in the producer map")
+	}
+	never := map[topicPartition]int64{{Topic: "never-produced", Partition: 0}: 0}
+	if awaitPublished(ctx, p.cl, never, 20*time.Millisecond) {
+		t.Fatal("a partition never produced to read as published")
 	}
 }
