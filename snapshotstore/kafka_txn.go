@@ -57,23 +57,26 @@ type txnPartition struct {
 	// read at open: a re-initialised producer has the same options.
 	maxBatch func(topic string) int
 	// kgoLog keeps the producers' last kgo log entries, debug included,
-	// across re-initialisations: logged when the leader lost this
-	// producer's sequence state (a snapshot was once lost after such an
-	// error, its cause not found: the next occurrence shows kgo's side).
+	// across re-initialisations: read after every commit (errCommitDropped)
+	// and logged when the leader lost this producer's sequence state.
 	kgoLog *kgolog.Ring
 }
 
-// errCommitTurnedAbort: kgo's EndTransaction, asked to commit, ended the
-// transaction with an abort and returned nil (kgo v1.22.3 txn.go: it finds
-// no partition marked added to the transaction although produces were
-// attempted, and aborts "to clear any server-side partition
-// registrations"). Seen after a produce that had succeeded — kgo's log:
-// "produced; to: snaps[0{0=>1}]", then "no produce succeeded in this
-// transaction..." (kfake, TestTxnFailoverIsNotAFence under CPU load) — it is
-// the snapshot lost while its Commit returned nil of the earlier notes
-// (previous_txn.go). Told from the producer's log ring (kgolog.EndedAsAbort);
-// the batch, aborted, is redone (DecideTxn: retry).
-var errCommitTurnedAbort = errors.New("kgo ended the transaction with an abort although asked to commit (and returned nil)")
+// errCommitDropped: kgo's EndTransaction, asked to commit, did not commit and
+// returned nil (kgo v1.22.3 txn.go): finding no partition marked added to
+// the transaction although produces were attempted, under KIP-890 part 2 it
+// aborts "to clear any server-side partition registrations"; without it, it
+// ends nothing and the transaction stays open on the broker. Seen after a
+// produce that had succeeded — kgo's log: "produced; to: snaps[0{0=>1}]",
+// then "no produce succeeded in this transaction..." (kfake,
+// TestTxnFailoverIsNotAFence under CPU load): the snapshot lost while its
+// Commit returned nil of the earlier notes (previous_txn.go). kgo_published.go
+// closes the window seen; this is the check behind it, read from the
+// producer's log ring (kgolog.Ring.CommitDropped). The attempt re-initialises
+// the producer (DecideTxn: reinit), whose InitProducerID aborts whatever is
+// still open and restarts the sequences kgo left stale, and the batch is
+// redone.
+var errCommitDropped = errors.New("kgo did not commit the transaction it was asked to commit (and returned nil)")
 
 // kgoLogRing is how many of a transactional producer's kgo log entries
 // its partition keeps: some 10 transactions' requests and responses.
@@ -138,7 +141,7 @@ func (k *Kafka) newTxnClient(ctx context.Context, p PartitionInfo, id string, di
 	if ring, ok := log.(*kgolog.Ring); ok && ring != nil {
 		// A kgo.WithLogger in ClientOpts came after the ring and replaced
 		// it: the ring goes last, in front of that logger, which Commit's
-		// check of kgo's log needs (errCommitTurnedAbort). No connection
+		// check of kgo's log needs (errCommitDropped). No connection
 		// is open before the first request, so the client is cheap to redo.
 		if cur, _ := cl.OptValue(kgo.WithLogger).(kgo.Logger); cur != kgo.Logger(ring) {
 			ring.SetNext(cur)
@@ -252,10 +255,6 @@ func (t *txnPartition) Commit(ctx context.Context, b Batch) error {
 				zap.Int32("rejected_generation", used.Generation), zap.Int32("generation", newer))
 			continue
 		case TxnRetry:
-			if errors.Is(err, errCommitTurnedAbort) {
-				log.Warn("kgo aborted the transaction it was asked to commit (its log says so); redoing it", t.kgoLogField())
-				break
-			}
 			log.Warn("transaction failed on a broker-side change; retrying it (not a fence)")
 		case TxnReinit:
 			if sequenceStateLost(err) && !checkedPrevious {
@@ -270,7 +269,11 @@ func (t *txnPartition) Commit(ctx context.Context, b Batch) error {
 				}
 				checkedPrevious = true
 			}
-			log.Warn("the coordinator bumped the producer epoch while this member owns the partition; re-initialising the producer and redoing the transaction (not a fence)")
+			if errors.Is(err, errCommitDropped) {
+				log.Warn("kgo did not commit the transaction it was asked to commit (its log says so); re-initialising the producer and redoing it", t.kgoLogField())
+			} else {
+				log.Warn("the coordinator bumped the producer epoch while this member owns the partition; re-initialising the producer and redoing the transaction (not a fence)")
+			}
 			if rerr := t.reinit(ctx); rerr != nil {
 				log.Warn("re-initialising the producer failed; retrying", zap.NamedError("reinit_error", rerr))
 			} else {
@@ -473,10 +476,10 @@ func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetad
 		return meta, &lostCommitError{err: fmt.Errorf("%s: commit transaction: %w", t.info, err),
 			producerID: pid, epoch: epoch, markerOffset: recs[len(recs)-1].Offset}
 	}
-	if t.kgoLog.EndedAsAbort(mark) {
-		// kgo aborted the transaction it was asked to commit, and said
-		// nil (errCommitTurnedAbort): nothing of the batch is visible.
-		return meta, fmt.Errorf("%s: commit transaction: %w", t.info, errCommitTurnedAbort)
+	if t.kgoLog.CommitDropped(mark) {
+		// kgo did not commit, and said nil (errCommitDropped): nothing of
+		// the batch is visible.
+		return meta, fmt.Errorf("%s: commit transaction: %w", t.info, errCommitDropped)
 	}
 	// Under transaction version 1 a committed EndTxn keeps the epoch; under
 	// version 2 (EndTxn v5) kgo adopts the bumped one it returns (txn.go

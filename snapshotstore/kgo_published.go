@@ -14,7 +14,7 @@ import (
 // deferred past the buffering, on purpose). Under CPU load the record can be
 // produced and acknowledged first; EndTransaction then walks the old, empty
 // map, finds no partition added to the transaction, and turns the commit
-// into an abort, returning nil (errCommitTurnedAbort: a fresh client's first
+// into an abort, returning nil (errCommitDropped: a fresh client's first
 // transaction, seen in kfake). Waiting until every written partition is in
 // the published map closes that window: after a client's first transaction
 // per topic it is one map read each.
@@ -22,7 +22,7 @@ import (
 // publishedWaitBound bounds awaitPublished: a partition without a leader
 // (a failover) reads -1 too, and Commit's check of kgo's log stays behind
 // this wait.
-const publishedWaitBound = 2 * time.Second
+const publishedWaitBound = 500 * time.Millisecond
 
 // awaitPublished waits until cl's producer map shows each of parts with a
 // leader, or an error, or until the bound or ctx ends; it reports whether

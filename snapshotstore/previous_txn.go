@@ -22,8 +22,11 @@ import (
 // producer committed, and a key whose snapshot only the partition's
 // previous transaction carried had none in the log, while the group's
 // offset passed its records: that transaction's Commit had returned nil.
-// How the broker came to lose it is not known (the store's own tests with
-// these faults lose nothing).
+// The broker lost nothing: kgo had aborted that transaction and said nil
+// (errCommitDropped, kafka_txn.go; kgo_published.go says why), and its next
+// produce hit the stale sequence. Commit now tells that case and redoes it;
+// this read-back stays for any other way a transaction acknowledged as
+// committed could be missing.
 //
 // So before the redo, the previous transaction's marker record — the last
 // record it wrote to the snapshot partition, at an offset the produce

@@ -93,11 +93,11 @@ func TestLostPreviousTransactionFailsInsteadOfTheRedo(t *testing.T) {
 }
 
 // kgo's EndTransaction, asked to commit, may abort the transaction and
-// return nil (errCommitTurnedAbort; seen under load in kfake, its log
+// return nil (errCommitDropped; seen under load in kfake, its log
 // saying so). Here kfake aborts it and the line kgo logs then is logged
 // into the producer's ring: the batch is redone, not acknowledged, so its
 // snapshot and offset land and the next transaction finds nothing lost.
-func TestCommitKgoTurnedIntoAnAbortIsRedone(t *testing.T) {
+func TestCommitKgoDroppedIsRedone(t *testing.T) {
 	f := newTxnFixture(t, true)
 	_, p := f.open(t, f.meta)
 	ctx := context.Background()
@@ -135,10 +135,10 @@ func TestCommitKgoTurnedIntoAnAbortIsRedone(t *testing.T) {
 	}
 }
 
-func TestDecideTxnRedoesACommitKgoTurnedIntoAnAbort(t *testing.T) {
-	err := fmt.Errorf("in[0]: commit transaction: %w", errCommitTurnedAbort)
-	if got := DecideTxn(err, true); got != TxnRetry {
-		t.Fatalf("DecideTxn(owned) = %v, want retry", got)
+func TestDecideTxnReinitsAfterACommitKgoDropped(t *testing.T) {
+	err := fmt.Errorf("in[0]: commit transaction: %w", errCommitDropped)
+	if got := DecideTxn(err, true); got != TxnReinit {
+		t.Fatalf("DecideTxn(owned) = %v, want reinit", got)
 	}
 	if got := DecideTxn(err, false); got != TxnFenced {
 		t.Fatalf("DecideTxn(not owned) = %v, want fenced", got)
@@ -160,7 +160,7 @@ func (l *logRecorder) Log(_ kgo.LogLevel, msg string, _ ...any) {
 
 // A kgo.WithLogger in ClientOpts keeps getting kgo's log, and the
 // producer's ring, in front of it, still keeps everything: Commit's check of
-// kgo's log (errCommitTurnedAbort) does not depend on the caller's logger.
+// kgo's log (errCommitDropped) does not depend on the caller's logger.
 func TestClientOptsLoggerSitsBehindTheRing(t *testing.T) {
 	f := newTxnFixture(t, true)
 	user := &logRecorder{}
@@ -206,5 +206,32 @@ func TestAwaitPublished(t *testing.T) {
 	never := map[topicPartition]int64{{Topic: "never-produced", Partition: 0}: 0}
 	if awaitPublished(ctx, p.cl, never, 20*time.Millisecond) {
 		t.Fatal("a partition never produced to read as published")
+	}
+}
+
+// Real kgo, driven into the branch whose lines the ring counts: a
+// transaction whose only produce failed, asked to commit, is aborted and
+// EndTransaction returns nil. Pins kgo's wording: a kgo that words it
+// otherwise fails here, not silently in Commit.
+func TestRingSeesKgoDropACommit(t *testing.T) {
+	f := newTxnFixture(t, true)
+	_, p := f.open(t, f.meta)
+	ctx := context.Background()
+	if err := p.Commit(ctx, Batch{Writes: []Snapshot{{Key: "a", Value: []byte("1"), Offset: 0}}, Offset: 1, OffsetAdvanced: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	failProduceOnce(f, kerr.MessageTooLarge.Code)
+	if err := p.cl.ProduceSync(ctx, markerRecord(f.snaps, 0, 2)).FirstErr(); err == nil {
+		t.Fatal("precondition: the produce did not fail")
+	}
+	mark := p.kgoLog.Mark()
+	if err := p.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("EndTransaction = %v; this test expects kgo to drop the commit and say nil", err)
+	}
+	if !p.kgoLog.CommitDropped(mark) {
+		t.Fatalf("kgo dropped the commit and the ring did not see it; kgo's log:\n%s", strings.Join(p.kgoLog.Lines(), "\n"))
 	}
 }

@@ -79,8 +79,8 @@ func (a TxnAction) String() string {
 //	COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS,
 //	NOT_ENOUGH_REPLICAS(_AFTER_APPEND), NOT_LEADER_OR_FOLLOWER,
 //	REQUEST_TIMED_OUT, TRANSACTION_ABORTABLE, network errors,
-//	kgo's retries exhausted, a commit kgo turned into an
-//	abort (errCommitTurnedAbort)                            retry      fenced
+//	kgo's retries exhausted                                 retry      fenced
+//	a commit kgo did not do and said nil (errCommitDropped) reinit     fenced
 //	context canceled / deadline exceeded                    fail       fail
 //	anything else                                           fail       fail
 func DecideTxn(err error, owned bool) TxnAction {
@@ -109,7 +109,9 @@ func DecideTxn(err error, owned bool) TxnAction {
 		// and restarts the sequences; the redone batch is the same one,
 		// so nothing is written twice.
 		action = TxnReinit
-	case transientTxnError(err), errors.Is(err, errCommitTurnedAbort):
+	case errors.Is(err, errCommitDropped):
+		action = TxnReinit
+	case transientTxnError(err):
 		action = TxnRetry
 	default:
 		return TxnFail

@@ -11,8 +11,9 @@ import (
 
 // Ring is a kgo.Logger that keeps the client's last entries at every level,
 // debug included, and passes on to next what next's level asks for: a
-// client's own account of its last requests, read only when something went
-// wrong (Lines). A transactional producer logs a handful of debug lines per
+// client's own account of its last requests, read when something went wrong
+// (Lines), and kgo's word on whether it committed what it was asked to
+// (CommitDropped, read after every commit). A transactional producer logs a handful of debug lines per
 // request, not per record; an entry keeps kgo's arguments unformatted (kgo
 // passes a fresh slice of scalars, strings and errors at every call). The
 // methods are safe on a nil Ring, which keeps nothing.
@@ -21,6 +22,10 @@ type Ring struct {
 	next kgo.Logger
 	buf  []ringEntry
 	n    uint64 // entries kept so far; buf[n%len(buf)] is the next slot
+	// dropped counts kgo's lines saying it did not commit a transaction it
+	// was asked to (commitDropped): counted as logged, so no later entry
+	// can push one out before CommitDropped reads it.
+	dropped uint64
 }
 
 type ringEntry struct {
@@ -47,6 +52,9 @@ func (r *Ring) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 	}
 	keep := level < kgo.LogLevelDebug || !skipped(msg)
 	r.mu.Lock()
+	if commitDropped(msg, keyvals) {
+		r.dropped++
+	}
 	if keep {
 		r.buf[r.n%uint64(len(r.buf))] = ringEntry{at: time.Now(), level: level, msg: msg, kv: keyvals}
 		r.n++
@@ -112,41 +120,45 @@ func (r *Ring) Lines() []string {
 	return out
 }
 
-// Mark is the ring's position now: EndedAsAbort reads what kgo logs after
-// it.
+// Mark is the ring's count of kgo's lines saying it did not commit a
+// transaction it was asked to: CommitDropped compares with it.
 func (r *Ring) Mark() uint64 {
 	if r == nil {
 		return 0
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.n
+	return r.dropped
 }
 
-// EndedAsAbort reports whether kgo logged, since mark, that it ended a
-// transaction with an abort: kgo v1.22.3's EndTransaction, asked to commit,
-// aborts instead and returns nil when it finds no partition marked added to
-// the transaction although produces were attempted (txn.go: "no produce
+// CommitDropped reports whether kgo logged, since mark, that it did not
+// commit a transaction it was asked to commit, returning nil all the same
+// (kgo v1.22.3 txn.go EndTransaction, when it finds no partition marked
+// added to the transaction): under KIP-890 part 2 it aborts ("no produce
 // succeeded in this transaction but produces were attempted; issuing an
-// abort", then "ending transaction" with commit false). Entries pushed out
-// of the ring since mark are not read; a nil ring reports false.
-func (r *Ring) EndedAsAbort(mark uint64) bool {
+// abort", then "ending transaction" with commit false); without it, it ends
+// nothing and leaves the transaction open on the broker ("no records were
+// produced during the commit; thus no transaction was began"). A nil ring
+// reports false.
+func (r *Ring) CommitDropped(mark uint64) bool {
 	if r == nil {
 		return false
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	from := max(mark, r.n-min(r.n, uint64(len(r.buf))))
-	for i := from; i < r.n; i++ {
-		e := r.buf[i%uint64(len(r.buf))]
-		switch {
-		case strings.HasPrefix(e.msg, "no produce succeeded in this transaction"):
-			return true
-		case e.msg == "ending transaction":
-			for j := 0; j+1 < len(e.kv); j += 2 {
-				if k, _ := e.kv[j].(string); k == "commit" && fmt.Sprint(e.kv[j+1]) == "false" {
-					return true
-				}
+	return r.dropped > mark
+}
+
+// commitDropped: msg (with keyvals) is one of those lines.
+func commitDropped(msg string, keyvals []any) bool {
+	switch {
+	case strings.HasPrefix(msg, "no produce succeeded in this transaction"),
+		strings.HasPrefix(msg, "no records were produced during the commit"):
+		return true
+	case msg == "ending transaction":
+		for j := 0; j+1 < len(keyvals); j += 2 {
+			if k, _ := keyvals[j].(string); k == "commit" && fmt.Sprint(keyvals[j+1]) == "false" {
+				return true
 			}
 		}
 	}

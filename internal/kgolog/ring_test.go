@@ -64,26 +64,34 @@ func TestRingSkipsMetadataNoiseAndIsNilSafe(t *testing.T) {
 // kgo's own lines when its EndTransaction turns a commit into an abort
 // (v1.22.3 txn.go), against a commit's: only the entries after the mark
 // count.
-func TestRingTellsACommitKgoEndedAsAnAbort(t *testing.T) {
+func TestRingTellsACommitKgoDropped(t *testing.T) {
 	r := NewRing(&recorder{level: kgo.LogLevelNone}, 16)
 	r.Log(kgo.LogLevelInfo, "ending transaction", "transactional_id", "p", "commit", kgo.TryAbort) // before the mark
 	mark := r.Mark()
 	r.Log(kgo.LogLevelInfo, "ending transaction", "transactional_id", "p", "commit", kgo.TryCommit, "producer_id", 1, "epoch", 0)
-	if r.EndedAsAbort(mark) {
+	if r.CommitDropped(mark) {
 		t.Fatal("a commit read as an abort")
 	}
 	mark = r.Mark()
 	r.Log(kgo.LogLevelInfo, "no produce succeeded in this transaction but produces were attempted; issuing an abort to clear any server-side partition registrations", "transactional_id", "p")
-	if !r.EndedAsAbort(mark) {
+	if !r.CommitDropped(mark) {
 		t.Fatal("kgo's turning the commit into an abort not told")
 	}
 	mark = r.Mark()
 	r.Log(kgo.LogLevelInfo, "ending transaction", "transactional_id", "p", "commit", kgo.TryAbort, "producer_id", 1, "epoch", 0)
-	if !r.EndedAsAbort(mark) {
+	if !r.CommitDropped(mark) {
 		t.Fatal("an ending transaction with commit false not told")
 	}
+	mark = r.Mark()
+	r.Log(kgo.LogLevelDebug, "no records were produced during the commit; thus no transaction was began; ending without doing anything")
+	for range 100 { // past the ring's size: the count stays
+		r.Log(kgo.LogLevelDebug, "wrote EndTxn v5")
+	}
+	if !r.CommitDropped(mark) {
+		t.Fatal("a commit kgo ended without doing anything not told")
+	}
 	var none *Ring
-	if none.EndedAsAbort(none.Mark()) {
+	if none.CommitDropped(none.Mark()) {
 		t.Fatal("a nil ring told an abort")
 	}
 }
