@@ -13,10 +13,11 @@ import (
 // debug included, and passes on to next what next's level asks for: a
 // client's own account of its last requests, read when something went wrong
 // (Lines), and kgo's word on whether it committed what it was asked to
-// (CommitDropped, read after every commit). A transactional producer logs a handful of debug lines per
-// request, not per record; an entry keeps kgo's arguments unformatted (kgo
-// passes a fresh slice of scalars, strings and errors at every call). The
-// methods are safe on a nil Ring, which keeps nothing.
+// (CommitDropped, read after every commit). A transactional producer logs a
+// handful of debug lines per request, not per record; an entry keeps kgo's
+// arguments unformatted (kgo passes a fresh slice of scalars, strings and
+// errors at every call). The methods are safe on a nil Ring, which keeps
+// nothing.
 type Ring struct {
 	mu   sync.Mutex
 	next kgo.Logger
@@ -51,8 +52,9 @@ func (r *Ring) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 		return
 	}
 	keep := level < kgo.LogLevelDebug || !skipped(msg)
+	dropped := commitDropped(msg, keyvals)
 	r.mu.Lock()
-	if commitDropped(msg, keyvals) {
+	if dropped {
 		r.dropped++
 	}
 	if keep {
