@@ -100,7 +100,7 @@ func (k *Kafka) openTxn(ctx context.Context, p PartitionInfo) (Partition, error)
 
 // newTxnClient creates the partition's transactional producer and runs
 // InitProducerID on its stable id.
-func (k *Kafka) newTxnClient(ctx context.Context, p PartitionInfo, id string, disc *disconnectCounter, log kgo.Logger) (*kgo.Client, error) {
+func (k *Kafka) newTxnClient(ctx context.Context, p PartitionInfo, id string, disc *disconnectCounter, ring *kgolog.Ring) (*kgo.Client, error) {
 	// TxnOffsetCommit v6 names topics by id; cap it at v5 so topics go by name.
 	versions := kversion.Stable()
 	versions.SetMaxKeyVersion(kmsg.TxnOffsetCommit.Int16(), 5)
@@ -133,12 +133,12 @@ func (k *Kafka) newTxnClient(ctx context.Context, p PartitionInfo, id string, di
 		// A closed connection is when a broker may have left the previous
 		// transaction's marker unwritten (dangling.go).
 		kgo.WithHooks(disc),
-	}, k.producerOpts(id, log)...)
+	}, k.producerOpts(id, ring)...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: transactional producer %q: %w", p, id, err)
 	}
-	if ring, ok := log.(*kgolog.Ring); ok && ring != nil {
+	if ring != nil {
 		// A kgo.WithLogger in ClientOpts came after the ring and replaced
 		// it: the ring goes last, in front of that logger, which Commit's
 		// check of kgo's log needs (errCommitDropped). No connection
@@ -309,11 +309,7 @@ func (t *txnPartition) reinit(ctx context.Context) error {
 	if closed {
 		return fmt.Errorf("%s: closed", t.info)
 	}
-	var kl kgo.Logger = t.kgoLog
-	if t.kgoLog == nil { // a partition built without one (tests)
-		kl = t.k.kgoLogger(t.id)
-	}
-	cl, err := t.k.newTxnClient(ctx, t.info, t.id, t.disc, kl)
+	cl, err := t.k.newTxnClient(ctx, t.info, t.id, t.disc, t.kgoLog)
 	if err != nil {
 		return err
 	}

@@ -55,6 +55,26 @@ func failEndTxnOnce(f *txnFixture, code int16) *atomic.Int32 {
 	return &n
 }
 
+// abortNextCommit makes the cluster abort the next EndTxn that asks to
+// commit while answering as for a commit (how a committed-looking
+// transaction goes missing); during, when set, runs while that request is
+// handled.
+func abortNextCommit(f *txnFixture, during func()) *atomic.Int32 {
+	var n atomic.Int32
+	f.c.ControlKey(kmsg.EndTxn.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		f.c.KeepControl()
+		if r := req.(*kmsg.EndTxnRequest); r.Commit && n.Load() == 0 {
+			n.Add(1)
+			r.Commit = false // kfake aborts it and answers as for a commit
+			if during != nil {
+				during()
+			}
+		}
+		return nil, nil, false
+	})
+	return &n
+}
+
 // Issue 16: a broker-side change is not a fence. The coordinator bumping
 // the producer's epoch (INVALID_PRODUCER_EPOCH at EndTxn: a coordinator-side
 // abort, a coordinator moved with a lost node) re-initialises the producer

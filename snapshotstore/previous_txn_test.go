@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 )
@@ -47,26 +45,18 @@ func TestLostPreviousTransactionFailsInsteadOfTheRedo(t *testing.T) {
 	core, logs := observer.New(zap.WarnLevel)
 	k.cfg.log = zap.New(core)
 	ctx := context.Background()
-	if err := p.Commit(ctx, Batch{Writes: []Snapshot{{Key: "a", Value: []byte("1"), Offset: 0}}, Offset: 1, OffsetAdvanced: true}); err != nil {
+	if err := p.Commit(ctx, oneWrite("a", 0)); err != nil {
 		t.Fatal(err)
 	}
-	var turned atomic.Int32
-	f.c.ControlKey(kmsg.EndTxn.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		f.c.KeepControl()
-		if r := req.(*kmsg.EndTxnRequest); r.Commit && turned.Load() == 0 {
-			turned.Add(1)
-			r.Commit = false // kfake aborts it and answers as for a commit
-		}
-		return nil, nil, false
-	})
-	if err := p.Commit(ctx, Batch{Writes: []Snapshot{{Key: "b", Value: []byte("1"), Offset: 1}}, Offset: 2, OffsetAdvanced: true}); err != nil {
+	turned := abortNextCommit(f, nil)
+	if err := p.Commit(ctx, oneWrite("b", 1)); err != nil {
 		t.Fatalf("the transaction turned into an abort: Commit = %v, want nil (the loss is silent)", err)
 	}
 	if turned.Load() != 1 {
 		t.Fatal("precondition: the EndTxn was not turned into an abort")
 	}
 	failProduceOnce(f, kerr.OutOfOrderSequenceNumber.Code)
-	err := p.Commit(ctx, Batch{Writes: []Snapshot{{Key: "c", Value: []byte("1"), Offset: 2}}, Offset: 3, OffsetAdvanced: true})
+	err := p.Commit(ctx, oneWrite("c", 2))
 	var lost *PreviousTxnLostError
 	if !errors.Is(err, ErrPreviousTxnLost) || !errors.As(err, &lost) || lost.Verdict != PreviousAborted || !errors.Is(err, kerr.OutOfOrderSequenceNumber) {
 		t.Fatalf("Commit after the sequence-state loss = %v; want a PreviousTxnLostError (aborted) wrapping OUT_OF_ORDER_SEQUENCE_NUMBER", err)
@@ -101,20 +91,13 @@ func TestCommitKgoDroppedIsRedone(t *testing.T) {
 	f := newTxnFixture(t, true)
 	_, p := f.open(t, f.meta)
 	ctx := context.Background()
-	if err := p.Commit(ctx, Batch{Writes: []Snapshot{{Key: "a", Value: []byte("1"), Offset: 0}}, Offset: 1, OffsetAdvanced: true}); err != nil {
+	if err := p.Commit(ctx, oneWrite("a", 0)); err != nil {
 		t.Fatal(err)
 	}
-	var turned atomic.Int32
-	f.c.ControlKey(kmsg.EndTxn.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		f.c.KeepControl()
-		if r := req.(*kmsg.EndTxnRequest); r.Commit && turned.Load() == 0 {
-			turned.Add(1)
-			r.Commit = false
-			p.kgoLog.Log(kgo.LogLevelInfo, "no produce succeeded in this transaction but produces were attempted; issuing an abort to clear any server-side partition registrations", "transactional_id", p.id)
-		}
-		return nil, nil, false
+	turned := abortNextCommit(f, func() {
+		p.kgoLog.Log(kgo.LogLevelInfo, "no produce succeeded in this transaction but produces were attempted; issuing an abort to clear any server-side partition registrations", "transactional_id", p.id)
 	})
-	if err := p.Commit(ctx, Batch{Writes: []Snapshot{{Key: "b", Value: []byte("1"), Offset: 1}}, Offset: 2, OffsetAdvanced: true}); err != nil {
+	if err := p.Commit(ctx, oneWrite("b", 1)); err != nil {
 		t.Fatalf("Commit = %v, want nil after the redo", err)
 	}
 	if turned.Load() != 1 {
@@ -130,7 +113,7 @@ func TestCommitKgoDroppedIsRedone(t *testing.T) {
 	if s := latest["b"]; string(s.Value) != "1" {
 		t.Fatalf("snapshot b read_committed = %+v, want it redone", s)
 	}
-	if err := p.Commit(ctx, Batch{Writes: []Snapshot{{Key: "c", Value: []byte("1"), Offset: 2}}, Offset: 3, OffsetAdvanced: true}); err != nil {
+	if err := p.Commit(ctx, oneWrite("c", 2)); err != nil {
 		t.Fatalf("the next Commit = %v", err)
 	}
 }
@@ -176,7 +159,7 @@ func TestClientOptsLoggerSitsBehindTheRing(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = part.Close(context.Background()) })
 	p := part.(*txnPartition)
-	if err := p.Commit(context.Background(), Batch{Writes: []Snapshot{{Key: "a", Value: []byte("1"), Offset: 0}}, Offset: 1, OffsetAdvanced: true}); err != nil {
+	if err := p.Commit(context.Background(), oneWrite("a", 0)); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(strings.Join(p.kgoLog.Lines(), "\n"), "wrote EndTxn") {
@@ -196,7 +179,7 @@ func TestAwaitPublished(t *testing.T) {
 	f := newTxnFixture(t, true)
 	_, p := f.open(t, f.meta)
 	ctx := context.Background()
-	if err := p.Commit(ctx, Batch{Writes: []Snapshot{{Key: "a", Value: []byte("1"), Offset: 0}}, Offset: 1, OffsetAdvanced: true}); err != nil {
+	if err := p.Commit(ctx, oneWrite("a", 0)); err != nil {
 		t.Fatal(err)
 	}
 	written := map[topicPartition]int64{{Topic: f.snaps, Partition: 0}: 0}
@@ -217,7 +200,7 @@ func TestRingSeesKgoDropACommit(t *testing.T) {
 	f := newTxnFixture(t, true)
 	_, p := f.open(t, f.meta)
 	ctx := context.Background()
-	if err := p.Commit(ctx, Batch{Writes: []Snapshot{{Key: "a", Value: []byte("1"), Offset: 0}}, Offset: 1, OffsetAdvanced: true}); err != nil {
+	if err := p.Commit(ctx, oneWrite("a", 0)); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.cl.BeginTransaction(); err != nil {
@@ -234,4 +217,9 @@ func TestRingSeesKgoDropACommit(t *testing.T) {
 	if !p.kgoLog.CommitDropped(mark) {
 		t.Fatalf("kgo dropped the commit and the ring did not see it; kgo's log:\n%s", strings.Join(p.kgoLog.Lines(), "\n"))
 	}
+}
+
+// oneWrite is a batch of key's snapshot at offset, committing offset+1.
+func oneWrite(key string, offset int64) Batch {
+	return Batch{Writes: []Snapshot{{Key: key, Value: []byte("1"), Offset: offset}}, Offset: offset + 1, OffsetAdvanced: true}
 }
