@@ -25,6 +25,10 @@ type Kafka struct {
 	// danglingRepaired counts the markers the dangling-marker check wrote
 	// (dangling.go).
 	danglingRepaired atomic.Int64
+	// callerLogger is a kgo.WithLogger in KafkaConfig.ClientOpts (nil:
+	// none), read once from the resolver's client: the transactional
+	// producers' rings pass kgo's log on to it.
+	callerLogger kgo.Logger
 }
 
 // DanglingMarkersWritten returns how many markers this store wrote for
@@ -63,6 +67,7 @@ func NewKafka(brokers []string, topic string, c KafkaConfig) (*Kafka, error) {
 			return nil, fmt.Errorf("hanging transaction resolver: %w", err)
 		}
 		k.hanging = h
+		k.callerLogger, _ = h.cl.OptValue(kgo.WithLogger).(kgo.Logger)
 	}
 	return k, nil
 }

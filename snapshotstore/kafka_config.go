@@ -260,10 +260,10 @@ func (k *Kafka) kgoLogger(id string) kgo.Logger {
 }
 
 // producerOpts are the client options of a producer with transactional.id
-// id ("" for the plain mode's shared producer): logger (kgoLogger, or a ring
-// around it), then the caller's ClientOpts (a WithLogger there wins; the
-// transactional producers put their ring back in front of it), then
-// that client's ProducerHooks.
+// id ("" for the plain mode's shared producer): logger (kgoLogger), then the
+// caller's ClientOpts (a WithLogger there wins; a transactional producer's
+// ring goes after them, passing on to it), then that client's
+// ProducerHooks.
 func (k *Kafka) producerOpts(id string, logger kgo.Logger) []kgo.Opt {
 	opts := append(make([]kgo.Opt, 0, len(k.cfg.clientOpts)+2), kgo.WithLogger(logger))
 	opts = append(opts, k.cfg.clientOpts...)

@@ -90,7 +90,11 @@ func (t *txnPartition) kgoLogField() zap.Field {
 func (k *Kafka) openTxn(ctx context.Context, p PartitionInfo) (Partition, error) {
 	id := k.TransactionalID(p.Topic, p.Partition)
 	disc := &disconnectCounter{}
-	ring := kgolog.NewRing(k.kgoLogger(id), kgoLogRing)
+	next := k.kgoLogger(id)
+	if k.callerLogger != nil {
+		next = k.callerLogger
+	}
+	ring := kgolog.NewRing(next, kgoLogRing)
 	cl, err := k.newTxnClient(ctx, p, id, disc, ring)
 	if err != nil {
 		return nil, err
@@ -133,23 +137,16 @@ func (k *Kafka) newTxnClient(ctx context.Context, p PartitionInfo, id string, di
 		// A closed connection is when a broker may have left the previous
 		// transaction's marker unwritten (dangling.go).
 		kgo.WithHooks(disc),
-	}, k.producerOpts(id, ring)...)
+	}, k.producerOpts(id, k.kgoLogger(id))...)
+	if ring != nil {
+		// Last, over a kgo.WithLogger in ClientOpts (the ring passes on to
+		// that one, openTxn): Commit's check of kgo's log needs it
+		// (errCommitDropped).
+		opts = append(opts, kgo.WithLogger(ring))
+	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: transactional producer %q: %w", p, id, err)
-	}
-	if ring != nil {
-		// A kgo.WithLogger in ClientOpts came after the ring and replaced
-		// it: the ring goes last, in front of that logger, which Commit's
-		// check of kgo's log needs (errCommitDropped). No connection
-		// is open before the first request, so the client is cheap to redo.
-		if cur, _ := cl.OptValue(kgo.WithLogger).(kgo.Logger); cur != kgo.Logger(ring) {
-			ring.SetNext(cur)
-			cl.Close()
-			if cl, err = kgo.NewClient(append(opts, kgo.WithLogger(ring))...); err != nil {
-				return nil, fmt.Errorf("%s: transactional producer %q: %w", p, id, err)
-			}
-		}
 	}
 	// InitProducerID on the stable id fences the previous owner's producer
 	// and aborts any transaction it left open — before the recovery read and

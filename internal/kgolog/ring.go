@@ -19,8 +19,8 @@ import (
 // errors at every call). The methods are safe on a nil Ring, which keeps
 // nothing.
 type Ring struct {
+	next kgo.Logger // set at NewRing, never changed
 	mu   sync.Mutex
-	next kgo.Logger
 	buf  []ringEntry
 	n    uint64 // entries kept so far; buf[n%len(buf)] is the next slot
 	// dropped counts kgo's lines saying it did not commit a transaction it
@@ -61,22 +61,10 @@ func (r *Ring) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 		r.buf[r.n%uint64(len(r.buf))] = ringEntry{at: time.Now(), level: level, msg: msg, kv: keyvals}
 		r.n++
 	}
-	next := r.next
 	r.mu.Unlock()
-	if next != nil && level <= next.Level() {
-		next.Log(level, msg, keyvals...)
+	if r.next != nil && level <= r.next.Level() {
+		r.next.Log(level, msg, keyvals...)
 	}
-}
-
-// SetNext makes the ring pass on to next (nil: to nobody) from now on: a
-// client whose options already named a logger keeps it behind the ring.
-func (r *Ring) SetNext(next kgo.Logger) {
-	if r == nil {
-		return
-	}
-	r.mu.Lock()
-	r.next = next
-	r.mu.Unlock()
 }
 
 // ringSkips are kgo debug messages the ring does not keep: logged once per
