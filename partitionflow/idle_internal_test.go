@@ -1,8 +1,15 @@
 package partitionflow
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	"github.com/actorflow/actorflow/internal/keyactor"
+	"github.com/actorflow/actorflow/keyflow"
+	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // clock is a settable time source.
@@ -17,6 +24,10 @@ func quietAfter50ms() (*clock, *idleFlush) {
 	f.now = c.now
 	return c, &f
 }
+
+// folded and backlog are due's busy: the keys folded everything / not.
+func folded() bool  { return false }
+func backlog() bool { return true }
 
 func armed(f *idleFlush) bool {
 	select {
@@ -42,26 +53,26 @@ func TestIdleFlushOnlyAfterTheInputWentQuietAtItsEnd(t *testing.T) {
 	c.t = c.t.Add(30 * time.Millisecond)
 	f.batch(true)
 	c.t = c.t.Add(30 * time.Millisecond)
-	if f.due(false) {
+	if f.due(folded) {
 		t.Fatal("flushed 30 ms after the last batch (want 50)")
 	}
 	if !armed(f) {
 		t.Fatal("the early tick did not ask for another wait")
 	}
 	c.t = c.t.Add(20 * time.Millisecond)
-	if !f.due(false) {
+	if !f.due(folded) {
 		t.Fatal("no flush 50 ms after the last batch at the end")
 	}
 	// Spent until the next persist tick: gaps do not cost a transaction each.
 	c.t = c.t.Add(time.Second)
 	f.batch(true)
-	if armed(f) || f.due(false) {
+	if armed(f) || f.due(folded) {
 		t.Fatal("a second idle flush before the persist tick")
 	}
 	f.ticked()
 	f.batch(true)
 	c.t = c.t.Add(time.Second)
-	if !armed(f) || !f.due(false) {
+	if !armed(f) || !f.due(folded) {
 		t.Fatal("no idle flush after the persist tick")
 	}
 }
@@ -71,23 +82,65 @@ func TestIdleFlushWaitsForTheKeysBacklog(t *testing.T) {
 	f.batch(true)
 	<-f.arm
 	c.t = c.t.Add(time.Second)
-	if f.due(true) {
+	if f.due(backlog) {
 		t.Fatal("flushed while the keys had records to fold")
 	}
-	if d := <-f.arm; d >= 50*time.Millisecond {
-		t.Fatalf("a backlog waits %v more (want a short poll)", d)
+	if armed(f) {
+		t.Fatal("a backlog asked the ticks for a poll; the fold that ends it sends the tickIdle")
 	}
-	// A long backlog: the polls back off, up to the idle wait.
-	var last time.Duration
-	for range 10 {
-		f.due(true)
-		last = <-f.arm
+	f.batch(true) // a batch during the backlog: the wait is the fold's
+	if armed(f) {
+		t.Fatal("a batch during the backlog asked for a second tickIdle")
 	}
-	if last != 50*time.Millisecond {
-		t.Fatalf("a long backlog polls every %v, want 50ms", last)
+	if !f.folded() {
+		t.Fatal("the backlog's last fold was not told to send the tickIdle")
 	}
-	if !f.due(false) {
+	if f.folded() {
+		t.Fatal("a second fold to zero would send a second tickIdle")
+	}
+	c.t = c.t.Add(50 * time.Millisecond)
+	if !f.due(folded) {
 		t.Fatal("no flush once the backlog was folded")
+	}
+	if f.folded() {
+		t.Fatal("folded after the flush would send a tickIdle nobody waits for")
+	}
+}
+
+// The backlog ends between due's two looks: no key saw the flag, so due
+// takes it back and flushes now, or the wait would never end.
+func TestIdleFlushBacklogEndingWhileItLooks(t *testing.T) {
+	c, f := quietAfter50ms()
+	f.batch(true)
+	<-f.arm
+	c.t = c.t.Add(time.Second)
+	looks := 0
+	endsNow := func() bool { looks++; return looks == 1 }
+	if !f.due(endsNow) {
+		t.Fatal("a backlog that ended during due's look neither flushed nor left a fold to end the wait")
+	}
+	if f.folded() {
+		t.Fatal("the flag stayed up after due flushed: a later fold would send a stray tickIdle")
+	}
+
+	// The fold took the flag first: its tickIdle flushes, due does not.
+	c, f = quietAfter50ms()
+	f.batch(true)
+	<-f.arm
+	c.t = c.t.Add(time.Second)
+	looks = 0
+	foldTakesIt := func() bool {
+		looks++
+		if looks == 2 && !f.folded() {
+			t.Fatal("the flag was not up for the fold")
+		}
+		return looks == 1
+	}
+	if f.due(foldTakesIt) {
+		t.Fatal("flushed although the fold's tickIdle is on its way (two flushes)")
+	}
+	if !f.due(folded) {
+		t.Fatal("the fold's tickIdle did not flush")
 	}
 }
 
@@ -96,7 +149,7 @@ func TestIdleFlushNotWhenTheLastBatchWasShortOfTheEnd(t *testing.T) {
 	f.batch(true)
 	f.batch(false) // more was there: the consumer is behind, not idle
 	c.t = c.t.Add(time.Second)
-	if f.due(false) {
+	if f.due(folded) {
 		t.Fatal("flushed although the last batch was short of the end")
 	}
 }
@@ -104,7 +157,63 @@ func TestIdleFlushNotWhenTheLastBatchWasShortOfTheEnd(t *testing.T) {
 func TestIdleFlushDisabled(t *testing.T) {
 	f := newIdleFlush(-1)
 	f.batch(true)
-	if armed(&f) || f.due(false) {
+	if armed(&f) || f.due(folded) {
 		t.Fatal("a disabled idle flush armed or fired")
+	}
+}
+
+// A partition whose idle tick found its keys still folding flushes when the
+// last record is folded: the key's fold sends the tickIdle (there is no
+// poll left to notice it).
+func TestIdleFlushAfterTheBacklogIsFolded(t *testing.T) {
+	mem := snapshotstore.NewMemory()
+	committed := make(chan int64, 16)
+	mem.AfterCommit = func(_ snapshotstore.PartitionInfo, b snapshotstore.Batch) { committed <- b.Offset }
+	store, err := mem.Open(context.Background(), snapshotstore.PartitionInfo{Topic: "in"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	fold := func(_ *keyflow.Context, s *int64, r *kgo.Record) (*int64, error) {
+		<-release // the backlog lasts until the test says
+		v := r.Offset
+		return &v, nil
+	}
+	sys := actor.NewActorSystem()
+	stopped := make(chan error, 1)
+	pid := sys.Root.Spawn(Props(Config{Topic: "in", Store: store, Handler: keyactor.MustOf(keyflow.New(fold)),
+		PersistEvery: time.Hour, CommitOffsetsInterval: time.Hour, IdleFlushAfter: time.Nanosecond,
+		OnStopped: func(err error) { stopped <- err }}))
+	t.Cleanup(func() {
+		sys.Root.Send(pid, &Revoke{})
+		<-stopped
+	})
+	status := func() Status {
+		reply := make(chan Status, 1)
+		sys.Root.Send(pid, &StatusRequest{Reply: reply})
+		return <-reply
+	}
+	for status().Phase != phaseRunning { // its ticks run from here
+		time.Sleep(time.Millisecond)
+	}
+	sys.Root.Send(pid, &Records{Records: []*kgo.Record{{Topic: "in", Offset: 0, Key: []byte("a")}}, AtEnd: true})
+	// A tickIdle the partition handles while the fold is blocked (the
+	// ticks' own may come before or after it: either finds the backlog).
+	sys.Root.Send(pid, &tick{tickIdle})
+	status()
+	if c := mem.Committed("in", 0); c > 0 {
+		t.Fatalf("committed offset %d before the record was folded", c)
+	}
+	close(release)
+	for timeout := time.After(10 * time.Second); ; { // the write's commit, then the offset's
+		select {
+		case off := <-committed:
+			if off < 1 {
+				continue
+			}
+		case <-timeout:
+			t.Fatalf("offset 1 not committed after the backlog was folded (at %d): no tickIdle came from the fold", mem.Committed("in", 0))
+		}
+		return
 	}
 }

@@ -449,12 +449,20 @@ func (p *partition) Receive(ctx actor.Context) {
 }
 
 func (p *partition) start(ctx actor.Context) {
+	root, self := ctx.ActorSystem().Root, ctx.Self()
 	p.env = &keyactor.Env{
 		Topic:     p.cfg.Topic,
 		Partition: p.cfg.Partition,
 		System:    ctx.ActorSystem(),
 		Logger:    p.log,
-		Processed: func(n, bytes int) { p.unfolded.Add(-int64(n)); p.cfg.OnProcessed(n, bytes) },
+		Processed: func(n, bytes int) {
+			// The fold that empties a backlog the idle flush waits for
+			// sends its tickIdle (idle.go).
+			if p.unfolded.Add(-int64(n)) == 0 && p.idle.folded() {
+				root.Send(self, &tick{tickIdle})
+			}
+			p.cfg.OnProcessed(n, bytes)
+		},
 		// Exactly-once outputs where the store commits them (the
 		// transactional mode): Emit enrolls them in the transaction.
 		TxnOutputs:     p.cfg.Store.CommitsOutputs(),
@@ -489,11 +497,10 @@ func (p *partition) start(ctx actor.Context) {
 		return a
 	},
 		actor.WithDispatcher(dispatcher()), actor.WithMailbox(func() actor.Mailbox { return p.spawnMB }))
-	root, txnPID := ctx.ActorSystem().Root, p.txn
+	txnPID := p.txn
 	p.env.Persist = func(w *keyactor.WriteMsg) { root.Send(txnPID, w) }
 	rctx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
-	self := ctx.Self()
 	store := p.cfg.Store
 	go func() {
 		snaps := map[string]snapshotstore.Snapshot{}

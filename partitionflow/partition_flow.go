@@ -473,11 +473,14 @@ func (p *partition) startTicks(ctx actor.Context) {
 	}()
 }
 
+// busy tells whether the keys have records not folded yet.
+func (p *partition) busy() bool { return p.unfolded.Load() > 0 }
+
 func (p *partition) onTick(ctx actor.Context, kind int) {
-	if kind == tickIdle && !p.idle.due(p.unfolded.Load() > 0) {
+	if p.phase != phaseRunning || p.err != nil {
 		return
 	}
-	if p.phase != phaseRunning || p.err != nil {
+	if kind == tickIdle && !p.idle.due(p.busy) {
 		return
 	}
 	switch kind {
