@@ -34,6 +34,9 @@ type txnPartition struct {
 	cl     *kgo.Client
 	mu     sync.Mutex
 	closed bool
+	// initing is closed when the running reinit's InitProducerID has its
+	// answer (nil: none runs). Close waits for it (Close).
+	initing chan struct{}
 	// tv2 is set once a committed EndTxn bumped the producer epoch: kgo and
 	// the broker run transaction version 2 (KIP-890 part 2), where a
 	// TxnOffsetCommit adds the offsets partition to the transaction itself
@@ -163,11 +166,24 @@ func (t *txnPartition) Recover(ctx context.Context, fn func(Snapshot) error) err
 	return t.k.recover(ctx, t.info, true, t.k.cfg.stallTimeout, fn)
 }
 
-func (t *txnPartition) Close(context.Context) error {
+// Close closes the producer. A re-initialisation under way is waited for
+// (until ctx ends): its InitProducerID bumps the stable transactional.id's
+// epoch, and landing after the partition was handed over it would fence the
+// next owner, which would then redo its transaction. Waiting puts the bump
+// before the revoke returns, before the next owner's own InitProducerID.
+func (t *txnPartition) Close(ctx context.Context) error {
 	t.mu.Lock()
 	t.closed = true
-	cl := t.cl
+	cl, initing := t.cl, t.initing
 	t.mu.Unlock()
+	if initing != nil {
+		select {
+		case <-initing:
+		case <-ctx.Done():
+			t.k.cfg.log.Warn("closing the producer while its re-initialisation is still under way; its epoch bump may fence the partition's next owner once",
+				zap.String("partition", t.info.String()), zap.String("transactional_id", t.id), zap.Error(ctx.Err()))
+		}
+	}
 	cl.Close()
 	return nil
 }
@@ -291,6 +307,11 @@ func (t *txnPartition) Commit(ctx context.Context, b Batch) error {
 	}
 }
 
+// reinitTimeout bounds a re-initialisation's InitProducerID (kgo retries
+// CONCURRENT_TRANSACTIONS until its context ends); Commit retries a failed
+// one until its failover timeout.
+const reinitTimeout = 10 * time.Second
+
 // reinit replaces the producer with a fresh one on the same transactional.id
 // (kgo treats a fenced epoch as fatal to the client under transaction
 // version 2: it cannot begin another transaction).
@@ -301,12 +322,23 @@ func (t *txnPartition) reinit(ctx context.Context) error {
 	// on this worker, the partition's next instance — which then redoes
 	// its transaction.
 	t.mu.Lock()
-	closed := t.closed
-	t.mu.Unlock()
-	if closed {
+	if t.closed {
+		t.mu.Unlock()
 		return fmt.Errorf("%s: closed", t.info)
 	}
-	cl, err := t.k.newTxnClient(ctx, t.info, t.id, t.disc, t.kgoLog)
+	initing := make(chan struct{})
+	t.initing = initing
+	t.mu.Unlock()
+	// Not cancelled with ctx: a stop cancels it, but an InitProducerID
+	// already sent is done by the broker all the same; Close waits for its
+	// answer instead (bounded here and by Close's ctx).
+	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reinitTimeout)
+	cl, err := t.k.newTxnClient(ictx, t.info, t.id, t.disc, t.kgoLog)
+	cancel()
+	t.mu.Lock()
+	t.initing = nil
+	close(initing)
+	t.mu.Unlock()
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -230,6 +231,61 @@ func TestTxnRejectedFirstOffsetCommitStillEndsTheTransaction(t *testing.T) {
 	}
 	if got := f.committed(t); got != 3 {
 		t.Errorf("committed offset %d, want 3", got)
+	}
+}
+
+// A re-initialisation under way when the partition closes (a stop's drain
+// gave up on a Commit that was re-initialising): Close waits for its
+// InitProducerID's answer, so its epoch bump lands before the partition is
+// handed over, not after the next owner's own InitProducerID (which it
+// would fence). Close returned at once before: a carried finding.
+func TestTxnCloseWaitsForAReinitUnderWay(t *testing.T) {
+	f := newTxnFixture(t, true)
+	_, p := f.open(t, f.meta)
+	entered, release := make(chan struct{}), make(chan struct{})
+	var answered atomic.Bool
+	var once sync.Once
+	f.c.ControlKey(kmsg.InitProducerID.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		first := false
+		once.Do(func() { first = true })
+		if !first {
+			return nil, nil, false
+		}
+		close(entered)
+		f.c.SleepControl(func() { <-release })
+		answered.Store(true) // kfake answers it right after this
+		return nil, nil, false
+	})
+	reinitDone := make(chan error, 1)
+	go func() { reinitDone <- p.reinit(context.Background()) }()
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the re-initialisation sent no InitProducerID")
+	}
+	closeDone := make(chan struct{})
+	go func() {
+		_ = p.Close(context.Background())
+		close(closeDone)
+	}()
+	// No event says "Close is waiting": give a Close that does not wait
+	// the time to return (it took microseconds).
+	select {
+	case <-closeDone:
+		t.Fatal("Close returned while the re-initialisation's InitProducerID was unanswered")
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(release)
+	select {
+	case <-closeDone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return after the InitProducerID was answered")
+	}
+	if !answered.Load() {
+		t.Fatal("Close returned before the InitProducerID was answered")
+	}
+	if err := <-reinitDone; err == nil {
+		t.Fatal("a re-initialisation that ended after Close installed its producer")
 	}
 }
 
