@@ -11,6 +11,7 @@ import (
 
 	"github.com/actorflow/actorflow"
 	"github.com/actorflow/actorflow/coordinator"
+	"github.com/actorflow/actorflow/internal/kgotxn"
 	"github.com/actorflow/actorflow/internal/testkit"
 	"github.com/actorflow/actorflow/keyflow"
 	"github.com/actorflow/actorflow/snapshotstore"
@@ -398,12 +399,15 @@ func TestWaitCaughtUpOnATransactionalInput(t *testing.T) {
 		if err := txp.BeginTransaction(); err != nil {
 			t.Fatal(err)
 		}
+		var recs []*kgo.Record
 		for _, k := range []string{"p", "q", "r"} {
-			if err := txp.ProduceSync(ctx, &kgo.Record{Key: []byte(k), Value: []byte(strconv.Itoa(round))}).FirstErr(); err != nil {
+			r := &kgo.Record{Key: []byte(k), Value: []byte(strconv.Itoa(round))}
+			if err := txp.ProduceSync(ctx, r).FirstErr(); err != nil {
 				t.Fatal(err)
 			}
+			recs = append(recs, r)
 		}
-		if err := txp.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		if err := kgotxn.EndTransaction(ctx, txp, kgo.TryCommit, 10*time.Second, recs...); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/actorflow/actorflow/internal/kgotxn"
 	"github.com/cenkalti/backoff/v4"
 	"github.com/ory/dockertest/v3"
 	dc "github.com/ory/dockertest/v3/docker"
@@ -517,7 +518,7 @@ func TestBrokerTransactionsSmoke(t *testing.T) {
 	if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatalf("produce: %v", err)
 	}
-	if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
+	if err := kgotxn.EndTransaction(ctx, prod, kgo.TryCommit, 10*time.Second, recs...); err != nil {
 		t.Fatalf("commit: %v", err)
 	}
 	t.Logf("%s transaction 1 (3 records) committed", since())

@@ -16,11 +16,12 @@
 #      changes nothing);
 #   2. internal/kgoproof with the delay: fails while kgo has the bug
 #      ("kgo ... still drops"), passes once it is fixed upstream;
-#   3. the store's transaction tests (snapshotstore -run 'TestTxn|TestCommit')
-#      with the delay: must pass — the store waits for kgo's published map
-#      before EndTransaction (snapshotstore/kgo_published.go). Without that
-#      wait they loop: every re-initialised producer drops its first commit
-#      again (its redo is a new client's first transaction).
+#   3. the snapshot store's tests and internal/topicread's with the delay:
+#      must pass — the store, and the tests' own transactional writers, wait
+#      for kgo's published map before EndTransaction (internal/kgotxn).
+#      Without that wait the store's loop: every re-initialised producer
+#      drops its first commit again (its redo is a new client's first
+#      transaction).
 # Usage: scripts/kgo-drop-proof.sh   (needs go and python3; ~1 minute)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -71,9 +72,9 @@ else
 	grep -E 'endtxn_test.go' "$work/delay.log" | sed 's/^ */    /'
 	echo "kgo-drop-proof: 2. kgo $ver still drops the commit: EndTransaction(TryCommit) returned nil after an abort"
 fi
-if ! KGO_PROOF_DELAY=$delay go test -count=1 -timeout 5m -run 'TestTxn|TestCommit' ./snapshotstore/ >"$work/store.log" 2>&1; then
+if ! KGO_PROOF_DELAY=$delay go test -count=1 -timeout 5m ./snapshotstore/ ./internal/topicread/ >"$work/store.log" 2>&1; then
 	grep -E '^(---|FAIL|panic)|_test.go:[0-9]+:' "$work/store.log" | head -20
-	echo "kgo-drop-proof: FAILED: the store's transaction tests do not hold under the delay" >&2
+	echo "kgo-drop-proof: FAILED: the snapshot store's tests do not hold under the delay" >&2
 	exit 1
 fi
-echo "kgo-drop-proof: 3. the store's transaction tests (snapshotstore TestTxn*|TestCommit*) pass under the delay"
+echo "kgo-drop-proof: 3. the snapshot store's tests (and internal/topicread's) pass under the delay"

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/actorflow/actorflow/internal/kgotxn"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -60,14 +61,15 @@ func oneTxn(ctx context.Context, t *testing.T, cl *kgo.Client, commit bool) Open
 	if err := cl.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
-	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
+	rec := &kgo.Record{Value: []byte("x")}
+	if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	pid, epoch, err := cl.ProducerID(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+	if err := kgotxn.EndTransaction(ctx, cl, kgo.TransactionEndTry(commit), 10*time.Second, rec); err != nil {
 		t.Fatal(err)
 	}
 	return OpenTxn{ProducerID: pid, Epoch: epoch}

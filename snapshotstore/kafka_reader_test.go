@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/actorflow/actorflow/internal/kgotxn"
 	"github.com/actorflow/actorflow/internal/testkit"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -49,11 +50,12 @@ func writeSnapshot(t *testing.T, brokers []string, snaps string, s snapshotstore
 			t.Fatal(err)
 		}
 	}
-	if err := cl.ProduceSync(ctx, snapshotstore.EncodeRecord(snaps, 0, s)).FirstErr(); err != nil {
+	rec := snapshotstore.EncodeRecord(snaps, 0, s)
+	if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
 		t.Fatalf("produce %q: %v", s.Key, err)
 	}
 	if txn != "" {
-		if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+		if err := kgotxn.EndTransaction(ctx, cl, kgo.TransactionEndTry(commit), 10*time.Second, rec); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/actorflow/actorflow"
+	"github.com/actorflow/actorflow/internal/kgotxn"
 	"github.com/actorflow/actorflow/internal/ledger"
 	"github.com/actorflow/actorflow/internal/testkit"
 	"github.com/actorflow/actorflow/snapshotstore"
@@ -31,10 +32,11 @@ func IdleInputPersistedWithoutTicks(t *testing.T, brokers []string, mode snapsho
 	if err := txp.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
-	if err := txp.ProduceSync(ctx, testkit.LedgerRecords(input, gen, 60, exp)...).FirstErr(); err != nil {
+	recs := testkit.LedgerRecords(input, gen, 60, exp)
+	if err := txp.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	if err := txp.EndTransaction(ctx, kgo.TryCommit); err != nil {
+	if err := kgotxn.EndTransaction(ctx, txp, kgo.TryCommit, 10*time.Second, recs...); err != nil {
 		t.Fatal(err)
 	}
 

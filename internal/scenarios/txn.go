@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/actorflow/actorflow/internal/kgotxn"
 	"github.com/actorflow/actorflow/internal/testkit"
 	"github.com/actorflow/actorflow/partitionflow"
 	"github.com/actorflow/actorflow/snapshotstore"
@@ -115,6 +116,9 @@ func openTxn(t *testing.T, brokers []string, id, topic string, timeout time.Dura
 	if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
+	// Its first transaction to the topic: a later EndTransaction(TryCommit)
+	// must find the partition published, or kgo drops the commit.
+	kgotxn.Published(ctx, cl, topic, 0, time.Now().Add(10*time.Second))
 	return cl
 }
 

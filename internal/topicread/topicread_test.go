@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/actorflow/actorflow/internal/kgotxn"
 	"github.com/actorflow/actorflow/internal/testkit"
 	"github.com/actorflow/actorflow/internal/topicread"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -28,10 +29,11 @@ func TestScanEndsAtATransactionAbortedAfterItsEndOffsets(t *testing.T) {
 	if err := cl.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
-	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("committed")}).FirstErr(); err != nil {
+	committed := &kgo.Record{Value: []byte("committed")}
+	if err := cl.ProduceSync(ctx, committed).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+	if err := kgotxn.EndTransaction(ctx, cl, kgo.TryCommit, 10*time.Second, committed); err != nil {
 		t.Fatal(err)
 	}
 	if err := cl.BeginTransaction(); err != nil {
