@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/actorflow/actorflow/internal/kgotxn"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -342,7 +343,10 @@ func (e *env) probeTxn(ctx context.Context, cl *kgo.Client, c probeConfig, o pro
 		return st, err
 	}
 	t := time.Now()
-	err = cl.EndTransaction(ctx, kgo.TryCommit)
+	// After the wait for kgo's published partitions (internal/kgotxn: kgo
+	// drops a client's first commit to a topic it has not published yet),
+	// one map read from the second transaction on.
+	err = kgotxn.EndTransaction(ctx, cl, kgo.TryCommit, 500*time.Millisecond, rec)
 	st.end = time.Since(t)
 	return st, err
 }
