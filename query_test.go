@@ -437,12 +437,15 @@ func TestAbortedInputRecordsAreNotFolded(t *testing.T) {
 		if err := txp.BeginTransaction(); err != nil {
 			t.Fatal(err)
 		}
+		var recs []*kgo.Record
 		for _, k := range []string{"p", "q"} {
-			if err := txp.ProduceSync(ctx, &kgo.Record{Key: []byte(k), Value: []byte(strconv.Itoa(round))}).FirstErr(); err != nil {
+			r := &kgo.Record{Key: []byte(k), Value: []byte(strconv.Itoa(round))}
+			if err := txp.ProduceSync(ctx, r).FirstErr(); err != nil {
 				t.Fatal(err)
 			}
+			recs = append(recs, r)
 		}
-		if err := txp.EndTransaction(ctx, commit); err != nil {
+		if err := kgotxn.EndTransaction(ctx, txp, commit, 10*time.Second, recs...); err != nil {
 			t.Fatal(err)
 		}
 	}

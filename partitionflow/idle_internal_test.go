@@ -2,6 +2,7 @@ package partitionflow
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -188,6 +189,8 @@ func TestIdleFlushAfterTheBacklogIsFolded(t *testing.T) {
 		sys.Root.Send(pid, &Revoke{})
 		<-stopped
 	})
+	unblock := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(unblock) // first (cleanups run last-in first-out): a failed test leaves no fold blocked
 	status := func() Status {
 		reply := make(chan Status, 1)
 		sys.Root.Send(pid, &StatusRequest{Reply: reply})
@@ -204,7 +207,7 @@ func TestIdleFlushAfterTheBacklogIsFolded(t *testing.T) {
 	if c := mem.Committed("in", 0); c > 0 {
 		t.Fatalf("committed offset %d before the record was folded", c)
 	}
-	close(release)
+	unblock()
 	for timeout := time.After(10 * time.Second); ; { // the write's commit, then the offset's
 		select {
 		case off := <-committed:

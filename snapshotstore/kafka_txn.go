@@ -179,9 +179,13 @@ func (t *txnPartition) Close(ctx context.Context) error {
 	if initing != nil {
 		select {
 		case <-initing:
-		case <-ctx.Done():
-			t.k.cfg.log.Warn("closing the producer while its re-initialisation is still under way; its epoch bump may fence the partition's next owner once",
-				zap.String("partition", t.info.String()), zap.String("transactional_id", t.id), zap.Error(ctx.Err()))
+		default:
+			select {
+			case <-initing:
+			case <-ctx.Done():
+				t.k.cfg.log.Warn("closing the producer while its re-initialisation is still under way; its epoch bump may fence the partition's next owner once",
+					zap.String("partition", t.info.String()), zap.String("transactional_id", t.id), zap.Error(ctx.Err()))
+			}
 		}
 	}
 	cl.Close()
@@ -334,6 +338,10 @@ func (t *txnPartition) reinit(ctx context.Context) error {
 	// answer instead (bounded here and by Close's ctx).
 	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reinitTimeout)
 	cl, err := t.k.newTxnClient(ictx, t.info, t.id, t.disc, t.kgoLog)
+	if err != nil && ictx.Err() != nil && ctx.Err() == nil {
+		t.k.cfg.log.Warn("re-initialisation's InitProducerID unanswered within its timeout; the broker may still bump the epoch",
+			zap.String("partition", t.info.String()), zap.String("transactional_id", t.id), zap.Duration("timeout", reinitTimeout))
+	}
 	cancel()
 	t.mu.Lock()
 	t.initing = nil

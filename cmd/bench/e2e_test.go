@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/actorflow/actorflow/internal/kgotxn"
 	"github.com/actorflow/actorflow/internal/ledger"
 	"github.com/actorflow/actorflow/internal/testkit"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -182,13 +183,16 @@ func TestCountOutputsCountsCommittedRecordsAndDistinctOutputs(t *testing.T) {
 		if err := cl.BeginTransaction(); err != nil {
 			t.Fatal(err)
 		}
+		var recs []*kgo.Record
 		for _, o := range outs {
 			b, _ := json.Marshal(o)
-			if err := cl.ProduceSync(ctx, &kgo.Record{Key: []byte(o.Account), Value: b}).FirstErr(); err != nil {
+			r := &kgo.Record{Key: []byte(o.Account), Value: b}
+			if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
 				t.Fatal(err)
 			}
+			recs = append(recs, r)
 		}
-		if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+		if err := kgotxn.EndTransaction(ctx, cl, kgo.TransactionEndTry(commit), 10*time.Second, recs...); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/actorflow/actorflow/internal/kgotxn"
 	"github.com/actorflow/actorflow/internal/ledger"
 	"github.com/actorflow/actorflow/internal/testkit"
 	"github.com/actorflow/actorflow/snapshotstore"
@@ -240,7 +241,7 @@ func TestTraceKeysNamesEachRecordsTransaction(t *testing.T) {
 		if err := txn.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
-		if err := txn.EndTransaction(ctx, end); err != nil {
+		if err := kgotxn.EndTransaction(ctx, txn, end, 10*time.Second, recs...); err != nil {
 			t.Fatal(err)
 		}
 	}

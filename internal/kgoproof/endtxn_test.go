@@ -3,6 +3,7 @@ package kgoproof
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -37,7 +38,15 @@ func (l *lines) all() []string {
 // A client's first transaction to a topic: a produce kgo acknowledged, then
 // EndTransaction(TryCommit) answering nil, must leave the record committed
 // (read_committed sees it).
+//
+// Run by scripts/kgo-drop-proof.sh only (KGO_PROOF_DELAY set): against an
+// unpatched kgo the window opens a few times in a thousand runs under CPU
+// load, and this raw use of kgo has no defence, so in the normal suite it
+// would be a flake by design.
 func TestEndTransactionNilMeansCommitted(t *testing.T) {
+	if _, ok := os.LookupEnv("KGO_PROOF_DELAY"); !ok {
+		t.Skip("scripts/kgo-drop-proof.sh runs this (KGO_PROOF_DELAY unset)")
+	}
 	c, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {
 		t.Fatal(err)

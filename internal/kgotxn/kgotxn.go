@@ -16,19 +16,26 @@ package kgotxn
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Published waits until cl's producer map shows topic's partition with a
-// leader (or an error) and reports true; false if deadline or ctx came
-// first. A partition without a leader (a failover) reads as not yet
-// published too, hence the deadline.
+// leader (or a non-retriable load error, which EndTransaction will meet
+// too) and reports true; false if deadline or ctx came first. A partition
+// without a leader (a failover) reads as not yet published too, hence the
+// deadline. A retriable load error (UNKNOWN_TOPIC_OR_PARTITION,
+// LEADER_NOT_AVAILABLE right after a topic's creation) is not an answer:
+// kgo keeps it in the data it publishes until the load that succeeds, whose
+// Store is the one the window is about.
 func Published(ctx context.Context, cl *kgo.Client, topic string, partition int32, deadline time.Time) bool {
 	for {
 		leader, _, err := cl.PartitionLeader(topic, partition)
-		if err != nil || leader >= 0 {
+		if leader >= 0 || (err != nil && !kerr.IsRetriable(err)) {
 			return true
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
@@ -38,13 +45,27 @@ func Published(ctx context.Context, cl *kgo.Client, topic string, partition int3
 	}
 }
 
+// ErrNotPublished: a partition of the transaction was not in kgo's producer
+// map by the bound; kgo may have turned the commit into an abort.
+var ErrNotPublished = errors.New("kgotxn: a partition written was not published to kgo's producer by the bound; the commit may have been dropped")
+
 // EndTransaction is cl.EndTransaction(ctx, end) after Published for every
 // partition of produced (records ProduceSync returned: their Partition is
-// set), each waited for at most bound.
+// set), all within bound. The transaction is ended either way; a partition
+// still unpublished at the bound makes a commit's answer wrap
+// ErrNotPublished.
 func EndTransaction(ctx context.Context, cl *kgo.Client, end kgo.TransactionEndTry, bound time.Duration, produced ...*kgo.Record) error {
 	deadline := time.Now().Add(bound)
+	var late error
 	for _, r := range produced {
-		Published(ctx, cl, r.Topic, r.Partition, deadline)
+		if !Published(ctx, cl, r.Topic, r.Partition, deadline) {
+			late = fmt.Errorf("%s[%d]: %w", r.Topic, r.Partition, ErrNotPublished)
+			break
+		}
 	}
-	return cl.EndTransaction(ctx, end)
+	err := cl.EndTransaction(ctx, end)
+	if late != nil && end == kgo.TryCommit {
+		return errors.Join(err, late)
+	}
+	return err
 }

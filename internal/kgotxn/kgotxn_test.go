@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -45,5 +46,44 @@ func TestPublishedAfterAProduceAndNotBefore(t *testing.T) {
 	// BeginTransaction while one is open).
 	if err := cl.BeginTransaction(); err != nil {
 		t.Fatalf("the transaction did not end: %v", err)
+	}
+}
+
+// A topic whose load failed with a retriable error (here it does not
+// exist) is not published: kgo keeps that error in the data it publishes
+// until a load succeeds, and that load's deferred Store is the window.
+// Published took any error for an answer before (found by a review).
+func TestPublishedWaitsThroughARetriableLoadError(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.TransactionalID("tx"), kgo.DefaultProduceTopic("missing"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	cl.Produce(ctx, &kgo.Record{Value: []byte("v")}, nil) // waits for a topic that never comes
+	for {
+		_, _, lerr := cl.PartitionLeader("missing", 0)
+		if lerr != nil {
+			if !kerr.IsRetriable(lerr) {
+				t.Fatalf("the missing topic's load error %v is not retriable; the test needs one that is", lerr)
+			}
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("kgo never loaded the missing topic's metadata")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if Published(ctx, cl, "missing", 0, time.Now().Add(50*time.Millisecond)) {
+		t.Fatal("a partition whose topic's load failed with a retriable error reads as published")
 	}
 }

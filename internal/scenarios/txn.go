@@ -118,7 +118,9 @@ func openTxn(t *testing.T, brokers []string, id, topic string, timeout time.Dura
 	}
 	// Its first transaction to the topic: a later EndTransaction(TryCommit)
 	// must find the partition published, or kgo drops the commit.
-	kgotxn.Published(ctx, cl, topic, 0, time.Now().Add(10*time.Second))
+	if !kgotxn.Published(ctx, cl, topic, 0, time.Now().Add(10*time.Second)) {
+		t.Fatalf("%s[0]: %v", topic, kgotxn.ErrNotPublished)
+	}
 	return cl
 }
 
