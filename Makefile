@@ -146,7 +146,7 @@ cluster3-test:
 	ACTORFLOW_ITEST_CLUSTER=1 $(GO) test -race -count=1 -v -timeout 40m -run TestCluster ./itest/cluster/
 
 ## kgo-drop-proof: kgo's dropped commit shown deterministically (a copy of kgo that sleeps where the
-## race is), and the store's transaction tests holding under it (scripts/kgo-drop-proof.sh, ~1 min).
+## race is), and the store's transaction tests holding under it (scripts/kgo-drop-proof.sh, ~25 s).
 ## Run it after a kgo upgrade: it says whether kgo still has the bug. Not part of `make test`.
 .PHONY: kgo-drop-proof
 kgo-drop-proof:

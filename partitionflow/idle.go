@@ -55,8 +55,8 @@ func (f *idleFlush) batch(atEnd bool) {
 // due answers a tickIdle: true when the partition should flush now. busy
 // tells whether its keys have records not folded yet. A batch that came
 // since the request asks for another wait; a backlog hands the wait to
-// folded: the fold that ends it sends the next tickIdle (a poll cost up to
-// its interval after the last fold, on every quiet spell's end).
+// folded: the fold that ends it sends the next tickIdle (the poll this
+// replaced came up to its interval after the last fold).
 func (f *idleFlush) due(busy func() bool) bool {
 	f.armed = false
 	switch {

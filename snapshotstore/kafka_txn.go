@@ -330,6 +330,12 @@ func (t *txnPartition) reinit(ctx context.Context) error {
 		t.mu.Unlock()
 		return fmt.Errorf("%s: closed", t.info)
 	}
+	if err := ctx.Err(); err != nil {
+		// A stop cancelled the Commit: no new InitProducerID (its bump
+		// would be for nothing); only one already sent is waited for.
+		t.mu.Unlock()
+		return fmt.Errorf("%s: re-initialise the producer: %w", t.info, err)
+	}
 	initing := make(chan struct{})
 	t.initing = initing
 	t.mu.Unlock()
@@ -338,7 +344,7 @@ func (t *txnPartition) reinit(ctx context.Context) error {
 	// answer instead (bounded here and by Close's ctx).
 	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reinitTimeout)
 	cl, err := t.k.newTxnClient(ictx, t.info, t.id, t.disc, t.kgoLog)
-	if err != nil && ictx.Err() != nil && ctx.Err() == nil {
+	if err != nil && errors.Is(ictx.Err(), context.DeadlineExceeded) {
 		t.k.cfg.log.Warn("re-initialisation's InitProducerID unanswered within its timeout; the broker may still bump the epoch",
 			zap.String("partition", t.info.String()), zap.String("transactional_id", t.id), zap.Duration("timeout", reinitTimeout))
 	}

@@ -243,6 +243,8 @@ func TestTxnCloseWaitsForAReinitUnderWay(t *testing.T) {
 	f := newTxnFixture(t, true)
 	_, p := f.open(t, f.meta)
 	entered, release := make(chan struct{}), make(chan struct{})
+	unblock := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(unblock) // a failed test leaves no InitProducerID held
 	var answered atomic.Bool
 	var once sync.Once
 	f.c.ControlKey(kmsg.InitProducerID.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
@@ -275,7 +277,7 @@ func TestTxnCloseWaitsForAReinitUnderWay(t *testing.T) {
 		t.Fatal("Close returned while the re-initialisation's InitProducerID was unanswered")
 	case <-time.After(200 * time.Millisecond):
 	}
-	close(release)
+	unblock()
 	select {
 	case <-closeDone:
 	case <-time.After(10 * time.Second):
@@ -286,6 +288,24 @@ func TestTxnCloseWaitsForAReinitUnderWay(t *testing.T) {
 	}
 	if err := <-reinitDone; err == nil {
 		t.Fatal("a re-initialisation that ended after Close installed its producer")
+	}
+}
+
+// A re-initialisation asked for after the stop cancelled the Commit sends no
+// InitProducerID: its epoch bump would be for nothing (its InitProducerID
+// is no longer cut short by the cancel once sent; found by a review).
+func TestTxnReinitAfterTheStopsCancelSendsNothing(t *testing.T) {
+	f := newTxnFixture(t, true)
+	var reqs requestCounter
+	_, p := f.open(t, f.meta, &reqs)
+	before := reqs.count(kmsg.InitProducerID)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := p.reinit(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("reinit with a cancelled context = %v, want context.Canceled", err)
+	}
+	if n := reqs.count(kmsg.InitProducerID); n != before {
+		t.Fatalf("%d InitProducerID requests after the cancel, want none", n-before)
 	}
 }
 

@@ -14,7 +14,8 @@ import (
 const publishedWaitBound = 500 * time.Millisecond
 
 // awaitPublished waits until cl's producer map shows each of parts with a
-// leader, or an error, or until the bound or ctx ends (internal/kgotxn: kgo
+// leader, or a non-retriable load error, or until the bound or ctx ends
+// (internal/kgotxn.Published: kgo
 // v1.22.3 turns the commit of a partition it has not published yet into an
 // abort and returns nil, errCommitDropped); it reports whether all were seen.
 func awaitPublished(ctx context.Context, cl *kgo.Client, parts map[topicPartition]int64, bound time.Duration) bool {

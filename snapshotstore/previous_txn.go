@@ -23,7 +23,7 @@ import (
 // previous transaction carried had none in the log, while the group's
 // offset passed its records: that transaction's Commit had returned nil.
 // The broker lost nothing: kgo had aborted that transaction and said nil
-// (errCommitDropped, kafka_txn.go; kgo_published.go says why), and its next
+// (errCommitDropped, kafka_txn.go; internal/kgotxn says why), and its next
 // produce hit the stale sequence. Commit now tells that case and redoes it;
 // this read-back stays for any other way a transaction acknowledged as
 // committed could be missing.
