@@ -22,6 +22,11 @@
 #      Without that wait the store loops: every re-initialised producer
 #      drops its first commit again (its redo is a new client's first
 #      transaction).
+#   4. with KGO_PROOF_ITEST=1, the real-broker suite's transactional tests
+#      (scripts/itest.sh -run '$KGO_PROOF_ITEST_RUN': the scenarios, the
+#      broker smoke, the never-stall and the compacted-tail recovery) with the
+#      delay, on a real Apache Kafka broker: must pass (~3 min more; needs
+#      what scripts/itest.sh needs).
 # Usage: scripts/kgo-drop-proof.sh   (needs go and python3; ~25 s)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -113,3 +118,13 @@ if ! KGO_PROOF_DELAY=$delay go test -count=1 -timeout 5m ./snapshotstore/ ./inte
 	exit 1
 fi
 echo "kgo-drop-proof: 3. the snapshot store's tests (and internal/topicread's) pass under the delay"
+if [[ ${KGO_PROOF_ITEST:-} == 1 ]]; then
+	run=${KGO_PROOF_ITEST_RUN:-TestScenarios|TestBrokerTransactionsSmoke|TestTransactionalCommitsNeverStall|TestRecoveryCompactedTail}
+	if ! KGO_PROOF_DELAY=$delay scripts/itest.sh -run "$run" >"$work/itest.log" 2>&1; then
+		{ grep -E -- '^(--- FAIL|FAIL|panic)' "$work/itest.log" || true; } | head -20
+		echo "kgo-drop-proof: FAILED: the real-broker tests ($run) do not hold under the delay" >&2
+		exit 1
+	fi
+	passed=$(grep -cE -- '--- PASS' "$work/itest.log" || true)
+	echo "kgo-drop-proof: 4. the real-broker tests ($run) pass under the delay: $passed tests and subtests"
+fi
