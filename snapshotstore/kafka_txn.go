@@ -35,8 +35,10 @@ type txnPartition struct {
 	mu     sync.Mutex
 	closed bool
 	// initing is closed when the running reinit's InitProducerID has its
-	// answer (nil: none runs). Close waits for it (Close).
-	initing chan struct{}
+	// answer (nil: none runs); initCancel ends that InitProducerID. Close
+	// waits for the answer, and cancels it only when its own wait runs out.
+	initing    chan struct{}
+	initCancel context.CancelFunc
 	// tv2 is set once a committed EndTxn bumped the producer epoch: kgo and
 	// the broker run transaction version 2 (KIP-890 part 2), where a
 	// TxnOffsetCommit adds the offsets partition to the transaction itself
@@ -174,7 +176,7 @@ func (t *txnPartition) Recover(ctx context.Context, fn func(Snapshot) error) err
 func (t *txnPartition) Close(ctx context.Context) error {
 	t.mu.Lock()
 	t.closed = true
-	cl, initing := t.cl, t.initing
+	cl, initing, initCancel := t.cl, t.initing, t.initCancel
 	t.mu.Unlock()
 	if initing != nil {
 		select {
@@ -183,6 +185,7 @@ func (t *txnPartition) Close(ctx context.Context) error {
 			select {
 			case <-initing:
 			case <-ctx.Done():
+				initCancel()
 				t.k.cfg.log.Warn("closing the producer while its re-initialisation is still under way; its epoch bump may fence the partition's next owner once",
 					zap.String("partition", t.info.String()), zap.String("transactional_id", t.id), zap.Error(ctx.Err()))
 			}
@@ -311,11 +314,6 @@ func (t *txnPartition) Commit(ctx context.Context, b Batch) error {
 	}
 }
 
-// reinitTimeout bounds a re-initialisation's InitProducerID (kgo retries
-// CONCURRENT_TRANSACTIONS until its context ends); Commit retries a failed
-// one until its failover timeout.
-const reinitTimeout = 10 * time.Second
-
 // reinit replaces the producer with a fresh one on the same transactional.id
 // (kgo treats a fenced epoch as fatal to the client under transaction
 // version 2: it cannot begin another transaction).
@@ -336,23 +334,21 @@ func (t *txnPartition) reinit(ctx context.Context) error {
 		t.mu.Unlock()
 		return fmt.Errorf("%s: re-initialise the producer: %w", t.info, err)
 	}
-	initing := make(chan struct{})
-	t.initing = initing
-	t.mu.Unlock()
 	// Not cancelled with ctx: a stop cancels it, but an InitProducerID
 	// already sent is done by the broker all the same; Close waits for its
-	// answer instead (bounded here and by Close's ctx).
-	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reinitTimeout)
+	// answer instead, and cancels it when its own wait runs out. ctx's
+	// deadline, if any, still holds; without one it takes as long as the
+	// coordinator does (a node kill: kgo retries until it is back).
+	ictx, cancel := withoutCancel(ctx)
+	initing := make(chan struct{})
+	t.initing, t.initCancel = initing, cancel
+	t.mu.Unlock()
 	cl, err := t.k.newTxnClient(ictx, t.info, t.id, t.disc, t.kgoLog)
-	if err != nil && errors.Is(ictx.Err(), context.DeadlineExceeded) {
-		t.k.cfg.log.Warn("re-initialisation's InitProducerID unanswered within its timeout; the broker may still bump the epoch",
-			zap.String("partition", t.info.String()), zap.String("transactional_id", t.id), zap.Duration("timeout", reinitTimeout))
-	}
-	cancel()
 	t.mu.Lock()
-	t.initing = nil
+	t.initing, t.initCancel = nil, nil
 	close(initing)
 	t.mu.Unlock()
+	cancel()
 	if err != nil {
 		return err
 	}
@@ -378,6 +374,16 @@ func (t *txnPartition) reinit(ctx context.Context) error {
 	t.mu.Unlock()
 	old.Close()
 	return nil
+}
+
+// withoutCancel is ctx without its cancellation but with its deadline, and
+// a cancel of its own.
+func withoutCancel(ctx context.Context) (context.Context, context.CancelFunc) {
+	d := context.WithoutCancel(ctx)
+	if at, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(d, at)
+	}
+	return context.WithCancel(d)
 }
 
 // staleGeneration: the broker rejected an older generation of a member it

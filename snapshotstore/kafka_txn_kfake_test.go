@@ -291,6 +291,56 @@ func TestTxnCloseWaitsForAReinitUnderWay(t *testing.T) {
 	}
 }
 
+// Close's wait for a re-initialisation ends at Close's deadline, and then
+// Close cancels it: the stop stays within its budget. The re-initialisation
+// itself has no deadline of its own (a node kill's InitProducerID waits for
+// the coordinator: a 10 s bound failed a partition in the 3-node CI run).
+func TestTxnCloseCancelsAReinitAtItsDeadline(t *testing.T) {
+	f := newTxnFixture(t, true)
+	_, p := f.open(t, f.meta)
+	entered, release := make(chan struct{}), make(chan struct{})
+	unblock := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(unblock)
+	var once sync.Once
+	f.c.ControlKey(kmsg.InitProducerID.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		first := false
+		once.Do(func() { first = true })
+		if !first {
+			return nil, nil, false
+		}
+		close(entered)
+		f.c.SleepControl(func() { <-release })
+		return nil, nil, false
+	})
+	reinitDone := make(chan error, 1)
+	go func() { reinitDone <- p.reinit(context.Background()) }()
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the re-initialisation sent no InitProducerID")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	closeDone := make(chan struct{})
+	go func() {
+		_ = p.Close(ctx)
+		close(closeDone)
+	}()
+	select {
+	case <-closeDone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close waited past its deadline for the re-initialisation")
+	}
+	select {
+	case err := <-reinitDone:
+		if err == nil {
+			t.Fatal("a re-initialisation Close cancelled installed its producer")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the re-initialisation did not end when Close cancelled it")
+	}
+}
+
 // A re-initialisation asked for after the stop cancelled the Commit sends no
 // InitProducerID: its epoch bump would be for nothing (its InitProducerID
 // is no longer cut short by the cancel once sent; found by a review).
