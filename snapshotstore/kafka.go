@@ -55,7 +55,8 @@ func NewKafka(brokers []string, topic string, c KafkaConfig) (*Kafka, error) {
 			kgo.DefaultProduceTopic(topic),
 			kgo.RecordPartitioner(kgo.ManualPartitioner()),
 			kgo.ProducerLinger(0),
-		}, k.producerOpts("", k.kgoLogger(""))...)...)
+			kgo.WithLogger(k.kgoLogger("")),
+		}, k.producerOpts("")...)...)
 		if err != nil {
 			return nil, fmt.Errorf("snapshot producer: %w", err)
 		}

@@ -259,14 +259,13 @@ func (k *Kafka) kgoLogger(id string) kgo.Logger {
 	return kgolog.New(log)
 }
 
-// producerOpts are the client options of a producer with transactional.id
-// id ("" for the plain mode's shared producer): logger (kgoLogger), then the
-// caller's ClientOpts (a WithLogger there wins; a transactional producer's
-// ring goes after them, passing on to it), then that client's
-// ProducerHooks.
-func (k *Kafka) producerOpts(id string, logger kgo.Logger) []kgo.Opt {
-	opts := append(make([]kgo.Opt, 0, len(k.cfg.clientOpts)+2), kgo.WithLogger(logger))
-	opts = append(opts, k.cfg.clientOpts...)
+// producerOpts are the caller's ClientOpts and then the ProducerHooks of
+// the producer with transactional.id id ("" for the plain mode's shared
+// producer). Its logger goes before them (the plain producer's kgoLogger: a
+// WithLogger in ClientOpts wins) or after them (a transactional producer's
+// ring, which passes on to that one).
+func (k *Kafka) producerOpts(id string) []kgo.Opt {
+	opts := append(make([]kgo.Opt, 0, len(k.cfg.clientOpts)+1), k.cfg.clientOpts...)
 	if k.cfg.producerHooks != nil {
 		if hooks := k.cfg.producerHooks(id); len(hooks) > 0 {
 			opts = append(opts, kgo.WithHooks(hooks...))

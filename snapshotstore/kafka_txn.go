@@ -95,9 +95,9 @@ func (t *txnPartition) kgoLogField() zap.Field {
 func (k *Kafka) openTxn(ctx context.Context, p PartitionInfo) (Partition, error) {
 	id := k.TransactionalID(p.Topic, p.Partition)
 	disc := &disconnectCounter{}
-	next := k.kgoLogger(id)
-	if k.callerLogger != nil {
-		next = k.callerLogger
+	next := k.callerLogger
+	if next == nil {
+		next = k.kgoLogger(id)
 	}
 	ring := kgolog.NewRing(next, kgoLogRing)
 	cl, err := k.newTxnClient(ctx, p, id, disc, ring)
@@ -142,14 +142,11 @@ func (k *Kafka) newTxnClient(ctx context.Context, p PartitionInfo, id string, di
 		// A closed connection is when a broker may have left the previous
 		// transaction's marker unwritten (dangling.go).
 		kgo.WithHooks(disc),
-	}, k.producerOpts(id, k.kgoLogger(id))...)
-	if ring != nil {
-		// Last, over a kgo.WithLogger in ClientOpts (the ring passes on to
-		// that one, openTxn): Commit's check of kgo's log needs it
-		// (errCommitDropped).
-		opts = append(opts, kgo.WithLogger(ring))
-	}
-	cl, err := kgo.NewClient(opts...)
+	}, k.producerOpts(id)...)
+	// The ring last, over a kgo.WithLogger in ClientOpts (it passes on to
+	// that one, openTxn): Commit's check of kgo's log needs every line
+	// (errCommitDropped).
+	cl, err := kgo.NewClient(append(opts, kgo.WithLogger(ring))...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: transactional producer %q: %w", p, id, err)
 	}

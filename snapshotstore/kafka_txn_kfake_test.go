@@ -234,18 +234,17 @@ func TestTxnRejectedFirstOffsetCommitStillEndsTheTransaction(t *testing.T) {
 	}
 }
 
-// A re-initialisation under way when the partition closes (a stop's drain
-// gave up on a Commit that was re-initialising): Close waits for its
-// InitProducerID's answer, so its epoch bump lands before the partition is
-// handed over, not after the next owner's own InitProducerID (which it
-// would fence). Close returned at once before: a carried finding.
-func TestTxnCloseWaitsForAReinitUnderWay(t *testing.T) {
-	f := newTxnFixture(t, true)
-	_, p := f.open(t, f.meta)
+// reinitHeld starts p's re-initialisation with kfake holding its
+// InitProducerID unanswered, and returns once the request is held: the
+// re-initialisation's outcome, unblock (which lets kfake answer; also at the
+// test's end, so a failed test leaves nothing held) and whether kfake has
+// answered.
+func reinitHeld(t *testing.T, f *txnFixture, p *txnPartition) (<-chan error, func(), *atomic.Bool) {
+	t.Helper()
 	entered, release := make(chan struct{}), make(chan struct{})
 	unblock := sync.OnceFunc(func() { close(release) })
-	t.Cleanup(unblock) // a failed test leaves no InitProducerID held
-	var answered atomic.Bool
+	t.Cleanup(unblock)
+	answered := new(atomic.Bool)
 	var once sync.Once
 	f.c.ControlKey(kmsg.InitProducerID.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
 		first := false
@@ -258,13 +257,25 @@ func TestTxnCloseWaitsForAReinitUnderWay(t *testing.T) {
 		answered.Store(true) // kfake answers it right after this
 		return nil, nil, false
 	})
-	reinitDone := make(chan error, 1)
-	go func() { reinitDone <- p.reinit(context.Background()) }()
+	done := make(chan error, 1)
+	go func() { done <- p.reinit(context.Background()) }()
 	select {
 	case <-entered:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the re-initialisation sent no InitProducerID")
 	}
+	return done, unblock, answered
+}
+
+// A re-initialisation under way when the partition closes (a stop's drain
+// gave up on a Commit that was re-initialising): Close waits for its
+// InitProducerID's answer, so its epoch bump lands before the partition is
+// handed over, not after the next owner's own InitProducerID (which it
+// would fence). Close returned at once before: a carried finding.
+func TestTxnCloseWaitsForAReinitUnderWay(t *testing.T) {
+	f := newTxnFixture(t, true)
+	_, p := f.open(t, f.meta)
+	reinitDone, unblock, answered := reinitHeld(t, f, p)
 	closeDone := make(chan struct{})
 	go func() {
 		_ = p.Close(context.Background())
@@ -298,27 +309,7 @@ func TestTxnCloseWaitsForAReinitUnderWay(t *testing.T) {
 func TestTxnCloseCancelsAReinitAtItsDeadline(t *testing.T) {
 	f := newTxnFixture(t, true)
 	_, p := f.open(t, f.meta)
-	entered, release := make(chan struct{}), make(chan struct{})
-	unblock := sync.OnceFunc(func() { close(release) })
-	t.Cleanup(unblock)
-	var once sync.Once
-	f.c.ControlKey(kmsg.InitProducerID.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
-		first := false
-		once.Do(func() { first = true })
-		if !first {
-			return nil, nil, false
-		}
-		close(entered)
-		f.c.SleepControl(func() { <-release })
-		return nil, nil, false
-	})
-	reinitDone := make(chan error, 1)
-	go func() { reinitDone <- p.reinit(context.Background()) }()
-	select {
-	case <-entered:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the re-initialisation sent no InitProducerID")
-	}
+	reinitDone, _, _ := reinitHeld(t, f, p)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	closeDone := make(chan struct{})
