@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -146,11 +147,38 @@ func (c *Consumer) PartitionEvicted(tp TopicPartition, err error) {
 	c.log.Warn("partition stopped: the group coordinator evicted this member; it starts again once the consumer has rejoined the group and been given it",
 		zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Duration("restart_unless_rejoined_in", wait),
 		zap.Error(err))
+	// The member's other partitions: their writes are refused from here
+	// as this one's commit was (each then stops and waits the same way),
+	// not only when their own commits reach the coordinator or kgo's next
+	// heartbeat is refused.
+	if m, ok := refusedMembership(err); ok || c.boundMeta(tp, &m) {
+		if marked := c.own.Evict(m, f.RetryAt); len(marked) > 1 {
+			c.log.Warn("the member's other partitions write nothing more under the evicted membership; each stops at its next write and waits for the rejoin",
+				zap.String("member", m.MemberID), zap.Int32("generation", m.Generation), zap.Int("partitions", len(marked)))
+		}
+	}
 	c.kickWatcher()
 	select {
 	case c.retry <- struct{}{}:
 	default:
 	}
+}
+
+// refusedMembership is the membership a refused commit carried, when err
+// says (a *snapshotstore.FencedError).
+func refusedMembership(err error) (snapshotstore.GroupMetadata, bool) {
+	var fe *snapshotstore.FencedError
+	if errors.As(err, &fe) && fe.Meta.MemberID != "" {
+		return fe.Meta, true
+	}
+	return snapshotstore.GroupMetadata{}, false
+}
+
+// boundMeta sets *m to tp's binding, if any.
+func (c *Consumer) boundMeta(tp TopicPartition, m *snapshotstore.GroupMetadata) bool {
+	b, ok := c.own.Bound(tp)
+	*m = b
+	return ok
 }
 
 // Failures returns the failed partitions waiting to be started again.
@@ -244,6 +272,11 @@ func (c *Consumer) restart(ctx context.Context, tp TopicPartition) {
 		delete(c.failed, tp)
 		c.mu.Unlock()
 		return
+	}
+	if f.Evicted {
+		// Due: the membership did not change for a session timeout after
+		// the refusal (a change would have stopped it as lost).
+		c.own.Readmit(tp)
 	}
 	m, err := c.meta.Current()
 	if err == nil {

@@ -3,6 +3,8 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"fmt"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"strings"
 	"testing"
 	"time"
@@ -212,5 +214,61 @@ func TestRestartBoundsItsHoldOfTheRebalanceLock(t *testing.T) {
 	c.rebalance.Unlock()
 	if f := c.failed[tp]; f == nil {
 		t.Fatal("the partition is not failed after its restart timed out: it would never start again")
+	}
+}
+
+// recordingOpen is a Handler whose Open records its partitions and fails.
+type recordingOpen struct {
+	nopHandler
+	opened *[]TopicPartition
+}
+
+func (r recordingOpen) Open(_ context.Context, tps []TopicPartition) error {
+	*r.opened = append(*r.opened, tps...)
+	return errors.New("open: test")
+}
+
+// One partition's commit refused as an unknown member ends the membership
+// for the member's other partitions at once: their next write is refused as
+// evicted before it reaches the broker (the plain mode's snapshot writes carry
+// no fence: before, they went on until each one's own offset commit was
+// refused or kgo's next heartbeat was), so each stops and waits for the
+// rejoin like the first. A partition assigned at a later generation writes
+// on. A restart after the wait (the membership never changed) readmits the
+// partition: its Open runs, where the mark would have refused it for good.
+func TestAnEvictionEndsTheMembershipOfEveryPartition(t *testing.T) {
+	cl := offlineClient(t)
+	first, other, later := TopicPartition{"in", 0}, TopicPartition{"in", 1}, TopicPartition{"in", 2}
+	var opened []TopicPartition
+	c := testConsumer(cl, recordingOpen{opened: &opened}, first, other, later)
+	c.own.Bind(first, snapshotstore.GroupMetadata{MemberID: "m1", Generation: 2})
+	c.own.Bind(other, snapshotstore.GroupMetadata{MemberID: "m1", Generation: 2})
+	c.own.Bind(later, snapshotstore.GroupMetadata{MemberID: "m1", Generation: 3})
+	for _, tp := range []TopicPartition{first, other, later} {
+		if _, err := c.PartitionMetadata(tp); err != nil {
+			t.Fatalf("before the eviction, %v's metadata: %v", tp, err)
+		}
+	}
+	refused := fmt.Errorf("in[0]: commit offset 9: %w", &snapshotstore.FencedError{
+		Partition: snapshotstore.PartitionInfo{Topic: "in"}, Meta: snapshotstore.GroupMetadata{MemberID: "m1", Generation: 2}, Err: kerr.UnknownMemberID})
+	c.PartitionEvicted(first, refused)
+
+	_, err := c.PartitionMetadata(other)
+	if !errors.Is(err, snapshotstore.ErrEvicted) || !errors.Is(err, snapshotstore.ErrFenced) || errors.Is(err, snapshotstore.ErrNotOwned) {
+		t.Fatalf("the other partition's write after the eviction: %v; want it refused as evicted (ErrEvicted, ErrFenced, not ErrNotOwned)", err)
+	}
+	if _, err := c.PartitionMetadata(later); err != nil {
+		t.Fatalf("a partition assigned at a later generation than the refused commit is refused: %v", err)
+	}
+	if !c.owned[other] || c.failed[other] != nil {
+		t.Fatalf("the other partition: owned %v, failed %+v; it stays owned until its own write stops it", c.owned[other], c.failed[other])
+	}
+
+	// Its write stopped it: it waits as the first does, and when the wait
+	// is over with the membership unchanged it is started again.
+	c.PartitionEvicted(other, err)
+	c.restart(context.Background(), other)
+	if len(opened) != 1 || opened[0] != other {
+		t.Fatalf("the restart after the wait opened %v; want [%v] (the eviction mark refused it)", opened, other)
 	}
 }

@@ -85,8 +85,10 @@ func (c *Consumer) CommitOffset(ctx context.Context, tp TopicPartition, offset i
 			}
 		}
 		if snapshotstore.IsFenceError(err) {
-			return fmt.Errorf("commit offset %d of %s[%d] (member %q generation %d): %w",
-				offset, tp.Topic, tp.Partition, m.MemberID, m.Generation, snapshotstore.FenceError(err))
+			// The membership goes with the error: an eviction ends it for
+			// the member's every partition (Consumer.PartitionEvicted).
+			return fmt.Errorf("commit offset %d: %w", offset, &snapshotstore.FencedError{
+				Partition: snapshotstore.PartitionInfo{Topic: tp.Topic, Partition: tp.Partition, Group: c.cfg.Group}, Meta: m, Err: err})
 		}
 		return fmt.Errorf("commit offset %d of %s[%d]: %w", offset, tp.Topic, tp.Partition, err)
 	}

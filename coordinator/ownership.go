@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"sync"
+	"time"
 
 	"github.com/actorflow/actorflow/snapshotstore"
 )
@@ -32,21 +33,71 @@ import (
 //     written for it under any membership.
 //   - Stale(cur) lists the bound partitions cur no longer covers: the
 //     consumer stops them as lost (no flush) and releases them.
+//   - Evict(m, until) marks every partition bound under m's member at a
+//     generation not above m's, once one commit of m was refused with
+//     UNKNOWN_MEMBER_ID: until then (or Readmit, or a new Bind) a write for
+//     them is refused as evicted, though kgo still reports m.
 type Ownership struct {
 	mu    sync.Mutex
-	bound map[TopicPartition]snapshotstore.GroupMetadata
+	bound map[TopicPartition]binding
+}
+
+// binding is one partition's: the membership it was assigned under, and
+// until when that membership counts as evicted (zero: it does not).
+type binding struct {
+	meta         snapshotstore.GroupMetadata
+	evictedUntil time.Time
 }
 
 // NewOwnership returns an empty binding table.
 func NewOwnership() *Ownership {
-	return &Ownership{bound: map[TopicPartition]snapshotstore.GroupMetadata{}}
+	return &Ownership{bound: map[TopicPartition]binding{}}
 }
 
-// Bind records that tp was assigned under m, replacing an earlier binding.
+// Bind records that tp was assigned under m, replacing an earlier binding
+// (and its eviction mark).
 func (o *Ownership) Bind(tp TopicPartition, m snapshotstore.GroupMetadata) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.bound[tp] = m
+	o.bound[tp] = binding{meta: m}
+}
+
+// Evict marks the partitions bound under m's member at a generation not
+// above m's — the membership of a commit the group coordinator refused
+// with UNKNOWN_MEMBER_ID — as evicted until the given time, and returns
+// them. It is the whole membership's end, not one partition's: the
+// coordinator no longer knows the member, and the member's other
+// partitions belong to other members already, while kgo learns it only at
+// its next heartbeat (up to its interval later; Kafka Streams closes every
+// task at once, handleLostAll). Until then the plain mode, whose snapshot
+// writes carry no fence, would write for them as a zombie. A binding made
+// at a higher generation (a rejoin that kept the member id, KIP-848) is
+// not marked. The mark ends at until: a refusal kgo's heartbeats never
+// confirm is not believed for longer than a session timeout (the consumer's
+// restart of an evicted partition waits as long).
+func (o *Ownership) Evict(m snapshotstore.GroupMetadata, until time.Time) []TopicPartition {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var out []TopicPartition
+	for tp, b := range o.bound {
+		if m.MemberID != "" && b.meta.MemberID == m.MemberID && b.meta.Generation <= m.Generation {
+			b.evictedUntil = until
+			o.bound[tp] = b
+			out = append(out, tp)
+		}
+	}
+	return out
+}
+
+// Readmit ends tp's eviction mark: the consumer starts it again because the
+// membership stayed unchanged for a session timeout after the refusal.
+func (o *Ownership) Readmit(tp TopicPartition) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if b, ok := o.bound[tp]; ok {
+		b.evictedUntil = time.Time{}
+		o.bound[tp] = b
+	}
 }
 
 // Release ends tp's binding: every later Check for it fails.
@@ -60,12 +111,14 @@ func (o *Ownership) Release(tp TopicPartition) {
 func (o *Ownership) Bound(tp TopicPartition) (snapshotstore.GroupMetadata, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	m, ok := o.bound[tp]
-	return m, ok
+	b, ok := o.bound[tp]
+	return b.meta, ok
 }
 
 // Check returns nil when a write for tp may carry cur, else an
-// *snapshotstore.OwnershipError (matching ErrNotOwned and ErrFenced).
+// *snapshotstore.OwnershipError: matching ErrNotOwned and ErrFenced, or,
+// while tp's membership is marked evicted (Evict), ErrEvicted and
+// ErrFenced.
 func (o *Ownership) Check(tp TopicPartition, cur snapshotstore.GroupMetadata) error {
 	o.mu.Lock()
 	b, ok := o.bound[tp]
@@ -74,9 +127,12 @@ func (o *Ownership) Check(tp TopicPartition, cur snapshotstore.GroupMetadata) er
 	case !ok:
 		return &snapshotstore.OwnershipError{Topic: tp.Topic, Partition: tp.Partition, Current: cur,
 			Reason: "the partition is not owned by this worker any more (revoked, lost, or its teardown bound passed)"}
-	case !covers(b, cur):
-		return &snapshotstore.OwnershipError{Topic: tp.Topic, Partition: tp.Partition, Bound: b, Current: cur,
+	case !covers(b.meta, cur):
+		return &snapshotstore.OwnershipError{Topic: tp.Topic, Partition: tp.Partition, Bound: b.meta, Current: cur,
 			Reason: "the consumer's membership changed since the partition was assigned (rejoined as a new member, or its membership was reset)"}
+	case !b.evictedUntil.IsZero() && time.Now().Before(b.evictedUntil):
+		return &snapshotstore.OwnershipError{Topic: tp.Topic, Partition: tp.Partition, Bound: b.meta, Current: cur, Evicted: true,
+			Reason: "the group coordinator refused a commit of this membership as an unknown member (evicted) before the consumer learned it"}
 	}
 	return nil
 }
@@ -87,7 +143,7 @@ func (o *Ownership) Stale(cur snapshotstore.GroupMetadata) []TopicPartition {
 	defer o.mu.Unlock()
 	var out []TopicPartition
 	for tp, b := range o.bound {
-		if !covers(b, cur) {
+		if !covers(b.meta, cur) {
 			out = append(out, tp)
 		}
 	}

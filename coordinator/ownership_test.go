@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"sort"
 	"testing"
+	"time"
 
 	"github.com/actorflow/actorflow/coordinator"
 	"github.com/actorflow/actorflow/snapshotstore"
@@ -106,5 +107,60 @@ func TestOwnershipRebindAfterMembershipChange(t *testing.T) {
 	}
 	if st := o.Stale(gm("A2", 5)); len(st) != 0 {
 		t.Fatalf("Stale = %v, want none", st)
+	}
+}
+
+// A commit of member A's membership refused as an unknown member (an
+// eviction kgo has not learned yet) ends the membership for every partition
+// bound under it at that generation or below: their writes are refused as
+// evicted (ErrEvicted, not ErrNotOwned: they stay assigned until the consumer
+// learns more), while a partition bound at a later generation, or under
+// another member, writes on. The mark ends at its deadline, at Readmit and
+// at a new Bind.
+func TestOwnershipEvictEndsTheMembershipForItsPartitions(t *testing.T) {
+	p := func(n int32) coordinator.TopicPartition { return coordinator.TopicPartition{Topic: "in", Partition: n} }
+	o := coordinator.NewOwnership()
+	o.Bind(p(0), gm("A", 5)) // the refused commit's partition
+	o.Bind(p(1), gm("A", 5))
+	o.Bind(p(2), gm("A", 3)) // kept since generation 3
+	o.Bind(p(3), gm("A", 7)) // assigned after the refused commit's generation
+	o.Bind(p(4), gm("B", 5)) // another member's binding (a table shared in a test)
+	marked := o.Evict(gm("A", 5), time.Now().Add(time.Hour))
+	sort.Slice(marked, func(i, j int) bool { return marked[i].Partition < marked[j].Partition })
+	if want := []coordinator.TopicPartition{p(0), p(1), p(2)}; !reflect.DeepEqual(marked, want) {
+		t.Fatalf("Evict marked %v, want %v", marked, want)
+	}
+	for _, tp := range marked {
+		err := o.Check(tp, gm("A", 7))
+		var oe *snapshotstore.OwnershipError
+		if !errors.Is(err, snapshotstore.ErrEvicted) || !errors.Is(err, snapshotstore.ErrFenced) || errors.Is(err, snapshotstore.ErrNotOwned) ||
+			!errors.As(err, &oe) || oe.Partition != tp.Partition || !oe.Evicted {
+			t.Fatalf("Check(%v) = %v, want an eviction naming the partition (ErrEvicted and ErrFenced, not ErrNotOwned)", tp, err)
+		}
+	}
+	if err := o.Check(p(3), gm("A", 7)); err != nil {
+		t.Fatalf("a binding of a later generation is refused: %v", err)
+	}
+	if err := o.Check(p(4), gm("B", 5)); err != nil {
+		t.Fatalf("another member's binding is refused: %v", err)
+	}
+	if st := o.Stale(gm("A", 7)); !reflect.DeepEqual(st, []coordinator.TopicPartition{p(4)}) {
+		t.Fatalf("Stale = %v, want only B's: an eviction mark is not a membership change (the consumer must not release them)", st)
+	}
+
+	o.Readmit(p(0))
+	if err := o.Check(p(0), gm("A", 5)); err != nil {
+		t.Fatalf("after Readmit: %v", err)
+	}
+	o.Bind(p(1), gm("A", 8))
+	if err := o.Check(p(1), gm("A", 8)); err != nil {
+		t.Fatalf("after a new Bind: %v", err)
+	}
+	o.Evict(gm("A", 3), time.Now().Add(-time.Millisecond))
+	if err := o.Check(p(2), gm("A", 5)); err != nil {
+		t.Fatalf("after the mark's deadline: %v", err)
+	}
+	if got := o.Evict(gm("", 9), time.Now().Add(time.Hour)); len(got) != 0 {
+		t.Fatalf("a membership without a member id marked %v", got)
 	}
 }

@@ -66,6 +66,11 @@ type OwnershipError struct {
 	// the partition is not bound any more); Current the consumer's now.
 	Bound, Current GroupMetadata
 	Reason         string
+	// Evicted: refused because a commit of the same membership was refused
+	// with UNKNOWN_MEMBER_ID (coordinator.Ownership.Evict); the partition is
+	// still assigned here as far as the consumer knows. Such an error
+	// matches ErrEvicted instead of ErrNotOwned.
+	Evicted bool
 }
 
 func (e *OwnershipError) Error() string {
@@ -73,5 +78,8 @@ func (e *OwnershipError) Error() string {
 		e.Topic, e.Partition, e.Reason, e.Bound.MemberID, e.Bound.Generation, e.Current.MemberID, e.Current.Generation)
 }
 
-// Is makes errors.Is(err, ErrNotOwned) and errors.Is(err, ErrFenced) true.
-func (e *OwnershipError) Is(target error) bool { return target == ErrNotOwned || target == ErrFenced }
+// Is makes errors.Is(err, ErrFenced) true, and errors.Is(err, ErrNotOwned),
+// or for an eviction errors.Is(err, ErrEvicted).
+func (e *OwnershipError) Is(target error) bool {
+	return target == ErrFenced || target == ErrNotOwned && !e.Evicted || target == ErrEvicted && e.Evicted
+}

@@ -297,8 +297,8 @@ func (t *txnPartition) Commit(ctx context.Context, b Batch) error {
 				continue
 			}
 		default:
-			if merr != nil && errors.Is(merr, ErrNotOwned) {
-				return errors.Join(err, merr) // a lost partition, not a failure of the worker
+			if merr != nil && (errors.Is(merr, ErrNotOwned) || errors.Is(merr, ErrEvicted)) {
+				return errors.Join(err, merr) // a lost or evicted partition, not a failure of the worker
 			}
 			return err
 		}

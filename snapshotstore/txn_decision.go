@@ -63,13 +63,14 @@ func (a TxnAction) String() string {
 // DecideTxn maps a failed transaction attempt to its action. owned reports
 // the ownership binding's answer at the time of the decision
 // (PartitionInfo.GroupMetadata succeeds); a refusal by the binding itself
-// (ErrNotOwned) is always TxnFenced. A context error is TxnFail: the caller
+// (ErrNotOwned, or ErrEvicted for a membership whose commit was refused)
+// is always TxnFenced. A context error is TxnFail: the caller
 // (a revoke budget, a stop) gave up, nothing is retried past it.
 //
 // The table (ARCHITECTURE.md, "The fences"):
 //
 //	error                                                   owned      not owned
-//	ErrNotOwned (refused before the broker)                 fenced     fenced
+//	ErrNotOwned, ErrEvicted (refused before the broker)     fenced     fenced
 //	UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID                   fenced     fenced
 //	ILLEGAL_GENERATION, STALE_MEMBER_EPOCH                  await-gen  fenced
 //	INVALID_PRODUCER_EPOCH, PRODUCER_FENCED                 reinit     fenced
@@ -87,7 +88,7 @@ func DecideTxn(err error, owned bool) TxnAction {
 	switch {
 	case err == nil:
 		return TxnFail // no decision to make; callers don't ask
-	case errors.Is(err, ErrNotOwned):
+	case errors.Is(err, ErrNotOwned), errors.Is(err, ErrEvicted):
 		return TxnFenced
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return TxnFail

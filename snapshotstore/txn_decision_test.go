@@ -18,12 +18,14 @@ import (
 func TestDecideTxn(t *testing.T) {
 	wrap := func(err error) error { return fmt.Errorf("in[0]: commit transaction: %w", err) }
 	notOwned := &snapshotstore.OwnershipError{Topic: "in", Partition: 0, Reason: "test"}
+	evicted := &snapshotstore.OwnershipError{Topic: "in", Partition: 0, Reason: "test", Evicted: true}
 	for _, tc := range []struct {
 		err      error
 		owned    snapshotstore.TxnAction
 		notOwned snapshotstore.TxnAction
 	}{
 		{notOwned, snapshotstore.TxnFenced, snapshotstore.TxnFenced},
+		{evicted, snapshotstore.TxnFenced, snapshotstore.TxnFenced},
 		{kerr.UnknownMemberID, snapshotstore.TxnFenced, snapshotstore.TxnFenced},
 		{kerr.FencedInstanceID, snapshotstore.TxnFenced, snapshotstore.TxnFenced},
 		{kerr.IllegalGeneration, snapshotstore.TxnAwaitGeneration, snapshotstore.TxnFenced},
@@ -90,5 +92,14 @@ func TestOnlyUnknownMemberIsAnEviction(t *testing.T) {
 	}
 	if errors.Is(&snapshotstore.OwnershipError{Topic: "in", Reason: "test"}, snapshotstore.ErrEvicted) {
 		t.Error("a refusal by the ownership binding matches ErrEvicted; it is a lost partition, which the consumer already stops")
+	}
+	// A refusal by the binding for a membership whose commit the
+	// coordinator refused as an unknown member: an eviction, not a loss
+	// (the supervisor's ErrNotOwned case would not let the consumer pause
+	// and restart it).
+	ev := wrap(&snapshotstore.OwnershipError{Topic: "in", Reason: "test", Evicted: true})
+	if !errors.Is(ev, snapshotstore.ErrEvicted) || !errors.Is(ev, snapshotstore.ErrFenced) || errors.Is(ev, snapshotstore.ErrNotOwned) {
+		t.Errorf("%v: ErrEvicted %v, ErrFenced %v, ErrNotOwned %v; want true, true, false", ev,
+			errors.Is(ev, snapshotstore.ErrEvicted), errors.Is(ev, snapshotstore.ErrFenced), errors.Is(ev, snapshotstore.ErrNotOwned))
 	}
 }
