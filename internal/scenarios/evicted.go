@@ -1,6 +1,7 @@
 package scenarios
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"github.com/actorflow/actorflow/internal/ledger"
 	"github.com/actorflow/actorflow/internal/testkit"
 	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -167,4 +169,146 @@ func stopAndReportIfDone(rw *Worker) (err error, done bool) {
 	default:
 		return nil, false
 	}
+}
+
+// EvictionEndsEveryPartition: one partition's commit refused as an unknown
+// member ends the membership for the member's other partitions at once. A
+// owns two partitions; its commit of p0 waits at a gate while A's heartbeats
+// are held past the session timeout, and the coordinator evicts A (the group
+// is left without members). When p0's commit is refused (UNKNOWN_MEMBER_ID),
+// A still fetches p1 — kgo has not learned it — and folds new events: its
+// next commit of p1 is refused by the ownership binding before it reaches
+// the broker (before, it went out and waited for the coordinator to refuse
+// it, and in the plain mode, whose snapshot writes carry no fence, wrote
+// them), and p1 stops and waits for the rejoin as p0 does. The heartbeats'
+// refusal then makes A rejoin as a new member, which starts both partitions
+// from their committed offsets: the committed offsets and snapshots are the
+// fold of the whole input. Transactional only: the plain mode's offset commit
+// goes through the consumer's connection, behind the held heartbeat, so there
+// the eviction is learned from both at once.
+func EvictionEndsEveryPartition(t *testing.T, brokers []string, proto coordinator.Protocol) {
+	const mode = snapshotstore.Transactional
+	input, snaps, group := Topics(t, brokers, 2)
+	setMatrixGroupConfig(t, brokers, group, proto) // KIP-848 only
+	gen := &ledger.Generator{Accounts: 10}
+	exp := map[int32]ledger.Expected{}
+	ends := func() [2]int64 { return [2]int64{endOffset(t, brokers, input, 0), endOffset(t, brokers, input, 1)} }
+	commits := func() [2]int64 {
+		return [2]int64{committed(t, brokers, group, input, 0), committed(t, brokers, group, input, 1)}
+	}
+	produceLedgerTo(t, brokers, input, gen, 300, exp)
+	end := ends()
+	if end[0] == 0 || end[1] == 0 {
+		t.Fatalf("precondition: both partitions have events, end offsets %v", end)
+	}
+
+	hold := newRequestHold()
+	watch, storeA := watchedKafka(t, brokers, snaps, mode, group+"-A")
+	var foldsA atomic.Int64
+	a := StartWorker(t, countingFlow(&foldsA), brokers, group, input, snaps, mode, append(rejoinOpts(proto, group+"-A"),
+		actorflow.WithStore(storeA),
+		actorflow.WithClientOpts(kgo.Dialer(hold.dial), kgo.RequestTimeoutOverhead(2*time.Minute)))...)
+	t.Cleanup(hold.releaseAll) // before A's Stop: cleanups run last-in first-out
+	testkit.Eventually(t, rejoinSettle, "A folded the first 300 events", func() (bool, string) {
+		return foldsA.Load() == 300, fmt.Sprint(foldsA.Load())
+	})
+	testkit.Eventually(t, rejoinSettle, "A committed the first 300 events of both partitions", func() (bool, string) {
+		c := commits()
+		return c == end, fmt.Sprintf("committed %v of %v", c, end)
+	})
+	checkGroupProtocol(t, brokers, group, proto)
+	clA := inspect.Consumer(a.W).Client()
+	oldMember, oldGen := clA.GroupMetadata()
+
+	watch.armGateFor(0, 1)
+	produceLedgerTo(t, brokers, input, gen, 200, exp)
+	end = ends()
+	watch.await(t, rejoinSettle, "A's commits of both partitions' next events held at their gates", func() bool {
+		held := map[int32]bool{}
+		for _, r := range watch.blocked {
+			held[r.Partition] = true
+		}
+		return len(held) == 2
+	})
+	heartbeat, name := apiHeartbeat, "Heartbeat"
+	if proto == coordinator.ConsumerProtocol {
+		heartbeat, name = apiConsumerGroupHeartbeat, "ConsumerGroupHeartbeat"
+	}
+	hold.arm(heartbeat)
+	hold.awaitHeld(t, heartbeat, 0, rejoinSettle, "A's "+name+" held")
+	testkit.Eventually(t, rejoinSettle, "the coordinator evicted A (the group has no member)", func() (bool, string) {
+		n, err := groupMembers(t, brokers, group, proto)
+		return err == nil && n == 0, fmt.Sprintf("%d members (%v)", n, err)
+	})
+	if m, g := clA.GroupMetadata(); m != oldMember || g != oldGen {
+		t.Fatalf("precondition: A learned of its eviction (member %s generation %d, was %s %d)", m, g, oldMember, oldGen)
+	}
+
+	watch.openGateFor(0)
+	if r := watch.awaitReleased(t, 0, rejoinSettle); !errors.Is(r.Err, snapshotstore.ErrEvicted) {
+		t.Fatalf("A's held commit of p0: %s; want it refused as an unknown member (ErrEvicted)", r)
+	}
+	testkit.Eventually(t, rejoinSettle, "A's p0 stopped and waits for the rejoin", func() (bool, string) {
+		st := a.W.Status(t.Context())
+		return len(st.Failed) == 1 && st.Failed[0].Evicted, fmt.Sprintf("failed %+v", st.Failed)
+	})
+	// kgo has not learned it: p1 runs, and its held commit goes on now.
+	watch.openGateFor(1)
+	p1 := watch.awaitReleased(t, 1, rejoinSettle)
+	var oe *snapshotstore.OwnershipError
+	if !errors.As(p1.Err, &oe) || !oe.Evicted || !errors.Is(p1.Err, snapshotstore.ErrEvicted) {
+		t.Fatalf("A's commit of p1 after p0's refusal: %s; want it refused by the ownership binding as evicted, before the broker", p1)
+	}
+	testkit.Eventually(t, rejoinSettle, "both of A's partitions stopped and wait for the rejoin", func() (bool, string) {
+		st := a.W.Status(t.Context())
+		return len(st.Failed) == 2 && st.Failed[0].Evicted && st.Failed[1].Evicted && len(st.Partitions) == 0,
+			fmt.Sprintf("failed %+v, running %d", st.Failed, len(st.Partitions))
+	})
+	t.Logf("EVICTED-ALL | %s | A's p1: %v", proto, p1.Err)
+
+	hold.release(heartbeat) // refused: kgo rejoins as a new member
+	produceLedgerTo(t, brokers, input, gen, 100, exp)
+	end = ends()
+	testkit.Eventually(t, rejoinSettle, "A rejoined as a new member and committed both new log ends", func() (bool, string) {
+		m, g := clA.GroupMetadata()
+		c := commits()
+		st := a.W.Status(t.Context())
+		return m != oldMember && g > 0 && c == end && len(st.Failed) == 0,
+			fmt.Sprintf("A: member %q generation %d, failed %+v; committed %v of %v", m, g, st.Failed, c, end)
+	})
+	if aErr, _ := stopAndReport(t, a); aErr != nil {
+		t.Errorf("A's Run: %v (an eviction is not a failure)", aErr)
+	}
+	for p := range int32(2) {
+		for _, m := range partitionMismatches(t, brokers, snaps, p, exp[p]) {
+			t.Errorf("snapshot of %s[%d] differs from the fold of the whole input: %s", input, p, m)
+		}
+	}
+}
+
+// groupMembers is the number of members the group coordinator lists for
+// group (DescribeGroups, or ConsumerGroupDescribe under KIP-848).
+func groupMembers(t *testing.T, brokers []string, group string, proto coordinator.Protocol) (int, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(testkit.Client(t, brokers))
+	if proto == coordinator.ConsumerProtocol {
+		ds, err := adm.DescribeConsumerGroups(ctx, group)
+		if err == nil {
+			err = ds.Error()
+		}
+		if err != nil {
+			return -1, err
+		}
+		return len(ds[group].Members), nil
+	}
+	ds, err := adm.DescribeGroups(ctx, group)
+	if err == nil {
+		err = ds.Error()
+	}
+	if err != nil {
+		return -1, err
+	}
+	return len(ds[group].Members), nil
 }

@@ -591,7 +591,8 @@ func (r commitRecord) String() string {
 type commitWatch struct {
 	mu       sync.Mutex
 	records  []commitRecord
-	gate     chan struct{} // non-nil while armed: commits with writes wait for it to close
+	gate     chan struct{}           // non-nil while armed: commits with writes wait for it to close
+	gates    map[int32]chan struct{} // per partition (armGateFor), in place of gate
 	blocked  []commitRecord
 	released []commitRecord // gated commits that have returned
 	opens    map[int32]int
@@ -623,6 +624,31 @@ func (w *commitWatch) armGate() {
 	defer w.mu.Unlock()
 	if w.gate == nil {
 		w.gate = make(chan struct{})
+	}
+}
+
+// armGateFor arms a gate of its own for each partition of ps (opened by
+// openGateFor).
+func (w *commitWatch) armGateFor(ps ...int32) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.gates == nil {
+		w.gates = map[int32]chan struct{}{}
+	}
+	for _, p := range ps {
+		if w.gates[p] == nil {
+			w.gates[p] = make(chan struct{})
+		}
+	}
+}
+
+// openGateFor opens partition p's own gate.
+func (w *commitWatch) openGateFor(p int32) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if g := w.gates[p]; g != nil {
+		close(g)
+		delete(w.gates, p)
 	}
 }
 
@@ -727,6 +753,9 @@ func (p watchedPartition) Commit(ctx context.Context, b snapshotstore.Batch) err
 	r := commitRecord{Partition: p.info.Partition, Incarnation: p.inc, Writes: len(b.Writes), Offset: b.Offset}
 	p.w.mu.Lock()
 	gate := p.w.gate
+	if g := p.w.gates[p.info.Partition]; g != nil {
+		gate = g
+	}
 	if len(b.Writes) == 0 {
 		gate = nil
 	}

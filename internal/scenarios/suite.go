@@ -102,6 +102,8 @@ func Suite() []Case {
 			cases = append(cases, Case{Name: "EvictedMemberRejoins/" + mode.String() + "/" + proto.String(), Parallel: true,
 				Run: func(t *testing.T, b []string) { EvictedMemberRejoins(t, b, mode, proto) }})
 		}
+		cases = append(cases, Case{Name: "EvictionEndsEveryPartition/" + proto.String(), Parallel: true,
+			Run: func(t *testing.T, b []string) { EvictionEndsEveryPartition(t, b, proto) }})
 	}
 	for _, proto := range []coordinator.Protocol{coordinator.Cooperative, coordinator.Eager, coordinator.ConsumerProtocol} {
 		for _, mode := range modes {
