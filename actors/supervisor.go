@@ -22,7 +22,8 @@ import (
 type Consumer interface {
 	// PartitionMetadata is the live group metadata for tp's writes; it fails
 	// (snapshotstore.ErrNotOwned) once tp is not owned under the membership
-	// it was assigned under.
+	// it was assigned under, and (snapshotstore.ErrEvicted) while a commit
+	// of that membership was refused as an unknown member.
 	PartitionMetadata(tp coordinator.TopicPartition) (snapshotstore.GroupMetadata, error)
 	CommitOffset(ctx context.Context, tp coordinator.TopicPartition, offset int64) error
 	// Releaser is the function releasing n processed records of bytes

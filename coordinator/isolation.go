@@ -133,28 +133,37 @@ func (c *Consumer) PartitionEvicted(tp TopicPartition, err error) {
 		return
 	}
 	now := time.Now()
+	wait := c.evictionWait()
+	retryAt := now.Add(wait)
+	if u := c.own.EvictedUntil(tp); !u.IsZero() {
+		// Refused by an earlier refusal's mark (Ownership.Evict): it
+		// starts again with that refusal's partition, not a wait later.
+		retryAt = u
+	}
 	f := c.failed[tp]
 	if f == nil {
 		f = &Failure{TopicPartition: tp, Since: now, Evicted: true}
 		c.failed[tp] = f
 	}
 	f.Err = err
-	wait := c.evictionWait()
-	f.RetryAt = now.Add(wait)
+	f.RetryAt = retryAt
 	// Under the lock, as PartitionFailed's pause (see there).
 	c.cl.PauseFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}})
 	c.mu.Unlock()
 	c.log.Warn("partition stopped: the group coordinator evicted this member; it starts again once the consumer has rejoined the group and been given it",
-		zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Duration("restart_unless_rejoined_in", wait),
+		zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Duration("restart_unless_rejoined_in", retryAt.Sub(now)),
 		zap.Error(err))
 	// The member's other partitions: their writes are refused from here
 	// as this one's commit was (each then stops and waits the same way),
 	// not only when their own commits reach the coordinator or kgo's next
-	// heartbeat is refused.
-	if m, ok := refusedMembership(err); ok || c.boundMeta(tp, &m) {
-		if marked := c.own.Evict(m, f.RetryAt); len(marked) > 1 {
+	// heartbeat is refused. Only the broker's refusal marks: a refusal by
+	// the mark itself carries no membership of its own (and marking again
+	// from the live binding could hit a newer one).
+	if m, ok := refusedMembership(err); ok {
+		if marked := c.own.Evict(m, retryAt); len(marked) > 1 {
 			c.log.Warn("the member's other partitions write nothing more under the evicted membership; each stops at its next write and waits for the rejoin",
-				zap.String("member", m.MemberID), zap.Int32("generation", m.Generation), zap.Int("partitions", len(marked)))
+				zap.String("member", m.MemberID), zap.Int32("generation", m.Generation), zap.Int("partitions", len(marked)),
+				zap.Time("until", retryAt))
 		}
 	}
 	c.kickWatcher()
@@ -172,13 +181,6 @@ func refusedMembership(err error) (snapshotstore.GroupMetadata, bool) {
 		return fe.Meta, true
 	}
 	return snapshotstore.GroupMetadata{}, false
-}
-
-// boundMeta sets *m to tp's binding, if any.
-func (c *Consumer) boundMeta(tp TopicPartition, m *snapshotstore.GroupMetadata) bool {
-	b, ok := c.own.Bound(tp)
-	*m = b
-	return ok
 }
 
 // Failures returns the failed partitions waiting to be started again.
@@ -273,20 +275,22 @@ func (c *Consumer) restart(ctx context.Context, tp TopicPartition) {
 		c.mu.Unlock()
 		return
 	}
-	if f.Evicted {
-		// Due: the membership did not change for a session timeout after
-		// the refusal (a change would have stopped it as lost).
-		c.own.Readmit(tp)
-	}
 	m, err := c.meta.Current()
 	if err == nil {
 		err = c.own.Check(tp, m)
 	}
 	if err != nil {
 		// Lost: the watcher or the next callback stops it. Until then, not
-		// due again at once (restartFailed would spin on it).
+		// due again at once (restartFailed would spin on it). Marked
+		// evicted (a failed partition of a member whose commit was refused
+		// meanwhile): not before the mark ends, as the evicted ones — a
+		// restart's InitProducerID would fence the partition's new owner.
+		retryAt := time.Now().Add(c.cfg.RetryBackoff)
+		if u := c.own.EvictedUntil(tp); !u.IsZero() {
+			retryAt = u
+		}
 		c.mu.Lock()
-		f.RetryAt = time.Now().Add(c.cfg.RetryBackoff)
+		f.RetryAt = retryAt
 		c.mu.Unlock()
 		return
 	}

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -233,25 +233,30 @@ func (r recordingOpen) Open(_ context.Context, tps []TopicPartition) error {
 // evicted before it reaches the broker (the plain mode's snapshot writes carry
 // no fence: before, they went on until each one's own offset commit was
 // refused or kgo's next heartbeat was), so each stops and waits for the
-// rejoin like the first. A partition assigned at a later generation writes
-// on. A restart after the wait (the membership never changed) readmits the
-// partition: its Open runs, where the mark would have refused it for good.
+// rejoin like the first, and is due with it. A partition assigned at a later
+// generation writes on. A refusal by the mark marks nothing again (it
+// carries no membership of its own). A partition that had failed otherwise
+// and is marked meanwhile is not restarted before the mark ends (its
+// InitProducerID would fence the new owner); after it, it is.
 func TestAnEvictionEndsTheMembershipOfEveryPartition(t *testing.T) {
 	cl := offlineClient(t)
-	first, other, later := TopicPartition{"in", 0}, TopicPartition{"in", 1}, TopicPartition{"in", 2}
+	first, other, later, failing := TopicPartition{"in", 0}, TopicPartition{"in", 1}, TopicPartition{"in", 2}, TopicPartition{"in", 3}
 	var opened []TopicPartition
-	c := testConsumer(cl, recordingOpen{opened: &opened}, first, other, later)
-	c.own.Bind(first, snapshotstore.GroupMetadata{MemberID: "m1", Generation: 2})
-	c.own.Bind(other, snapshotstore.GroupMetadata{MemberID: "m1", Generation: 2})
+	c := testConsumer(cl, recordingOpen{opened: &opened}, first, other, later, failing)
+	for _, tp := range []TopicPartition{first, other, failing} {
+		c.own.Bind(tp, snapshotstore.GroupMetadata{MemberID: "m1", Generation: 2})
+	}
 	c.own.Bind(later, snapshotstore.GroupMetadata{MemberID: "m1", Generation: 3})
 	for _, tp := range []TopicPartition{first, other, later} {
 		if _, err := c.PartitionMetadata(tp); err != nil {
 			t.Fatalf("before the eviction, %v's metadata: %v", tp, err)
 		}
 	}
+	c.PartitionFailed(failing, errors.New("poison"))
 	refused := fmt.Errorf("in[0]: commit offset 9: %w", &snapshotstore.FencedError{
 		Partition: snapshotstore.PartitionInfo{Topic: "in"}, Meta: snapshotstore.GroupMetadata{MemberID: "m1", Generation: 2}, Err: kerr.UnknownMemberID})
 	c.PartitionEvicted(first, refused)
+	due := c.failed[first].RetryAt
 
 	_, err := c.PartitionMetadata(other)
 	if !errors.Is(err, snapshotstore.ErrEvicted) || !errors.Is(err, snapshotstore.ErrFenced) || errors.Is(err, snapshotstore.ErrNotOwned) {
@@ -264,11 +269,41 @@ func TestAnEvictionEndsTheMembershipOfEveryPartition(t *testing.T) {
 		t.Fatalf("the other partition: owned %v, failed %+v; it stays owned until its own write stops it", c.owned[other], c.failed[other])
 	}
 
-	// Its write stopped it: it waits as the first does, and when the wait
-	// is over with the membership unchanged it is started again.
+	// Its write stopped it: it waits as the first does, due with it, and
+	// its refusal marks nothing more (the later partition writes on).
 	c.PartitionEvicted(other, err)
-	c.restart(context.Background(), other)
-	if len(opened) != 1 || opened[0] != other {
-		t.Fatalf("the restart after the wait opened %v; want [%v] (the eviction mark refused it)", opened, other)
+	if f := c.failed[other]; f == nil || !f.Evicted || !f.RetryAt.Equal(due) {
+		t.Fatalf("the other partition after its refusal: %+v; want it evicted, due at the first's %v", f, due)
+	}
+	if _, err := c.PartitionMetadata(later); err != nil {
+		t.Fatalf("a refusal by the mark marked the later partition: %v", err)
+	}
+
+	// The failed partition's backoff is over, the mark is not: it waits for
+	// the mark.
+	c.restart(context.Background(), failing)
+	if len(opened) != 0 || !c.failed[failing].RetryAt.Equal(due) {
+		t.Fatalf("a marked failed partition restarted: opened %v, due %v (want nothing opened, due at the mark's end %v)", opened, c.failed[failing].RetryAt, due)
+	}
+	// Once the mark is gone (a new Bind starts the binding without one, as
+	// the mark's end would leave it), it restarts.
+	c.own.Bind(failing, snapshotstore.GroupMetadata{MemberID: "m1", Generation: 2})
+	c.restart(context.Background(), failing)
+	if len(opened) != 1 || opened[0] != failing {
+		t.Fatalf("after the mark, the restart opened %v; want [%v]", opened, failing)
+	}
+}
+
+// The plain mode's refused offset commit carries the membership it was sent
+// with, as the transactional commit's does: PartitionEvicted marks the
+// member's other partitions from it (a bare error marked nothing).
+func TestAPlainCommitsFenceCarriesItsMembership(t *testing.T) {
+	c := testConsumer(offlineClient(t), nopHandler{})
+	c.cfg.Group = "g"
+	m := snapshotstore.GroupMetadata{MemberID: "m1", Generation: 3}
+	err := fmt.Errorf("in[0]: commit offset 9: %w", c.fencedCommit(TopicPartition{"in", 0}, m, kerr.UnknownMemberID))
+	got, ok := refusedMembership(err)
+	if !ok || got != m || !errors.Is(err, snapshotstore.ErrEvicted) || !errors.Is(err, snapshotstore.ErrFenced) || !errors.Is(err, kerr.UnknownMemberID) {
+		t.Fatalf("%v: membership %+v (%v); want %+v, matching ErrEvicted, ErrFenced and UNKNOWN_MEMBER_ID", err, got, ok, m)
 	}
 }

@@ -19,9 +19,10 @@ import (
 // PartitionMetadata is the live group-metadata reader of one partition's
 // writes: the consumer's current metadata, only while tp is owned under the
 // membership it was assigned under (Ownership). Otherwise it fails with an
-// *snapshotstore.OwnershipError (errors.Is ErrNotOwned and ErrFenced) and
-// nothing reaches the broker; before the first join it fails with
-// ErrNoGroupMetadata.
+// *snapshotstore.OwnershipError (errors.Is ErrNotOwned and ErrFenced; or
+// ErrEvicted and ErrFenced while its membership is marked evicted,
+// Ownership.Evict) and nothing reaches the broker; before the first join it
+// fails with ErrNoGroupMetadata.
 func (c *Consumer) PartitionMetadata(tp TopicPartition) (snapshotstore.GroupMetadata, error) {
 	m, err := c.meta.Current()
 	if err != nil {
@@ -85,13 +86,19 @@ func (c *Consumer) CommitOffset(ctx context.Context, tp TopicPartition, offset i
 			}
 		}
 		if snapshotstore.IsFenceError(err) {
-			// The membership goes with the error: an eviction ends it for
-			// the member's every partition (Consumer.PartitionEvicted).
-			return fmt.Errorf("commit offset %d: %w", offset, &snapshotstore.FencedError{
-				Partition: snapshotstore.PartitionInfo{Topic: tp.Topic, Partition: tp.Partition, Group: c.cfg.Group}, Meta: m, Err: err})
+			return c.fencedCommit(tp, m, err)
 		}
 		return fmt.Errorf("commit offset %d of %s[%d]: %w", offset, tp.Topic, tp.Partition, err)
 	}
+}
+
+// fencedCommit is a plain offset commit's fence: a *snapshotstore.FencedError
+// carrying the membership the commit was sent with, so that an eviction
+// (UNKNOWN_MEMBER_ID) ends that membership for the member's every partition
+// (Consumer.PartitionEvicted), as the transactional commit's does.
+func (c *Consumer) fencedCommit(tp TopicPartition, m snapshotstore.GroupMetadata, err error) error {
+	return &snapshotstore.FencedError{
+		Partition: snapshotstore.PartitionInfo{Topic: tp.Topic, Partition: tp.Partition, Group: c.cfg.Group}, Meta: m, Err: err}
 }
 
 // racedRebalance: the broker refused a commit for a generation change that a

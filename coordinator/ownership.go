@@ -35,7 +35,7 @@ import (
 //     consumer stops them as lost (no flush) and releases them.
 //   - Evict(m, until) marks every partition bound under m's member at a
 //     generation not above m's, once one commit of m was refused with
-//     UNKNOWN_MEMBER_ID: until then (or Readmit, or a new Bind) a write for
+//     UNKNOWN_MEMBER_ID: until then (or a new Bind) a write for
 //     them is refused as evicted, though kgo still reports m.
 type Ownership struct {
 	mu    sync.Mutex
@@ -72,16 +72,18 @@ func (o *Ownership) Bind(tp TopicPartition, m snapshotstore.GroupMetadata) {
 // task at once, handleLostAll). Until then the plain mode, whose snapshot
 // writes carry no fence, would write for them as a zombie. A binding made
 // at a higher generation (a rejoin that kept the member id, KIP-848) is
-// not marked. The mark ends at until: a refusal kgo's heartbeats never
-// confirm is not believed for longer than a session timeout (the consumer's
-// restart of an evicted partition waits as long).
+// not marked. The mark ends at until (a later refusal's may extend it): a
+// refusal kgo's heartbeats never confirm is not believed for longer than
+// the consumer's eviction wait, when it starts the refused partition again.
 func (o *Ownership) Evict(m snapshotstore.GroupMetadata, until time.Time) []TopicPartition {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	var out []TopicPartition
 	for tp, b := range o.bound {
 		if m.MemberID != "" && b.meta.MemberID == m.MemberID && b.meta.Generation <= m.Generation {
-			b.evictedUntil = until
+			if until.After(b.evictedUntil) { // a later refusal's mark ends later
+				b.evictedUntil = until
+			}
 			o.bound[tp] = b
 			out = append(out, tp)
 		}
@@ -89,22 +91,23 @@ func (o *Ownership) Evict(m snapshotstore.GroupMetadata, until time.Time) []Topi
 	return out
 }
 
-// Readmit ends tp's eviction mark: the consumer starts it again because the
-// membership stayed unchanged for a session timeout after the refusal.
-func (o *Ownership) Readmit(tp TopicPartition) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if b, ok := o.bound[tp]; ok {
-		b.evictedUntil = time.Time{}
-		o.bound[tp] = b
-	}
-}
-
 // Release ends tp's binding: every later Check for it fails.
 func (o *Ownership) Release(tp TopicPartition) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	delete(o.bound, tp)
+}
+
+// EvictedUntil returns when tp's eviction mark ends, or the zero time when
+// it has none (or it has ended).
+func (o *Ownership) EvictedUntil(tp TopicPartition) time.Time {
+	o.mu.Lock()
+	b, ok := o.bound[tp]
+	o.mu.Unlock()
+	if !ok || !time.Now().Before(b.evictedUntil) {
+		return time.Time{}
+	}
+	return b.evictedUntil
 }
 
 // Bound returns tp's binding (false when tp is not bound).

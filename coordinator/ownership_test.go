@@ -115,8 +115,8 @@ func TestOwnershipRebindAfterMembershipChange(t *testing.T) {
 // bound under it at that generation or below: their writes are refused as
 // evicted (ErrEvicted, not ErrNotOwned: they stay assigned until the consumer
 // learns more), while a partition bound at a later generation, or under
-// another member, writes on. The mark ends at its deadline, at Readmit and
-// at a new Bind.
+// another member, writes on. The mark ends at its deadline (the latest
+// refusal's) and at a new Bind.
 func TestOwnershipEvictEndsTheMembershipForItsPartitions(t *testing.T) {
 	p := func(n int32) coordinator.TopicPartition { return coordinator.TopicPartition{Topic: "in", Partition: n} }
 	o := coordinator.NewOwnership()
@@ -148,17 +148,25 @@ func TestOwnershipEvictEndsTheMembershipForItsPartitions(t *testing.T) {
 		t.Fatalf("Stale = %v, want only B's: an eviction mark is not a membership change (the consumer must not release them)", st)
 	}
 
-	o.Readmit(p(0))
-	if err := o.Check(p(0), gm("A", 5)); err != nil {
-		t.Fatalf("after Readmit: %v", err)
+	if u := o.EvictedUntil(p(0)); u.IsZero() || o.EvictedUntil(p(3)) != (time.Time{}) {
+		t.Fatalf("EvictedUntil: %v for a marked partition, %v for an unmarked one", u, o.EvictedUntil(p(3)))
+	}
+	// A later refusal's mark ends later; an earlier one does not shorten it.
+	later := time.Now().Add(2 * time.Hour)
+	o.Evict(gm("A", 5), later)
+	o.Evict(gm("A", 5), time.Now().Add(time.Minute))
+	if u := o.EvictedUntil(p(0)); !u.Equal(later) {
+		t.Fatalf("the mark ends at %v, want the later refusal's %v", u, later)
 	}
 	o.Bind(p(1), gm("A", 8))
 	if err := o.Check(p(1), gm("A", 8)); err != nil {
 		t.Fatalf("after a new Bind: %v", err)
 	}
-	o.Evict(gm("A", 3), time.Now().Add(-time.Millisecond))
-	if err := o.Check(p(2), gm("A", 5)); err != nil {
-		t.Fatalf("after the mark's deadline: %v", err)
+	ended := coordinator.NewOwnership()
+	ended.Bind(p(2), gm("A", 3))
+	ended.Evict(gm("A", 3), time.Now().Add(-time.Millisecond))
+	if err := ended.Check(p(2), gm("A", 5)); err != nil || !ended.EvictedUntil(p(2)).IsZero() {
+		t.Fatalf("after the mark's deadline: %v (EvictedUntil %v)", err, ended.EvictedUntil(p(2)))
 	}
 	if got := o.Evict(gm("", 9), time.Now().Add(time.Hour)); len(got) != 0 {
 		t.Fatalf("a membership without a member id marked %v", got)
