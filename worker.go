@@ -396,7 +396,8 @@ type FailedPartition struct {
 	RetryAt   time.Time `json:"retry_at"`
 	// Evicted: not a failure — the group coordinator evicted this member;
 	// the partition starts again once the worker has rejoined the group
-	// (snapshotstore.ErrEvicted), at RetryAt at the latest.
+	// (snapshotstore.ErrEvicted), or from RetryAt on if the coordinator
+	// lists this member again without a rejoin.
 	Evicted bool `json:"evicted,omitempty"`
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"go.uber.org/zap"
 )
 
@@ -183,6 +184,79 @@ func refusedMembership(err error) (snapshotstore.GroupMetadata, bool) {
 	return snapshotstore.GroupMetadata{}, false
 }
 
+// stillMember is asked before an evicted partition starts again under the
+// membership m whose commit was refused, once the eviction wait is over and
+// kgo still reports m: a restart's InitProducerID fences the partition's new
+// owner (it aborts the new owner's open transaction), so it runs only when
+// the group coordinator lists m's member again (a refusal kgo's heartbeats
+// never confirmed). When the coordinator does not list it — kgo has not
+// learned the eviction, e.g. its heartbeat is stuck on a connection — or
+// cannot be asked, the partition waits another backoff; a coordinator that
+// refuses the question (no DESCRIBE on the group, an old broker) leaves the
+// restart to go ahead, as it did before this check.
+func (c *Consumer) stillMember(ctx context.Context, tp TopicPartition, m snapshotstore.GroupMetadata) bool {
+	probe := c.memberListed
+	if c.probeMember != nil {
+		probe = c.probeMember
+	}
+	pctx, cancel := context.WithTimeout(ctx, c.restartBound())
+	defer cancel()
+	listed, err := probe(pctx, m)
+	switch {
+	case err != nil && (errors.Is(err, kerr.GroupAuthorizationFailed) || errors.Is(err, kerr.UnsupportedVersion)):
+		c.log.Warn("cannot ask the group coordinator whether this member is still in the group; starting the evicted partition again",
+			zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Error(err))
+		return true
+	case err != nil:
+		c.log.Warn("cannot ask the group coordinator whether this member is still in the group; the evicted partition waits",
+			zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Duration("retry_in", c.cfg.RetryBackoff), zap.Error(err))
+		return false
+	case !listed:
+		c.log.Warn("the group coordinator does not list this member, though the consumer has not learned it; the evicted partition waits (starting it would fence its new owner)",
+			zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.String("member", m.MemberID),
+			zap.Duration("retry_in", c.cfg.RetryBackoff))
+		return false
+	}
+	return true
+}
+
+// memberListed asks the group coordinator whether it lists m's member:
+// DescribeGroups, or ConsumerGroupDescribe under KIP-848 (read-only, the
+// DESCRIBE on the group that the offset fetch needs too).
+func (c *Consumer) memberListed(ctx context.Context, m snapshotstore.GroupMetadata) (bool, error) {
+	if c.cfg.Protocol == ConsumerProtocol {
+		ds, err := c.adm.DescribeConsumerGroups(ctx, c.cfg.Group)
+		if err == nil {
+			err = ds.Error()
+		}
+		if errors.Is(err, kerr.GroupIDNotFound) {
+			return false, nil // no member at all
+		}
+		if err != nil {
+			return false, err
+		}
+		for _, mem := range ds[c.cfg.Group].Members {
+			if mem.MemberID == m.MemberID {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+	ds, err := c.adm.DescribeGroups(ctx, c.cfg.Group)
+	if err == nil {
+		err = ds.Error()
+	}
+	if err != nil {
+		return false, err
+	}
+	for _, mem := range ds[c.cfg.Group].Members {
+		if mem.MemberID == m.MemberID {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // Failures returns the failed partitions waiting to be started again.
 func (c *Consumer) Failures() []Failure {
 	c.mu.Lock()
@@ -291,6 +365,12 @@ func (c *Consumer) restart(ctx context.Context, tp TopicPartition) {
 		}
 		c.mu.Lock()
 		f.RetryAt = retryAt
+		c.mu.Unlock()
+		return
+	}
+	if f.Evicted && !c.stillMember(ctx, tp, m) {
+		c.mu.Lock()
+		f.RetryAt = time.Now().Add(c.cfg.RetryBackoff)
 		c.mu.Unlock()
 		return
 	}

@@ -307,3 +307,53 @@ func TestAPlainCommitsFenceCarriesItsMembership(t *testing.T) {
 		t.Fatalf("%v: membership %+v (%v); want %+v, matching ErrEvicted, ErrFenced and UNKNOWN_MEMBER_ID", err, got, ok, m)
 	}
 }
+
+// An evicted partition's restart after the eviction wait, kgo still
+// reporting the refused membership, asks the group coordinator first: it
+// starts only when the coordinator lists the member again (the refusal was
+// never confirmed), or refuses the question (as before the check). When it
+// does not list the member, or cannot be asked (its connection stuck as the
+// heartbeat's), the restart's InitProducerID would fence the partition's new
+// owner: the partition waits another backoff.
+func TestAnEvictedPartitionRestartsOnlyWhenTheCoordinatorListsTheMember(t *testing.T) {
+	cl := offlineClient(t)
+	tp := TopicPartition{"in", 0}
+	m := snapshotstore.GroupMetadata{MemberID: "m1", Generation: 3}
+	for _, tc := range []struct {
+		name    string
+		listed  bool
+		err     error
+		started bool
+	}{
+		{"listed", true, nil, true},
+		{"not listed", false, nil, false},
+		{"coordinator unreachable", false, context.DeadlineExceeded, false},
+		{"question refused", false, kerr.GroupAuthorizationFailed, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var opened []TopicPartition
+			c := testConsumer(cl, recordingOpen{opened: &opened}, tp)
+			var asked []snapshotstore.GroupMetadata
+			c.probeMember = func(_ context.Context, got snapshotstore.GroupMetadata) (bool, error) {
+				asked = append(asked, got)
+				return tc.listed, tc.err
+			}
+			c.own.Bind(tp, m)
+			c.PartitionEvicted(tp, snapshotstore.ErrEvicted)
+			before := time.Now()
+			c.restart(context.Background(), tp) // the wait is over
+			if len(asked) != 1 || asked[0] != m {
+				t.Fatalf("asked the coordinator about %v; want %v once", asked, m)
+			}
+			if started := len(opened) == 1; started != tc.started {
+				t.Fatalf("restart opened %v; want started %v", opened, tc.started)
+			}
+			if !tc.started {
+				if f := c.failed[tp]; f == nil || !f.Evicted || f.RetryAt.Before(before.Add(c.cfg.RetryBackoff)) {
+					t.Fatalf("after the refused restart: %+v; want it evicted, due a backoff later", f)
+				}
+			}
+			cl.ResumeFetchPartitions(map[string][]int32{"in": {0}})
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -138,5 +139,49 @@ func TestRunDoesNotWaitForAJoinTheGroupHolds(t *testing.T) {
 	case <-cJoined:
 		t.Fatal("the held join completed by the time Run returned: the test did not hold the consumer in a join")
 	default:
+	}
+}
+
+// memberListed, the question an evicted partition's restart asks the group
+// coordinator, against kfake under both protocols: the running member is
+// listed, an unknown member id is not.
+func TestMemberListedAsksTheCoordinator(t *testing.T) {
+	for _, proto := range []Protocol{Cooperative, ConsumerProtocol} {
+		t.Run(proto.String(), func(t *testing.T) {
+			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			cons, err := New(Config{Brokers: c.ListenAddrs(), Group: "g", Topic: "in", Logger: zaptest.NewLogger(t), Protocol: proto,
+				SessionTimeout: 6 * time.Second, RebalanceTimeout: 10 * time.Second, LeaveTimeout: time.Second}, nopHandler{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			ran := make(chan error, 1)
+			go func() { ran <- cons.Run(ctx) }()
+			defer func() { cancel(); <-ran }()
+			var m string
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				var listed bool
+				if id, gen := cons.cl.GroupMetadata(); id != "" && gen > 0 {
+					m = id
+					listed, err = cons.memberListed(ctx, snapshotstore.GroupMetadata{MemberID: id, Generation: gen})
+					if listed && err == nil {
+						break
+					}
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the joined member %q not listed in 30 s (last answer: %v)", m, err)
+				}
+				time.Sleep(20 * time.Millisecond) // the join is kgo's: polled
+			}
+			listed, err := cons.memberListed(ctx, snapshotstore.GroupMetadata{MemberID: "gone-" + m, Generation: 1})
+			if listed || err != nil {
+				t.Fatalf("an unknown member: listed %v, error %v; want not listed, no error", listed, err)
+			}
+		})
 	}
 }

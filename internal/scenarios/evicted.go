@@ -269,6 +269,32 @@ func EvictionEndsEveryPartition(t *testing.T, brokers []string, proto coordinato
 			fmt.Sprintf("failed %+v, running %d", st.Failed, len(st.Partitions))
 	})
 	t.Logf("EVICTED-ALL | %s | A's p1: %v", proto, p1.Err)
+	if proto != coordinator.ConsumerProtocol { // KIP-848's eviction wait is 45 s at least
+		// The eviction wait ends, kgo still reporting the refused
+		// membership (its heartbeat held): the restart asks the group
+		// coordinator first, which does not list A (or cannot be asked,
+		// behind the held heartbeat), so it opens nothing — an Open's
+		// InitProducerID would fence the partitions' next owner.
+		p0Due := func() time.Time {
+			for _, f := range a.W.Status(t.Context()).Failed {
+				if f.Partition == 0 {
+					return f.RetryAt
+				}
+			}
+			return time.Time{}
+		}
+		due := p0Due()
+		testkit.Eventually(t, evictionAllSessionTimeout+rejoinSettle, "A's restart of p0 after the eviction wait, declined", func() (bool, string) {
+			d := p0Due()
+			return d.After(due), fmt.Sprintf("p0 due at %s (first due %s)", d.Format(time.RFC3339Nano), due.Format(time.RFC3339Nano))
+		})
+		watch.mu.Lock()
+		opens := watch.opens[0]
+		watch.mu.Unlock()
+		if opens != 1 {
+			t.Fatalf("A opened p0's store %d times while evicted; want once (a restart's InitProducerID fences the next owner)", opens)
+		}
+	}
 
 	hold.release(heartbeat) // refused: kgo rejoins as a new member
 	produceLedgerTo(t, brokers, input, gen, 100, exp)
