@@ -27,6 +27,12 @@ type Failure struct {
 	// Evicted: not a failure — the group coordinator evicted this member
 	// (PartitionEvicted); the partition waits for the consumer to rejoin.
 	Evicted bool
+	// marked: a failed partition whose restart an eviction mark held back:
+	// its restart asks the coordinator first, as an evicted one's does.
+	marked bool
+	// declined counts the restarts the coordinator's answer held back (the
+	// first is logged at warn, the rest at debug).
+	declined int
 }
 
 // testHookFailedRecorded runs in PartitionFailed right after the failure is
@@ -121,8 +127,9 @@ func (c *Consumer) evictionWait() time.Duration {
 // rejoins as a new member, the watcher stops the partition as lost, and
 // the next assignment starts it again from its committed offset (here, or
 // on its new owner). Only if the membership is unchanged a session timeout
-// later (a refusal kgo's heartbeats never confirmed) is it started again
-// as a failed partition would be. Not sooner: a restart's InitProducerID
+// later (a refusal kgo's heartbeats never confirmed) and the group
+// coordinator lists the member again (stillMember) is it started again as
+// a failed partition would be. Not sooner: a restart's InitProducerID
 // fences the partition's new owner's producer (which then aborts and
 // redoes its transaction), and an evicted member restarting at a backoff
 // would do that at every attempt until kgo noticed. Goroutine-safe and
@@ -184,57 +191,107 @@ func refusedMembership(err error) (snapshotstore.GroupMetadata, bool) {
 	return snapshotstore.GroupMetadata{}, false
 }
 
-// stillMember is asked before an evicted partition starts again under the
-// membership m whose commit was refused, once the eviction wait is over and
-// kgo still reports m: a restart's InitProducerID fences the partition's new
-// owner (it aborts the new owner's open transaction), so it runs only when
-// the group coordinator lists m's member again (a refusal kgo's heartbeats
-// never confirmed). When the coordinator does not list it — kgo has not
-// learned the eviction, e.g. its heartbeat is stuck on a connection — or
-// cannot be asked, the partition waits another backoff; a coordinator that
-// refuses the question (no DESCRIBE on the group, an old broker) leaves the
-// restart to go ahead, as it did before this check.
-func (c *Consumer) stillMember(ctx context.Context, tp TopicPartition, m snapshotstore.GroupMetadata) bool {
+// probeBound bounds the question stillMember asks the group coordinator: it
+// runs before the restart takes the rebalance lock, but a pass of
+// restartFailed waits for it.
+const probeBound = 5 * time.Second
+
+// memberProbes memoises stillMember's answers within one pass of
+// restartFailed: one question per membership, not one per partition.
+type memberProbes map[string]bool
+
+// stillMember is asked before an evicted partition (or a failed one an
+// eviction mark held back) starts again under the membership m, kgo still
+// reporting m after the eviction wait: a restart's InitProducerID fences the
+// partition's new owner (it aborts the new owner's open transaction), so it
+// runs only when the group coordinator lists m's member again (a refusal
+// kgo's heartbeats never confirmed). When the coordinator does not list it
+// — kgo has not learned the eviction, e.g. its heartbeat is stuck on a
+// connection — or cannot be reached, the partition waits another backoff;
+// a coordinator that refuses the question (no DESCRIBE on the group or its
+// topics, a request it does not support) leaves the restart to go ahead, as
+// it did before this check.
+func (c *Consumer) stillMember(ctx context.Context, tp TopicPartition, m snapshotstore.GroupMetadata, f *Failure, memo memberProbes) bool {
+	if listed, ok := memo[m.MemberID]; ok {
+		return listed
+	}
 	probe := c.memberListed
 	if c.probeMember != nil {
 		probe = c.probeMember
 	}
-	pctx, cancel := context.WithTimeout(ctx, c.restartBound())
+	pctx, cancel := context.WithTimeout(ctx, min(c.restartBound(), probeBound))
 	defer cancel()
 	listed, err := probe(pctx, m)
+	if ctx.Err() != nil {
+		return false // stopping: nothing to say
+	}
+	c.mu.Lock()
+	first := f.declined == 0
+	c.mu.Unlock()
+	lvl := zap.DebugLevel
+	if first {
+		lvl = zap.WarnLevel
+	}
 	switch {
-	case err != nil && (errors.Is(err, kerr.GroupAuthorizationFailed) || errors.Is(err, kerr.UnsupportedVersion)):
-		c.log.Warn("cannot ask the group coordinator whether this member is still in the group; starting the evicted partition again",
+	case err != nil && refusedQuestion(err):
+		c.log.Warn("the group coordinator refuses to say whether this member is still in the group; starting the evicted partition again",
 			zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Error(err))
-		return true
+		listed = true
 	case err != nil:
-		c.log.Warn("cannot ask the group coordinator whether this member is still in the group; the evicted partition waits",
+		c.log.Log(lvl, "cannot ask the group coordinator whether this member is still in the group; the evicted partition waits (later ones at debug)",
 			zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Duration("retry_in", c.cfg.RetryBackoff), zap.Error(err))
-		return false
 	case !listed:
-		c.log.Warn("the group coordinator does not list this member, though the consumer has not learned it; the evicted partition waits (starting it would fence its new owner)",
+		c.log.Log(lvl, "the group coordinator does not list this member, though the consumer has not learned it; the evicted partition waits (starting it would fence its new owner; later ones at debug)",
 			zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.String("member", m.MemberID),
 			zap.Duration("retry_in", c.cfg.RetryBackoff))
-		return false
 	}
-	return true
+	if memo != nil {
+		memo[m.MemberID] = listed
+	}
+	return listed
 }
 
-// memberListed asks the group coordinator whether it lists m's member:
-// DescribeGroups, or ConsumerGroupDescribe under KIP-848 (read-only, the
-// DESCRIBE on the group that the offset fetch needs too).
+// refusedQuestion: the coordinator will not answer stillMember's question,
+// now or later.
+func refusedQuestion(err error) bool {
+	return errors.Is(err, kerr.GroupAuthorizationFailed) || errors.Is(err, kerr.TopicAuthorizationFailed) ||
+		errors.Is(err, kerr.UnsupportedVersion)
+}
+
+// memberListed asks the group coordinator whether it lists m's member
+// (read-only: the DESCRIBE on the group that the offset fetch needs too).
+// Under KIP-848 ConsumerGroupDescribe first and, unless it lists the member,
+// DescribeGroups too: kgo falls back to the classic protocol by itself
+// against a broker without KIP-848, and ConsumerGroupDescribe then answers
+// GROUP_ID_NOT_FOUND (or kgo refuses it as too new for the broker). The
+// member is listed if either lists it; an error only if neither answered.
 func (c *Consumer) memberListed(ctx context.Context, m snapshotstore.GroupMetadata) (bool, error) {
+	var err848 error
 	if c.cfg.Protocol == ConsumerProtocol {
 		ds, err := c.adm.DescribeConsumerGroups(ctx, c.cfg.Group)
 		if err == nil {
 			err = ds.Error()
 		}
+		if err == nil {
+			for _, mem := range ds[c.cfg.Group].Members {
+				if mem.MemberID == m.MemberID {
+					return true, nil
+				}
+			}
+		}
 		if errors.Is(err, kerr.GroupIDNotFound) {
-			return false, nil // no member at all
+			err = nil // answered: no such consumer group
 		}
-		if err != nil {
-			return false, err
+		if ctx.Err() != nil {
+			return false, errors.Join(err, ctx.Err())
 		}
+		err848 = err
+	}
+	ds, err := c.adm.DescribeGroups(ctx, c.cfg.Group)
+	if err == nil {
+		err = ds.Error()
+	}
+	if err == nil {
 		for _, mem := range ds[c.cfg.Group].Members {
 			if mem.MemberID == m.MemberID {
 				return true, nil
@@ -242,19 +299,10 @@ func (c *Consumer) memberListed(ctx context.Context, m snapshotstore.GroupMetada
 		}
 		return false, nil
 	}
-	ds, err := c.adm.DescribeGroups(ctx, c.cfg.Group)
-	if err == nil {
-		err = ds.Error()
+	if c.cfg.Protocol == ConsumerProtocol && err848 == nil {
+		return false, nil // ConsumerGroupDescribe answered
 	}
-	if err != nil {
-		return false, err
-	}
-	for _, mem := range ds[c.cfg.Group].Members {
-		if mem.MemberID == m.MemberID {
-			return true, nil
-		}
-	}
-	return false, nil
+	return false, errors.Join(err848, err)
 }
 
 // Failures returns the failed partitions waiting to be started again.
@@ -288,8 +336,9 @@ func (c *Consumer) restartFailed(ctx context.Context) {
 			}
 		}
 		c.mu.Unlock()
+		memo := memberProbes{} // one question per membership per pass
 		for _, tp := range due {
-			c.restart(ctx, tp)
+			c.restartWith(ctx, tp, memo)
 		}
 		if len(due) > 0 {
 			continue
@@ -333,11 +382,36 @@ func (c *Consumer) restartResolveAfter() time.Duration {
 // restart starts one failed partition again, under the rebalance lock (no
 // callback runs meanwhile), only while it is still owned under the
 // membership it was assigned under.
-func (c *Consumer) restart(ctx context.Context, tp TopicPartition) {
+func (c *Consumer) restart(ctx context.Context, tp TopicPartition) { c.restartWith(ctx, tp, nil) }
+
+// restartWith is restart with the pass's memo of stillMember's answers (nil:
+// none).
+func (c *Consumer) restartWith(ctx context.Context, tp TopicPartition, memo memberProbes) {
+	c.mu.Lock()
+	f := c.failed[tp]
+	ask := f != nil && c.owned[tp] && (f.Evicted || f.marked)
+	c.mu.Unlock()
+	if ask {
+		// Before the rebalance lock: the question may take its bound, and
+		// a revoke waiting for the lock must fit the rebalance timeout
+		// with the restart's own bound. What changes meanwhile (a rejoin,
+		// a loss) the checks under the lock see.
+		if m, err := c.meta.Current(); err == nil && c.own.Check(tp, m) == nil && !c.stillMember(ctx, tp, m, f, memo) {
+			next := time.Now().Add(c.cfg.RetryBackoff)
+			// The member is gone (or unknown): its partitions that did not
+			// write while the mark lasted stay refused too.
+			c.own.Evict(m, next)
+			c.mu.Lock()
+			f.RetryAt = next
+			f.declined++
+			c.mu.Unlock()
+			return
+		}
+	}
 	c.rebalance.Lock()
 	defer c.rebalance.Unlock()
 	c.mu.Lock()
-	f := c.failed[tp]
+	f = c.failed[tp]
 	owned := c.owned[tp]
 	c.mu.Unlock()
 	if f == nil || c.closing || ctx.Err() != nil {
@@ -359,18 +433,13 @@ func (c *Consumer) restart(ctx context.Context, tp TopicPartition) {
 		// evicted (a failed partition of a member whose commit was refused
 		// meanwhile): not before the mark ends, as the evicted ones — a
 		// restart's InitProducerID would fence the partition's new owner.
-		retryAt := time.Now().Add(c.cfg.RetryBackoff)
+		retryAt, marked := time.Now().Add(c.cfg.RetryBackoff), false
 		if u := c.own.EvictedUntil(tp); !u.IsZero() {
-			retryAt = u
+			retryAt, marked = u, true
 		}
 		c.mu.Lock()
 		f.RetryAt = retryAt
-		c.mu.Unlock()
-		return
-	}
-	if f.Evicted && !c.stillMember(ctx, tp, m) {
-		c.mu.Lock()
-		f.RetryAt = time.Now().Add(c.cfg.RetryBackoff)
+		f.marked = f.marked || marked
 		c.mu.Unlock()
 		return
 	}

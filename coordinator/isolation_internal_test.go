@@ -349,11 +349,60 @@ func TestAnEvictedPartitionRestartsOnlyWhenTheCoordinatorListsTheMember(t *testi
 				t.Fatalf("restart opened %v; want started %v", opened, tc.started)
 			}
 			if !tc.started {
-				if f := c.failed[tp]; f == nil || !f.Evicted || f.RetryAt.Before(before.Add(c.cfg.RetryBackoff)) {
-					t.Fatalf("after the refused restart: %+v; want it evicted, due a backoff later", f)
+				if f := c.failed[tp]; f == nil || !f.Evicted || f.RetryAt.Before(before.Add(c.cfg.RetryBackoff)) || f.declined != 1 {
+					t.Fatalf("after the refused restart: %+v; want it evicted, due a backoff later, one decline", f)
+				}
+				// The member is gone as far as anyone can tell: its
+				// partitions stay refused (an idle one would write again
+				// once the first mark ended).
+				if _, err := c.PartitionMetadata(tp); !errors.Is(err, snapshotstore.ErrEvicted) {
+					t.Fatalf("a write after the declined restart: %v; want it refused as evicted", err)
 				}
 			}
 			cl.ResumeFetchPartitions(map[string][]int32{"in": {0}})
 		})
+	}
+}
+
+// The question to the coordinator is asked outside the rebalance lock (a
+// revoke waiting for the lock must fit the rebalance timeout beside the
+// restart's own bound), and once per membership in a pass of restartFailed.
+func TestTheRestartsQuestionHoldsNoLockAndIsAskedOncePerPass(t *testing.T) {
+	cl := offlineClient(t)
+	p0, p1 := TopicPartition{"in", 0}, TopicPartition{"in", 1}
+	var opened []TopicPartition
+	c := testConsumer(cl, recordingOpen{opened: &opened}, p0, p1)
+	m := snapshotstore.GroupMetadata{MemberID: "m1", Generation: 3}
+	c.own.Bind(p0, m)
+	c.own.Bind(p1, m)
+	asking, answer := make(chan struct{}), make(chan struct{})
+	var asked int
+	c.probeMember = func(context.Context, snapshotstore.GroupMetadata) (bool, error) {
+		asked++
+		if asked == 1 {
+			close(asking)
+			<-answer
+		}
+		return false, nil
+	}
+	c.PartitionEvicted(p0, snapshotstore.ErrEvicted)
+	c.PartitionEvicted(p1, snapshotstore.ErrEvicted)
+	memo := memberProbes{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.restartWith(context.Background(), p0, memo)
+	}()
+	<-asking
+	if !c.rebalance.TryLock() {
+		close(answer)
+		t.Fatal("the rebalance lock is held while the coordinator is asked")
+	}
+	c.rebalance.Unlock()
+	close(answer)
+	<-done
+	c.restartWith(context.Background(), p1, memo)
+	if asked != 1 || len(opened) != 0 {
+		t.Fatalf("asked %d times, opened %v; want one question for the pass, nothing opened", asked, opened)
 	}
 }
