@@ -198,7 +198,16 @@ const probeBound = 5 * time.Second
 
 // memberProbes memoises stillMember's answers within one pass of
 // restartFailed: one question per membership, not one per partition.
-type memberProbes map[string]bool
+type memberProbes map[string]memberAnswer
+
+// memberAnswer is stillMember's answer.
+type memberAnswer int
+
+const (
+	memberListedAgain memberAnswer = iota // listed, or the question refused: start
+	memberNotListed                       // the coordinator does not list it: wait
+	memberUnknown                         // no answer (unreachable, stopping): wait
+)
 
 // stillMember is asked before an evicted partition (or a failed one an
 // eviction mark held back) starts again under the membership m, kgo still
@@ -211,9 +220,9 @@ type memberProbes map[string]bool
 // a coordinator that refuses the question (no DESCRIBE on the group or its
 // topics, a request it does not support) leaves the restart to go ahead, as
 // it did before this check.
-func (c *Consumer) stillMember(ctx context.Context, tp TopicPartition, m snapshotstore.GroupMetadata, f *Failure, memo memberProbes) bool {
-	if listed, ok := memo[m.MemberID]; ok {
-		return listed
+func (c *Consumer) stillMember(ctx context.Context, tp TopicPartition, m snapshotstore.GroupMetadata, f *Failure, memo memberProbes) memberAnswer {
+	if a, ok := memo[m.MemberID]; ok {
+		return a
 	}
 	probe := c.memberListed
 	if c.probeMember != nil {
@@ -223,7 +232,7 @@ func (c *Consumer) stillMember(ctx context.Context, tp TopicPartition, m snapsho
 	defer cancel()
 	listed, err := probe(pctx, m)
 	if ctx.Err() != nil {
-		return false // stopping: nothing to say
+		return memberUnknown // stopping: nothing to say
 	}
 	c.mu.Lock()
 	first := f.declined == 0
@@ -232,23 +241,25 @@ func (c *Consumer) stillMember(ctx context.Context, tp TopicPartition, m snapsho
 	if first {
 		lvl = zap.WarnLevel
 	}
+	a := memberListedAgain
 	switch {
 	case err != nil && refusedQuestion(err):
 		c.log.Warn("the group coordinator refuses to say whether this member is still in the group; starting the evicted partition again",
 			zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Error(err))
-		listed = true
 	case err != nil:
+		a = memberUnknown
 		c.log.Log(lvl, "cannot ask the group coordinator whether this member is still in the group; the evicted partition waits (later ones at debug)",
 			zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Duration("retry_in", c.cfg.RetryBackoff), zap.Error(err))
 	case !listed:
+		a = memberNotListed
 		c.log.Log(lvl, "the group coordinator does not list this member, though the consumer has not learned it; the evicted partition waits (starting it would fence its new owner; later ones at debug)",
 			zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.String("member", m.MemberID),
 			zap.Duration("retry_in", c.cfg.RetryBackoff))
 	}
 	if memo != nil {
-		memo[m.MemberID] = listed
+		memo[m.MemberID] = a
 	}
-	return listed
+	return a
 }
 
 // refusedQuestion: the coordinator will not answer stillMember's question,
@@ -384,34 +395,55 @@ func (c *Consumer) restartResolveAfter() time.Duration {
 // membership it was assigned under.
 func (c *Consumer) restart(ctx context.Context, tp TopicPartition) { c.restartWith(ctx, tp, nil) }
 
-// restartWith is restart with the pass's memo of stillMember's answers (nil:
-// none).
-func (c *Consumer) restartWith(ctx context.Context, tp TopicPartition, memo memberProbes) {
+// heldBackByTheCoordinator asks the group coordinator, for an evicted
+// partition (or a failed one an eviction mark held back), whether the
+// membership it would start under is listed again (stillMember), and holds
+// the restart back a backoff when not. Before the rebalance lock: the
+// question may take its bound, and a revoke waiting for the lock must fit
+// the rebalance timeout beside the restart's own bound. What changes
+// meanwhile (a rejoin, a loss) the restart's checks under the lock see.
+func (c *Consumer) heldBackByTheCoordinator(ctx context.Context, tp TopicPartition, memo memberProbes) bool {
 	c.mu.Lock()
 	f := c.failed[tp]
 	ask := f != nil && c.owned[tp] && (f.Evicted || f.marked)
 	c.mu.Unlock()
-	if ask {
-		// Before the rebalance lock: the question may take its bound, and
-		// a revoke waiting for the lock must fit the rebalance timeout
-		// with the restart's own bound. What changes meanwhile (a rejoin,
-		// a loss) the checks under the lock see.
-		if m, err := c.meta.Current(); err == nil && c.own.Check(tp, m) == nil && !c.stillMember(ctx, tp, m, f, memo) {
-			next := time.Now().Add(c.cfg.RetryBackoff)
-			// The member is gone (or unknown): its partitions that did not
-			// write while the mark lasted stay refused too.
-			c.own.Evict(m, next)
-			c.mu.Lock()
-			f.RetryAt = next
-			f.declined++
-			c.mu.Unlock()
-			return
-		}
+	if !ask {
+		return false
+	}
+	m, err := c.meta.Current()
+	if err != nil || c.own.Check(tp, m) != nil {
+		return false // the checks under the lock handle it
+	}
+	a := c.stillMember(ctx, tp, m, f, memo)
+	if a == memberListedAgain {
+		return false
+	}
+	next := time.Now().Add(c.cfg.RetryBackoff)
+	if b, ok := c.own.Bound(tp); ok && a == memberNotListed {
+		// The coordinator says the member is gone: the partitions bound
+		// with this one that did not write while the mark lasted stay
+		// refused (a partition assigned later, at a newer generation, is
+		// not marked; nor is anything when the coordinator could not be
+		// asked).
+		c.own.Evict(b, next)
+	}
+	c.mu.Lock()
+	f.RetryAt = next
+	f.declined++
+	c.mu.Unlock()
+	return true
+}
+
+// restartWith is restart with the pass's memo of stillMember's answers (nil:
+// none).
+func (c *Consumer) restartWith(ctx context.Context, tp TopicPartition, memo memberProbes) {
+	if c.heldBackByTheCoordinator(ctx, tp, memo) {
+		return
 	}
 	c.rebalance.Lock()
 	defer c.rebalance.Unlock()
 	c.mu.Lock()
-	f = c.failed[tp]
+	f := c.failed[tp]
 	owned := c.owned[tp]
 	c.mu.Unlock()
 	if f == nil || c.closing || ctx.Err() != nil {
