@@ -27,12 +27,10 @@ type Failure struct {
 	// Evicted: not a failure — the group coordinator evicted this member
 	// (PartitionEvicted); the partition waits for the consumer to rejoin.
 	Evicted bool
-	// marked: a failed partition whose restart an eviction mark held back:
-	// its restart asks the coordinator first, as an evicted one's does.
-	marked bool
-	// declined counts the restarts the coordinator's answer held back (the
-	// first is logged at warn, the rest at debug).
-	declined int
+	// answer is the coordinator's last answer to the restart's question
+	// (stillMember; memberUnasked before the first): a new answer is logged
+	// at warn, a repeated one at debug.
+	answer memberAnswer
 }
 
 // testHookFailedRecorded runs in PartitionFailed right after the failure is
@@ -60,7 +58,7 @@ func (c *Consumer) PartitionFailed(tp TopicPartition, err error) {
 	f := c.failed[tp]
 	now := time.Now()
 	if f == nil {
-		f = &Failure{TopicPartition: tp, Since: now}
+		f = &Failure{TopicPartition: tp, Since: now, answer: memberUnasked}
 		if prev := c.streak[tp]; prev != nil && now.Sub(prev.RetryAt) < healthyAfter {
 			f.Attempts, f.Since = prev.Attempts, prev.Since
 		}
@@ -150,7 +148,7 @@ func (c *Consumer) PartitionEvicted(tp TopicPartition, err error) {
 	}
 	f := c.failed[tp]
 	if f == nil {
-		f = &Failure{TopicPartition: tp, Since: now, Evicted: true}
+		f = &Failure{TopicPartition: tp, Since: now, Evicted: true, answer: memberUnasked}
 		c.failed[tp] = f
 	}
 	f.Err = err
@@ -197,32 +195,40 @@ func refusedMembership(err error) (snapshotstore.GroupMetadata, bool) {
 const probeBound = 5 * time.Second
 
 // memberProbes memoises stillMember's answers within one pass of
-// restartFailed: one question per membership, not one per partition.
-type memberProbes map[string]memberAnswer
+// restartFailed, per membership, for a backoff at most (a pass can take a
+// while: each restart has its bound).
+type memberProbes map[snapshotstore.GroupMetadata]memberProbe
 
-// memberAnswer is stillMember's answer.
+type memberProbe struct {
+	answer memberAnswer
+	at     time.Time
+}
+
+// memberAnswer is stillMember's answer; its zero value holds the restart
+// back.
 type memberAnswer int
 
 const (
-	memberListedAgain memberAnswer = iota // listed, or the question refused: start
+	memberUnknown     memberAnswer = iota // no answer (unreachable, stopping): wait
 	memberNotListed                       // the coordinator does not list it: wait
-	memberUnknown                         // no answer (unreachable, stopping): wait
+	memberListedAgain                     // listed, or the question refused: start
+	memberUnasked                         // Failure.answer before the first question
 )
 
-// stillMember is asked before an evicted partition (or a failed one an
-// eviction mark held back) starts again under the membership m, kgo still
-// reporting m after the eviction wait: a restart's InitProducerID fences the
-// partition's new owner (it aborts the new owner's open transaction), so it
-// runs only when the group coordinator lists m's member again (a refusal
-// kgo's heartbeats never confirmed). When the coordinator does not list it
-// — kgo has not learned the eviction, e.g. its heartbeat is stuck on a
-// connection — or cannot be reached, the partition waits another backoff;
-// a coordinator that refuses the question (no DESCRIBE on the group or its
-// topics, a request it does not support) leaves the restart to go ahead, as
-// it did before this check.
+// stillMember is asked before an evicted partition (or a failed one whose
+// binding an eviction marked) starts again under the membership m, kgo
+// still reporting m after the eviction wait: a restart's InitProducerID
+// fences the partition's new owner (it aborts the new owner's open
+// transaction), so it runs only when the group coordinator lists m's member
+// again (a refusal kgo's heartbeats never confirmed). When the coordinator
+// does not list it — kgo has not learned the eviction, e.g. its heartbeat is
+// stuck on a connection — or cannot be reached, the partition waits another
+// backoff; a coordinator that refuses the question (no DESCRIBE on the group
+// or its topics, a request it does not support) leaves the restart to go
+// ahead, as it did before this check.
 func (c *Consumer) stillMember(ctx context.Context, tp TopicPartition, m snapshotstore.GroupMetadata, f *Failure, memo memberProbes) memberAnswer {
-	if a, ok := memo[m.MemberID]; ok {
-		return a
+	if p, ok := memo[m]; ok && time.Since(p.at) < c.cfg.RetryBackoff {
+		return p.answer
 	}
 	probe := c.memberListed
 	if c.probeMember != nil {
@@ -234,30 +240,36 @@ func (c *Consumer) stillMember(ctx context.Context, tp TopicPartition, m snapsho
 	if ctx.Err() != nil {
 		return memberUnknown // stopping: nothing to say
 	}
-	c.mu.Lock()
-	first := f.declined == 0
-	c.mu.Unlock()
-	lvl := zap.DebugLevel
-	if first {
-		lvl = zap.WarnLevel
-	}
 	a := memberListedAgain
 	switch {
 	case err != nil && refusedQuestion(err):
-		c.log.Warn("the group coordinator refuses to say whether this member is still in the group; starting the evicted partition again",
-			zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Error(err))
 	case err != nil:
 		a = memberUnknown
-		c.log.Log(lvl, "cannot ask the group coordinator whether this member is still in the group; the evicted partition waits (later ones at debug)",
-			zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Duration("retry_in", c.cfg.RetryBackoff), zap.Error(err))
 	case !listed:
 		a = memberNotListed
-		c.log.Log(lvl, "the group coordinator does not list this member, though the consumer has not learned it; the evicted partition waits (starting it would fence its new owner; later ones at debug)",
-			zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.String("member", m.MemberID),
-			zap.Duration("retry_in", c.cfg.RetryBackoff))
+	}
+	c.mu.Lock()
+	lvl := zap.DebugLevel
+	if a != f.answer {
+		lvl = zap.WarnLevel // a new answer
+	}
+	f.answer = a
+	c.mu.Unlock()
+	fields := []zap.Field{zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.String("member", m.MemberID)}
+	switch a {
+	case memberListedAgain:
+		if err != nil {
+			c.log.Log(lvl, "the group coordinator refuses to say whether this member is still in the group; starting the partition again", append(fields, zap.Error(err))...)
+		}
+	case memberUnknown:
+		c.log.Log(lvl, "cannot ask the group coordinator whether this member is still in the group; the partition waits (starting it could fence its new owner; the same answer again at debug)",
+			append(fields, zap.Duration("retry_in", c.cfg.RetryBackoff), zap.Error(err))...)
+	case memberNotListed:
+		c.log.Log(lvl, "the group coordinator does not list this member, though the consumer has not learned it; the partition waits (starting it would fence its new owner; the same answer again at debug)",
+			append(fields, zap.Duration("retry_in", c.cfg.RetryBackoff))...)
 	}
 	if memo != nil {
-		memo[m.MemberID] = a
+		memo[m] = memberProbe{answer: a, at: time.Now()}
 	}
 	return a
 }
@@ -270,31 +282,38 @@ func refusedQuestion(err error) bool {
 }
 
 // memberListed asks the group coordinator whether it lists m's member
+// (memberListedAs under the consumer's protocol).
+func (c *Consumer) memberListed(ctx context.Context, m snapshotstore.GroupMetadata) (bool, error) {
+	return c.memberListedAs(ctx, c.cfg.Protocol, m)
+}
+
+// memberListedAs asks the group coordinator whether it lists m's member
 // (read-only: the DESCRIBE on the group that the offset fetch needs too).
 // Under KIP-848 ConsumerGroupDescribe first and, unless it lists the member,
 // DescribeGroups too: kgo falls back to the classic protocol by itself
 // against a broker without KIP-848, and ConsumerGroupDescribe then answers
 // GROUP_ID_NOT_FOUND (or kgo refuses it as too new for the broker). The
-// member is listed if either lists it; an error only if neither answered.
-func (c *Consumer) memberListed(ctx context.Context, m snapshotstore.GroupMetadata) (bool, error) {
+// member is listed if either lists it. Not listed is an answer only from a
+// description that returned the group (or from both saying there is no
+// such group); anything else is DescribeGroups' error.
+func (c *Consumer) memberListedAs(ctx context.Context, proto Protocol, m snapshotstore.GroupMetadata) (bool, error) {
 	var err848 error
-	if c.cfg.Protocol == ConsumerProtocol {
+	answered848 := false
+	if proto == ConsumerProtocol {
 		ds, err := c.adm.DescribeConsumerGroups(ctx, c.cfg.Group)
 		if err == nil {
 			err = ds.Error()
 		}
 		if err == nil {
+			answered848 = true
 			for _, mem := range ds[c.cfg.Group].Members {
 				if mem.MemberID == m.MemberID {
 					return true, nil
 				}
 			}
 		}
-		if errors.Is(err, kerr.GroupIDNotFound) {
-			err = nil // answered: no such consumer group
-		}
 		if ctx.Err() != nil {
-			return false, errors.Join(err, ctx.Err())
+			return false, ctx.Err()
 		}
 		err848 = err
 	}
@@ -302,18 +321,22 @@ func (c *Consumer) memberListed(ctx context.Context, m snapshotstore.GroupMetada
 	if err == nil {
 		err = ds.Error()
 	}
-	if err == nil {
+	switch {
+	case err == nil:
 		for _, mem := range ds[c.cfg.Group].Members {
 			if mem.MemberID == m.MemberID {
 				return true, nil
 			}
 		}
 		return false, nil
+	case answered848:
+		return false, nil // ConsumerGroupDescribe returned the group without the member
+	case errors.Is(err, kerr.GroupIDNotFound) && (proto != ConsumerProtocol || errors.Is(err848, kerr.GroupIDNotFound)):
+		return false, nil // no such group: no member
+	case err848 != nil:
+		return false, fmt.Errorf("%w (ConsumerGroupDescribe: %v)", err, err848)
 	}
-	if c.cfg.Protocol == ConsumerProtocol && err848 == nil {
-		return false, nil // ConsumerGroupDescribe answered
-	}
-	return false, errors.Join(err848, err)
+	return false, err
 }
 
 // Failures returns the failed partitions waiting to be started again.
@@ -396,7 +419,7 @@ func (c *Consumer) restartResolveAfter() time.Duration {
 func (c *Consumer) restart(ctx context.Context, tp TopicPartition) { c.restartWith(ctx, tp, nil) }
 
 // heldBackByTheCoordinator asks the group coordinator, for an evicted
-// partition (or a failed one an eviction mark held back), whether the
+// partition (or a failed one whose binding an eviction marked), whether the
 // membership it would start under is listed again (stillMember), and holds
 // the restart back a backoff when not. Before the rebalance lock: the
 // question may take its bound, and a revoke waiting for the lock must fit
@@ -405,21 +428,24 @@ func (c *Consumer) restart(ctx context.Context, tp TopicPartition) { c.restartWi
 func (c *Consumer) heldBackByTheCoordinator(ctx context.Context, tp TopicPartition, memo memberProbes) bool {
 	c.mu.Lock()
 	f := c.failed[tp]
-	ask := f != nil && c.owned[tp] && (f.Evicted || f.marked)
+	evicted := f != nil && c.owned[tp] && f.Evicted
 	c.mu.Unlock()
-	if !ask {
+	if f == nil || !evicted && !c.own.WasEvicted(tp) {
 		return false
 	}
 	m, err := c.meta.Current()
 	if err != nil || c.own.Check(tp, m) != nil {
 		return false // the checks under the lock handle it
 	}
+	// The binding asked about, read before the question: a rejoin may
+	// bind tp anew meanwhile, and its membership is not the one answered.
+	b, _ := c.own.Bound(tp)
 	a := c.stillMember(ctx, tp, m, f, memo)
 	if a == memberListedAgain {
 		return false
 	}
 	next := time.Now().Add(c.cfg.RetryBackoff)
-	if b, ok := c.own.Bound(tp); ok && a == memberNotListed {
+	if cur, ok := c.own.Bound(tp); ok && cur == b && a == memberNotListed {
 		// The coordinator says the member is gone: the partitions bound
 		// with this one that did not write while the mark lasted stay
 		// refused (a partition assigned later, at a newer generation, is
@@ -429,7 +455,6 @@ func (c *Consumer) heldBackByTheCoordinator(ctx context.Context, tp TopicPartiti
 	}
 	c.mu.Lock()
 	f.RetryAt = next
-	f.declined++
 	c.mu.Unlock()
 	return true
 }
@@ -465,13 +490,12 @@ func (c *Consumer) restartWith(ctx context.Context, tp TopicPartition, memo memb
 		// evicted (a failed partition of a member whose commit was refused
 		// meanwhile): not before the mark ends, as the evicted ones — a
 		// restart's InitProducerID would fence the partition's new owner.
-		retryAt, marked := time.Now().Add(c.cfg.RetryBackoff), false
+		retryAt := time.Now().Add(c.cfg.RetryBackoff)
 		if u := c.own.EvictedUntil(tp); !u.IsZero() {
-			retryAt, marked = u, true
+			retryAt = u
 		}
 		c.mu.Lock()
 		f.RetryAt = retryAt
-		f.marked = f.marked || marked
 		c.mu.Unlock()
 		return
 	}

@@ -317,28 +317,32 @@ func TestAPlainCommitsFenceCarriesItsMembership(t *testing.T) {
 // owner: the partition waits another backoff.
 func TestAnEvictedPartitionRestartsOnlyWhenTheCoordinatorListsTheMember(t *testing.T) {
 	cl := offlineClient(t)
-	tp := TopicPartition{"in", 0}
+	// tp was assigned at generation 2 (its commit was refused then), newer
+	// at the consumer's current 3 (testConsumer: member m1, generation 3).
+	tp, newer := TopicPartition{"in", 0}, TopicPartition{"in", 1}
 	m := snapshotstore.GroupMetadata{MemberID: "m1", Generation: 3}
 	for _, tc := range []struct {
 		name    string
 		listed  bool
 		err     error
+		answer  memberAnswer
 		started bool
 	}{
-		{"listed", true, nil, true},
-		{"not listed", false, nil, false},
-		{"coordinator unreachable", false, context.DeadlineExceeded, false},
-		{"question refused", false, kerr.GroupAuthorizationFailed, true},
+		{"listed", true, nil, memberListedAgain, true},
+		{"not listed", false, nil, memberNotListed, false},
+		{"coordinator unreachable", false, context.DeadlineExceeded, memberUnknown, false},
+		{"question refused", false, kerr.GroupAuthorizationFailed, memberListedAgain, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var opened []TopicPartition
-			c := testConsumer(cl, recordingOpen{opened: &opened}, tp)
+			c := testConsumer(cl, recordingOpen{opened: &opened}, tp, newer)
 			var asked []snapshotstore.GroupMetadata
 			c.probeMember = func(_ context.Context, got snapshotstore.GroupMetadata) (bool, error) {
 				asked = append(asked, got)
 				return tc.listed, tc.err
 			}
-			c.own.Bind(tp, m)
+			c.own.Bind(tp, snapshotstore.GroupMetadata{MemberID: "m1", Generation: 2})
+			c.own.Bind(newer, m)
 			c.PartitionEvicted(tp, snapshotstore.ErrEvicted)
 			before := time.Now()
 			c.restart(context.Background(), tp) // the wait is over
@@ -349,19 +353,48 @@ func TestAnEvictedPartitionRestartsOnlyWhenTheCoordinatorListsTheMember(t *testi
 				t.Fatalf("restart opened %v; want started %v", opened, tc.started)
 			}
 			if !tc.started {
-				if f := c.failed[tp]; f == nil || !f.Evicted || f.RetryAt.Before(before.Add(c.cfg.RetryBackoff)) || f.declined != 1 {
-					t.Fatalf("after the refused restart: %+v; want it evicted, due a backoff later, one decline", f)
+				if f := c.failed[tp]; f == nil || !f.Evicted || f.RetryAt.Before(before.Add(c.cfg.RetryBackoff)) || f.answer != tc.answer {
+					t.Fatalf("after the refused restart: %+v; want it evicted, due a backoff later, answer %v", f, tc.answer)
 				}
-				// The coordinator says the member is gone: its partitions
-				// stay refused (an idle one would write again once the
-				// first mark ended). Not when it could not be asked.
+				// The coordinator says the member is gone: the partitions
+				// bound with tp stay refused (an idle one would write again
+				// once the first mark ended). Not when it could not be
+				// asked, and never one assigned at a newer generation.
 				_, err := c.PartitionMetadata(tp)
 				if refused := errors.Is(err, snapshotstore.ErrEvicted); refused != (tc.err == nil) {
 					t.Fatalf("a write after the declined restart: %v; want it refused as evicted only when the coordinator answered", err)
 				}
+				if _, err := c.PartitionMetadata(newer); err != nil {
+					t.Fatalf("a partition assigned at a newer generation is refused after the declined restart: %v", err)
+				}
 			}
 			cl.ResumeFetchPartitions(map[string][]int32{"in": {0}})
 		})
+	}
+}
+
+// A partition that failed for another reason, whose binding an eviction mark
+// covered, asks the coordinator before its restart too, after the mark has
+// ended as well (a mark ends while the coordinator could not be asked).
+func TestAFailedPartitionOnceMarkedAsksBeforeItsRestart(t *testing.T) {
+	cl := offlineClient(t)
+	tp := TopicPartition{"in", 0}
+	for _, listed := range []bool{false, true} {
+		var opened []TopicPartition
+		c := testConsumer(cl, recordingOpen{opened: &opened}, tp)
+		asked := 0
+		c.probeMember = func(context.Context, snapshotstore.GroupMetadata) (bool, error) {
+			asked++
+			return listed, nil
+		}
+		c.own.Bind(tp, snapshotstore.GroupMetadata{MemberID: "m1", Generation: 3})
+		c.PartitionFailed(tp, errors.New("poison"))
+		c.own.Evict(snapshotstore.GroupMetadata{MemberID: "m1", Generation: 3}, time.Now().Add(-time.Millisecond)) // marked, ended
+		c.restart(context.Background(), tp)
+		if asked != 1 || (len(opened) == 1) != listed {
+			t.Fatalf("listed %v: asked %d times, opened %v; want one question, a restart only when listed", listed, asked, opened)
+		}
+		cl.ResumeFetchPartitions(map[string][]int32{"in": {0}})
 	}
 }
 
@@ -384,7 +417,9 @@ func TestTheRestartsQuestionHoldsNoLockAndIsAskedOncePerPass(t *testing.T) {
 			close(asking)
 			<-answer
 		}
-		return false, nil
+		// No answer: it marks nothing, so p1 asks as well, and the memo
+		// answers it.
+		return false, context.DeadlineExceeded
 	}
 	c.PartitionEvicted(p0, snapshotstore.ErrEvicted)
 	c.PartitionEvicted(p1, snapshotstore.ErrEvicted)

@@ -186,9 +186,7 @@ func TestMemberListedAsksTheCoordinator(t *testing.T) {
 				// Configured for KIP-848 while the group is classic (kgo's
 				// own fallback against a broker without it): the classic
 				// description lists the member.
-				cons.cfg.Protocol = ConsumerProtocol
-				defer func() { cons.cfg.Protocol = Cooperative }()
-				listed, err := cons.memberListed(ctx, snapshotstore.GroupMetadata{MemberID: m, Generation: 1})
+				listed, err := cons.memberListedAs(ctx, ConsumerProtocol, snapshotstore.GroupMetadata{MemberID: m, Generation: 1})
 				if !listed || err != nil {
 					t.Fatalf("a classic group asked as a KIP-848 one: listed %v, error %v; want the member listed", listed, err)
 				}

@@ -47,6 +47,9 @@ type Ownership struct {
 type binding struct {
 	meta         snapshotstore.GroupMetadata
 	evictedUntil time.Time
+	// wasEvicted: marked once, whether or not the mark has ended: its
+	// restart asks the coordinator first (Consumer.stillMember).
+	wasEvicted bool
 }
 
 // NewOwnership returns an empty binding table.
@@ -84,6 +87,7 @@ func (o *Ownership) Evict(m snapshotstore.GroupMetadata, until time.Time) []Topi
 			if until.After(b.evictedUntil) { // a later refusal's mark ends later
 				b.evictedUntil = until
 			}
+			b.wasEvicted = true
 			o.bound[tp] = b
 			out = append(out, tp)
 		}
@@ -108,6 +112,14 @@ func (o *Ownership) EvictedUntil(tp TopicPartition) time.Time {
 		return time.Time{}
 	}
 	return b.evictedUntil
+}
+
+// WasEvicted reports whether tp's binding was ever marked evicted (Evict),
+// the mark ended or not.
+func (o *Ownership) WasEvicted(tp TopicPartition) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.bound[tp].wasEvicted
 }
 
 // Bound returns tp's binding (false when tp is not bound).
