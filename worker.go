@@ -397,7 +397,7 @@ type FailedPartition struct {
 	// Evicted: not a failure — the group coordinator evicted this member;
 	// the partition starts again once the worker has rejoined the group
 	// (snapshotstore.ErrEvicted), or from RetryAt on if the coordinator
-	// lists this member again without a rejoin.
+	// lists this member again without a rejoin (or will not say).
 	Evicted bool `json:"evicted,omitempty"`
 }
 

@@ -44,3 +44,6 @@ func testConsumer(cl *kgo.Client, h Handler, tps ...TopicPartition) *Consumer {
 type fixedMember struct{}
 
 func (fixedMember) GroupMetadata() (string, int32) { return "m1", 3 }
+
+// restart is restartWith without a pass's memo.
+func (c *Consumer) restart(ctx context.Context, tp TopicPartition) { c.restartWith(ctx, tp, nil) }

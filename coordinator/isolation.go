@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"go.uber.org/zap"
 )
@@ -228,6 +230,9 @@ const (
 // ahead, as it did before this check.
 func (c *Consumer) stillMember(ctx context.Context, tp TopicPartition, m snapshotstore.GroupMetadata, f *Failure, memo memberProbes) memberAnswer {
 	if p, ok := memo[m]; ok && time.Since(p.at) < c.cfg.RetryBackoff {
+		c.mu.Lock()
+		f.answer = p.answer // logged for the partition that asked
+		c.mu.Unlock()
 		return p.answer
 	}
 	probe := c.memberListed
@@ -288,55 +293,80 @@ func (c *Consumer) memberListed(ctx context.Context, m snapshotstore.GroupMetada
 }
 
 // memberListedAs asks the group coordinator whether it lists m's member
-// (read-only: the DESCRIBE on the group that the offset fetch needs too).
-// Under KIP-848 ConsumerGroupDescribe first and, unless it lists the member,
-// DescribeGroups too: kgo falls back to the classic protocol by itself
-// against a broker without KIP-848, and ConsumerGroupDescribe then answers
-// GROUP_ID_NOT_FOUND (or kgo refuses it as too new for the broker). The
-// member is listed if either lists it. Not listed is an answer only from a
-// description that returned the group (or from both saying there is no
-// such group); anything else is DescribeGroups' error.
+// (read-only: the DESCRIBE on the group that the offset fetch needs too):
+// under KIP-848 ConsumerGroupDescribe and, unless it lists the member,
+// DescribeGroups too (kgo falls back to the classic protocol by itself
+// against a broker without KIP-848; ConsumerGroupDescribe then answers
+// GROUP_ID_NOT_FOUND, or kgo refuses it as too new for the broker). The
+// answers are read by decideListed.
 func (c *Consumer) memberListedAs(ctx context.Context, proto Protocol, m snapshotstore.GroupMetadata) (bool, error) {
-	var err848 error
-	answered848 := false
+	has := func(id string) bool { return id == m.MemberID }
+	var d848 groupDescription
 	if proto == ConsumerProtocol {
 		ds, err := c.adm.DescribeConsumerGroups(ctx, c.cfg.Group)
 		if err == nil {
 			err = ds.Error()
 		}
+		d848.err = err
 		if err == nil {
-			answered848 = true
-			for _, mem := range ds[c.cfg.Group].Members {
-				if mem.MemberID == m.MemberID {
-					return true, nil
-				}
-			}
+			g := ds[c.cfg.Group]
+			d848.listed = slices.ContainsFunc(g.Members, func(mem kadm.ConsumerGroupMember) bool { return has(mem.MemberID) })
+		}
+		if d848.listed {
+			return true, nil
 		}
 		if ctx.Err() != nil {
 			return false, ctx.Err()
 		}
-		err848 = err
 	}
 	ds, err := c.adm.DescribeGroups(ctx, c.cfg.Group)
 	if err == nil {
 		err = ds.Error()
 	}
-	switch {
-	case err == nil:
-		for _, mem := range ds[c.cfg.Group].Members {
-			if mem.MemberID == m.MemberID {
-				return true, nil
-			}
-		}
-		return false, nil
-	case answered848:
-		return false, nil // ConsumerGroupDescribe returned the group without the member
-	case errors.Is(err, kerr.GroupIDNotFound) && (proto != ConsumerProtocol || errors.Is(err848, kerr.GroupIDNotFound)):
-		return false, nil // no such group: no member
-	case err848 != nil:
-		return false, fmt.Errorf("%w (ConsumerGroupDescribe: %v)", err, err848)
+	dClassic := groupDescription{err: err}
+	if err == nil {
+		g := ds[c.cfg.Group]
+		dClassic.dead = g.State == "Dead"
+		dClassic.listed = slices.ContainsFunc(g.Members, func(mem kadm.DescribedGroupMember) bool { return has(mem.MemberID) })
 	}
-	return false, err
+	return decideListed(proto, d848, dClassic)
+}
+
+// groupDescription is one description's answer for memberListedAs.
+type groupDescription struct {
+	err    error
+	listed bool // the member is among the group's
+	dead   bool // classic: the group is described as Dead (no such classic group)
+}
+
+// decideListed reads memberListedAs's descriptions (d848 only under
+// KIP-848): listed if either lists the member; "not listed" only from a
+// description that returned the group, or from both saying there is no such
+// group; otherwise an error, a refused question's (refusedQuestion) if
+// either was refused.
+func decideListed(proto Protocol, d848, dClassic groupDescription) (bool, error) {
+	if d848.listed || dClassic.listed {
+		return true, nil
+	}
+	if proto != ConsumerProtocol {
+		return false, dClassic.err // nil: the classic description answered
+	}
+	noGroup := func(d groupDescription) bool { return errors.Is(d.err, kerr.GroupIDNotFound) }
+	switch {
+	case d848.err == nil:
+		return false, nil // ConsumerGroupDescribe returned the group without the member
+	case noGroup(d848) && (dClassic.err == nil || noGroup(dClassic)):
+		return false, nil // neither kind of group lists it (a Dead or empty classic group, or none)
+	case refusedQuestion(d848.err):
+		return false, d848.err // not allowed to ask; DescribeGroups of a KIP-848 group says GROUP_ID_NOT_FOUND
+	case dClassic.err == nil && !dClassic.dead:
+		return false, nil // the classic description returned the group without the member
+	case dClassic.err == nil:
+		// Dead: an older DescribeGroups' answer for a KIP-848 group too,
+		// not evidence when ConsumerGroupDescribe could not answer.
+		return false, fmt.Errorf("ConsumerGroupDescribe: %w (DescribeGroups: no classic group)", d848.err)
+	}
+	return false, fmt.Errorf("%w (ConsumerGroupDescribe: %w)", dClassic.err, d848.err)
 }
 
 // Failures returns the failed partitions waiting to be started again.
@@ -413,11 +443,6 @@ func (c *Consumer) restartResolveAfter() time.Duration {
 	return min(c.cfg.HangingTxnResolveAfter, c.restartBound()/3)
 }
 
-// restart starts one failed partition again, under the rebalance lock (no
-// callback runs meanwhile), only while it is still owned under the
-// membership it was assigned under.
-func (c *Consumer) restart(ctx context.Context, tp TopicPartition) { c.restartWith(ctx, tp, nil) }
-
 // heldBackByTheCoordinator asks the group coordinator, for an evicted
 // partition (or a failed one whose binding an eviction marked), whether the
 // membership it would start under is listed again (stillMember), and holds
@@ -459,8 +484,10 @@ func (c *Consumer) heldBackByTheCoordinator(ctx context.Context, tp TopicPartiti
 	return true
 }
 
-// restartWith is restart with the pass's memo of stillMember's answers (nil:
-// none).
+// restartWith starts one failed partition again, under the rebalance lock (no
+// callback runs meanwhile), only while it is still owned under the
+// membership it was assigned under. memo holds the pass's answers of the
+// group coordinator (stillMember; nil: none).
 func (c *Consumer) restartWith(ctx context.Context, tp TopicPartition, memo memberProbes) {
 	if c.heldBackByTheCoordinator(ctx, tp, memo) {
 		return

@@ -285,8 +285,10 @@ func TestAnEvictionEndsTheMembershipOfEveryPartition(t *testing.T) {
 	if len(opened) != 0 || !c.failed[failing].RetryAt.Equal(due) {
 		t.Fatalf("a marked failed partition restarted: opened %v, due %v (want nothing opened, due at the mark's end %v)", opened, c.failed[failing].RetryAt, due)
 	}
-	// Once the mark is gone (a new Bind starts the binding without one, as
-	// the mark's end would leave it), it restarts.
+	// A new Bind (a new assignment) starts the binding unmarked: it
+	// restarts (testConsumer's coordinator lists the member; a binding
+	// whose mark merely ended asks first, see
+	// TestAFailedPartitionOnceMarkedAsksBeforeItsRestart).
 	c.own.Bind(failing, snapshotstore.GroupMetadata{MemberID: "m1", Generation: 2})
 	c.restart(context.Background(), failing)
 	if len(opened) != 1 || opened[0] != failing {
@@ -440,5 +442,47 @@ func TestTheRestartsQuestionHoldsNoLockAndIsAskedOncePerPass(t *testing.T) {
 	c.restartWith(context.Background(), p1, memo)
 	if asked != 1 || len(opened) != 0 {
 		t.Fatalf("asked %d times, opened %v; want one question for the pass, nothing opened", asked, opened)
+	}
+}
+
+// decideListed's table: "not listed" only from a description that returned
+// the group (or from both saying there is no such group), a refused
+// question's error whichever description was refused, and no answer read
+// from a classic "Dead" description of what may be a KIP-848 group.
+func TestDecideListed(t *testing.T) {
+	unreachable := context.DeadlineExceeded
+	notFound, topicACL := kerr.GroupIDNotFound, kerr.TopicAuthorizationFailed
+	listed, answered, dead := groupDescription{listed: true}, groupDescription{}, groupDescription{dead: true}
+	e := func(err error) groupDescription { return groupDescription{err: err} }
+	for _, tc := range []struct {
+		name          string
+		proto         Protocol
+		d848, classic groupDescription
+		listed        bool
+		err           error // nil: an answer
+	}{
+		{"classic: listed", Cooperative, answered, listed, true, nil},
+		{"classic: not listed", Cooperative, answered, answered, false, nil},
+		{"classic: unreachable", Cooperative, answered, e(unreachable), false, unreachable},
+		{"848: listed", ConsumerProtocol, listed, e(unreachable), true, nil},
+		{"848: answered without the member", ConsumerProtocol, answered, e(notFound), false, nil},
+		{"848: no such group, classic lists it (kgo fell back)", ConsumerProtocol, e(notFound), listed, true, nil},
+		{"848: no such group, classic without the member", ConsumerProtocol, e(notFound), answered, false, nil},
+		{"848: no such group of either kind", ConsumerProtocol, e(notFound), e(notFound), false, nil},
+		{"848: no such group, classic unreachable", ConsumerProtocol, e(notFound), e(unreachable), false, unreachable},
+		{"848: topics' ACL refused, classic says no such group", ConsumerProtocol, e(topicACL), e(notFound), false, topicACL},
+		{"848: unreachable, classic Dead", ConsumerProtocol, e(unreachable), dead, false, unreachable},
+		{"848: unreachable, classic without the member", ConsumerProtocol, e(unreachable), answered, false, nil},
+		{"848: unreachable, classic unreachable", ConsumerProtocol, e(unreachable), e(unreachable), false, unreachable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := decideListed(tc.proto, tc.d848, tc.classic)
+			if got != tc.listed || (err == nil) != (tc.err == nil) || tc.err != nil && !errors.Is(err, tc.err) {
+				t.Fatalf("decideListed = %v, %v; want %v, %v", got, err, tc.listed, tc.err)
+			}
+			if tc.err == topicACL && !refusedQuestion(err) {
+				t.Fatalf("%v is not read as a refused question: the partition would wait for ever", err)
+			}
+		})
 	}
 }

@@ -75,9 +75,11 @@ func (o *Ownership) Bind(tp TopicPartition, m snapshotstore.GroupMetadata) {
 // task at once, handleLostAll). Until then the plain mode, whose snapshot
 // writes carry no fence, would write for them as a zombie. A binding made
 // at a higher generation (a rejoin that kept the member id, KIP-848) is
-// not marked. The mark ends at until (a later refusal's may extend it): a
-// refusal kgo's heartbeats never confirm is not believed for longer than
-// the consumer's eviction wait, when it starts the refused partition again.
+// not marked. The mark ends at until, or later when Evict is called again
+// with a later until (the consumer does when the coordinator, asked before
+// a restart, still does not list the member): a refusal that neither kgo's
+// heartbeats nor the coordinator confirm is not believed for longer than
+// the consumer's eviction wait.
 func (o *Ownership) Evict(m snapshotstore.GroupMetadata, until time.Time) []TopicPartition {
 	o.mu.Lock()
 	defer o.mu.Unlock()
