@@ -134,7 +134,8 @@ type Consumer struct {
 	meta *GroupMetadataTracker
 	own  *Ownership
 	log  *zap.Logger
-	// probeMember replaces memberListed in tests (stillMember).
+	// probeMember replaces stillMember's question to the coordinator
+	// (memberListedAs) in tests.
 	probeMember func(ctx context.Context, m snapshotstore.GroupMetadata) (bool, error)
 	// kgoLog is the client's logger, muted when the leave is abandoned.
 	kgoLog *kgolog.Mutable

@@ -30,9 +30,10 @@ type Failure struct {
 	// (PartitionEvicted); the partition waits for the consumer to rejoin.
 	Evicted bool
 	// answer is the coordinator's last answer to the restart's question
-	// (stillMember; memberUnasked before the first): a new answer is logged
-	// at warn, a repeated one at debug.
+	// (stillMember), once asked: a new answer is logged at warn, a repeated
+	// one at debug.
 	answer memberAnswer
+	asked  bool
 }
 
 // testHookFailedRecorded runs in PartitionFailed right after the failure is
@@ -60,7 +61,7 @@ func (c *Consumer) PartitionFailed(tp TopicPartition, err error) {
 	f := c.failed[tp]
 	now := time.Now()
 	if f == nil {
-		f = &Failure{TopicPartition: tp, Since: now, answer: memberUnasked}
+		f = &Failure{TopicPartition: tp, Since: now}
 		if prev := c.streak[tp]; prev != nil && now.Sub(prev.RetryAt) < healthyAfter {
 			f.Attempts, f.Since = prev.Attempts, prev.Since
 		}
@@ -150,7 +151,7 @@ func (c *Consumer) PartitionEvicted(tp TopicPartition, err error) {
 	}
 	f := c.failed[tp]
 	if f == nil {
-		f = &Failure{TopicPartition: tp, Since: now, Evicted: true, answer: memberUnasked}
+		f = &Failure{TopicPartition: tp, Since: now, Evicted: true}
 		c.failed[tp] = f
 	}
 	f.Err = err
@@ -214,7 +215,6 @@ const (
 	memberUnknown     memberAnswer = iota // no answer (unreachable, stopping): wait
 	memberNotListed                       // the coordinator does not list it: wait
 	memberListedAgain                     // listed, or the question refused: start
-	memberUnasked                         // Failure.answer before the first question
 )
 
 // stillMember is asked before an evicted partition (or a failed one whose
@@ -231,13 +231,15 @@ const (
 func (c *Consumer) stillMember(ctx context.Context, tp TopicPartition, m snapshotstore.GroupMetadata, f *Failure, memo memberProbes) memberAnswer {
 	if p, ok := memo[m]; ok && time.Since(p.at) < c.cfg.RetryBackoff {
 		c.mu.Lock()
-		f.answer = p.answer // logged for the partition that asked
+		f.answer, f.asked = p.answer, true // logged for the partition that asked
 		c.mu.Unlock()
 		return p.answer
 	}
-	probe := c.memberListed
-	if c.probeMember != nil {
-		probe = c.probeMember
+	probe := c.probeMember
+	if probe == nil {
+		probe = func(ctx context.Context, m snapshotstore.GroupMetadata) (bool, error) {
+			return c.memberListedAs(ctx, c.cfg.Protocol, m)
+		}
 	}
 	pctx, cancel := context.WithTimeout(ctx, min(c.restartBound(), probeBound))
 	defer cancel()
@@ -255,10 +257,10 @@ func (c *Consumer) stillMember(ctx context.Context, tp TopicPartition, m snapsho
 	}
 	c.mu.Lock()
 	lvl := zap.DebugLevel
-	if a != f.answer {
+	if !f.asked || a != f.answer {
 		lvl = zap.WarnLevel // a new answer
 	}
-	f.answer = a
+	f.answer, f.asked = a, true
 	c.mu.Unlock()
 	fields := []zap.Field{zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.String("member", m.MemberID)}
 	switch a {
@@ -284,12 +286,6 @@ func (c *Consumer) stillMember(ctx context.Context, tp TopicPartition, m snapsho
 func refusedQuestion(err error) bool {
 	return errors.Is(err, kerr.GroupAuthorizationFailed) || errors.Is(err, kerr.TopicAuthorizationFailed) ||
 		errors.Is(err, kerr.UnsupportedVersion)
-}
-
-// memberListed asks the group coordinator whether it lists m's member
-// (memberListedAs under the consumer's protocol).
-func (c *Consumer) memberListed(ctx context.Context, m snapshotstore.GroupMetadata) (bool, error) {
-	return c.memberListedAs(ctx, c.cfg.Protocol, m)
 }
 
 // memberListedAs asks the group coordinator whether it lists m's member

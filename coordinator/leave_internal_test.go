@@ -142,7 +142,7 @@ func TestRunDoesNotWaitForAJoinTheGroupHolds(t *testing.T) {
 	}
 }
 
-// memberListed, the question an evicted partition's restart asks the group
+// memberListedAs, the question an evicted partition's restart asks the group
 // coordinator, against kfake under both protocols: the running member is
 // listed, an unknown member id is not.
 func TestMemberListedAsksTheCoordinator(t *testing.T) {
@@ -168,7 +168,7 @@ func TestMemberListedAsksTheCoordinator(t *testing.T) {
 				var listed bool
 				if id, gen := cons.cl.GroupMetadata(); id != "" && gen > 0 {
 					m = id
-					listed, err = cons.memberListed(ctx, snapshotstore.GroupMetadata{MemberID: id, Generation: gen})
+					listed, err = cons.memberListedAs(ctx, proto, snapshotstore.GroupMetadata{MemberID: id, Generation: gen})
 					if listed && err == nil {
 						break
 					}
@@ -178,7 +178,7 @@ func TestMemberListedAsksTheCoordinator(t *testing.T) {
 				}
 				time.Sleep(20 * time.Millisecond) // the join is kgo's: polled
 			}
-			listed, err := cons.memberListed(ctx, snapshotstore.GroupMetadata{MemberID: "gone-" + m, Generation: 1})
+			listed, err := cons.memberListedAs(ctx, proto, snapshotstore.GroupMetadata{MemberID: "gone-" + m, Generation: 1})
 			if listed || err != nil {
 				t.Fatalf("an unknown member: listed %v, error %v; want not listed, no error", listed, err)
 			}

@@ -52,6 +52,9 @@ type binding struct {
 	wasEvicted bool
 }
 
+// markedAt reports whether the binding's eviction mark is on at now.
+func (b binding) markedAt(now time.Time) bool { return now.Before(b.evictedUntil) }
+
 // NewOwnership returns an empty binding table.
 func NewOwnership() *Ownership {
 	return &Ownership{bound: map[TopicPartition]binding{}}
@@ -110,7 +113,7 @@ func (o *Ownership) EvictedUntil(tp TopicPartition) time.Time {
 	o.mu.Lock()
 	b, ok := o.bound[tp]
 	o.mu.Unlock()
-	if !ok || !time.Now().Before(b.evictedUntil) {
+	if !ok || !b.markedAt(time.Now()) {
 		return time.Time{}
 	}
 	return b.evictedUntil
@@ -147,7 +150,7 @@ func (o *Ownership) Check(tp TopicPartition, cur snapshotstore.GroupMetadata) er
 	case !covers(b.meta, cur):
 		return &snapshotstore.OwnershipError{Topic: tp.Topic, Partition: tp.Partition, Bound: b.meta, Current: cur,
 			Reason: "the consumer's membership changed since the partition was assigned (rejoined as a new member, or its membership was reset)"}
-	case !b.evictedUntil.IsZero() && time.Now().Before(b.evictedUntil):
+	case !b.evictedUntil.IsZero() && b.markedAt(time.Now()): // no clock read without a mark
 		return &snapshotstore.OwnershipError{Topic: tp.Topic, Partition: tp.Partition, Bound: b.meta, Current: cur, Evicted: true,
 			Reason: "the group coordinator refused a commit of this membership as an unknown member (evicted) before the consumer learned it"}
 	}
