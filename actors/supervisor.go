@@ -181,8 +181,8 @@ func (s *Supervisor) info(tp coordinator.TopicPartition) snapshotstore.Partition
 // closeUnstarted closes the store of a partition that never started. Its
 // error is logged, not returned: the caller is already on a failure or a
 // stop, whose own outcome is the one to report.
-func (s *Supervisor) closeUnstarted(tp coordinator.TopicPartition, p snapshotstore.Partition) {
-	if err := p.Close(context.Background()); err != nil {
+func (s *Supervisor) closeUnstarted(ctx context.Context, tp coordinator.TopicPartition, p snapshotstore.Partition) {
+	if err := p.Close(ctx); err != nil {
 		s.log.Warn("closing the store of a partition that did not start", zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Error(err))
 	}
 }
@@ -199,7 +199,7 @@ type spawnRes struct {
 }
 
 // Start implements coordinator.Handler.
-func (s *Supervisor) Start(_ context.Context, assigned map[coordinator.TopicPartition]snapshotstore.Assignment) error {
+func (s *Supervisor) Start(ctx context.Context, assigned map[coordinator.TopicPartition]snapshotstore.Assignment) error {
 	for tp, a := range assigned {
 		off := a.Offset
 		s.mu.Lock()
@@ -231,7 +231,7 @@ func (s *Supervisor) Start(_ context.Context, assigned map[coordinator.TopicPart
 		s.sys.Root.Send(s.pid, &spawnReq{name: name, props: partitionflow.Props(cfg), reply: reply})
 		r := <-reply
 		if r.err != nil {
-			s.closeUnstarted(tp, store)
+			s.closeUnstarted(ctx, tp, store)
 			return fmt.Errorf("%s[%d]: spawn partition actor: %w", tp.Topic, tp.Partition, r.err)
 		}
 		h.pid = r.pid
@@ -342,14 +342,18 @@ func (s *Supervisor) Stop(ctx context.Context, tps []coordinator.TopicPartition,
 	for _, tp := range tps {
 		s.mu.Lock()
 		h := s.parts[tp]
-		if p := s.opened[tp]; p != nil { // opened but never started
-			delete(s.opened, tp)
-			s.closeUnstarted(tp, p)
-		}
+		unstarted := s.opened[tp]
+		delete(s.opened, tp)
 		if h != nil {
 			s.event(Event{Kind: "stopping", TP: tp})
 		}
 		s.mu.Unlock()
+		if unstarted != nil {
+			// Opened but never started: closed outside the mutex (Status,
+			// Query and the store's own callbacks take it), within the
+			// teardown bound.
+			s.closeUnstarted(ctx, tp, unstarted)
+		}
 		if h == nil {
 			continue
 		}

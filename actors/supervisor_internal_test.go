@@ -178,3 +178,72 @@ func TestPanicOfAnEarlierCopyIsNotReported(t *testing.T) {
 		t.Fatalf("a second report: %v", (<-failures).err)
 	}
 }
+
+// blockingClose is a store whose partitions' Close blocks until released,
+// recording the context it was given.
+type blockingClose struct {
+	snapshotstore.Partition
+	closing chan context.Context
+	release chan struct{}
+}
+
+func (b *blockingClose) Open(ctx context.Context, p snapshotstore.PartitionInfo) (snapshotstore.Partition, error) {
+	inner, err := snapshotstore.NewMemory().Open(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return &blockingClose{Partition: inner, closing: b.closing, release: b.release}, nil
+}
+
+func (b *blockingClose) Close(ctx context.Context) error {
+	b.closing <- ctx
+	select {
+	case <-b.release:
+	case <-ctx.Done():
+	}
+	return b.Partition.Close(ctx)
+}
+
+// Stopping a partition that was opened but never started (a restart whose
+// offset fetch failed) closes its store within the stop's bound and outside
+// the supervisor's mutex: it was closed with no deadline while the mutex
+// was held, so a slow close held Running, Status and Query — and, under the
+// rebalance lock of a restart, every rebalance callback — for as long as it
+// took.
+func TestAnUnstartedPartitionsStoreClosesWithinTheStopsBound(t *testing.T) {
+	s, _ := newTestSupervisor(t)
+	bc := &blockingClose{closing: make(chan context.Context, 1), release: make(chan struct{})}
+	s.cfg.Store = bc
+	tp := coordinator.TopicPartition{Topic: "orders", Partition: 2}
+	if err := s.Open(context.Background(), []coordinator.TopicPartition{tp}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	stopped := make(chan struct{})
+	go func() {
+		s.Stop(ctx, []coordinator.TopicPartition{tp}, false)
+		close(stopped)
+	}()
+	var got context.Context
+	select {
+	case got = <-bc.closing:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the unstarted partition's store was never closed")
+	}
+	if d, ok := got.Deadline(); !ok || !d.Equal(func() time.Time { d, _ := ctx.Deadline(); return d }()) {
+		t.Fatalf("the store was closed with deadline %v (%v), not the stop's", d, ok)
+	}
+	running := make(chan []coordinator.TopicPartition, 1)
+	go func() { running <- s.Running() }()
+	select {
+	case r := <-running:
+		if len(r) != 0 {
+			t.Fatalf("running %v", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Running waited for the store's Close: it is closed under the supervisor's mutex")
+	}
+	close(bc.release)
+	<-stopped
+}

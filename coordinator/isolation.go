@@ -556,7 +556,9 @@ func (c *Consumer) restartWith(ctx context.Context, tp TopicPartition, memo memb
 	}
 	if err != nil {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.TeardownTimeout)
-		c.h.Stop(sctx, []TopicPartition{tp}, false) // closes an opened store
+		// Closes an opened store: it has started no transaction, so there
+		// is no re-initialisation for its Close to wait for.
+		c.h.Stop(sctx, []TopicPartition{tp}, false)
 		cancel()
 		if ctx.Err() != nil {
 			return // stopping: the partition's own failure stays the one reported
