@@ -168,12 +168,14 @@ type Consumer struct {
 	// healthyAfter without failing, so the backoff keeps growing for a
 	// partition that fails again at the same record.
 	streak map[TopicPartition]*Failure
-	// deliver is held while a poll's records are handed over, and by a
-	// restart around its seek: a poll returned before the seek (records
-	// from the old position) is delivered, to nobody, before the restarted
-	// partition exists; kgo drops what it buffered at the seek.
+	// deliver is held while a poll's records are handed over, and around
+	// a partition's seek and start: no handover is in progress meanwhile.
+	// What a poll started before the seek carries of the partition is
+	// dropped (fence).
 	deliver sync.Mutex
-	retry   chan struct{}
+	// fence orders the seeks against the polls (pollFence).
+	fence pollFence
+	retry chan struct{}
 	// hwm is each partition's high watermark as of its latest fetch.
 	hwm   map[TopicPartition]int64
 	fatal error
@@ -227,6 +229,7 @@ func New(cfg Config, h Handler) (*Consumer, error) {
 		owned:  map[TopicPartition]bool{}, held: map[TopicPartition]bool{},
 		done: make(chan struct{}), ready: make(chan struct{}), stopping: make(chan struct{}),
 		own: NewOwnership(), kick: make(chan struct{}, 1),
+		fence:  newPollFence(),
 		failed: map[TopicPartition]*Failure{}, streak: map[TopicPartition]*Failure{}, hwm: map[TopicPartition]int64{}, retry: make(chan struct{}, 1),
 	}
 	if c.cfg.RetryBackoff <= 0 {
@@ -398,7 +401,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 	go func() { defer close(restarted); c.restartFailed(pctx) }()
 	defer func() { <-watched; <-restarted }()
 	for pctx.Err() == nil {
-		fs := c.cl.PollFetches(pctx)
+		wctx, wake, seq := c.beginPoll(pctx)
+		fs := c.cl.PollFetches(wctx)
+		wake()
 		c.meta.Refresh()
 		if fs.IsClientClosed() {
 			break
@@ -416,37 +421,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 			}
 			c.log.Warn("fetch error", zap.String("topic", t), zap.Int32("partition", p), zap.Error(err))
 		})
-		c.deliver.Lock()
-		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
-			tp := TopicPartition{fp.Topic, fp.Partition}
-			if fp.HighWatermark >= 0 {
-				c.mu.Lock()
-				if c.owned[tp] { // a fetch buffered before a revoke must not bring it back
-					c.hwm[tp] = fp.HighWatermark
-				}
-				c.mu.Unlock()
-			}
-			if len(fp.Records) == 0 {
-				return
-			}
-			c.mu.Lock()
-			owned := c.owned[tp] && c.failed[tp] == nil
-			c.mu.Unlock()
-			if !owned {
-				return // revoked, failed or restarted while the fetch was buffered
-			}
-			// Transaction markers (KeepControlRecords) are not in flight:
-			// the partition counts them consumed without releasing budget.
-			n, bytes := recordsLoad(fp.Records)
-			c.fc.Add(tp, n, bytes, func() {
-				c.cl.PauseFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}})
-			})
-			// Read committed: the readable end is the last stable offset
-			// (KIP-98), which control records (kept) reach too.
-			last := fp.Records[len(fp.Records)-1].Offset
-			c.h.Deliver(tp, fp.Records, fp.LastStableOffset >= 0 && last+1 >= fp.LastStableOffset)
-		})
-		c.deliver.Unlock()
+		c.handOver(seq, fs)
 	}
 	c.stopOnce.Do(func() { close(c.stopping) }) // an assignment still waiting gives up
 	cancel()                                    // the watcher and the restarter stop before the shutdown takes the partitions
@@ -459,6 +434,61 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	// A clean stop: the partitions still failing are the caller's to know.
 	return errors.Join(failures...)
+}
+
+// beginPoll numbers the next poll (pollFence) and resumes the partitions
+// due before it; the poll's context is ctx's child, which a seek's resume
+// cancels (wake) to end a poll blocked on the other partitions.
+func (c *Consumer) beginPoll(ctx context.Context) (context.Context, context.CancelFunc, uint64) {
+	wctx, wake := context.WithCancel(ctx)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	seq, due := c.fence.startPoll(wake)
+	for _, tp := range due {
+		// Under the lock PartitionFailed pauses under: a failure recorded
+		// meanwhile is not resumed.
+		if c.owned[tp] && c.failed[tp] == nil {
+			c.cl.ResumeFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}})
+		}
+	}
+	return wctx, wake, seq
+}
+
+// handOver delivers poll seq's records to their partitions, counting them
+// in their budgets: only of partitions owned, not failed, and not sought
+// since the poll began.
+func (c *Consumer) handOver(seq uint64, fs kgo.Fetches) {
+	c.deliver.Lock()
+	defer c.deliver.Unlock()
+	fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+		tp := TopicPartition{fp.Topic, fp.Partition}
+		if fp.HighWatermark >= 0 {
+			c.mu.Lock()
+			if c.owned[tp] { // a fetch buffered before a revoke must not bring it back
+				c.hwm[tp] = fp.HighWatermark
+			}
+			c.mu.Unlock()
+		}
+		if len(fp.Records) == 0 {
+			return
+		}
+		c.mu.Lock()
+		owned := c.owned[tp] && c.failed[tp] == nil && c.fence.current(tp, seq)
+		c.mu.Unlock()
+		if !owned {
+			return // revoked, failed, or sought since the poll began
+		}
+		// Transaction markers (KeepControlRecords) are not in flight:
+		// the partition counts them consumed without releasing budget.
+		n, bytes := recordsLoad(fp.Records)
+		c.fc.Add(tp, n, bytes, func() {
+			c.cl.PauseFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}})
+		})
+		// Read committed: the readable end is the last stable offset
+		// (KIP-98), which control records (kept) reach too.
+		last := fp.Records[len(fp.Records)-1].Offset
+		c.h.Deliver(tp, fp.Records, fp.LastStableOffset >= 0 && last+1 >= fp.LastStableOffset)
+	})
 }
 
 // stillFailing is the errors of the partitions still failing at now:
@@ -484,6 +514,28 @@ const DefaultLeaveTimeout = 10 * time.Second
 
 // errStopping ends a wait of an assignment when Run stops (Consumer.stopping).
 var errStopping = errors.New("the consumer is stopping")
+
+// untilStopping is ctx, ended too when Run begins its shutdown (cause
+// errStopping). kgo's callbacks get the client's context, which only the
+// client's close ends, after the shutdown: an assignment retrying its
+// requests against unreachable brokers (up to fetchStableRetryFor each)
+// held the rebalance lock the shutdown waits for, for minutes (found by a
+// review).
+func (c *Consumer) untilStopping(ctx context.Context) (context.Context, context.CancelFunc) {
+	sctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-c.stopping:
+			cancel(errStopping)
+		case <-done:
+		}
+	}()
+	return sctx, func() {
+		close(done)
+		cancel(context.Canceled)
+	}
+}
 
 // shutdown stops (and flushes) every owned partition, then leaves the group.
 func (c *Consumer) shutdown() {
@@ -559,8 +611,10 @@ func (c *Consumer) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[s
 	if len(tps) == 0 {
 		return
 	}
-	if err := c.assign(ctx, tps, kept); err != nil {
-		if errors.Is(err, errStopping) {
+	actx, cancel := c.untilStopping(ctx)
+	defer cancel()
+	if err := c.assign(actx, tps, kept); err != nil {
+		if errors.Is(err, errStopping) || errors.Is(context.Cause(actx), errStopping) {
 			// Run is stopping while the assignment waited: nothing started,
 			// nothing to flush; the shutdown leaves the group.
 			c.log.Info("assignment abandoned: the worker is stopping", zap.Any("partitions", tps), zap.Error(err))
@@ -611,6 +665,11 @@ func (c *Consumer) assign(ctx context.Context, tps, kept []TopicPartition) error
 		c.owned[tp] = true
 		c.fc.Track(tp)
 	}
+	for _, tp := range kept {
+		// Paused above: what a poll started before now carries of it is
+		// from kgo's own position, not to be counted in its new budget.
+		c.fence.seek(tp)
+	}
 	c.mu.Unlock()
 	c.deliver.Unlock()
 	// Order matters (seed, "Stable transactional.id"): fence first, then
@@ -633,15 +692,27 @@ func (c *Consumer) assign(ctx context.Context, tps, kept []TopicPartition) error
 	err = c.h.Start(ctx, offsets)
 	c.deliver.Unlock()
 	if err == nil {
-		c.cl.ResumeFetchPartitions(kgoPartitions(kept))
+		c.resumeAfterSeek(kept)
 	}
 	return err
 }
 
+// resumeAfterSeek resumes tps, sought and started, at the next poll
+// (pollFence): a poll under way began before their seek.
+func (c *Consumer) resumeAfterSeek(tps []TopicPartition) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, tp := range tps {
+		c.fence.resumeAfterSeek(tp)
+	}
+}
+
 // seekAssigned sets kgo's fetch position of tps to their assigned offsets
 // (kgo: "fetching continues from the new offset"; what it buffered of them
-// is dropped). The caller holds c.deliver, so no poll's delivery is in
-// progress: records from the old position reach nobody.
+// is dropped), paused until resumeAfterSeek. The caller holds c.deliver, so
+// no poll's delivery is in progress, and the fence drops what a poll
+// started before carries of them: records from the old position reach
+// nobody.
 func (c *Consumer) seekAssigned(tps []TopicPartition, offsets map[TopicPartition]snapshotstore.Assignment) {
 	seek := map[string]map[int32]kgo.EpochOffset{}
 	for _, tp := range tps {
@@ -650,7 +721,15 @@ func (c *Consumer) seekAssigned(tps []TopicPartition, offsets map[TopicPartition
 		}
 		seek[tp.Topic][tp.Partition] = kgo.EpochOffset{Epoch: -1, Offset: offsets[tp].Offset}
 	}
+	// Paused again: a failed partition's pause may have been undone by its
+	// old budget's release (Budget.Done) before the restart removed it.
+	c.cl.PauseFetchPartitions(kgoPartitions(tps))
 	c.cl.SetOffsets(seek)
+	c.mu.Lock()
+	for _, tp := range tps {
+		c.fence.seek(tp)
+	}
+	c.mu.Unlock()
 }
 
 // kgoPartitions is tps as kgo's topic → partitions map.
@@ -845,7 +924,7 @@ func (c *Consumer) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]
 func (c *Consumer) stop(ctx context.Context, tps []TopicPartition, flush bool) {
 	var mine []TopicPartition
 	c.mu.Lock()
-	var failed []TopicPartition
+	var paused []TopicPartition
 	for _, tp := range tps {
 		if c.owned[tp] {
 			delete(c.owned, tp)
@@ -853,7 +932,10 @@ func (c *Consumer) stop(ctx context.Context, tps []TopicPartition, flush bool) {
 		}
 		if c.failed[tp] != nil {
 			delete(c.failed, tp)
-			failed = append(failed, tp)
+			paused = append(paused, tp)
+		}
+		if c.fence.forget(tp) {
+			paused = append(paused, tp) // since its seek, resumed at the next poll
 		}
 		delete(c.streak, tp)
 		// Its lag is unknown until it is fetched here again (a later
@@ -861,7 +943,7 @@ func (c *Consumer) stop(ctx context.Context, tps []TopicPartition, flush bool) {
 		delete(c.hwm, tp)
 	}
 	c.mu.Unlock()
-	for _, tp := range failed {
+	for _, tp := range paused {
 		// kgo keeps a pause across reassignment: a later owner here must fetch.
 		c.cl.ResumeFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}})
 	}

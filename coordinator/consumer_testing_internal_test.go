@@ -29,7 +29,7 @@ func testConsumer(cl *kgo.Client, h Handler, tps ...TopicPartition) *Consumer {
 	c := &Consumer{cl: cl, h: h, log: zap.NewNop(), own: NewOwnership(), fc: NewFlowControl(10, 0),
 		meta:  NewGroupMetadataTracker(fixedMember{}, ""),
 		cfg:   Config{RetryBackoff: time.Second, MaxRetryBackoff: time.Minute, TeardownTimeout: time.Second, SessionTimeout: 20 * time.Second},
-		owned: map[TopicPartition]bool{}, failed: map[TopicPartition]*Failure{}, streak: map[TopicPartition]*Failure{},
+		fence: newPollFence(), owned: map[TopicPartition]bool{}, failed: map[TopicPartition]*Failure{}, streak: map[TopicPartition]*Failure{},
 		hwm: map[TopicPartition]int64{}, retry: make(chan struct{}, 1), kick: make(chan struct{}, 1), done: make(chan struct{}),
 		// The coordinator lists the member (a refusal it never confirmed).
 		probeMember: func(context.Context, snapshotstore.GroupMetadata) (bool, error) { return true, nil }}

@@ -85,6 +85,10 @@ func (c *Consumer) PartitionFailed(tp TopicPartition, err error) {
 	// and the pause, which kgo keeps across assignments, stayed: a later
 	// assignment of the partition here never fetched it.
 	c.cl.PauseFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}})
+	// Its budget goes with its copy: a release of the stopped copy's
+	// records would resume the partition (Budget.Done), and kgo would fetch
+	// it for nobody.
+	c.fc.Remove(tp, func() {})
 	c.mu.Unlock()
 	if testHookFailedRecorded != nil {
 		testHookFailedRecorded(tp)
@@ -156,8 +160,9 @@ func (c *Consumer) PartitionEvicted(tp TopicPartition, err error) {
 	}
 	f.Err = err
 	f.RetryAt = retryAt
-	// Under the lock, as PartitionFailed's pause (see there).
+	// Under the lock, as PartitionFailed's pause and budget (see there).
 	c.cl.PauseFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}})
+	c.fc.Remove(tp, func() {})
 	c.mu.Unlock()
 	c.log.Warn("partition stopped: the group coordinator evicted this member; it starts again once the consumer has rejoined the group and been given it",
 		zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Duration("restart_unless_rejoined_in", retryAt.Sub(now)),
@@ -546,10 +551,19 @@ func (c *Consumer) restartWith(ctx context.Context, tp TopicPartition, memo memb
 		c.deliver.Lock()
 		c.seekAssigned([]TopicPartition{tp}, offsets)
 		c.fc.Track(tp)
+		// Not failed from before the start: a failure the new copy
+		// reports during or right after it is its own (it was deleted
+		// with this one after the start, leaving the partition owned,
+		// running nothing, and never restarted).
+		c.mu.Lock()
+		delete(c.failed, tp)
+		c.mu.Unlock()
 		err = c.h.Start(rctx, offsets)
-		if err == nil {
+		if err != nil {
 			c.mu.Lock()
-			delete(c.failed, tp)
+			if c.failed[tp] == nil && c.owned[tp] {
+				c.failed[tp] = f
+			}
 			c.mu.Unlock()
 		}
 		c.deliver.Unlock()
@@ -592,5 +606,5 @@ func (c *Consumer) restartWith(ctx context.Context, tp TopicPartition, memo memb
 		c.PartitionFailed(tp, f.Err)
 		return
 	}
-	c.cl.ResumeFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}})
+	c.resumeAfterSeek([]TopicPartition{tp})
 }

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // An assignment waiting for a stable committed offset (another client's
@@ -149,3 +151,64 @@ func unstableOffsets(t *testing.T, group, topic, txnID string) *kgo.Client {
 	pendingOffsetCommit(t, cl, txnID, group, topic)
 	return cl
 }
+
+// An assignment whose requests fail transiently (the brokers unreachable)
+// retries them for up to fetchStableRetryFor inside kgo's assigned
+// callback, holding the rebalance lock the shutdown needs: it gives up when
+// Run begins its shutdown, and the partitions it was starting are left
+// unowned (found by a review: the retries watched only the callback's
+// context, which the client's close ends after the shutdown).
+func TestAnAssignmentsRetriesEndAtStop(t *testing.T) {
+	cl := offlineClient(t)
+	tp := TopicPartition{"in", 0}
+	c := testConsumer(cl, nopHandler{})
+	c.adm = kadm.NewClient(cl)
+	c.cfg.Group = "g"
+	c.held = map[TopicPartition]bool{}
+	c.ready, c.stopping = make(chan struct{}), make(chan struct{})
+	close(c.ready)
+	retrying := make(chan struct{}, 1)
+	c.log = zap.New(hookCore{fn: func(msg string) {
+		if strings.HasSuffix(msg, "failed; retrying") {
+			select {
+			case retrying <- struct{}{}:
+			default:
+			}
+		}
+	}})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.onAssigned(context.Background(), cl, map[string][]int32{tp.Topic: {tp.Partition}})
+	}()
+	select {
+	case <-retrying:
+	case <-done:
+		t.Fatal("the assignment did not retry against unreachable brokers")
+	case <-time.After(time.Minute):
+		t.Fatal("no retry logged")
+	}
+	close(c.stopping)
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the assignment still retries after the stop began (the shutdown waits for its lock)")
+	}
+	if c.owned[tp] || c.fatal != nil {
+		t.Fatalf("after the abandoned assignment: owned %v, fatal %v", c.owned[tp], c.fatal)
+	}
+}
+
+// hookCore is a zapcore.Core calling fn with every message.
+type hookCore struct {
+	zapcore.LevelEnabler
+	fn func(msg string)
+}
+
+func (h hookCore) Enabled(zapcore.Level) bool        { return true }
+func (h hookCore) With([]zapcore.Field) zapcore.Core { return h }
+func (h hookCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	return ce.AddCore(e, h)
+}
+func (h hookCore) Write(e zapcore.Entry, _ []zapcore.Field) error { h.fn(e.Message); return nil }
+func (h hookCore) Sync() error                                    { return nil }
