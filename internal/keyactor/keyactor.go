@@ -81,6 +81,10 @@ type Core struct {
 	keyless     bool
 	reported    int64
 	reportDirty bool // a timer made the state dirty: the partition must flush it
+	// replayed: a delivery's record was skipped as a replay already in the
+	// snapshot. The partition started a hold on it, which only a Progress
+	// releases, even one whose Settled it was sent before (report).
+	replayed bool
 	// evicting: an Unload{Evict} is waiting for the key's write to commit
 	// (maybeEvict); the partition sends it no records meanwhile.
 	evicting bool
@@ -353,7 +357,7 @@ func (a *keyActor[S]) reportUnlessLeaving(ctx actor.Context) {
 // delivery), then the load hook.
 func (a *keyActor[S]) started(ctx actor.Context) {
 	a.self = ctx.Self()
-	a.reported = -2
+	a.reported, a.replayed = -2, false
 	if snap := a.snap; snap != nil {
 		a.snap = nil
 		if !snap.Tombstone() {
@@ -465,8 +469,12 @@ func (a *keyActor[S]) deliver(ctx actor.Context, m *Deliver) {
 		if rec.Offset > a.lastSeen {
 			a.lastSeen = rec.Offset
 		}
-		if a.failed != nil || rec.Offset <= a.lastFolded {
-			continue // failed, or a replayed record already in the snapshot
+		if a.failed != nil {
+			continue
+		}
+		if rec.Offset <= a.lastFolded {
+			a.replayed = true
+			continue // a replayed record already in the snapshot
 		}
 		if a.keyless {
 			err := fmt.Errorf("%s[%d] offset %d: record has no key (nil-key policy: dead-letter)", rec.Topic, rec.Partition, rec.Offset)
@@ -685,11 +693,17 @@ func (k *Core) report(ctx actor.Context) {
 	s := k.settled()
 	// Only changes: the partition already knows the keys it dispatched to
 	// are dirty, and a fold of a dirty key leaves Settled where it was.
-	if s == k.reported && !k.reportDirty {
+	// Except after replays: a restart replays from the committed offset,
+	// often below a key's snapshot, and a key whose Settled (its
+	// snapshot's offset) was reported at the first replayed batch was sent
+	// the next one under a new hold, which no changed Settled would ever
+	// release: the partition's committed offset stayed there for the rest
+	// of its ownership (found by a review).
+	if s == k.reported && !k.reportDirty && !k.replayed {
 		return
 	}
 	ctx.Send(ctx.Parent(), &Progress{Key: k.key, Tag: k.tag, Settled: s, Dirty: k.reportDirty})
-	k.reported, k.reportDirty = s, false
+	k.reported, k.reportDirty, k.replayed = s, false, false
 }
 
 // Tagged is implemented by the actors NewKeyActor returns (SetTag,
