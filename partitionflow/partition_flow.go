@@ -1,6 +1,7 @@
 package partitionflow
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -638,7 +639,9 @@ func (p *partition) answerCold(q *keyactor.Query, s snapshotstore.Snapshot, foun
 	if found {
 		ans.Offset, ans.PersistedOffset, ans.Persisted = s.Offset, s.Offset, true
 		if !s.Tombstone() {
-			ans.Value = s.Value
+			// A copy: these are the bytes the key loads from next, and
+			// the caller (Worker.Get) may write into the answer.
+			ans.Value = bytes.Clone(s.Value)
 		}
 	}
 	select {

@@ -73,3 +73,31 @@ func TestKeyQueryLoadedUnloadingAndCold(t *testing.T) {
 		t.Fatalf("unknown key: %+v", a)
 	}
 }
+
+// A query's answer from an unloaded key's snapshot is a copy: the bytes the
+// partition keeps are the ones the key loads from next, and a caller
+// writing into its answer (Worker.Get hands it on) changed the key's state
+// (found by a review).
+func TestAColdKeysAnswerIsACopy(t *testing.T) {
+	h := newHarness(t, nil, keyflow.New(traceFold, keyflow.WithMaxIdle(time.Millisecond)), 0)
+	h.send(rec(0, "a", ""))
+	h.awaitCommitted(1)
+	deadline := time.Now().Add(10 * time.Second)
+	a := query(t, h, "a")
+	for a.Loaded { // until the idle sweep has unloaded it
+		if time.Now().After(deadline) {
+			t.Fatal("the key never unloaded")
+		}
+		time.Sleep(time.Millisecond)
+		a = query(t, h, "a")
+	}
+	want := string(a.Value)
+	for i := range a.Value {
+		a.Value[i] = 'X'
+	}
+	if again := query(t, h, "a"); !again.Loaded && string(again.Value) != want {
+		t.Fatalf("after the caller wrote into its answer the key holds %q, want %q", again.Value, want)
+	}
+	h.send(rec(1, "a", "")) // reloads the key from its snapshot
+	h.awaitTrace("a", "[0 1]", "the fold after the reload")
+}
