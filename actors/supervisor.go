@@ -263,7 +263,13 @@ func (s *Supervisor) stopped(tp coordinator.TopicPartition, h *handle, err error
 	}
 	s.event(Event{Kind: kind, TP: tp, Err: err})
 	s.mu.Unlock()
-	close(h.done)
+	// Reported before the stop is: a revoke's Stop returns at done, and
+	// the partition could be assigned here again before a report made
+	// after it, which would then count as the new assignment's failure (a
+	// pause, and a second copy beside the new one). Reported before, it
+	// finds the partition not owned (the revoke released it) and is
+	// ignored. OnFailure does not block.
+	defer close(h.done)
 	switch {
 	case err == nil:
 	case errors.Is(err, snapshotstore.ErrNotOwned):

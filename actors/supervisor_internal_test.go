@@ -247,3 +247,35 @@ func TestAnUnstartedPartitionsStoreClosesWithinTheStopsBound(t *testing.T) {
 	close(bc.release)
 	<-stopped
 }
+
+// A copy's failure is reported before its stop is (h.done): a revoke's Stop
+// returns at done, and a report made after it could reach the consumer
+// after the partition was assigned here again, as the new assignment's
+// failure (found by a review).
+func TestAFailureIsReportedBeforeTheStop(t *testing.T) {
+	tp := coordinator.TopicPartition{Topic: "orders", Partition: 3}
+	h := &handle{done: make(chan struct{}), seq: 1}
+	stoppedFirst := make(chan bool, 1)
+	s, err := NewSupervisor(actor.NewActorSystem(), SupervisorConfig{
+		OnFailure: func(coordinator.TopicPartition, error) {
+			select {
+			case <-h.done:
+				stoppedFirst <- true
+			default:
+				stoppedFirst <- false
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Shutdown)
+	s.mu.Lock()
+	s.seq, s.parts[tp], s.latest[tp] = 1, h, 1
+	s.mu.Unlock()
+	s.stopped(tp, h, errors.New("failed during its revoke"))
+	if <-stoppedFirst {
+		t.Fatal("the failure was reported after the stop: a new assignment may already own the partition")
+	}
+	<-h.done
+}
