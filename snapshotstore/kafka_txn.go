@@ -214,6 +214,13 @@ func (t *txnPartition) Close(ctx context.Context) error {
 // case, is one aborted transaction of the new owner, which redoes it.
 func (t *txnPartition) Commit(ctx context.Context, b Batch) error {
 	start := time.Now()
+	// Every attempt, re-initialisation and settlement ends by the failover
+	// timeout, not only the retries between them: kgo retries an
+	// InitProducerID answered CONCURRENT_TRANSACTIONS, and a produce to a
+	// partition with no leader, for as long as their context lasts — a
+	// partition stalled without a word (found by a review).
+	ctx, cancel := context.WithDeadlineCause(ctx, start.Add(t.k.cfg.failoverTimeout), errFailoverTimeout)
+	defer cancel()
 	backoff := 50 * time.Millisecond
 	awaits := 0
 	checkedPrevious := false
@@ -255,17 +262,33 @@ func (t *txnPartition) Commit(ctx context.Context, b Batch) error {
 		action := DecideTxn(err, merr == nil)
 		log := t.k.cfg.log.With(zap.String("partition", t.info.String()), zap.String("transactional_id", t.id),
 			zap.Int("attempt", attempt), zap.Stringer("action", action), zap.Error(err))
-		if (action == TxnRetry || action == TxnReinit) && time.Since(start) > t.k.cfg.failoverTimeout {
+		timedOut := time.Since(start) > t.k.cfg.failoverTimeout || errors.Is(context.Cause(ctx), errFailoverTimeout)
+		if timedOut && merr == nil && (action == TxnRetry || action == TxnReinit || errors.Is(err, context.DeadlineExceeded)) {
 			log.Error("transaction still failing after the failover timeout; giving up", zap.Duration("failover_timeout", t.k.cfg.failoverTimeout))
-			return err
+			// A failure of the partition, not a fence: an epoch the
+			// coordinator bumped while the partition is owned here is
+			// wrapped as a FencedError (which fails the worker); after the
+			// timeout it restarts the partition like any other failure.
+			cause := err
+			if fe, ok := errors.AsType[*FencedError](err); ok {
+				cause = fe.Err
+			}
+			return fmt.Errorf("%s: transaction still failing after the failover timeout (%v): %w", t.info, t.k.cfg.failoverTimeout, cause)
 		}
 		switch action {
 		case TxnAwaitGeneration:
 			if awaits++; awaits > 3 {
-				return err
+				return t.unlessLost(err)
 			}
 			newer, werr := AwaitNewerGeneration(ctx, t.info.GroupMetadata, used.Generation, t.k.cfg.staleGenWait)
 			if werr != nil {
+				if errors.Is(werr, ErrNotOwned) || errors.Is(werr, ErrEvicted) {
+					// Lost or evicted during the wait (a rejoin, a KIP-848
+					// epoch reset, another partition's refusal marking
+					// this one): not a failure of the worker. The bare
+					// rejection matches ErrFenced only (found by a review).
+					return errors.Join(err, werr)
+				}
 				return err
 			}
 			log.Info("generation moved on while this member kept the partition; retrying the transaction",
@@ -309,6 +332,18 @@ func (t *txnPartition) Commit(ctx context.Context, b Batch) error {
 		}
 		backoff = min(2*backoff, 2*time.Second)
 	}
+}
+
+// errFailoverTimeout ends a Commit's attempts at KafkaConfig.FailoverTimeout.
+var errFailoverTimeout = errors.New("failover timeout")
+
+// unlessLost is err, joined with the ownership binding's refusal when the
+// partition is lost or evicted meanwhile (not a failure of the worker).
+func (t *txnPartition) unlessLost(err error) error {
+	if _, merr := t.info.GroupMetadata(); merr != nil && (errors.Is(merr, ErrNotOwned) || errors.Is(merr, ErrEvicted)) {
+		return errors.Join(err, merr)
+	}
+	return err
 }
 
 // reinit replaces the producer with a fresh one on the same transactional.id

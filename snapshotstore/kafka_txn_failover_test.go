@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -254,5 +255,128 @@ func committedOnce(t *testing.T, f *txnFixture, offset int64, key, why string) {
 	}
 	if n := committedSnapshotsOf(t, f, key); n != 1 {
 		t.Fatalf("%d committed snapshot records of %s, want 1%s", n, key, why)
+	}
+}
+
+// openFailover is f.open with a failover timeout of d.
+func (f *txnFixture) openFailover(t *testing.T, meta GroupMetadataFunc, d time.Duration) *txnPartition {
+	t.Helper()
+	k, err := NewKafka(f.brokers, f.snaps, KafkaConfig{Mode: Transactional, TransactionalIDPrefix: "p", FailoverTimeout: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.Close)
+	p, err := k.Open(context.Background(), PartitionInfo{Topic: f.input, Partition: 0, Group: f.group, GroupMetadata: meta})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // a re-initialisation under way is waited for
+		defer cancel()
+		_ = p.Close(ctx)
+	})
+	return p.(*txnPartition)
+}
+
+// answerAll makes the cluster answer every request of key with code (resp
+// sets it on the request's response).
+func answerAll(f *txnFixture, key int16, resp func(kmsg.Request) kmsg.Response) *atomic.Int32 {
+	var n atomic.Int32
+	f.c.ControlKey(key, func(req kmsg.Request) (kmsg.Response, error, bool) {
+		f.c.KeepControl()
+		n.Add(1)
+		return resp(req), nil, true
+	})
+	return &n
+}
+
+func illegalGeneration(req kmsg.Request) kmsg.Response {
+	r := req.(*kmsg.TxnOffsetCommitRequest)
+	resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+	for _, rt := range r.Topics {
+		st := kmsg.NewTxnOffsetCommitResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+			sp.Partition, sp.ErrorCode = rp.Partition, kerr.IllegalGeneration.Code
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}
+
+// A transaction refused for a generation the coordinator moved past while
+// the partition was kept waits for the newer one; a partition lost or
+// evicted during that wait is not a failure of the worker: the error
+// matches the binding's refusal. It was the bare rejection, which matches
+// ErrFenced only, and stopped the worker (found by a review).
+func TestAPartitionLostWhileAwaitingTheGenerationIsNotAFence(t *testing.T) {
+	for _, evicted := range []bool{false, true} {
+		f := newTxnFixture(t, true)
+		var armed, lost atomic.Bool
+		meta := func() (GroupMetadata, error) {
+			if lost.Load() {
+				return GroupMetadata{}, &OwnershipError{Topic: f.input, Partition: 0, Evicted: evicted, Reason: "test: lost during the wait"}
+			}
+			if armed.Load() {
+				lost.Store(true) // the decision's read sees it owned; the wait's does not
+			}
+			return f.meta()
+		}
+		p := f.openFailover(t, meta, time.Minute)
+		ctx := context.Background()
+		if err := p.Commit(ctx, Batch{Offset: 1, OffsetAdvanced: true}); err != nil {
+			t.Fatal(err)
+		}
+		answerAll(f, kmsg.TxnOffsetCommit.Int16(), func(req kmsg.Request) kmsg.Response {
+			armed.Store(true)
+			return illegalGeneration(req)
+		})
+		err := p.Commit(ctx, Batch{Offset: 9, OffsetAdvanced: true})
+		want := ErrNotOwned
+		if evicted {
+			want = ErrEvicted
+		}
+		if !errors.Is(err, want) || !errors.Is(err, kerr.IllegalGeneration) {
+			t.Fatalf("evicted %v: Commit = %v; want the rejection joined with the binding's refusal (%v)", evicted, err, want)
+		}
+	}
+}
+
+// A producer re-initialisation that keeps failing until the failover
+// timeout (the coordinator answering CONCURRENT_TRANSACTIONS, which kgo
+// retried for as long as its context lasted) ends the Commit at the
+// timeout, as a failure of the partition — not a fence, which would stop
+// the worker — and not a wait without end (found by a review).
+func TestAReinitFailingPastTheFailoverTimeoutFailsThePartition(t *testing.T) {
+	f := newTxnFixture(t, true)
+	p := f.openFailover(t, f.meta, 500*time.Millisecond)
+	ctx := context.Background()
+	if err := p.Commit(ctx, Batch{Offset: 1, OffsetAdvanced: true}); err != nil {
+		t.Fatal(err)
+	}
+	failEndTxnOnce(f, kerr.InvalidProducerEpoch.Code) // the coordinator bumped the epoch: re-initialise
+	inits := answerAll(f, kmsg.InitProducerID.Int16(), func(req kmsg.Request) kmsg.Response {
+		resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+		resp.ErrorCode = kerr.ConcurrentTransactions.Code
+		return resp
+	})
+	done := make(chan error, 1)
+	go func() { done <- p.Commit(ctx, Batch{Offset: 9, OffsetAdvanced: true}) }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Commit still waits on the re-initialisation 30 s after its 500 ms failover timeout")
+	}
+	if inits.Load() == 0 {
+		t.Fatal("no InitProducerID was answered CONCURRENT_TRANSACTIONS: the test did not reach the re-initialisation")
+	}
+	if err == nil || errors.Is(err, ErrFenced) {
+		t.Fatalf("Commit = %v; want a failure of the partition that does not match ErrFenced", err)
+	}
+	if !strings.Contains(err.Error(), "failover timeout") {
+		t.Fatalf("Commit = %v; want it to name the failover timeout", err)
 	}
 }
