@@ -470,6 +470,7 @@ func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetad
 			t.checkDangling(actx)
 			_ = t.cl.ProduceSync(actx, markerRecord(t.k.topic, t.info.Partition, b.Offset)).FirstErr()
 		}
+		mark := t.kgoLog.UnsentMark()
 		if aerr := t.cl.EndTransaction(actx, kgo.TryAbort); aerr != nil {
 			// kgo still counts itself in the transaction (BeginTransaction
 			// would refuse: "already in a transaction"): the next attempt
@@ -477,6 +478,17 @@ func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetad
 			t.abortFailed = true
 			t.k.cfg.log.Warn("abort transaction failed; the next attempt re-initialises the producer", zap.String("partition", t.info.String()),
 				zap.String("transactional_id", t.id), zap.Error(aerr))
+		} else if (rawSent || produced) && t.kgoLog.EndUnsent(mark) {
+			// kgo sent no EndTxn (no partition marked added: the produces
+			// acknowledged before kgo published their partitions, the
+			// window kgo_published.go narrows for commits): the
+			// transaction begun on the broker stays open, and under
+			// transaction version 1 the redo, on the same epoch, would
+			// join it and commit this attempt's records with its own
+			// (found by a review). The re-initialisation aborts it.
+			t.abortFailed = true
+			t.k.cfg.log.Warn("kgo did not send the abort of a transaction begun on the broker; the next attempt re-initialises the producer", zap.String("partition", t.info.String()),
+				zap.String("transactional_id", t.id), t.kgoLogField())
 		}
 		err = t.fenced(meta, err)
 	}()

@@ -27,6 +27,9 @@ type Ring struct {
 	// was asked to (commitDropped): counted as logged, so no later entry
 	// can push one out before CommitDropped reads it.
 	dropped uint64
+	// unsent counts kgo's lines saying its EndTransaction sent nothing
+	// (endUnsent), for EndUnsent.
+	unsent uint64
 }
 
 type ringEntry struct {
@@ -53,9 +56,13 @@ func (r *Ring) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 	}
 	keep := level < kgo.LogLevelDebug || !skipped(msg)
 	dropped := commitDropped(msg, keyvals)
+	unsent := strings.HasPrefix(msg, endUnsent)
 	r.mu.Lock()
 	if dropped {
 		r.dropped++
+	}
+	if unsent {
+		r.unsent++
 	}
 	if keep {
 		r.buf[r.n%uint64(len(r.buf))] = ringEntry{at: time.Now(), level: level, msg: msg, kv: keyvals}
@@ -108,6 +115,37 @@ func (r *Ring) Lines() []string {
 		out = append(out, b.String())
 	}
 	return out
+}
+
+// endUnsent begins kgo's line for an EndTransaction that sends no EndTxn:
+// it found no partition marked added to the transaction, outside KIP-890
+// part 2 or with no produce attempted (v1.22.3 txn.go).
+const endUnsent = "no records were produced during the commit"
+
+// UnsentMark is the ring's count of kgo's lines saying an EndTransaction
+// sent nothing: EndUnsent compares with it.
+func (r *Ring) UnsentMark() uint64 {
+	if r == nil {
+		return 0
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.unsent
+}
+
+// EndUnsent reports whether kgo logged, since mark, that an EndTransaction
+// sent no EndTxn, whether asked to commit or to abort. After an abort of a
+// transaction that raw requests or acknowledged produces began on the
+// broker, that abort did not happen: the transaction stays open there, and
+// under transaction version 1 the next one on the same epoch joins it. A
+// nil ring reports false.
+func (r *Ring) EndUnsent(mark uint64) bool {
+	if r == nil {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.unsent > mark
 }
 
 // Mark is the ring's count of kgo's lines saying it did not commit a

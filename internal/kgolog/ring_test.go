@@ -95,3 +95,26 @@ func TestRingTellsACommitKgoDropped(t *testing.T) {
 		t.Fatal("a nil ring told an abort")
 	}
 }
+
+// kgo's line for an EndTransaction that sent nothing, against its abort
+// that was sent: only the entries after the mark count.
+func TestRingTellsAnEndKgoDidNotSend(t *testing.T) {
+	r := NewRing(&recorder{level: kgo.LogLevelNone}, 4)
+	r.Log(kgo.LogLevelDebug, "no records were produced during the commit; thus no transaction was began; ending without doing anything") // before the mark
+	mark := r.UnsentMark()
+	r.Log(kgo.LogLevelInfo, "ending transaction", "transactional_id", "p", "commit", kgo.TryAbort, "producer_id", 1, "epoch", 0)
+	if r.EndUnsent(mark) {
+		t.Fatal("an abort kgo sent read as unsent")
+	}
+	r.Log(kgo.LogLevelDebug, "no records were produced during the commit; thus no transaction was began; ending without doing anything")
+	for range 10 { // past the ring's size: the count stays
+		r.Log(kgo.LogLevelDebug, "wrote EndTxn v5")
+	}
+	if !r.EndUnsent(mark) {
+		t.Fatal("an end kgo did not send not told")
+	}
+	var none *Ring
+	if none.EndUnsent(none.UnsentMark()) {
+		t.Fatal("a nil ring told an unsent end")
+	}
+}
