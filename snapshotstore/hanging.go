@@ -117,6 +117,9 @@ func DecideHanging(open OpenTxn, co CoordinatorView) HangingVerdict {
 type DataScan struct {
 	// SawData: a data record of the producer id at the open epoch.
 	SawData bool
+	// Err is why the read did not complete (Complete false): for the
+	// logs and errors of an outcome that stays unknown.
+	Err error
 	// Closed: a control record of the producer id after that data (with
 	// the same or a later epoch: transaction version 2 writes markers with
 	// the bumped epoch, a fence aborts with a later one); Committed is its type.

@@ -318,7 +318,7 @@ func scanProducer(ctx context.Context, brokers []string, opts []kgo.Opt, tp topi
 		}
 		return true
 	})
-	sc.Complete = err == nil
+	sc.Complete, sc.Err = err == nil, err
 	return sc
 }
 

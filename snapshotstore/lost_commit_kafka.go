@@ -62,7 +62,7 @@ func (t *txnPartition) settleLostCommit(ctx context.Context, lc *lostCommitError
 	}
 	tp := topicPartition{Topic: t.k.topic, Partition: t.info.Partition}
 	for {
-		sc := t.scanFromMarker(ctx, tp, lc)
+		sc, hwm := t.scanFromMarker(ctx, tp, lc)
 		v := DecideLostCommit(sc)
 		switch v {
 		case LostCommitCommitted:
@@ -71,22 +71,29 @@ func (t *txnPartition) settleLostCommit(ctx context.Context, lc *lostCommitError
 			return false, nil
 		}
 		t.k.cfg.log.Info("settling a lost commit answer: its outcome is not readable yet",
-			zap.String("partition", t.info.String()), zap.Int64("marker_offset", lc.markerOffset), zap.Stringer("scan", v))
+			zap.String("partition", t.info.String()), zap.Int64("marker_offset", lc.markerOffset), zap.Int64("high_watermark", hwm),
+			zap.Stringer("scan", v), zap.NamedError("read_error", sc.Err))
 		if werr := wait(); werr != nil {
-			return false, werr
+			// Why it stayed unreadable (authorization, no leader, a
+			// truncated log) goes with the failure.
+			read := fmt.Errorf("%s[%d] read from marker offset %d to high watermark %d: %s", tp.Topic, tp.Partition, lc.markerOffset, hwm, v)
+			if sc.Err != nil {
+				read = fmt.Errorf("%w: %w", read, sc.Err)
+			}
+			return false, errors.Join(werr, read)
 		}
 	}
 }
 
 // scanFromMarker reads the snapshot partition from the batch's marker record
-// (the first record scanned) to its high watermark for the control record
-// that ends the transaction.
-func (t *txnPartition) scanFromMarker(ctx context.Context, tp topicPartition, lc *lostCommitError) DataScan {
+// (the first record scanned) to its high watermark (returned; -1 unknown)
+// for the control record that ends the transaction.
+func (t *txnPartition) scanFromMarker(ctx context.Context, tp topicPartition, lc *lostCommitError) (DataScan, int64) {
 	sctx, cancel := context.WithTimeout(ctx, hangingScanTimeout)
 	defer cancel()
 	hwm, err := listOffset(sctx, t.cl, tp.Topic, tp.Partition, 0, -1) // the high watermark, on the partition's own client
 	if err != nil {
-		return DataScan{}
+		return DataScan{Err: fmt.Errorf("high watermark: %w", err)}, -1
 	}
-	return scanProducer(sctx, t.k.brokers, t.k.cfg.clientOpts, tp, lc.markerOffset, hwm, lc.producerID, lc.epoch)
+	return scanProducer(sctx, t.k.brokers, t.k.cfg.clientOpts, tp, lc.markerOffset, hwm, lc.producerID, lc.epoch), hwm
 }

@@ -141,11 +141,19 @@ func (t *txnPartition) checkPrevious(ctx context.Context, cause error, start tim
 		v := PreviousUnreadable
 		// A high watermark at or below the marker is read again, not taken
 		// for a loss: a partition's new leader can report a lower one until
-		// its followers catch up.
-		if hwm, err := listOffset(ctx, t.cl, tp.Topic, tp.Partition, 0, -1); err == nil && hwm > marker {
+		// its followers catch up. unread says why it was not read.
+		var unread error
+		hwm, err := listOffset(ctx, t.cl, tp.Topic, tp.Partition, 0, -1)
+		switch {
+		case err != nil:
+			unread = fmt.Errorf("high watermark: %w", err)
+		case hwm <= marker:
+			unread = fmt.Errorf("high watermark %d at or below the marker", hwm)
+		default:
 			sctx, cancel := context.WithTimeout(ctx, hangingScanTimeout)
-			v = DecidePrevious(scanProducer(sctx, t.k.brokers, t.k.cfg.clientOpts, tp, marker, hwm, pid, epoch))
+			sc := scanProducer(sctx, t.k.brokers, t.k.cfg.clientOpts, tp, marker, hwm, pid, epoch)
 			cancel()
+			v, unread = DecidePrevious(sc), sc.Err
 		}
 		if v == PreviousMissing && !missingOnce {
 			// Read once more (a leader that just changed) before failing.
@@ -154,7 +162,7 @@ func (t *txnPartition) checkPrevious(ctx context.Context, cause error, start tim
 		}
 		log := t.k.cfg.log.With(zap.String("partition", t.info.String()), zap.String("transactional_id", t.id),
 			zap.Int64("producer_id", pid), zap.Int16("epoch", epoch), zap.Int64("marker_offset", marker),
-			zap.Stringer("previous_transaction", v), zap.NamedError("cause", cause))
+			zap.Stringer("previous_transaction", v), zap.NamedError("cause", cause), zap.NamedError("read_error", unread))
 		switch v {
 		case PreviousCommitted:
 			log.Info("the producer's sequence state was lost; its previous transaction is in the log, redoing this one")
@@ -175,8 +183,12 @@ func (t *txnPartition) checkPrevious(ctx context.Context, cause error, start tim
 			continue
 		}
 		if time.Since(start) > t.k.cfg.failoverTimeout {
+			why := fmt.Sprintf("%s, marker offset %d", v, marker)
+			if unread != nil {
+				why += ": " + unread.Error()
+			}
 			return fmt.Errorf("%s: the previous transaction could not be read back (%s) within the failover timeout (%v) after: %w",
-				t.info, v, t.k.cfg.failoverTimeout, cause)
+				t.info, why, t.k.cfg.failoverTimeout, cause)
 		}
 		select {
 		case <-ctx.Done():
