@@ -218,9 +218,39 @@ func (t *txnPartition) Commit(ctx context.Context, b Batch) error {
 	// timeout, not only the retries between them: kgo retries an
 	// InitProducerID answered CONCURRENT_TRANSACTIONS, and a produce to a
 	// partition with no leader, for as long as their context lasts — a
-	// partition stalled without a word (found by a review).
-	ctx, cancel := context.WithDeadlineCause(ctx, start.Add(t.k.cfg.failoverTimeout), errFailoverTimeout)
-	defer cancel()
+	// partition stalled without a word (found by a review). The waits for
+	// a newer generation are not counted (they have their own bound,
+	// StaleGenerationWait): the deadline moves past each.
+	parent := ctx
+	deadline := start.Add(t.k.cfg.failoverTimeout)
+	var cancels []context.CancelFunc // one per deadline: a generation wait moves it
+	defer func() {
+		for _, cancel := range cancels {
+			cancel()
+		}
+	}()
+	bound := func() context.Context {
+		bctx, cancel := context.WithDeadlineCause(parent, deadline, errFailoverTimeout)
+		cancels = append(cancels, cancel)
+		return bctx
+	}
+	ctx = bound()
+	timedOut := func() bool {
+		return !time.Now().Before(deadline) || errors.Is(context.Cause(ctx), errFailoverTimeout)
+	}
+	// giveUp ends the Commit at the failover timeout: a failure of the
+	// partition, not a fence — an epoch the coordinator bumped while the
+	// partition is owned here is wrapped as a FencedError, which would
+	// stop the worker; after the timeout the partition restarts like any
+	// other failure.
+	giveUp := func(log *zap.Logger, err error) error {
+		log.Error("transaction still failing after the failover timeout; giving up", zap.Duration("failover_timeout", t.k.cfg.failoverTimeout))
+		cause := err
+		if fe, ok := errors.AsType[*FencedError](err); ok {
+			cause = fe.Err
+		}
+		return fmt.Errorf("%s: transaction still failing after the failover timeout (%v): %w", t.info, t.k.cfg.failoverTimeout, cause)
+	}
 	backoff := 50 * time.Millisecond
 	awaits := 0
 	checkedPrevious := false
@@ -262,25 +292,18 @@ func (t *txnPartition) Commit(ctx context.Context, b Batch) error {
 		action := DecideTxn(err, merr == nil)
 		log := t.k.cfg.log.With(zap.String("partition", t.info.String()), zap.String("transactional_id", t.id),
 			zap.Int("attempt", attempt), zap.Stringer("action", action), zap.Error(err))
-		timedOut := time.Since(start) > t.k.cfg.failoverTimeout || errors.Is(context.Cause(ctx), errFailoverTimeout)
-		if timedOut && merr == nil && (action == TxnRetry || action == TxnReinit || errors.Is(err, context.DeadlineExceeded)) {
-			log.Error("transaction still failing after the failover timeout; giving up", zap.Duration("failover_timeout", t.k.cfg.failoverTimeout))
-			// A failure of the partition, not a fence: an epoch the
-			// coordinator bumped while the partition is owned here is
-			// wrapped as a FencedError (which fails the worker); after the
-			// timeout it restarts the partition like any other failure.
-			cause := err
-			if fe, ok := errors.AsType[*FencedError](err); ok {
-				cause = fe.Err
-			}
-			return fmt.Errorf("%s: transaction still failing after the failover timeout (%v): %w", t.info, t.k.cfg.failoverTimeout, cause)
+		if timedOut() && merr == nil && (action == TxnRetry || action == TxnReinit || errors.Is(err, context.DeadlineExceeded)) {
+			return giveUp(log, err)
 		}
 		switch action {
 		case TxnAwaitGeneration:
 			if awaits++; awaits > 3 {
 				return t.unlessLost(err)
 			}
-			newer, werr := AwaitNewerGeneration(ctx, t.info.GroupMetadata, used.Generation, t.k.cfg.staleGenWait)
+			waitStart := time.Now()
+			newer, werr := AwaitNewerGeneration(parent, t.info.GroupMetadata, used.Generation, t.k.cfg.staleGenWait)
+			deadline = deadline.Add(time.Since(waitStart))
+			ctx = bound()
 			if werr != nil {
 				if errors.Is(werr, ErrNotOwned) || errors.Is(werr, ErrEvicted) {
 					// Lost or evicted during the wait (a rejoin, a KIP-848
@@ -327,6 +350,9 @@ func (t *txnPartition) Commit(ctx context.Context, b Batch) error {
 		}
 		select {
 		case <-ctx.Done():
+			if timedOut() {
+				return giveUp(log, err) // a re-initialisation the deadline cut
+			}
 			return err
 		case <-time.After(backoff):
 		}

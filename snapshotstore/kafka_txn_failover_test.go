@@ -357,7 +357,29 @@ func TestAReinitFailingPastTheFailoverTimeoutFailsThePartition(t *testing.T) {
 	if err := p.Commit(ctx, Batch{Offset: 1, OffsetAdvanced: true}); err != nil {
 		t.Fatal(err)
 	}
-	failEndTxnOnce(f, kerr.InvalidProducerEpoch.Code) // the coordinator bumped the epoch: re-initialise
+	var epochFaults atomic.Int32
+	f.c.ControlKey(kmsg.TxnOffsetCommit.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		f.c.KeepControl()
+		if epochFaults.Add(1) > 1 {
+			return nil, nil, false
+		}
+		// The coordinator bumped the epoch while the partition is owned
+		// here: re-initialise the producer (not the commit's EndTxn,
+		// which would be a lost commit answer to settle).
+		r := req.(*kmsg.TxnOffsetCommitRequest)
+		resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+		for _, rt := range r.Topics {
+			st := kmsg.NewTxnOffsetCommitResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, kerr.InvalidProducerEpoch.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
 	inits := answerAll(f, kmsg.InitProducerID.Int16(), func(req kmsg.Request) kmsg.Response {
 		resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 		resp.ErrorCode = kerr.ConcurrentTransactions.Code
@@ -377,8 +399,55 @@ func TestAReinitFailingPastTheFailoverTimeoutFailsThePartition(t *testing.T) {
 	if err == nil || errors.Is(err, ErrFenced) {
 		t.Fatalf("Commit = %v; want a failure of the partition that does not match ErrFenced", err)
 	}
-	if !strings.Contains(err.Error(), "failover timeout") {
-		t.Fatalf("Commit = %v; want it to name the failover timeout", err)
+	if !strings.Contains(err.Error(), "failover timeout") || !errors.Is(err, kerr.InvalidProducerEpoch) {
+		t.Fatalf("Commit = %v; want it to name the failover timeout and the epoch error", err)
+	}
+}
+
+// A wait for a newer generation (a rebalance that kept the partition here)
+// has its own bound, StaleGenerationWait, and is not cut by the failover
+// timeout: the redo under the newer generation commits (it was cut, and the
+// bare rejection stopped the worker: found by a review).
+func TestAGenerationWaitOutlastsTheFailoverTimeout(t *testing.T) {
+	f := newTxnFixture(t, true)
+	var moved atomic.Bool
+	var rejectedAt atomic.Int64
+	meta := func() (GroupMetadata, error) {
+		m, err := f.meta()
+		if at := rejectedAt.Load(); at != 0 && time.Since(time.Unix(0, at)) > time.Second {
+			m.Generation++ // the consumer learns the newer generation past the failover timeout
+			moved.Store(true)
+		}
+		return m, err
+	}
+	p := f.openFailover(t, meta, 300*time.Millisecond)
+	ctx := context.Background()
+	if err := p.Commit(ctx, Batch{Offset: 1, OffsetAdvanced: true}); err != nil {
+		t.Fatal(err)
+	}
+	real, err := f.meta()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n atomic.Int32
+	f.c.ControlKey(kmsg.TxnOffsetCommit.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		f.c.KeepControl()
+		r := req.(*kmsg.TxnOffsetCommitRequest)
+		if n.Add(1) > 1 {
+			r.Generation = real.Generation // kfake's group did not move: the newer one is this test's
+			return nil, nil, false
+		}
+		rejectedAt.Store(time.Now().UnixNano())
+		return illegalGeneration(req), nil, true
+	})
+	if err := p.Commit(ctx, Batch{Offset: 9, OffsetAdvanced: true}); err != nil {
+		t.Fatalf("Commit = %v; want the redo under the newer generation to commit", err)
+	}
+	if !moved.Load() || n.Load() < 2 {
+		t.Fatalf("generation moved %v, offset commits %d: the test did not redo after the wait", moved.Load(), n.Load())
+	}
+	if got := f.committed(t); got != 9 {
+		t.Fatalf("committed offset %d, want 9", got)
 	}
 }
 
