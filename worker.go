@@ -96,7 +96,11 @@ func NewWorker(flow keyflow.Handler, opts ...Option) (*Worker, error) {
 }
 
 // Run joins the group and processes until ctx ends (a clean stop: every
-// owned partition is flushed and committed, then the member leaves) or a
+// owned partition is flushed and committed, then the member leaves; a
+// final commit the brokers refuse or time out is logged at error, not
+// returned, and its partition's next owner replays from the last committed
+// offset — nothing is lost, and in the transactional mode no output is
+// repeated) or a
 // fatal partition failure (returned as *PartitionError; the member leaves
 // without flushing the failed partition): a fenced partition (not an
 // evicted one: it waits for the rejoin), or any failure under
