@@ -183,19 +183,7 @@ func TestFailedAbortReinitialisesBeforeTheRetry(t *testing.T) {
 			return nil, nil, false
 		}
 		offsetFaults.Add(1)
-		r := req.(*kmsg.TxnOffsetCommitRequest)
-		resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
-		for _, rt := range r.Topics {
-			st := kmsg.NewTxnOffsetCommitResponseTopic()
-			st.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
-				sp.Partition, sp.ErrorCode = rp.Partition, kerr.RequestTimedOut.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return txnOffsetCommitError(req, kerr.RequestTimedOut.Code), nil, true
 	})
 	f.c.ControlKey(kmsg.EndTxn.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		f.c.KeepControl()
@@ -262,21 +250,8 @@ func committedOnce(t *testing.T, f *txnFixture, offset int64, key, why string) {
 // openFailover is f.open with a failover timeout of d.
 func (f *txnFixture) openFailover(t *testing.T, meta GroupMetadataFunc, d time.Duration) *txnPartition {
 	t.Helper()
-	k, err := NewKafka(f.brokers, f.snaps, KafkaConfig{Mode: Transactional, TransactionalIDPrefix: "p", FailoverTimeout: d})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(k.Close)
-	p, err := k.Open(context.Background(), PartitionInfo{Topic: f.input, Partition: 0, Group: f.group, GroupMetadata: meta})
-	if err != nil {
-		t.Fatalf("open: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // a re-initialisation under way is waited for
-		defer cancel()
-		_ = p.Close(ctx)
-	})
-	return p.(*txnPartition)
+	_, p := f.openConfig(t, meta, KafkaConfig{FailoverTimeout: d})
+	return p
 }
 
 // answerAll makes the cluster answer every request of key with code (resp
@@ -291,7 +266,9 @@ func answerAll(f *txnFixture, key int16, resp func(kmsg.Request) kmsg.Response) 
 	return &n
 }
 
-func illegalGeneration(req kmsg.Request) kmsg.Response {
+// txnOffsetCommitError answers a TxnOffsetCommit request with code on every
+// partition.
+func txnOffsetCommitError(req kmsg.Request, code int16) kmsg.Response {
 	r := req.(*kmsg.TxnOffsetCommitRequest)
 	resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
 	for _, rt := range r.Topics {
@@ -299,7 +276,7 @@ func illegalGeneration(req kmsg.Request) kmsg.Response {
 		st.Topic = rt.Topic
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
-			sp.Partition, sp.ErrorCode = rp.Partition, kerr.IllegalGeneration.Code
+			sp.Partition, sp.ErrorCode = rp.Partition, code
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)
@@ -332,7 +309,7 @@ func TestAPartitionLostWhileAwaitingTheGenerationIsNotAFence(t *testing.T) {
 		}
 		answerAll(f, kmsg.TxnOffsetCommit.Int16(), func(req kmsg.Request) kmsg.Response {
 			armed.Store(true)
-			return illegalGeneration(req)
+			return txnOffsetCommitError(req, kerr.IllegalGeneration.Code)
 		})
 		err := p.Commit(ctx, Batch{Offset: 9, OffsetAdvanced: true})
 		want := ErrNotOwned
@@ -366,19 +343,7 @@ func TestAReinitFailingPastTheFailoverTimeoutFailsThePartition(t *testing.T) {
 		// The coordinator bumped the epoch while the partition is owned
 		// here: re-initialise the producer (not the commit's EndTxn,
 		// which would be a lost commit answer to settle).
-		r := req.(*kmsg.TxnOffsetCommitRequest)
-		resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
-		for _, rt := range r.Topics {
-			st := kmsg.NewTxnOffsetCommitResponseTopic()
-			st.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
-				sp.Partition, sp.ErrorCode = rp.Partition, kerr.InvalidProducerEpoch.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return txnOffsetCommitError(req, kerr.InvalidProducerEpoch.Code), nil, true
 	})
 	inits := answerAll(f, kmsg.InitProducerID.Int16(), func(req kmsg.Request) kmsg.Response {
 		resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
@@ -438,7 +403,7 @@ func TestAGenerationWaitOutlastsTheFailoverTimeout(t *testing.T) {
 			return nil, nil, false
 		}
 		rejectedAt.Store(time.Now().UnixNano())
-		return illegalGeneration(req), nil, true
+		return txnOffsetCommitError(req, kerr.IllegalGeneration.Code), nil, true
 	})
 	if err := p.Commit(ctx, Batch{Offset: 9, OffsetAdvanced: true}); err != nil {
 		t.Fatalf("Commit = %v; want the redo under the newer generation to commit", err)
@@ -473,19 +438,7 @@ func TestAnAbortKgoDidNotSendReinitialisesBeforeTheRedo(t *testing.T) {
 			return nil, nil, false
 		}
 		offsetFaults.Add(1)
-		r := req.(*kmsg.TxnOffsetCommitRequest)
-		resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
-		for _, rt := range r.Topics {
-			st := kmsg.NewTxnOffsetCommitResponseTopic()
-			st.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
-				sp.Partition, sp.ErrorCode = rp.Partition, kerr.RequestTimedOut.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return txnOffsetCommitError(req, kerr.RequestTimedOut.Code), nil, true
 	})
 	var aborts atomic.Int32
 	f.c.ControlKey(kmsg.EndTxn.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {

@@ -117,8 +117,16 @@ func newTxnFixture(t *testing.T, tv2 bool) *txnFixture {
 
 func (f *txnFixture) open(t *testing.T, meta GroupMetadataFunc, hooks ...kgo.Hook) (*Kafka, *txnPartition) {
 	t.Helper()
-	k, err := NewKafka(f.brokers, f.snaps, KafkaConfig{Mode: Transactional, TransactionalIDPrefix: "p",
-		ClientOpts: []kgo.Opt{kgo.WithHooks(hooks...)}})
+	return f.openConfig(t, meta, KafkaConfig{ClientOpts: []kgo.Opt{kgo.WithHooks(hooks...)}})
+}
+
+// openConfig is open with cfg (its mode and transactional.id prefix set
+// here). Its Close at cleanup waits 5 s at most for a re-initialisation
+// under way.
+func (f *txnFixture) openConfig(t *testing.T, meta GroupMetadataFunc, cfg KafkaConfig) (*Kafka, *txnPartition) {
+	t.Helper()
+	cfg.Mode, cfg.TransactionalIDPrefix = Transactional, "p"
+	k, err := NewKafka(f.brokers, f.snaps, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +135,11 @@ func (f *txnFixture) open(t *testing.T, meta GroupMetadataFunc, hooks ...kgo.Hoo
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
-	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = p.Close(ctx)
+	})
 	return k, p.(*txnPartition)
 }
 
