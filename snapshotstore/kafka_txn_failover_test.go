@@ -40,6 +40,21 @@ func failProduceOnce(f *txnFixture, code int16) *atomic.Int32 {
 	return &n
 }
 
+// failTxnOffsetCommitOnce makes the cluster answer the next TxnOffsetCommit
+// with code on every partition.
+func failTxnOffsetCommitOnce(f *txnFixture, code int16) *atomic.Int32 {
+	var n atomic.Int32
+	f.c.ControlKey(kmsg.TxnOffsetCommit.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		f.c.KeepControl()
+		if n.Load() > 0 {
+			return nil, nil, false
+		}
+		n.Add(1)
+		return txnOffsetCommitError(req, code), nil, true
+	})
+	return &n
+}
+
 // failEndTxnOnce makes the cluster answer the next EndTxn commit with code.
 func failEndTxnOnce(f *txnFixture, code int16) *atomic.Int32 {
 	var n atomic.Int32
@@ -176,15 +191,8 @@ func TestFailedAbortReinitialisesBeforeTheRetry(t *testing.T) {
 	if err := p.Commit(ctx, Batch{Offset: 1, OffsetAdvanced: true}); err != nil {
 		t.Fatal(err)
 	}
-	var offsetFaults, abortFaults atomic.Int32
-	f.c.ControlKey(kmsg.TxnOffsetCommit.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		f.c.KeepControl()
-		if offsetFaults.Load() > 0 {
-			return nil, nil, false
-		}
-		offsetFaults.Add(1)
-		return txnOffsetCommitError(req, kerr.RequestTimedOut.Code), nil, true
-	})
+	var abortFaults atomic.Int32
+	offsetFaults := failTxnOffsetCommitOnce(f, kerr.RequestTimedOut.Code)
 	f.c.ControlKey(kmsg.EndTxn.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		f.c.KeepControl()
 		r := req.(*kmsg.EndTxnRequest)
@@ -334,17 +342,10 @@ func TestAReinitFailingPastTheFailoverTimeoutFailsThePartition(t *testing.T) {
 	if err := p.Commit(ctx, Batch{Offset: 1, OffsetAdvanced: true}); err != nil {
 		t.Fatal(err)
 	}
-	var epochFaults atomic.Int32
-	f.c.ControlKey(kmsg.TxnOffsetCommit.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		f.c.KeepControl()
-		if epochFaults.Add(1) > 1 {
-			return nil, nil, false
-		}
-		// The coordinator bumped the epoch while the partition is owned
-		// here: re-initialise the producer (not the commit's EndTxn,
-		// which would be a lost commit answer to settle).
-		return txnOffsetCommitError(req, kerr.InvalidProducerEpoch.Code), nil, true
-	})
+	// The coordinator bumped the epoch while the partition is owned here:
+	// re-initialise the producer (not the commit's EndTxn, which would be
+	// a lost commit answer to settle).
+	failTxnOffsetCommitOnce(f, kerr.InvalidProducerEpoch.Code)
 	inits := answerAll(f, kmsg.InitProducerID.Int16(), func(req kmsg.Request) kmsg.Response {
 		resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 		resp.ErrorCode = kerr.ConcurrentTransactions.Code
@@ -431,15 +432,7 @@ func TestAnAbortKgoDidNotSendReinitialisesBeforeTheRedo(t *testing.T) {
 	if err := p.Commit(ctx, Batch{Offset: 1, OffsetAdvanced: true}); err != nil {
 		t.Fatal(err)
 	}
-	var offsetFaults atomic.Int32
-	f.c.ControlKey(kmsg.TxnOffsetCommit.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		f.c.KeepControl()
-		if offsetFaults.Load() > 0 {
-			return nil, nil, false
-		}
-		offsetFaults.Add(1)
-		return txnOffsetCommitError(req, kerr.RequestTimedOut.Code), nil, true
-	})
+	offsetFaults := failTxnOffsetCommitOnce(f, kerr.RequestTimedOut.Code)
 	var aborts atomic.Int32
 	f.c.ControlKey(kmsg.EndTxn.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		f.c.KeepControl()
