@@ -249,8 +249,15 @@ func WithClientOpts(o ...kgo.Opt) Option {
 	return func(c *config) { c.clientOpts = append(c.clientOpts, o...) }
 }
 
-// WithLogger sets the logger. Default: none.
-func WithLogger(l *zap.Logger) Option { return func(c *config) { c.log = l } }
+// WithLogger sets the logger. Default: none (also for nil).
+func WithLogger(l *zap.Logger) Option {
+	return func(c *config) {
+		if l == nil {
+			l = zap.NewNop() // nil was accepted and Run panicked at its first log
+		}
+		c.log = l
+	}
+}
 
 // WithFailFast makes any partition failure stop the worker: Run returns the
 // failure as a *PartitionError (the behaviour before partitions were

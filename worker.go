@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/actorflow/actorflow/actors"
@@ -20,8 +21,12 @@ import (
 )
 
 // ErrBrokersUnreachable is matched by Run's error when no broker answered
-// within the start timeout.
+// within the start timeout (the last attempt's error is wrapped too).
 var ErrBrokersUnreachable = errors.New("actorflow: brokers unreachable")
+
+// ErrRunTwice is Run's error on a Worker that has run: a Worker runs once
+// (a retry, after ErrBrokersUnreachable say, needs a new Worker).
+var ErrRunTwice = errors.New("actorflow: Run called twice on one Worker")
 
 // PartitionError is Run's error when a partition failed: a fold error, an
 // undecodable snapshot, a fenced transaction (errors.Is(err,
@@ -51,6 +56,7 @@ type Worker struct {
 	// when Run returns.
 	ready chan struct{}
 	done  chan struct{}
+	ran   atomic.Bool // Run was called
 	probe probe
 	parts partitionCount // the input's, for Get
 }
@@ -110,6 +116,11 @@ func NewWorker(flow keyflow.Handler, opts ...Option) (*Worker, error) {
 // less than 5 minutes before) are returned, joined (errors.Join of
 // *PartitionError), so that the caller learns of them.
 func (w *Worker) Run(ctx context.Context) error {
+	if !w.ran.CompareAndSwap(false, true) {
+		// A second call closed ready and done again (a panic), and raced
+		// the first's fields while Get, Status and Health read them.
+		return ErrRunTwice
+	}
 	defer close(w.done)
 	log := w.cfg.log
 	m, unregister, err := w.registerMetrics()
@@ -361,6 +372,11 @@ func (w *Worker) waitBrokers(ctx context.Context) (*kgo.Client, error) {
 	backoff := 100 * time.Millisecond
 	for {
 		_, lerr := kadm.NewClient(cl).ListBrokers(sctx)
+		if lerr != nil && ctx.Err() != nil {
+			// Stopped while starting: not an outage of the brokers.
+			cl.Close()
+			return nil, fmt.Errorf("actorflow: stopped while reaching the brokers: %w", ctx.Err())
+		}
 		w.probe.record(lerr)
 		if lerr == nil {
 			return cl, nil
@@ -370,7 +386,10 @@ func (w *Worker) waitBrokers(ctx context.Context) (*kgo.Client, error) {
 		select {
 		case <-sctx.Done():
 			cl.Close()
-			return nil, fmt.Errorf("%w: %v within %s: %v", ErrBrokersUnreachable, w.cfg.brokers, w.cfg.startTimeout, lerr)
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("actorflow: stopped while reaching the brokers: %w", err)
+			}
+			return nil, fmt.Errorf("%w: %v within %s: %w", ErrBrokersUnreachable, w.cfg.brokers, w.cfg.startTimeout, lerr)
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 2*time.Second)

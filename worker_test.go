@@ -3,6 +3,7 @@ package actorflow_test
 import (
 	"context"
 	"errors"
+	"net"
 	"reflect"
 	"slices"
 	"strings"
@@ -37,6 +38,38 @@ func TestBrokersUnreachableIsABoundedClearError(t *testing.T) {
 	err = w.Run(ctx)
 	if !errors.Is(err, actorflow.ErrBrokersUnreachable) || !strings.Contains(err.Error(), "127.0.0.1:1") {
 		t.Fatalf("Run: %v, want ErrBrokersUnreachable naming the brokers", err)
+	}
+}
+
+// A Worker runs once: a second Run, after the first returned
+// ErrBrokersUnreachable say, returns ErrRunTwice. It closed the worker's
+// channels a second time (a panic). And a Run stopped while it waits for
+// the brokers returns the context's error, not ErrBrokersUnreachable, the
+// unreachable brokers' cause being matchable too. (Found by a review.)
+func TestRunOnceAndStoppedWhileStarting(t *testing.T) {
+	opts := []actorflow.Option{actorflow.WithBrokers("127.0.0.1:1"), actorflow.WithGroup("g"),
+		actorflow.WithInputTopic("in"), actorflow.WithSnapshotTopic("snaps"),
+		actorflow.WithStartTimeout(300 * time.Millisecond), actorflow.WithLogger(nil), actorflow.WithSlog(nil)}
+	w, err := actorflow.NewWorker(ledger.Flow(), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = w.Run(context.Background())
+	var dial *net.OpError
+	if !errors.Is(err, actorflow.ErrBrokersUnreachable) || !errors.As(err, &dial) {
+		t.Fatalf("Run: %v, want ErrBrokersUnreachable wrapping the last attempt's error", err)
+	}
+	if err := w.Run(context.Background()); !errors.Is(err, actorflow.ErrRunTwice) {
+		t.Fatalf("second Run: %v, want ErrRunTwice", err)
+	}
+	w, err = actorflow.NewWorker(ledger.Flow(), append(opts, actorflow.WithStartTimeout(time.Minute))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := w.Run(ctx); !errors.Is(err, context.Canceled) || errors.Is(err, actorflow.ErrBrokersUnreachable) {
+		t.Fatalf("Run with its context cancelled: %v, want context.Canceled, not ErrBrokersUnreachable", err)
 	}
 }
 
