@@ -113,9 +113,10 @@ type Config struct {
 	// transactional store's ResolveHangingOffsets). Nil: a long unstable
 	// wait is only logged.
 	ResolveHanging func(ctx context.Context, group string) (int, error)
-	// OnFailure receives a partition failure the consumer finds itself (a
-	// partition stopped by an eviction, PartitionEvicted, that cannot be
-	// started again), so that it takes the path of every other partition
+	// OnFailure receives a partition failure the consumer finds itself (an
+	// assignment that failed on a broker-side error, a partition stopped by
+	// an eviction that cannot be started again), so that it takes the path
+	// of every other partition
 	// failure (the worker's: a *PartitionError, counted, fatal under
 	// fail-fast, else PartitionFailed). Default nil: PartitionFailed.
 	OnFailure func(tp TopicPartition, err error)
@@ -629,7 +630,7 @@ func (c *Consumer) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[s
 			c.h.Stop(sctx, tps, false) // closes the stores opened
 			cancel()
 			for _, tp := range tps {
-				c.PartitionFailed(tp, fmt.Errorf("%s[%d]: assignment: %w", tp.Topic, tp.Partition, err))
+				c.failPartition(tp, fmt.Errorf("%s[%d]: assignment: %w", tp.Topic, tp.Partition, err))
 			}
 			return
 		}

@@ -41,6 +41,17 @@ type Failure struct {
 // revoke racing the failure can.
 var testHookFailedRecorded func(TopicPartition)
 
+// failPartition reports a failure the consumer found itself through
+// Config.OnFailure (the worker's path: counted, fatal under fail-fast),
+// else PartitionFailed.
+func (c *Consumer) failPartition(tp TopicPartition, err error) {
+	if c.cfg.OnFailure != nil {
+		c.cfg.OnFailure(tp, err)
+		return
+	}
+	c.PartitionFailed(tp, err)
+}
+
 // PartitionFailed isolates a failed partition: its subtree has stopped, or
 // is stopping (a panic reported through ChildFailed comes before the stop
 // ends), committing nothing past its persisted state (a copy that fails
@@ -592,11 +603,7 @@ func (c *Consumer) restartWith(ctx context.Context, tp TopicPartition, memo memb
 			ferr := fmt.Errorf("%s[%d]: starting it again after an eviction: %w", tp.Topic, tp.Partition, err)
 			c.log.Error("starting an evicted partition again failed",
 				zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Error(err))
-			if c.cfg.OnFailure != nil {
-				c.cfg.OnFailure(tp, ferr)
-			} else {
-				c.PartitionFailed(tp, ferr)
-			}
+			c.failPartition(tp, ferr)
 			return
 		}
 		// The partition's own failure stays the one reported (Run's caller
