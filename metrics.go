@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/actorflow/actorflow/keyflow"
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,7 +18,10 @@ import (
 // metric is created and no store, consumer or client is wrapped, so a
 // worker without it pays nothing. NewWorker's collectors are registered by
 // Run; a registration that fails (a name already registered on reg, e.g. by
-// a second worker on the same registry) fails Run, wrapped. Labels topic and
+// a second worker on the same registry at once) fails Run, wrapped. Run
+// removes them when it returns, except one: the store producers' collector
+// is an unchecked one (its series follow the clients), which a registry
+// cannot remove; it stays, collecting nothing, one per Run. Labels topic and
 // partition name the input partition.
 //
 //   - actorflow_commit_seconds{topic,partition} (histogram, seconds): the
@@ -180,16 +184,52 @@ func (w *Worker) registerMetrics() (m *metrics, unregister func(), err error) {
 // WithMetrics, franz-go's kprom hook is added (one kprom.Metrics per client:
 // it registers its collectors when the client starts and removes them when
 // it closes); a clientID (WithQueryEndpoint's) overrides WithClientOpts'.
-func (w *Worker) consumerClientOpts(clientID string) []kgo.Opt {
-	opts := slices.Clone(w.cfg.clientOpts)
+// release, called when Run returns, removes the client's collectors then:
+// after an abandoned leave (WithLeaveTimeout) the client closes later, and a
+// new worker on the same registry meanwhile panicked registering its own
+// (kprom registers with MustRegister); the late close's removal, which would
+// take the new worker's collectors of the same names, does nothing.
+func (w *Worker) consumerClientOpts(clientID string) (opts []kgo.Opt, release func()) {
+	opts = slices.Clone(w.cfg.clientOpts)
 	if clientID != "" {
 		opts = append(opts, kgo.ClientID(clientID))
 	}
 	if w.cfg.metrics == nil {
-		return opts
+		return opts, func() {}
 	}
-	km := kprom.NewMetrics("actorflow", kprom.Subsystem("kafka_consumer"), kprom.Registerer(w.cfg.metrics))
-	return append(opts, kgo.WithHooks(km))
+	reg := &runRegisterer{Registerer: w.cfg.metrics}
+	km := kprom.NewMetrics("actorflow", kprom.Subsystem("kafka_consumer"), kprom.Registerer(reg))
+	return append(opts, kgo.WithHooks(km)), func() {
+		km.OnClientClosed(nil)
+		reg.ended.Store(true)
+	}
+}
+
+// runRegisterer is a Registerer for one Run: inert once it ended.
+type runRegisterer struct {
+	prometheus.Registerer
+	ended atomic.Bool
+}
+
+func (r *runRegisterer) Register(c prometheus.Collector) error {
+	if r.ended.Load() {
+		return nil
+	}
+	return r.Registerer.Register(c)
+}
+
+func (r *runRegisterer) MustRegister(cs ...prometheus.Collector) {
+	if r.ended.Load() {
+		return
+	}
+	r.Registerer.MustRegister(cs...)
+}
+
+func (r *runRegisterer) Unregister(c prometheus.Collector) bool {
+	if r.ended.Load() {
+		return false
+	}
+	return r.Registerer.Unregister(c)
 }
 
 // producerMetrics is one collector over the kprom metrics of the store's

@@ -85,3 +85,39 @@ func TestProducerMetricsFollowTheClients(t *testing.T) {
 	plain.Close()
 	eq("the plain producer closed", map[string]int{})
 }
+
+// The group consumer's kprom collectors leave the registry when Run
+// returns, not when the client closes: after an abandoned leave it closes
+// later, and a new worker's consumer on the same registry meanwhile
+// panicked registering its own (duplicate registration); the late close
+// then removes nothing of the new worker's (found by a review).
+func TestConsumerMetricsLeaveWithTheRun(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	w := &Worker{cfg: config{metrics: reg}}
+	opts, release := w.consumerClientOpts("")
+	old, err := kgo.NewClient(append(opts, kgo.SeedBrokers("127.0.0.1:1"))...) // its leave abandoned: still open
+	if err != nil {
+		t.Fatal(err)
+	}
+	release() // Run returned
+	opts2, release2 := w.consumerClientOpts("")
+	defer release2()
+	next, err := kgo.NewClient(append(opts2, kgo.SeedBrokers("127.0.0.1:1"))...) // panicked: already registered
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close()
+	old.Close() // the abandoned leave ends
+	// The next worker's collectors are still registered: registering the
+	// same names a third time panics.
+	defer func() {
+		if recover() == nil {
+			t.Fatal("the next worker's collectors are gone from the registry after the old client's close")
+		}
+	}()
+	opts3, _ := w.consumerClientOpts("")
+	third, err := kgo.NewClient(append(opts3, kgo.SeedBrokers("127.0.0.1:1"))...)
+	if err == nil {
+		third.Close()
+	}
+}

@@ -247,11 +247,13 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	defer sup.Shutdown()
+	consumerOpts, releaseConsumerMetrics := w.consumerClientOpts(consumerID)
+	defer releaseConsumerMetrics()
 	cons, err = coordinator.New(coordinator.Config{
 		Brokers: w.cfg.brokers, Group: w.cfg.group, Topic: w.cfg.input,
 		InstanceID: w.cfg.instanceID, Protocol: w.cfg.protocol,
 		MaxInFlight: w.cfg.maxInFlight, MaxInFlightBytes: w.cfg.maxInFlightBytes, SessionTimeout: w.cfg.sessionTimeout,
-		RebalanceTimeout: w.cfg.rebalanceTimeout, LeaveTimeout: w.cfg.leaveTimeout, ClientOpts: w.consumerClientOpts(consumerID),
+		RebalanceTimeout: w.cfg.rebalanceTimeout, LeaveTimeout: w.cfg.leaveTimeout, ClientOpts: consumerOpts,
 		RetryBackoff: w.cfg.retryBackoff, MaxRetryBackoff: w.cfg.maxRetryBackoff,
 		OnFailure:      onFailure,
 		ResolveHanging: hanging,
