@@ -115,9 +115,14 @@ func New[S any](fold FoldFunc[S], opts ...Option) *Flow[S] {
 	return f
 }
 
-// WithCodec sets the snapshot codec. Default: JSON.
+// WithCodec sets the snapshot codec. Default: JSON (also for nil: a nil
+// codec failed every key at its first write).
 func WithCodec[S any](c Codec[S]) Option {
-	return typedOption[S]{"WithCodec", func(f *Flow[S]) { f.rt.Codec = c }}
+	return typedOption[S]{"WithCodec", func(f *Flow[S]) {
+		if c != nil {
+			f.rt.Codec = c
+		}
+	}}
 }
 
 // WithTimers sets the handler of per-key processing-time timers (see

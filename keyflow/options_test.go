@@ -7,6 +7,7 @@ import (
 
 	"github.com/actorflow/actorflow/internal/keyactor"
 	"github.com/actorflow/actorflow/keyflow"
+	"github.com/actorflow/actorflow/keyflowtest"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -66,4 +67,28 @@ func TestTypedOptionOfAnotherStateTypePanics(t *testing.T) {
 	}
 	// The right type builds (and the typed and untyped options mix).
 	keyflow.New(keepOther, keyflow.WithTimers(onTimer), keyflow.WithMaxIdle(0), keyflow.WithCodec(keyflow.JSON[otherState]()))
+}
+
+// WithCodec(nil) keeps the default JSON codec: a nil codec failed every key
+// at its first write, a restart loop on a nil dereference (found by a
+// review).
+func TestANilCodecIsTheDefault(t *testing.T) {
+	type count struct{ N int }
+	fold := func(_ *keyflow.Context, s *count, _ *kgo.Record) (*count, error) {
+		if s == nil {
+			s = &count{}
+		}
+		s.N++
+		return s, nil
+	}
+	d := keyflowtest.New(keyflow.New(fold, keyflow.WithCodec[count](nil)))
+	defer d.Close()
+	for range 2 {
+		if err := d.Pipe("k", "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s, ok := d.State("k"); !ok || s.N != 2 {
+		t.Fatalf("state %+v (%v), want N=2", s, ok)
+	}
 }

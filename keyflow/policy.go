@@ -13,7 +13,8 @@ const (
 	// Fail fails the partition (the default): nothing is committed past the
 	// record, and the error names topic, partition, offset and key.
 	Fail Policy = iota
-	// Skip logs the record's position and the error, counts it, and goes on.
+	// Skip logs the record's position and the error at warn, and goes on
+	// (the undone call leaves no trace in the state, timers or outputs).
 	Skip
 	// DeadLetter writes the record to the flow's dead-letter topic
 	// (WithDeadLetterTopic, default "<input topic>.dlq") with headers naming

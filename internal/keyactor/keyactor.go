@@ -157,9 +157,12 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 		a.maybePersist(ctx)
 		a.maybeFlushDone(ctx)
 	case *persistDone:
+		first := a.inflightFirst
 		a.persistEnded(m.err)
 		if m.err != nil {
-			a.fail(ctx, m.err)
+			// Named as every KeyFailed is (the store's error names
+			// neither the input partition nor the key).
+			a.fail(ctx, fmt.Errorf("%s[%d] key %q: the write of its state from offset %d failed: %w", a.env.Topic, a.env.Partition, a.key, first, m.err))
 		}
 		a.reportUnlessLeaving(ctx)
 		a.maybePersist(ctx)
@@ -466,11 +469,13 @@ func (a *keyActor[S]) deliver(ctx actor.Context, m *Deliver) {
 			prefetch.Bytes(recs[i+1].Value, 128)
 		}
 		bytes += recbytes.Of(rec)
+		if a.failed != nil {
+			// Not seen: a failed key's Settled must not pass the records
+			// it did not fold (KeyFailed stops the partition first today).
+			continue
+		}
 		if rec.Offset > a.lastSeen {
 			a.lastSeen = rec.Offset
-		}
-		if a.failed != nil {
-			continue
 		}
 		if rec.Offset <= a.lastFolded {
 			a.replayed = true
