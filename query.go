@@ -334,19 +334,29 @@ type partitionCount struct {
 // topic's partitions can be added).
 const partitionCountTTL = 30 * time.Second
 
+// count returns the cached count, read again once it is older than the TTL.
+// The read holds no lock (each Get waits only for its own, within its own
+// context), and a count known before is kept when it fails: a key owned
+// here needs no broker to be answered.
 func (c *partitionCount) count(ctx context.Context, cl *kgo.Client, topic string) (int, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.n > 0 && time.Since(c.at) < partitionCountTTL {
-		return c.n, nil
+	known, fresh := c.n, c.n > 0 && time.Since(c.at) < partitionCountTTL
+	c.mu.Unlock()
+	if fresh {
+		return known, nil
 	}
 	n, err := snapshotstore.TopicPartitions(ctx, cl, topic)
+	if err == nil && n <= 0 {
+		err = fmt.Errorf("topic %q not in the cluster's metadata", topic)
+	}
 	if err != nil {
+		if known > 0 {
+			return known, nil
+		}
 		return 0, err
 	}
-	if n <= 0 {
-		return 0, fmt.Errorf("topic %q not in the cluster's metadata", topic)
-	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.n, c.at = int(n), time.Now()
 	return c.n, nil
 }

@@ -1,7 +1,9 @@
 package actorflow
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -71,5 +73,27 @@ func TestEndpointOfClientID(t *testing.T) {
 		if got := endpointOf(c.clientID); got != c.want {
 			t.Errorf("endpointOf(%q) = %q, want %q", c.clientID, got, c.want)
 		}
+	}
+}
+
+// A partition count gone stale while the brokers do not answer is kept:
+// Get failed with ErrUnavailable for every key, owned ones too, once the
+// cache expired during an outage, and waited on another caller's metadata
+// request under the cache's lock (found by a review).
+func TestAStalePartitionCountIsKeptWhileTheBrokersAreDown(t *testing.T) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	c := &partitionCount{n: 8, at: time.Now().Add(-time.Hour)}
+	if n, err := c.count(ctx, cl, "in"); n != 8 || err != nil {
+		t.Fatalf("count = %d, %v; want the known 8", n, err)
+	}
+	var none partitionCount
+	if n, err := none.count(ctx, cl, "in"); err == nil {
+		t.Fatalf("count = %d with nothing known and no broker; want an error", n)
 	}
 }
