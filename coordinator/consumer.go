@@ -116,9 +116,9 @@ type Config struct {
 	// OnFailure receives a partition failure the consumer finds itself (an
 	// assignment that failed on a broker-side error, a partition stopped by
 	// an eviction that cannot be started again), so that it takes the path
-	// of every other partition
-	// failure (the worker's: a *PartitionError, counted, fatal under
-	// fail-fast, else PartitionFailed). Default nil: PartitionFailed.
+	// of every other partition failure (the worker's: a *PartitionError,
+	// counted, fatal under fail-fast, else PartitionFailed). Default nil:
+	// PartitionFailed.
 	OnFailure func(tp TopicPartition, err error)
 	// ClientOpts are extra kgo options (TLS, SASL, ...).
 	ClientOpts []kgo.Opt
