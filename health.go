@@ -37,6 +37,9 @@ type Health struct {
 	// not running yet (the takeover fence and the committed offset are
 	// being read), nor failed.
 	Starting []string `json:"starting,omitempty"`
+	// Stopping lists partitions that failed (or are no longer owned here)
+	// and whose actors are still stopping, before Failed lists them.
+	Stopping []string `json:"stopping,omitempty"`
 }
 
 // Live reports whether the process should be left running: Run is in
@@ -52,7 +55,8 @@ func (h Health) Live() bool {
 // runs, reaches its brokers, is a member of its group, and no owned
 // partition is starting, recovering or failed.
 func (h Health) Ready() bool {
-	return h.Running && h.BrokersReachable && h.Joined && len(h.Recovering) == 0 && len(h.Failed) == 0 && len(h.Starting) == 0
+	return h.Running && h.BrokersReachable && h.Joined && len(h.Recovering) == 0 && len(h.Failed) == 0 && len(h.Starting) == 0 &&
+		len(h.Stopping) == 0
 }
 
 // probe tracks whether the cluster answers.
@@ -135,9 +139,15 @@ func (w *Worker) Health(ctx context.Context) Health {
 		h.Joined = true
 	}
 	st := w.Status(ctx)
+	failed := st.failedSet()
 	for _, p := range st.Partitions {
-		if p.Phase == "recovering" {
+		switch p.Phase {
+		case "recovering":
 			h.Recovering = append(h.Recovering, p.Topic+"["+strconv.Itoa(int(p.Partition))+"]")
+		case "stopping":
+			if !failed[coordinator.TopicPartition{Topic: p.Topic, Partition: p.Partition}] {
+				h.Stopping = append(h.Stopping, p.Topic+"["+strconv.Itoa(int(p.Partition))+"]")
+			}
 		}
 	}
 	h.Failed = st.Failed

@@ -80,3 +80,16 @@ func TestCaughtUpReadsTheAssignmentOnlyWhenLocalPartitionsAreDone(t *testing.T) 
 		t.Fatalf("nothing local, no owner: caught up %v, assignment read %d times; want false, 1", ok, reads)
 	}
 }
+
+// A partition whose actors are still stopping after a failure is not
+// ready (it read as "running").
+func TestAStoppingPartitionIsNotReady(t *testing.T) {
+	h := Health{Running: true, BrokersReachable: true, Joined: true}
+	if !h.Ready() {
+		t.Fatal("not ready with nothing pending")
+	}
+	h.Stopping = []string{"in[0]"}
+	if h.Ready() {
+		t.Fatal("ready with a partition stopping after its failure")
+	}
+}

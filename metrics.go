@@ -57,7 +57,7 @@ import (
 //     (gauge, records: high watermark − committed offset),
 //     actorflow_committed_offset{topic,partition} (gauge, offset), and
 //     actorflow_partitions{phase} (gauge, partitions by phase:
-//     recovering, running, revoking, failed): read from Status at scrape
+//     recovering, running, revoking, stopping, failed): read from Status at scrape
 //     time, bounded by 2 s.
 //   - actorflow_kafka_consumer_*: franz-go's kprom metrics of the group
 //     consumer's client (connections, bytes and records fetched, request

@@ -2,6 +2,7 @@ package actorflow
 
 import (
 	"context"
+	"github.com/actorflow/actorflow/coordinator"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,7 +28,7 @@ var (
 	descCommitted = prometheus.NewDesc("actorflow_committed_offset",
 		"The partition's committed input offset.", partitionLabels, nil)
 	descPartitions = prometheus.NewDesc("actorflow_partitions",
-		"Owned partitions by phase (recovering, running, revoking, failed).", []string{"phase"}, nil)
+		"Owned partitions by phase (recovering, running, revoking, stopping, failed).", []string{"phase"}, nil)
 )
 
 // statusCollector reads Worker.Status at scrape time, so that the gauges
@@ -49,10 +50,13 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), statusScrapeTimeout)
 	defer cancel()
 	st := c.w.Status(ctx)
-	phases := map[string]int{"recovering": 0, "running": 0, "revoking": 0, "failed": len(st.Failed)}
+	phases := map[string]int{"recovering": 0, "running": 0, "revoking": 0, "stopping": 0, "failed": len(st.Failed)}
+	failed := st.failedSet()
 	for _, p := range st.Partitions {
 		part := partitionLabel(p.Partition)
-		phases[p.Phase]++
+		if p.Phase != "stopping" || !failed[coordinator.TopicPartition{Topic: p.Topic, Partition: p.Partition}] {
+			phases[p.Phase]++ // a stopping partition already listed failed counts once, as failed
+		}
 		ch <- prometheus.MustNewConstMetric(descKeysLoaded, prometheus.GaugeValue, float64(p.KeysLoaded), p.Topic, part)
 		ch <- prometheus.MustNewConstMetric(descKeysEvicted, prometheus.CounterValue, float64(p.Evictions), p.Topic, part)
 		ch <- prometheus.MustNewConstMetric(descKeysHeld, prometheus.GaugeValue, float64(p.KeysHeld), p.Topic, part)

@@ -426,6 +426,15 @@ type FailedPartition struct {
 	Evicted bool `json:"evicted,omitempty"`
 }
 
+// failedSet is the partitions of st.Failed.
+func (st Status) failedSet() map[coordinator.TopicPartition]bool {
+	m := make(map[coordinator.TopicPartition]bool, len(st.Failed))
+	for _, f := range st.Failed {
+		m[coordinator.TopicPartition{Topic: f.Topic, Partition: f.Partition}] = true
+	}
+	return m
+}
+
 // Status returns the worker's partitions (empty before Run started).
 func (w *Worker) Status(ctx context.Context) Status {
 	st := Status{Group: w.cfg.group}

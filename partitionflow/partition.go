@@ -145,6 +145,9 @@ const (
 	phaseRecovering = "recovering"
 	phaseRunning    = "running"
 	phaseRevoking   = "revoking"
+	// phaseStopping is a failed partition's (or one no longer owned)
+	// while its subtree stops: reported only, never p.phase.
+	phaseStopping = "stopping"
 )
 
 // keyGroup is one key's records of a batch (records).

@@ -586,8 +586,15 @@ func (p *partition) fail(ctx actor.Context, err error) {
 }
 
 func (p *partition) status() Status {
+	phase := p.phase
+	if p.err != nil && phase != phaseRevoking {
+		// Failed, its subtree stopping (its transaction draining, up to a
+		// quarter of the revoke bound): not "running", which read as
+		// ready (found by a review).
+		phase = phaseStopping
+	}
 	return Status{
-		Topic: p.cfg.Topic, Partition: p.cfg.Partition, Phase: p.phase,
+		Topic: p.cfg.Topic, Partition: p.cfg.Partition, Phase: phase,
 		KeysLoaded: p.loaded, KeysCold: p.coldN,
 		Committable: p.tracker.Committable(), Committed: p.committed,
 		Recovered: p.recoveredN, Skipped: p.skipped, Outputs: p.outputs, TimersCold: p.ctimers.len(),
