@@ -104,6 +104,7 @@ func New[S any](fold FoldFunc[S], opts ...Option) *Flow[S] {
 	}
 	c.DefaultDLQ = DefaultDeadLetterTopic
 	c.DeadLetterRecord = runtimeDeadLetter
+	f.rt.Codec = keyactor.GuardCodec(f.rt.Codec)
 	f.rt.Fold = func(k *keyactor.Core, s *S, rec *kgo.Record) (*S, error) { return fold(contextOf(k), s, rec) }
 	if fn := f.onTimer; fn != nil {
 		c.Timers = true

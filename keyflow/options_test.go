@@ -92,3 +92,28 @@ func TestANilCodecIsTheDefault(t *testing.T) {
 		t.Fatalf("state %+v (%v), want N=2", s, ok)
 	}
 }
+
+// panicCodec is a codec whose Encode panics (a MarshalJSON with a bug).
+type panicCodec struct{}
+
+func (panicCodec) Encode(*otherState) ([]byte, error) { panic("codec bug") }
+func (panicCodec) Decode([]byte) (*otherState, error) { return &otherState{}, nil }
+
+// A panic of the flow's codec fails the partition naming the key, the
+// offset and the call: it escaped the key actor's guards, and the
+// partition failed naming none of them (found by a review).
+func TestACodecPanicNamesTheKeyAndTheCall(t *testing.T) {
+	fold := func(_ *keyflow.Context, s *otherState, _ *kgo.Record) (*otherState, error) {
+		if s == nil {
+			s = &otherState{}
+		}
+		s.N++
+		return s, nil
+	}
+	d := keyflowtest.New(keyflow.New(fold, keyflow.WithCodec[otherState](panicCodec{})))
+	defer d.Close()
+	err := d.Pipe("k", "v")
+	if err == nil || !strings.Contains(err.Error(), `key "k": encode state at offset 0: codec encode: panic in the flow: codec bug`) {
+		t.Fatalf("Pipe = %v; want the partition failed naming the key and the codec's panic", err)
+	}
+}

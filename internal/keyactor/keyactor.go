@@ -3,6 +3,7 @@ package keyactor
 import (
 	"bytes"
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -756,6 +757,9 @@ func (k *Core) SetTag(tag any) { k.tag = tag }
 func (k *Core) fail(ctx actor.Context, err error) {
 	if k.failed != nil {
 		return
+	}
+	if cp, ok := errors.AsType[*codecPanic](err); ok {
+		k.env.Logger.Error("the flow's codec panicked; failing its partition", zap.Error(err), zap.ByteString("stack", cp.stack))
 	}
 	k.failed = err
 	ctx.Send(ctx.Parent(), &KeyFailed{Key: k.key, Err: err})

@@ -35,3 +35,44 @@ func (k *Core) panicked(ctx actor.Context, where string, v any, stack []byte) {
 	k.env.Logger.Error("the flow panicked; failing its partition", zap.Error(err), zap.ByteString("stack", stack))
 	k.fail(ctx, err)
 }
+
+// GuardCodec returns c with its panics turned into errors matching
+// ErrPanicked (a *codecPanic, whose stack the key's failure logs): a panic
+// of the flow's Codec — a custom one, or a MarshalJSON that panics —
+// escaped the key actor's guards, and its partition failed naming neither
+// the offset nor the call, with no stack (found by a review). The callers
+// fail the key on an encode or decode error, naming it.
+func GuardCodec[S any](c Codec[S]) Codec[S] {
+	if g, ok := c.(guardedCodec[S]); ok {
+		return g
+	}
+	return guardedCodec[S]{c}
+}
+
+type guardedCodec[S any] struct{ c Codec[S] }
+
+func (g guardedCodec[S]) Encode(s *S) (b []byte, err error) {
+	if v, stack := protect(func() { b, err = g.c.Encode(s) }); stack != nil {
+		return nil, &codecPanic{op: "encode", v: v, stack: stack}
+	}
+	return b, err
+}
+
+func (g guardedCodec[S]) Decode(data []byte) (s *S, err error) {
+	if v, stack := protect(func() { s, err = g.c.Decode(data) }); stack != nil {
+		return nil, &codecPanic{op: "decode", v: v, stack: stack}
+	}
+	return s, err
+}
+
+// codecPanic is a panic of the flow's Codec.
+type codecPanic struct {
+	op    string
+	v     any
+	stack []byte
+}
+
+func (e *codecPanic) Error() string { return fmt.Sprintf("codec %s: %v: %v", e.op, ErrPanicked, e.v) }
+
+// Is makes errors.Is(err, ErrPanicked) true.
+func (e *codecPanic) Is(target error) bool { return target == ErrPanicked }
