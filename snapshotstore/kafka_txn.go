@@ -230,14 +230,12 @@ func (t *txnPartition) Commit(ctx context.Context, b Batch) error {
 		}
 	}()
 	bound := func() context.Context {
-		bctx, cancel := context.WithDeadlineCause(parent, deadline, errFailoverTimeout)
+		bctx, cancel := context.WithDeadline(parent, deadline)
 		cancels = append(cancels, cancel)
 		return bctx
 	}
 	ctx = bound()
-	timedOut := func() bool {
-		return !time.Now().Before(deadline) || errors.Is(context.Cause(ctx), errFailoverTimeout)
-	}
+	timedOut := func() bool { return !time.Now().Before(deadline) } // ctx's own deadline, moved with it
 	// giveUp ends the Commit at the failover timeout: a failure of the
 	// partition, not a fence — an epoch the coordinator bumped while the
 	// partition is owned here is wrapped as a FencedError, which would
@@ -359,9 +357,6 @@ func (t *txnPartition) Commit(ctx context.Context, b Batch) error {
 		backoff = min(2*backoff, 2*time.Second)
 	}
 }
-
-// errFailoverTimeout ends a Commit's attempts at KafkaConfig.FailoverTimeout.
-var errFailoverTimeout = errors.New("failover timeout")
 
 // unlessLost is err, joined with the ownership binding's refusal when the
 // partition is lost or evicted meanwhile (not a failure of the worker).
@@ -496,7 +491,7 @@ func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetad
 			t.checkDangling(actx)
 			_ = t.cl.ProduceSync(actx, markerRecord(t.k.topic, t.info.Partition, b.Offset)).FirstErr()
 		}
-		mark := t.kgoLog.UnsentMark()
+		mark := t.kgoLog.Mark()
 		if aerr := t.cl.EndTransaction(actx, kgo.TryAbort); aerr != nil {
 			// kgo still counts itself in the transaction (BeginTransaction
 			// would refuse: "already in a transaction"): the next attempt

@@ -122,41 +122,33 @@ func (r *Ring) Lines() []string {
 // part 2 or with no produce attempted (v1.22.3 txn.go).
 const endUnsent = "no records were produced during the commit"
 
-// UnsentMark is the ring's count of kgo's lines saying an EndTransaction
-// sent nothing: EndUnsent compares with it.
-func (r *Ring) UnsentMark() uint64 {
-	if r == nil {
-		return 0
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.unsent
-}
-
 // EndUnsent reports whether kgo logged, since mark, that an EndTransaction
 // sent no EndTxn, whether asked to commit or to abort. After an abort of a
 // transaction that raw requests or acknowledged produces began on the
 // broker, that abort did not happen: the transaction stays open there, and
 // under transaction version 1 the next one on the same epoch joins it. A
 // nil ring reports false.
-func (r *Ring) EndUnsent(mark uint64) bool {
+func (r *Ring) EndUnsent(mark Mark) bool {
 	if r == nil {
 		return false
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.unsent > mark
+	return r.unsent > mark.unsent
 }
 
-// Mark is the ring's count of kgo's lines saying it did not commit a
-// transaction it was asked to: CommitDropped compares with it.
-func (r *Ring) Mark() uint64 {
+// Mark is the ring's counts of kgo's lines that CommitDropped and EndUnsent
+// read: what came after it counts.
+type Mark struct{ dropped, unsent uint64 }
+
+// Mark returns the counts as of now (zero on a nil ring).
+func (r *Ring) Mark() Mark {
 	if r == nil {
-		return 0
+		return Mark{}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.dropped
+	return Mark{r.dropped, r.unsent}
 }
 
 // CommitDropped reports whether kgo logged, since mark, that it did not
@@ -168,13 +160,13 @@ func (r *Ring) Mark() uint64 {
 // nothing and leaves the transaction open on the broker ("no records were
 // produced during the commit; thus no transaction was began"). A nil ring
 // reports false.
-func (r *Ring) CommitDropped(mark uint64) bool {
+func (r *Ring) CommitDropped(mark Mark) bool {
 	if r == nil {
 		return false
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.dropped > mark
+	return r.dropped > mark.dropped
 }
 
 // commitDropped: msg (with keyvals) is one of those lines.

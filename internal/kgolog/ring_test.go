@@ -101,7 +101,7 @@ func TestRingTellsACommitKgoDropped(t *testing.T) {
 func TestRingTellsAnEndKgoDidNotSend(t *testing.T) {
 	r := NewRing(&recorder{level: kgo.LogLevelNone}, 4)
 	r.Log(kgo.LogLevelDebug, "no records were produced during the commit; thus no transaction was began; ending without doing anything") // before the mark
-	mark := r.UnsentMark()
+	mark := r.Mark()
 	r.Log(kgo.LogLevelInfo, "ending transaction", "transactional_id", "p", "commit", kgo.TryAbort, "producer_id", 1, "epoch", 0)
 	if r.EndUnsent(mark) {
 		t.Fatal("an abort kgo sent read as unsent")
@@ -114,7 +114,7 @@ func TestRingTellsAnEndKgoDidNotSend(t *testing.T) {
 		t.Fatal("an end kgo did not send not told")
 	}
 	var none *Ring
-	if none.EndUnsent(none.UnsentMark()) {
+	if none.EndUnsent(none.Mark()) {
 		t.Fatal("a nil ring told an unsent end")
 	}
 }
