@@ -96,9 +96,10 @@ func (c *Consumer) PartitionFailed(tp TopicPartition, err error) {
 	// and the pause, which kgo keeps across assignments, stayed: a later
 	// assignment of the partition here never fetched it.
 	c.cl.PauseFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}})
-	// Its budget goes with its copy: a release of the stopped copy's
-	// records would resume the partition (Budget.Done), and kgo would fetch
-	// it for nobody.
+	// Its budget goes with its copy (its in-flight records die with its
+	// subtree; the restart tracks a new one at its seek): a release of the
+	// stopped copy's records would resume the partition (Budget.Done), and
+	// kgo would fetch it for nobody.
 	c.fc.Remove(tp, func() {})
 	c.mu.Unlock()
 	if testHookFailedRecorded != nil {
@@ -540,8 +541,6 @@ func (c *Consumer) restartWith(ctx context.Context, tp TopicPartition, memo memb
 	}
 	c.log.Info("starting a failed partition again", zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition),
 		zap.Int("consecutive_failures", f.Attempts))
-	// Its in-flight records died with its subtree.
-	c.fc.Remove(tp, func() {})
 	// The rebalance lock is held from here (the fence of Open must not race
 	// a revoke), so a revoke callback waits for this restart and then takes
 	// up to TeardownTimeout itself: bounded so that both fit the rebalance
