@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -212,3 +213,53 @@ func (h hookCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.Chec
 }
 func (h hookCore) Write(e zapcore.Entry, _ []zapcore.Field) error { h.fn(e.Message); return nil }
 func (h hookCore) Sync() error                                    { return nil }
+
+// openFails is a Handler whose Open fails with err and counts the stops.
+type openFails struct {
+	nopHandler
+	err   error
+	stops atomic.Int32
+}
+
+func (h *openFails) Open(context.Context, []TopicPartition) error { return h.err }
+func (h *openFails) Stop(context.Context, []TopicPartition, bool) { h.stops.Add(1) }
+
+// An assignment failing on a broker-side error the cluster recovers from (a
+// coordinator moving, a broker restart outlasting the retries) fails its
+// partitions through Config.OnFailure — the worker's path, where failures
+// are counted and fail-fast ends the worker — not PartitionFailed directly,
+// and not the whole worker (found by a review: the worker's path was
+// skipped). The stores it opened are closed.
+func TestATransientAssignmentFailureGoesThroughOnFailure(t *testing.T) {
+	cl := offlineClient(t)
+	tp := TopicPartition{"in", 0}
+	h := &openFails{err: fmt.Errorf("fence: %w", kerr.CoordinatorNotAvailable)}
+	c := testConsumer(cl, h)
+	c.held = map[TopicPartition]bool{}
+	c.ready, c.stopping = make(chan struct{}), make(chan struct{})
+	close(c.ready)
+	var got []error
+	c.cfg.OnFailure = func(ftp TopicPartition, err error) {
+		if ftp != tp {
+			t.Errorf("OnFailure for %v, want %v", ftp, tp)
+		}
+		got = append(got, err)
+		c.PartitionFailed(ftp, err)
+	}
+	c.onAssigned(context.Background(), cl, map[string][]int32{tp.Topic: {tp.Partition}})
+	if len(got) != 1 || !errors.Is(got[0], kerr.CoordinatorNotAvailable) {
+		t.Fatalf("OnFailure got %v, want one failure wrapping COORDINATOR_NOT_AVAILABLE", got)
+	}
+	if msg := got[0].Error(); !strings.Contains(msg, "in[0]") {
+		t.Errorf("the failure %q does not name the partition", msg)
+	}
+	if c.fatal != nil {
+		t.Fatalf("the worker failed: %v", c.fatal)
+	}
+	if !c.owned[tp] || c.failed[tp] == nil {
+		t.Fatalf("owned %v, failed %v: want owned and due for a restart", c.owned[tp], c.failed[tp])
+	}
+	if h.stops.Load() != 1 {
+		t.Fatalf("the opened stores were closed %d times, want 1", h.stops.Load())
+	}
+}
