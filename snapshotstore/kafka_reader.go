@@ -90,8 +90,10 @@ func (r *kafkaLogReader) Start(ctx context.Context) (int64, error) {
 	return start, err
 }
 
-// Poll fetches once from the read position. Every error leaves the position
-// where it was and makes the next poll look the leader up again.
+// Poll fetches once from the read position. Every error makes the next poll
+// look the leader up again; the position moves only past batches decoded
+// whole, or past one kgo could not decode, whose error comes with the
+// moved position (ReadToTarget fails on it).
 func (r *kafkaLogReader) Poll(ctx context.Context) ([]*kgo.Record, int64, error) {
 	recs, err := r.fetch(ctx)
 	if err != nil {

@@ -159,12 +159,17 @@ func ReadToTarget(ctx context.Context, r LogReader, o ReadOptions, fn func(*kgo.
 	backoff := minFetchBackoff
 	for pos < target {
 		if o.ResolveHanging != nil && time.Since(lastProgress) >= o.ResolveAfter && time.Since(lastResolve) >= o.ResolveAfter {
-			lastResolve = time.Now()
 			log.Warn("recovery read made no progress; looking for hanging transactions", zap.String("partition", o.Partition),
 				zap.Int64("position", pos), zap.Int64("target", target), zap.Duration("waited", time.Since(lastProgress)))
 			if _, err := o.ResolveHanging(ctx); err != nil {
 				log.Warn("looking for hanging transactions failed", zap.String("partition", o.Partition), zap.Error(err))
 			}
+			// From the look's end: one that took ResolveAfter or longer (its
+			// scan, a cluster-wide DescribeProducers through a node loss)
+			// would otherwise leave the next poll a deadline already past,
+			// and the read would look again and again without ever fetching
+			// — missing a transaction that ends on its own until the stall.
+			lastResolve = time.Now()
 		}
 		pctx, cancel := ctx, context.CancelFunc(func() {})
 		var deadline time.Time
@@ -200,6 +205,12 @@ func ReadToTarget(ctx context.Context, r LogReader, o ReadOptions, fn func(*kgo.
 			if err := fn(rec); err != nil {
 				return err
 			}
+		}
+		if perr != nil && !Transient(perr) && !(pollExpired && errors.Is(perr, context.DeadlineExceeded)) {
+			// Even when the position moved: kgo passes a batch it cannot
+			// decode (an unknown magic byte) with its error, and the
+			// snapshots in it would be skipped without a word.
+			return fmt.Errorf("%s: recovery read at %d of %d: %w", o.Partition, pos, target, perr)
 		}
 		// The fetch position, not the last record, is the read position: it
 		// passes what yields no record (a cleaned batch's preserved last

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -593,5 +595,63 @@ func TestUnknownBrokerShardErrorIsTransient(t *testing.T) {
 	other := &kadm.ShardErrors{Name: "ListOffsets", Errs: []kadm.ShardError{{Err: errors.New("topic authorization failed")}}}
 	if snapshotstore.Transient(other) {
 		t.Fatalf("Transient(%v) = true, want false", other)
+	}
+}
+
+// A permanent fetch error fails the read even when the poll moved the
+// position: kgo passes a batch it cannot decode (an unknown magic byte)
+// with its error, and the snapshots in it were skipped without a word
+// (found by a review).
+func TestReadToTargetPermanentErrorWithAnAdvanceFails(t *testing.T) {
+	boom := errors.New("unknown magic 7 (injected)")
+	l := newScriptedLog(endsResult{hwm: 5, lso: 5})
+	l.give(recs(0, 1)...)
+	l.feed <- pollResult{next: 3, err: boom} // passes 2, the undecodable batch
+	l.give(recs(3, 4)...)
+	err := startRead(context.Background(), l, snapshotstore.ReadOptions{Partition: "snaps[0]", StallTimeout: time.Minute}).wait(t)
+	if !errors.Is(err, boom) || !strings.Contains(err.Error(), "snaps[0]: recovery read at 2 of 5") {
+		t.Fatalf("read error %v, want one wrapping the poll error, naming the partition and the position", err)
+	}
+}
+
+// A look for hanging transactions that takes ResolveAfter or longer does not
+// starve the read: the next poll still waits for records, so a transaction
+// that ends on its own is read past. The look's start used to be its mark:
+// every later poll got a deadline already past, the read looked again and
+// again, and failed at the stall deadline (found by a review).
+func TestReadToTargetASlowLookForHangingTransactionsStillFetches(t *testing.T) {
+	l := newScriptedLog(endsResult{hwm: 10, lso: 5})
+	l.give(recs(0, 4)...)
+	var looks atomic.Int32
+	r := startRead(context.Background(), l, snapshotstore.ReadOptions{
+		Partition: "snaps[0]", StallTimeout: 2 * time.Second, ResolveAfter: 100 * time.Millisecond,
+		ResolveHanging: func(ctx context.Context) (int, error) {
+			if looks.Add(1) == 1 {
+				go func() {
+					// The transaction ends on its own while the look runs,
+					// its records arriving only to a poll that waits.
+					time.Sleep(150 * time.Millisecond)
+					for {
+						select {
+						case pctx := <-l.polls:
+							if _, ok := pctx.Deadline(); ok && pctx.Err() == nil {
+								l.give(recs(5, 9)...)
+								return
+							}
+						case <-ctx.Done():
+							return
+						}
+					}
+				}()
+			}
+			time.Sleep(150 * time.Millisecond) // longer than ResolveAfter
+			return 0, nil
+		},
+	})
+	if err := r.wait(t); err != nil {
+		t.Fatalf("the read failed after %d looks: %v", looks.Load(), err)
+	}
+	if got := r.offsets(); got != fmt.Sprint([]int64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}) {
+		t.Fatalf("fn saw %s, want 0..9", got)
 	}
 }
