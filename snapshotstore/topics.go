@@ -29,20 +29,30 @@ type TopicSpec struct {
 }
 
 // CleanupPolicyError is EnsureTopics' error for a snapshot topic whose
-// cleanup.policy does not contain compact (or could not be read, Err). It
-// matches ErrTopicSetup. With delete, retention removes the snapshots of keys
-// idle longer than retention.ms and their state is silently lost on the next
-// recovery. The check runs last: on this error every other check passed, so
-// a caller may downgrade it to a warning.
+// cleanup.policy does not contain compact, or contains delete with a
+// retention (or could not be read, Err). It matches ErrTopicSetup. With
+// delete, retention removes the snapshots of keys idle longer than
+// retention.ms and their state is silently lost on the next recovery — also
+// under compact,delete, and the lost-state check cannot see it there: the
+// latest offset marker is in the newest segment, which retention keeps. The
+// check runs last: on this error every other check passed, so a caller may
+// downgrade it to a warning.
 type CleanupPolicyError struct {
 	Topic  string
 	Policy string // the topic's cleanup.policy; empty when Err is set
-	Err    error  // why the policy could not be read (DescribeConfigs failed)
+	// Retention names the retention that deletes under a policy with both
+	// compact and delete ("retention.ms=604800000"); empty otherwise.
+	Retention string
+	Err       error // why the policy could not be read (DescribeConfigs failed)
 }
 
 func (e *CleanupPolicyError) Error() string {
 	if e.Err != nil {
 		return fmt.Sprintf("%v: snapshot topic %q: cannot check its cleanup.policy (it must contain compact): %v", ErrTopicSetup, e.Topic, e.Err)
+	}
+	if e.Retention != "" {
+		return fmt.Sprintf("%v: snapshot topic %q has cleanup.policy=%s with %s: retention deletes the snapshots of idle keys and their state is silently lost; use cleanup.policy=compact (or retention.ms=-1 and retention.bytes=-1)",
+			ErrTopicSetup, e.Topic, e.Policy, e.Retention)
 	}
 	return fmt.Sprintf("%v: snapshot topic %q has cleanup.policy=%s; it must contain compact: otherwise retention deletes the snapshots of idle keys and their state is silently lost",
 		ErrTopicSetup, e.Topic, e.Policy)
@@ -54,15 +64,31 @@ func (e *CleanupPolicyError) Is(target error) bool { return target == ErrTopicSe
 // Unwrap exposes the describe error.
 func (e *CleanupPolicyError) Unwrap() error { return e.Err }
 
-// cleanupPolicyCompacts reports whether a cleanup.policy value (a list:
-// "compact", "compact,delete", ...) includes compaction.
-func cleanupPolicyCompacts(policy string) bool {
+// cleanupPolicyHas reports whether a cleanup.policy value (a list:
+// "compact", "compact,delete", ...) includes want.
+func cleanupPolicyHas(policy, want string) bool {
 	for p := range strings.SplitSeq(policy, ",") {
-		if strings.TrimSpace(p) == "compact" {
+		if strings.TrimSpace(p) == want {
 			return true
 		}
 	}
 	return false
+}
+
+// retentionDeleting names the retention that deletes old segments under a
+// policy with delete ("retention.ms=604800000"), "" when neither deletes
+// (both -1). Absent values are Kafka's defaults (7 days; no size bound).
+func retentionDeleting(ms, bytes *string) string {
+	if ms == nil {
+		return "retention.ms=604800000 (the default)"
+	}
+	if *ms != "-1" {
+		return "retention.ms=" + *ms
+	}
+	if bytes != nil && *bytes != "-1" {
+		return "retention.bytes=" + *bytes
+	}
+	return ""
 }
 
 // missingTopicGrace is how long EnsureTopics and EnsureOutputTopic keep
@@ -121,8 +147,8 @@ func refreshTopics(ctx context.Context, cl *kgo.Client, topics ...string) {
 // EnsureTopics checks (and creates, if spec.Create) the input topic and the
 // compacted snapshot topic. The snapshot topic needs at least as many
 // partitions as the input topic (snapshot partition N serves input partition
-// N) and a cleanup.policy containing compact: that check runs last and fails
-// with a *CleanupPolicyError.
+// N) and a cleanup.policy containing compact, and no delete with a retention:
+// that check runs last and fails with a *CleanupPolicyError.
 func EnsureTopics(ctx context.Context, cl *kgo.Client, input, snapshot string, spec TopicSpec) error {
 	adm := kadm.NewClient(cl)
 	var details kadm.TopicDetails
@@ -137,23 +163,25 @@ func EnsureTopics(ctx context.Context, cl *kgo.Client, input, snapshot string, s
 	if err != nil {
 		return err
 	}
-	create := func(t string, parts int32, cfg map[string]*string) error {
+	// create reports whether it created t; false when someone else did
+	// first (TOPIC_ALREADY_EXISTS: with their own configuration).
+	create := func(t string, parts int32, cfg map[string]*string) (bool, error) {
 		if !spec.Create {
-			return fmt.Errorf("%w: topic %q does not exist (create it, or enable topic creation)", ErrTopicSetup, t)
+			return false, fmt.Errorf("%w: topic %q does not exist (create it, or enable topic creation)", ErrTopicSetup, t)
 		}
 		resp, err := adm.CreateTopic(ctx, parts, spec.ReplicationFactor, cfg, t)
-		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-			return fmt.Errorf("%w: create topic %q: %w", ErrTopicSetup, t, err)
+		if err == nil {
+			err = resp.Err
 		}
-		if resp.Err != nil && !errors.Is(resp.Err, kerr.TopicAlreadyExists) {
-			return fmt.Errorf("%w: create topic %q: %w", ErrTopicSetup, t, resp.Err)
+		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			return false, fmt.Errorf("%w: create topic %q: %w", ErrTopicSetup, t, err)
 		}
 		// kgo caches the metadata answer that the topic was missing for
 		// MetadataMinAge (5 s): without the purge every later look at the
 		// topic through this client (the worker's partition count for its
 		// output and dead-letter topics) saw it missing for 5 s.
 		cl.PurgeTopicsFromClient(t)
-		return nil
+		return err == nil, nil
 	}
 	in := count(input)
 	if in == 0 {
@@ -161,7 +189,7 @@ func EnsureTopics(ctx context.Context, cl *kgo.Client, input, snapshot string, s
 		if parts <= 0 {
 			parts = 1
 		}
-		if err := create(input, parts, nil); err != nil {
+		if _, err := create(input, parts, nil); err != nil {
 			return err
 		}
 		in = parts
@@ -170,17 +198,17 @@ func EnsureTopics(ctx context.Context, cl *kgo.Client, input, snapshot string, s
 	created := false
 	if snap == 0 {
 		compact := "compact"
-		if err := create(snapshot, in, map[string]*string{"cleanup.policy": &compact}); err != nil {
+		if created, err = create(snapshot, in, map[string]*string{"cleanup.policy": &compact}); err != nil {
 			return err
 		}
-		snap, created = in, true
+		snap = in
 	}
 	if snap < in {
 		return fmt.Errorf("%w: snapshot topic %q has %d partitions, fewer than the %d of input topic %q (snapshot partition N serves input partition N)",
 			ErrTopicSetup, snapshot, snap, in, input)
 	}
 	if created {
-		return nil // compacted by the create above (or by whoever won its race)
+		return nil // compacted by the create above; one another client won the race to create is checked
 	}
 	return checkCleanupPolicy(ctx, adm, snapshot)
 }
@@ -197,13 +225,26 @@ func checkCleanupPolicy(ctx context.Context, adm *kadm.Client, topic string) err
 		return &CleanupPolicyError{Topic: topic, Err: err}
 	}
 	policy := "delete" // Kafka's default, should the broker omit it
+	var ms, bytes *string
 	for _, c := range rcs[0].Configs {
-		if c.Key == "cleanup.policy" && c.Value != nil {
-			policy = *c.Value
+		switch c.Key {
+		case "cleanup.policy":
+			if c.Value != nil {
+				policy = *c.Value
+			}
+		case "retention.ms":
+			ms = c.Value
+		case "retention.bytes":
+			bytes = c.Value
 		}
 	}
-	if !cleanupPolicyCompacts(policy) {
+	if !cleanupPolicyHas(policy, "compact") {
 		return &CleanupPolicyError{Topic: topic, Policy: policy}
+	}
+	if cleanupPolicyHas(policy, "delete") {
+		if r := retentionDeleting(ms, bytes); r != "" {
+			return &CleanupPolicyError{Topic: topic, Policy: policy, Retention: r}
+		}
 	}
 	return nil
 }
