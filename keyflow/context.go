@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/actorflow/actorflow/internal/keyactor"
 	"github.com/actorflow/actorflow/internal/recbytes"
@@ -19,6 +20,13 @@ var ErrNoOutput = errors.New("keyflow: no output producer configured (WithOutput
 // ErrNoTimerHandler is returned by Context.SetTimer when the flow has no
 // timer handler (WithTimers).
 var ErrNoTimerHandler = errors.New("keyflow: no timer handler configured (WithTimers)")
+
+// ErrInvalidTimerName is returned by Context.SetTimer for a name that is not
+// valid UTF-8: timers are persisted with the snapshot as JSON, which
+// replaces invalid bytes, so the timer would come back under another name
+// after a reload — two names merging into one, a CancelTimer of the
+// original missing it.
+var ErrInvalidTimerName = errors.New("keyflow: timer name is not valid UTF-8")
 
 var errEmptyValue = errors.New("empty value")
 
@@ -68,7 +76,8 @@ func (c *Context) Now() time.Time { return c.k.Now() }
 // rounded up), replacing a timer of the same name. It fires on the key's actor through the flow's TimerFunc. The
 // timer is set when the fold (or timer) calling SetTimer returns without
 // error: a failing or skipped call sets none. Fails with ErrNoTimerHandler
-// without WithTimers.
+// without WithTimers, and with ErrInvalidTimerName for a name that is not
+// valid UTF-8 (encode binary parts, e.g. in hex).
 //
 // Timers are durable: persisted with the key's snapshot (the snapshot
 // written after the call) and re-armed whenever the key is loaded again; a
@@ -82,6 +91,9 @@ func (c *Context) Now() time.Time { return c.k.Now() }
 func (c *Context) SetTimer(name string, at time.Time) error {
 	if !c.k.TimersEnabled() {
 		return ErrNoTimerHandler
+	}
+	if !utf8.ValidString(name) {
+		return fmt.Errorf("%w: %q", ErrInvalidTimerName, name)
 	}
 	c.k.SetTimer(name, at)
 	return nil
