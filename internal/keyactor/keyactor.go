@@ -90,6 +90,10 @@ type Core struct {
 	// (maybeEvict); the partition sends it no records meanwhile.
 	evicting bool
 	failed   error
+	// failedAt is the input offset of the record whose call failed the key
+	// (-1: none, or a failure outside a fold): seen, but neither folded nor
+	// skipped, so the key's Settled stays below it.
+	failedAt int64
 }
 
 // keyTimer is one pending timer; stop is nil for an overdue one.
@@ -678,6 +682,9 @@ func (k *Core) settled() int64 {
 		consider(k.inflightFirst)
 	}
 	consider(k.firstDirty)
+	if k.failed != nil {
+		consider(k.failedAt)
+	}
 	if p := k.outputs; p != nil && len(p.runs) > 0 {
 		consider(p.runs[0].offset)
 	}
@@ -762,6 +769,9 @@ func (k *Core) fail(ctx actor.Context, err error) {
 		k.env.Logger.Error("the flow's codec panicked; failing its partition", zap.Error(err), zap.ByteString("stack", cp.stack))
 	}
 	k.failed = err
+	if k.cur >= 0 {
+		k.failedAt = k.cur
+	}
 	ctx.Send(ctx.Parent(), &KeyFailed{Key: k.key, Err: err})
 }
 

@@ -9,7 +9,7 @@ import (
 )
 
 func newSettledCore(lastSeen int64) *Core {
-	return &Core{lastSeen: lastSeen, lastFolded: -1, cur: -1, firstDirty: -1, inflightFirst: -1}
+	return &Core{lastSeen: lastSeen, lastFolded: -1, cur: -1, firstDirty: -1, inflightFirst: -1, failedAt: -1}
 }
 
 // settled is the lowest of: the persist in flight, the dirty state, every

@@ -1,0 +1,92 @@
+package keyactor
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+)
+
+type intCodec struct{}
+
+func (intCodec) Encode(s *int) ([]byte, error) { return json.Marshal(s) }
+func (intCodec) Decode(b []byte) (*int, error) {
+	var s int
+	return &s, json.Unmarshal(b, &s)
+}
+
+// A key whose fold fails (policy fail) does not report the failing record as
+// settled: its offset was counted as seen before the fold ran, so a key with
+// nothing dirty sent a Progress at that offset right after its KeyFailed,
+// and a partition that went on (a revoke-time flush swallows a KeyFailed
+// wrapping ErrFenced) committed past a record never folded nor dead-lettered
+// (found by a review). The records before it stay settled.
+func TestAFailedFoldIsNotSettled(t *testing.T) {
+	boom := errors.New("boom")
+	flow := &Flow[int]{Codec: intCodec{},
+		Fold: func(_ *Core, s *int, rec *kgo.Record) (*int, error) {
+			if rec.Offset == 5 {
+				return s, boom
+			}
+			n := 1
+			if s != nil {
+				n += *s
+			}
+			return &n, nil
+		}}
+	sys := actor.NewActorSystem()
+	defer sys.Shutdown()
+	env := &Env{Topic: "in", System: sys, Logger: zap.NewNop(), Persist: func(w *WriteMsg) {
+		// Committed at once: the outcome is posted to the key's mailbox
+		// behind the messages already there.
+		done := w.Done
+		w.Release()
+		done(nil)
+	}, Processed: func(int, int) {}}
+	failed := make(chan error, 1)
+	type lastSettled struct{ reply chan int64 }
+	var child *actor.PID
+	last := int64(-2) // the last Progress's Settled; the parent's own
+	parent := sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		switch m := ctx.Message().(type) {
+		case *actor.Started:
+			child = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return flow.NewKeyActor("k", nil, env) }))
+			recs := []*kgo.Record{{Topic: "in", Offset: 3, Key: []byte("k")}, {Topic: "in", Offset: 4, Key: []byte("k")}}
+			ctx.Send(child, &Deliver{Records: recs})
+			ctx.Send(child, &Flush{})
+			ctx.Send(child, &Deliver{Records: []*kgo.Record{{Topic: "in", Offset: 5, Key: []byte("k")}}})
+		case *Query:
+			ctx.Send(child, m)
+		case *lastSettled:
+			m.reply <- last
+		case *Progress:
+			last = m.Settled
+		case *KeyFailed:
+			failed <- m.Err
+		}
+	}))
+	defer sys.Root.Stop(parent)
+	select {
+	case err := <-failed:
+		if !errors.Is(err, boom) {
+			t.Fatalf("KeyFailed %v, want the fold's error", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the key did not fail")
+	}
+	// The key answers a query after the turn that failed it, so what that
+	// turn sent its parent is in the parent's mailbox before the question
+	// for the last Settled.
+	answered := make(chan QueryAnswer, 1)
+	sys.Root.Send(parent, &Query{Reply: answered})
+	<-answered
+	reply := make(chan int64, 1)
+	sys.Root.Send(parent, &lastSettled{reply})
+	if got := <-reply; got >= 5 || got < 4 {
+		t.Fatalf("the key's last Settled is %d after its fold of offset 5 failed, want 4: not past a record neither folded nor dead-lettered, and the records before it settled", got)
+	}
+}
