@@ -18,8 +18,11 @@ import (
 var ErrNoOutput = errors.New("keyflow: no output producer configured (WithOutput)")
 
 // ErrNoTimerHandler is returned by Context.SetTimer when the flow has no
-// timer handler (WithTimers).
-var ErrNoTimerHandler = errors.New("keyflow: no timer handler configured (WithTimers)")
+// timer handler (WithTimers). A partition fails with an error matching it
+// when a key's snapshot has a timer due and the flow has no handler (a flow
+// redeployed without WithTimers over snapshots written with it), naming the
+// key and the timer; the timer stays persisted.
+var ErrNoTimerHandler = keyactor.ErrNoTimerHandler
 
 // ErrInvalidTimerName is returned by Context.SetTimer for a name that is not
 // valid UTF-8: timers are persisted with the snapshot as JSON, which

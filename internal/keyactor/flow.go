@@ -45,10 +45,11 @@ func stage(err error) string {
 // keyflow.WithOutput sees it.
 var ErrNoDeadLetterProducer = errors.New("keyflow: no producer for the dead-letter topic")
 
-// ErrNoTimerHandler fails a key whose snapshot has a timer due while the
-// flow has no timer handler (keyflow.WithTimers): a flow redeployed
-// without it over snapshots written with it. The timer stays persisted.
-var ErrNoTimerHandler = errors.New("keyflow: a timer is due but the flow has no timer handler (keyflow.WithTimers)")
+// ErrNoTimerHandler is keyflow.ErrNoTimerHandler: SetTimer's error without
+// a timer handler (keyflow.WithTimers), and the failure of a key whose
+// snapshot has a timer due while the flow has none (a flow redeployed
+// without it over snapshots written with it; the timer stays persisted).
+var ErrNoTimerHandler = errors.New("keyflow: no timer handler configured (WithTimers)")
 
 // Policy says what a failed call does (keyflow.Policy, same values).
 type Policy int
