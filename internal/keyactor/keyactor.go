@@ -512,6 +512,7 @@ func (a *keyActor[S]) deliver(ctx actor.Context, m *Deliver) {
 		a.lastFolded = rec.Offset
 		a.markDirty(rec.Offset)
 	}
+	a.cur = -1 // outside a fold: a later failure (a write's) is no record's
 }
 
 func (a *keyActor[S]) fireTimer(ctx actor.Context, name string) {
