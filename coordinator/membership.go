@@ -60,14 +60,18 @@ func (c *Consumer) kickWatcher() {
 //
 // A rebalance racing the commit is not a fence: the broker rejects the
 // generation this member just left (ILLEGAL_GENERATION; STALE_MEMBER_EPOCH
-// under KIP-848) or a commit during the join (REBALANCE_IN_PROGRESS) while
-// the member keeps the partition. Then the commit waits (up to the
-// rebalance timeout) for the client to learn the newer generation and is
-// sent again under it, through the binding again — the plain-mode
-// counterpart of the transactional path's await-gen (snapshotstore
-// DecideTxn). Without it a second worker joining failed the first one.
+// under KIP-848) while the member keeps the partition. Then the commit
+// waits (up to the rebalance timeout) for the client to learn the newer
+// generation and is sent again under it, through the binding again — the
+// plain-mode counterpart of the transactional path's await-gen
+// (snapshotstore DecideTxn). Without it a second worker joining failed the
+// first one. A commit carrying the group's current generation before its
+// SyncGroup completed (REBALANCE_IN_PROGRESS) is sent again after a backoff
+// under the same generation, up to the rebalance timeout.
 func (c *Consumer) CommitOffset(ctx context.Context, tp TopicPartition, offset int64) error {
-	for awaits := 0; ; awaits++ {
+	var syncing time.Time // the first REBALANCE_IN_PROGRESS
+	backoff := minSyncBackoff
+	for awaits := 0; ; {
 		m, err := c.PartitionMetadata(tp)
 		if err != nil {
 			return fmt.Errorf("commit offset %d of %s[%d]: %w", offset, tp.Topic, tp.Partition, err)
@@ -76,7 +80,28 @@ func (c *Consumer) CommitOffset(ctx context.Context, tp TopicPartition, offset i
 		if err == nil {
 			return nil
 		}
+		if errors.Is(err, kerr.RebalanceInProgress) {
+			// The broker answers it only to the group's current generation
+			// while the group completes its rebalance (the leader's
+			// SyncGroup pending; Kafka's ClassicGroup.validateOffsetCommit):
+			// the generation is this member's, and no newer one comes — a
+			// wait for one lasted the whole rebalance timeout, then failed
+			// the partition (found by a review).
+			if syncing.IsZero() {
+				syncing = time.Now()
+			}
+			if time.Since(syncing) < c.cfg.RebalanceTimeout {
+				select {
+				case <-ctx.Done():
+					return fmt.Errorf("commit offset %d of %s[%d]: %w (%w)", offset, tp.Topic, tp.Partition, ctx.Err(), err)
+				case <-time.After(backoff):
+				}
+				backoff = min(2*backoff, maxSyncBackoff)
+				continue
+			}
+		}
 		if racedRebalance(err) && awaits < 3 {
+			awaits++
 			// Within the rebalance timeout a join round completes.
 			if newer, werr := snapshotstore.AwaitNewerGeneration(ctx, c.meta.Current, m.Generation, c.cfg.RebalanceTimeout); werr == nil {
 				c.log.Info("generation moved on while this member kept the partition; committing the offset again",
@@ -101,12 +126,18 @@ func (c *Consumer) fencedCommit(tp TopicPartition, m snapshotstore.GroupMetadata
 		Partition: snapshotstore.PartitionInfo{Topic: tp.Topic, Partition: tp.Partition, Group: c.cfg.Group}, Meta: m, Err: err}
 }
 
-// racedRebalance: the broker refused a commit for a generation change that a
-// member keeping its partitions goes through (see CommitOffset).
+// racedRebalance: the broker refused a commit for a generation this member
+// has just left while keeping its partitions (see CommitOffset).
 func racedRebalance(err error) bool {
-	return errors.Is(err, kerr.IllegalGeneration) || errors.Is(err, kerr.StaleMemberEpoch) ||
-		errors.Is(err, kerr.RebalanceInProgress)
+	return errors.Is(err, kerr.IllegalGeneration) || errors.Is(err, kerr.StaleMemberEpoch)
 }
+
+// The backoff of a commit answered REBALANCE_IN_PROGRESS, while the group's
+// SyncGroup completes (a round trip of the leader's, usually milliseconds).
+const (
+	minSyncBackoff = 20 * time.Millisecond
+	maxSyncBackoff = time.Second
+)
 
 func (c *Consumer) commitOffsetOnce(ctx context.Context, tp TopicPartition, offset int64, m snapshotstore.GroupMetadata) error {
 	req := kmsg.NewPtrOffsetCommitRequest()

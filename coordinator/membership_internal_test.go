@@ -1,0 +1,74 @@
+package coordinator
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap/zaptest"
+)
+
+// A plain-mode offset commit answered REBALANCE_IN_PROGRESS carried the
+// group's current generation before its SyncGroup completed (the broker
+// checks the generation first: ClassicGroup.validateOffsetCommit). It is
+// sent again under the same generation once the sync is done. It used to
+// wait for a newer generation, which never comes: the whole rebalance
+// timeout, then the partition failed (found by a review).
+func TestACommitDuringTheSyncIsSentAgainUnderTheSameGeneration(t *testing.T) {
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kc.Close)
+	var mu sync.Mutex
+	var gens []int32
+	kc.ControlKey(int16(kmsg.OffsetCommit), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		kc.KeepControl()
+		req := kreq.(*kmsg.OffsetCommitRequest)
+		mu.Lock()
+		gens = append(gens, req.Generation)
+		code := int16(0)
+		if len(gens) <= 2 { // the leader's SyncGroup still pending
+			code = kerr.RebalanceInProgress.Code
+		}
+		mu.Unlock()
+		resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewOffsetCommitResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewOffsetCommitResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	tp := TopicPartition{"in", 0}
+	c := testConsumer(cl, nopHandler{}, tp)
+	c.log = zaptest.NewLogger(t)
+	// Short enough that the old wait for a newer generation fails the test
+	// quickly, long enough for the backoffs here.
+	c.cfg.Group, c.cfg.RebalanceTimeout = "g", 3*time.Second
+	c.own.Bind(tp, snapshotstore.GroupMetadata{MemberID: "m1", Generation: 3})
+	if err := c.CommitOffset(context.Background(), tp, 5); err != nil {
+		t.Fatalf("CommitOffset: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(gens) != 3 || gens[0] != 3 || gens[1] != 3 || gens[2] != 3 {
+		t.Fatalf("commits sent under generations %v, want three under generation 3", gens)
+	}
+}
