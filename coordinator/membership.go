@@ -111,7 +111,19 @@ func (c *Consumer) CommitOffset(ctx context.Context, tp TopicPartition, offset i
 			}
 		}
 		if snapshotstore.IsFenceError(err) {
-			return c.fencedCommit(tp, m, err)
+			ferr := c.fencedCommit(tp, m, err)
+			if errors.Is(ferr, snapshotstore.ErrEvicted) {
+				// Marked where the refusal is seen: a revoke's final commit
+				// swallows its fence (the new owner replays), so the
+				// partition never reports it, and the member's other
+				// partitions went on writing unfenced snapshots under the
+				// evicted membership until kgo's rejoin (found by a review).
+				if marked := c.own.Evict(m, time.Now().Add(c.evictionWait())); len(marked) > 1 {
+					c.log.Warn("the group coordinator no longer knows this member: its other partitions write nothing more under this membership; each stops at its next write and waits for the rejoin",
+						zap.String("member", m.MemberID), zap.Int32("generation", m.Generation), zap.Int("partitions", len(marked)), zap.Error(err))
+				}
+			}
+			return ferr
 		}
 		return fmt.Errorf("commit offset %d of %s[%d]: %w", offset, tp.Topic, tp.Partition, err)
 	}

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -70,5 +71,56 @@ func TestACommitDuringTheSyncIsSentAgainUnderTheSameGeneration(t *testing.T) {
 	defer mu.Unlock()
 	if len(gens) != 3 || gens[0] != 3 || gens[1] != 3 || gens[2] != 3 {
 		t.Fatalf("commits sent under generations %v, want three under generation 3", gens)
+	}
+}
+
+// A plain offset commit the group coordinator refuses with UNKNOWN_MEMBER_ID
+// marks the member's other partitions evicted at once: a revoke's final
+// commit swallows its fence (the new owner replays) and its partition never
+// reports the eviction, so the others went on writing unfenced snapshots
+// under the evicted membership until kgo's rejoin (found by a review).
+func TestAnEvictedPlainCommitMarksTheMembersOtherPartitions(t *testing.T) {
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "in"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kc.Close)
+	kc.ControlKey(int16(kmsg.OffsetCommit), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		kc.KeepControl()
+		req := kreq.(*kmsg.OffsetCommitRequest)
+		resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewOffsetCommitResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewOffsetCommitResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, kerr.UnknownMemberID.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	revoked, other := TopicPartition{"in", 0}, TopicPartition{"in", 1}
+	c := testConsumer(cl, nopHandler{}, revoked, other)
+	c.log = zaptest.NewLogger(t)
+	c.cfg.Group, c.cfg.RebalanceTimeout = "g", 3*time.Second
+	m := snapshotstore.GroupMetadata{MemberID: "m1", Generation: 3}
+	c.own.Bind(revoked, m)
+	c.own.Bind(other, m)
+	err = c.CommitOffset(context.Background(), revoked, 5)
+	if !errors.Is(err, snapshotstore.ErrEvicted) {
+		t.Fatalf("CommitOffset = %v, want an error matching ErrEvicted", err)
+	}
+	if c.own.EvictedUntil(other).IsZero() {
+		t.Fatal("the member's other partition is not marked evicted: its writes go on under the evicted membership")
+	}
+	if _, err := c.PartitionMetadata(other); !errors.Is(err, snapshotstore.ErrEvicted) {
+		t.Fatalf("the other partition's next write is approved (%v), want it refused with ErrEvicted", err)
 	}
 }
