@@ -552,3 +552,39 @@ func TestTxnKeyWriteMsgIsCopiedBeforeItIsReleased(t *testing.T) {
 		t.Fatalf("k1: %v", err)
 	}
 }
+
+// slowClose is a store whose Close takes d: a transaction actor's stop
+// waits for it (within its stop bound).
+type slowClose struct {
+	*fakePartition
+	d      time.Duration
+	closed chan struct{}
+}
+
+func (s *slowClose) Close(ctx context.Context) error {
+	time.Sleep(s.d)
+	close(s.closed)
+	return s.fakePartition.Close(ctx)
+}
+
+// TxnHandle.Stop returns once the actor has stopped and its store is closed,
+// however long that takes within the stop bound. It used protoactor's
+// StopFuture, which gives up after 10 s: Stop returned while the store was
+// still closing, and a pending Write returned ErrStopped for a transaction
+// that could still commit (found by a review). Takes 11 s.
+func TestTxnHandleStopWaitsPastProtoactorsTenSeconds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 11 s")
+	}
+	t.Parallel()
+	sys := actor.NewActorSystem()
+	defer sys.Shutdown()
+	store := &slowClose{fakePartition: newFakePartition(false), d: 11 * time.Second, closed: make(chan struct{})}
+	h := SpawnTxn(sys, store, 0, -1, nil)
+	h.Stop()
+	select {
+	case <-store.closed:
+	default:
+		t.Fatal("Stop returned before the store was closed")
+	}
+}

@@ -17,7 +17,21 @@ type TxnHandle struct {
 	sys     *actor.ActorSystem
 	pid     *actor.PID
 	stopped chan struct{} // closed by Stop: a stopped actor never answers
+	ended   chan struct{} // closed when the actor has stopped (its store closed)
 	once    sync.Once
+}
+
+// handledTxn is a transaction actor that closes ended once it has stopped.
+type handledTxn struct {
+	*txnActor
+	ended chan struct{}
+}
+
+func (h handledTxn) Receive(ctx actor.Context) {
+	h.txnActor.Receive(ctx)
+	if _, ok := ctx.Message().(*actor.Stopped); ok {
+		close(h.ended)
+	}
 }
 
 // SpawnTxn spawns a transaction actor at the root of sys, owning store.
@@ -35,7 +49,13 @@ func SpawnTxnCapped(sys *actor.ActorSystem, store snapshotstore.Partition, maxWr
 	}
 	t := newTxnActor(store, maxWrites, seed, log)
 	t.gc.SetMaxBytes(maxBytes)
-	return &TxnHandle{sys: sys, pid: sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return t })), stopped: make(chan struct{})}
+	return spawnHandle(sys, t)
+}
+
+func spawnHandle(sys *actor.ActorSystem, t *txnActor) *TxnHandle {
+	ended := make(chan struct{})
+	pid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return handledTxn{t, ended} }))
+	return &TxnHandle{sys: sys, pid: pid, stopped: make(chan struct{}), ended: ended}
 }
 
 // Write queues a snapshot and blocks until the transaction carrying it
@@ -60,10 +80,14 @@ func (h *TxnHandle) CommitOffset(ctx context.Context, offset int64) error {
 
 // Stop stops the actor (queued writes fail with ErrStopped) and closes the
 // store: the in-flight transaction is cancelled and waited for, and the
-// store closed, within DefaultTxnStopTimeout.
+// store closed, within DefaultTxnStopTimeout; Stop returns when that is
+// done. (Not protoactor's StopFuture, which gives up after 10 s: a pending
+// Write then returned ErrStopped for a transaction that could still
+// commit, and the store was still closing.)
 func (h *TxnHandle) Stop() {
 	h.once.Do(func() {
-		_ = h.sys.Root.StopFuture(h.pid).Wait()
+		h.sys.Root.Stop(h.pid)
+		<-h.ended
 		close(h.stopped)
 	})
 }
