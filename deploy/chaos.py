@@ -52,7 +52,8 @@ read_committed with a client of its own) and prints a report: faults by kind, pa
 on /status, mismatches, duplicate / missing / out-of-order outputs per account, kill -> takeover times.
 Exit 0 when the run passes, 1 otherwise (2 when the run itself broke). Pass: the verifier's own PASS (exit 0:
 0 mismatches, no snapshot of an account without input, no gap in the input, and the outputs within the mode's
-guarantee: exactly once and in order in the transactional mode, none missing in the plain mode), every event
+guarantee: exactly once and in order in the transactional mode, none missing in the plain mode, each with the
+balance the verifier's own fold gives its account at its sequence number, and outputs checked at all), every event
 the producer acknowledged verified, no unexpected worker failure wherever it falls (an exit 1, a crash, a
 partition failure; only a fenced zombie may exit), every fault as planned (no fatal warning: e.g. a zombie
 whose partitions nobody took over during its pause); with poison faults also 0 worker exits during them,
@@ -1062,7 +1063,8 @@ class Chaos:
                     f"outputs:           {vr.get('outputs')} read_committed ({guarantee}): "
                     f"{vr.get('output_duplicates')} duplicates in {vr.get('keys_with_duplicates')} accounts, "
                     f"{vr.get('missing_outputs')} missing in {vr.get('keys_with_missing')} accounts, "
-                    f"{vr.get('outputs_out_of_order')} out of order"]
+                    f"{vr.get('outputs_out_of_order')} out of order, "
+                    f"{vr.get('wrong_balances')} wrong balances in {vr.get('keys_with_wrong_balances')} accounts"]
             for e in (vr.get("mismatch_examples") or [])[:10]:
                 out.append(f"  MISMATCH {e}")
             for e in (vr.get("output_examples") or [])[:10]:
@@ -1071,6 +1073,8 @@ class Chaos:
             # epoch: the transaction that wrote it), for the workers' logs.
             for e in (vr.get("duplicate_copies") or [])[:10]:
                 out.append(f"  DUPLICATE {e}")
+            for e in (vr.get("balance_examples") or [])[:10]:
+                out.append(f"  BALANCE {e}")
             # Whether the broker kept each transaction atomic (committed everywhere or nowhere, and
             # read_committed showing exactly the committed): a broker anomaly, not a verdict.
             audit = vr.get("txn_audit")
@@ -1119,16 +1123,22 @@ class Chaos:
         # verifier's verdict, in order). The plain mode's are at-least-once: 0 missing.
         dups = vr.get("output_duplicates") if vr else None
         missing = vr.get("missing_outputs") if vr else None
+        wrong = vr.get("wrong_balances") if vr else None
         # The verifier's own verdict first (its exit 0 and PASS line: state, outputs in the mode's guarantee
         # and order, dead letters), then what only this script knows.
         ok = vr is not None and vrc == 0 and bool(verdict) and verdict.startswith("PASS") and mismatches == 0
         cond = f"verifier exit {vrc}, mismatches = {mismatches}"
+        # Outputs were checked at all (an output topic the verifier was not given would make every count 0),
+        # and each carries the balance the verifier's fold gives its account at its sequence number.
+        outputs = (vr or {}).get("outputs") or 0
+        ok = ok and outputs > 0 and wrong == 0
         if self.args.mode == "transactional":
-            ok = ok and dups == 0 and missing == 0
-            cond += f", output duplicates = {dups}, missing outputs = {missing}"
+            ok = ok and dups == 0 and missing == 0 and bool((vr or {}).get("exactly_once"))
+            cond += f", outputs checked = {outputs} (exactly-once), output duplicates = {dups}, missing outputs = {missing}"
         else:
             ok = ok and missing == 0
-            cond += f", missing outputs = {missing}"
+            cond += f", outputs checked = {outputs}, missing outputs = {missing}"
+        cond += f", wrong balances = {wrong}"
         # The input the producer had acknowledged was all verified (a producer stuck in its retries, or
         # faults on an idle group, show nothing); a batch cut by its SIGTERM may have landed anyway.
         verified = (vr or {}).get("events")

@@ -32,7 +32,8 @@
 # then the containers' logs are saved and the cluster is removed. Output: the report on stdout, and
 # $ACTORFLOW_CACHE/chaos/<time>-<mode>/ (report.json, status.jsonl, verify.out, logs/).
 # Pass: the verifier's PASS (0 mismatches; outputs read_committed exactly once and in order in the
-# transactional mode, none missing in the plain mode), every acknowledged event verified, no unexpected
+# transactional mode, none missing in the plain mode, each with the balance the verifier's fold gives its
+# account at its sequence number), every acknowledged event verified, no unexpected
 # worker failure, every fault as planned (deploy/chaos.py's docstring). With poison faults also 0 worker
 # exits during them and each poison record in the dead-letter topic exactly once; with node_kill faults
 # also 0 worker exits during them.

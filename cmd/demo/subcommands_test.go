@@ -39,7 +39,9 @@ func TestProduceWorkerVerify(t *testing.T) {
 
 // The verifier's output check, per account: a duplicate, a missing and an
 // out-of-order output are each counted and fail the exactly-once check,
-// not the at-least-once one (duplicates and order there are allowed).
+// not the at-least-once one (duplicates and order there are allowed). An
+// output whose balance is none its sequence number should carry fails
+// both.
 func TestCheckOutputsCountsPerKey(t *testing.T) {
 	_, brokers := testkit.Kfake(t)
 	cl := testkit.Client(t, brokers, kgo.DefaultProduceTopic("out"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
@@ -47,7 +49,8 @@ func TestCheckOutputsCountsPerKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	var recs []*kgo.Record
-	for _, o := range []ledger.Output{{Account: "a", Seq: 1}, {Account: "a", Seq: 2}, {Account: "a", Seq: 2}, {Account: "b", Seq: 2}, {Account: "b", Seq: 1}, {Account: "c", Seq: 1}} {
+	for _, o := range []ledger.Output{{Account: "a", Seq: 1, Balance: 10}, {Account: "a", Seq: 2, Balance: 20}, {Account: "a", Seq: 2, Balance: 20},
+		{Account: "b", Seq: 2, Balance: 20}, {Account: "b", Seq: 1, Balance: 10}, {Account: "c", Seq: 1, Balance: 10}} {
 		b, _ := json.Marshal(o)
 		recs = append(recs, &kgo.Record{Key: []byte(o.Account), Value: b})
 	}
@@ -57,26 +60,34 @@ func TestCheckOutputsCountsPerKey(t *testing.T) {
 	// d's input repeated its event 2 (a producer's retry that landed twice):
 	// the flow emits seq 2 twice, which is no duplicate; e's input skipped
 	// seq 2: no output is missing for it.
-	for _, o := range []ledger.Output{{Account: "d", Seq: 1}, {Account: "d", Seq: 2}, {Account: "d", Seq: 2}, {Account: "e", Seq: 1}, {Account: "e", Seq: 3}} {
+	// f's output carries a balance its state never had (emitted from a
+	// state that diverged).
+	for _, o := range []ledger.Output{{Account: "d", Seq: 1, Balance: 10}, {Account: "d", Seq: 2, Balance: 20}, {Account: "d", Seq: 2, Balance: 25},
+		{Account: "e", Seq: 1, Balance: 10}, {Account: "e", Seq: 3, Balance: 30}, {Account: "f", Seq: 1, Balance: 11}} {
 		b, _ := json.Marshal(o)
 		recs = append(recs, &kgo.Record{Key: []byte(o.Account), Value: b})
 	}
 	if err := cl.ProduceSync(context.Background(), recs[6:]...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]map[int64]int{"a": {1: 1, 2: 1}, "b": {1: 1, 2: 1}, "c": {1: 1, 2: 1, 3: 1}, "d": {1: 1, 2: 2}, "e": {1: 1, 3: 1}}
+	want := map[string]map[int64][]int64{"a": {1: {10}, 2: {20}}, "b": {1: {10}, 2: {20}}, "c": {1: {10}, 2: {20}, 3: {30}},
+		"d": {1: {10}, 2: {20, 25}}, "e": {1: {10}, 3: {30}}, "f": {1: {10}}}
 	r := &report{ExactlyOnce: true}
 	if err := checkOutputs(context.Background(), brokers, "out", want, r); err != nil {
 		t.Fatal(err)
 	}
-	if r.Outputs != 11 || r.OutputDuplicates != 1 || r.KeysWithDuplicates != 1 || r.MissingOutputs != 2 || r.KeysWithMissing != 1 || r.OutputsOutOfOrder != 1 {
-		t.Fatalf("report %+v: want 11 outputs, 1 duplicate (a), 2 missing (c), 1 out of order (b), none for d and e", r)
+	if r.Outputs != 12 || r.OutputDuplicates != 1 || r.KeysWithDuplicates != 1 || r.MissingOutputs != 2 || r.KeysWithMissing != 1 || r.OutputsOutOfOrder != 1 ||
+		r.WrongBalances != 1 || r.KeysWithWrongBalances != 1 {
+		t.Fatalf("report %+v: want 12 outputs, 1 duplicate (a), 2 missing (c), 1 out of order (b), 1 wrong balance (f), none for d and e", r)
+	}
+	if len(r.BalanceExamples) != 1 || !strings.HasPrefix(r.BalanceExamples[0], "f seq 1: balance 11 at out[0]@") || !strings.HasSuffix(r.BalanceExamples[0], "want one of [10]") {
+		t.Fatalf("balance examples %q: want f seq 1's", r.BalanceExamples)
 	}
 	// a's seq 2 is at offsets 1 and 2 of out[0].
 	if len(r.DuplicateCopies) != 1 || !strings.HasPrefix(r.DuplicateCopies[0], "a seq 2: out[0]@1 (producer ") || !strings.Contains(r.DuplicateCopies[0], "; out[0]@2 (producer ") {
 		t.Fatalf("duplicate copies %q: want a seq 2 at out[0]@1 and out[0]@2", r.DuplicateCopies)
 	}
-	if len(r.OutputExamples) != 3 || !r.outputsFailed() {
+	if len(r.OutputExamples) != 4 || !r.outputsFailed() {
 		t.Fatalf("examples %q, failed %v: want one line per bad account and a failure", r.OutputExamples, r.outputsFailed())
 	}
 	// At-least-once: c's missing outputs fail it; duplicates and a
@@ -86,6 +97,10 @@ func TestCheckOutputsCountsPerKey(t *testing.T) {
 		t.Fatal("at-least-once check passed with 2 outputs missing")
 	}
 	r.MissingOutputs = 0
+	if !r.outputsFailed() {
+		t.Fatal("at-least-once check passed with a wrong balance")
+	}
+	r.WrongBalances = 0
 	if r.outputsFailed() {
 		t.Fatal("at-least-once check failed on duplicates or order")
 	}

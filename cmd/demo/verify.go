@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -36,6 +37,12 @@ type report struct {
 	// OutputsOutOfOrder counts outputs of an account read after one with a
 	// higher sequence number (per key, in partition order).
 	OutputsOutOfOrder int `json:"outputs_out_of_order"`
+	// WrongBalances counts outputs whose balance is none the verifier's fold
+	// gives their account after their sequence number: an output emitted
+	// from a state that diverged (an event lost or folded twice through a
+	// handover) even when the final snapshot came out right.
+	WrongBalances         int `json:"wrong_balances"`
+	KeysWithWrongBalances int `json:"keys_with_wrong_balances"`
 	// Per key: how many accounts have duplicates, missing outputs, and a
 	// line for the first of them.
 	KeysWithDuplicates int      `json:"keys_with_duplicates"`
@@ -46,6 +53,9 @@ type report struct {
 	// (which transaction wrote it) and its timestamp, so that a duplicate
 	// seen once in a chaos run can be traced in the workers' logs.
 	DuplicateCopies []string `json:"duplicate_copies,omitempty"`
+	// BalanceExamples places the first outputs with a wrong balance (up to
+	// 20), with the balances their sequence number should carry.
+	BalanceExamples []string `json:"balance_examples,omitempty"`
 	// Traces is the history of the first failed accounts (up to 3 with a
 	// duplicated output, then up to 3 mismatched): every input event,
 	// snapshot write and output of the key, read_uncommitted, with the
@@ -144,9 +154,9 @@ func (r *report) matchDeadLetters() {
 // nothing missing; a replay repeats outputs, out of order too).
 func (r *report) outputsFailed() bool {
 	if r.ExactlyOnce {
-		return r.OutputDuplicates > 0 || r.MissingOutputs > 0 || r.OutputsOutOfOrder > 0
+		return r.OutputDuplicates > 0 || r.MissingOutputs > 0 || r.OutputsOutOfOrder > 0 || r.WrongBalances > 0
 	}
-	return r.MissingOutputs > 0
+	return r.MissingOutputs > 0 || r.WrongBalances > 0
 }
 
 // runVerify waits until the group has committed the whole input, folds the
@@ -189,6 +199,9 @@ func runVerify(args []string) int {
 		for _, e := range r.DuplicateCopies {
 			fmt.Println("DUPLICATE", e)
 		}
+		for _, e := range r.BalanceExamples {
+			fmt.Println("BALANCE", e)
+		}
 		for _, e := range r.Traces {
 			fmt.Println("TRACE", e)
 		}
@@ -205,8 +218,9 @@ func runVerify(args []string) int {
 		if r.ExactlyOnce {
 			guarantee = "exactly-once"
 		}
-		fmt.Printf("outputs %d (%s, read_committed): duplicates %d in %d accounts, missing %d in %d accounts, out of order %d\n",
-			r.Outputs, guarantee, r.OutputDuplicates, r.KeysWithDuplicates, r.MissingOutputs, r.KeysWithMissing, r.OutputsOutOfOrder)
+		fmt.Printf("outputs %d (%s, read_committed): duplicates %d in %d accounts, missing %d in %d accounts, out of order %d, wrong balances %d in %d accounts\n",
+			r.Outputs, guarantee, r.OutputDuplicates, r.KeysWithDuplicates, r.MissingOutputs, r.KeysWithMissing, r.OutputsOutOfOrder,
+			r.WrongBalances, r.KeysWithWrongBalances)
 		for _, s := range r.Skipped {
 			fmt.Printf("SKIPPED %s key %q: %s\n", s.inputRef, s.Key, s.Why)
 		}
@@ -222,8 +236,8 @@ func runVerify(args []string) int {
 		if r.InputGaps > 0 {
 			fmt.Printf("FAIL: the input's sequence numbers jump %d times: events were lost before any worker read them (the producer's or the broker's fault)\n", r.InputGaps)
 		}
-		fmt.Printf("FAIL: %d of %d accounts differ from the fold of their %d input events; outputs: %d duplicates, %d missing, %d out of order; dead letters: %d duplicates, %d missing, %d unexpected (%s mode)\n",
-			r.Mismatches, r.Accounts, r.Events, r.OutputDuplicates, r.MissingOutputs, r.OutputsOutOfOrder,
+		fmt.Printf("FAIL: %d of %d accounts differ from the fold of their %d input events; outputs: %d duplicates, %d missing, %d out of order, %d wrong balances; dead letters: %d duplicates, %d missing, %d unexpected (%s mode)\n",
+			r.Mismatches, r.Accounts, r.Events, r.OutputDuplicates, r.MissingOutputs, r.OutputsOutOfOrder, r.WrongBalances,
 			r.DeadLetterDuplicates, r.DeadLettersMissing, r.DeadLettersUnexpected, r.Mode)
 		return 1
 	}
@@ -265,7 +279,7 @@ func verify(ctx context.Context, brokers []string, group, input, snaps, output, 
 	// event (the workers' Skip or DeadLetter policies leave it without
 	// effect) is skipped and named; any other fold error is the verifier's.
 	exp := map[string]*ledger.State{}
-	wantOut := map[string]map[int64]int{}
+	wantOut := map[string]map[int64][]int64{}
 	var events int
 	if err := readAll(ctx, brokers, input, func(rec *kgo.Record) error {
 		ref := inputRef{rec.Topic, rec.Partition, rec.Offset}
@@ -283,9 +297,11 @@ func verify(ctx context.Context, brokers []string, group, input, snaps, output, 
 		}
 		exp[string(rec.Key)] = s
 		if wantOut[string(rec.Key)] == nil {
-			wantOut[string(rec.Key)] = map[int64]int{}
+			wantOut[string(rec.Key)] = map[int64][]int64{}
 		}
-		wantOut[string(rec.Key)][s.LastSeq]++ // what the flow emits for it (ledger.FlowWithOutput)
+		// What the flow emits for it (ledger.FlowWithOutput): the state's
+		// last sequence number and balance.
+		wantOut[string(rec.Key)][s.LastSeq] = append(wantOut[string(rec.Key)][s.LastSeq], s.Balance)
 		events++
 		return nil
 	}); err != nil {
@@ -365,14 +381,16 @@ func verify(ctx context.Context, brokers []string, group, input, snaps, output, 
 
 // checkOutputs reads the output topic read_committed, with a client of its
 // own, and counts per account the outputs seen more often than the flow
-// emits them, those missing (an applied event whose output is absent) and
-// those out of order. want is the verifier's own model of the outputs:
-// per account, how many times the flow emits each sequence number (the
-// ledger flow's output carries the state's last sequence number, so an
-// input event repeated — a producer's retry that landed twice — is emitted
-// again under the same number, and a sequence number the input skipped is
-// never emitted).
-func checkOutputs(ctx context.Context, brokers []string, output string, want map[string]map[int64]int, r *report) error {
+// emits them, those missing (an applied event whose output is absent),
+// those out of order and those whose balance is wrong. want is the
+// verifier's own model of the outputs: per account and sequence number,
+// the balances the flow emits under it, one per event (the ledger flow's
+// output carries the state's last sequence number and balance, so an input
+// event repeated — a producer's retry that landed twice — is emitted again
+// under the same number with the balance it then gives, and a sequence
+// number the input skipped is never emitted). A balance not among its
+// number's is wrong: a copy a replay emitted again repeats one of them.
+func checkOutputs(ctx context.Context, brokers []string, output string, want map[string]map[int64][]int64, r *report) error {
 	// seen: each output's copies, where they sit (reported for duplicates).
 	seen := map[string]map[int64][]outputCopy{}
 	last := map[string]int64{}
@@ -386,7 +404,7 @@ func checkOutputs(ctx context.Context, brokers []string, output string, want map
 		if seen[o.Account] == nil {
 			seen[o.Account] = map[int64][]outputCopy{}
 		}
-		seen[o.Account][o.Seq] = append(seen[o.Account][o.Seq], outputCopy{rec.Topic, rec.Partition, rec.Offset, rec.ProducerID, rec.ProducerEpoch, rec.Timestamp})
+		seen[o.Account][o.Seq] = append(seen[o.Account][o.Seq], outputCopy{rec.Topic, rec.Partition, rec.Offset, rec.ProducerID, rec.ProducerEpoch, rec.Timestamp, o.Balance})
 		if o.Seq < last[o.Account] {
 			outOfOrder[o.Account]++
 			r.OutputsOutOfOrder++
@@ -407,21 +425,33 @@ func checkOutputs(ctx context.Context, brokers []string, output string, want map
 	}
 	sort.Strings(accounts)
 	for _, acct := range accounts {
-		var dups, missing []int64
+		var dups, missing, wrong []int64
 		seqs := make([]int64, 0, len(want[acct]))
 		events := 0
 		for seq, w := range want[acct] {
 			seqs = append(seqs, seq)
-			events += w
+			events += len(w)
 		}
 		for seq := range seen[acct] {
-			if want[acct][seq] == 0 {
+			if len(want[acct][seq]) == 0 {
 				seqs = append(seqs, seq)
 			}
 		}
 		sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
 		for _, seq := range seqs {
-			switch n, w := len(seen[acct][seq]), want[acct][seq]; {
+			for _, c := range seen[acct][seq] {
+				if len(want[acct][seq]) > 0 && !slices.Contains(want[acct][seq], c.balance) {
+					if len(wrong) == 0 || wrong[len(wrong)-1] != seq {
+						wrong = append(wrong, seq)
+					}
+					r.WrongBalances++
+					if len(r.BalanceExamples) < 20 {
+						r.BalanceExamples = append(r.BalanceExamples, fmt.Sprintf("%s seq %d: balance %d at %s, want one of %v",
+							acct, seq, c.balance, c, want[acct][seq]))
+					}
+				}
+			}
+			switch n, w := len(seen[acct][seq]), len(want[acct][seq]); {
 			case n < w:
 				missing = append(missing, seq)
 				r.MissingOutputs += w - n
@@ -446,9 +476,15 @@ func checkOutputs(ctx context.Context, brokers []string, output string, want map
 		if len(missing) > 0 {
 			r.KeysWithMissing++
 		}
-		if (len(dups) > 0 || len(missing) > 0 || outOfOrder[acct] > 0) && len(r.OutputExamples) < 20 {
-			r.OutputExamples = append(r.OutputExamples, fmt.Sprintf("%s: %d outputs for %d events; duplicated seqs %s; missing seqs %s; %d out of order",
-				acct, sum(seen[acct]), events, firstSeqs(dups), firstSeqs(missing), outOfOrder[acct]))
+		if len(wrong) > 0 {
+			r.KeysWithWrongBalances++
+			if len(r.traceKeys) < 3 && len(dups) == 0 {
+				r.traceKeys = append(r.traceKeys, acct)
+			}
+		}
+		if (len(dups) > 0 || len(missing) > 0 || outOfOrder[acct] > 0 || len(wrong) > 0) && len(r.OutputExamples) < 20 {
+			r.OutputExamples = append(r.OutputExamples, fmt.Sprintf("%s: %d outputs for %d events; duplicated seqs %s; missing seqs %s; %d out of order; wrong balances at seqs %s",
+				acct, sum(seen[acct]), events, firstSeqs(dups), firstSeqs(missing), outOfOrder[acct], firstSeqs(wrong)))
 		}
 	}
 	return nil
@@ -471,6 +507,7 @@ type outputCopy struct {
 	producer  int64
 	epoch     int16
 	ts        time.Time
+	balance   int64
 }
 
 func (c outputCopy) String() string {
