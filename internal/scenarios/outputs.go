@@ -84,11 +84,36 @@ func outputsByAccount(t *testing.T, recs []*kgo.Record) map[string]map[int64]int
 }
 
 // checkLedgerOutputsExactlyOnce fails the test for every applied event
-// whose output is missing or repeated in recs, and for outputs out of
-// sequence order per account.
+// whose output is missing or repeated in recs, for outputs out of sequence
+// order per account, for outputs of accounts with no event, and for outputs
+// whose balance is not the account's after their sequence number. exp is
+// the expectation of a ledger.Generator's events (their amounts are
+// ledger.Amount's).
 func checkLedgerOutputsExactlyOnce(t *testing.T, recs []*kgo.Record, exp ledger.Expected) {
 	t.Helper()
 	got := outputsByAccount(t, recs)
+	for a := range got {
+		if _, ok := exp[a]; !ok {
+			t.Errorf("%s: outputs for seqs %v of an account with no event", a, keys(got[a]))
+		}
+	}
+	wrong := 0
+	for _, r := range recs {
+		var o ledger.Output
+		_ = json.Unmarshal(r.Value, &o)
+		i, ok := ledger.AccountIndex(o.Account)
+		if !ok {
+			continue // reported above: no such account in the input
+		}
+		var want int64
+		for seq := int64(1); seq <= o.Seq; seq++ {
+			want += ledger.Amount(i, seq)
+		}
+		if o.Balance != want && wrong < 10 {
+			wrong++
+			t.Errorf("%s seq %d: output balance %d, want %d (emitted from a state that diverged)", o.Account, o.Seq, o.Balance, want)
+		}
+	}
 	accts := make([]string, 0, len(exp))
 	for a := range exp {
 		accts = append(accts, a)
