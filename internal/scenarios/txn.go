@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -85,6 +86,22 @@ func ConcurrentWrites(t *testing.T, brokers []string, maxWrites int) {
 		if !ok || string(s.Value) != strconv.Itoa(i*i) || s.Offset != int64(i) {
 			t.Errorf("key k%d: got %+v", i, s)
 		}
+	}
+	// Exactly once: the latest per key cannot show a write committed in
+	// two transactions.
+	copies := map[string]int{}
+	for _, r := range testkit.ReadTopic(t, brokers, snaps, true) {
+		if k := string(r.Key); strings.HasPrefix(k, "k") {
+			copies[k]++
+		}
+	}
+	for k, c := range copies {
+		if c != 1 {
+			t.Errorf("key %s: %d records read_committed, want exactly 1", k, c)
+		}
+	}
+	if len(copies) != n {
+		t.Errorf("%d keys read_committed, want %d", len(copies), n)
 	}
 	txns, largest := cp.txns.Load(), cp.largest.Load()
 	switch {
