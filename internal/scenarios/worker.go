@@ -194,9 +194,11 @@ func BackpressureBound(t *testing.T, brokers []string) {
 		kgo.ProducerBatchMaxBytes(4<<10))
 	gate := make(chan struct{})
 	var folds atomic.Int64
+	fetched := &fetchCounter{topic: input}
 	w := StartWorker(t, gateFlow(gate, &folds), brokers, group, input, snaps, snapshotstore.Plain,
 		actorflow.WithMaxInFlight(bound),
-		actorflow.WithClientOpts(kgo.FetchMaxPartitionBytes(8<<10), kgo.FetchMaxBytes(8<<10)))
+		actorflow.WithClientOpts(kgo.FetchMaxPartitionBytes(8<<10), kgo.FetchMaxBytes(8<<10), kgo.FetchMaxWait(100*time.Millisecond),
+			kgo.WithHooks(fetched)))
 	cons := inspect.Consumer(w.W)
 	tp := coordinator.TopicPartition{Topic: input, Partition: 0}
 	testkit.Eventually(t, time.Minute, "the partition paused", func() (bool, string) {
@@ -206,6 +208,7 @@ func BackpressureBound(t *testing.T, brokers []string) {
 	if n := cons.FlowControl().InFlight(tp); n > bound+200 {
 		t.Fatalf("%d records in flight, bound %d (+ one fetch)", n, bound)
 	}
+	fetched.stays(t, bound+2*200)
 	close(gate)
 	testkit.WaitCommittedAtEnd(t, brokers, group, input, 2*time.Minute)
 	if folds.Load() != total {
@@ -245,6 +248,7 @@ func BackpressureByteBound(t *testing.T, brokers []string) {
 	}
 	gate := make(chan struct{})
 	var folds atomic.Int64
+	fetched := &fetchCounter{topic: input}
 	flow := keyflow.New(func(_ *keyflow.Context, s *int, rec *kgo.Record) (*int, error) {
 		<-gate
 		folds.Add(1)
@@ -257,7 +261,8 @@ func BackpressureByteBound(t *testing.T, brokers []string) {
 	})
 	w := StartWorker(t, flow, brokers, group, input, snaps, snapshotstore.Plain,
 		actorflow.WithMaxInFlight(100_000), actorflow.WithMaxInFlightBytes(byteBound),
-		actorflow.WithClientOpts(kgo.FetchMaxPartitionBytes(fetch), kgo.FetchMaxBytes(fetch)))
+		actorflow.WithClientOpts(kgo.FetchMaxPartitionBytes(fetch), kgo.FetchMaxBytes(fetch), kgo.FetchMaxWait(100*time.Millisecond),
+			kgo.WithHooks(fetched)))
 	cons := inspect.Consumer(w.W)
 	tp := coordinator.TopicPartition{Topic: input, Partition: 0}
 	fc := cons.FlowControl()
@@ -272,6 +277,7 @@ func BackpressureByteBound(t *testing.T, brokers []string) {
 	if n := fc.InFlight(tp); n >= total/2 {
 		t.Fatalf("%d of %d records in flight: the byte bound did not pause the partition", n, total)
 	}
+	fetched.stays(t, (byteBound+2*(fetch+2*size))/size)
 	// The status shows the budget in use (the folds are blocked: it holds still).
 	if st := w.W.Status(t.Context()); len(st.Partitions) != 1 || st.Partitions[0].InFlightBytes != fc.InFlightBytes(tp) ||
 		st.Partitions[0].InFlight != fc.InFlight(tp) || len(st.Paused) != 1 {
@@ -318,5 +324,32 @@ func FencedPartitionFailsWorker(t *testing.T, brokers []string) {
 	}
 	if !failed {
 		t.Fatal("no partition failure recorded")
+	}
+}
+
+// fetchCounter counts the records the worker's consumer fetched of topic
+// (a kgo hook): what the pause is meant to stop, counted apart from the
+// flow control's own accounting.
+type fetchCounter struct {
+	topic   string
+	records atomic.Int64
+}
+
+func (f *fetchCounter) OnFetchBatchRead(_ kgo.BrokerMetadata, topic string, _ int32, m kgo.FetchBatchMetrics) {
+	if topic == f.topic {
+		f.records.Add(int64(m.NumRecords))
+	}
+}
+
+// stays checks that the consumer fetches nothing more of the paused
+// partition over ten of its fetch waits (100 ms), and that what it fetched
+// is at most max: the pause took effect in kgo, not only in the flow
+// control's flag. An absence: it can only be waited out.
+func (f *fetchCounter) stays(t *testing.T, max int64) {
+	t.Helper()
+	before := f.records.Load()
+	time.Sleep(time.Second)
+	if after := f.records.Load(); after != before || after > max {
+		t.Fatalf("the consumer fetched %d records, then %d a second later while the partition was paused (at most %d expected)", before, after, max)
 	}
 }
