@@ -94,6 +94,17 @@ func (c *clock) drop(part int32) {
 	}
 }
 
+// dropKey removes the entries of key in partition part (its actor stopped).
+func (c *clock) dropKey(part int32, key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for s, e := range c.entries {
+		if e.part == part && e.key == key {
+			delete(c.entries, s)
+		}
+	}
+}
+
 // partClock is the keyactor.Clock of one partition's key actors.
 type partClock struct {
 	c    *clock

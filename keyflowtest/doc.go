@@ -9,8 +9,9 @@
 // KIP-1034 headers (DeadLetters), the skipped calls (Skipped) and a
 // partition's failure (ErrPartitionFailed). Restart (and RestartAfter, with
 // the partitions down for a while) stops every key and reloads it from its
-// snapshot, re-arming its persisted timers, to test durable timers and
-// WithOnLoad.
+// snapshot at its next record or due timer, re-arming its persisted timers,
+// to test durable timers and WithOnLoad; WithReloads does it to each key
+// after every call, as a worker may between any two records.
 //
 // The records go through the flow's real key actors (the runtime's fold,
 // undo, timer, load-hook, codec and policy code, as in the transactional
@@ -18,7 +19,8 @@
 // the same under a worker. What the driver does not simulate: the broker
 // and its transactions, rebalances other than Restart, idle unloading
 // (WithMaxIdle) and the live-key budget (WithMaxLiveKeys: every key stays
-// loaded; Restart unloads and reloads them all), the plain mode's producer (WithOutput's producer is never
+// loaded, unless WithReloads; Restart unloads and reloads them all), the
+// plain mode's producer (WithOutput's producer is never
 // used), and the wall clock: a flow must take the time from
 // keyflow.Context.Now, which is time.Now under a worker.
 //

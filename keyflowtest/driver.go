@@ -61,6 +61,7 @@ type config struct {
 	start      time.Time
 	logger     *zap.Logger
 	timeout    time.Duration
+	reload     bool
 }
 
 // WithTopic sets the input topic: the topic of piped records, of
@@ -120,6 +121,18 @@ func WithTimeout(d time.Duration) Option {
 		}
 	}
 }
+
+// WithReloads unloads every key after each call (a record, a timer) and
+// loads it again from its persisted snapshot — decoded by the flow's codec,
+// its timers re-armed, WithOnLoad run — at its next one, as a worker does
+// after an idle unload, an eviction by the live-key budget or a rebalance,
+// which can come between any two records. Default off: a key stays loaded,
+// and its next call gets the state object its last one returned, which a
+// worker does not promise. With it a state the codec does not carry whole
+// (an unexported field, a json:"-" one, a nil map the fold writes into
+// after its decoding) fails the test as it would fail, or silently differ,
+// in production.
+func WithReloads() Option { return func(c *config) { c.reload = true } }
 
 // DeadLetter is a record the flow dead-lettered (Policy DeadLetter), as it
 // would be produced to the dead-letter topic, with its KIP-1034 headers
@@ -354,6 +367,7 @@ func (d *Driver[S]) PipeRecord(rec *kgo.Record) error {
 	if err := d.flush(p, k); err != nil {
 		return err
 	}
+	d.reloadLater(p, k)
 	return d.fireDue(d.clock.Now())
 }
 
@@ -719,7 +733,33 @@ func (d *Driver[S]) fireDue(limit time.Time) error {
 		}
 		if err := d.flush(p, e.key); err != nil {
 			errs = append(errs, err)
+			continue
 		}
+		d.reloadLater(p, e.key)
+	}
+}
+
+// reloadLater unloads key k after a call under WithReloads: its actor
+// stops and its persisted snapshot becomes the one its next load reads (a
+// key with none — never persisted, or deleted — starts from nothing), its
+// earliest persisted timer armed to load it, as after a Restart.
+func (d *Driver[S]) reloadLater(p *part, k string) {
+	pid := p.keys[k]
+	if !d.cfg.reload || pid == nil || p.failed != nil {
+		return
+	}
+	_ = d.sys.Root.StopFuture(pid).Wait()
+	delete(p.keys, k)
+	d.clock.dropKey(p.n, k)
+	d.mu.Lock()
+	s, ok := d.store[p.n][k]
+	d.mu.Unlock()
+	if !ok {
+		return
+	}
+	p.cold[k] = s
+	if at, ok := s.NextTimer(); ok {
+		p.coldStop[k] = d.clock.add(&entry{at: at, part: p.n, key: k})
 	}
 }
 
