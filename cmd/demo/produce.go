@@ -28,9 +28,13 @@ func produceCmd(ctx context.Context, args []string) int {
 	input := fs.String("input", env("ACTORFLOW_INPUT", "ledger"), "input topic (ACTORFLOW_INPUT)")
 	accounts := fs.Int("accounts", envInt("ACTORFLOW_ACCOUNTS", 1000), "accounts (ACTORFLOW_ACCOUNTS)")
 	events := fs.Int("events", envInt("ACTORFLOW_EVENTS", 0), "events to produce, 0 until SIGTERM (ACTORFLOW_EVENTS)")
-	rate := fs.Int("rate", envInt("ACTORFLOW_RATE", 2000), "events per second (ACTORFLOW_RATE)")
+	rate := fs.Int("rate", envInt("ACTORFLOW_RATE", 2000), "events per second (ACTORFLOW_RATE); 0 or less: as fast as possible, in batches of 1000")
 	parts := fs.Int("partitions", envInt("ACTORFLOW_PARTITIONS", 6), "partitions of the input topic if created (ACTORFLOW_PARTITIONS)")
 	_ = fs.Parse(args)
+	if *accounts < 1 {
+		fmt.Fprintln(os.Stderr, "produce: --accounts must be at least 1")
+		return 2
+	}
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(splitBrokers(*brokers)...), kgo.DefaultProduceTopic(*input))
 	if err != nil {
@@ -44,6 +48,9 @@ func produceCmd(ctx context.Context, args []string) int {
 	}
 	gen := &ledger.Generator{Accounts: *accounts}
 	batch := max(*rate/10, 1)
+	if *rate <= 0 {
+		batch = 1000 // unthrottled (a duration of sent/0 was undefined)
+	}
 	start, last := time.Now(), time.Now()
 	sent := 0
 	for *events == 0 || sent < *events {
@@ -73,6 +80,13 @@ func produceCmd(ctx context.Context, args []string) int {
 		if time.Since(last) >= 5*time.Second {
 			fmt.Printf("produce: %d events\n", sent)
 			last = time.Now()
+		}
+		if *rate <= 0 {
+			if ctx.Err() != nil {
+				fmt.Printf("produce: stopped after %d events\n", sent)
+				return 0
+			}
+			continue
 		}
 		due := start.Add(time.Duration(float64(sent) / float64(*rate) * float64(time.Second)))
 		select {

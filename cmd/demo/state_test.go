@@ -206,6 +206,9 @@ func TestStateHandlerAnswers(t *testing.T) {
 		{name: "redirected to a non-owner", target: "/state?key=acct-1&redirected=1", err: notOwner(owner), code: http.StatusServiceUnavailable,
 			retryAfter: "1", owner: &owner},
 		{name: "unavailable", target: "/state?key=acct-1", err: fmt.Errorf("%w: rebalancing", actorflow.ErrUnavailable), code: http.StatusServiceUnavailable, retryAfter: "1"},
+		// The key's answer waited behind its current batch past the handler's
+		// bound: transient, not a server error.
+		{name: "timed out", target: "/state?key=acct-1", err: fmt.Errorf("query: %w", context.DeadlineExceeded), code: http.StatusServiceUnavailable, retryAfter: "1"},
 		{name: "other error", target: "/state?key=acct-1", err: errors.New("decode"), code: http.StatusInternalServerError},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -163,6 +163,12 @@ func worker(ctx context.Context, args []string) int {
 	defer func() { _ = srv.Close() }()
 
 	err = w.Run(ctx)
+	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		// SIGTERM while Run still reached the brokers or checked the
+		// topics: nothing started, nothing to flush — a clean stop.
+		log.Info("worker stopped while starting", zap.Error(err))
+		return 0
+	}
 	if err != nil {
 		log.Error("worker failed", zap.Error(err))
 		return 1
@@ -289,7 +295,9 @@ func stateHandler(get func(context.Context, string) (*ledger.State, actorflow.Qu
 		case errors.As(err, &notOwner):
 			ans.Owner = &notOwner.Owner
 			rw.WriteHeader(http.StatusMisdirectedRequest)
-		case errors.Is(err, actorflow.ErrUnavailable):
+		case errors.Is(err, actorflow.ErrUnavailable), errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil:
+			// Not running yet, or the key's answer waited behind its
+			// current batch past this handler's bound: try again.
 			rw.Header().Set("Retry-After", "1")
 			rw.WriteHeader(http.StatusServiceUnavailable)
 		default:
