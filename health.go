@@ -120,21 +120,25 @@ func (p *probe) watchBrokers(ctx context.Context, cl *kgo.Client, interval time.
 	}
 }
 
-// Health returns the worker's health (the zero Health before Run).
+// Health returns the worker's health (the zero Health before Run; while Run
+// starts, Running and the brokers' reachability only).
 func (w *Worker) Health(ctx context.Context) Health {
 	var h Health
 	w.probe.fill(&h)
-	select {
-	case <-w.ready:
-	default:
-		return h
-	}
 	select {
 	case <-w.done:
 		return h
 	default:
 	}
-	h.Running = true
+	// From Run's start: while it still reaches the brokers, checks the
+	// topics and joins, the worker is live (within Live's minute) but not
+	// ready. A liveness probe read it as dead for the whole start timeout.
+	h.Running = w.ran.Load()
+	select {
+	case <-w.ready:
+	default:
+		return h
+	}
 	if m, err := w.cons.GroupMetadata(); err == nil && m.Generation >= 1 {
 		h.Joined = true
 	}
@@ -190,8 +194,11 @@ func (w *Worker) WaitReady(ctx context.Context) error {
 // member meanwhile is that member's to catch up. It fails when ctx ends
 // (naming the partitions behind) or Run returns first.
 //
-// Committed offsets advance every WithCommitOffsetsInterval (5 s by
-// default), so it returns up to that long after the last record is folded.
+// A partition that consumed its input to the end commits its offset at the
+// idle flush (WithIdleFlush, 50 ms of quiet by default, at most once per
+// WithPersistEvery), else at WithCommitOffsetsInterval (5 s by default): it
+// returns about that long (plus a transaction) after the last record is
+// folded.
 func (w *Worker) WaitCaughtUp(ctx context.Context) error {
 	if err := w.WaitReady(ctx); err != nil {
 		return err

@@ -146,6 +146,12 @@ func TestUnreachableBrokersAreLoggedAndUnhealthy(t *testing.T) {
 	if h.BrokersReachable || h.LastBrokerError == "" || h.Ready() {
 		t.Fatalf("Health while unreachable = %+v (ready %v), want unreachable with the cause and not ready", h, h.Ready())
 	}
+	// Live for the first minute unreachable, as Live's doc says: a liveness
+	// probe must not kill a worker only waiting for its brokers at start
+	// (Health said not running until the start ended; found by a review).
+	if !h.Running || !h.Live() {
+		t.Fatalf("Health while starting = %+v (live %v), want running and live", h, h.Live())
+	}
 	for _, e := range logs.FilterMessage("brokers unreachable; retrying").All() {
 		if _, ok := e.ContextMap()["error"]; !ok {
 			t.Fatalf("retry logged without its cause: %v", e.ContextMap())
