@@ -771,6 +771,15 @@ func (c *Consumer) assignedOffsets(ctx context.Context, tps []TopicPartition, re
 		case ok && o.Err != nil:
 			return nil, fmt.Errorf("fetch committed offset of %s[%d]: %w", tp.Topic, tp.Partition, o.Err)
 		case ok && o.At >= 0:
+			if o.At < st.Offset {
+				// kgo's fetch from the committed offset is answered
+				// OFFSET_OUT_OF_RANGE and resets to the log start: the
+				// records between were deleted (retention, DeleteRecords)
+				// before this group processed them, and are lost to it.
+				c.log.Warn("committed offset below the input's log start: records deleted before the group processed them are lost; processing resumes at the log start",
+					zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Int64("committed", o.At),
+					zap.Int64("log_start", st.Offset), zap.Int64("records_lost", st.Offset-o.At))
+			}
 			out[tp] = snapshotstore.Assignment{Offset: o.At, Committed: true, LogStart: st.Offset}
 		default:
 			out[tp] = snapshotstore.Assignment{Offset: st.Offset, LogStart: st.Offset}

@@ -11,7 +11,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // restartableConsumer is testConsumer owning tp, bound under its member, on
@@ -220,5 +223,40 @@ func TestAPollFromBeforeAKeptPartitionsSeekDeliversNothing(t *testing.T) {
 	c.handOver(seq, fetchOf(tp, 7))
 	if !slices.Equal(h.got[tp], []int64{7}) {
 		t.Fatalf("delivered %v, want the next poll's [7]", h.got[tp])
+	}
+}
+
+// A committed offset below the input's log start (records deleted by
+// retention before the group processed them) is warned of at the
+// assignment, naming the partition, both offsets and how many records are
+// lost: kgo resets such a fetch to the log start without a word (found by
+// a review).
+func TestACommittedOffsetBelowTheLogStartIsWarnedOf(t *testing.T) {
+	tp := TopicPartition{"in", 0}
+	c, cl := restartableConsumer(t, nopHandler{}, tp) // committed 7
+	core, logs := observer.New(zapcore.WarnLevel)
+	c.log = zap.New(core)
+	recs := make([]*kgo.Record, 12)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: "in", Value: []byte("v")}
+	}
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil { // "in" has one partition
+		t.Fatal(err)
+	}
+	var del kadm.Offsets
+	del.AddOffset("in", 0, 10, -1)
+	if _, err := c.adm.DeleteRecords(context.Background(), del); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.assignedOffsets(context.Background(), []TopicPartition{tp}, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := got[tp]; a.Offset != 7 || a.LogStart != 10 || !a.Committed {
+		t.Fatalf("assignment %+v, want committed 7 with log start 10", a)
+	}
+	w := logs.FilterMessageSnippet("below the input's log start").All()
+	if len(w) != 1 || w[0].ContextMap()["records_lost"] != int64(3) || w[0].ContextMap()["committed"] != int64(7) || w[0].ContextMap()["log_start"] != int64(10) {
+		t.Fatalf("warnings %v, want one naming committed 7, log start 10, 3 records lost", w)
 	}
 }
