@@ -111,6 +111,11 @@ type ReadOptions struct {
 	// Zero waits (and retries) forever: the plain mode, whose own writes are
 	// never transactional, so only a foreign open transaction can hold it.
 	StallTimeout time.Duration
+	// WarnEvery: with no StallTimeout, how often a read that makes no
+	// progress is logged as a warning with its diagnosis (a truncated log,
+	// an open transaction, a failing fetch), which a wait without end
+	// would otherwise keep to itself. Zero: every minute.
+	WarnEvery time.Duration
 	// ResolveHanging, when set, is called after ResolveAfter without
 	// progress (and again every ResolveAfter): it ends transactions the
 	// broker left hanging on the partition and returns how many.
@@ -154,7 +159,11 @@ func ReadToTarget(ctx context.Context, r LogReader, o ReadOptions, fn func(*kgo.
 		}
 	}
 	lastProgress := time.Now()
-	var lastResolve time.Time
+	var lastResolve, lastWarn time.Time
+	warnEvery := o.WarnEvery
+	if warnEvery <= 0 {
+		warnEvery = time.Minute
+	}
 	var fetchErr error // the last fetch error since the last progress
 	backoff := minFetchBackoff
 	for pos < target {
@@ -175,6 +184,9 @@ func ReadToTarget(ctx context.Context, r LogReader, o ReadOptions, fn func(*kgo.
 		var deadline time.Time
 		if o.StallTimeout > 0 {
 			deadline = lastProgress.Add(o.StallTimeout)
+		} else {
+			// Wake up for the next warning even while nothing arrives.
+			deadline = later(lastProgress, lastWarn).Add(warnEvery)
 		}
 		if o.ResolveHanging != nil {
 			// Wake up for the next look even while nothing arrives.
@@ -248,6 +260,11 @@ func ReadToTarget(ctx context.Context, r LogReader, o ReadOptions, fn func(*kgo.
 		if o.StallTimeout > 0 && time.Since(lastProgress) >= o.StallTimeout {
 			return stalled(ctx, r, o, target, pos, time.Since(lastProgress), fetchErr)
 		}
+		if o.StallTimeout == 0 && time.Since(later(lastProgress, lastWarn)) >= warnEvery {
+			lastWarn = time.Now()
+			log.Warn("recovery read makes no progress; waiting on (no stall deadline)", zap.String("partition", o.Partition),
+				zap.Error(stalled(ctx, r, o, target, pos, time.Since(lastProgress), fetchErr)))
+		}
 		if retry {
 			// Back off before the retry, within the stall deadline.
 			wait := backoff
@@ -262,6 +279,13 @@ func ReadToTarget(ctx context.Context, r LogReader, o ReadOptions, fn func(*kgo.
 		}
 	}
 	return nil
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // The backoff between retries of a failing fetch (kgo's default retry

@@ -16,6 +16,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // testTimeout bounds every wait: an event that does not happen within it is
@@ -359,8 +362,8 @@ func TestReadToTargetWithoutStallTimeoutWaits(t *testing.T) {
 	r := startRead(context.Background(), l, snapshotstore.ReadOptions{StallTimeout: 0})
 	l.awaitPoll(t)
 	ctx := l.awaitPoll(t) // blocked at position 1
-	if dl, ok := ctx.Deadline(); ok {
-		t.Fatalf("poll has a deadline %v with StallTimeout 0, want none", dl)
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < 30*time.Second {
+		t.Fatalf("poll has a deadline %v with StallTimeout 0, want none but the minute's warning", dl)
 	}
 	select {
 	case err := <-r.done:
@@ -653,5 +656,42 @@ func TestReadToTargetASlowLookForHangingTransactionsStillFetches(t *testing.T) {
 	}
 	if got := r.offsets(); got != fmt.Sprint([]int64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}) {
 		t.Fatalf("fn saw %s, want 0..9", got)
+	}
+}
+
+// Without a stall deadline (the plain mode) a read that makes no progress
+// waits on, but says so every WarnEvery with its diagnosis: a truncated log
+// (the high watermark re-read below the target) waited forever without a
+// word (found by a review).
+func TestReadToTargetWithoutStallTimeoutWarnsWithItsDiagnosis(t *testing.T) {
+	core, logs := observer.New(zapcore.WarnLevel)
+	// Captured at 10; re-read at 4: the log was truncated below the target.
+	l := newScriptedLog(endsResult{hwm: 10, lso: 10}, endsResult{hwm: 4, lso: 4})
+	l.give(recs(0, 3)...)
+	r := startRead(context.Background(), l, snapshotstore.ReadOptions{Partition: "snaps[0]", WarnEvery: 50 * time.Millisecond, Logger: zap.New(core)})
+	testkitEventually(t, func() bool { return logs.FilterMessageSnippet("makes no progress; waiting on").Len() >= 2 })
+	e := logs.FilterMessageSnippet("makes no progress; waiting on").All()[0]
+	if msg, _ := e.ContextMap()["error"].(string); !strings.Contains(msg, "snaps[0]") || !strings.Contains(msg, "truncat") {
+		t.Fatalf("the warning's diagnosis %q, want one naming the partition and the truncation", msg)
+	}
+	select {
+	case err := <-r.done:
+		t.Fatalf("the read returned (%v): without a stall deadline it waits", err)
+	default:
+	}
+	l.give(recs(4, 9)...)
+	if err := r.wait(t); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testkitEventually polls cond every 10 ms until it holds, for up to
+// testTimeout.
+func testkitEventually(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(testTimeout); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met")
+		}
 	}
 }
