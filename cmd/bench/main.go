@@ -111,7 +111,7 @@ func main() {
 		e2eSystems = flag.String("e2e-systems", "raw,plain,txn,raw-out,txn-out", "experiment E2E: systems ("+strings.Join(allSystems, ", ")+")")
 		e2ePersist = flag.Duration("e2e-persist", 500*time.Millisecond, "experiment E2E: persist and commit interval of every system")
 		e2eTimeout = flag.Duration("e2e-timeout", 10*time.Minute, "experiment E2E: a run that has not drained by then fails")
-		e2eVerify  = flag.Bool("e2e-verify", false, "experiment E2E: compare every stored snapshot with the verifier's fold after each run")
+		e2eVerify  = flag.Bool("e2e-verify", true, "experiment E2E: compare every stored snapshot with the verifier's fold after each run (after the timed drain; a run whose state differs is not valid)")
 		e2eProfile = flag.String("e2e-heap-profiles", "", "experiment E2E: write each child's heap profile (when drained) and CPU profile (of the drain) into this directory")
 		e2eGOGC    = flag.String("e2e-gogc", "", "experiment E2E: GOGC of the children")
 		e2eMemLim  = flag.String("e2e-gomemlimit", "", "experiment E2E: GOMEMLIMIT of the children")
