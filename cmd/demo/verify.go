@@ -71,8 +71,12 @@ type report struct {
 	// ExactlyOnce: the outputs were checked as exactly-once (the
 	// transactional mode): a duplicate, a missing or an out-of-order output
 	// fails the verification.
-	ExactlyOnce  bool    `json:"exactly_once"`
-	DrainSeconds float64 `json:"drain_seconds"`
+	ExactlyOnce bool `json:"exactly_once"`
+	// Transactional: the workers' mode is transactional, so every dead
+	// letter is written once (in the transaction of the snapshot that
+	// passes its record), with or without an output topic.
+	Transactional bool    `json:"transactional"`
+	DrainSeconds  float64 `json:"drain_seconds"`
 
 	// SkippedInputs counts the input records that are no ledger event (no
 	// key, or undecodable: keyflow.ErrUndecodable), which the workers'
@@ -123,7 +127,7 @@ func (r *report) failed() bool {
 	if r.DeadLetterTopic == "" {
 		return false
 	}
-	return r.DeadLettersMissing > 0 || r.DeadLettersUnexpected > 0 || (r.ExactlyOnce && r.DeadLetterDuplicates > 0)
+	return r.DeadLettersMissing > 0 || r.DeadLettersUnexpected > 0 || (r.Transactional && r.DeadLetterDuplicates > 0)
 }
 
 // matchDeadLetters counts, per skipped input, its dead letters.
@@ -186,7 +190,8 @@ func runVerify(args []string) int {
 		return 2
 	}
 	r.Mode = *mode
-	r.ExactlyOnce = *mode == "transactional" && *output != ""
+	r.Transactional = *mode == "transactional"
+	r.ExactlyOnce = r.Transactional && *output != ""
 	if *asJSON {
 		_ = json.NewEncoder(os.Stdout).Encode(r)
 	} else {
