@@ -90,3 +90,22 @@ func TestAFailedFoldIsNotSettled(t *testing.T) {
 		t.Fatalf("the key's last Settled is %d after its fold of offset 5 failed, want 4: not past a record neither folded nor dead-lettered, and the records before it settled", got)
 	}
 }
+
+// A failed output's error says what it was: an output of a timer or a load
+// hook (no input offset; it said "timer" for both), or a dead letter (it
+// said "emit output to" the dead-letter topic). Found by a review.
+func TestAnOutputErrorSaysWhatFailed(t *testing.T) {
+	k := &Core{key: "k", env: &Env{Topic: "in", Partition: 2}, cfg: &Config{DeadLetter: "in.dlq"}}
+	for _, c := range []struct {
+		ack  outputAck
+		want string
+	}{
+		{outputAck{offset: 7, topic: "out", err: errors.New("boom")}, `in[2] offset 7 key "k": emit output to out: boom`},
+		{outputAck{offset: -1, topic: "out", err: errors.New("boom")}, `in[2] timer or load hook key "k": emit output to out: boom`},
+		{outputAck{offset: 7, topic: "in.dlq", err: errors.New("boom")}, `in[2] offset 7 key "k": dead letter to in.dlq: boom`},
+	} {
+		if got := k.outputError(&c.ack).Error(); got != c.want {
+			t.Errorf("outputError = %q, want %q", got, c.want)
+		}
+	}
+}

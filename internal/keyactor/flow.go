@@ -129,6 +129,9 @@ func (c *Config) deadLetterTopic(input string) string {
 	if c.DeadLetter != "" {
 		return c.DeadLetter
 	}
+	if c.DefaultDLQ == nil {
+		return "" // a Config not made by keyflow (tests)
+	}
 	return c.DefaultDLQ(input)
 }
 

@@ -46,11 +46,15 @@ func (k *Core) produceVia(cl *kgo.Client, rec *kgo.Record, at int64) {
 func (k *Core) outputError(m *outputAck) error {
 	where := fmt.Sprintf("offset %d", m.offset)
 	if m.offset < 0 {
-		where = "timer"
+		where = "timer or load hook" // neither holds an input offset
+	}
+	what := "emit output to"
+	if m.topic == k.cfg.deadLetterTopic(k.env.Topic) {
+		what = "dead letter to"
 	}
 	if m.timedOut {
-		return fmt.Errorf("%s[%d] %s key %q: emit output to %s: %w within %s (WithOutputTimeout): %w",
-			k.env.Topic, k.env.Partition, where, k.key, m.topic, ErrOutputTimeout, k.cfg.OutputTimeout, context.DeadlineExceeded)
+		return fmt.Errorf("%s[%d] %s key %q: %s %s: %w within %s (WithOutputTimeout): %w",
+			k.env.Topic, k.env.Partition, where, k.key, what, m.topic, ErrOutputTimeout, k.cfg.OutputTimeout, context.DeadlineExceeded)
 	}
-	return fmt.Errorf("%s[%d] %s key %q: emit output to %s: %w", k.env.Topic, k.env.Partition, where, k.key, m.topic, m.err)
+	return fmt.Errorf("%s[%d] %s key %q: %s %s: %w", k.env.Topic, k.env.Partition, where, k.key, what, m.topic, m.err)
 }
