@@ -150,8 +150,10 @@ func WithTimers[S any](fn TimerFunc[S]) Option {
 // CancelTimer take effect if it returns no error (WithFoldErrorPolicy
 // applies). The key is persisted after the hook only when the hook
 // changed something visible: it returned a different state pointer,
-// emitted, or set or cancelled a timer; an in-place change of the state
-// alone is persisted with the key's next write.
+// emitted, or set or cancelled a timer. An in-place change of the state
+// alone is not seen: it is persisted with the key's next write, and until
+// then the key's unloaded copy (and Get, which reports it persisted) may
+// already show it. Return a new state to have it persisted at once.
 func WithOnLoad[S any](fn LoadFunc[S]) Option {
 	return typedOption[S]{"WithOnLoad", func(f *Flow[S]) { f.onLoad = fn }}
 }
