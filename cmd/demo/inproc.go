@@ -25,6 +25,7 @@ import (
 	"os/signal"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/actorflow/actorflow"
@@ -61,7 +62,11 @@ func runInProcess(args []string) int {
 	fs.IntVar(&o.partitions, "partitions", 6, "partitions of the input and snapshot topics (when created)")
 	fs.BoolVar(&o.verbose, "v", false, "log at info level (default: warnings)")
 	_ = fs.Parse(args)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	if o.accounts < 1 || o.workers < 1 || o.events < 1 || o.partitions < 1 {
+		fmt.Fprintln(os.Stderr, "demo: --accounts, --events, --workers and --partitions must be at least 1")
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ok, err := run(ctx, o)
 	if err != nil {
@@ -102,7 +107,9 @@ func run(ctx context.Context, o options) (bool, error) {
 		brokers = c.ListenAddrs()
 		fmt.Printf("embedded kfake cluster on %s\n", strings.Join(brokers, ","))
 	}
-	run := time.Now().Format("150405")
+	// Unique per run: two runs against one cluster never share topics or
+	// group offsets (the time of day alone repeated every day).
+	run := time.Now().Format("20060102-150405.000")
 	input, snaps, group := "ledger-"+run, "ledger-"+run+"-snapshots", "ledger-demo-"+run
 
 	admCl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
