@@ -22,6 +22,12 @@ var (
 	// of its key is skipped with a warning. WithDropUndecodableSnapshots
 	// drops such keys' state instead of failing.
 	ErrUndecodableSnapshot = errors.New("actorflow: undecodable snapshot")
+	// ErrSnapshotsAhead is matched by a recovery whose snapshots record
+	// input consumed past the input partition's log end: the input topic
+	// was deleted and re-created (or truncated), and its new records would
+	// be skipped as replays of the old ones wherever a key's snapshot
+	// covers their offsets. The partition refuses to start.
+	ErrSnapshotsAhead = errors.New("actorflow: snapshots ahead of the input")
 )
 
 // Assignment is what the consumer knew of an input partition when it was
@@ -32,6 +38,9 @@ type Assignment struct {
 	Offset    int64
 	Committed bool
 	LogStart  int64
+	// LogEnd is the input's high watermark then, when HasLogEnd.
+	LogEnd    int64
+	HasLogEnd bool
 }
 
 // LostStateError names a partition whose snapshot history is missing.
@@ -61,6 +70,26 @@ func (e *LostStateError) Error() string {
 
 // Is makes errors.Is(err, ErrLostState) true.
 func (e *LostStateError) Is(target error) bool { return target == ErrLostState }
+
+// SnapshotsAheadError names a partition whose latest offset marker is past
+// its input's log end (ErrSnapshotsAhead).
+type SnapshotsAheadError struct {
+	Snapshots string // the snapshot partition, "topic[p]"
+	Input     string // the input partition, "topic[p]"
+	Assigned  Assignment
+	Marker    int64 // the input offset the latest marker records as consumed
+}
+
+func (e *SnapshotsAheadError) Error() string {
+	return fmt.Sprintf("%s: the latest offset marker of %s records input consumed up to offset %d, but the input's log ends at %d: "+
+		"the input topic was deleted and re-created (or truncated), and its new records would be skipped as replays where a key's "+
+		"snapshot covers their offsets; refusing to start the partition. Restore the input, or delete the snapshot topic's "+
+		"records of it (the state belongs to the old input)",
+		e.Input, e.Snapshots, e.Marker, e.Assigned.LogEnd)
+}
+
+// Is makes errors.Is(err, ErrSnapshotsAhead) true.
+func (e *SnapshotsAheadError) Is(target error) bool { return target == ErrSnapshotsAhead }
 
 // UndecodableSnapshotError names keys whose latest snapshot cannot be decoded.
 type UndecodableSnapshotError struct {
@@ -154,6 +183,13 @@ func (c *recoveryCheck) finish(input string, a *Assignment) (drop []string, err 
 				drop = append(drop, k)
 			}
 		}
+	}
+	if a != nil && a.HasLogEnd && c.marker > a.LogEnd {
+		// A marker records the committed offset (the next to consume): at
+		// most the log end of the input it was committed for. Checked
+		// with or without a committed offset — the group's offsets of a
+		// deleted topic are deleted with it.
+		return drop, &SnapshotsAheadError{Snapshots: c.snaps, Input: input, Assigned: *a, Marker: c.marker}
 	}
 	if a == nil || !a.Committed {
 		return drop, nil

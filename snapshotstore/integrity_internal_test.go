@@ -2,6 +2,7 @@ package snapshotstore
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -86,6 +87,42 @@ func TestRecoveryCheckLostState(t *testing.T) {
 				if _, _, err := run(t, IntegrityOptions{ResetLostState: true}, tc.a, tc.recs...); err != nil {
 					t.Fatalf("with ResetLostState: %v", err)
 				}
+			}
+		})
+	}
+}
+
+// Snapshots whose latest marker records input consumed past the input's log
+// end belong to an input that was deleted and re-created (or truncated): a
+// new record would be skipped as a replay wherever a key's snapshot covers
+// its offset, so the partition refuses to start, naming both partitions
+// and both offsets — with or without a committed offset (the group's
+// offsets of a deleted topic go with it). A marker at the log end is the
+// normal case, and an unknown log end checks nothing (found by a review).
+func TestRecoveryCheckSnapshotsAheadOfTheInput(t *testing.T) {
+	marker := func(off int64) *kgo.Record { return markerRecord("snaps", 0, off) }
+	recs := []*kgo.Record{snapRec("a", 499, "v"), marker(500)}
+	for _, tc := range []struct {
+		name  string
+		a     *Assignment
+		ahead bool
+	}{
+		{"re-created input, no committed offset", &Assignment{Offset: 0, LogStart: 0, LogEnd: 20, HasLogEnd: true}, true},
+		{"re-created input, empty", &Assignment{Offset: 0, LogStart: 0, LogEnd: 0, HasLogEnd: true}, true},
+		{"truncated below the committed offset", &Assignment{Offset: 500, Committed: true, LogEnd: 450, HasLogEnd: true}, true},
+		{"caught up: the marker at the log end", &Assignment{Offset: 500, Committed: true, LogEnd: 500, HasLogEnd: true}, false},
+		{"the input grew since", &Assignment{Offset: 500, Committed: true, LogEnd: 900, HasLogEnd: true}, false},
+		{"offsets expired, input kept", &Assignment{Offset: 0, LogStart: 0, LogEnd: 900, HasLogEnd: true}, false},
+		{"log end unknown", &Assignment{Offset: 500, Committed: true}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := run(t, IntegrityOptions{ResetLostState: true}, tc.a, recs...)
+			if tc.ahead != errors.Is(err, ErrSnapshotsAhead) {
+				t.Fatalf("err = %v, want ahead=%v", err, tc.ahead)
+			}
+			if tc.ahead && (!strings.Contains(err.Error(), "in[0]") || !strings.Contains(err.Error(), "snaps[0]") ||
+				!strings.Contains(err.Error(), "offset 500") || !strings.Contains(err.Error(), fmt.Sprintf("ends at %d", tc.a.LogEnd))) {
+				t.Fatalf("error %q does not name both partitions and both offsets", err)
 			}
 		})
 	}

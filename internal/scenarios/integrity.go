@@ -3,7 +3,9 @@ package scenarios
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,15 +23,22 @@ import (
 // topic is still being removed).
 func recreateTopic(t *testing.T, brokers []string, topic string, partitions int32) {
 	t.Helper()
+	compact := "compact"
+	recreateTopicWith(t, brokers, topic, partitions, map[string]*string{"cleanup.policy": &compact})
+}
+
+// recreateTopicWith deletes topic and creates it again with partitions and
+// cfg.
+func recreateTopicWith(t *testing.T, brokers []string, topic string, partitions int32, cfg map[string]*string) {
+	t.Helper()
 	adm := kadm.NewClient(testkit.Client(t, brokers))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := adm.DeleteTopic(ctx, topic); err != nil {
 		t.Fatalf("delete %s: %v", topic, err)
 	}
-	compact := "compact"
-	testkit.Eventually(t, time.Minute, "the snapshot topic re-created", func() (bool, string) {
-		resp, err := adm.CreateTopic(ctx, partitions, 1, map[string]*string{"cleanup.policy": &compact}, topic)
+	testkit.Eventually(t, time.Minute, "the topic re-created", func() (bool, string) {
+		resp, err := adm.CreateTopic(ctx, partitions, 1, cfg, topic)
 		if err == nil {
 			err = resp.Err
 		}
@@ -177,4 +186,41 @@ func SupersededForeignSnapshotSkipped(t *testing.T, brokers []string) {
 		t.Fatalf("with WithDropUndecodableSnapshots: %v", err)
 	}
 	VerifyLedger(t, brokers, snaps, 1, final)
+}
+
+// SnapshotsAheadRefused: the input topic deleted and re-created after a
+// worker committed offsets. Its new records sit at offsets the keys'
+// snapshots already cover, and would be skipped as replays: a new worker
+// refuses to start the partition — listed in Status.Failed with
+// ErrSnapshotsAhead, naming both partitions and offsets — and folds
+// nothing; the snapshots stay as they were.
+func SnapshotsAheadRefused(t *testing.T, brokers []string, mode snapshotstore.Mode) {
+	input, snaps, group := Topics(t, brokers, 1)
+	exp := ledger.Expected{}
+	testkit.ProduceLedger(t, brokers, input, &ledger.Generator{Accounts: 10}, 100, exp)
+	w := StartWorker(t, ledger.Flow(), brokers, group, input, snaps, mode)
+	testkit.WaitCommittedAtEnd(t, brokers, group, input, time.Minute)
+	if err := w.Stop(t); err != nil {
+		t.Fatal(err)
+	}
+	recreateTopicWith(t, brokers, input, 1, nil)
+	testkit.ProduceLedger(t, brokers, input, &ledger.Generator{Accounts: 10}, 20, ledger.Expected{})
+	var folds atomic.Int64
+	w2 := StartWorker(t, countingFlow(&folds), brokers, group, input, snaps, mode,
+		actorflow.WithPartitionRetryBackoff(100*time.Millisecond, 500*time.Millisecond))
+	testkit.Eventually(t, time.Minute, "the partition refused for snapshots ahead of the input", func() (bool, string) {
+		for _, f := range w2.W.Status(context.Background()).Failed {
+			if strings.Contains(f.Error, "consumed up to offset 100") && strings.Contains(f.Error, "log ends at 20") && strings.Contains(f.Error, input) {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprint(w2.W.Status(context.Background()).Failed)
+	})
+	if err := w2.Stop(t); !errors.Is(err, snapshotstore.ErrSnapshotsAhead) {
+		t.Fatalf("Run at the clean stop = %v, want ErrSnapshotsAhead", err)
+	}
+	if n := folds.Load(); n != 0 {
+		t.Fatalf("%d records of the re-created input folded", n)
+	}
+	VerifyLedger(t, brokers, snaps, 1, exp)
 }
