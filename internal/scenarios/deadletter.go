@@ -88,8 +88,9 @@ func DeadLetters(t *testing.T, brokers []string, mode snapshotstore.Mode, bad Ba
 	poisonAt, exp := producePoison(t, brokers, input, partitions, poison)
 
 	start := time.Now() // the dead letter is written during the first run
-	run := func(when string) {
-		w := StartWorker(t, deadLetterFlow(bad), brokers, group, input, snaps, mode)
+	run := func(when string) (fetched int64) {
+		fc := &fetchCounter{topic: input}
+		w := StartWorker(t, deadLetterFlow(bad), brokers, group, input, snaps, mode, actorflow.WithClientOpts(kgo.WithHooks(fc)))
 		testkit.WaitCommittedAtEnd(t, brokers, group, input, time.Minute)
 		if st := w.W.Status(context.Background()); len(st.Failed) > 0 {
 			t.Fatalf("%s: failed partitions %+v", when, st.Failed)
@@ -103,6 +104,7 @@ func DeadLetters(t *testing.T, brokers []string, mode snapshotstore.Mode, bad Ba
 			t.Fatalf("%s: %d dead letters in %s (read_committed), want exactly 1: %v", when, len(dls), dlq, dls)
 		}
 		checkDeadLetter(t, dls[0], poison, poisonAt, bad, start.Add(-time.Second))
+		return fc.records.Load()
 	}
 	run("first run")
 	if c := committed(t, brokers, group, input, poisonP); c <= poisonAt {
@@ -117,7 +119,18 @@ func DeadLetters(t *testing.T, brokers []string, mode snapshotstore.Mode, bad Ba
 	if resp, err := adm.CommitOffsets(ctx, group, reset); err != nil || resp.Error() != nil {
 		t.Fatalf("reset offsets: %v %v", err, resp.Error())
 	}
-	run("after a replay from offset 0")
+	// The replay did read the whole input again, the poison record with it
+	// (the state and the single dead letter would be the same if it had
+	// resumed past it).
+	ends, err := adm.ListEndOffsets(ctx, input)
+	if err != nil || ends.Error() != nil {
+		t.Fatalf("list end offsets: %v %v", err, ends.Error())
+	}
+	var total int64
+	ends.Each(func(o kadm.ListedOffset) { total += o.Offset })
+	if n := run("after a replay from offset 0"); n < total {
+		t.Fatalf("the replay fetched %d records of the input's %d: it did not read the poison record again", n, total)
+	}
 }
 
 func checkDeadLetter(t *testing.T, dl, src *kgo.Record, offset int64, bad BadInput, after time.Time) {
