@@ -67,6 +67,17 @@ type probe struct {
 	downSince time.Time
 }
 
+// begin marks Run's start: until its first probe answers, the cluster counts
+// as unreachable since then, so that Live holds for its minute (it read a
+// zero time: not live until the first probe, which can take kgo's 30 s).
+func (p *probe) begin() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.ok && p.downSince.IsZero() {
+		p.downSince = time.Now()
+	}
+}
+
 func (p *probe) record(err error) (changed bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

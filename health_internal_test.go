@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/actorflow/actorflow/coordinator"
 	"github.com/actorflow/actorflow/partitionflow"
@@ -91,5 +92,24 @@ func TestAStoppingPartitionIsNotReady(t *testing.T) {
 	h.Stopping = []string{"in[0]"}
 	if h.Ready() {
 		t.Fatal("ready with a partition stopping after its failure")
+	}
+}
+
+// Before its first probe answers, a running worker is live: the cluster
+// counts as unreachable since Run's start (it read a zero time, so Live was
+// false until the first probe, which can take kgo's 30 s). Found by a
+// review.
+func TestLiveBeforeTheFirstProbeAnswers(t *testing.T) {
+	var p probe
+	p.begin()
+	h := Health{Running: true}
+	p.fill(&h)
+	if !h.Live() || h.UnreachableSince.IsZero() || time.Since(h.UnreachableSince) > time.Minute {
+		t.Fatalf("before the first probe: %+v, live %v; want live, unreachable since Run's start", h, h.Live())
+	}
+	p.record(errors.New("refused"))
+	p.fill(&h)
+	if !h.Live() || h.LastBrokerError != "refused" {
+		t.Fatalf("after a failed first probe: %+v, live %v; want live within the minute, the cause named", h, h.Live())
 	}
 }

@@ -118,8 +118,8 @@ func WithCreateTopics(partitions int32, rf int16) Option {
 
 // WithAllowNonCompactedSnapshots lets Run start on a snapshot topic whose
 // cleanup.policy does not contain compact, or contains delete with a
-// retention (compact,delete and retention.ms other than -1), or cannot be
-// read, logging the problem as a warning. Default: Run fails with a
+// retention (compact,delete with retention.ms or retention.bytes other than
+// -1), or cannot be read, logging the problem as a warning. Default: Run fails with a
 // *snapshotstore.CleanupPolicyError (matching snapshotstore.ErrTopicSetup)
 // naming the topic and its policy, because with delete retention removes the
 // snapshots of keys idle longer than retention.ms, and their state is

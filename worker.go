@@ -122,6 +122,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return ErrRunTwice
 	}
 	defer close(w.done)
+	w.probe.begin()
 	log := w.cfg.log
 	m, unregister, err := w.registerMetrics()
 	if err != nil {
@@ -150,7 +151,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			zap.Duration("took", time.Since(start)), zap.Error(err))
 		// The cleanup.policy check is EnsureTopics' last: every other one passed.
 		if pe := (*snapshotstore.CleanupPolicyError)(nil); errors.As(err, &pe) && w.cfg.allowNonCompact {
-			log.Warn("snapshot topic is not compacted: idle keys' state may expire (allowed by WithAllowNonCompactedSnapshots)",
+			log.Warn("snapshot topic is not compacted, or retention deletes from it: idle keys' state may expire (allowed by WithAllowNonCompactedSnapshots)",
 				zap.String("topic", pe.Topic), zap.Error(err))
 			err = nil
 		}

@@ -131,7 +131,8 @@ func WithTimeout(d time.Duration) Option {
 // worker does not promise. With it a state the codec does not carry whole
 // (an unexported field, a json:"-" one, a nil map the fold writes into
 // after its decoding) fails the test as it would fail, or silently differ,
-// in production.
+// in production. Timers of different keys due at the same instant fire in
+// the order their keys were last unloaded, not the order they were set in.
 func WithReloads() Option { return func(c *config) { c.reload = true } }
 
 // DeadLetter is a record the flow dead-lettered (Policy DeadLetter), as it

@@ -3,6 +3,7 @@ package partitionflow
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/actorflow/actorflow/internal/keyactor"
 	"github.com/actorflow/actorflow/snapshotstore"
@@ -19,6 +20,7 @@ type TxnHandle struct {
 	stopped chan struct{} // closed by Stop: a stopped actor never answers
 	ended   chan struct{} // closed when the actor has stopped (its store closed)
 	once    sync.Once
+	log     *zap.Logger
 }
 
 // handledTxn is a transaction actor that closes ended once it has stopped.
@@ -55,7 +57,7 @@ func SpawnTxnCapped(sys *actor.ActorSystem, store snapshotstore.Partition, maxWr
 func spawnHandle(sys *actor.ActorSystem, t *txnActor) *TxnHandle {
 	ended := make(chan struct{})
 	pid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return handledTxn{t, ended} }))
-	return &TxnHandle{sys: sys, pid: pid, stopped: make(chan struct{}), ended: ended}
+	return &TxnHandle{sys: sys, pid: pid, stopped: make(chan struct{}), ended: ended, log: t.log}
 }
 
 // Write queues a snapshot and blocks until the transaction carrying it
@@ -81,13 +83,21 @@ func (h *TxnHandle) CommitOffset(ctx context.Context, offset int64) error {
 // Stop stops the actor (queued writes fail with ErrStopped) and closes the
 // store: the in-flight transaction is cancelled and waited for, and the
 // store closed, within DefaultTxnStopTimeout; Stop returns when that is
-// done. (Not protoactor's StopFuture, which gives up after 10 s: a pending
-// Write then returned ErrStopped for a transaction that could still
-// commit, and the store was still closing.)
+// done, or 10 s past that bound (a store whose Close ignores its deadline,
+// a stop that panicked: logged). (Not protoactor's StopFuture, which gives
+// up after 10 s: a pending Write then returned ErrStopped for a transaction
+// that could still commit, and the store was still closing.)
 func (h *TxnHandle) Stop() {
 	h.once.Do(func() {
 		h.sys.Root.Stop(h.pid)
-		<-h.ended
+		t := time.NewTimer(DefaultTxnStopTimeout + 10*time.Second)
+		defer t.Stop()
+		select {
+		case <-h.ended:
+		case <-t.C:
+			h.log.Error("the transaction actor did not stop within its bound; not waiting for it",
+				zap.Duration("bound", DefaultTxnStopTimeout+10*time.Second))
+		}
 		close(h.stopped)
 	})
 }

@@ -111,10 +111,10 @@ type ReadOptions struct {
 	// Zero waits (and retries) forever: the plain mode, whose own writes are
 	// never transactional, so only a foreign open transaction can hold it.
 	StallTimeout time.Duration
-	// WarnEvery: with no StallTimeout, how often a read that makes no
-	// progress is logged as a warning with its diagnosis (a truncated log,
-	// an open transaction, a failing fetch), which a wait without end
-	// would otherwise keep to itself. Zero: every minute.
+	// WarnEvery: with no StallTimeout and a Logger, how often a read that
+	// makes no progress is logged as a warning with its diagnosis (a
+	// truncated log, an open transaction, a failing fetch), which a wait
+	// without end would otherwise keep to itself. Zero: every minute.
 	WarnEvery time.Duration
 	// ResolveHanging, when set, is called after ResolveAfter without
 	// progress (and again every ResolveAfter): it ends transactions the
@@ -184,7 +184,7 @@ func ReadToTarget(ctx context.Context, r LogReader, o ReadOptions, fn func(*kgo.
 		var deadline time.Time
 		if o.StallTimeout > 0 {
 			deadline = lastProgress.Add(o.StallTimeout)
-		} else {
+		} else if o.Logger != nil {
 			// Wake up for the next warning even while nothing arrives.
 			deadline = later(lastProgress, lastWarn).Add(warnEvery)
 		}
@@ -260,7 +260,7 @@ func ReadToTarget(ctx context.Context, r LogReader, o ReadOptions, fn func(*kgo.
 		if o.StallTimeout > 0 && time.Since(lastProgress) >= o.StallTimeout {
 			return stalled(ctx, r, o, target, pos, time.Since(lastProgress), fetchErr)
 		}
-		if o.StallTimeout == 0 && time.Since(later(lastProgress, lastWarn)) >= warnEvery {
+		if o.StallTimeout == 0 && o.Logger != nil && time.Since(later(lastProgress, lastWarn)) >= warnEvery {
 			lastWarn = time.Now()
 			log.Warn("recovery read makes no progress; waiting on (no stall deadline)", zap.String("partition", o.Partition),
 				zap.Error(stalled(ctx, r, o, target, pos, time.Since(lastProgress), fetchErr)))

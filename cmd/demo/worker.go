@@ -163,7 +163,7 @@ func worker(ctx context.Context, args []string) int {
 	defer func() { _ = srv.Close() }()
 
 	err = w.Run(ctx)
-	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) && !errors.As(err, new(*actorflow.PartitionError)) {
 		// SIGTERM while Run still reached the brokers or checked the
 		// topics: nothing started, nothing to flush — a clean stop.
 		log.Info("worker stopped while starting", zap.Error(err))

@@ -254,7 +254,7 @@ func (a *keyActor[S]) init(key string, snap *snapshotstore.Snapshot, env *Env) {
 	a.key, a.env, a.cfg = key, env, &a.flow.Config
 	a.keyless = key == snapshotstore.KeylessKey
 	a.lastSeen, a.lastFolded = -1, -1
-	a.firstDirty, a.inflightFirst, a.failedAt = -1, -1, -1
+	a.firstDirty, a.inflightFirst, a.failedAt, a.cur = -1, -1, -1, -1
 	a.persistedOffset, a.persistingOffset = -1, -1
 	if snap != nil {
 		a.snap = snap

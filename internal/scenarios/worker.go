@@ -350,6 +350,7 @@ func (f *fetchCounter) OnFetchBatchRead(_ kgo.BrokerMetadata, topic string, _ in
 // absence: it can only be waited out.
 func (f *fetchCounter) stays(t *testing.T, max int64) {
 	t.Helper()
+	time.Sleep(300 * time.Millisecond) // a fetch in flight when the pause took effect lands
 	before := f.records.Load()
 	time.Sleep(time.Second)
 	if after := f.records.Load(); after != before || after > max {
