@@ -202,6 +202,15 @@ func EnsureTopics(ctx context.Context, cl *kgo.Client, input, snapshot string, s
 			return err
 		}
 		snap = in
+		if !created {
+			// Another client created it first, with its own partitions and
+			// configuration: read them (listTopics waits for a topic the
+			// answering broker does not list yet).
+			if details, err = listTopics(ctx, cl, false, snapshot); err != nil {
+				return err
+			}
+			snap = count(snapshot)
+		}
 	}
 	if snap < in {
 		return fmt.Errorf("%w: snapshot topic %q has %d partitions, fewer than the %d of input topic %q (snapshot partition N serves input partition N)",
@@ -214,9 +223,24 @@ func EnsureTopics(ctx context.Context, cl *kgo.Client, input, snapshot string, s
 }
 
 func checkCleanupPolicy(ctx context.Context, adm *kadm.Client, topic string) error {
-	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
-	if err == nil && len(rcs) == 1 {
-		err = rcs[0].Err
+	var rcs kadm.ResourceConfigs
+	var err error
+	for graceEnd := time.Now().Add(missingTopicGrace); ; {
+		rcs, err = adm.DescribeTopicConfigs(ctx, topic)
+		if err == nil && len(rcs) == 1 {
+			err = rcs[0].Err
+		}
+		// A topic just created (by another client) can be missing from the
+		// answering broker's metadata for a moment; kgo does not retry a
+		// resource's error.
+		if !errors.Is(err, kerr.UnknownTopicOrPartition) || time.Now().After(graceEnd) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return &CleanupPolicyError{Topic: topic, Err: ctx.Err()}
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 	if err == nil && len(rcs) != 1 {
 		err = fmt.Errorf("describe configs: %d resources in the response", len(rcs))

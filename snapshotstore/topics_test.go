@@ -10,6 +10,7 @@ import (
 	"github.com/actorflow/actorflow/internal/testkit"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -162,5 +163,46 @@ func TestTopicCreatedJustAfterTheFirstLookIsFound(t *testing.T) {
 	}
 	if err := <-created; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A snapshot topic another client creates first (EnsureTopics' create is
+// answered TOPIC_ALREADY_EXISTS) is checked like any existing one: its
+// cleanup.policy and its partitions are that client's. It was assumed
+// compacted (found by a review).
+func TestASnapshotTopicAnotherClientCreatedFirstIsChecked(t *testing.T) {
+	c, brokers := testkit.Kfake(t)
+	cl := testkit.Client(t, brokers)
+	adm := kadm.NewClient(cl)
+	ctx := context.Background()
+	input, snaps := testkit.Name(t, "in"), testkit.Name(t, "snaps")
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, input); err != nil {
+		t.Fatal(err)
+	}
+	raced := make(chan error, 1)
+	c.ControlKey(int16(kmsg.CreateTopics), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		req := kreq.(*kmsg.CreateTopicsRequest)
+		if len(req.Topics) != 1 || req.Topics[0].Topic != snaps {
+			return nil, nil, false
+		}
+		// The other client's create lands first, with the broker's default
+		// policy (delete); this one is answered that the topic exists.
+		go func() {
+			_, err := kadm.NewClient(testkit.Client(t, brokers)).CreateTopic(ctx, 1, 1, nil, snaps)
+			raced <- err
+		}()
+		resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+		rt := kmsg.NewCreateTopicsResponseTopic()
+		rt.Topic, rt.ErrorCode = snaps, kerr.TopicAlreadyExists.Code
+		resp.Topics = append(resp.Topics, rt)
+		return resp, nil, true
+	})
+	err := snapshotstore.EnsureTopics(ctx, cl, input, snaps, snapshotstore.TopicSpec{Create: true, Partitions: 1, ReplicationFactor: -1})
+	if rerr := <-raced; rerr != nil {
+		t.Fatalf("the other client's create: %v", rerr)
+	}
+	var pe *snapshotstore.CleanupPolicyError
+	if !errors.As(err, &pe) || pe.Policy != "delete" {
+		t.Fatalf("EnsureTopics = %v, want the other client's topic refused for its cleanup.policy=delete", err)
 	}
 }
