@@ -164,6 +164,15 @@ func (k *Kafka) recover(ctx context.Context, p PartitionInfo, readCommitted bool
 		a = &v
 	}
 	drop, err := check.finish(p.String(), a)
+	if sa := (*SnapshotsAheadError)(nil); errors.As(err, &sa) {
+		// The log end read at the assignment can predate a marker written
+		// since (a plain-mode zombie still committing past it): read it
+		// again before refusing.
+		if end, lerr := listOffset(ctx, r.cl, p.Topic, p.Partition, 0, -1); lerr == nil && end >= sa.Marker {
+			a.LogEnd = end
+			drop, err = check.finish(p.String(), a)
+		}
+	}
 	if err != nil {
 		return err
 	}
