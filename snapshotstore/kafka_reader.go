@@ -168,6 +168,11 @@ func (r *kafkaLogReader) fetch(ctx context.Context) ([]*kgo.Record, error) {
 // leader election): the read fails, loudly.
 func (r *kafkaLogReader) outOfRange(ctx context.Context, err error) error {
 	start, serr := listOffset(ctx, r.cl, r.topic, r.partition, 0, -2)
+	if serr != nil && Transient(serr) {
+		// Retried as the fetch would be: the out-of-range answer alone
+		// decides nothing yet.
+		return fmt.Errorf("log start after %v: %w", err, serr)
+	}
 	if serr != nil {
 		return fmt.Errorf("%w (log start unknown: %v)", err, serr)
 	}
@@ -176,6 +181,9 @@ func (r *kafkaLogReader) outOfRange(ctx context.Context, err error) error {
 		return nil
 	}
 	end, eerr := listOffset(ctx, r.cl, r.topic, r.partition, 0, -1)
+	if eerr != nil && Transient(eerr) {
+		return fmt.Errorf("log end after %v: %w", err, eerr)
+	}
 	if eerr != nil {
 		return fmt.Errorf("%w (log start %d, log end unknown: %v)", err, start, eerr)
 	}
