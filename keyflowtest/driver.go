@@ -473,10 +473,12 @@ func (d *Driver[S]) State(key string) (S, bool) {
 func (d *Driver[S]) Keys() []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	seen := map[string]bool{}
 	var out []string
 	for _, m := range d.store {
 		for k, s := range m {
-			if !s.Tombstone() && k != snapshotstore.KeylessKey && !slices.Contains(out, k) {
+			if !s.Tombstone() && k != snapshotstore.KeylessKey && !seen[k] { // a set: tests with many keys
+				seen[k] = true
 				out = append(out, k)
 			}
 		}
