@@ -494,7 +494,9 @@ func hostCPU() time.Duration {
 		return 0
 	}
 	var ticks int64
-	for _, i := range []int{1, 2, 3, 6, 7, 8} { // not idle (4), iowait (5)
+	// user, nice, system, irq, softirq: not idle (4), iowait (5), nor steal
+	// (8: time the hypervisor gave another guest, not this host's work).
+	for _, i := range []int{1, 2, 3, 6, 7} {
 		n, err := strconv.ParseInt(f[i], 10, 64)
 		if err != nil {
 			return 0
