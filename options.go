@@ -326,6 +326,8 @@ func WithPartitionRetryBackoff(first, max time.Duration) Option {
 // snapshot topic was deleted and re-created, or its records expired), or a
 // committed offset above the latest marker (a truncated topic) — logging it
 // at error; its keys restart from their surviving snapshots or from nothing.
+// Also the way to start a group whose offsets were set by hand (above 0)
+// with no snapshot history.
 // Default: such a partition refuses to start (errors.Is(err,
 // snapshotstore.ErrLostState)), naming topic, partition and offsets.
 func WithResetLostState() Option { return func(c *config) { c.kafka.Integrity.ResetLostState = true } }

@@ -196,10 +196,14 @@ func (c *recoveryCheck) finish(input string, a *Assignment) (drop []string, err 
 	}
 	lost := &LostStateError{Snapshots: c.snaps, Input: input, Assigned: *a, Marker: c.marker}
 	switch {
-	case c.records == 0 && a.Offset > max(a.LogStart, 0):
-		// Nothing at all, while input up to a.Offset was consumed. (A log
-		// start at the committed offset means nothing is left to replay, and
-		// nothing to lose.)
+	case c.records == 0 && a.Offset > 0:
+		// Nothing at all, while input up to a.Offset was consumed: every
+		// commit writes its marker, and compaction keeps the latest. Also
+		// when the input's retention deleted everything up to the committed
+		// offset: the state built from those records is what is lost (it
+		// used to pass, every key restarting from nothing). Offsets set by
+		// hand on a group with no history are the case WithResetLostState
+		// covers.
 	case c.marker >= 0 && a.Offset > c.marker:
 		// Every commit writes its marker first (transactional: in the same
 		// transaction; plain: before the consumer commit), so a committed

@@ -67,7 +67,10 @@ func TestRecoveryCheckLostState(t *testing.T) {
 		{"fresh partition, nothing committed", &Assignment{Offset: 0, LogStart: 0}, nil, false},
 		{"no assignment known", nil, nil, false},
 		{"committed, no history at all (topic deleted and re-created)", committed(500, 0), nil, true},
-		{"committed at the log start: nothing to lose", committed(300, 300), nil, false},
+		// The input's retention deleted everything consumed: the state built
+		// from it lived only in the snapshots (found by a review).
+		{"committed at the log start, no history (input expired, snapshots lost)", committed(300, 300), nil, true},
+		{"committed at 0: nothing consumed", committed(0, 0), nil, false},
 		{"committed, marker equal", committed(500, 0), []*kgo.Record{snapRec("a", 499, "v"), marker(500)}, false},
 		{"committed above the latest marker (truncated)", committed(900, 0), []*kgo.Record{snapRec("a", 499, "v"), marker(500)}, true},
 		{"marker above committed (plain: marker written, commit failed)", committed(400, 0), []*kgo.Record{marker(500)}, false},
