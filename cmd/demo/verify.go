@@ -37,6 +37,11 @@ type report struct {
 	// OutputsOutOfOrder counts outputs of an account read after one with a
 	// higher sequence number (per key, in partition order).
 	OutputsOutOfOrder int `json:"outputs_out_of_order"`
+	// AcknowledgedMissing counts the events the producer had acknowledged
+	// (--produced) that the input lacks: per account, the sequence numbers
+	// past its last one in the input. A count of events alone let repeats
+	// of a retried batch hide a lost tail.
+	AcknowledgedMissing int64 `json:"acknowledged_missing"`
 	// WrongBalances counts outputs whose balance is none the verifier's fold
 	// gives their account after their sequence number: an output emitted
 	// from a state that diverged (an event lost or folded twice through a
@@ -68,6 +73,8 @@ type report struct {
 	AuditError string    `json:"txn_audit_error,omitempty"`
 	// traceKeys: the accounts Traces follows.
 	traceKeys []string
+	// lastSeq: each account's last sequence number in the input.
+	lastSeq map[string]int64
 	// ExactlyOnce: the outputs were checked as exactly-once (the
 	// transactional mode): a duplicate, a missing or an out-of-order output
 	// fails the verification.
@@ -121,7 +128,7 @@ type deadLetter struct {
 // mode's guarantee, or dead letters that do not match the skipped inputs
 // (when there is a dead-letter topic).
 func (r *report) failed() bool {
-	if r.Events == 0 || r.InputGaps > 0 || r.Mismatches > 0 || r.outputsFailed() {
+	if r.Events == 0 || r.InputGaps > 0 || r.Mismatches > 0 || r.outputsFailed() || r.AcknowledgedMissing > 0 {
 		return true // no input verifies nothing; an input with gaps lost events before any worker saw them
 	}
 	if r.DeadLetterTopic == "" {
@@ -176,6 +183,8 @@ func runVerify(args []string) int {
 	mode := fs.String("mode", env("ACTORFLOW_MODE", "transactional"), "the workers' mode (ACTORFLOW_MODE): transactional checks the outputs as exactly-once, plain as at-least-once")
 	timeout := fs.Duration("timeout", envDuration("ACTORFLOW_VERIFY_TIMEOUT", 5*time.Minute), "how long to wait for the group to drain")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	produced := fs.Int("produced", envInt("ACTORFLOW_PRODUCED", 0), "events the producer had acknowledged, round-robin over --accounts from a fresh start: each account's are checked present in the input; 0: not checked (ACTORFLOW_PRODUCED)")
+	accounts := fs.Int("accounts", envInt("ACTORFLOW_ACCOUNTS", 1000), "the producer's accounts, for --produced (ACTORFLOW_ACCOUNTS)")
 	_ = fs.Parse(args)
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout+5*time.Minute)
 	defer cancel()
@@ -190,6 +199,9 @@ func runVerify(args []string) int {
 		return 2
 	}
 	r.Mode = *mode
+	if *produced > 0 {
+		r.checkAcknowledged(*produced, *accounts)
+	}
 	r.Transactional = *mode == "transactional"
 	r.ExactlyOnce = r.Transactional && *output != ""
 	if *asJSON {
@@ -237,6 +249,9 @@ func runVerify(args []string) int {
 	if r.failed() {
 		if r.Events == 0 {
 			fmt.Printf("FAIL: the input %s holds no event: nothing was verified\n", *input)
+		}
+		if r.AcknowledgedMissing > 0 {
+			fmt.Printf("FAIL: %d events the producer acknowledged are not in the input (the tail of some accounts' sequences)\n", r.AcknowledgedMissing)
 		}
 		if r.InputGaps > 0 {
 			fmt.Printf("FAIL: the input's sequence numbers jump %d times: events were lost before any worker read them (the producer's or the broker's fault)\n", r.InputGaps)
@@ -313,6 +328,10 @@ func verify(ctx context.Context, brokers []string, group, input, snaps, output, 
 		return nil, err
 	}
 	r.Accounts, r.Events, r.SkippedInputs = len(exp), events, len(r.Skipped)
+	r.lastSeq = make(map[string]int64, len(exp))
+	for acct, s := range exp {
+		r.lastSeq[acct] = s.LastSeq
+	}
 	for _, s := range exp {
 		r.InputGaps += s.Gaps
 	}
@@ -584,4 +603,23 @@ func readAll(ctx context.Context, brokers []string, topic string, fn func(*kgo.R
 		return err
 	}
 	return ferr
+}
+
+// checkAcknowledged counts the events a producer that acknowledged produced
+// events, round-robin over accounts from a fresh start (ledger.Generator),
+// had written that the input lacks: account i's sequence numbers run to
+// produced/accounts, one more for the first produced%accounts accounts.
+func (r *report) checkAcknowledged(produced, accounts int) {
+	if accounts < 1 {
+		return
+	}
+	for i := range accounts {
+		want := int64(produced / accounts)
+		if i < produced%accounts {
+			want++
+		}
+		if got := r.lastSeq[ledger.AccountKey(i)]; got < want {
+			r.AcknowledgedMissing += want - got
+		}
+	}
 }
