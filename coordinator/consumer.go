@@ -751,19 +751,11 @@ func (c *Consumer) assignedOffsets(ctx context.Context, tps []TopicPartition, re
 	if err != nil {
 		return nil, err
 	}
-	var starts, ends kadm.ListedOffsets
-	err = c.retryTransient(ctx, fmt.Sprintf("list start and end offsets of %q", c.cfg.Topic), func() (err error) {
+	var starts kadm.ListedOffsets
+	err = c.retryTransient(ctx, fmt.Sprintf("list start offsets of %q", c.cfg.Topic), func() (err error) {
 		starts, err = c.adm.ListStartOffsets(ctx, c.cfg.Topic)
 		if err == nil {
 			err = starts.Error()
-		}
-		if err == nil {
-			// For the recovery's check that no snapshot is ahead of the
-			// input (a re-created input topic).
-			ends, err = c.adm.ListEndOffsets(ctx, c.cfg.Topic)
-		}
-		if err == nil {
-			err = ends.Error()
 		}
 		return err
 	})
@@ -791,11 +783,6 @@ func (c *Consumer) assignedOffsets(ctx context.Context, tps []TopicPartition, re
 			out[tp] = snapshotstore.Assignment{Offset: o.At, Committed: true, LogStart: st.Offset}
 		default:
 			out[tp] = snapshotstore.Assignment{Offset: st.Offset, LogStart: st.Offset}
-		}
-		if e, ok := ends.Lookup(tp.Topic, tp.Partition); ok && e.Err == nil {
-			a := out[tp]
-			a.LogEnd, a.HasLogEnd = e.Offset, true
-			out[tp] = a
 		}
 	}
 	return out, nil

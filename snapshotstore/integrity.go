@@ -38,9 +38,6 @@ type Assignment struct {
 	Offset    int64
 	Committed bool
 	LogStart  int64
-	// LogEnd is the input's high watermark then, when HasLogEnd.
-	LogEnd    int64
-	HasLogEnd bool
 }
 
 // LostStateError names a partition whose snapshot history is missing.
@@ -76,8 +73,8 @@ func (e *LostStateError) Is(target error) bool { return target == ErrLostState }
 type SnapshotsAheadError struct {
 	Snapshots string // the snapshot partition, "topic[p]"
 	Input     string // the input partition, "topic[p]"
-	Assigned  Assignment
-	Marker    int64 // the input offset the latest marker records as consumed
+	Marker    int64  // the input offset the latest marker records as consumed
+	InputEnd  int64  // the input's log end, read after the snapshots
 }
 
 func (e *SnapshotsAheadError) Error() string {
@@ -85,7 +82,7 @@ func (e *SnapshotsAheadError) Error() string {
 		"the input topic was deleted and re-created (or truncated), and its new records would be skipped as replays where a key's "+
 		"snapshot covers their offsets; refusing to start the partition. Restore the input, or delete the snapshot topic's "+
 		"records of it (the state belongs to the old input)",
-		e.Input, e.Snapshots, e.Marker, e.Assigned.LogEnd)
+		e.Input, e.Snapshots, e.Marker, e.InputEnd)
 }
 
 // Is makes errors.Is(err, ErrSnapshotsAhead) true.
@@ -170,8 +167,9 @@ func (c *recoveryCheck) add(r *kgo.Record) (s Snapshot, ok bool) {
 }
 
 // finish decides. drop lists keys whose state the caller must forget (apply
-// a tombstone), when DropUndecodable allows it.
-func (c *recoveryCheck) finish(input string, a *Assignment) (drop []string, err error) {
+// a tombstone), when DropUndecodable allows it. inputEnd is the input
+// partition's log end, read after the snapshots (-1: unknown).
+func (c *recoveryCheck) finish(input string, a *Assignment, inputEnd int64) (drop []string, err error) {
 	if len(c.bad) > 0 {
 		if !c.opts.DropUndecodable {
 			return nil, &UndecodableSnapshotError{Snapshots: c.snaps, Keys: c.bad}
@@ -184,12 +182,12 @@ func (c *recoveryCheck) finish(input string, a *Assignment) (drop []string, err 
 			}
 		}
 	}
-	if a != nil && a.HasLogEnd && c.marker > a.LogEnd {
+	if inputEnd >= 0 && c.marker > inputEnd {
 		// A marker records the committed offset (the next to consume): at
 		// most the log end of the input it was committed for. Checked
 		// with or without a committed offset — the group's offsets of a
 		// deleted topic are deleted with it.
-		return drop, &SnapshotsAheadError{Snapshots: c.snaps, Input: input, Assigned: *a, Marker: c.marker}
+		return drop, &SnapshotsAheadError{Snapshots: c.snaps, Input: input, Marker: c.marker, InputEnd: inputEnd}
 	}
 	if a == nil || !a.Committed {
 		return drop, nil

@@ -21,6 +21,12 @@ func foreignRec(key string) *kgo.Record { // no actorflow headers: another clien
 
 func run(t *testing.T, opts IntegrityOptions, a *Assignment, recs ...*kgo.Record) (map[string]Snapshot, []string, error) {
 	t.Helper()
+	return runEnd(t, opts, a, -1, recs...)
+}
+
+// runEnd is run with the input's log end known.
+func runEnd(t *testing.T, opts IntegrityOptions, a *Assignment, inputEnd int64, recs ...*kgo.Record) (map[string]Snapshot, []string, error) {
+	t.Helper()
 	c := newRecoveryCheck("snaps[0]", opts, zap.NewNop())
 	got := map[string]Snapshot{}
 	for i, r := range recs {
@@ -29,7 +35,7 @@ func run(t *testing.T, opts IntegrityOptions, a *Assignment, recs ...*kgo.Record
 			got[s.Key] = s
 		}
 	}
-	drop, err := c.finish("in[0]", a)
+	drop, err := c.finish("in[0]", a, inputEnd)
 	return got, drop, err
 }
 
@@ -108,23 +114,24 @@ func TestRecoveryCheckSnapshotsAheadOfTheInput(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		a     *Assignment
+		end   int64 // the input's log end
 		ahead bool
 	}{
-		{"re-created input, no committed offset", &Assignment{Offset: 0, LogStart: 0, LogEnd: 20, HasLogEnd: true}, true},
-		{"re-created input, empty", &Assignment{Offset: 0, LogStart: 0, LogEnd: 0, HasLogEnd: true}, true},
-		{"truncated below the committed offset", &Assignment{Offset: 500, Committed: true, LogEnd: 450, HasLogEnd: true}, true},
-		{"caught up: the marker at the log end", &Assignment{Offset: 500, Committed: true, LogEnd: 500, HasLogEnd: true}, false},
-		{"the input grew since", &Assignment{Offset: 500, Committed: true, LogEnd: 900, HasLogEnd: true}, false},
-		{"offsets expired, input kept", &Assignment{Offset: 0, LogStart: 0, LogEnd: 900, HasLogEnd: true}, false},
-		{"log end unknown", &Assignment{Offset: 500, Committed: true}, false},
+		{"re-created input, no committed offset", &Assignment{Offset: 0, LogStart: 0}, 20, true},
+		{"re-created input, empty", &Assignment{Offset: 0, LogStart: 0}, 0, true},
+		{"truncated below the committed offset", &Assignment{Offset: 500, Committed: true}, 450, true},
+		{"caught up: the marker at the log end", &Assignment{Offset: 500, Committed: true}, 500, false},
+		{"the input grew since", &Assignment{Offset: 500, Committed: true}, 900, false},
+		{"offsets expired, input kept", &Assignment{Offset: 0, LogStart: 0}, 900, false},
+		{"log end unknown", &Assignment{Offset: 500, Committed: true}, -1, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := run(t, IntegrityOptions{ResetLostState: true}, tc.a, recs...)
+			_, _, err := runEnd(t, IntegrityOptions{ResetLostState: true}, tc.a, tc.end, recs...)
 			if tc.ahead != errors.Is(err, ErrSnapshotsAhead) {
 				t.Fatalf("err = %v, want ahead=%v", err, tc.ahead)
 			}
 			if tc.ahead && (!strings.Contains(err.Error(), "in[0]") || !strings.Contains(err.Error(), "snaps[0]") ||
-				!strings.Contains(err.Error(), "offset 500") || !strings.Contains(err.Error(), fmt.Sprintf("ends at %d", tc.a.LogEnd))) {
+				!strings.Contains(err.Error(), "offset 500") || !strings.Contains(err.Error(), fmt.Sprintf("ends at %d", tc.end))) {
 				t.Fatalf("error %q does not name both partitions and both offsets", err)
 			}
 		})

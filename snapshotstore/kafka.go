@@ -163,16 +163,16 @@ func (k *Kafka) recover(ctx context.Context, p PartitionInfo, readCommitted bool
 		v := p.Assigned()
 		a = &v
 	}
-	drop, err := check.finish(p.String(), a)
-	if sa := (*SnapshotsAheadError)(nil); errors.As(err, &sa) {
-		// The log end read at the assignment can predate a marker written
-		// since (a plain-mode zombie still committing past it): read it
-		// again before refusing.
-		if end, lerr := listOffset(ctx, r.cl, p.Topic, p.Partition, 0, -1); lerr == nil && end >= sa.Marker {
-			a.LogEnd = end
-			drop, err = check.finish(p.String(), a)
+	inputEnd := int64(-1)
+	if check.marker >= 0 && p.Topic != "" {
+		// The input's log end, for the check that no marker is past it (a
+		// re-created input). Read after the snapshots: a marker written
+		// meanwhile (a plain-mode zombie still committing) is within it.
+		if inputEnd, err = listOffset(ctx, r.cl, p.Topic, p.Partition, 0, -1); err != nil {
+			return fmt.Errorf("%s: recovery: the input's log end: %w", p, err)
 		}
 	}
+	drop, err := check.finish(p.String(), a, inputEnd)
 	if err != nil {
 		return err
 	}
