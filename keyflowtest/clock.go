@@ -84,22 +84,18 @@ func (c *clock) next(limit time.Time) *entry {
 }
 
 // drop removes the entries of partition part (its actors stopped).
-func (c *clock) drop(part int32) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for s, e := range c.entries {
-		if e.part == part {
-			delete(c.entries, s)
-		}
-	}
-}
+func (c *clock) drop(part int32) { c.dropIf(func(e *entry) bool { return e.part == part }) }
 
 // dropKey removes the entries of key in partition part (its actor stopped).
 func (c *clock) dropKey(part int32, key string) {
+	c.dropIf(func(e *entry) bool { return e.part == part && e.key == key })
+}
+
+func (c *clock) dropIf(match func(*entry) bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for s, e := range c.entries {
-		if e.part == part && e.key == key {
+		if match(e) {
 			delete(c.entries, s)
 		}
 	}

@@ -437,9 +437,7 @@ func (d *Driver[S]) RestartAfter(down time.Duration) error {
 		}
 		slices.Sort(keys)
 		for _, k := range keys {
-			if at, ok := p.cold[k].NextTimer(); ok {
-				p.coldStop[k] = d.clock.add(&entry{at: at, part: p.n, key: k})
-			}
+			d.armCold(p, k)
 		}
 	}
 	d.clock.set(d.clock.Now().Add(down))
@@ -761,7 +759,13 @@ func (d *Driver[S]) reloadLater(p *part, k string) {
 		return
 	}
 	p.cold[k] = s
-	if at, ok := s.NextTimer(); ok {
+	d.armCold(p, k)
+}
+
+// armCold arms the earliest persisted timer of key k, not loaded, to load
+// it when it is due (as a partition does for its cold keys).
+func (d *Driver[S]) armCold(p *part, k string) {
+	if at, ok := p.cold[k].NextTimer(); ok {
 		p.coldStop[k] = d.clock.add(&entry{at: at, part: p.n, key: k})
 	}
 }

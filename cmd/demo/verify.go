@@ -73,8 +73,6 @@ type report struct {
 	AuditError string    `json:"txn_audit_error,omitempty"`
 	// traceKeys: the accounts Traces follows.
 	traceKeys []string
-	// lastSeq: each account's last sequence number in the input.
-	lastSeq map[string]int64
 	// ExactlyOnce: the outputs were checked as exactly-once (the
 	// transactional mode): a duplicate, a missing or an out-of-order output
 	// fails the verification.
@@ -193,15 +191,12 @@ func runVerify(args []string) int {
 		fmt.Fprintln(os.Stderr, "verify:", err)
 		return 2
 	}
-	r, err := verify(ctx, bl, *group, *input, *snaps, *output, *dlq, *timeout)
+	r, err := verify(ctx, bl, *group, *input, *snaps, *output, *dlq, *timeout, acknowledged{*produced, *accounts})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "verify:", err)
 		return 2
 	}
 	r.Mode = *mode
-	if *produced > 0 {
-		r.checkAcknowledged(*produced, *accounts)
-	}
 	r.Transactional = *mode == "transactional"
 	r.ExactlyOnce = r.Transactional && *output != ""
 	if *asJSON {
@@ -275,7 +270,7 @@ func runVerify(args []string) int {
 	return 0
 }
 
-func verify(ctx context.Context, brokers []string, group, input, snaps, output, dlq string, timeout time.Duration) (*report, error) {
+func verify(ctx context.Context, brokers []string, group, input, snaps, output, dlq string, timeout time.Duration, ack acknowledged) (*report, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
 		return nil, err
@@ -328,10 +323,7 @@ func verify(ctx context.Context, brokers []string, group, input, snaps, output, 
 		return nil, err
 	}
 	r.Accounts, r.Events, r.SkippedInputs = len(exp), events, len(r.Skipped)
-	r.lastSeq = make(map[string]int64, len(exp))
-	for acct, s := range exp {
-		r.lastSeq[acct] = s.LastSeq
-	}
+	r.AcknowledgedMissing = ack.missing(exp)
 	for _, s := range exp {
 		r.InputGaps += s.Gaps
 	}
@@ -605,21 +597,30 @@ func readAll(ctx context.Context, brokers []string, topic string, fn func(*kgo.R
 	return ferr
 }
 
-// checkAcknowledged counts the events a producer that acknowledged produced
-// events, round-robin over accounts from a fresh start (ledger.Generator),
-// had written that the input lacks: account i's sequence numbers run to
+// acknowledged is what the producer acknowledged (verify --produced): events
+// produced round-robin over accounts from a fresh start (ledger.Generator);
+// produced 0 checks nothing.
+type acknowledged struct{ produced, accounts int }
+
+// missing counts the acknowledged events the input lacks, given the
+// verifier's fold of the input: account i's sequence numbers run to
 // produced/accounts, one more for the first produced%accounts accounts.
-func (r *report) checkAcknowledged(produced, accounts int) {
-	if accounts < 1 {
-		return
+func (a acknowledged) missing(exp map[string]*ledger.State) (n int64) {
+	if a.produced <= 0 || a.accounts < 1 {
+		return 0
 	}
-	for i := range accounts {
-		want := int64(produced / accounts)
-		if i < produced%accounts {
+	for i := range a.accounts {
+		want := int64(a.produced / a.accounts)
+		if i < a.produced%a.accounts {
 			want++
 		}
-		if got := r.lastSeq[ledger.AccountKey(i)]; got < want {
-			r.AcknowledgedMissing += want - got
+		var got int64
+		if s := exp[ledger.AccountKey(i)]; s != nil {
+			got = s.LastSeq
+		}
+		if got < want {
+			n += want - got
 		}
 	}
+	return n
 }
