@@ -22,23 +22,68 @@ import (
 // wait for a newer generation, which never comes: the whole rebalance
 // timeout, then the partition failed (found by a review).
 func TestACommitDuringTheSyncIsSentAgainUnderTheSameGeneration(t *testing.T) {
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in"))
+	var mu sync.Mutex
+	var gens []int32
+	tp := TopicPartition{"in", 0}
+	c := committingConsumer(t, func(req *kmsg.OffsetCommitRequest) int16 {
+		mu.Lock()
+		defer mu.Unlock()
+		gens = append(gens, req.Generation)
+		if len(gens) <= 2 { // the leader's SyncGroup still pending
+			return kerr.RebalanceInProgress.Code
+		}
+		return 0
+	}, tp)
+	c.own.Bind(tp, snapshotstore.GroupMetadata{MemberID: "m1", Generation: 3})
+	if err := c.CommitOffset(context.Background(), tp, 5); err != nil {
+		t.Fatalf("CommitOffset: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(gens) != 3 || gens[0] != 3 || gens[1] != 3 || gens[2] != 3 {
+		t.Fatalf("commits sent under generations %v, want three under generation 3", gens)
+	}
+}
+
+// A plain offset commit the group coordinator refuses with UNKNOWN_MEMBER_ID
+// marks the member's other partitions evicted at once: a revoke's final
+// commit swallows its fence (the new owner replays) and its partition never
+// reports the eviction, so the others went on writing unfenced snapshots
+// under the evicted membership until kgo's rejoin (found by a review).
+func TestAnEvictedPlainCommitMarksTheMembersOtherPartitions(t *testing.T) {
+	revoked, other := TopicPartition{"in", 0}, TopicPartition{"in", 1}
+	c := committingConsumer(t, func(*kmsg.OffsetCommitRequest) int16 { return kerr.UnknownMemberID.Code }, revoked, other)
+	m := snapshotstore.GroupMetadata{MemberID: "m1", Generation: 3}
+	c.own.Bind(revoked, m)
+	c.own.Bind(other, m)
+	err := c.CommitOffset(context.Background(), revoked, 5)
+	if !errors.Is(err, snapshotstore.ErrEvicted) {
+		t.Fatalf("CommitOffset = %v, want an error matching ErrEvicted", err)
+	}
+	if c.own.EvictedUntil(other).IsZero() {
+		t.Fatal("the member's other partition is not marked evicted: its writes go on under the evicted membership")
+	}
+	if _, err := c.PartitionMetadata(other); !errors.Is(err, snapshotstore.ErrEvicted) {
+		t.Fatalf("the other partition's next write is approved (%v), want it refused with ErrEvicted", err)
+	}
+}
+
+// committingConsumer is testConsumer (group "g", a rebalance timeout of 3 s:
+// short enough that a wait for a newer generation fails a test quickly,
+// long enough for the sync backoffs) owning tps, on a kfake cluster whose
+// every OffsetCommit is answered, per partition, with the code answer gives
+// it.
+func committingConsumer(t *testing.T, answer func(*kmsg.OffsetCommitRequest) int16, tps ...TopicPartition) *Consumer {
+	t.Helper()
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "in"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(kc.Close)
-	var mu sync.Mutex
-	var gens []int32
 	kc.ControlKey(int16(kmsg.OffsetCommit), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
 		kc.KeepControl()
 		req := kreq.(*kmsg.OffsetCommitRequest)
-		mu.Lock()
-		gens = append(gens, req.Generation)
-		code := int16(0)
-		if len(gens) <= 2 { // the leader's SyncGroup still pending
-			code = kerr.RebalanceInProgress.Code
-		}
-		mu.Unlock()
+		code := answer(req)
 		resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
 		for _, rt := range req.Topics {
 			st := kmsg.NewOffsetCommitResponseTopic()
@@ -57,70 +102,8 @@ func TestACommitDuringTheSyncIsSentAgainUnderTheSameGeneration(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
-	tp := TopicPartition{"in", 0}
-	c := testConsumer(cl, nopHandler{}, tp)
-	c.log = zaptest.NewLogger(t)
-	// Short enough that the old wait for a newer generation fails the test
-	// quickly, long enough for the backoffs here.
-	c.cfg.Group, c.cfg.RebalanceTimeout = "g", 3*time.Second
-	c.own.Bind(tp, snapshotstore.GroupMetadata{MemberID: "m1", Generation: 3})
-	if err := c.CommitOffset(context.Background(), tp, 5); err != nil {
-		t.Fatalf("CommitOffset: %v", err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(gens) != 3 || gens[0] != 3 || gens[1] != 3 || gens[2] != 3 {
-		t.Fatalf("commits sent under generations %v, want three under generation 3", gens)
-	}
-}
-
-// A plain offset commit the group coordinator refuses with UNKNOWN_MEMBER_ID
-// marks the member's other partitions evicted at once: a revoke's final
-// commit swallows its fence (the new owner replays) and its partition never
-// reports the eviction, so the others went on writing unfenced snapshots
-// under the evicted membership until kgo's rejoin (found by a review).
-func TestAnEvictedPlainCommitMarksTheMembersOtherPartitions(t *testing.T) {
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "in"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(kc.Close)
-	kc.ControlKey(int16(kmsg.OffsetCommit), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
-		kc.KeepControl()
-		req := kreq.(*kmsg.OffsetCommitRequest)
-		resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewOffsetCommitResponseTopic()
-			st.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewOffsetCommitResponseTopicPartition()
-				sp.Partition, sp.ErrorCode = rp.Partition, kerr.UnknownMemberID.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
-	})
-	cl, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	revoked, other := TopicPartition{"in", 0}, TopicPartition{"in", 1}
-	c := testConsumer(cl, nopHandler{}, revoked, other)
+	c := testConsumer(cl, nopHandler{}, tps...)
 	c.log = zaptest.NewLogger(t)
 	c.cfg.Group, c.cfg.RebalanceTimeout = "g", 3*time.Second
-	m := snapshotstore.GroupMetadata{MemberID: "m1", Generation: 3}
-	c.own.Bind(revoked, m)
-	c.own.Bind(other, m)
-	err = c.CommitOffset(context.Background(), revoked, 5)
-	if !errors.Is(err, snapshotstore.ErrEvicted) {
-		t.Fatalf("CommitOffset = %v, want an error matching ErrEvicted", err)
-	}
-	if c.own.EvictedUntil(other).IsZero() {
-		t.Fatal("the member's other partition is not marked evicted: its writes go on under the evicted membership")
-	}
-	if _, err := c.PartitionMetadata(other); !errors.Is(err, snapshotstore.ErrEvicted) {
-		t.Fatalf("the other partition's next write is approved (%v), want it refused with ErrEvicted", err)
-	}
+	return c
 }
