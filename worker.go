@@ -185,6 +185,14 @@ func (w *Worker) Run(ctx context.Context) error {
 		store = k
 	}
 	hanging := resolveHanging(store) // of the undecorated store
+	snapshotTopic := w.cfg.snapshot
+	if w.cfg.store != nil {
+		// A store of the application's names its topic, or none is refused.
+		snapshotTopic = ""
+		if t, ok := w.cfg.store.(interface{ Topic() string }); ok {
+			snapshotTopic = t.Topic()
+		}
+	}
 	if m != nil {
 		store = metricsStore{Store: store, m: m}
 	}
@@ -240,6 +248,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			MaxWritesPerTransaction: w.cfg.maxWrites,
 			MaxTransactionBytes:     w.cfg.maxTxnBytes,
 			DeadLetters:             deadLetters,
+			SnapshotTopic:           snapshotTopic,
 			Logger:                  log,
 		},
 		OnFailure: onFailure,

@@ -287,3 +287,49 @@ func TestRejectedSessionTimeoutEndsRun(t *testing.T) {
 		t.Fatalf("Run = %v (ctx %v), want ErrMemberRejected wrapping INVALID_SESSION_TIMEOUT before the deadline", err, ctx.Err())
 	}
 }
+
+// An output a fold emits to the worker's snapshot topic is refused at Emit
+// (keyflow.ErrEmitToSnapshotTopic): produced, it would pass for its key's
+// snapshot — a record without actorflow's headers, which the partition then
+// refuses to start over. The fold's error fails the partition, and the
+// worker under WithFailFast, naming the key; nothing reaches the topic but
+// snapshots. Both modes.
+func TestEmitToTheSnapshotTopicIsRefused(t *testing.T) {
+	_, brokers := testkit.Kfake(t)
+	for _, mode := range []snapshotstore.Mode{snapshotstore.Transactional, snapshotstore.Plain} {
+		t.Run(mode.String(), func(t *testing.T) {
+			input, snaps := testkit.Name(t, "in"), testkit.Name(t, "snap")
+			testkit.CreateTopics(t, brokers, input, snaps, 1)
+			var producer *kgo.Client
+			if mode == snapshotstore.Plain {
+				producer = testkit.Client(t, brokers)
+			}
+			flow := keyflow.New(func(kc *keyflow.Context, s *int, r *kgo.Record) (*int, error) {
+				if err := kc.Emit(&kgo.Record{Topic: snaps, Key: r.Key, Value: []byte("not a snapshot")}); err != nil {
+					return nil, err
+				}
+				return s, nil
+			}, keyflow.WithOutput(producer, ""))
+			w, err := actorflow.NewWorker(flow, actorflow.WithBrokers(brokers...), actorflow.WithGroup(testkit.Name(t, "g")),
+				actorflow.WithMode(mode), actorflow.WithInputTopic(input), actorflow.WithSnapshotTopic(snaps), actorflow.WithFailFast())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := testkit.Client(t, brokers).ProduceSync(context.Background(), &kgo.Record{Topic: input, Key: []byte("k1"), Value: []byte("v")}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			err = w.Run(ctx)
+			if !errors.Is(err, keyflow.ErrEmitToSnapshotTopic) || !strings.Contains(err.Error(), `"k1"`) {
+				t.Fatalf("Run: %v; want ErrEmitToSnapshotTopic naming the key", err)
+			}
+			recs := testkit.ReadTopic(t, brokers, snaps, false)
+			for _, r := range recs {
+				if string(r.Value) == "not a snapshot" {
+					t.Fatalf("the output reached the snapshot topic: %v", r)
+				}
+			}
+		})
+	}
+}

@@ -31,6 +31,12 @@ var ErrNoTimerHandler = keyactor.ErrNoTimerHandler
 // original missing it.
 var ErrInvalidTimerName = errors.New("keyflow: timer name is not valid UTF-8")
 
+// ErrEmitToSnapshotTopic is returned by Context.Emit for a record whose
+// topic is the worker's snapshot topic: there it would pass for its key's
+// snapshot (a record without actorflow's headers, which a partition
+// refuses to start over), or replace the state of a key of the same name.
+var ErrEmitToSnapshotTopic = errors.New("keyflow: output to the snapshot topic")
+
 var errEmptyValue = errors.New("empty value")
 
 // Context is a key's handle inside FoldFunc and TimerFunc. It is only valid
@@ -112,7 +118,8 @@ func (c *Context) Timer(name string) (time.Time, bool) { return c.k.Timer(name) 
 
 // Emit produces rec as an output of the current fold, timer or load hook.
 // rec.Topic defaults to the output topic of WithOutput. Fails when neither
-// rec nor WithOutput names a topic, and in the plain mode with ErrNoOutput
+// rec nor WithOutput names a topic, with ErrEmitToSnapshotTopic when it is
+// the worker's snapshot topic, and in the plain mode with ErrNoOutput
 // without a producer (WithOutput). The record is emitted when the call
 // returns without error; outputs of a call that fails are never produced
 // (under WithFoldErrorPolicy(Skip) a skipped record emits nothing). Emit
@@ -159,6 +166,9 @@ func (c *Context) Emit(rec *kgo.Record) error {
 	}
 	if rec.Topic == "" {
 		return fmt.Errorf("keyflow: emit for key %q: record has no topic and WithOutput set none", k.Key())
+	}
+	if st := k.SnapshotTopic(); st != "" && rec.Topic == st {
+		return fmt.Errorf("%w: emit for key %q to %s", ErrEmitToSnapshotTopic, k.Key(), rec.Topic)
 	}
 	// A record the producer cannot take would fail its transaction (or its
 	// produce) at every attempt: refused here, it is the fold's error, which

@@ -66,6 +66,10 @@ type Config struct {
 	// nil: the flow's output producer. The transactional mode commits them
 	// in its transactions instead.
 	DeadLetters *kgo.Client
+	// SnapshotTopic is the store's snapshot topic, which Context.Emit
+	// refuses as an output's topic (keyflow.ErrEmitToSnapshotTopic); "":
+	// unchecked (a store of the application's).
+	SnapshotTopic string
 	// OnProcessed releases n processed records of bytes
 	// (coordinator.RecordBytes) of the in-flight budget (backpressure). It
 	// is called from key actors' goroutines: it must be goroutine-safe.
@@ -476,6 +480,7 @@ func (p *partition) start(ctx actor.Context) {
 		DeadLetters:      p.cfg.DeadLetters,
 		// A dead letter near the producer's limit is shrunk to fit it.
 		DeadLetterMaxBytes: recbytes.ProducerLimit(p.cfg.DeadLetters),
+		SnapshotTopic:      p.cfg.SnapshotTopic,
 		Reuse:              true, // keypool.go
 	}
 	txn := newTxnActor(p.cfg.Store, p.cfg.MaxWritesPerTransaction, p.cfg.AssignedOffset, p.log)

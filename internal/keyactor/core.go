@@ -82,6 +82,9 @@ func (k *Core) MaxOutputBytes(topic string) int {
 	return fn(topic)
 }
 
+// SnapshotTopic is the partition's snapshot topic ("": unknown).
+func (k *Core) SnapshotTopic() string { return k.env.SnapshotTopic }
+
 // OutputTopic is the flow's default output topic ("": none).
 func (k *Core) OutputTopic() string { return k.cfg.OutputTopic }
 

@@ -210,6 +210,10 @@ type Env struct {
 	// a topic (its ProducerBatchMaxBytes), which a dead letter is shrunk
 	// to fit; nil or 0: unchecked.
 	DeadLetterMaxBytes func(topic string) int
+	// SnapshotTopic is the topic the partition's snapshots go to, which
+	// Emit refuses (an output there would pass for a snapshot of its key);
+	// "": unchecked.
+	SnapshotTopic string
 	// Processed releases n delivered records of bytes (internal/recbytes,
 	// summed before each record's fold, which may change it) of the
 	// partition's in-flight budget (backpressure). Called from key actors:
