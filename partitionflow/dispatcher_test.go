@@ -1,6 +1,7 @@
 package partitionflow
 
 import (
+	"go.uber.org/goleak"
 	"runtime"
 	"sync"
 	"testing"
@@ -10,7 +11,8 @@ import (
 // A fold may block: with every warm worker blocked, a queued turn must still
 // run (the watchdog drains the queue).
 func TestWarmDispatcherProgressesWhenAllWorkersBlock(t *testing.T) {
-	d := dispatcher()
+	d := acquireDispatcher()
+	defer d.release()
 	release := make(chan struct{})
 	defer close(release)
 	blocked := make(chan struct{}, 64)
@@ -31,7 +33,8 @@ func TestWarmDispatcherProgressesWhenAllWorkersBlock(t *testing.T) {
 // to the overflow list, not to a goroutine per turn, and every turn runs
 // once, in order within the overflow.
 func TestWarmDispatcherOverflowRunsEveryTurnWithoutAGoroutineEach(t *testing.T) {
-	d := dispatcher()
+	d := acquireDispatcher()
+	defer d.release()
 	before := runtime.NumGoroutine()
 	release := make(chan struct{})
 	n := 2 * runtime.GOMAXPROCS(0) // every worker
@@ -73,5 +76,52 @@ func TestWarmDispatcherOverflowRunsEveryTurnWithoutAGoroutineEach(t *testing.T) 
 			t.Fatalf("turn %d ran twice", i)
 		}
 		seen[i] = true
+	}
+}
+
+// The pool lives while it is used: the last release stops its workers and
+// its watchdog (a stopped worker leaves no goroutine or ticker behind), a
+// turn queued before the stop still runs, and so does one scheduled after
+// it (a message posted to a key actor as it stopped), on a goroutine of its
+// own. The next acquire starts a new pool.
+func TestWarmDispatcherStopsWithItsLastUser(t *testing.T) {
+	baseline := goleak.IgnoreCurrent()
+	d := acquireDispatcher()
+	d2 := acquireDispatcher()
+	if d2 != d {
+		t.Fatal("a second user got another pool")
+	}
+	d2.release()
+	ran := make(chan struct{})
+	d.Schedule(func() { close(ran) })
+	<-ran // the pool still runs with one user left
+	block := make(chan struct{})
+	queued := make(chan struct{})
+	n := 2 * runtime.GOMAXPROCS(0)
+	for range n { // every worker busy, then one turn queued behind them
+		d.Schedule(func() { <-block })
+	}
+	d.Schedule(func() { close(queued) })
+	d.release()
+	close(block)
+	await(t, queued, "the turn queued before the stop")
+	goleak.VerifyNone(t, baseline) // the workers and the watchdog have ended
+	late := make(chan struct{})
+	d.Schedule(func() { close(late) })
+	await(t, late, "a turn scheduled after the stop")
+	goleak.VerifyNone(t, baseline)
+	if d3 := acquireDispatcher(); d3 == d {
+		t.Fatal("an acquire after the last release got the stopped pool")
+	} else {
+		d3.release()
+	}
+}
+
+func await(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s did not run", what)
 	}
 }

@@ -248,6 +248,7 @@ type partition struct {
 	env     *keyactor.Env
 	phase   string
 	txn     *actor.PID
+	disp    *warmDispatcher // the key actors' (dispatcher.go), released at Stopped
 	tracker *OffsetTracker
 	keys    map[string]*keySlot    // loaded, held and cold keys
 	loaded  int                    // the loaded ones (an actor each)
@@ -446,6 +447,10 @@ func (p *partition) Receive(ctx actor.Context) {
 			close(p.stopT)
 		}
 	case *actor.Stopped:
+		if p.disp != nil {
+			p.disp.release() // the key actors have stopped
+			p.disp = nil
+		}
 		if p.err == nil && p.phase != phaseRevoking {
 			p.log.Info("partition stopped")
 		}
@@ -493,6 +498,7 @@ func (p *partition) start(ctx actor.Context) {
 	}
 	p.txn, p.txnA = pid, txn
 	h, env := p.cfg.Handler, p.env
+	p.disp = acquireDispatcher() // released when the subtree has stopped
 	// keyMailbox (mailbox.go): no allocation per message, 2 slots kept
 	// (the default's ring buffer allocates 10 up front, ~210 B per loaded
 	// key; a key actor's mailbox rarely holds more than a few messages).
@@ -504,7 +510,7 @@ func (p *partition) start(ctx actor.Context) {
 		}
 		return a
 	},
-		actor.WithDispatcher(dispatcher()), actor.WithMailbox(func() actor.Mailbox { return p.spawnMB }))
+		actor.WithDispatcher(p.disp), actor.WithMailbox(func() actor.Mailbox { return p.spawnMB }))
 	txnPID := p.txn
 	p.env.Persist = func(w *keyactor.WriteMsg) { root.Send(txnPID, w) }
 	rctx, cancel := context.WithCancel(context.Background())
