@@ -78,6 +78,11 @@ func TestRunLeavesNoGoroutineBehind(t *testing.T) {
 			if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
 				t.Fatalf("Run: %v", err)
 			}
+			// ReadState's client ends with the call.
+			state, err := actorflow.ReadState[ledger.State](context.Background(), brokers, snaps, nil)
+			if err != nil || len(state) != 20 {
+				t.Fatalf("ReadState: %d keys, %v; want 20", len(state), err)
+			}
 			// kfake's side of a closed connection ends on its own time.
 			goleak.VerifyNone(t, baseline,
 				goleak.IgnoreAnyFunction("github.com/twmb/franz-go/pkg/kfake.(*clientConn).read"),
