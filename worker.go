@@ -164,6 +164,10 @@ func (w *Worker) Run(ctx context.Context) error {
 		cancel()
 	}
 	admin.Close()
+	if err != nil && ctx.Err() != nil {
+		// Not a topic setup error: a stop (the checks' requests cancelled).
+		return fmt.Errorf("actorflow: stopped while checking the topics: %w", ctx.Err())
+	}
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -331,5 +332,31 @@ func TestEmitToTheSnapshotTopicIsRefused(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A Run stopped while it checks the topics returns the context's error,
+// not an ErrTopicSetup wrapping the cancelled requests' (an application
+// alerting on ErrTopicSetup was told its topics were wrong at every stop
+// during a start).
+func TestStoppedWhileCheckingTopicsIsNotATopicSetupError(t *testing.T) {
+	c, brokers := testkit.Kfake(t)
+	input, snaps := testkit.Name(t, "in"), testkit.Name(t, "snap")
+	testkit.CreateTopics(t, brokers, input, snaps, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c.ControlKey(int16(kmsg.DescribeConfigs), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		cancel() // the stop arrives while the check waits for its answer
+		return nil, nil, false
+	})
+	w, err := actorflow.NewWorker(ledger.Flow(), actorflow.WithBrokers(brokers...), actorflow.WithGroup(testkit.Name(t, "g")),
+		actorflow.WithInputTopic(input), actorflow.WithSnapshotTopic(snaps))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = w.Run(ctx)
+	if !errors.Is(err, context.Canceled) || errors.Is(err, snapshotstore.ErrTopicSetup) {
+		t.Fatalf("Run stopped during the topic check: %v; want context.Canceled, not ErrTopicSetup", err)
 	}
 }
