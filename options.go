@@ -339,9 +339,9 @@ func WithResetLostState() Option { return func(c *config) { c.kafka.Integrity.Re
 // valid one of its key is skipped with a warning either way. It covers the
 // snapshot records themselves (actorflow's headers and format), not their
 // values: a state the flow's codec cannot decode (a flow redeployed with an
-// incompatible state type) fails its key when the key is loaded, naming the
-// key and the record's position, and the partition restarts and fails again
-// while that key gets records — make the codec read the old form.
+// incompatible state type) is keyflow.WithUndecodableStatePolicy's (default:
+// it fails its key when the key is loaded, naming the key and the record's
+// position).
 func WithDropUndecodableSnapshots() Option {
 	return func(c *config) { c.kafka.Integrity.DropUndecodable = true }
 }

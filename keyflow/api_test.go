@@ -22,9 +22,9 @@ func TestExportedAPIIsTheUsersOnly(t *testing.T) {
 		"DefaultMaxLiveKeys", "DefaultOutputTimeout", "ErrEmitToSnapshotTopic", "ErrInvalidTimerName", "ErrNoOutput", "ErrNoTimerHandler", "ErrOutputTimeout", "ErrUndecodable", "Fail",
 		"Flow", "FoldFunc", "Handler", "HeaderErrorException", "HeaderErrorMessage", "HeaderErrorOffset",
 		"HeaderErrorOmitted", "HeaderErrorPartition", "HeaderErrorTime", "HeaderErrorTopic", "JSON", "KindFoldError", "KindNilKey",
-		"KindUndecodable", "LoadFunc", "New", "NewTyped", "Option", "ParsePolicy", "Policy", "Policy.String", "Skip",
+		"KindUndecodable", "KindUndecodableState", "LoadFunc", "New", "NewTyped", "Option", "ParsePolicy", "Policy", "Policy.String", "Skip",
 		"TimerFunc", "TypedFoldFunc", "WithCodec", "WithDeadLetterTopic", "WithFoldErrorPolicy", "WithMaxIdle", "WithMaxLiveKeys",
-		"WithNilKeyPolicy", "WithOnLoad", "WithOutput", "WithOutputTimeout", "WithTimers", "WithUndecodablePolicy",
+		"WithNilKeyPolicy", "WithOnLoad", "WithOutput", "WithOutputTimeout", "WithTimers", "WithUndecodablePolicy", "WithUndecodableStatePolicy",
 	}
 	pkgs, err := parser.ParseDir(token.NewFileSet(), ".", func(fi fs.FileInfo) bool {
 		return !strings.HasSuffix(fi.Name(), "_test.go")

@@ -41,6 +41,11 @@ const (
 	KindFoldError   DeadLetterKind = "actorflow.FoldError"        // the fold returned an error
 	KindUndecodable DeadLetterKind = "actorflow.UndecodableInput" // the fold's error wraps ErrUndecodable
 	KindNilKey      DeadLetterKind = "actorflow.NilKey"           // the record has no key
+	// KindUndecodableState: a key's snapshot whose state the flow's Codec
+	// cannot decode (WithUndecodableStatePolicy); the dead letter holds the
+	// snapshot's key and value, and its __streams.errors.* headers name the
+	// snapshot topic, partition and offset.
+	KindUndecodableState DeadLetterKind = "actorflow.UndecodableState"
 )
 
 // DeadLetterRecord returns the dead letter of rec for topic: rec's key,
@@ -76,6 +81,8 @@ func runtimeDeadLetter(topic string, rec *kgo.Record, kind keyactor.Kind, err er
 		k = KindUndecodable
 	case keyactor.KindNilKey:
 		k = KindNilKey
+	case keyactor.KindUndecodableState:
+		k = KindUndecodableState
 	}
 	dl := DeadLetterRecord(topic, rec, k, err, at)
 	return dl, fitDeadLetter(dl, len(rec.Headers), max)

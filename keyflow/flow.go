@@ -241,6 +241,26 @@ func (o undecodableOption) apply(b *building) {
 	b.cfg.Undecodable, b.undecodableOn = keyactor.Policy(o), true
 }
 
+// WithUndecodableStatePolicy says what a key does whose latest snapshot
+// holds a state the flow's Codec cannot decode (a flow redeployed with an
+// incompatible state type, a codec bug). Default Fail: the key's partition
+// fails when the key is loaded, naming the key and the snapshot record's
+// position, and again at each restart while the key gets records — make the
+// codec read the old form, or choose another policy. Skip drops the state,
+// logged at error: the key starts from no state (its timers kept), and its
+// next write deletes the record's state, so no later load meets it again;
+// the records the snapshot covered are not folded again. DeadLetter does
+// the same after writing the snapshot's key and value to the dead-letter
+// topic (kind KindUndecodableState; its headers name the snapshot topic,
+// partition and offset): in the transactional mode in the transaction of
+// the key's next write, which deletes the state (exactly once for a
+// read_committed consumer); in the plain mode acknowledged before that
+// write. The state is then set aside, not lost: decode it with the old
+// codec and feed it back.
+func WithUndecodableStatePolicy(p Policy) Option {
+	return option(func(c *keyactor.Config) { c.UndecodableState = keyactor.Policy(p) })
+}
+
 // WithNilKeyPolicy says what a record without a key does. Default Fail: the
 // partition fails, naming topic, partition and offset. Skip logs it, counts
 // it (Status.Skipped) and goes on. DeadLetter writes it to the dead-letter

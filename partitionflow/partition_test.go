@@ -276,6 +276,57 @@ func TestUndecodableSnapshotFailsNamingKeyAndPosition(t *testing.T) {
 	}
 }
 
+// WithUndecodableStatePolicy(Skip): a key whose snapshot the codec cannot
+// decode starts from no state (logged), the records its snapshot covered
+// are not folded again, and the partition goes on; nothing is set aside.
+// A fold of the key skipped right after the load (WithFoldErrorPolicy(Skip))
+// restores no state, not the undecodable one.
+func TestUndecodableStateSkipStartsTheKeyFromNoState(t *testing.T) {
+	mem := snapshotstore.NewMemory()
+	p, _ := mem.Open(context.Background(), snapshotstore.PartitionInfo{Topic: topic})
+	_ = p.Commit(context.Background(), snapshotstore.Batch{Writes: []snapshotstore.Snapshot{{Key: "bad", Value: []byte("{not json"), Offset: 4}}, Offset: 5})
+	h := newHarness(t, mem, keyflow.New(failingAt(6), keyflow.WithFoldErrorPolicy(keyflow.Skip), keyflow.WithUndecodableStatePolicy(keyflow.Skip)), 5)
+	h.send(rec(5, "ok", ""), rec(6, "bad", ""), rec(7, "bad", ""))
+	h.awaitCommitted(8)
+	if tr, _ := latest(t, mem, "bad"); fmt.Sprint(tr.Offsets) != "[7]" {
+		t.Fatalf("bad folded %v after the drop, want [7]", tr.Offsets)
+	}
+	if outs := mem.Outputs(topic, 0); len(outs) != 0 {
+		t.Fatalf("Skip wrote %d records, want none", len(outs))
+	}
+}
+
+// WithUndecodableStatePolicy(DeadLetter), transactional outputs: the
+// undecodable state is written to the dead-letter topic once, in the
+// transaction of the key's next write (with its kind and its source: the
+// snapshot's key and value), and the key starts from no state.
+func TestUndecodableStateDeadLetterSetsTheStateAside(t *testing.T) {
+	mem := snapshotstore.NewMemory()
+	mem.TransactionalOutputs = true
+	p, _ := mem.Open(context.Background(), snapshotstore.PartitionInfo{Topic: topic})
+	_ = p.Commit(context.Background(), snapshotstore.Batch{Writes: []snapshotstore.Snapshot{{Key: "bad", Value: []byte("{not json"), Offset: 4}}, Offset: 5})
+	h := newHarness(t, mem, keyflow.New(traceFold, keyflow.WithUndecodableStatePolicy(keyflow.DeadLetter)), 5)
+	h.send(rec(5, "ok", ""), rec(6, "bad", ""), rec(7, "bad", ""))
+	h.awaitCommitted(8)
+	if tr, _ := latest(t, mem, "bad"); fmt.Sprint(tr.Offsets) != "[6 7]" {
+		t.Fatalf("bad folded %v after the drop, want [6 7]", tr.Offsets)
+	}
+	outs := mem.Outputs(topic, 0)
+	if len(outs) != 1 {
+		t.Fatalf("%d dead letters, want 1: %v", len(outs), outs)
+	}
+	dl := outs[0]
+	hs := map[string]string{}
+	for _, hd := range dl.Headers {
+		hs[hd.Key] = string(hd.Value)
+	}
+	if dl.Topic != keyflow.DefaultDeadLetterTopic(topic) || string(dl.Key) != "bad" || string(dl.Value) != "{not json" ||
+		hs[keyflow.HeaderErrorException] != string(keyflow.KindUndecodableState) || hs[keyflow.HeaderErrorTopic] == "" ||
+		!strings.Contains(hs[keyflow.HeaderErrorMessage], `key "bad": decode snapshot`) {
+		t.Fatalf("dead letter %s %q=%q headers %v", dl.Topic, dl.Key, dl.Value, hs)
+	}
+}
+
 type failingCodec struct{ keyflow.Codec[trace] }
 
 func (failingCodec) Encode(*trace) ([]byte, error) { return nil, errBoom }

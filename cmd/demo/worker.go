@@ -55,6 +55,7 @@ func worker(ctx context.Context, args []string) int {
 	foldPolicy := fs.String("fold-error-policy", env("ACTORFLOW_FOLD_ERROR_POLICY", "fail"), "a fold error: fail | skip | dead-letter (ACTORFLOW_FOLD_ERROR_POLICY)")
 	undecodable := fs.String("undecodable-policy", env("ACTORFLOW_UNDECODABLE_POLICY", "fail"), "an undecodable (non-JSON, out-of-range) event: fail | skip | dead-letter (ACTORFLOW_UNDECODABLE_POLICY)")
 	nilKey := fs.String("nil-key-policy", env("ACTORFLOW_NIL_KEY_POLICY", "fail"), "a record without key: fail | skip | dead-letter (ACTORFLOW_NIL_KEY_POLICY)")
+	badState := fs.String("undecodable-state-policy", env("ACTORFLOW_UNDECODABLE_STATE_POLICY", "fail"), "a key's snapshot whose state does not decode: fail | skip | dead-letter (ACTORFLOW_UNDECODABLE_STATE_POLICY)")
 	maxLive := fs.Int("max-live-keys", envInt("ACTORFLOW_MAX_LIVE_KEYS", 0), "key actors loaded per partition, keyflow.WithMaxLiveKeys; 0: its default (ACTORFLOW_MAX_LIVE_KEYS)")
 	dlq := fs.String("dead-letter-topic", env("ACTORFLOW_DEAD_LETTER_TOPIC", ""), "dead-letter topic, default <input>.dlq; created when missing (ACTORFLOW_DEAD_LETTER_TOPIC)")
 	logLevel := fs.String("log-level", env("ACTORFLOW_LOG_LEVEL", "info"), "log level: debug | info | warn | error; debug includes every request of the Kafka clients, kgo's own debug log (ACTORFLOW_LOG_LEVEL)")
@@ -87,6 +88,7 @@ func worker(ctx context.Context, args []string) int {
 		{*foldPolicy, keyflow.WithFoldErrorPolicy},
 		{*undecodable, keyflow.WithUndecodablePolicy},
 		{*nilKey, keyflow.WithNilKeyPolicy},
+		{*badState, keyflow.WithUndecodableStatePolicy},
 	} {
 		pol, err := keyflow.ParsePolicy(p.flag)
 		if err != nil {

@@ -215,18 +215,29 @@ func (k *Core) deadLetter(ctx actor.Context, rec *kgo.Record, kind Kind, err err
 			zap.String("source", fmt.Sprintf("%s[%d] offset %d", rec.Topic, rec.Partition, rec.Offset)),
 			zap.String("key", key), zap.Int("max_bytes", max), zap.String("omitted", omitted))
 	}
-	k.deadLettered++
-	if k.env.TxnOutputs {
-		k.outbox = append(k.outbox, dl) // the key's next write carries it
-	} else {
-		if cl == nil {
-			k.fail(ctx, fmt.Errorf("%s[%d] offset %d key %q: %w (%v)", rec.Topic, rec.Partition, rec.Offset, k.key, ErrNoDeadLetterProducer, err))
-			return
-		}
-		k.produceVia(cl, dl, rec.Offset)
+	if !k.sendDeadLetter(ctx, cl, dl, rec.Offset, fmt.Sprintf("%s[%d] offset %d key %q", rec.Topic, rec.Partition, rec.Offset, k.key), err) {
+		return
 	}
 	k.lastFolded = rec.Offset
 	k.markDirty(rec.Offset)
+}
+
+// sendDeadLetter hands dl to the key's next write (transactional mode) or
+// produces it through cl, holding input offset at (-1: none) until it is
+// acknowledged (plain mode); false when the key failed (no producer; where
+// names the source in the error).
+func (k *Core) sendDeadLetter(ctx actor.Context, cl *kgo.Client, dl *kgo.Record, at int64, where string, err error) bool {
+	k.deadLettered++
+	if k.env.TxnOutputs {
+		k.outbox = append(k.outbox, dl) // the key's next write carries it
+		return true
+	}
+	if cl == nil {
+		k.fail(ctx, fmt.Errorf("%s: %w (%v)", where, ErrNoDeadLetterProducer, err))
+		return false
+	}
+	k.produceVia(cl, dl, at)
+	return true
 }
 
 // deadLetterProducer is the producer of the plain mode's dead letters to

@@ -81,9 +81,10 @@ type Kind int
 
 // The kinds of dead letters.
 const (
-	KindFoldError   Kind = iota // the fold returned an error
-	KindUndecodable             // the fold's error wraps ErrUndecodable
-	KindNilKey                  // the record has no key
+	KindFoldError        Kind = iota // the fold returned an error
+	KindUndecodable                  // the fold's error wraps ErrUndecodable
+	KindNilKey                       // the record has no key
+	KindUndecodableState             // a snapshot's state the codec cannot decode
 )
 
 // Config is the part of a flow that its key actors' non-generic code reads;
@@ -94,6 +95,9 @@ type Config struct {
 	FoldPolicy  Policy
 	NilKey      Policy
 	Undecodable Policy // resolved: the fold policy unless given
+	// UndecodableState is the policy of a snapshot whose state the codec
+	// cannot decode (badstate.go); Fail by default.
+	UndecodableState Policy
 	// DeadLetter is the dead-letter topic ("": DefaultDeadLetterTopic of
 	// the input topic, through DeadLetterRecord's caller).
 	DeadLetter string
@@ -273,7 +277,7 @@ func (f *Flow[S]) NilKeyPolicy() Policy { return f.Config.NilKey }
 // DeadLetterTopic implements Handler.
 func (f *Flow[S]) DeadLetterTopic(input string) string {
 	c := &f.Config
-	if c.FoldPolicy != DeadLetter && c.Undecodable != DeadLetter && c.NilKey != DeadLetter {
+	if c.FoldPolicy != DeadLetter && c.Undecodable != DeadLetter && c.NilKey != DeadLetter && c.UndecodableState != DeadLetter {
 		return ""
 	}
 	return c.deadLetterTopic(input)

@@ -368,21 +368,32 @@ func (a *keyActor[S]) started(ctx actor.Context) {
 	a.reported, a.replayed = -2, false
 	if snap := a.snap; snap != nil {
 		a.snap = nil
+		var bad error
 		if !snap.Tombstone() {
 			s, err := a.flow.Codec.Decode(snap.Value)
 			if err != nil {
-				a.fail(ctx, fmt.Errorf("%s[%d] key %q: decode snapshot at %s (offset %d): %w",
-					a.env.Topic, a.env.Partition, a.key, snap.Source, snap.Offset, err))
-				return
+				bad = fmt.Errorf("%s[%d] key %q: decode snapshot at %s (offset %d): %w",
+					a.env.Topic, a.env.Partition, a.key, snap.Source, snap.Offset, err)
+				if !a.cfg.UndecodableState.restores() {
+					a.fail(ctx, bad)
+					return
+				}
 			}
 			a.state = s
 		}
 		a.keep(*snap)
 		a.restoreTimers(snap.Timers)
+		if bad != nil {
+			a.dropUndecodableState(ctx, snap, bad)
+		}
 	} else {
 		a.undo = undo{valid: true, null: true}
 	}
 	if a.flow.Load == nil || a.failed != nil || a.keyless {
+		if a.reportDirty && a.failed == nil { // a dropped state's deletion to write
+			a.maybePersist(ctx)
+			a.report(ctx)
+		}
 		return
 	}
 	a.cur = -1

@@ -1,0 +1,42 @@
+package keyactor
+
+import (
+	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+)
+
+// dropUndecodableState handles a loaded snapshot whose state the codec
+// could not decode (err names the key and the record) under a policy that
+// goes on (Config.UndecodableState: Skip or DeadLetter; Fail failed the key
+// before). The state is dropped, logged at error: the key starts from no
+// state, its timers kept, and writes its deletion over the record, so that
+// no later load meets it again. The records the snapshot covered are not
+// folded again (its offset stays the key's). Under DeadLetter the
+// snapshot's value goes to the dead-letter topic first, carried by that
+// write (transactional mode: in its transaction, exactly once) or
+// acknowledged before it (plain mode): the state is set aside, not lost.
+func (a *keyActor[S]) dropUndecodableState(ctx actor.Context, snap *snapshotstore.Snapshot, err error) {
+	pol := a.cfg.UndecodableState
+	a.state = nil
+	a.undo = undo{valid: true, null: true} // encode writes the deletion, not the bytes again
+	a.env.Logger.Error("snapshot state undecodable; the key's state is dropped and the key starts from none (policy "+pol.String()+")",
+		zap.Error(err))
+	if pol == DeadLetter {
+		src := &kgo.Record{Topic: snap.Source.Topic, Partition: snap.Source.Partition, Offset: snap.Source.Offset,
+			Key: []byte(a.key), Value: snap.Value}
+		topic := a.cfg.deadLetterTopic(a.env.Topic)
+		cl, max := a.deadLetterProducer(topic)
+		dl, omitted := a.cfg.DeadLetterRecord(topic, src, KindUndecodableState, err, a.Now(), max)
+		if omitted != "" {
+			a.env.Logger.Warn("dead letter shrunk to fit the producer's record batch",
+				zap.String("source", snap.Source.String()), zap.Int("max_bytes", max), zap.String("omitted", omitted))
+		}
+		if !a.sendDeadLetter(ctx, cl, dl, -1, snap.Source.String()+" key "+a.key, err) {
+			return
+		}
+	}
+	a.markDirty(-1)
+	a.reportDirty = true
+}
