@@ -119,21 +119,7 @@ func TestOutOfRangeWithATransientListOffsetsErrorIsRetried(t *testing.T) {
 					return nil, nil, false
 				}
 				deleted <- nil
-				req := kreq.(*kmsg.FetchRequest)
-				resp := req.ResponseKind().(*kmsg.FetchResponse)
-				resp.Version = req.Version
-				for _, rt := range req.Topics {
-					st := kmsg.NewFetchResponseTopic()
-					st.Topic, st.TopicID = rt.Topic, rt.TopicID
-					for _, rp := range rt.Partitions {
-						sp := kmsg.NewFetchResponseTopicPartition()
-						sp.Partition = rp.Partition
-						sp.ErrorCode = kerr.OffsetOutOfRange.Code
-						st.Partitions = append(st.Partitions, sp)
-					}
-					resp.Topics = append(resp.Topics, st)
-				}
-				return resp, nil, true
+				return FetchError(kreq, kerr.OffsetOutOfRange.Code), nil, true
 			})
 
 			r, err := newKafkaLogReader(brokers, "snaps", 0, true, nil)

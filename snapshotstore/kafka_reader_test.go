@@ -177,21 +177,7 @@ func TestRecoveryRetriesATransientFetchError(t *testing.T) {
 				return nil, nil, false
 			}
 			failed.Add(1)
-			req := kreq.(*kmsg.FetchRequest)
-			resp := req.ResponseKind().(*kmsg.FetchResponse)
-			resp.Version = req.Version
-			for _, rt := range req.Topics {
-				st := kmsg.NewFetchResponseTopic()
-				st.Topic, st.TopicID = rt.Topic, rt.TopicID
-				for _, rp := range rt.Partitions {
-					sp := kmsg.NewFetchResponseTopicPartition()
-					sp.Partition = rp.Partition
-					sp.ErrorCode = kerr.NotLeaderForPartition.Code
-					st.Partitions = append(st.Partitions, sp)
-				}
-				resp.Topics = append(resp.Topics, st)
-			}
-			return resp, nil, true
+			return snapshotstore.FetchError(kreq, kerr.NotLeaderForPartition.Code), nil, true
 		})
 		if got := recoverPartition0(t, brokers, snaps, mode); !maps.Equal(got, map[string]string{"k": "v"}) {
 			t.Errorf("%s recovery returned %v, want k=v", mode, got)
