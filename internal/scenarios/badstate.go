@@ -12,7 +12,6 @@ import (
 	"github.com/actorflow/actorflow/internal/testkit"
 	"github.com/actorflow/actorflow/keyflow"
 	"github.com/actorflow/actorflow/snapshotstore"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -34,13 +33,8 @@ type stateV2 struct {
 func UndecodableStateDeadLettered(t *testing.T, brokers []string, mode snapshotstore.Mode) {
 	const partitions = 2
 	input, snaps, group := Topics(t, brokers, partitions)
-	dlq := keyflow.DefaultDeadLetterTopic(input)
-	adm := kadm.NewClient(testkit.Client(t, brokers))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := adm.CreateTopic(ctx, partitions, -1, nil, dlq); err != nil {
-		t.Fatal(err)
-	}
+	dlq := DeadLetterTopic(t, brokers, input, partitions)
+	ctx := t.Context()
 	exp := ledger.Expected{}
 	testkit.ProduceLedger(t, brokers, input, &ledger.Generator{Accounts: 10}, 50, exp)
 	w := StartWorker(t, ledger.Flow(), brokers, group, input, snaps, mode)

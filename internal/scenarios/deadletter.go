@@ -67,13 +67,10 @@ func deadLetterFlow(bad BadInput) *keyflow.Flow[ledger.State] {
 func DeadLetters(t *testing.T, brokers []string, mode snapshotstore.Mode, bad BadInput) {
 	const partitions, poisonP = 3, 1
 	input, snaps, group := Topics(t, brokers, partitions)
-	dlq := keyflow.DefaultDeadLetterTopic(input)
+	dlq := DeadLetterTopic(t, brokers, input, partitions)
 	adm := kadm.NewClient(testkit.Client(t, brokers))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := adm.CreateTopic(ctx, partitions, -1, nil, dlq); err != nil {
-		t.Fatal(err)
-	}
 
 	poison := &kgo.Record{Topic: input, Partition: poisonP, Key: []byte("acct-poison"),
 		Headers: []kgo.RecordHeader{{Key: "trace-id", Value: []byte("t-42")}}}
@@ -194,10 +191,7 @@ func DeadLetterTopicChecked(t *testing.T, brokers []string) {
 func DeadLetterOfALargeRecord(t *testing.T, brokers []string, mode snapshotstore.Mode) {
 	const size = 999_900 // with key "big": just within kgo's default 1 000 012
 	input, snaps, group := Topics(t, brokers, 1)
-	dlq := keyflow.DefaultDeadLetterTopic(input)
-	if _, err := kadm.NewClient(testkit.Client(t, brokers)).CreateTopic(t.Context(), 1, -1, nil, dlq); err != nil {
-		t.Fatal(err)
-	}
+	dlq := DeadLetterTopic(t, brokers, input, 1)
 	pcl := testkit.Client(t, brokers, kgo.DefaultProduceTopic(input))
 	if err := pcl.ProduceSync(t.Context(), &kgo.Record{Key: []byte("small"), Value: []byte("1")},
 		&kgo.Record{Key: []byte("big"), Value: make([]byte, size)}).FirstErr(); err != nil {

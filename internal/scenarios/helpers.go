@@ -88,6 +88,17 @@ func Topics(t *testing.T, brokers []string, partitions int32) (input, snaps, gro
 	return input, snaps, group
 }
 
+// DeadLetterTopic creates input's default dead-letter topic with partitions
+// partitions (the broker's replication factor) and returns its name.
+func DeadLetterTopic(t *testing.T, brokers []string, input string, partitions int32) string {
+	t.Helper()
+	dlq := keyflow.DefaultDeadLetterTopic(input)
+	if _, err := kadm.NewClient(testkit.Client(t, brokers)).CreateTopic(t.Context(), partitions, -1, nil, dlq); err != nil {
+		t.Fatal(err)
+	}
+	return dlq
+}
+
 // VerifyLedger fails the test for every account whose stored snapshot
 // differs from exp.
 func VerifyLedger(t *testing.T, brokers []string, snaps string, partitions int32, exp ledger.Expected) {
