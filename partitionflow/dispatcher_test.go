@@ -4,6 +4,7 @@ import (
 	"go.uber.org/goleak"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -98,13 +99,27 @@ func TestWarmDispatcherStopsWithItsLastUser(t *testing.T) {
 	block := make(chan struct{})
 	queued := make(chan struct{})
 	n := 2 * runtime.GOMAXPROCS(0)
-	for range n { // every worker busy, then one turn queued behind them
+	for range n { // every worker busy, then turns queued behind them
 		d.Schedule(func() { <-block })
 	}
-	d.Schedule(func() { close(queued) })
+	// More than the queue holds: the stop's nil turns must come after the
+	// overflow's turns too, or workers leave with those stranded.
+	const behind = warmQueue + 500
+	var ranBehind atomic.Int64
+	for range behind {
+		d.Schedule(func() {
+			if ranBehind.Add(1) == behind {
+				close(queued)
+			}
+		})
+	}
 	d.release()
 	close(block)
-	await(t, queued, "the turn queued before the stop")
+	select {
+	case <-queued:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%d of the %d turns queued before the stop ran", ranBehind.Load(), behind)
+	}
 	goleak.VerifyNone(t, baseline) // the workers and the watchdog have ended
 	late := make(chan struct{})
 	d.Schedule(func() { close(late) })

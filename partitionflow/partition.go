@@ -446,17 +446,27 @@ func (p *partition) Receive(ctx actor.Context) {
 		if p.stopT != nil {
 			close(p.stopT)
 		}
+	case *actor.Restarting:
+		// Under a parent that restarts its children (this package's
+		// parents stop them: StopAndReport) the next instance acquires
+		// its own; the turns still queued run all the same.
+		p.releaseDispatcher()
 	case *actor.Stopped:
-		if p.disp != nil {
-			p.disp.release() // the key actors have stopped
-			p.disp = nil
-		}
+		p.releaseDispatcher() // the key actors have stopped
 		if p.err == nil && p.phase != phaseRevoking {
 			p.log.Info("partition stopped")
 		}
 		if p.cfg.OnStopped != nil {
 			p.cfg.OnStopped(p.err)
 		}
+	}
+}
+
+// releaseDispatcher ends the partition's use of the warm dispatcher, once.
+func (p *partition) releaseDispatcher() {
+	if p.disp != nil {
+		p.disp.release()
+		p.disp = nil
 	}
 }
 
