@@ -256,7 +256,9 @@ func (o undecodableOption) apply(b *building) {
 // the key's next write, which deletes the state (exactly once for a
 // read_committed consumer); in the plain mode acknowledged before that
 // write. The state is then set aside, not lost: decode it with the old
-// codec and feed it back.
+// codec and feed it back. A state whose dead letter would not hold it (its
+// value dropped to fit the producer's record batch, ProducerBatchMaxBytes)
+// is not deleted: the key fails as under Fail, naming the sizes.
 func WithUndecodableStatePolicy(p Policy) Option {
 	return option(func(c *keyactor.Config) { c.UndecodableState = keyactor.Policy(p) })
 }

@@ -280,13 +280,14 @@ func TestUndecodableSnapshotFailsNamingKeyAndPosition(t *testing.T) {
 // decode starts from no state (logged), the records its snapshot covered
 // are not folded again, and the partition goes on; nothing is set aside.
 // A fold of the key skipped right after the load (WithFoldErrorPolicy(Skip))
-// restores no state, not the undecodable one.
+// restores no state, not the undecodable one. The partition replays from
+// offset 3, below the snapshot's 4: records 3 and 4 are not folded again.
 func TestUndecodableStateSkipStartsTheKeyFromNoState(t *testing.T) {
 	mem := snapshotstore.NewMemory()
 	p, _ := mem.Open(context.Background(), snapshotstore.PartitionInfo{Topic: topic})
 	_ = p.Commit(context.Background(), snapshotstore.Batch{Writes: []snapshotstore.Snapshot{{Key: "bad", Value: []byte("{not json"), Offset: 4}}, Offset: 5})
-	h := newHarness(t, mem, keyflow.New(failingAt(6), keyflow.WithFoldErrorPolicy(keyflow.Skip), keyflow.WithUndecodableStatePolicy(keyflow.Skip)), 5)
-	h.send(rec(5, "ok", ""), rec(6, "bad", ""), rec(7, "bad", ""))
+	h := newHarness(t, mem, keyflow.New(failingAt(6), keyflow.WithFoldErrorPolicy(keyflow.Skip), keyflow.WithUndecodableStatePolicy(keyflow.Skip)), 3)
+	h.send(rec(3, "bad", ""), rec(4, "bad", ""), rec(5, "ok", ""), rec(6, "bad", ""), rec(7, "bad", ""))
 	h.awaitCommitted(8)
 	if tr, _ := latest(t, mem, "bad"); fmt.Sprint(tr.Offsets) != "[7]" {
 		t.Fatalf("bad folded %v after the drop, want [7]", tr.Offsets)
@@ -324,6 +325,40 @@ func TestUndecodableStateDeadLetterSetsTheStateAside(t *testing.T) {
 		hs[keyflow.HeaderErrorException] != string(keyflow.KindUndecodableState) || hs[keyflow.HeaderErrorTopic] == "" ||
 		!strings.Contains(hs[keyflow.HeaderErrorMessage], `key "bad": decode snapshot`) {
 		t.Fatalf("dead letter %s %q=%q headers %v", dl.Topic, dl.Key, dl.Value, hs)
+	}
+}
+
+// limitedStore is a store partition whose producer sends record batches of
+// at most max bytes (snapshotstore.RecordLimiter).
+type limitedStore struct {
+	snapshotstore.Partition
+	max int
+}
+
+func (l limitedStore) MaxRecordBytes(string) int { return l.max }
+
+// Under DeadLetter, an undecodable state whose dead letter would not hold
+// it (the value omitted to fit the producer's record batch) is not deleted:
+// the key fails, naming the reason, and the state stays as it was.
+func TestUndecodableStateTooLargeToDeadLetterIsKept(t *testing.T) {
+	mem := snapshotstore.NewMemory()
+	mem.TransactionalOutputs = true
+	p, _ := mem.Open(context.Background(), snapshotstore.PartitionInfo{Topic: topic})
+	old := "{" + strings.Repeat("x", 600)
+	_ = p.Commit(context.Background(), snapshotstore.Batch{Writes: []snapshotstore.Snapshot{{Key: "bad", Value: []byte(old), Offset: 4}}, Offset: 5})
+	h := newHarnessWith(t, mem, keyflow.New(traceFold, keyflow.WithUndecodableStatePolicy(keyflow.DeadLetter)), 5, func(c *partitionflow.Config) {
+		c.Store = limitedStore{c.Store, 500}
+	})
+	h.send(rec(5, "bad", ""))
+	err := h.awaitFailure()
+	if !strings.Contains(err.Error(), "would not hold the state") || !strings.Contains(err.Error(), `key "bad"`) {
+		t.Fatalf("partition failed with %v; want the dead letter's size named", err)
+	}
+	if s := mem.Latest(topic, 0)["bad"]; string(s.Value) != old {
+		t.Fatalf("the state was replaced by %q", s.Value)
+	}
+	if outs := mem.Outputs(topic, 0); len(outs) != 0 {
+		t.Fatalf("%d dead letters committed, want none", len(outs))
 	}
 }
 

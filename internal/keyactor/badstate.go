@@ -1,6 +1,9 @@
 package keyactor
 
 import (
+	"fmt"
+	"strings"
+
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -29,6 +32,13 @@ func (a *keyActor[S]) dropUndecodableState(ctx actor.Context, snap *snapshotstor
 		topic := a.cfg.deadLetterTopic(a.env.Topic)
 		cl, max := a.deadLetterProducer(topic)
 		dl, omitted := a.cfg.DeadLetterRecord(topic, src, KindUndecodableState, err, a.Now(), max)
+		if strings.Contains(omitted, "value=") {
+			// The dead letter would not hold the state: deleting it then
+			// would lose it. The key fails, as under Fail.
+			a.fail(ctx, fmt.Errorf("%w; not dropped: its dead letter to %s would not hold the state (omitted %s to fit the producer's record batch of %d bytes)",
+				err, topic, omitted, max))
+			return
+		}
 		if omitted != "" {
 			a.env.Logger.Warn("dead letter shrunk to fit the producer's record batch",
 				zap.String("source", snap.Source.String()), zap.Int("max_bytes", max), zap.String("omitted", omitted))

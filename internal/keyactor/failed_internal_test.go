@@ -101,7 +101,7 @@ func TestAnOutputErrorSaysWhatFailed(t *testing.T) {
 		want string
 	}{
 		{outputAck{offset: 7, topic: "out", err: errors.New("boom")}, `in[2] offset 7 key "k": emit output to out: boom`},
-		{outputAck{offset: -1, topic: "out", err: errors.New("boom")}, `in[2] timer or load hook key "k": emit output to out: boom`},
+		{outputAck{offset: -1, topic: "out", err: errors.New("boom")}, `in[2] timer, load hook or dropped state key "k": emit output to out: boom`},
 		{outputAck{offset: 7, topic: "in.dlq", err: errors.New("boom")}, `in[2] offset 7 key "k": dead letter to in.dlq: boom`},
 	} {
 		if got := k.outputError(&c.ack).Error(); got != c.want {

@@ -46,7 +46,7 @@ func (k *Core) produceVia(cl *kgo.Client, rec *kgo.Record, at int64) {
 func (k *Core) outputError(m *outputAck) error {
 	where := fmt.Sprintf("offset %d", m.offset)
 	if m.offset < 0 {
-		where = "timer or load hook" // neither holds an input offset
+		where = "timer, load hook or dropped state" // none holds an input offset
 	}
 	what := "emit output to"
 	if m.topic == k.cfg.deadLetterTopic(k.env.Topic) {
