@@ -143,8 +143,8 @@ type TxnOutcome int
 const (
 	// OutcomeUnknown: no marker may be written (the outcome is not known).
 	OutcomeUnknown TxnOutcome = iota
-	OutcomeCommit // write commit markers: the markers that landed say it committed
-	OutcomeAbort  // write abort markers: none landed, or those that did say it aborted
+	OutcomeCommit             // write commit markers: the markers that landed say it committed
+	OutcomeAbort              // write abort markers: none landed, or those that did say it aborted
 )
 
 func (o TxnOutcome) String() string {
