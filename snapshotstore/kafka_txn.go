@@ -45,8 +45,9 @@ type txnPartition struct {
 	// and AddOffsetsToTxn can be skipped (kgo's client.go supportsKIP890p2).
 	// Commit calls never overlap (Partition's contract): no lock.
 	tv2 bool
-	// abortFailed: the abort of a failed attempt did not complete; the next
-	// attempt re-initialises the producer first. Same goroutine as tv2.
+	// abortFailed: the abort of a failed attempt did not complete, or a
+	// re-initialisation the failover asked for failed; the next attempt
+	// re-initialises the producer first. Same goroutine as tv2.
 	abortFailed bool
 	// The dangling-marker check (dangling.go), on Commit's goroutine:
 	// disc counts the clients' closed broker connections; checked is its
@@ -336,6 +337,12 @@ func (t *txnPartition) Commit(ctx context.Context, b Batch) error {
 				log.Warn("the coordinator bumped the producer epoch while this member owns the partition; re-initialising the producer and redoing the transaction (not a fence)")
 			}
 			if rerr := t.reinit(ctx); rerr != nil {
+				// The next attempt must not run on this producer: a
+				// transaction kgo dropped without an abort (errCommitDropped)
+				// is still open on the broker at this epoch, and under
+				// transaction version 1 the attempt would join it and commit
+				// both batches (found by a review).
+				t.abortFailed = true
 				log.Warn("re-initialising the producer failed; retrying", zap.NamedError("reinit_error", rerr))
 			} else {
 				continue

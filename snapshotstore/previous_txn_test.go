@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 )
@@ -222,4 +224,67 @@ func TestRingSeesKgoDropACommit(t *testing.T) {
 // oneWrite is a batch of key's snapshot at offset, committing offset+1.
 func oneWrite(key string, offset int64) Batch {
 	return Batch{Writes: []Snapshot{{Key: key, Value: []byte("1"), Offset: offset}}, Offset: offset + 1, OffsetAdvanced: true}
+}
+
+// Under transaction version 1, a commit kgo dropped (it sent no EndTxn and
+// returned nil; here the broker's answer is faked and the transaction left
+// open) is redone on a re-initialised producer only: when that
+// re-initialisation fails, the next attempt must not run on the old
+// producer, whose epoch still owns the open transaction — it would join it
+// and commit the dropped attempt's records with its own. Found by a review.
+func TestADroppedCommitIsNotRedoneOnTheOldProducer(t *testing.T) {
+	f := newTxnFixture(t, false)
+	_, p := f.open(t, f.meta)
+	ctx := context.Background()
+	if err := p.Commit(ctx, oneWrite("a", 0)); err != nil {
+		t.Fatal(err)
+	}
+	var dropped, inits atomic.Int32
+	f.c.ControlKey(kmsg.EndTxn.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		f.c.KeepControl()
+		req := kreq.(*kmsg.EndTxnRequest)
+		if !req.Commit || !dropped.CompareAndSwap(0, 1) {
+			return nil, nil, false
+		}
+		p.kgoLog.Log(kgo.LogLevelInfo, "no produce succeeded in this transaction but produces were attempted; issuing an abort to clear any server-side partition registrations", "transactional_id", p.id)
+		resp := req.ResponseKind().(*kmsg.EndTxnResponse)
+		resp.Version = req.Version
+		return resp, nil, true // answered, not done: the transaction stays open
+	})
+	f.c.ControlKey(kmsg.InitProducerID.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		f.c.KeepControl()
+		if dropped.Load() == 0 || inits.Add(1) > 1 {
+			return nil, nil, false
+		}
+		resp := kreq.ResponseKind().(*kmsg.InitProducerIDResponse)
+		resp.Version = kreq.GetVersion()
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code // the first re-initialisation fails
+		return resp, nil, true
+	})
+	if err := p.Commit(ctx, oneWrite("b", 1)); err != nil {
+		t.Fatalf("Commit = %v, want nil after the redo", err)
+	}
+	if dropped.Load() != 1 || inits.Load() < 2 {
+		t.Fatalf("precondition: %d commits dropped, %d re-initialisations (want 1, and a failed one before another)", dropped.Load(), inits.Load())
+	}
+	r, err := newKafkaLogReader(f.brokers, f.snaps, 0, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	n := 0
+	if err := ReadToTarget(ctx, r, ReadOptions{Partition: "snaps[0]", StallTimeout: 10 * time.Second}, func(rec *kgo.Record) error {
+		if string(rec.Key) == "b" {
+			n++
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Fatalf("%d committed snapshots of b, want 1: the redo joined the dropped attempt's transaction", n)
+	}
+	if got := f.committed(t); got != 2 {
+		t.Fatalf("committed offset %d, want 2", got)
+	}
 }

@@ -3,6 +3,7 @@ package snapshotstore
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -143,5 +144,7 @@ func transientTxnError(err error) bool {
 		}
 	}
 	var ne net.Error
-	return errors.As(err, &ne) || errors.Is(err, net.ErrClosed)
+	// io.EOF: a connection the broker closed mid-request (a restart), which
+	// kgo itself retries (isRetryableBrokerErr) until its retry budget ends.
+	return errors.As(err, &ne) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }

@@ -46,7 +46,11 @@ func TestDecideTxn(t *testing.T) {
 		{context.DeadlineExceeded, snapshotstore.TxnFail, snapshotstore.TxnFail},
 		{context.Canceled, snapshotstore.TxnFail, snapshotstore.TxnFail},
 		{kerr.TopicAuthorizationFailed, snapshotstore.TxnFail, snapshotstore.TxnFail},
-		{io.ErrUnexpectedEOF, snapshotstore.TxnFail, snapshotstore.TxnFail},
+		{errors.New("an error nobody classified"), snapshotstore.TxnFail, snapshotstore.TxnFail},
+		// A connection a restarting broker closed mid-request, after kgo's
+		// own retries of it (its isRetryableBrokerErr).
+		{io.EOF, snapshotstore.TxnRetry, snapshotstore.TxnFenced},
+		{io.ErrUnexpectedEOF, snapshotstore.TxnRetry, snapshotstore.TxnFenced},
 	} {
 		for _, err := range []error{tc.err, wrap(tc.err)} {
 			if got := snapshotstore.DecideTxn(err, true); got != tc.owned {
