@@ -150,6 +150,7 @@ func (p *partition) stays(ctx actor.Context, e *keyEntry) {
 	if p.phase == phaseRunning {
 		p.evictOverBudget(ctx)
 		p.admitHeld(ctx)
+		p.admitColdDue(ctx)
 	}
 }
 
@@ -176,7 +177,8 @@ func (p *partition) admits() bool {
 
 // admitHeld loads held keys, oldest first, while the budget admits them.
 // Keys loaded without admission — one reloaded for records that arrived
-// while it unloaded, one whose persisted timer is due — are few and brief.
+// while it unloaded — are few and brief; cold keys whose timers are due
+// wait for admission too (coldDue).
 func (p *partition) admitHeld(ctx actor.Context) {
 	for p.held.len() > 0 && p.phase == phaseRunning && p.err == nil && p.admits() {
 		e := p.held.pop()

@@ -1,6 +1,7 @@
 package partitionflow_test
 
 import (
+	"context"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -233,5 +234,67 @@ func TestTimerOfAnEvictedKeyFiresInItsKeyNotInItsActorsNextKey(t *testing.T) {
 	// on pooled ones.
 	if n := spawned.Load(); n > 2 {
 		t.Errorf("%d key actors spawned for 4 loads with a budget of 1: not reused", n)
+	}
+}
+
+// Many cold keys' timers due at once — a restart after downtime, here 200
+// keys recovered with a timer already past — load through the live-key
+// budget's admission, as keys with records do: every timer fires once, and
+// the key actors alive stay near the budget. Loading every due key in one
+// turn had all 200 alive at once (each evicting another, which stays until
+// its write commits). Found by a review.
+func TestDueColdTimersLoadWithinTheLiveKeyBudget(t *testing.T) {
+	const budget, keys = 8, 200
+	mem := snapshotstore.NewMemory()
+	p, _ := mem.Open(context.Background(), snapshotstore.PartitionInfo{Topic: topic})
+	var writes []snapshotstore.Snapshot
+	past := time.Now().Add(-time.Hour)
+	for k := range keys {
+		writes = append(writes, snapshotstore.Snapshot{Key: fmt.Sprintf("k%03d", k), Value: []byte(`{"Offsets":[1]}`), Offset: 1,
+			Timers: []snapshotstore.Timer{{Name: "t", At: past}}})
+	}
+	_ = p.Commit(context.Background(), snapshotstore.Batch{Writes: writes, Offset: 2})
+	var fired atomic.Int64
+	all := make(chan struct{})
+	flow := keyflow.New(traceFold, keyflow.WithMaxLiveKeys(budget), keyflow.WithTimers(func(_ *keyflow.Context, s *trace, _ string) (*trace, error) {
+		if fired.Add(1) == keys {
+			close(all)
+		}
+		s.Offsets = append(s.Offsets, -1)
+		return s, nil
+	}))
+	var live, peak atomic.Int64
+	h := newHarnessWith(t, mem, flow, 2, func(c *partitionflow.Config) {
+		c.Handler = countingHandler{Handler: c.Handler, live: &live, peak: &peak}
+	})
+	select {
+	case <-all:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%d of %d due timers fired", fired.Load(), keys)
+	}
+	if p := peak.Load(); p > 2*(budget+2) {
+		t.Errorf("peak of %d key actors alive with a budget of %d", p, budget)
+	}
+	// Every key writes its fired timer (evicted keys at once, the rest at
+	// the persist tick).
+	deadline := time.After(30 * time.Second)
+	for {
+		done := 0
+		for k, s := range mem.Latest(topic, 0) {
+			if k != snapshotstore.MarkerKey && string(s.Value) == `{"Offsets":[1,-1]}` && len(s.Timers) == 0 {
+				done++
+			}
+		}
+		if done == keys {
+			break
+		}
+		select {
+		case <-h.commits:
+		case <-deadline:
+			t.Fatalf("%d of %d keys persisted their fired timer", done, keys)
+		}
+	}
+	if n := fired.Load(); n != keys {
+		t.Fatalf("%d timers fired, want %d (each once)", n, keys)
 	}
 }

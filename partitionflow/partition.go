@@ -250,12 +250,15 @@ type partition struct {
 	txn     *actor.PID
 	disp    *warmDispatcher // the key actors' (dispatcher.go), released at Stopped
 	tracker *OffsetTracker
-	keys    map[string]*keySlot    // loaded, held and cold keys
-	loaded  int                    // the loaded ones (an actor each)
-	coldN   int                    // the cold ones
-	lru     lruList                // loaded keys not unloading, most recently active first
-	held    heldKeys               // keys waiting for the budget to load them, with their records
-	coldSrc snapshotstore.Position // where the recovered snapshots were read from (cold.go)
+	keys    map[string]*keySlot // loaded, held and cold keys
+	loaded  int                 // the loaded ones (an actor each)
+	coldN   int                 // the cold ones
+	lru     lruList             // loaded keys not unloading, most recently active first
+	held    heldKeys            // keys waiting for the budget to load them, with their records
+	// coldWaiting: cold keys' due timers wait for the budget's admission
+	// (coldDue); admitColdDue loads them as keys leave.
+	coldWaiting bool
+	coldSrc     snapshotstore.Position // where the recovered snapshots were read from (cold.go)
 	// dirty lists the loaded keys to flush at the next persist tick, each
 	// once (keyEntry.dirty): no map of key strings to look up per record.
 	dirty   []*keyEntry

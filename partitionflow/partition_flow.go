@@ -59,6 +59,9 @@ func (p *partition) recovered(ctx actor.Context, m *recovered) {
 // scheduleCold arms the timer of the earliest cold-key timer, if earlier
 // than the one armed.
 func (p *partition) scheduleCold(ctx actor.Context) {
+	if p.coldWaiting {
+		return // due already: coldDue runs again when the budget admits (admitColdDue)
+	}
 	at, ok := p.ctimers.next()
 	if !ok || (p.ctT != nil && !at.Before(p.ctAt)) {
 		return
@@ -73,13 +76,19 @@ func (p *partition) scheduleCold(ctx actor.Context) {
 
 // coldDue loads the cold keys whose earliest timer is due; each fires its
 // overdue timers on Wake. An entry whose key was loaded meanwhile (or
-// whose timers changed) is stale and dropped.
+// whose timers changed) is stale and dropped. Loads go through the live-key
+// budget's admission, as held keys do: many timers due at once (a restart
+// after downtime, timers set together) loaded every key in one turn, each
+// evicting another that stays until its write commits — far past the
+// budget. The keys not admitted wait (coldWaiting) until keys leave.
 func (p *partition) coldDue(ctx actor.Context) {
 	p.ctT = nil
+	p.coldWaiting = false
 	if p.phase != phaseRunning || p.err != nil {
 		return
 	}
-	for _, t := range p.ctimers.due(time.Now()) {
+	due := p.ctimers.due(time.Now())
+	for i, t := range due {
 		// A held key loads at its admission (its overdue timers fire after
 		// those records); a loaded one's entry is stale.
 		s := p.keys[t.key]
@@ -89,11 +98,26 @@ func (p *partition) coldDue(ctx actor.Context) {
 		if at, has := s.cold.nextTimer(); !has || !at.Equal(t.at) {
 			continue
 		}
+		if !p.admits() {
+			for _, r := range due[i:] {
+				p.ctimers.add(r.key, r.at)
+			}
+			p.coldWaiting = true
+			return
+		}
 		p.coldN--
 		e := p.spawnKey(ctx, t.key, s, nil, &s.cold)
 		e.send(&keyactor.Wake{})
 	}
 	p.scheduleCold(ctx)
+}
+
+// admitColdDue loads the cold keys whose timers are due and that waited for
+// the budget (coldWaiting), once held keys with records had their turn.
+func (p *partition) admitColdDue(ctx actor.Context) {
+	if p.coldWaiting && p.phase == phaseRunning && p.err == nil && p.admits() {
+		p.coldDue(ctx)
+	}
 }
 
 // records routes a batch: one Deliver per key, in offset order.
@@ -433,6 +457,7 @@ func (p *partition) unloaded(ctx actor.Context, um *keyactor.Unloaded) {
 		}
 	}
 	p.admitHeld(ctx)
+	p.admitColdDue(ctx)
 	p.catchUpCommit(ctx)
 }
 
