@@ -371,6 +371,11 @@ func (s *Supervisor) Stop(ctx context.Context, tps []coordinator.TopicPartition,
 	for i, h := range waits {
 		select {
 		case <-h.done:
+			continue // stopped: not a late one once the bound has passed (select picks at random)
+		default:
+		}
+		select {
+		case <-h.done:
 		case <-ctx.Done():
 			s.log.Error("TEARDOWN BOUND EXCEEDED: partition subtree still running; returning from the rebalance callback anyway (the member may be evicted; the transactional mode's generation fence rejects its late writes)",
 				zap.String("topic", names[i].Topic), zap.Int32("partition", names[i].Partition),

@@ -12,6 +12,8 @@ import (
 	"github.com/actorflow/actorflow/partitionflow"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/asynkron/protoactor-go/actor"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 type failure struct {
@@ -278,4 +280,36 @@ func TestAFailureIsReportedBeforeTheStop(t *testing.T) {
 		t.Fatal("the failure was reported after the stop: a new assignment may already own the partition")
 	}
 	<-h.done
+}
+
+// Once the teardown bound has passed, a partition whose subtree had already
+// stopped is not logged as still running (nor stopped again): with both
+// channels ready, the wait's select picked the bound's at random, and the
+// TEARDOWN BOUND EXCEEDED line operators grep for named partitions that had
+// stopped in time. Found by a review.
+func TestAStoppedPartitionIsNotReportedPastTheTeardownBound(t *testing.T) {
+	core, logs := observer.New(zap.ErrorLevel)
+	sys := actor.NewActorSystem()
+	s, err := NewSupervisor(sys, SupervisorConfig{Logger: zap.New(core)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Shutdown)
+	pid := sys.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
+	var tps []coordinator.TopicPartition
+	for i := range 20 {
+		tp := coordinator.TopicPartition{Topic: "orders", Partition: int32(i)}
+		done := make(chan struct{})
+		close(done) // stopped already
+		s.mu.Lock()
+		s.parts[tp] = &handle{pid: pid, done: done, seq: 1}
+		s.mu.Unlock()
+		tps = append(tps, tp)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the bound has passed
+	s.Stop(ctx, tps, false)
+	if n := logs.FilterMessageSnippet("TEARDOWN BOUND EXCEEDED").Len(); n != 0 {
+		t.Fatalf("%d of 20 stopped partitions logged as still running past the bound", n)
+	}
 }
