@@ -17,7 +17,9 @@ import (
 )
 
 func (p *partition) recovered(ctx actor.Context, m *recovered) {
-	if p.phase != phaseRecovering {
+	if p.phase != phaseRecovering || p.err != nil {
+		// Failed meanwhile (stopping): its Stopping already ran, so ticks
+		// started now would never be stopped.
 		return
 	}
 	if m.err != nil {
