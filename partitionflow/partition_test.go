@@ -534,6 +534,17 @@ func TestRevokeFlushPersistsAndCommits(t *testing.T) {
 	if n := len(mem.Latest(topic, 0)); n != 7 {
 		t.Fatalf("%d keys persisted, want 7", n)
 	}
+	// Each key's snapshot holds every record it was sent, once and in
+	// order: a flush that persisted a stale state would pass the counts.
+	for k := range 7 {
+		var want []int64
+		for i := k; i < 100; i += 7 {
+			want = append(want, int64(i))
+		}
+		if tr, _ := latest(t, mem, fmt.Sprint("k", k)); fmt.Sprint(tr.Offsets) != fmt.Sprint(want) {
+			t.Fatalf("k%d persisted %v, want %v", k, tr.Offsets, want)
+		}
+	}
 }
 
 // During the revoke-time flush a fence is logged and swallowed: the new
