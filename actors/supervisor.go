@@ -76,7 +76,8 @@ type handle struct {
 	pid  *actor.PID
 	done chan struct{} // closed in the partition's *Stopped: the subtree is gone
 	err  error
-	seq  int // its actor's name's (partitionName): Supervisor.latest tells earlier copies
+	seq  int  // its actor's name's (partitionName): Supervisor.latest tells earlier copies
+	gone bool // stopped (under Supervisor.mu): a partition failing at once can stop before Start registers it
 }
 
 // Event records a partition lifecycle step (tests assert their order).
@@ -236,8 +237,10 @@ func (s *Supervisor) Start(ctx context.Context, assigned map[coordinator.TopicPa
 		}
 		h.pid = r.pid
 		s.mu.Lock()
-		s.parts[tp] = h
-		s.event(Event{Kind: "started", TP: tp})
+		if !h.gone { // else its failure is reported already: a dead handle would take records
+			s.parts[tp] = h
+			s.event(Event{Kind: "started", TP: tp})
+		}
 		s.mu.Unlock()
 	}
 	return nil
@@ -245,7 +248,7 @@ func (s *Supervisor) Start(ctx context.Context, assigned map[coordinator.TopicPa
 
 func (s *Supervisor) stopped(tp coordinator.TopicPartition, h *handle, err error) {
 	s.mu.Lock()
-	h.err = err
+	h.err, h.gone = err, true
 	cur := s.parts[tp]
 	if cur == h {
 		delete(s.parts, tp)
