@@ -394,7 +394,9 @@ func (p *partition) Receive(ctx actor.Context) {
 				// folded, their hold keeping the committable offset back).
 				return
 			}
-			p.flushPending(ctx, e)
+			if p.phase == phaseRunning { // a revoke folds nothing new (records): the new owner replays them
+				p.flushPending(ctx, e)
+			}
 			for _, q := range e.queries {
 				e.send(q)
 			}
