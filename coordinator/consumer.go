@@ -644,8 +644,14 @@ func (c *Consumer) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[s
 // membership change (re-acquired, not added by this assignment): kgo went
 // on fetching them from its own position while they were not owned, past
 // the records their lost subtree folded and dropped, and will not fetch
-// their committed offset, so they are paused here and sought back to it
-// before they start, as a failed partition's restart is.
+// their committed offset, so they are sought back to it before they start,
+// as a failed partition's restart is. Every one of tps is fenced
+// (pollFence): paused before it is owned, its records from polls begun
+// before dropped, and resumed at a poll begun after its start — a poll
+// that returned a partition's records from before its revoke or loss and
+// took the delivery lock only after it was assigned back (an eager
+// rebalance, a KIP-848 rejoin) handed the new copy records past its
+// committed offset (found by a review).
 func (c *Consumer) assign(ctx context.Context, tps, kept []TopicPartition) error {
 	m, err := c.meta.Current()
 	if err != nil {
@@ -654,21 +660,17 @@ func (c *Consumer) assign(ctx context.Context, tps, kept []TopicPartition) error
 	for _, tp := range tps {
 		c.own.Bind(tp, m)
 	}
-	if len(kept) > 0 {
-		// Before they are owned: from here no poll returns their records,
-		// and a poll's delivery in progress (c.deliver) sees them not
-		// owned, so none is counted in a budget nobody releases.
-		c.cl.PauseFetchPartitions(kgoPartitions(kept))
-	}
+	// Before they are owned: from here no poll returns their records,
+	// and a poll's delivery in progress (c.deliver) sees them not owned,
+	// so none is counted in a budget nobody releases.
+	c.cl.PauseFetchPartitions(kgoPartitions(tps))
 	c.deliver.Lock()
 	c.mu.Lock()
 	for _, tp := range tps {
 		c.owned[tp] = true
 		c.fc.Track(tp)
-	}
-	for _, tp := range kept {
 		// Paused above: what a poll started before now carries of it is
-		// from kgo's own position, not to be counted in its new budget.
+		// from before (kgo's own position for a kept one).
 		c.fence.seek(tp)
 	}
 	c.mu.Unlock()
@@ -682,18 +684,17 @@ func (c *Consumer) assign(ctx context.Context, tps, kept []TopicPartition) error
 	if err != nil {
 		return err
 	}
-	if len(kept) == 0 {
-		return c.h.Start(ctx, offsets)
-	}
 	// As restart does: sought with no poll's delivery in progress; they
 	// stay paused until they start, and on an error (the worker stops, or
 	// they are failed and restarted, which resumes them).
 	c.deliver.Lock()
-	c.seekAssigned(kept, offsets)
+	if len(kept) > 0 {
+		c.seekAssigned(kept, offsets)
+	}
 	err = c.h.Start(ctx, offsets)
 	c.deliver.Unlock()
 	if err == nil {
-		c.resumeAfterSeek(kept)
+		c.resumeAfterSeek(tps)
 	}
 	return err
 }

@@ -226,6 +226,40 @@ func TestAPollFromBeforeAKeptPartitionsSeekDeliversNothing(t *testing.T) {
 	}
 }
 
+// The same for a partition assigned again, not kept (revoked or lost, then
+// assigned back: eager rebalances, a KIP-848 rejoin after a fenced epoch):
+// a poll that returned its records from before the revoke, and took the
+// delivery lock only after the new assignment, handed them to the new copy
+// (or, before its start, to nobody, counted in a budget never released).
+// The new copy folded them first and skipped the records before them as
+// replays. Found by a review.
+func TestAPollFromBeforeAnAssignmentDeliversNothing(t *testing.T) {
+	tp := TopicPartition{"in", 0}
+	h := &recordingDeliver{got: map[TopicPartition][]int64{}}
+	c, cl := restartableConsumer(t, h, tp)
+	c.mu.Lock()
+	delete(c.owned, tp) // revoked
+	c.mu.Unlock()
+	_, stale, seq := c.beginPoll(context.Background()) // the poll returns records from before the revoke...
+	defer stale()
+	if err := c.assign(context.Background(), []TopicPartition{tp}, nil); err != nil { // ...assigned back meanwhile...
+		t.Fatal(err)
+	}
+	c.handOver(seq, fetchOf(tp, 40, 41)) // ...and hands them over after it
+	if len(h.got[tp]) != 0 || c.fc.InFlight(tp) != 0 {
+		t.Fatalf("delivered %v (in flight %d) from a poll begun before the assignment", h.got[tp], c.fc.InFlight(tp))
+	}
+	_, next, seq := c.beginPoll(context.Background())
+	defer next()
+	if paused := cl.PauseFetchPartitions(nil); len(paused) != 0 {
+		t.Fatalf("still paused at the next poll: %v", paused)
+	}
+	c.handOver(seq, fetchOf(tp, 7))
+	if !slices.Equal(h.got[tp], []int64{7}) {
+		t.Fatalf("delivered %v, want the next poll's [7]", h.got[tp])
+	}
+}
+
 // A committed offset below the input's log start (records deleted by
 // retention before the group processed them) is warned of at the
 // assignment, naming the partition, both offsets and how many records are
