@@ -95,12 +95,14 @@ func (c *Consumer) PartitionFailed(tp TopicPartition, err error) {
 	// this pause. Paused after the unlock, a stop in between resumed first
 	// and the pause, which kgo keeps across assignments, stayed: a later
 	// assignment of the partition here never fetched it.
-	c.cl.PauseFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}})
 	// Its budget goes with its copy (its in-flight records die with its
 	// subtree; the restart tracks a new one at its seek): a release of the
 	// stopped copy's records would resume the partition (Budget.Done), and
-	// kgo would fetch it for nobody.
+	// kgo would fetch it for nobody. Removed before the pause: a release
+	// between a pause and the removal resumed it (found by a review); after
+	// the removal a release resumes nothing.
 	c.fc.Remove(tp, func() {})
+	c.cl.PauseFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}})
 	c.mu.Unlock()
 	if testHookFailedRecorded != nil {
 		testHookFailedRecorded(tp)
@@ -172,9 +174,9 @@ func (c *Consumer) PartitionEvicted(tp TopicPartition, err error) {
 	}
 	f.Err = err
 	f.RetryAt = retryAt
-	// Under the lock, as PartitionFailed's pause and budget (see there).
-	c.cl.PauseFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}})
+	// Under the lock, as PartitionFailed's budget and pause (see there).
 	c.fc.Remove(tp, func() {})
+	c.cl.PauseFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}})
 	c.mu.Unlock()
 	c.log.Warn("partition stopped: the group coordinator evicted this member; it starts again once the consumer has rejoined the group and been given it",
 		zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Duration("restart_unless_rejoined_in", retryAt.Sub(now)),
