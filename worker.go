@@ -114,7 +114,10 @@ func NewWorker(flow keyflow.Handler, opts ...Option) (*Worker, error) {
 // which starts again after a backoff (Status.Failed lists them); partitions
 // still failing at a clean stop (waiting to start again, or started again
 // less than 5 minutes before) are returned, joined (errors.Join of
-// *PartitionError), so that the caller learns of them.
+// *PartitionError), so that the caller learns of them. When Run returns,
+// every goroutine the worker started has ended (its clients, actors,
+// tickers and the key actors' dispatcher, once no other worker's
+// partitions use it), so goleak-checked tests of an application pass.
 func (w *Worker) Run(ctx context.Context) error {
 	if !w.ran.CompareAndSwap(false, true) {
 		// A second call closed ready and done again (a panic), and raced
