@@ -894,7 +894,9 @@ class Chaos:
         t = time.time()
         # The producer's acknowledged count, checked per account by the verifier (the generator is round-robin
         # from a fresh start): a count alone let repeats of a retried batch hide a lost tail.
-        env_args = ["-e", f"ACTORFLOW_PRODUCED={produced}"] if produced else []
+        # The producer's account count goes with it: the verifier's default (1000) read a million-account run's
+        # acknowledged events as missing.
+        env_args = ["-e", f"ACTORFLOW_PRODUCED={produced}", "-e", f"ACTORFLOW_ACCOUNTS={ACCOUNTS}"] if produced else []
         p = subprocess.run([CLUSTER, "compose", "run", "--rm", "-T", "--no-deps", *env_args, "verifier"],
                            capture_output=True, text=True, timeout=900, env={**os.environ, "COMPOSE_PROFILES": "verify"})
         verify_s = time.time() - t
