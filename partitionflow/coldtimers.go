@@ -50,11 +50,24 @@ func (c *coldTimers) next() (time.Time, bool) {
 // due removes and returns the entries at or before now, earliest first.
 func (c *coldTimers) due(now time.Time) []coldTimer {
 	var out []coldTimer
-	for len(c.h.items) > 0 && !c.h.items[0].at.After(now) {
-		out = append(out, heap.Pop(&c.h).(coldTimer))
+	for t, ok := c.firstDue(now); ok; t, ok = c.firstDue(now) {
+		out = append(out, t)
+		c.pop()
 	}
 	return out
 }
+
+// firstDue returns the earliest entry if it is at or before now, leaving it
+// scheduled.
+func (c *coldTimers) firstDue(now time.Time) (coldTimer, bool) {
+	if len(c.h.items) == 0 || c.h.items[0].at.After(now) {
+		return coldTimer{}, false
+	}
+	return c.h.items[0], true
+}
+
+// pop removes the earliest entry (there must be one).
+func (c *coldTimers) pop() { heap.Pop(&c.h) }
 
 func (c *coldTimers) len() int { return len(c.h.items) }
 

@@ -149,8 +149,9 @@ func (p *partition) stays(ctx actor.Context, e *keyEntry) {
 	e.evicted = false
 	if p.phase == phaseRunning {
 		p.evictOverBudget(ctx)
+		p.admitColdDue(ctx, 1)
 		p.admitHeld(ctx)
-		p.admitColdDue(ctx)
+		p.admitColdDue(ctx, -1)
 	}
 }
 

@@ -369,7 +369,7 @@ func (p *partition) Receive(ctx actor.Context) {
 		p.txns++
 		p.outputs += int64(m.outputs)
 	case *coldDue:
-		p.coldDue(ctx)
+		p.coldDue(ctx, -1)
 	case *offsetCommit:
 		if m.err == nil && m.offset > p.committed {
 			p.committed = m.offset

@@ -76,49 +76,59 @@ func (p *partition) scheduleCold(ctx actor.Context) {
 	p.ctT = time.AfterFunc(time.Until(at), func() { root.Send(self, &coldDue{}) })
 }
 
-// coldDue loads the cold keys whose earliest timer is due; each fires its
-// overdue timers on Wake. An entry whose key was loaded meanwhile (or
-// whose timers changed) is stale and dropped. Loads go through the live-key
-// budget's admission, as held keys do: many timers due at once (a restart
-// after downtime, timers set together) loaded every key in one turn, each
-// evicting another that stays until its write commits — far past the
-// budget. The keys not admitted wait (coldWaiting) until keys leave.
-func (p *partition) coldDue(ctx actor.Context) {
+// coldDue loads the cold keys whose earliest timer is due, at most max of
+// them (max < 0: all); each fires its overdue timers on Wake. An entry
+// whose key was loaded meanwhile (or whose timers changed) is stale and
+// dropped. Loads go through the live-key budget's admission, as held keys
+// do: many timers due at once (a restart after downtime, timers set
+// together) loaded every key in one turn, each evicting another that stays
+// until its write commits — far past the budget. The keys not admitted stay
+// scheduled and wait (coldWaiting) until keys leave; each entry is looked at
+// once per load, not the whole due set per load (a review found that
+// quadratic in a first version).
+func (p *partition) coldDue(ctx actor.Context, max int) {
 	p.ctT = nil
 	p.coldWaiting = false
 	if p.phase != phaseRunning || p.err != nil {
 		return
 	}
-	due := p.ctimers.due(time.Now())
-	for i, t := range due {
+	now := time.Now()
+	for t, ok := p.ctimers.firstDue(now); ok && max != 0; t, ok = p.ctimers.firstDue(now) {
 		// A held key loads at its admission (its overdue timers fire after
 		// those records); a loaded one's entry is stale.
 		s := p.keys[t.key]
 		if s == nil || s.e != nil {
+			p.ctimers.pop()
 			continue
 		}
 		if at, has := s.cold.nextTimer(); !has || !at.Equal(t.at) {
+			p.ctimers.pop()
 			continue
 		}
 		if !p.admits() {
-			for _, r := range due[i:] {
-				p.ctimers.add(r.key, r.at)
-			}
 			p.coldWaiting = true
 			return
 		}
+		p.ctimers.pop()
+		max--
 		p.coldN--
 		e := p.spawnKey(ctx, t.key, s, nil, &s.cold)
 		e.send(&keyactor.Wake{})
 	}
+	if _, ok := p.ctimers.firstDue(now); ok {
+		p.coldWaiting = true // max reached: the next admission goes on
+		return
+	}
 	p.scheduleCold(ctx)
 }
 
-// admitColdDue loads the cold keys whose timers are due and that waited for
-// the budget (coldWaiting), once held keys with records had their turn.
-func (p *partition) admitColdDue(ctx actor.Context) {
+// admitColdDue loads up to max (< 0: all) cold keys whose timers are due
+// and that waited for the budget (coldWaiting). Called as keys leave: one
+// before the held keys with records, so that a steady stream of new keys
+// does not hold due timers back, and the rest after them.
+func (p *partition) admitColdDue(ctx actor.Context, max int) {
 	if p.coldWaiting && p.phase == phaseRunning && p.err == nil && p.admits() {
-		p.coldDue(ctx)
+		p.coldDue(ctx, max)
 	}
 }
 
@@ -458,8 +468,9 @@ func (p *partition) unloaded(ctx actor.Context, um *keyactor.Unloaded) {
 				zap.String("key", m.Key), zap.Int64("held_offset", e.hold.first))
 		}
 	}
+	p.admitColdDue(ctx, 1)
 	p.admitHeld(ctx)
-	p.admitColdDue(ctx)
+	p.admitColdDue(ctx, -1)
 	p.catchUpCommit(ctx)
 }
 
