@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -199,64 +200,45 @@ func TestAFailureReportedDuringARestartStays(t *testing.T) {
 // partition was owned again, counted in its new budget (never released:
 // its copy did not exist yet, or, later, got records from past its
 // committed offset). Found by a review.
-func TestAPollFromBeforeAKeptPartitionsSeekDeliversNothing(t *testing.T) {
-	tp := TopicPartition{"in", 0}
-	h := &recordingDeliver{got: map[TopicPartition][]int64{}}
-	c, cl := restartableConsumer(t, h, tp)
-	c.mu.Lock()
-	delete(c.owned, tp) // lost with the membership; kgo kept fetching it
-	c.mu.Unlock()
-	_, stale, seq := c.beginPoll(context.Background())
-	defer stale()
-	if err := c.assign(context.Background(), []TopicPartition{tp}, []TopicPartition{tp}); err != nil {
-		t.Fatal(err)
-	}
-	c.handOver(seq, fetchOf(tp, 40, 41))
-	if len(h.got[tp]) != 0 || c.fc.InFlight(tp) != 0 {
-		t.Fatalf("delivered %v (in flight %d) from a poll begun before the seek", h.got[tp], c.fc.InFlight(tp))
-	}
-	_, next, seq := c.beginPoll(context.Background())
-	defer next()
-	if paused := cl.PauseFetchPartitions(nil); len(paused) != 0 {
-		t.Fatalf("still paused at the next poll: %v", paused)
-	}
-	c.handOver(seq, fetchOf(tp, 7))
-	if !slices.Equal(h.got[tp], []int64{7}) {
-		t.Fatalf("delivered %v, want the next poll's [7]", h.got[tp])
-	}
-}
-
+//
 // The same for a partition assigned again, not kept (revoked or lost, then
 // assigned back: eager rebalances, a KIP-848 rejoin after a fenced epoch):
 // a poll that returned its records from before the revoke, and took the
-// delivery lock only after the new assignment, handed them to the new copy
-// (or, before its start, to nobody, counted in a budget never released).
-// The new copy folded them first and skipped the records before them as
-// replays. Found by a review.
+// delivery lock only after the new assignment, handed them to the new copy,
+// which folded them first and skipped the records before them as replays.
+// Found by a review too.
 func TestAPollFromBeforeAnAssignmentDeliversNothing(t *testing.T) {
-	tp := TopicPartition{"in", 0}
-	h := &recordingDeliver{got: map[TopicPartition][]int64{}}
-	c, cl := restartableConsumer(t, h, tp)
-	c.mu.Lock()
-	delete(c.owned, tp) // revoked
-	c.mu.Unlock()
-	_, stale, seq := c.beginPoll(context.Background()) // the poll returns records from before the revoke...
-	defer stale()
-	if err := c.assign(context.Background(), []TopicPartition{tp}, nil); err != nil { // ...assigned back meanwhile...
-		t.Fatal(err)
-	}
-	c.handOver(seq, fetchOf(tp, 40, 41)) // ...and hands them over after it
-	if len(h.got[tp]) != 0 || c.fc.InFlight(tp) != 0 {
-		t.Fatalf("delivered %v (in flight %d) from a poll begun before the assignment", h.got[tp], c.fc.InFlight(tp))
-	}
-	_, next, seq := c.beginPoll(context.Background())
-	defer next()
-	if paused := cl.PauseFetchPartitions(nil); len(paused) != 0 {
-		t.Fatalf("still paused at the next poll: %v", paused)
-	}
-	c.handOver(seq, fetchOf(tp, 7))
-	if !slices.Equal(h.got[tp], []int64{7}) {
-		t.Fatalf("delivered %v, want the next poll's [7]", h.got[tp])
+	for _, kept := range []bool{true, false} {
+		t.Run(fmt.Sprintf("kept=%v", kept), func(t *testing.T) {
+			tp := TopicPartition{"in", 0}
+			h := &recordingDeliver{got: map[TopicPartition][]int64{}}
+			c, cl := restartableConsumer(t, h, tp)
+			c.mu.Lock()
+			delete(c.owned, tp) // lost with the membership (kgo kept fetching it), or revoked
+			c.mu.Unlock()
+			var keptTPs []TopicPartition
+			if kept {
+				keptTPs = []TopicPartition{tp}
+			}
+			_, stale, seq := c.beginPoll(context.Background()) // the poll returns records from before...
+			defer stale()
+			if err := c.assign(context.Background(), []TopicPartition{tp}, keptTPs); err != nil { // ...assigned meanwhile...
+				t.Fatal(err)
+			}
+			c.handOver(seq, fetchOf(tp, 40, 41)) // ...and hands them over after it
+			if len(h.got[tp]) != 0 || c.fc.InFlight(tp) != 0 {
+				t.Fatalf("delivered %v (in flight %d) from a poll begun before the assignment", h.got[tp], c.fc.InFlight(tp))
+			}
+			_, next, seq := c.beginPoll(context.Background())
+			defer next()
+			if paused := cl.PauseFetchPartitions(nil); len(paused) != 0 {
+				t.Fatalf("still paused at the next poll: %v", paused)
+			}
+			c.handOver(seq, fetchOf(tp, 7))
+			if !slices.Equal(h.got[tp], []int64{7}) {
+				t.Fatalf("delivered %v, want the next poll's [7]", h.got[tp])
+			}
+		})
 	}
 }
 
