@@ -45,10 +45,10 @@ type txnPartition struct {
 	// and AddOffsetsToTxn can be skipped (kgo's client.go supportsKIP890p2).
 	// Commit calls never overlap (Partition's contract): no lock.
 	tv2 bool
-	// abortFailed: the abort of a failed attempt did not complete, or a
+	// reinitFirst: the abort of a failed attempt did not complete, or a
 	// re-initialisation the failover asked for failed; the next attempt
 	// re-initialises the producer first. Same goroutine as tv2.
-	abortFailed bool
+	reinitFirst bool
 	// The dangling-marker check (dangling.go), on Commit's goroutine:
 	// disc counts the clients' closed broker connections; checked is its
 	// count at the last check; last is the previous committed transaction;
@@ -342,7 +342,7 @@ func (t *txnPartition) Commit(ctx context.Context, b Batch) error {
 				// is still open on the broker at this epoch, and under
 				// transaction version 1 the attempt would join it and commit
 				// both batches (found by a review).
-				t.abortFailed = true
+				t.reinitFirst = true
 				log.Warn("re-initialising the producer failed; retrying", zap.NamedError("reinit_error", rerr))
 			} else {
 				continue
@@ -430,7 +430,7 @@ func (t *txnPartition) reinit(ctx context.Context) error {
 	old := t.cl
 	t.cl = cl
 	t.tv2 = false
-	t.abortFailed = false
+	t.reinitFirst = false
 	t.mu.Unlock()
 	old.Close()
 	return nil
@@ -465,7 +465,7 @@ func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetad
 	if meta.Generation < 0 {
 		return meta, fmt.Errorf("%s: generation %d: %w", t.info, meta.Generation, ErrNoGroupMetadata)
 	}
-	if t.abortFailed {
+	if t.reinitFirst {
 		if err := t.reinit(ctx); err != nil {
 			return meta, fmt.Errorf("%s: re-initialise the producer after a failed abort: %w", t.info, classify(err))
 		}
@@ -503,7 +503,7 @@ func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetad
 			// kgo still counts itself in the transaction (BeginTransaction
 			// would refuse: "already in a transaction"): the next attempt
 			// starts on a new producer, whose InitProducerID aborts it.
-			t.abortFailed = true
+			t.reinitFirst = true
 			t.k.cfg.log.Warn("abort transaction failed; the next attempt re-initialises the producer", zap.String("partition", t.info.String()),
 				zap.String("transactional_id", t.id), zap.Error(aerr))
 		} else if (rawSent || produced) && t.kgoLog.EndUnsent(mark) {
@@ -514,7 +514,7 @@ func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetad
 			// transaction version 1 the redo, on the same epoch, would
 			// join it and commit this attempt's records with its own
 			// (found by a review). The re-initialisation aborts it.
-			t.abortFailed = true
+			t.reinitFirst = true
 			t.k.cfg.log.Warn("kgo did not send the abort of a transaction begun on the broker; the next attempt re-initialises the producer", zap.String("partition", t.info.String()),
 				zap.String("transactional_id", t.id), t.kgoLogField())
 		}
