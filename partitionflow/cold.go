@@ -49,6 +49,13 @@ func (c coldSnap) snapshot(key string, src snapshotstore.Position) snapshotstore
 	return s
 }
 
+// deleted reports whether c is a tombstone without timers: once every
+// record it covers has been delivered, a load learns nothing from it that
+// the absence of a snapshot does not tell, and the key can leave the
+// partition's key map (a key map keeping every deleted key grows with the
+// key churn).
+func (c coldSnap) deleted() bool { return c.value == nil && c.timers == nil }
+
 // nextTimer is the earliest due time of c's timers (false: none).
 func (c coldSnap) nextTimer() (time.Time, bool) {
 	if c.timers == nil {

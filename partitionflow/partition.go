@@ -94,17 +94,22 @@ type Revoke struct{ Flush bool }
 
 // Status is a snapshot of a partition's progress.
 type Status struct {
-	Topic       string `json:"topic"`
-	Partition   int32  `json:"partition"`
-	Phase       string `json:"phase"`
-	KeysLoaded  int    `json:"keys_loaded"`
-	KeysCold    int    `json:"keys_cold"`
-	Committable int64  `json:"committable_offset"`
-	Committed   int64  `json:"committed_offset"`
-	Recovered   int    `json:"recovered_snapshots"`
-	LastBatch   int    `json:"last_txn_batch"`
-	Txns        int64  `json:"txns"`
-	Skipped     int64  `json:"skipped_records"`
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Phase     string `json:"phase"`
+	// Keys counts the keys the partition keeps: loaded, held or cold. A
+	// deleted key (a tombstone without timers) leaves once no record it
+	// covers can come: at its unload, and at recovery below the assigned
+	// offset.
+	Keys        int   `json:"keys"`
+	KeysLoaded  int   `json:"keys_loaded"`
+	KeysCold    int   `json:"keys_cold"`
+	Committable int64 `json:"committable_offset"`
+	Committed   int64 `json:"committed_offset"`
+	Recovered   int   `json:"recovered_snapshots"`
+	LastBatch   int   `json:"last_txn_batch"`
+	Txns        int64 `json:"txns"`
+	Skipped     int64 `json:"skipped_records"`
 	// HighWatermark is the input partition's high watermark as of the
 	// consumer's latest fetch, Lag = HighWatermark − Committed (filled by the
 	// worker; transaction markers count as consumed, so a caught-up

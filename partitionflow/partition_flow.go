@@ -32,11 +32,29 @@ func (p *partition) recovered(ctx actor.Context, m *recovered) {
 	}
 	p.recoveredN = len(m.snaps)
 	p.phase = phaseRunning
-	// One array for the recovered keys' slots: they live as long as the
-	// partition (no key leaves its map), and a million allocations cost
-	// more than the array.
-	slots, i := make([]keySlot, len(m.snaps)), 0
+	// A deleted key's tombstone is kept only while a record it covers can
+	// still come (at or past the assigned offset): the compacted snapshot
+	// topic keeps tombstones for delete.retention.ms (a day by default),
+	// and a key map holding every key deleted that long grows with the key
+	// churn.
+	forgotten := func(s snapshotstore.Snapshot) bool {
+		return s.Tombstone() && len(s.Timers) == 0 && s.Offset < p.cfg.AssignedOffset
+	}
+	kept := 0
+	for _, s := range m.snaps {
+		if !forgotten(s) {
+			kept++
+		}
+	}
+	// One array for the recovered keys' slots, and a million allocations
+	// cost more than the array. A slot whose key leaves the map (deleted,
+	// forgettable) stays in it until the partition stops: 64 bytes, where
+	// the key's string and map entry go.
+	slots, i := make([]keySlot, kept), 0
 	for k, s := range m.snaps {
+		if forgotten(s) {
+			continue
+		}
 		sl := &slots[i]
 		i++
 		*sl = keySlot{cold: toCold(s, p.coldSrc)}
@@ -456,6 +474,11 @@ func (p *partition) unloaded(ctx actor.Context, um *keyactor.Unloaded) {
 		cc := c // only this branch's copy escapes
 		e.cold = &cc
 		p.load(ctx, e, rs) // marks it dirty, as flushPending would
+	} else if c.deleted() && !e.hold.Holding() {
+		// Deleted: the key leaves the map (a record for it later is a
+		// fresh key's). Every record this copy gets for it is past its
+		// offset, and a restart recovers the tombstone from the topic.
+		delete(p.keys, m.Key)
 	} else {
 		s := e.slot
 		s.e, s.cold = nil, c
@@ -633,7 +656,7 @@ func (p *partition) status() Status {
 	}
 	return Status{
 		Topic: p.cfg.Topic, Partition: p.cfg.Partition, Phase: phase,
-		KeysLoaded: p.loaded, KeysCold: p.coldN,
+		Keys: len(p.keys), KeysLoaded: p.loaded, KeysCold: p.coldN,
 		Committable: p.tracker.Committable(), Committed: p.committed,
 		Recovered: p.recoveredN, Skipped: p.skipped, Outputs: p.outputs, TimersCold: p.ctimers.len(),
 		LastBatch: p.lastBatch, Txns: p.txns, Evictions: p.evictions, KeysHeld: p.held.len(),

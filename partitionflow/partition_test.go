@@ -398,6 +398,77 @@ func TestDeleteWritesTombstoneWithOffset(t *testing.T) {
 	}
 }
 
+// A deleted key leaves the partition's key map when it unloads (a map
+// keeping every deleted key grows with the key churn, a day's worth of
+// session keys at a time), and a record for it later starts it afresh.
+func TestDeletedKeysLeaveTheKeyMap(t *testing.T) {
+	fold := func(kc *keyflow.Context, s *trace, r *kgo.Record) (*trace, error) {
+		if string(r.Value) == "delete" {
+			return nil, nil
+		}
+		return traceFold(kc, s, r)
+	}
+	h := newHarness(t, nil, keyflow.New(fold, keyflow.WithMaxIdle(20*time.Millisecond)), 0)
+	const n = 50
+	var recs []*kgo.Record
+	for i := range n {
+		k := fmt.Sprintf("k%d", i)
+		recs = append(recs, rec(int64(2*i), k, ""), rec(int64(2*i+1), k, "delete"))
+	}
+	recs = append(recs, rec(2*n, "kept", ""))
+	h.send(recs...)
+	h.awaitCommitted(2*n + 1)
+	deadline := time.Now().Add(10 * time.Second)
+	for s := status(t, h); s.KeysLoaded != 0; s = status(t, h) {
+		if time.Now().After(deadline) {
+			t.Fatalf("keys not unloaded: %+v", s)
+		}
+		<-time.After(5 * time.Millisecond) // the sweep is a timer: poll its effect
+	}
+	if s := status(t, h); s.Keys != 1 || s.KeysCold != 1 {
+		t.Fatalf("after %d keys were deleted and unloaded the partition keeps %d keys (%d cold), want 1: the kept key", n, s.Keys, s.KeysCold)
+	}
+	h.send(rec(2*n+1, "k0", ""))
+	h.awaitCommitted(2*n + 2)
+	if tr, _ := latest(t, h.mem, "k0"); fmt.Sprint(tr.Offsets) != fmt.Sprint([]int64{2*n + 1}) {
+		t.Fatalf("a deleted key's next record folded %v, want [%d]", tr.Offsets, 2*n+1)
+	}
+}
+
+// At recovery a tombstone below the assigned offset covers no record to
+// come and is not kept; one at or past it still guards its replayed records.
+func TestRecoveredTombstonesBelowTheAssignedOffsetAreNotKept(t *testing.T) {
+	mem := snapshotstore.NewMemory()
+	p, _ := mem.Open(context.Background(), snapshotstore.PartitionInfo{Topic: topic})
+	b, _ := json.Marshal(trace{Offsets: []int64{0}})
+	if err := p.Commit(context.Background(), snapshotstore.Batch{Writes: []snapshotstore.Snapshot{
+		{Key: "a", Value: b, Offset: 0}, {Key: "gone", Offset: 1}, {Key: "late", Offset: 4},
+	}, Offset: 3}); err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, mem, keyflow.New(traceFold), 3)
+	deadline := time.Now().Add(10 * time.Second)
+	s := status(t, h)
+	for ; s.Phase != "running"; s = status(t, h) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not recovered: %+v", s)
+		}
+		<-time.After(5 * time.Millisecond) // the recovery's end sends no event to a test
+	}
+	if s.Keys != 2 || s.Recovered != 3 {
+		t.Fatalf("recovered %d snapshots and keeps %d keys, want 3 and 2 (a, late)", s.Recovered, s.Keys)
+	}
+	// 4 is late's, covered by its tombstone: not folded again.
+	h.send(rec(3, "gone", ""), rec(4, "late", ""), rec(5, "late", ""))
+	h.awaitCommitted(6)
+	if tr, _ := latest(t, mem, "gone"); fmt.Sprint(tr.Offsets) != "[3]" {
+		t.Fatalf("gone folded %v, want [3]", tr.Offsets)
+	}
+	if tr, _ := latest(t, mem, "late"); fmt.Sprint(tr.Offsets) != "[5]" {
+		t.Fatalf("late folded %v, want [5] (4 is covered by its tombstone)", tr.Offsets)
+	}
+}
+
 func TestTimerFiresInsideKeyActor(t *testing.T) {
 	fired := make(chan string, 1)
 	fold := func(kc *keyflow.Context, s *trace, r *kgo.Record) (*trace, error) {
