@@ -20,12 +20,13 @@ import (
 
 // Consumer is what the supervisor needs from the group consumer.
 type Consumer interface {
-	// PartitionMetadata is the live group metadata for tp's writes; it fails
-	// (snapshotstore.ErrNotOwned) once tp is not owned under the membership
-	// it was assigned under, and (snapshotstore.ErrEvicted) while a commit
-	// of that membership was refused as an unknown member.
-	PartitionMetadata(tp coordinator.TopicPartition) (snapshotstore.GroupMetadata, error)
-	CommitOffset(ctx context.Context, tp coordinator.TopicPartition, offset int64) error
+	// Writes is the write gate of tp's current assignment: the live group
+	// metadata for tp's writes and the plain mode's offset commit, which
+	// fail (snapshotstore.ErrNotOwned) once tp is not owned under the
+	// membership it was assigned under, or was assigned again since, and
+	// (snapshotstore.ErrEvicted) while a commit of that membership was
+	// refused as an unknown member. Called when tp's store opens.
+	Writes(tp coordinator.TopicPartition) coordinator.Writes
 	// Releaser is the function releasing n processed records of bytes
 	// (coordinator.RecordBytes) of tp's in-flight budget (backpressure) for
 	// the assignment being started.
@@ -161,13 +162,15 @@ func (s *Supervisor) Open(ctx context.Context, tps []coordinator.TopicPartition)
 	return first
 }
 
+// info is the PartitionInfo of the copy of tp being opened: its writes go
+// through the gate of tp's current assignment, so that this copy, should it
+// outlive its revoke, writes nothing once tp is assigned here again.
 func (s *Supervisor) info(tp coordinator.TopicPartition) snapshotstore.PartitionInfo {
+	w := s.cons.Writes(tp)
 	return snapshotstore.PartitionInfo{
 		Topic: tp.Topic, Partition: tp.Partition, Group: s.cfg.Group,
-		GroupMetadata: func() (snapshotstore.GroupMetadata, error) { return s.cons.PartitionMetadata(tp) },
-		ConsumerCommit: func(ctx context.Context, offset int64) error {
-			return s.cons.CommitOffset(ctx, tp, offset)
-		},
+		GroupMetadata:  w.Metadata,
+		ConsumerCommit: w.CommitOffset,
 		Assigned: func() snapshotstore.Assignment {
 			s.mu.Lock()
 			defer s.mu.Unlock()

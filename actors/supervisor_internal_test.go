@@ -32,7 +32,17 @@ func newTestSupervisor(t *testing.T) (*Supervisor, chan failure) {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Shutdown)
+	s.SetConsumer(noConsumer{})
 	return s, failures
+}
+
+// noConsumer is the consumer of a supervisor whose partitions never write:
+// its write gate's use would panic.
+type noConsumer struct{}
+
+func (noConsumer) Writes(coordinator.TopicPartition) coordinator.Writes { return coordinator.Writes{} }
+func (noConsumer) Releaser(coordinator.TopicPartition) func(n, bytes int) {
+	return func(int, int) {}
 }
 
 func awaitFailure(t *testing.T, failures chan failure) failure {

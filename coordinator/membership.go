@@ -24,6 +24,39 @@ import (
 // Ownership.Evict) and nothing reaches the broker; before the first join it
 // fails with ErrNoGroupMetadata.
 func (c *Consumer) PartitionMetadata(tp TopicPartition) (snapshotstore.GroupMetadata, error) {
+	return c.copyMetadata(tp, 0)
+}
+
+// Writes is the write gate of one copy of a partition: the one started by
+// its assignment current when Consumer.Writes was called (its store is
+// opened then). Its Metadata and CommitOffset are the consumer's
+// PartitionMetadata and CommitOffset, and they also refuse (ErrNotOwned)
+// once the partition was assigned to this worker again: a copy that
+// outlived its revoke's teardown bound writes nothing for the next one.
+type Writes struct {
+	c     *Consumer
+	tp    TopicPartition
+	token uint64 // Ownership.Token at the copy's start
+}
+
+// Writes returns the write gate of tp's current assignment.
+func (c *Consumer) Writes(tp TopicPartition) Writes {
+	return Writes{c: c, tp: tp, token: c.own.Token(tp)}
+}
+
+// Metadata is PartitionMetadata for this copy.
+func (w Writes) Metadata() (snapshotstore.GroupMetadata, error) {
+	return w.c.copyMetadata(w.tp, w.token)
+}
+
+// CommitOffset is Consumer.CommitOffset for this copy.
+func (w Writes) CommitOffset(ctx context.Context, offset int64) error {
+	return w.c.commitOffset(ctx, w.tp, w.token, offset)
+}
+
+// copyMetadata is PartitionMetadata for the copy of tp started under the
+// binding whose token is token (0: whichever).
+func (c *Consumer) copyMetadata(tp TopicPartition, token uint64) (snapshotstore.GroupMetadata, error) {
 	m, err := c.meta.Current()
 	if err != nil {
 		if errors.Is(err, snapshotstore.ErrFenced) { // joined before, no membership now
@@ -34,7 +67,7 @@ func (c *Consumer) PartitionMetadata(tp TopicPartition) (snapshotstore.GroupMeta
 		}
 		return m, err
 	}
-	if err := c.own.Check(tp, m); err != nil {
+	if err := c.own.CheckCopy(tp, token, m); err != nil {
 		c.kickWatcher()
 		return snapshotstore.GroupMetadata{}, err
 	}
@@ -69,10 +102,16 @@ func (c *Consumer) kickWatcher() {
 // SyncGroup completed (REBALANCE_IN_PROGRESS) is sent again after a backoff
 // under the same generation, up to the rebalance timeout.
 func (c *Consumer) CommitOffset(ctx context.Context, tp TopicPartition, offset int64) error {
+	return c.commitOffset(ctx, tp, 0, offset)
+}
+
+// commitOffset is CommitOffset for the copy of tp started under the
+// binding whose token is token (0: whichever).
+func (c *Consumer) commitOffset(ctx context.Context, tp TopicPartition, token uint64, offset int64) error {
 	var syncing time.Time // the first REBALANCE_IN_PROGRESS
 	backoff := minSyncBackoff
 	for awaits := 0; ; {
-		m, err := c.PartitionMetadata(tp)
+		m, err := c.copyMetadata(tp, token)
 		if err != nil {
 			return fmt.Errorf("commit offset %d of %s[%d]: %w", offset, tp.Topic, tp.Partition, err)
 		}

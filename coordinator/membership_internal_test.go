@@ -68,6 +68,43 @@ func TestAnEvictedPlainCommitMarksTheMembersOtherPartitions(t *testing.T) {
 	}
 }
 
+// The plain mode's late write: a copy of a partition that outlived its
+// revoke's teardown bound, the partition assigned back to this worker under
+// the same membership, committed its offset under the new copy's binding.
+// Its write gate (Consumer.Writes, taken when its store opened) refuses it
+// before the broker; the new copy's commits go through.
+func TestACopyOfAnEarlierAssignmentCommitsNothing(t *testing.T) {
+	tp := TopicPartition{"in", 0}
+	var mu sync.Mutex
+	var sent []int64
+	c := committingConsumer(t, func(req *kmsg.OffsetCommitRequest) int16 {
+		mu.Lock()
+		defer mu.Unlock()
+		sent = append(sent, req.Topics[0].Partitions[0].Offset)
+		return 0
+	}, tp)
+	m := snapshotstore.GroupMetadata{MemberID: "m1", Generation: 3}
+	c.own.Bind(tp, m)
+	old := c.Writes(tp)
+	c.own.Release(tp)
+	c.own.Bind(tp, m)
+	cur := c.Writes(tp)
+	if err := old.CommitOffset(context.Background(), 7); !errors.Is(err, snapshotstore.ErrNotOwned) {
+		t.Fatalf("the earlier copy's CommitOffset = %v, want an error matching ErrNotOwned", err)
+	}
+	if _, err := old.Metadata(); !errors.Is(err, snapshotstore.ErrNotOwned) {
+		t.Fatalf("the earlier copy's Metadata = %v, want an error matching ErrNotOwned", err)
+	}
+	if err := cur.CommitOffset(context.Background(), 5); err != nil {
+		t.Fatalf("the current copy's CommitOffset: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(sent) != 1 || sent[0] != 5 {
+		t.Fatalf("offsets sent to the broker %v, want only the current copy's 5", sent)
+	}
+}
+
 // committingConsumer is testConsumer (group "g", a rebalance timeout of 3 s:
 // short enough that a wait for a newer generation fails a test quickly,
 // long enough for the sync backoffs) owning tps, on a kfake cluster whose

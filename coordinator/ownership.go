@@ -33,6 +33,12 @@ import (
 //     written for it under any membership.
 //   - Stale(cur) lists the bound partitions cur no longer covers: the
 //     consumer stops them as lost (no flush) and releases them.
+//   - A write of one copy of tp (the partition started by one assignment:
+//     Token(tp) read when its store opens) may carry cur only while tp's
+//     binding is still that assignment's (CheckCopy): a copy that outlived
+//     its revoke's teardown bound, on a partition assigned back to this
+//     worker, would otherwise pass as the new copy — the same member, a
+//     generation not below.
 //   - Evict(m, until) marks every partition bound under m's member at a
 //     generation not above m's, once one commit of m was refused with
 //     UNKNOWN_MEMBER_ID: until then (or a new Bind) a write for
@@ -40,12 +46,16 @@ import (
 type Ownership struct {
 	mu    sync.Mutex
 	bound map[TopicPartition]binding
+	seq   uint64 // the last binding's token
 }
 
 // binding is one partition's: the membership it was assigned under, and
 // until when that membership counts as evicted (zero: it does not).
 type binding struct {
-	meta         snapshotstore.GroupMetadata
+	meta snapshotstore.GroupMetadata
+	// token tells this binding from tp's earlier and later ones (one per
+	// Bind, never 0).
+	token        uint64
 	evictedUntil time.Time
 	// wasEvicted: marked once, whether or not the mark has ended: its
 	// restart asks the coordinator first (Consumer.stillMember).
@@ -65,7 +75,16 @@ func NewOwnership() *Ownership {
 func (o *Ownership) Bind(tp TopicPartition, m snapshotstore.GroupMetadata) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.bound[tp] = binding{meta: m}
+	o.seq++
+	o.bound[tp] = binding{meta: m, token: o.seq}
+}
+
+// Token returns the token of tp's binding: the copy of tp started under it
+// passes it to CheckCopy. 0 when tp is not bound.
+func (o *Ownership) Token(tp TopicPartition) uint64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.bound[tp].token
 }
 
 // Evict marks the partitions bound under m's member at a generation not
@@ -140,6 +159,14 @@ func (o *Ownership) Bound(tp TopicPartition) (snapshotstore.GroupMetadata, bool)
 // while tp's membership is marked evicted (Evict), ErrEvicted and
 // ErrFenced.
 func (o *Ownership) Check(tp TopicPartition, cur snapshotstore.GroupMetadata) error {
+	return o.CheckCopy(tp, 0, cur)
+}
+
+// CheckCopy is Check for the copy of tp started under the binding whose
+// token is token (Token; 0: whichever copy): it also fails, with an
+// *snapshotstore.OwnershipError matching ErrNotOwned and ErrFenced, once tp
+// was bound again since.
+func (o *Ownership) CheckCopy(tp TopicPartition, token uint64, cur snapshotstore.GroupMetadata) error {
 	o.mu.Lock()
 	b, ok := o.bound[tp]
 	o.mu.Unlock()
@@ -147,6 +174,9 @@ func (o *Ownership) Check(tp TopicPartition, cur snapshotstore.GroupMetadata) er
 	case !ok:
 		return &snapshotstore.OwnershipError{Topic: tp.Topic, Partition: tp.Partition, Current: cur,
 			Reason: "the partition is not owned by this worker any more (revoked, lost, or its teardown bound passed)"}
+	case token != 0 && b.token != token:
+		return &snapshotstore.OwnershipError{Topic: tp.Topic, Partition: tp.Partition, Current: cur,
+			Reason: "the partition was assigned to this worker again since this copy of it started (the copy outlived its revoke's teardown bound)"}
 	case !covers(b.meta, cur):
 		return &snapshotstore.OwnershipError{Topic: tp.Topic, Partition: tp.Partition, Bound: b.meta, Current: cur,
 			Reason: "the consumer's membership changed since the partition was assigned (rejoined as a new member, or its membership was reset)"}

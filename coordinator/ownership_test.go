@@ -110,6 +110,37 @@ func TestOwnershipRebindAfterMembershipChange(t *testing.T) {
 	}
 }
 
+// A partition revoked and assigned back to this worker under the same
+// membership (a rebalance that moved it away and back, an eager one) is a
+// new copy: a write of the copy started by the earlier assignment — one
+// that outlived its revoke's teardown bound — is refused, though its member
+// and generation pass the binding's check.
+func TestOwnershipRefusesACopyOfAnEarlierAssignment(t *testing.T) {
+	tp := coordinator.TopicPartition{Topic: "in", Partition: 2}
+	o := coordinator.NewOwnership()
+	if tok := o.Token(tp); tok != 0 {
+		t.Fatalf("Token of an unbound partition = %d, want 0", tok)
+	}
+	o.Bind(tp, gm("A", 3))
+	old := o.Token(tp)
+	if err := o.CheckCopy(tp, old, gm("A", 3)); err != nil {
+		t.Fatalf("the current copy: CheckCopy = %v", err)
+	}
+	o.Release(tp)
+	o.Bind(tp, gm("A", 3))
+	err := o.CheckCopy(tp, old, gm("A", 3))
+	var oe *snapshotstore.OwnershipError
+	if !errors.Is(err, snapshotstore.ErrNotOwned) || !errors.Is(err, snapshotstore.ErrFenced) || !errors.As(err, &oe) || oe.Partition != 2 {
+		t.Fatalf("the earlier copy: CheckCopy = %v, want an OwnershipError naming in[2], matching ErrNotOwned and ErrFenced", err)
+	}
+	if err := o.CheckCopy(tp, o.Token(tp), gm("A", 3)); err != nil {
+		t.Fatalf("the new copy: CheckCopy = %v", err)
+	}
+	if err := o.Check(tp, gm("A", 3)); err != nil {
+		t.Fatalf("Check (any copy) = %v", err)
+	}
+}
+
 // A commit of member A's membership refused as an unknown member (an
 // eviction kgo has not learned yet) ends the membership for every partition
 // bound under it at that generation or below: their writes are refused as
