@@ -109,12 +109,16 @@ type ReadOptions struct {
 	// StallTimeout fails a read whose position has not advanced for this long
 	// (reset by every advance); transient fetch errors are retried until then.
 	// Zero waits (and retries) forever: the plain mode, whose own writes are
-	// never transactional, so only a foreign open transaction can hold it.
+	// never transactional, so only a foreign open transaction can hold it —
+	// except for a truncated log (below).
 	StallTimeout time.Duration
-	// WarnEvery: with no StallTimeout and a Logger, how often a read that
-	// makes no progress is logged as a warning with its diagnosis (a
-	// truncated log, an open transaction, a failing fetch), which a wait
-	// without end would otherwise keep to itself. Zero: every minute.
+	// WarnEvery: with no StallTimeout, how often a read that makes no
+	// progress is diagnosed (the log end re-read) and, with a Logger,
+	// logged as a warning with its diagnosis (an open transaction, a failing
+	// fetch), which a wait without end would otherwise keep to itself. A
+	// log end below the target (StallTruncation) fails the read with a
+	// *RecoveryReadStalledError instead: no wait brings the lost records
+	// back. Zero: every minute.
 	WarnEvery time.Duration
 	// ResolveHanging, when set, is called after ResolveAfter without
 	// progress (and again every ResolveAfter): it ends transactions the
@@ -184,8 +188,8 @@ func ReadToTarget(ctx context.Context, r LogReader, o ReadOptions, fn func(*kgo.
 		var deadline time.Time
 		if o.StallTimeout > 0 {
 			deadline = lastProgress.Add(o.StallTimeout)
-		} else if o.Logger != nil {
-			// Wake up for the next warning even while nothing arrives.
+		} else {
+			// Wake up for the next diagnosis even while nothing arrives.
 			deadline = later(lastProgress, lastWarn).Add(warnEvery)
 		}
 		if o.ResolveHanging != nil {
@@ -260,10 +264,19 @@ func ReadToTarget(ctx context.Context, r LogReader, o ReadOptions, fn func(*kgo.
 		if o.StallTimeout > 0 && time.Since(lastProgress) >= o.StallTimeout {
 			return stalled(ctx, r, o, target, pos, time.Since(lastProgress), fetchErr)
 		}
-		if o.StallTimeout == 0 && o.Logger != nil && time.Since(later(lastProgress, lastWarn)) >= warnEvery {
+		if o.StallTimeout == 0 && time.Since(later(lastProgress, lastWarn)) >= warnEvery {
 			lastWarn = time.Now()
+			serr := stalled(ctx, r, o, target, pos, time.Since(lastProgress), fetchErr)
+			if se, ok := errors.AsType[*RecoveryReadStalledError](serr); ok && se.Cause == StallTruncation {
+				// No wait heals a log that lost the records it is waiting
+				// for (no other writer of the partition runs while it
+				// recovers): a restart reads to the new end, and the
+				// integrity check then judges what is missing (found by a
+				// review: the plain mode waited for ever).
+				return serr
+			}
 			log.Warn("recovery read makes no progress; waiting on (no stall deadline)", zap.String("partition", o.Partition),
-				zap.Error(stalled(ctx, r, o, target, pos, time.Since(lastProgress), fetchErr)))
+				zap.Error(serr))
 		}
 		if retry {
 			// Back off before the retry, within the stall deadline.

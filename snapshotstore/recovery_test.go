@@ -665,14 +665,15 @@ func TestReadToTargetASlowLookForHangingTransactionsStillFetches(t *testing.T) {
 // word (found by a review).
 func TestReadToTargetWithoutStallTimeoutWarnsWithItsDiagnosis(t *testing.T) {
 	core, logs := observer.New(zapcore.WarnLevel)
-	// Captured at 10; re-read at 4: the log was truncated below the target.
-	l := newScriptedLog(endsResult{hwm: 10, lso: 10}, endsResult{hwm: 4, lso: 4})
+	// Captured at 10, and still 10 at the re-read: an open transaction
+	// holds the read_committed position, and the read waits it out.
+	l := newScriptedLog(endsResult{hwm: 10, lso: 3}, endsResult{hwm: 10, lso: 3})
 	l.give(recs(0, 3)...)
 	r := startRead(context.Background(), l, snapshotstore.ReadOptions{Partition: "snaps[0]", WarnEvery: 50 * time.Millisecond, Logger: zap.New(core)})
 	testkitEventually(t, func() bool { return logs.FilterMessageSnippet("makes no progress; waiting on").Len() >= 2 })
 	e := logs.FilterMessageSnippet("makes no progress; waiting on").All()[0]
-	if msg, _ := e.ContextMap()["error"].(string); !strings.Contains(msg, "snaps[0]") || !strings.Contains(msg, "truncat") {
-		t.Fatalf("the warning's diagnosis %q, want one naming the partition and the truncation", msg)
+	if msg, _ := e.ContextMap()["error"].(string); !strings.Contains(msg, "snaps[0]") || !strings.Contains(msg, "open transaction") {
+		t.Fatalf("the warning's diagnosis %q, want one naming the partition and the open transaction", msg)
 	}
 	select {
 	case err := <-r.done:
@@ -682,6 +683,22 @@ func TestReadToTargetWithoutStallTimeoutWarnsWithItsDiagnosis(t *testing.T) {
 	l.give(recs(4, 9)...)
 	if err := r.wait(t); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Without a stall deadline (the plain mode) a read whose log was truncated
+// below its target fails with the truncation's diagnosis: it waited for
+// ever for records no one would write again (the partition's only writer
+// starts after its recovery; found by a review).
+func TestReadToTargetWithoutStallTimeoutFailsOnATruncatedLog(t *testing.T) {
+	// Captured at 10; re-read at 4: the log was truncated below the target.
+	l := newScriptedLog(endsResult{hwm: 10, lso: 10}, endsResult{hwm: 4, lso: 4})
+	l.give(recs(0, 3)...)
+	r := startRead(context.Background(), l, snapshotstore.ReadOptions{Partition: "snaps[0]", WarnEvery: 50 * time.Millisecond})
+	err := r.wait(t)
+	var se *snapshotstore.RecoveryReadStalledError
+	if !errors.As(err, &se) || se.Cause != snapshotstore.StallTruncation || se.LogEnd != 4 || se.Target != 10 || !strings.Contains(err.Error(), "snaps[0]") {
+		t.Fatalf("read = %v, want a RecoveryReadStalledError naming snaps[0], the truncation, the log end 4 and the target 10", err)
 	}
 }
 

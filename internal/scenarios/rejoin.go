@@ -303,6 +303,22 @@ func awaitRejoined(t *testing.T, brokers []string, group string, a, b *Worker, t
 // committed offset of px survive, and A's Run does not fail. (Under eager
 // every partition is revoked and its flush held; px is the one B gets.)
 func RevokeFlushOutlivesTeardownBound(t *testing.T, brokers []string, mode snapshotstore.Mode, proto coordinator.Protocol) {
+	revokeFlushOutlives(t, brokers, mode, proto, false)
+}
+
+// RevokeFlushOutlivesReassignment is RevokeFlushOutlivesTeardownBound with
+// px assigned back to A before A's held flush is released: B leaves, A's
+// new copy of px starts under A's same member id at a newer generation —
+// which a binding per partition let the old copy's flush pass as the new
+// copy's (the plain mode's snapshots and committed offset then went back to
+// A's state from before B's takeover). The flush must be refused by the
+// ownership binding (ErrNotOwned: the copy's assignment is not the
+// current one), before the broker, and A's new copy must go on writing.
+func RevokeFlushOutlivesReassignment(t *testing.T, brokers []string, mode snapshotstore.Mode) {
+	revokeFlushOutlives(t, brokers, mode, coordinator.Cooperative, true)
+}
+
+func revokeFlushOutlives(t *testing.T, brokers []string, mode snapshotstore.Mode, proto coordinator.Protocol, back bool) {
 	input, snaps, group := Topics(t, brokers, 2)
 	setMatrixGroupConfig(t, brokers, group, proto) // KIP-848 only
 	gen := &ledger.Generator{Accounts: 20}
@@ -363,7 +379,19 @@ func RevokeFlushOutlivesTeardownBound(t *testing.T, brokers []string, mode snaps
 	t.Logf("REVOKE-BOUND | %s | %s | A's flush of %v (%d writes) held since %s; A's events: %s; B committed %d",
 		mode, proto, px, blocked.Writes, blocked.BlockedAt.Format("15:04:05.000"), eventsOf(a, px), end)
 
-	watch.openGate()
+	release := watch.openGate
+	if back {
+		// A's later writes pass; the held one stays held.
+		release = watch.detachGate()
+		t.Cleanup(release)
+		if err := b.Stop(t); err != nil {
+			t.Errorf("B's Run: %v", err)
+		}
+		testkit.Eventually(t, rejoinSettle, "A runs its second copy of the moved partition", func() (bool, string) {
+			return slices.Contains(inspect.Supervisor(a.W).Running(), px) && eventCount(a, px, "started") == 2, eventsOf(a, px)
+		})
+	}
+	release()
 	released := watch.awaitReleased(t, px.Partition, rejoinSettle)
 	t.Logf("REVOKE-BOUND | %s | %s | A's held flush of %v released after B's takeover: %s", mode, proto, px, released)
 	switch {
@@ -371,6 +399,8 @@ func RevokeFlushOutlivesTeardownBound(t *testing.T, brokers []string, mode snaps
 		t.Errorf("A's flush of %v, released after its revoke returned and B committed, was committed (member %s): it must be refused", px, released.Member)
 	case !errors.Is(released.Err, snapshotstore.ErrFenced):
 		t.Errorf("A's flush of %v released after its revoke returned: refused with %v, want an error matching ErrFenced", px, released.Err)
+	case back && !errors.Is(released.Err, snapshotstore.ErrNotOwned):
+		t.Errorf("A's flush of %v released after px was assigned back to A: refused with %v, want it refused by the ownership binding (ErrNotOwned), before the broker", px, released.Err)
 	}
 	if c := committed(t, brokers, group, input, px.Partition); c != end {
 		t.Errorf("committed offset of %v is %d, want B's %d: A's late offset commit landed", px, c, end)
@@ -379,11 +409,28 @@ func RevokeFlushOutlivesTeardownBound(t *testing.T, brokers []string, mode snaps
 		t.Errorf("snapshot of %v differs from B's (the fold of the whole input): %s", px, m)
 	}
 	checkNoCommitAfter(t, watch, px.Partition, tookOver, "B took the partition over")
+	if back {
+		// A's second copy writes: its stop persists what it folded and
+		// commits the log end.
+		before := foldsA.Load()
+		produceLedgerTo(t, brokers, input, gen, 200, exp)
+		end = endOffset(t, brokers, input, px.Partition)
+		testkit.Eventually(t, rejoinSettle, "A folded the newest 200 events", func() (bool, string) {
+			return foldsA.Load() >= before+200, fmt.Sprint(foldsA.Load() - before)
+		})
+	}
 	aErr, early := stopAndReport(t, a)
 	if aErr != nil {
 		t.Errorf("A's Run returned (by itself: %v): %v (a refused late flush must not fail the worker)", early, aErr)
 	}
-	if err := b.Stop(t); err != nil {
+	if back {
+		if c := committed(t, brokers, group, input, px.Partition); c != end {
+			t.Errorf("committed offset of %v is %d after A's second copy stopped, want the log end %d", px, c, end)
+		}
+		for _, m := range partitionMismatches(t, brokers, snaps, px.Partition, exp[px.Partition]) {
+			t.Errorf("snapshot of %v after A's second copy stopped differs from the fold of the whole input: %s", px, m)
+		}
+	} else if err := b.Stop(t); err != nil {
 		t.Errorf("B's Run: %v", err)
 	}
 	awaitSubtreesStopped(t, a, "A")
@@ -649,6 +696,23 @@ func (w *commitWatch) openGateFor(p int32) {
 	if g := w.gates[p]; g != nil {
 		close(g)
 		delete(w.gates, p)
+	}
+}
+
+// detachGate stops holding new commits while the ones held stay held until
+// the function returned is called (once or more).
+func (w *commitWatch) detachGate() func() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	g := w.gate
+	w.gate = nil
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			if g != nil {
+				close(g)
+			}
+		})
 	}
 }
 

@@ -115,6 +115,12 @@ func Suite() []Case {
 				Run: func(t *testing.T, b []string) { RevokeFlushOutlivesTeardownBound(t, b, mode, proto) }})
 		}
 	}
+	// The same flush released after the partition came back to its worker:
+	// refused by the binding of the copy's own assignment.
+	for _, mode := range modes {
+		cases = append(cases, Case{Name: "RevokeFlushOutlivesReassignment/" + mode.String(), Parallel: true,
+			Run: func(t *testing.T, b []string) { RevokeFlushOutlivesReassignment(t, b, mode) }})
+	}
 	// Interactive queries (issue 12): the owner's advertised endpoint read
 	// back under both protocols the worker's Get looks owners up with.
 	for _, proto := range []coordinator.Protocol{coordinator.Cooperative, coordinator.ConsumerProtocol} {
