@@ -258,7 +258,11 @@ func (o undecodableOption) apply(b *building) {
 // write. The state is then set aside, not lost: decode it with the old
 // codec and feed it back. A state whose dead letter would not hold it (its
 // value dropped to fit the producer's record batch, ProducerBatchMaxBytes)
-// is not deleted: the key fails as under Fail, naming the sizes.
+// is not deleted: the key fails as under Fail, naming the sizes; so does a
+// Codec that panics decoding it (a codec bug, not a bad state), its stack
+// logged. A Decode error is taken as final: a codec whose Decode can fail
+// transiently (a schema registry's lookup) must not be run under Skip or
+// DeadLetter, which would delete a sound state.
 func WithUndecodableStatePolicy(p Policy) Option {
 	return option(func(c *keyactor.Config) { c.UndecodableState = keyactor.Policy(p) })
 }

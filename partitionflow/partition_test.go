@@ -297,6 +297,32 @@ func TestUndecodableStateSkipStartsTheKeyFromNoState(t *testing.T) {
 	}
 }
 
+// panickyCodec is JSON whose Decode panics: a codec bug, not a bad state.
+type panickyCodec struct{ keyflow.Codec[trace] }
+
+func (panickyCodec) Decode([]byte) (*trace, error) { panic("registry not set up") }
+
+// A codec that panics decoding a snapshot fails the key under every
+// undecodable-state policy: under Skip the state, which may be sound, was
+// deleted for good — its tombstone written at the snapshot's offset, the
+// records it covered skipped as replays (found by a review).
+func TestAPanickingCodecFailsTheKeyUnderTheSkipPolicy(t *testing.T) {
+	mem := snapshotstore.NewMemory()
+	p, _ := mem.Open(context.Background(), snapshotstore.PartitionInfo{Topic: topic})
+	b, _ := json.Marshal(trace{Offsets: []int64{4}})
+	_ = p.Commit(context.Background(), snapshotstore.Batch{Writes: []snapshotstore.Snapshot{{Key: "k", Value: b, Offset: 4}}, Offset: 5})
+	h := newHarness(t, mem, keyflow.New(traceFold, keyflow.WithCodec[trace](panickyCodec{keyflow.JSON[trace]()}),
+		keyflow.WithUndecodableStatePolicy(keyflow.Skip)), 5)
+	h.send(rec(5, "k", ""))
+	err := h.awaitFailure()
+	if !errors.Is(err, keyactor.ErrPanicked) || !strings.Contains(err.Error(), `key "k"`) {
+		t.Fatalf("partition failed with %v, want the codec's panic (ErrPanicked) naming the key", err)
+	}
+	if tr, s := latest(t, mem, "k"); s.Tombstone() || fmt.Sprint(tr.Offsets) != "[4]" {
+		t.Fatalf("k's snapshot is %+v (%v) after the codec panicked, want it untouched ([4])", s, tr.Offsets)
+	}
+}
+
 // WithUndecodableStatePolicy(DeadLetter), transactional outputs: the
 // undecodable state is written to the dead-letter topic once, in the
 // transaction of the key's next write (with its kind and its source: the

@@ -374,7 +374,11 @@ func (a *keyActor[S]) started(ctx actor.Context) {
 			if err != nil {
 				bad = fmt.Errorf("%s[%d] key %q: decode snapshot at %s (offset %d): %w",
 					a.env.Topic, a.env.Partition, a.key, snap.Source, snap.Offset, err)
-				if !a.cfg.UndecodableState.restores() {
+				// A panicking codec fails whatever the policy: the state
+				// may be sound and the codec not (a nil map, a registry not
+				// set up yet), and Skip or DeadLetter would delete it for
+				// good (found by a review).
+				if !a.cfg.UndecodableState.restores() || errors.Is(err, ErrPanicked) {
 					a.fail(ctx, bad)
 					return
 				}
