@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -641,6 +642,88 @@ func TestRevokeFlushPersistsAndCommits(t *testing.T) {
 		if tr, _ := latest(t, mem, fmt.Sprint("k", k)); fmt.Sprint(tr.Offsets) != fmt.Sprint(want) {
 			t.Fatalf("k%d persisted %v, want %v", k, tr.Offsets, want)
 		}
+	}
+}
+
+// finalGate holds a partition's first commit without writes (a revoke's
+// final offset commit, with the ticks and the idle flush off) until
+// released.
+type finalGate struct {
+	snapshotstore.Partition
+	final, release chan struct{}
+	once           sync.Once
+}
+
+func (g *finalGate) Commit(ctx context.Context, b snapshotstore.Batch) error {
+	if len(b.Writes) == 0 {
+		g.once.Do(func() { close(g.final) })
+		<-g.release
+	}
+	return g.Partition.Commit(ctx, b)
+}
+
+// A timer coming due after its key answered the revoke's flush is left in
+// the key's snapshot for the next owner. It fired, and its output's write
+// went to a transaction the partition's stop cancelled: the key failed, and
+// with it a routine rebalance (the worker under WithFailFast).
+func TestATimerDueDuringTheRevokeIsLeftToTheNextOwner(t *testing.T) {
+	mem := snapshotstore.NewMemory()
+	mem.TransactionalOutputs = true
+	inner, _ := mem.Open(context.Background(), snapshotstore.PartitionInfo{Topic: topic})
+	gate := &finalGate{Partition: inner, final: make(chan struct{}), release: make(chan struct{})}
+	var due atomic.Int64
+	fold := func(kc *keyflow.Context, s *trace, r *kgo.Record) (*trace, error) {
+		at := kc.Now().Add(500 * time.Millisecond)
+		due.Store(at.UnixNano())
+		if err := kc.SetTimer("t", at); err != nil {
+			return nil, err
+		}
+		return traceFold(kc, s, r)
+	}
+	fired := make(chan struct{}, 1)
+	onTimer := func(kc *keyflow.Context, s *trace, _ string) (*trace, error) {
+		fired <- struct{}{}
+		return s, kc.Emit(&kgo.Record{Topic: "out", Value: []byte("timer")})
+	}
+	sys := actors.NewSystem(nil)
+	stopped := make(chan error, 1)
+	pid := sys.Root.Spawn(partitionflow.Props(partitionflow.Config{
+		Topic: topic, Store: gate, Handler: keyactor.MustOf(keyflow.New(fold, keyflow.WithTimers(onTimer))),
+		PersistEvery: time.Hour, CommitOffsetsInterval: time.Hour, IdleFlushAfter: -1,
+		OnStopped: func(err error) { stopped <- err },
+	}))
+	sys.Root.Send(pid, &partitionflow.Records{Records: []*kgo.Record{rec(0, "a", "")}})
+	awaitRunning(t, sys, pid)
+	sys.Root.Send(pid, &partitionflow.Revoke{Flush: true})
+	select {
+	case <-gate.final: // the key's flush is done
+	case <-time.After(10 * time.Second):
+		t.Fatal("the revoke's final commit did not begin")
+	}
+	wait := time.Until(time.Unix(0, due.Load()))
+	if wait <= 0 {
+		close(gate.release)
+		t.Skip("precondition: the timer came due before the revoke's final commit began (a slow machine)")
+	}
+	select {
+	case <-fired:
+		t.Error("the timer fired after its key answered the revoke's flush")
+	case <-time.After(wait + 300*time.Millisecond): // a non-event: bounded by the timer's due time
+	}
+	close(gate.release)
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatalf("the revoke stopped the partition with %v, want a clean stop", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("revoke did not stop the partition")
+	}
+	if outs := mem.Outputs(topic, 0); len(outs) != 0 {
+		t.Fatalf("%d outputs committed after the revoke's flush, want none", len(outs))
+	}
+	if _, s := latest(t, mem, "a"); len(s.Timers) != 1 || s.Timers[0].Name != "t" {
+		t.Fatalf("a's snapshot holds timers %+v, want t for the next owner", s.Timers)
 	}
 }
 

@@ -55,6 +55,12 @@ type Core struct {
 
 	flushWaiting bool
 	flushReply   bool // the pending flush wants a FlushDone
+	// revoked: a revoke's flush (Flush.Reply) came; the partition stops.
+	// Timers due from then on stay in the snapshot for the next owner: one
+	// fired here wrote after the key's FlushDone, a transaction the final
+	// commit's stop cancelled, and the key's failure failed a routine
+	// rebalance (the worker, under WithFailFast; found by a review).
+	revoked bool
 	flushRound   uint64
 	// waitAcks: a flush waits for output acks before encoding the state, so
 	// that no snapshot covers a fold whose outputs could still be lost (a
@@ -159,6 +165,7 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 	case *Flush:
 		a.flushWaiting, a.flushRound = true, m.Round
 		a.flushReply = a.flushReply || m.Reply
+		a.revoked = a.revoked || m.Reply
 		a.maybePersist(ctx)
 		a.maybeFlushDone(ctx)
 	case *persistDone:
@@ -193,8 +200,8 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 		a.maybeFlushDone(ctx)
 		a.maybeEvict(ctx)
 	case *timerFired:
-		if a.timers[m.name] != m.t {
-			return // cancelled or replaced
+		if a.timers[m.name] != m.t || a.revoked {
+			return // cancelled or replaced; or the next owner's to fire
 		}
 		delete(a.timers, m.name)
 		a.fireTimer(ctx, m.name)
@@ -446,7 +453,7 @@ func (k *Core) restoreTimers(ts []snapshotstore.Timer) {
 // order, unless a fold of this load replaced or cancelled them: after the
 // records that loaded the key, which were produced before the load.
 func (a *keyActor[S]) fireOverdue(ctx actor.Context) {
-	if len(a.overdue) == 0 {
+	if len(a.overdue) == 0 || a.revoked {
 		return
 	}
 	due := a.overdue
