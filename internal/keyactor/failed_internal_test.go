@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
@@ -88,6 +89,60 @@ func TestAFailedFoldIsNotSettled(t *testing.T) {
 	sys.Root.Send(parent, &lastSettled{reply})
 	if got := <-reply; got >= 5 || got < 4 {
 		t.Fatalf("the key's last Settled is %d after its fold of offset 5 failed, want 4: not past a record neither folded nor dead-lettered, and the records before it settled", got)
+	}
+}
+
+// The key-less records' actor whose dead letter fails (the plain mode with
+// no producer for it) does not report the record settled either: it set no
+// offset for its failure to pin, and its next Progress passed a record
+// never dead-lettered (found by a review).
+func TestAFailedKeylessDeadLetterIsNotSettled(t *testing.T) {
+	flow := &Flow[int]{Codec: intCodec{}, Fold: func(_ *Core, s *int, _ *kgo.Record) (*int, error) { return s, nil },
+		Config: Config{DeadLetter: "in-dlq", DeadLetterRecord: func(topic string, rec *kgo.Record, _ Kind, _ error, _ time.Time, _ int) (*kgo.Record, string) {
+			return &kgo.Record{Topic: topic, Value: rec.Value}, ""
+		}}}
+	sys := actor.NewActorSystem()
+	defer sys.Shutdown()
+	env := &Env{Topic: "in", System: sys, Logger: zap.NewNop(), Persist: func(w *WriteMsg) {
+		done := w.Done
+		w.Release()
+		done(nil)
+	}, Processed: func(int, int) {}}
+	failed := make(chan error, 1)
+	type lastSettled struct{ reply chan int64 }
+	var child *actor.PID
+	last := int64(-2)
+	parent := sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		switch m := ctx.Message().(type) {
+		case *actor.Started:
+			child = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return flow.NewKeyActor(snapshotstore.KeylessKey, nil, env) }))
+			ctx.Send(child, &Deliver{Records: []*kgo.Record{{Topic: "in", Offset: 7}}})
+		case *Query:
+			ctx.Send(child, m)
+		case *lastSettled:
+			m.reply <- last
+		case *Progress:
+			last = m.Settled
+		case *KeyFailed:
+			failed <- m.Err
+		}
+	}))
+	defer sys.Root.Stop(parent)
+	select {
+	case err := <-failed:
+		if !errors.Is(err, ErrNoDeadLetterProducer) {
+			t.Fatalf("KeyFailed %v, want ErrNoDeadLetterProducer", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the key did not fail")
+	}
+	answered := make(chan QueryAnswer, 1)
+	sys.Root.Send(parent, &Query{Reply: answered})
+	<-answered
+	reply := make(chan int64, 1)
+	sys.Root.Send(parent, &lastSettled{reply})
+	if got := <-reply; got >= 7 {
+		t.Fatalf("the key-less actor's last Settled is %d after its dead letter of offset 7 failed, want below 7", got)
 	}
 }
 

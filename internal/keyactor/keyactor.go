@@ -60,8 +60,8 @@ type Core struct {
 	// fired here wrote after the key's FlushDone, a transaction the final
 	// commit's stop cancelled, and the key's failure failed a routine
 	// rebalance (the worker, under WithFailFast; found by a review).
-	revoked bool
-	flushRound   uint64
+	revoked    bool
+	flushRound uint64
 	// waitAcks: a flush waits for output acks before encoding the state, so
 	// that no snapshot covers a fold whose outputs could still be lost (a
 	// replay skips folded records and would not re-emit them). Deliveries are
@@ -511,6 +511,9 @@ func (a *keyActor[S]) deliver(ctx actor.Context, m *Deliver) {
 		if a.keyless {
 			err := fmt.Errorf("%s[%d] offset %d: record has no key (nil-key policy: dead-letter)", rec.Topic, rec.Partition, rec.Offset)
 			a.env.Logger.Warn("record without key sent to the dead-letter topic (policy dead-letter)", zap.Int64("offset", rec.Offset))
+			// Its offset, as a fold's: a dead letter that fails the key
+			// pins it (failedAt), so no Settled passes it.
+			a.cur = rec.Offset
 			a.deadLetter(ctx, rec, KindNilKey, err)
 			continue
 		}
