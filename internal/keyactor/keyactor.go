@@ -174,7 +174,11 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 		if m.err != nil {
 			// Named as every KeyFailed is (the store's error names
 			// neither the input partition nor the key).
-			a.fail(ctx, fmt.Errorf("%s[%d] key %q: the write of its state from offset %d failed: %w", a.env.Topic, a.env.Partition, a.key, first, m.err))
+			what := fmt.Sprintf("from offset %d", first)
+			if first < 0 { // no record's: "from offset -1" said nothing
+				what = "(changed by a timer or the load hook)"
+			}
+			a.fail(ctx, fmt.Errorf("%s[%d] key %q: the write of its state %s failed: %w", a.env.Topic, a.env.Partition, a.key, what, m.err))
 		}
 		a.reportUnlessLeaving(ctx)
 		a.maybePersist(ctx)
