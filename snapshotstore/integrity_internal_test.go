@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 func snapRec(key string, offset int64, value string) *kgo.Record {
@@ -96,6 +98,36 @@ func TestRecoveryCheckLostState(t *testing.T) {
 				if _, _, err := run(t, IntegrityOptions{ResetLostState: true}, tc.a, tc.recs...); err != nil {
 					t.Fatalf("with ResetLostState: %v", err)
 				}
+			}
+		})
+	}
+}
+
+// What the lost-state check cannot judge it says: snapshots without any
+// marker under a committed offset (legacy, or a topic re-created under a
+// running writer), and a marker that holds no offset (not actorflow's),
+// which left the check on an older marker without a word (found by a
+// review).
+func TestRecoveryCheckSaysWhatItCannotJudge(t *testing.T) {
+	for _, tc := range []struct {
+		name, warning string
+		recs          []*kgo.Record
+	}{
+		{"no marker", "holds snapshots but no offset marker", []*kgo.Record{snapRec("a", 499, "v")}},
+		{"a marker without an offset", "does not hold an offset", []*kgo.Record{markerRecord("snaps", 0, 500), {Topic: "snaps", Key: []byte(MarkerKey), Value: []byte("x")}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			core, logs := observer.New(zapcore.WarnLevel)
+			c := newRecoveryCheck("snaps[0]", IntegrityOptions{}, zap.New(core))
+			for i, r := range tc.recs {
+				r.Offset = int64(i)
+				c.add(r)
+			}
+			if _, err := c.finish("in[0]", &Assignment{Offset: 500, Committed: true}, -1); err != nil {
+				t.Fatalf("finish = %v, want no refusal", err)
+			}
+			if logs.FilterMessageSnippet(tc.warning).Len() != 1 {
+				t.Fatalf("warnings %v, want one saying %q", logs.All(), tc.warning)
 			}
 		})
 	}
