@@ -80,7 +80,7 @@ func (p *partition) revoke(ctx actor.Context, flush bool) {
 			continue // cold, or never loaded: nothing to persist (a held key's offsets stay held)
 		}
 		p.flushOf[k] = true
-		e.send(&keyactor.Flush{Round: p.round, Reply: true})
+		e.send(&keyactor.Flush{Round: p.round, Reply: true, Revoke: true})
 	}
 	p.flushN = len(p.flushOf)
 	if p.flushN == 0 {

@@ -55,7 +55,7 @@ type Core struct {
 
 	flushWaiting bool
 	flushReply   bool // the pending flush wants a FlushDone
-	// revoked: a revoke's flush (Flush.Reply) came; the partition stops.
+	// revoked: a revoke's flush (Flush.Revoke) came; the partition stops.
 	// Timers due from then on stay in the snapshot for the next owner: one
 	// fired here wrote after the key's FlushDone, a transaction the final
 	// commit's stop cancelled, and the key's failure failed a routine
@@ -165,7 +165,7 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 	case *Flush:
 		a.flushWaiting, a.flushRound = true, m.Round
 		a.flushReply = a.flushReply || m.Reply
-		a.revoked = a.revoked || m.Reply
+		a.revoked = a.revoked || m.Revoke
 		a.maybePersist(ctx)
 		a.maybeFlushDone(ctx)
 	case *persistDone:

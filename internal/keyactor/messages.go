@@ -23,6 +23,10 @@ type Deliver struct {
 type Flush struct {
 	Round uint64
 	Reply bool
+	// Revoke: the partition's revoke flush. The partition stops after it,
+	// so the key fires no timer from then on: they stay in its snapshot for
+	// the next owner.
+	Revoke bool
 }
 
 // Wake is sent to a key loaded only because one of its persisted timers is
