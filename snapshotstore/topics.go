@@ -132,8 +132,9 @@ func listTopics(ctx context.Context, cl *kgo.Client, create bool, topics ...stri
 // reads: without it, a look again within MetadataMinAge (5 s by default)
 // got kgo's cached "missing" answer back, and the grace saw nothing new.
 // (PurgeTopicsFromClient would too, but also drops what a producer has
-// buffered for the topic: cl may be the application's.) An error is left
-// to the ListTopics that follows.
+// buffered for the topic — cl may be the application's — and takes a
+// consumed topic out of a consumer's subscription for good.) An error is
+// left to the ListTopics that follows.
 func refreshTopics(ctx context.Context, cl *kgo.Client, topics ...string) {
 	req := kmsg.NewPtrMetadataRequest()
 	for _, t := range topics {
@@ -177,10 +178,10 @@ func EnsureTopics(ctx context.Context, cl *kgo.Client, input, snapshot string, s
 			return false, fmt.Errorf("%w: create topic %q: %w", ErrTopicSetup, t, err)
 		}
 		// kgo caches the metadata answer that the topic was missing for
-		// MetadataMinAge (5 s): without the purge every later look at the
-		// topic through this client (the worker's partition count for its
-		// output and dead-letter topics) saw it missing for 5 s.
-		cl.PurgeTopicsFromClient(t)
+		// MetadataMinAge (5 s): without a fresh answer every later look at
+		// the topic through this client (the worker's partition count for
+		// its output and dead-letter topics) saw it missing for 5 s.
+		refreshTopics(ctx, cl, t)
 		return err == nil, nil
 	}
 	in := count(input)
@@ -297,7 +298,7 @@ func EnsureOutputTopic(ctx context.Context, cl *kgo.Client, topic string, partit
 	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 		return fmt.Errorf("%w: create output topic %q: %w", ErrTopicSetup, topic, err)
 	}
-	cl.PurgeTopicsFromClient(topic) // the cached "missing" answer (EnsureTopics)
+	refreshTopics(ctx, cl, topic) // the cached "missing" answer (EnsureTopics); cl may be the application's producer
 	return nil
 }
 
@@ -310,9 +311,13 @@ func TopicPartitions(ctx context.Context, cl *kgo.Client, topic string) (int32, 
 	}
 	d, ok := details[topic]
 	if !ok || d.Err != nil {
-		// Not listed (yet): drop kgo's cached answer, so that the next
-		// call asks the cluster instead of repeating it for MetadataMinAge.
-		cl.PurgeTopicsFromClient(topic)
+		// Not listed (yet): a fresh answer in kgo's cache, so that the
+		// next call does not repeat this one for MetadataMinAge. Not
+		// PurgeTopicsFromClient: cl may be the group consumer's (Worker.Get
+		// counts the input's partitions through it), whose purge drops the
+		// topic from its subscription for good — a metadata blip during a
+		// query stopped the worker consuming (found by a review).
+		refreshTopics(ctx, cl, topic)
 		return 0, nil
 	}
 	return int32(len(d.Partitions)), nil

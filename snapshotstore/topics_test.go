@@ -6,11 +6,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/actorflow/actorflow/internal/testkit"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -106,6 +108,39 @@ func TestTopicJustCreatedIsSeenThroughTheSameClient(t *testing.T) {
 	}
 	if n, err := snapshotstore.TopicPartitions(ctx, cl, out); err != nil || n != 3 {
 		t.Fatalf("TopicPartitions(%s) right after its creation = %d, %v; want 3", out, n, err)
+	}
+}
+
+// TopicPartitions through a consuming client (Worker.Get counts the input's
+// partitions through the group consumer's) leaves the topic in its
+// subscription when the topic is missing from the answer: it purged the
+// topic from the client, which takes it out of consumption for good — a
+// metadata blip during a query stopped the worker consuming (found by a
+// review).
+func TestTopicPartitionsKeepsAConsumedTopicSubscribed(t *testing.T) {
+	_, brokers := testkit.Kfake(t)
+	in := testkit.Name(t, "in")
+	cl := testkit.Client(t, brokers, kgo.ConsumeTopics(in), kgo.MetadataMinAge(50*time.Millisecond), kgo.MetadataMaxAge(100*time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if n, err := snapshotstore.TopicPartitions(ctx, cl, in); err != nil || n != 0 {
+		t.Fatalf("TopicPartitions(%s) before its creation = %d, %v; want 0", in, n, err)
+	}
+	adm := kadm.NewClient(testkit.Client(t, brokers))
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := testkit.Client(t, brokers).ProduceSync(ctx, &kgo.Record{Topic: in, Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("the consumer got nothing from %s: TopicPartitions took the topic out of its subscription", in)
+		}
+		if fs.NumRecords() > 0 {
+			return
+		}
 	}
 }
 
