@@ -245,7 +245,13 @@ func WithStartTimeout(d time.Duration) Option {
 
 const defaultStartTimeout = 30 * time.Second
 
-// WithClientOpts adds kgo options (TLS, SASL, ...) to every client.
+// WithClientOpts adds kgo options (TLS, SASL, ...) to every client the
+// worker creates. They cannot change what the runtime's correctness rests
+// on — the consumer's group, topic, manual commits, read_committed
+// isolation, reset offset, rebalance callbacks and balancers, a
+// transactional producer's id, timeout and partitioner: those are applied
+// after them (coordinator.Config.ClientOpts, snapshotstore.KafkaConfig).
+// Default none.
 func WithClientOpts(o ...kgo.Opt) Option {
 	return func(c *config) { c.clientOpts = append(c.clientOpts, o...) }
 }

@@ -120,7 +120,12 @@ type Config struct {
 	// counted, fatal under fail-fast, else PartitionFailed). Default nil:
 	// PartitionFailed.
 	OnFailure func(tp TopicPartition, err error)
-	// ClientOpts are extra kgo options (TLS, SASL, ...).
+	// ClientOpts are extra kgo options (TLS, SASL, ...), applied after the
+	// consumer's tunables (fetch wait, session timeout, logger: theirs win)
+	// and before what the runtime's correctness rests on, which they cannot
+	// change: the group, its topic, manual commits, read_committed with
+	// control records, the reset offset, the rebalance timeout and
+	// callbacks, the balancers, the instance id and request versions.
 	ClientOpts []kgo.Opt
 	Logger     *zap.Logger
 }
@@ -243,8 +248,22 @@ func New(cfg Config, h Handler) (*Consumer, error) {
 	// topics by id only.
 	versions := kversion.Stable()
 	versions.SetMaxKeyVersion(kmsg.OffsetCommit.Int16(), 9)
-	opts := []kgo.Opt{
+	// The tunables first: cfg.ClientOpts come after them and win. Then
+	// what the runtime's correctness rests on (required, below), which
+	// ClientOpts cannot change: a kgo.ConsumeResetOffset(AtEnd) or a
+	// read_uncommitted isolation given for TLS-and-SASL options' sake
+	// skipped records or folded aborted ones (found by a review).
+	tunables := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
+		// Kafka's own fetch.max.wait.ms default (kgo's is 5 s): a partition
+		// resumed after backpressure is fetched again within it.
+		kgo.FetchMaxWait(500 * time.Millisecond),
+		kgo.WithLogger(c.kgoLog), // a logger of the caller's wins (LeaveTimeout)
+	}
+	if cfg.SessionTimeout > 0 {
+		tunables = append(tunables, kgo.SessionTimeout(cfg.SessionTimeout))
+	}
+	opts := []kgo.Opt{
 		kgo.ConsumerGroup(cfg.Group),
 		kgo.ConsumeTopics(cfg.Topic),
 		kgo.DisableAutoCommit(),
@@ -262,17 +281,10 @@ func New(cfg Config, h Handler) (*Consumer, error) {
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.RebalanceTimeout(cfg.RebalanceTimeout),
-		// Kafka's own fetch.max.wait.ms default (kgo's is 5 s): a partition
-		// resumed after backpressure is fetched again within it.
-		kgo.FetchMaxWait(500 * time.Millisecond),
 		kgo.OnPartitionsAssigned(c.onAssigned),
 		kgo.OnPartitionsRevoked(c.onRevoked),
 		kgo.OnPartitionsLost(c.onLost),
-		kgo.WithLogger(c.kgoLog),
 		kgo.MaxVersions(versions),
-	}
-	if cfg.SessionTimeout > 0 {
-		opts = append(opts, kgo.SessionTimeout(cfg.SessionTimeout))
 	}
 	if cfg.InstanceID != "" {
 		opts = append(opts, kgo.InstanceID(cfg.InstanceID))
@@ -285,7 +297,7 @@ func New(cfg Config, h Handler) (*Consumer, error) {
 	default:
 		opts = append(opts, kgo.Balancers(kgo.CooperativeStickyBalancer()))
 	}
-	cl, err := kgo.NewClient(append(opts, cfg.ClientOpts...)...)
+	cl, err := kgo.NewClient(append(append(tunables, cfg.ClientOpts...), opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: consumer: %w", err)
 	}

@@ -145,7 +145,10 @@ type KafkaConfig struct {
 	OutputPartitioner kgo.Partitioner
 
 	// ClientOpts are added to every client the store creates (TLS, SASL,
-	// ...), after the store's own options. Default none. A kgo.WithLogger
+	// ...), after the store's own tunables (a kgo.MetadataMinAge here
+	// wins) and before what its correctness rests on, which they cannot
+	// change: a transactional producer's id, transaction timeout, default
+	// topic, partitioner and request versions. Default none. A kgo.WithLogger
 	// here gets kgo's log; a transactional producer's goes through the
 	// producer's ring of its last entries first (Commit reads it).
 	ClientOpts []kgo.Opt

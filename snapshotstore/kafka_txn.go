@@ -116,12 +116,7 @@ func (k *Kafka) newTxnClient(ctx context.Context, p PartitionInfo, id string, di
 	versions.SetMaxKeyVersion(kmsg.TxnOffsetCommit.Int16(), 5)
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(k.brokers...),
-		kgo.TransactionalID(id),
-		kgo.TransactionTimeout(k.cfg.txnTimeout),
-		kgo.DefaultProduceTopic(k.topic),
-		kgo.RecordPartitioner(k.txnPartitioner()), // snapshots manual, outputs by key (outputs.go)
 		kgo.ProducerLinger(0),
-		kgo.MaxVersions(versions),
 		// A produce that comes back with a retriable partition error other
 		// than REQUEST_TIMED_OUT / NOT_ENOUGH_REPLICAS_AFTER_APPEND — e.g.
 		// NOT_ENOUGH_REPLICAS, the broker's translation of a failed KIP-890
@@ -144,6 +139,16 @@ func (k *Kafka) newTxnClient(ctx context.Context, p PartitionInfo, id string, di
 		// transaction's marker unwritten (dangling.go).
 		kgo.WithHooks(disc),
 	}, k.producerOpts(id)...)
+	// After the caller's ClientOpts, which cannot change them: the
+	// partition's fence (its stable id), the timeout the store's decisions
+	// count on, where snapshots go, and the request versions it speaks.
+	opts = append(opts,
+		kgo.TransactionalID(id),
+		kgo.TransactionTimeout(k.cfg.txnTimeout),
+		kgo.DefaultProduceTopic(k.topic),
+		kgo.RecordPartitioner(k.txnPartitioner()), // snapshots manual, outputs by key (outputs.go)
+		kgo.MaxVersions(versions),
+	)
 	// The ring last, over a kgo.WithLogger in ClientOpts (it passes on to
 	// that one, openTxn): Commit's check of kgo's log needs every line
 	// (errCommitDropped).
