@@ -81,8 +81,13 @@ func NewWorker(flow keyflow.Handler, opts ...Option) (*Worker, error) {
 		return nil, errors.New("actorflow: WithSnapshotTopic (or WithStore) is required")
 	case len(cfg.brokers) == 0:
 		return nil, errors.New("actorflow: WithBrokers is required")
+	case cfg.snapshot != "" && cfg.snapshot == cfg.input:
+		return nil, fmt.Errorf("actorflow: the snapshot topic %q is the input topic: the flow would fold its own snapshots", cfg.input)
 	case cfg.kafka.Mode != snapshotstore.Transactional && cfg.kafka.Mode != snapshotstore.Plain:
 		return nil, fmt.Errorf("actorflow: WithMode(%v): want snapshotstore.Transactional or snapshotstore.Plain", cfg.kafka.Mode)
+	}
+	if st, ok := cfg.store.(interface{ Topic() string }); ok && st.Topic() == cfg.input {
+		return nil, fmt.Errorf("actorflow: the store's snapshot topic %q is the input topic: the flow would fold its own snapshots", cfg.input)
 	}
 	if cfg.queryEndpoint != "" {
 		if err := checkEndpoint(cfg.queryEndpoint); err != nil {

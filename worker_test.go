@@ -255,6 +255,25 @@ func TestNewWorkerRefusesAnUnknownMode(t *testing.T) {
 	}
 }
 
+// A snapshot topic that is the input topic is refused at construction, by
+// name or as the topic of a store given with WithStore: the flow would fold
+// its own snapshots (found by a review).
+func TestNewWorkerRefusesTheInputAsSnapshotTopic(t *testing.T) {
+	flow := keyflow.New(func(_ *keyflow.Context, s *int, _ *kgo.Record) (*int, error) { return s, nil })
+	opts := []actorflow.Option{actorflow.WithBrokers("127.0.0.1:1"), actorflow.WithGroup("g"), actorflow.WithInputTopic("in")}
+	if w, err := actorflow.NewWorker(flow, append(opts, actorflow.WithSnapshotTopic("in"))...); err == nil || w != nil || !strings.Contains(err.Error(), `"in"`) {
+		t.Errorf("WithSnapshotTopic(input): NewWorker = %v, %v; want an error naming the topic", w, err)
+	}
+	k, err := snapshotstore.NewKafka([]string{"127.0.0.1:1"}, "in", snapshotstore.KafkaConfig{Mode: snapshotstore.Plain})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	if w, err := actorflow.NewWorker(flow, append(opts, actorflow.WithStore(k))...); err == nil || w != nil {
+		t.Errorf("WithStore(a store of the input topic): NewWorker = %v, %v; want an error", w, err)
+	}
+}
+
 // Worker's methods are the user's: the supervisor and the group consumer
 // are reached by the project's tests through internal/inspect.
 func TestWorkerMethodsAreTheUsersOnly(t *testing.T) {

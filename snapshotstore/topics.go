@@ -190,10 +190,21 @@ func EnsureTopics(ctx context.Context, cl *kgo.Client, input, snapshot string, s
 		if parts <= 0 {
 			parts = 1
 		}
-		if _, err := create(input, parts, nil); err != nil {
+		made, err := create(input, parts, nil)
+		if err != nil {
 			return err
 		}
 		in = parts
+		if !made {
+			// Another client created it first, with its own partitions:
+			// the snapshot topic is sized (and checked) against those.
+			if details, err = listTopics(ctx, cl, false, input); err != nil {
+				return err
+			}
+			if in = count(input); in == 0 {
+				return fmt.Errorf("%w: input topic %q was created by another client and is not listed yet", ErrTopicSetup, input)
+			}
+		}
 	}
 	snap := count(snapshot)
 	created := false

@@ -241,3 +241,43 @@ func TestASnapshotTopicAnotherClientCreatedFirstIsChecked(t *testing.T) {
 		t.Fatalf("EnsureTopics = %v, want the other client's topic refused for its cleanup.policy=delete", err)
 	}
 }
+
+// An input topic another client creates first (EnsureTopics' create is
+// answered TOPIC_ALREADY_EXISTS) has that client's partitions: the snapshot
+// topic is created with as many. It was created with spec.Partitions, and
+// the input partitions past them had no snapshot partition (found by a
+// review).
+func TestAnInputTopicAnotherClientCreatedFirstSizesTheSnapshotTopic(t *testing.T) {
+	c, brokers := testkit.Kfake(t)
+	cl := testkit.Client(t, brokers)
+	ctx := context.Background()
+	input, snaps := testkit.Name(t, "in"), testkit.Name(t, "snaps")
+	raced := make(chan error, 1)
+	c.ControlKey(int16(kmsg.CreateTopics), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		req := kreq.(*kmsg.CreateTopicsRequest)
+		if len(req.Topics) != 1 || req.Topics[0].Topic != input {
+			return nil, nil, false
+		}
+		// The other client's create, with 4 partitions, lands first; this
+		// one is answered that the topic exists.
+		go func() {
+			_, err := kadm.NewClient(testkit.Client(t, brokers)).CreateTopic(ctx, 4, 1, nil, input)
+			raced <- err
+		}()
+		resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+		rt := kmsg.NewCreateTopicsResponseTopic()
+		rt.Topic, rt.ErrorCode = input, kerr.TopicAlreadyExists.Code
+		resp.Topics = append(resp.Topics, rt)
+		return resp, nil, true
+	})
+	err := snapshotstore.EnsureTopics(ctx, cl, input, snaps, snapshotstore.TopicSpec{Create: true, Partitions: 1, ReplicationFactor: -1})
+	if rerr := <-raced; rerr != nil {
+		t.Fatalf("the other client's create: %v", rerr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := snapshotstore.TopicPartitions(ctx, cl, snaps); err != nil || n != 4 {
+		t.Fatalf("snapshot topic has %d partitions (%v), want the input's 4", n, err)
+	}
+}
