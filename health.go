@@ -116,8 +116,8 @@ func (p *probe) watchBrokers(ctx context.Context, cl *kgo.Client, interval time.
 		pctx, cancel := context.WithTimeout(ctx, interval)
 		err := cl.Ping(pctx)
 		cancel()
-		if ctx.Err() != nil {
-			return
+		if ctx.Err() != nil || errors.Is(err, kgo.ErrClientClosed) {
+			return // Run is ending (a fatal failure closes the consumer first): not an outage
 		}
 		if p.record(err) {
 			if err != nil {

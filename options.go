@@ -195,8 +195,9 @@ func WithMaxInFlightBytes(n int) Option {
 // snapshotstore.DefaultRecoveryStallTimeout, 3 min; zero or negative
 // disables it. It must sit above the longest legitimate wait on an open
 // transaction (transaction.timeout.ms plus the broker's abort scan, ~70 s
-// at defaults) and below the rebalance timeout. It is also the default
-// bound of a transaction's retries through broker-side failures.
+// at defaults); the read runs after the assignment's callback returned, so
+// the rebalance timeout does not bound it. It is also the default bound of
+// a transaction's retries through broker-side failures.
 func WithRecoveryStallTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d <= 0 {
@@ -231,9 +232,12 @@ func WithRebalanceTimeout(d time.Duration) Option { return func(c *config) { c.r
 // Run returned (a test's logger among them).
 func WithLeaveTimeout(d time.Duration) Option { return func(c *config) { c.leaveTimeout = d } }
 
-// WithStartTimeout bounds the retries to reach the brokers at start.
-// Default 30 s (also for zero or negative: a zero bound made Run fail at
-// once against a live cluster); then Run fails with ErrBrokersUnreachable.
+// WithStartTimeout bounds each of Run's start steps: the retries to reach
+// the brokers (then Run fails with ErrBrokersUnreachable), and then the
+// topic checks (then it fails with an error matching
+// snapshotstore.ErrTopicSetup) — so a start takes up to twice d before
+// joining the group. Default 30 s (also for zero or negative: a zero bound
+// made Run fail at once against a live cluster).
 func WithStartTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d <= 0 {

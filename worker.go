@@ -28,6 +28,14 @@ var ErrBrokersUnreachable = errors.New("actorflow: brokers unreachable")
 // (a retry, after ErrBrokersUnreachable say, needs a new Worker).
 var ErrRunTwice = errors.New("actorflow: Run called twice on one Worker")
 
+// ErrMemberRejected is matched (errors.Is) by Run's error when the group
+// coordinator refuses to let this member join for a setting of its own: a
+// session timeout outside the broker's group.min/max.session.timeout.ms, a
+// group protocol or assignor the group does not use, a full group, or no
+// authorization for the group. kgo would retry such a join forever; Run
+// stops instead.
+var ErrMemberRejected = coordinator.ErrMemberRejected
+
 // PartitionError is Run's error when a partition failed: a fold error, an
 // undecodable snapshot, a fenced transaction (errors.Is(err,
 // snapshotstore.ErrFenced); not an eviction, snapshotstore.ErrEvicted,
@@ -112,10 +120,16 @@ func NewWorker(flow keyflow.Handler, opts ...Option) (*Worker, error) {
 // returned, and its partition's next owner replays from the last committed
 // offset — nothing is lost, and in the transactional mode no output is
 // repeated) or a
-// fatal partition failure (returned as *PartitionError; the member leaves
-// without flushing the failed partition): a fenced partition (not an
-// evicted one: it waits for the rejoin), or any failure under
-// WithFailFast. Other partition failures stop only their partition,
+// fatal partition failure (returned as *PartitionError): a fenced
+// partition (not an evicted one: it waits for the rejoin), or any failure
+// under WithFailFast. After a fatal failure the member leaves without
+// flushing any partition — the failure may be a fence, which makes every
+// write of the member suspect — and their next owners replay from the
+// last committed offsets (in the plain mode those records' outputs are
+// produced again). Run also stops with ErrMemberRejected (the group
+// coordinator refuses this member's settings), with errors matching
+// snapshotstore.ErrTopicSetup or ErrBrokersUnreachable at start, and with
+// an assignment's error that no retry heals (naming its partitions). Other partition failures stop only their partition,
 // which starts again after a backoff (Status.Failed lists them); partitions
 // still failing at a clean stop (waiting to start again, or started again
 // less than 5 minutes before) are returned, joined (errors.Join of
@@ -292,8 +306,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.sup, w.cons = sup, cons
 	close(w.ready)
 	pctx, stopProbe := context.WithCancel(ctx)
-	defer stopProbe()
-	go w.probe.watchBrokers(pctx, cons.Client(), 5*time.Second, log)
+	probed := make(chan struct{})
+	go func() {
+		defer close(probed)
+		w.probe.watchBrokers(pctx, cons.Client(), 5*time.Second, log)
+	}()
+	defer func() { stopProbe(); <-probed }() // Run leaves no goroutine behind
 	log.Info("worker running", zap.String("group", w.cfg.group), zap.String("input", w.cfg.input),
 		zap.String("snapshots", w.cfg.snapshot), zap.Stringer("mode", w.cfg.kafka.Mode),
 		// Classic cooperative-sticky by default: KIP-848 was as correct on
