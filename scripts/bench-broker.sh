@@ -81,6 +81,9 @@ wait_ready() {
 
 start() {
   mkdir -p "$STATE"
+  # On a fresh machine: podman and runc installed and the containers.conf above written (the
+  # engine's own start does both; its Docker API service is not used here).
+  [[ -f "$CONTAINERS_CONF" ]] || scripts/container-engine.sh start >/dev/null
   local want; want="$(broker_env PORT | grep -v '^KAFKA_\(LISTENERS\|ADVERTISED_LISTENERS\)=' | sha256sum | cut -c1-16)"
   if running && [[ -f "$STATE/addr" && "$(cat "$STATE/settings" 2>/dev/null)" == "$want" ]]; then
     log "already running ($NAME)"

@@ -107,6 +107,7 @@ trap - INT
 # deploy/chaos.py saves the logs at its end; when it broke before, save them here.
 if [[ ! -d "$out/logs" ]]; then
   mkdir -p "$out/logs"
+  docker() { if type -P docker >/dev/null; then command docker "$@"; else podman "$@"; fi; }  # the client, or podman's
   for id in $(docker ps -aq --filter "label=com.docker.compose.project=${ACTORFLOW_PROJECT:-actorflow}"); do
     name="$(docker inspect -f '{{index .Config.Labels "com.docker.compose.service"}}' "$id" 2>/dev/null || echo "$id")"
     docker logs "$id" >"$out/logs/$name.log" 2>&1 || true
