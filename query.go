@@ -255,11 +255,22 @@ func (w *Worker) assignment(ctx context.Context) (func(coordinator.TopicPartitio
 			owners[coordinator.TopicPartition{Topic: topic, Partition: p}] = m
 		}
 	}
+	classic := true
 	if w.cfg.protocol == coordinator.ConsumerProtocol {
-		if err := w.consumerGroupAssignment(ctx, adm, add); err != nil {
+		err := w.consumerGroupAssignment(ctx, adm, add)
+		switch {
+		case err == nil:
+			classic = false
+		case !errors.Is(err, kerr.GroupIDNotFound):
 			return nil, err
 		}
-	} else {
+		// No KIP-848 group of that name: kgo fell back to the classic
+		// protocol (a broker that refuses the consumer protocol), and the
+		// group is a classic one (as coordinator's decideListed reads it).
+		// Asked only through ConsumerGroupDescribe, every key owned
+		// elsewhere answered ErrUnavailable for ever (found by a review).
+	}
+	if classic {
 		gs, err := adm.DescribeGroups(ctx, w.cfg.group)
 		if err == nil {
 			err = gs.Error()

@@ -16,8 +16,10 @@ import (
 	"github.com/actorflow/actorflow/keyflow"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func countFlow(opts ...keyflow.Option) *keyflow.Flow[Count] {
@@ -32,6 +34,7 @@ func countFlow(opts ...keyflow.Option) *keyflow.Flow[Count] {
 
 // queryEnv is a kfake cluster with an input topic and a snapshot topic.
 type queryEnv struct {
+	cluster        *kfake.Cluster
 	brokers        []string
 	input, snaps   string
 	group          string
@@ -41,8 +44,8 @@ type queryEnv struct {
 
 func newQueryEnv(t *testing.T, partitions int32, opts ...kfake.Opt) *queryEnv {
 	t.Helper()
-	_, brokers := testkit.Kfake(t, opts...)
-	e := &queryEnv{brokers: brokers, input: testkit.Name(t, "in"), snaps: testkit.Name(t, "snap"), group: testkit.Name(t, "g"),
+	c, brokers := testkit.Kfake(t, opts...)
+	e := &queryEnv{cluster: c, brokers: brokers, input: testkit.Name(t, "in"), snaps: testkit.Name(t, "snap"), group: testkit.Name(t, "g"),
 		partitionOfKey: map[string]int32{}}
 	testkit.CreateTopics(t, brokers, e.input, e.snaps, partitions)
 	// The default partitioner: franz-go's murmur2 sticky-key partitioner.
@@ -190,6 +193,52 @@ func TestGetStalenessAndUnloadedKey(t *testing.T) {
 func TestGetNotOwnerAndRebalance(t *testing.T) {
 	for _, p := range []coordinator.Protocol{coordinator.Cooperative, coordinator.ConsumerProtocol} {
 		t.Run(p.String(), func(t *testing.T) { testGetNotOwnerAndRebalance(t, p) })
+	}
+}
+
+// Under WithProtocol(ConsumerProtocol) on a broker that refuses the consumer
+// protocol, kgo falls back to the classic one: the owner of a key is then
+// read from DescribeGroups. It was asked only through ConsumerGroupDescribe,
+// which knows no such group, and every key owned elsewhere answered
+// ErrUnavailable for ever (found by a review).
+func TestGetNamesTheOwnerAfterKgoFellBackToTheClassicProtocol(t *testing.T) {
+	e := newQueryEnv(t, 4)
+	e.cluster.ControlKey(int16(kmsg.ConsumerGroupHeartbeat), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		e.cluster.KeepControl()
+		resp := kreq.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+		resp.ErrorCode = kerr.UnsupportedVersion.Code
+		return resp, nil, true
+	})
+	var keys []string
+	for i := range 40 {
+		keys = append(keys, "k"+strconv.Itoa(i))
+	}
+	e.produce(t, 1, keys...)
+	a, _ := e.start(t, countFlow(), actorflow.WithProtocol(coordinator.ConsumerProtocol))
+	b, _ := e.start(t, countFlow(), actorflow.WithProtocol(coordinator.ConsumerProtocol))
+	testkit.Eventually(t, 60*time.Second, "both workers own and run partitions", func() (bool, string) {
+		sa, sb := a.Status(context.Background()), b.Status(context.Background())
+		return len(sa.Partitions) > 0 && len(sb.Partitions) > 0 && len(sa.Partitions)+len(sb.Partitions) == 4, fmt.Sprint(sa.Partitions, sb.Partitions)
+	})
+	sb := b.Status(context.Background())
+	ownedByB := map[int32]bool{}
+	for _, p := range sb.Partitions {
+		ownedByB[p.Partition] = true
+	}
+	key := ""
+	for _, k := range keys {
+		if ownedByB[e.partitionOfKey[k]] {
+			key = k
+			break
+		}
+	}
+	var nerr *actorflow.NotOwnerError
+	testkit.Eventually(t, 30*time.Second, "A's Get of B's key names B", func() (bool, string) {
+		_, _, err := a.Get(ctxFor(t, 5*time.Second), key)
+		return errors.As(err, &nerr), fmt.Sprint(err)
+	})
+	if nerr.Owner.MemberID != sb.MemberID {
+		t.Fatalf("NotOwnerError names member %s, want B's %s", nerr.Owner.MemberID, sb.MemberID)
 	}
 }
 
