@@ -129,7 +129,9 @@ func NewWorker(flow keyflow.Handler, opts ...Option) (*Worker, error) {
 // produced again). Run also stops with ErrMemberRejected (the group
 // coordinator refuses this member's settings), with errors matching
 // snapshotstore.ErrTopicSetup or ErrBrokersUnreachable at start, and with
-// an assignment's error that no retry heals (naming its partitions). Other partition failures stop only their partition,
+// an assignment's error that no retry heals (naming its partitions). A ctx
+// that ends before the worker joined the group (while it reaches the
+// brokers or checks the topics) returns ctx's error, wrapped: it never ran. Other partition failures stop only their partition,
 // which starts again after a backoff (Status.Failed lists them); partitions
 // still failing at a clean stop (waiting to start again, or started again
 // less than 5 minutes before) are returned, joined (errors.Join of
