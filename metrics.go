@@ -45,7 +45,9 @@ import (
 //   - actorflow_partition_failures_total{topic,partition} (counter,
 //     failures): partition failures (each stops the partition until it
 //     starts again, see WithFailFast).
-//   - actorflow_keys_loaded{topic,partition} (gauge, keys),
+//   - actorflow_keys{topic,partition} (gauge, keys the partition keeps:
+//     loaded, held or cold; a deleted key leaves),
+//     actorflow_keys_loaded{topic,partition} (gauge, keys),
 //     actorflow_keys_evicted_total{topic,partition} (counter, keys unloaded
 //     by the live-key budget, keyflow.WithMaxLiveKeys),
 //     actorflow_keys_held{topic,partition} (gauge, keys waiting for the

@@ -13,6 +13,8 @@ import (
 const statusScrapeTimeout = 2 * time.Second
 
 var (
+	descKeys = prometheus.NewDesc("actorflow_keys",
+		"Keys the partition keeps, loaded, held or cold (a deleted key leaves), per owned partition: its key space in memory.", partitionLabels, nil)
 	descKeysLoaded = prometheus.NewDesc("actorflow_keys_loaded",
 		"Keys whose actor is loaded, per owned partition.", partitionLabels, nil)
 	descKeysEvicted = prometheus.NewDesc("actorflow_keys_evicted_total",
@@ -36,6 +38,7 @@ var (
 type statusCollector struct{ w *Worker }
 
 func (c statusCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descKeys
 	ch <- descKeysLoaded
 	ch <- descKeysEvicted
 	ch <- descKeysHeld
@@ -57,6 +60,7 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 		if p.Phase != "stopping" || !failed[coordinator.TopicPartition{Topic: p.Topic, Partition: p.Partition}] {
 			phases[p.Phase]++ // a stopping partition already listed failed counts once, as failed
 		}
+		ch <- prometheus.MustNewConstMetric(descKeys, prometheus.GaugeValue, float64(p.Keys), p.Topic, part)
 		ch <- prometheus.MustNewConstMetric(descKeysLoaded, prometheus.GaugeValue, float64(p.KeysLoaded), p.Topic, part)
 		ch <- prometheus.MustNewConstMetric(descKeysEvicted, prometheus.CounterValue, float64(p.Evictions), p.Topic, part)
 		ch <- prometheus.MustNewConstMetric(descKeysHeld, prometheus.GaugeValue, float64(p.KeysHeld), p.Topic, part)

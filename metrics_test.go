@@ -99,6 +99,13 @@ func TestWithMetricsReportsCommitsRecordsAndLag(t *testing.T) {
 		if evicted == 0 || len(fs["actorflow_keys_held"].GetMetric()) != parts {
 			return false, fmt.Sprintf("%v keys evicted, actorflow_keys_held of %d partitions", evicted, len(fs["actorflow_keys_held"].GetMetric()))
 		}
+		keys := 0.0
+		for _, m := range fs["actorflow_keys"].GetMetric() {
+			keys += m.GetGauge().GetValue()
+		}
+		if keys != 50 { // the ledger's accounts, none deleted
+			return false, fmt.Sprintf("actorflow_keys sums to %v, want the 50 accounts", keys)
+		}
 		// Every record processed: each partition's backpressure budget is
 		// back to nothing in flight.
 		for _, name := range []string{"actorflow_in_flight_records", "actorflow_in_flight_bytes"} {
