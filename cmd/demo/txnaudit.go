@@ -19,10 +19,9 @@ import (
 // cause: the runtime (it wrote or recovered the wrong thing) or the broker
 // (a transaction committed on one partition and aborted on another, or an
 // aborted transaction's records visible to read_committed). The audit tells
-// them apart. The verifier reports it; the chaos run (deploy/chaos.py)
-// fails on an unclean audit, or one that could not finish, in the
-// transactional mode: atomicity is what that mode promises, whoever broke
-// it.
+// them apart. It is reported, not a verdict of its own: what a user sees
+// is what the output and state checks judge (the chaos run's verdict line
+// says whether the audit was clean).
 
 // txnAudit is the audit's result.
 type txnAudit struct {
