@@ -457,10 +457,22 @@ func TestClusterNodeKills(t *testing.T) {
 		if s.name == "actorflow" {
 			// Outputs are exactly-once and in order per key in the transactional mode (issue 10).
 			s.out.mu.Lock()
-			dups, reordered := s.out.dups, s.out.reordered
+			dups, reordered, unknown, undecoded := s.out.dups, s.out.reordered, s.out.unknown, s.out.undecoded
 			s.out.mu.Unlock()
 			if dups > 0 || reordered > 0 {
 				t.Errorf("actorflow: %d duplicate and %d reordered outputs (read_committed): want none", dups, reordered)
+			}
+			// Only reported before (found by a review): an output of no produced event, or one that
+			// does not decode, is an output the flow never emitted for its input.
+			if unknown > 0 || undecoded > 0 {
+				t.Errorf("actorflow: %d outputs naming no produced event and %d undecodable ones: want none", unknown, undecoded)
+			}
+			// A partition that failed and started again inside a worker passed: only Run's return
+			// was checked. Evictions (waiting for the rejoin) are not failures.
+			for _, f := range s.failures.all() {
+				if !f.Evicted {
+					t.Errorf("actorflow: partition %s[%d] failed in %s (consecutive failures %d): %s", f.Topic, f.Partition, f.Who, f.Attempts, f.Err)
+				}
 			}
 		}
 		for _, m := range s.members {

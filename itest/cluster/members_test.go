@@ -152,6 +152,7 @@ type failure struct {
 	Partition int32
 	Attempts  int
 	Err       string
+	Evicted   bool // not a failure: the member was evicted and waits for its rejoin
 }
 
 type failures struct {
@@ -258,7 +259,7 @@ func actorflowIncarnation(cfg workerConfig, name string, log *zap.Logger, folds 
 				evicted.Store(max(evicted.Load(), ev))
 				for _, f := range st.Failed {
 					fl.add(failure{At: time.Now(), Who: fmt.Sprintf("%s#%d", name, inc), Topic: f.Topic,
-						Partition: f.Partition, Attempts: f.Attempts, Err: f.Error}, f.Since)
+						Partition: f.Partition, Attempts: f.Attempts, Err: f.Error, Evicted: f.Evicted}, f.Since)
 				}
 			}
 		}()
