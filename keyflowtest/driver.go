@@ -88,12 +88,16 @@ func WithPartitions(n int) Option {
 	}
 }
 
-// WithStart sets the time the driver's clock starts at. Default
-// DefaultStart; a zero time keeps the default.
+// WithStart sets the time the driver's clock starts at, truncated to the
+// millisecond: timers are kept at millisecond precision (as Kafka's
+// timestamps are), and a start between two milliseconds made a timer set
+// for Now fire only at the next Advance, one for Now+1m only a millisecond
+// after Advance(1m) (found by a review). Default DefaultStart; a zero time
+// keeps the default.
 func WithStart(t time.Time) Option {
 	return func(c *config) {
 		if !t.IsZero() {
-			c.start = t
+			c.start = t.Truncate(time.Millisecond)
 		}
 	}
 }
@@ -323,6 +327,14 @@ func (d *Driver[S]) Pipe(key, value string) error {
 // from there to the same failure. A test must not take the outputs of the
 // records before a Fail as delivered.
 func (d *Driver[S]) PipeRecord(rec *kgo.Record) error {
+	if err := d.pipe(rec); err != nil {
+		return err
+	}
+	return d.fireDue(d.clock.Now())
+}
+
+// pipe is PipeRecord without firing the timers that became due.
+func (d *Driver[S]) pipe(rec *kgo.Record) error {
 	if d.closed {
 		return ErrClosed
 	}
@@ -369,13 +381,15 @@ func (d *Driver[S]) PipeRecord(rec *kgo.Record) error {
 		return err
 	}
 	d.reloadLater(p, k)
-	return d.fireDue(d.clock.Now())
+	return nil
 }
 
 // Advance moves the driver's clock forward by dur and fires every timer
 // due by then — of loaded keys, and of keys not loaded since a Restart,
 // which are loaded for it as a worker's partition does — one at a time, in
-// due-time order (ties: the order they were set in), the clock at each
+// due-time order (ties: the order they were set in, and after a Restart
+// by key; a worker promises no order between keys' timers due together),
+// the clock at each
 // timer's due time while it runs (Context.Now). Timers the fired ones set
 // within the window fire too. It returns when all are done and persisted;
 // the error joins those of the partitions that failed meanwhile (each
@@ -406,15 +420,19 @@ func (d *Driver[S]) Advance(dur time.Duration) error {
 func (d *Driver[S]) Restart() error { return d.RestartAfter(0) }
 
 // RestartAfter is Restart with the partitions down for `down`: the clock
-// moves on by down while no key is loaded and no timer fires, then each
-// key whose persisted timers fell due meanwhile is loaded and fires them
-// at once, late, with Context.Now at the restart's time — as on a worker,
-// where a timer due while its partition was away fires on load, once.
-// Such keys are loaded in the order of their earliest timer, and each
-// fires its overdue timers in due order. The error joins those of the
-// partitions that failed while loading (each matching
-// ErrPartitionFailed). down < 0 is an error.
-func (d *Driver[S]) RestartAfter(down time.Duration) error {
+// moves on by down while no key is loaded and no timer fires. Then the
+// records that arrived meanwhile (arrived, piped as PipeRecord does, in
+// order) are folded first, and each key's timers that fell due while it
+// was away fire after its first such record — as on a worker, whose first
+// poll after the restart brings the waiting records before the cold keys'
+// overdue timers load them: a record that resets a timer (an inactivity
+// flow's click) replaces it before it fires. Then every other key whose
+// persisted timers fell due is loaded and fires them, late, with
+// Context.Now at the restart's time, once. Such keys are loaded in the
+// order of their earliest timer, and each fires its overdue timers in due
+// order. The error joins those of the partitions that failed while loading
+// or folding (each matching ErrPartitionFailed). down < 0 is an error.
+func (d *Driver[S]) RestartAfter(down time.Duration, arrived ...*kgo.Record) error {
 	if d.closed {
 		return ErrClosed
 	}
@@ -441,7 +459,19 @@ func (d *Driver[S]) RestartAfter(down time.Duration) error {
 		}
 	}
 	d.clock.set(d.clock.Now().Add(down))
-	return d.fireDue(d.clock.Now())
+	var errs []error
+	for _, r := range arrived {
+		if err := d.pipe(r); err != nil {
+			if errors.Is(err, ErrClosed) {
+				return err
+			}
+			errs = append(errs, err)
+		}
+	}
+	if err := d.fireDue(d.clock.Now()); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
 // State returns key's state as persisted after the latest call, decoded
@@ -450,7 +480,8 @@ func (d *Driver[S]) RestartAfter(down time.Duration) error {
 // (never seen, or deleted: its fold returned nil). After a failed fold
 // under Fail, it is the state before that fold: the best case, which a
 // worker may not have persisted (PipeRecord). It panics when the codec
-// cannot decode the snapshot (a worker would fail the partition on load).
+// cannot decode the snapshot (a worker fails the key's partition on load,
+// or under keyflow.WithUndecodableStatePolicy drops the state).
 func (d *Driver[S]) State(key string) (S, bool) {
 	var zero S
 	s, ok := d.snapshot(key)

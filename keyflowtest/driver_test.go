@@ -536,6 +536,44 @@ func TestRestartAfterFiresTimersThatFellDueOnLoad(t *testing.T) {
 	}
 }
 
+// The records that arrived while the partitions were down are folded
+// before the overdue timers of their keys fire, as a worker's first poll
+// brings them before its cold keys' timers: a record that replaces a timer
+// keeps it from firing. The driver fired every overdue timer first, so an
+// inactivity flow's test saw an "idle" output production would not emit
+// (found by a review).
+func TestRestartAfterFoldsTheRecordsThatArrivedBeforeTheOverdueTimers(t *testing.T) {
+	var log []fired
+	d := newDriver(t, timerFlow(&log))
+	must(t, d.Pipe("k", "idle@30m"))
+	must(t, d.Pipe("j", "idle@30m"))
+	must(t, d.Advance(20*time.Minute))
+	// Down 20 minutes; k's record (at 25m, say) replaces its idle timer.
+	must(t, d.RestartAfter(20*time.Minute, &kgo.Record{Key: []byte("k"), Value: []byte("idle@30m")}))
+	want := []fired{{"j", "idle", 40 * time.Minute}}
+	if fmt.Sprint(log) != fmt.Sprint(want) {
+		t.Fatalf("fired %v, want %v: k's overdue timer was replaced by the record that arrived while it was down", log, want)
+	}
+	if at, ok := d.Timer("k", "idle"); !ok || !at.Equal(keyflowtest.DefaultStart.Add(70*time.Minute)) {
+		t.Fatalf("k's idle timer %v (%v), want at 70m", at, ok)
+	}
+}
+
+// A start between two milliseconds is truncated: timers are kept at
+// millisecond precision, and one set for Now fired only at the next Advance,
+// one for Now+1m only after Advance(1m+1ms).
+func TestWithStartIsTruncatedToTheMillisecond(t *testing.T) {
+	var log []fired
+	start := keyflowtest.DefaultStart.Add(500 * time.Microsecond)
+	d := newDriver(t, timerFlow(&log), keyflowtest.WithStart(start))
+	must(t, d.Pipe("k", "now@0s"))
+	must(t, d.Pipe("k", "later@1m"))
+	must(t, d.Advance(time.Minute))
+	if want := []fired{{"k", "now", 0}, {"k", "later", time.Minute}}; fmt.Sprint(log) != fmt.Sprint(want) {
+		t.Fatalf("fired %v, want %v", log, want)
+	}
+}
+
 func TestBlockingFoldTimesOut(t *testing.T) {
 	release := make(chan struct{})
 	flow := keyflow.New(func(kc *keyflow.Context, s *int, _ *kgo.Record) (*int, error) {
