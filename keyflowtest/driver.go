@@ -57,6 +57,7 @@ type Option func(*config)
 
 type config struct {
 	topic      string
+	snapshots  string // "": "<topic>.snapshots"
 	partitions int
 	start      time.Time
 	logger     *zap.Logger
@@ -71,6 +72,20 @@ func WithTopic(topic string) Option {
 	return func(c *config) {
 		if topic != "" {
 			c.topic = topic
+		}
+	}
+}
+
+// WithSnapshotTopic sets the name of the snapshot topic a worker would
+// persist the keys' states to: Context.Emit refuses it as an output's
+// topic (keyflow.ErrEmitToSnapshotTopic), as under a worker, and a
+// snapshot's position (an undecodable state's dead letter names it) is in
+// it, at the partition's count of writes. Default "<topic>.snapshots"; ""
+// keeps the default.
+func WithSnapshotTopic(topic string) Option {
+	return func(c *config) {
+		if topic != "" {
+			c.snapshots = topic
 		}
 	}
 }
@@ -150,12 +165,14 @@ type DeadLetter struct {
 	// (keyflow.HeaderErrorOmitted then says what it dropped).
 	Record *kgo.Record
 	// Topic, Partition and Offset name the source record
-	// (keyflow.HeaderErrorTopic, HeaderErrorPartition, HeaderErrorOffset).
+	// (keyflow.HeaderErrorTopic, HeaderErrorPartition, HeaderErrorOffset):
+	// an input record, or for KindUndecodableState the snapshot record
+	// (WithSnapshotTopic, at the partition's count of writes).
 	Topic     string
 	Partition int32
 	Offset    int64
 	// Kind is keyflow.HeaderErrorException: KindFoldError,
-	// KindUndecodable or KindNilKey.
+	// KindUndecodable, KindNilKey or KindUndecodableState.
 	Kind keyflow.DeadLetterKind
 	// Message is keyflow.HeaderErrorMessage: the error, naming topic,
 	// partition, offset and key.
@@ -197,6 +214,7 @@ type Driver[S any] struct {
 
 	mu      sync.Mutex // what key actors write: the snapshots, outputs, dead letters, skips
 	store   []map[string]snapshotstore.Snapshot
+	writes  []int64 // per partition: the snapshots written, the next one's offset
 	outputs []*kgo.Record
 	dead    []DeadLetter
 	skipped []error
@@ -231,6 +249,9 @@ func New[S any](flow *keyflow.Flow[S], opts ...Option) *Driver[S] {
 			o(&cfg)
 		}
 	}
+	if cfg.snapshots == "" {
+		cfg.snapshots = cfg.topic + ".snapshots"
+	}
 	d := &Driver[S]{
 		flow: rt, cfg: cfg, dlq: rt.DeadLetterTopic(cfg.topic),
 		sys:     actors.NewSystem(cfg.logger),
@@ -242,7 +263,7 @@ func New[S any](flow *keyflow.Flow[S], opts ...Option) *Driver[S] {
 		n := int32(i)
 		p := &part{n: n, keys: map[string]*actor.PID{}, cold: map[string]snapshotstore.Snapshot{}, coldStop: map[string]func() bool{}}
 		p.env = &keyactor.Env{
-			Topic: cfg.topic, Partition: n, System: d.sys,
+			Topic: cfg.topic, Partition: n, System: d.sys, SnapshotTopic: cfg.snapshots,
 			Logger:     cfg.logger.With(zap.String("topic", cfg.topic), zap.Int32("partition", n)),
 			TxnOutputs: true,
 			// A worker's transactional producer refuses larger records
@@ -267,6 +288,7 @@ func New[S any](flow *keyflow.Flow[S], opts ...Option) *Driver[S] {
 		p.relay = d.spawnRelay(n)
 		d.parts = append(d.parts, p)
 		d.store = append(d.store, map[string]snapshotstore.Snapshot{})
+		d.writes = append(d.writes, 0)
 	}
 	return d
 }
@@ -603,6 +625,10 @@ func (d *Driver[S]) persist(n int32, s snapshotstore.Snapshot, outs []*kgo.Recor
 	now := d.clock.Now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	// Where a worker's snapshot record would be: its load names it (an
+	// undecodable state's error and dead letter), as the store's does.
+	s.Source = snapshotstore.Position{Topic: d.cfg.snapshots, Partition: n, Offset: d.writes[n]}
+	d.writes[n]++
 	d.store[n][s.Key] = s
 	for _, o := range outs {
 		if dl, ok := d.deadLetterOf(o); ok {

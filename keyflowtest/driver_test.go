@@ -714,3 +714,20 @@ func TestTimerPanicNamesTheTimer(t *testing.T) {
 		t.Fatalf("timer panic: %v", err)
 	}
 }
+
+// Emit refuses the snapshot topic under the driver as under a worker: a
+// flow emitting to it passed its tests and failed every transaction in
+// production (found by a review).
+func TestEmitToTheSnapshotTopicIsRefused(t *testing.T) {
+	flow := keyflow.New(func(kc *keyflow.Context, s *int, _ *kgo.Record) (*int, error) {
+		return s, kc.Emit(&kgo.Record{Topic: "input.snapshots", Value: []byte("x")})
+	}, keyflow.WithOutput(nil, "out"))
+	d := newDriver(t, flow)
+	if err := d.Pipe("k", "v"); !errors.Is(err, keyflowtest.ErrPartitionFailed) || !errors.Is(err, keyflow.ErrEmitToSnapshotTopic) {
+		t.Fatalf("Pipe = %v, want the partition failed on ErrEmitToSnapshotTopic", err)
+	}
+	d2 := newDriver(t, flow, keyflowtest.WithSnapshotTopic("elsewhere"))
+	if err := d2.Pipe("k", "v"); err != nil {
+		t.Fatalf("with another snapshot topic: %v", err)
+	}
+}
