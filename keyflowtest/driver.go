@@ -132,7 +132,10 @@ func WithLogger(l *zap.Logger) Option {
 // record, a timer or a load: a fold that blocks makes the call return an
 // error naming the key instead of hanging the test (unblock it before
 // Close, which waits up to 10 s per partition for its actors to stop).
-// Default DefaultTimeout (10 s); d <= 0 keeps the default.
+// Such an error does not match ErrPartitionFailed, and the driver is left
+// as the timeout found it — the stuck key's later effects (its failure,
+// its writes) land in whichever call comes next — so a test should end
+// there. Default DefaultTimeout (10 s); d <= 0 keeps the default.
 func WithTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d > 0 {
