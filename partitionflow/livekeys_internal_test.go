@@ -189,3 +189,21 @@ func TestKeySlotIs64Bytes(t *testing.T) {
 		t.Fatalf("keySlot is %d bytes, want 64", n)
 	}
 }
+
+// A deleted key's slot (freeSlots, cleared at its unload) is the next new
+// key's: an array of slots stays as long as one of its keys does, and its
+// deleted keys' slots stayed with it (found by a review).
+func TestNewSlotReusesTheSlotsOfDeletedKeys(t *testing.T) {
+	p := &partition{}
+	a, b := p.newSlot(), p.newSlot()
+	if a == b {
+		t.Fatal("two new keys got one slot")
+	}
+	p.freeSlots = append(p.freeSlots, a)
+	if got := p.newSlot(); got != a {
+		t.Fatalf("newSlot = %p, want the freed slot %p", got, a)
+	}
+	if got := p.newSlot(); got == a || got == b {
+		t.Fatalf("newSlot = %p after the free list emptied, want a slot of no other key", got)
+	}
+}

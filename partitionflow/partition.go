@@ -271,10 +271,15 @@ type partition struct {
 	// records' per-batch grouping, reused (emptied after each batch)
 	batchN uint32    // batches routed (keySlot.batch)
 	slots  []keySlot // the rest of the array new keys' slots are cut from (newSlot)
-	groups []keyGroup
-	routed []*kgo.Record
-	gidx   []int32
-	cancel context.CancelFunc
+	// freeSlots are the slots of deleted keys that left the map, cleared,
+	// for newSlot to hand out again: a slot array stays as long as one of
+	// its keys does, and under key churn its deleted keys' slots would
+	// otherwise stay with it.
+	freeSlots []*keySlot
+	groups    []keyGroup
+	routed    []*kgo.Record
+	gidx      []int32
+	cancel    context.CancelFunc
 	// keyProps is shared by every key actor (one Props per key would cost
 	// ~200 B per loaded key); its producers (the actor's, the mailbox's)
 	// read spawnName, spawnSnap, spawnTag and spawnMB, which load sets

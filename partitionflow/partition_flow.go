@@ -47,9 +47,8 @@ func (p *partition) recovered(ctx actor.Context, m *recovered) {
 		}
 	}
 	// One array for the recovered keys' slots, and a million allocations
-	// cost more than the array. A slot whose key leaves the map (deleted,
-	// forgettable) stays in it until the partition stops: 64 bytes, where
-	// the key's string and map entry go.
+	// cost more than the array. A slot whose key is deleted later is
+	// cleared and reused (freeSlots).
 	slots, i := make([]keySlot, kept), 0
 	for k, s := range m.snaps {
 		if forgotten(s) {
@@ -376,10 +375,17 @@ func (p *partition) entry(k string, tag any) *keyEntry {
 	return e
 }
 
-// newSlot is a new key's slot, cut from an array of slotChunk: no key
-// leaves the map, so the arrays are never partly garbage, and a key costs
-// no allocation of its own.
+// newSlot is a new key's slot: a deleted key's (freeSlots), else cut from
+// an array of slotChunk, so that a key costs no allocation of its own. The
+// only keys that leave the map are deleted ones, whose slots are reused:
+// the arrays never fill with garbage.
 func (p *partition) newSlot() *keySlot {
+	if n := len(p.freeSlots); n > 0 {
+		s := p.freeSlots[n-1]
+		p.freeSlots[n-1] = nil
+		p.freeSlots = p.freeSlots[:n-1]
+		return s
+	}
 	if len(p.slots) == 0 {
 		p.slots = make([]keySlot, slotChunk)
 	}
@@ -478,7 +484,13 @@ func (p *partition) unloaded(ctx actor.Context, um *keyactor.Unloaded) {
 		// Deleted: the key leaves the map (a record for it later is a
 		// fresh key's). Every record this copy gets for it is past its
 		// offset, and a restart recovers the tombstone from the topic.
+		// Its slot is cleared (it pointed at the entry, and through it at
+		// the key's string) and reused; the entry lets go of it, so that
+		// nothing left holding the entry can reach the slot's next key.
 		delete(p.keys, m.Key)
+		*e.slot = keySlot{}
+		p.freeSlots = append(p.freeSlots, e.slot)
+		e.slot = nil
 	} else {
 		s := e.slot
 		s.e, s.cold = nil, c
