@@ -247,7 +247,7 @@ func (w *Worker) owner(ctx context.Context, tp coordinator.TopicPartition) (Memb
 // assignment reads the group's current assignment once (one describe for
 // every partition asked of it): the owner of each partition, false when no
 // member owns it (a rebalance).
-func (w *Worker) assignment(ctx context.Context) (func(coordinator.TopicPartition) (Member, bool), error) {
+func (w *Worker) assignment(ctx context.Context) (_ func(coordinator.TopicPartition) (Member, bool), errRet error) {
 	adm := kadm.NewClient(w.cons.Client())
 	owners := map[coordinator.TopicPartition]Member{}
 	add := func(topic string, partitions []int32, m Member) {
@@ -257,18 +257,23 @@ func (w *Worker) assignment(ctx context.Context) (func(coordinator.TopicPartitio
 	}
 	classic := true
 	if w.cfg.protocol == coordinator.ConsumerProtocol {
-		err := w.consumerGroupAssignment(ctx, adm, add)
-		switch {
-		case err == nil:
+		err848 := w.consumerGroupAssignment(ctx, adm, add)
+		if err848 == nil {
 			classic = false
-		case !errors.Is(err, kerr.GroupIDNotFound):
-			return nil, err
+		} else if ctx.Err() != nil {
+			return nil, err848
 		}
-		// No KIP-848 group of that name: kgo fell back to the classic
-		// protocol (a broker that refuses the consumer protocol), and the
-		// group is a classic one (as coordinator's decideListed reads it).
-		// Asked only through ConsumerGroupDescribe, every key owned
-		// elsewhere answered ErrUnavailable for ever (found by a review).
+		// No KIP-848 group of that name (GROUP_ID_NOT_FOUND), or a broker
+		// that does not serve the API: kgo fell back to the classic
+		// protocol, and the group is a classic one (as coordinator's
+		// decideListed reads it). Asked only through
+		// ConsumerGroupDescribe, every key owned elsewhere answered
+		// ErrUnavailable for ever (found by a review).
+		defer func() {
+			if classic && errRet != nil {
+				errRet = fmt.Errorf("%w (ConsumerGroupDescribe: %w)", errRet, err848)
+			}
+		}()
 	}
 	if classic {
 		gs, err := adm.DescribeGroups(ctx, w.cfg.group)
