@@ -252,9 +252,11 @@ const defaultStartTimeout = 30 * time.Second
 // WithClientOpts adds kgo options (TLS, SASL, ...) to every client the
 // worker creates. They cannot change what the runtime's correctness rests
 // on — the consumer's group, topic, manual commits, read_committed
-// isolation, reset offset, rebalance callbacks and balancers, a
-// transactional producer's id, timeout and partitioner: those are applied
-// after them (coordinator.Config.ClientOpts, snapshotstore.KafkaConfig).
+// isolation with control records, reset offset, rebalance timeout and
+// callbacks, balancers, instance id and request versions; the snapshot
+// producers' topic, partitioner, and a transactional producer's id and
+// timeout: those are applied after them (coordinator.Config.ClientOpts,
+// snapshotstore.KafkaConfig.ClientOpts), and one given here is ignored.
 // Default none.
 func WithClientOpts(o ...kgo.Opt) Option {
 	return func(c *config) { c.clientOpts = append(c.clientOpts, o...) }

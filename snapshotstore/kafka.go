@@ -50,13 +50,16 @@ func NewKafka(brokers []string, topic string, c KafkaConfig) (*Kafka, error) {
 	}
 	k := &Kafka{brokers: brokers, topic: topic, cfg: cfg}
 	if cfg.mode == Plain {
-		cl, err := kgo.NewClient(append([]kgo.Opt{
+		// Where snapshots go after the caller's ClientOpts, which cannot
+		// change it: a partitioner given there sent input partition N's
+		// snapshots to other partitions, where its recovery never reads
+		// (found by a review).
+		opts := append([]kgo.Opt{
 			kgo.SeedBrokers(brokers...),
-			kgo.DefaultProduceTopic(topic),
-			kgo.RecordPartitioner(kgo.ManualPartitioner()),
 			kgo.ProducerLinger(0),
 			kgo.WithLogger(k.kgoLogger("")),
-		}, k.producerOpts("")...)...)
+		}, k.producerOpts("")...)
+		cl, err := kgo.NewClient(append(opts, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
 		if err != nil {
 			return nil, fmt.Errorf("snapshot producer: %w", err)
 		}

@@ -148,7 +148,8 @@ type KafkaConfig struct {
 	// ...), after the store's own tunables (a kgo.MetadataMinAge here
 	// wins) and before what its correctness rests on, which they cannot
 	// change: a transactional producer's id, transaction timeout, default
-	// topic, partitioner and request versions. Default none. A kgo.WithLogger
+	// topic, partitioner and request versions, and the plain producer's
+	// default topic and partitioner. Default none. A kgo.WithLogger
 	// here gets kgo's log; a transactional producer's goes through the
 	// producer's ring of its last entries first (Commit reads it).
 	ClientOpts []kgo.Opt
