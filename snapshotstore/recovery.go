@@ -116,9 +116,9 @@ type ReadOptions struct {
 	// progress is diagnosed (the log end re-read) and, with a Logger,
 	// logged as a warning with its diagnosis (an open transaction, a failing
 	// fetch), which a wait without end would otherwise keep to itself. A
-	// log end below the target (StallTruncation) fails the read with a
-	// *RecoveryReadStalledError instead: no wait brings the lost records
-	// back. Zero: every minute.
+	// log end below the target (StallTruncation) at two diagnoses in a row
+	// fails the read with a *RecoveryReadStalledError instead: no wait
+	// brings the lost records back. Zero: every minute.
 	WarnEvery time.Duration
 	// ResolveHanging, when set, is called after ResolveAfter without
 	// progress (and again every ResolveAfter): it ends transactions the
@@ -169,6 +169,7 @@ func ReadToTarget(ctx context.Context, r LogReader, o ReadOptions, fn func(*kgo.
 		warnEvery = time.Minute
 	}
 	var fetchErr error // the last fetch error since the last progress
+	truncated := 0     // consecutive diagnoses of a truncated log (no stall deadline)
 	backoff := minFetchBackoff
 	for pos < target {
 		if o.ResolveHanging != nil && time.Since(lastProgress) >= o.ResolveAfter && time.Since(lastResolve) >= o.ResolveAfter {
@@ -272,8 +273,13 @@ func ReadToTarget(ctx context.Context, r LogReader, o ReadOptions, fn func(*kgo.
 				// for (no other writer of the partition runs while it
 				// recovers): a restart reads to the new end, and the
 				// integrity check then judges what is missing (found by a
-				// review: the plain mode waited for ever).
-				return serr
+				// review: the plain mode waited for ever). Twice in a row,
+				// WarnEvery apart: one low answer may be a stale leader's.
+				if truncated++; truncated >= 2 {
+					return serr
+				}
+			} else {
+				truncated = 0
 			}
 			log.Warn("recovery read makes no progress; waiting on (no stall deadline)", zap.String("partition", o.Partition),
 				zap.Error(serr))

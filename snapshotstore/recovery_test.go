@@ -691,14 +691,20 @@ func TestReadToTargetWithoutStallTimeoutWarnsWithItsDiagnosis(t *testing.T) {
 // ever for records no one would write again (the partition's only writer
 // starts after its recovery; found by a review).
 func TestReadToTargetWithoutStallTimeoutFailsOnATruncatedLog(t *testing.T) {
-	// Captured at 10; re-read at 4: the log was truncated below the target.
-	l := newScriptedLog(endsResult{hwm: 10, lso: 10}, endsResult{hwm: 4, lso: 4})
+	// Captured at 10; re-read at 4, then 10 (one low answer: a stale
+	// leader's, say), then at 4 twice: the log was truncated below the
+	// target.
+	l := newScriptedLog(endsResult{hwm: 10, lso: 10}, endsResult{hwm: 4, lso: 4}, endsResult{hwm: 10, lso: 10},
+		endsResult{hwm: 4, lso: 4}, endsResult{hwm: 4, lso: 4})
 	l.give(recs(0, 3)...)
 	r := startRead(context.Background(), l, snapshotstore.ReadOptions{Partition: "snaps[0]", WarnEvery: 50 * time.Millisecond})
 	err := r.wait(t)
 	var se *snapshotstore.RecoveryReadStalledError
 	if !errors.As(err, &se) || se.Cause != snapshotstore.StallTruncation || se.LogEnd != 4 || se.Target != 10 || !strings.Contains(err.Error(), "snaps[0]") {
 		t.Fatalf("read = %v, want a RecoveryReadStalledError naming snaps[0], the truncation, the log end 4 and the target 10", err)
+	}
+	if n := l.endsCalls(); n != 5 {
+		t.Fatalf("the read failed after %d reads of the log end, want 5: the capture and four diagnoses, the last two in a row truncated", n)
 	}
 }
 
