@@ -360,21 +360,32 @@ func (d *Driver[S]) PipeRecord(rec *kgo.Record) error {
 
 // pipe is PipeRecord without firing the timers that became due.
 func (d *Driver[S]) pipe(rec *kgo.Record) error {
+	p, k, err := d.admit(rec)
+	if err != nil || p == nil {
+		return err
+	}
+	return d.deliver(p, k, []*kgo.Record{rec})
+}
+
+// admit checks rec and gives it its topic, offset and timestamp, as
+// PipeRecord says; it returns rec's partition and key, or a nil partition
+// for a record handled without a key actor (skipped).
+func (d *Driver[S]) admit(rec *kgo.Record) (*part, string, error) {
 	if d.closed {
-		return ErrClosed
+		return nil, "", ErrClosed
 	}
 	if rec == nil {
-		return errors.New("keyflowtest: PipeRecord(nil)")
+		return nil, "", errors.New("keyflowtest: PipeRecord(nil)")
 	}
 	if rec.Topic != "" && rec.Topic != d.cfg.topic {
-		return fmt.Errorf("keyflowtest: record of topic %q; the input topic is %q (WithTopic)", rec.Topic, d.cfg.topic)
+		return nil, "", fmt.Errorf("keyflowtest: record of topic %q; the input topic is %q (WithTopic)", rec.Topic, d.cfg.topic)
 	}
 	if rec.Partition < 0 || int(rec.Partition) >= len(d.parts) {
-		return fmt.Errorf("keyflowtest: record of partition %d; the input has %d (WithPartitions)", rec.Partition, len(d.parts))
+		return nil, "", fmt.Errorf("keyflowtest: record of partition %d; the input has %d (WithPartitions)", rec.Partition, len(d.parts))
 	}
 	p := d.parts[rec.Partition]
 	if p.failed != nil {
-		return p.failed
+		return nil, "", p.failed
 	}
 	rec.Topic, rec.Offset = d.cfg.topic, p.next
 	p.next++
@@ -389,19 +400,29 @@ func (d *Driver[S]) pipe(rec *kgo.Record) error {
 		d.mu.Lock()
 		d.skipped = append(d.skipped, fmt.Errorf("%s[%d] offset %d: record has no key (nil-key policy: skip)", rec.Topic, rec.Partition, rec.Offset))
 		d.mu.Unlock()
-		return nil
+		return nil, "", nil
 	case rec.Key == nil:
-		return d.failStop(p, fmt.Errorf("%s[%d] offset %d: record has no key (nil-key policy: fail)", rec.Topic, rec.Partition, rec.Offset))
+		return nil, "", d.failStop(p, fmt.Errorf("%s[%d] offset %d: record has no key (nil-key policy: fail)", rec.Topic, rec.Partition, rec.Offset))
 	case k == snapshotstore.MarkerKey || k == snapshotstore.KeylessKey:
-		return d.failStop(p, fmt.Errorf("%s[%d] offset %d: key %q is reserved for actorflow's own snapshot records", rec.Topic, rec.Partition, rec.Offset, rec.Key))
+		return nil, "", d.failStop(p, fmt.Errorf("%s[%d] offset %d: key %q is reserved for actorflow's own snapshot records", rec.Topic, rec.Partition, rec.Offset, rec.Key))
 	default:
 		d.keyPart[k] = p.n
+	}
+	return p, k, nil
+}
+
+// deliver hands recs, key k's, to its actor in one Deliver (a worker's
+// poll batch of the key: a cold key's overdue timers fire after all of
+// them), and returns when their effects are done and persisted.
+func (d *Driver[S]) deliver(p *part, k string, recs []*kgo.Record) error {
+	if p.failed != nil {
+		return p.failed
 	}
 	pid, err := d.load(p, k)
 	if err != nil {
 		return err
 	}
-	d.sys.Root.Send(pid, &keyactor.Deliver{Records: []*kgo.Record{rec}})
+	d.sys.Root.Send(pid, &keyactor.Deliver{Records: recs})
 	if err := d.flush(p, k); err != nil {
 		return err
 	}
@@ -446,12 +467,13 @@ func (d *Driver[S]) Restart() error { return d.RestartAfter(0) }
 
 // RestartAfter is Restart with the partitions down for `down`: the clock
 // moves on by down while no key is loaded and no timer fires. Then the
-// records that arrived meanwhile (arrived, piped as PipeRecord does, in
-// order) are folded first, and each key's timers that fell due while it
-// was away fire after its first such record — as on a worker, whose first
-// poll after the restart brings the waiting records before the cold keys'
-// overdue timers load them: a record that resets a timer (an inactivity
-// flow's click) replaces it before it fires. Then every other key whose
+// records that arrived meanwhile (arrived, taken as PipeRecord takes them,
+// in order; each key's in one delivery) are folded first, and each key's
+// timers that fell due while it was away fire after them — as on a
+// worker, whose first poll after the restart usually brings the waiting
+// records before the cold keys' overdue timers load them (the two race
+// there): a record that resets a timer (an inactivity flow's click)
+// replaces it before it fires. Then every other key whose
 // persisted timers fell due is loaded and fires them, late, with
 // Context.Now at the restart's time, once. Such keys are loaded in the
 // order of their earliest timer, and each fires its overdue timers in due
@@ -484,12 +506,39 @@ func (d *Driver[S]) RestartAfter(down time.Duration, arrived ...*kgo.Record) err
 		}
 	}
 	d.clock.set(d.clock.Now().Add(down))
+	// Each key's arrived records in one Deliver, as a worker's first poll
+	// brings them: its overdue timers fire after all of them.
 	var errs []error
+	type group struct {
+		p    *part
+		k    string
+		recs []*kgo.Record
+	}
+	var groups []*group
+	byKey := map[string]*group{}
 	for _, r := range arrived {
-		if err := d.pipe(r); err != nil {
+		p, k, err := d.admit(r)
+		if err != nil {
 			if errors.Is(err, ErrClosed) {
 				return err
 			}
+			errs = append(errs, err)
+			continue
+		}
+		if p == nil {
+			continue // skipped
+		}
+		id := fmt.Sprintf("%d/%s", p.n, k)
+		g := byKey[id]
+		if g == nil {
+			g = &group{p: p, k: k}
+			byKey[id] = g
+			groups = append(groups, g)
+		}
+		g.recs = append(g.recs, r)
+	}
+	for _, g := range groups {
+		if err := d.deliver(g.p, g.k, g.recs); err != nil {
 			errs = append(errs, err)
 		}
 	}

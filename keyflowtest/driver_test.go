@@ -557,6 +557,18 @@ func TestRestartAfterFoldsTheRecordsThatArrivedBeforeTheOverdueTimers(t *testing
 	if at, ok := d.Timer("k", "idle"); !ok || !at.Equal(keyflowtest.DefaultStart.Add(70*time.Minute)) {
 		t.Fatalf("k's idle timer %v (%v), want at 70m", at, ok)
 	}
+	// Two records of a key while down, the second resetting its overdue
+	// timer: a worker delivers both in its first poll, and the overdue
+	// timer fires after both — so not at all. Delivered one by one, it
+	// fired after the first.
+	must(t, d.Advance(80*time.Minute))
+	log = nil
+	must(t, d.Pipe("m", "idle@30m"))
+	must(t, d.RestartAfter(time.Hour, &kgo.Record{Key: []byte("m"), Value: []byte("other@30m")},
+		&kgo.Record{Key: []byte("m"), Value: []byte("idle@30m")}))
+	if len(log) != 0 {
+		t.Fatalf("fired %v after a restart whose arrived records reset m's timer, want nothing", log)
+	}
 }
 
 // A start between two milliseconds is truncated: timers are kept at
