@@ -552,6 +552,8 @@ func (c *Consumer) restartWith(ctx context.Context, tp TopicPartition, memo memb
 	// after its backoff).
 	rctx, cancel := context.WithTimeout(ctx, c.restartBound())
 	defer cancel()
+	// Not bound again: the restarted copy writes under its assignment's
+	// token (Consumer.Writes), as the failed copy did, which has stopped.
 	err = c.h.Open(rctx, []TopicPartition{tp})
 	var offsets map[TopicPartition]snapshotstore.Assignment
 	if err == nil {

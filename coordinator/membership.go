@@ -39,9 +39,15 @@ type Writes struct {
 	token uint64 // Ownership.Token at the copy's start
 }
 
-// Writes returns the write gate of tp's current assignment.
+// Writes returns the write gate of tp's current assignment. Taken while tp
+// is not bound (a copy opened outside an assignment), it refuses every
+// write, even once tp is bound: token 0 would mean "whichever copy".
 func (c *Consumer) Writes(tp TopicPartition) Writes {
-	return Writes{c: c, tp: tp, token: c.own.Token(tp)}
+	tok := c.own.Token(tp)
+	if tok == 0 {
+		tok = ^uint64(0) // no Bind's token
+	}
+	return Writes{c: c, tp: tp, token: tok}
 }
 
 // Metadata is PartitionMetadata for this copy.

@@ -98,6 +98,14 @@ func TestACopyOfAnEarlierAssignmentCommitsNothing(t *testing.T) {
 	if err := cur.CommitOffset(context.Background(), 5); err != nil {
 		t.Fatalf("the current copy's CommitOffset: %v", err)
 	}
+	// A gate taken while the partition was not bound belongs to no
+	// assignment: it writes nothing, even once the partition is bound.
+	c.own.Release(tp)
+	unbound := c.Writes(tp)
+	c.own.Bind(tp, m)
+	if _, err := unbound.Metadata(); !errors.Is(err, snapshotstore.ErrNotOwned) {
+		t.Fatalf("a gate taken unbound: Metadata = %v, want an error matching ErrNotOwned", err)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if len(sent) != 1 || sent[0] != 5 {

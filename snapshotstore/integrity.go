@@ -218,7 +218,7 @@ func (c *recoveryCheck) finish(input string, a *Assignment, inputEnd int64) (dro
 		// before markers, a copy of the topic), or the topic was re-created
 		// under a running writer. Not refused — a false alarm would keep a
 		// partition down — but said.
-		c.log.Warn("the snapshot topic holds snapshots but no offset marker while the group has a committed offset; the lost-state check cannot judge it",
+		c.log.Warn("the snapshot topic holds records but no valid offset marker while the group has a committed offset; the lost-state check cannot judge it",
 			zap.String("snapshots", c.snaps), zap.String("input", input), zap.Int64("committed", a.Offset), zap.Int("records", c.records))
 		return drop, nil
 	default:

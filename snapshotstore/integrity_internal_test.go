@@ -113,7 +113,7 @@ func TestRecoveryCheckSaysWhatItCannotJudge(t *testing.T) {
 		name, warning string
 		recs          []*kgo.Record
 	}{
-		{"no marker", "holds snapshots but no offset marker", []*kgo.Record{snapRec("a", 499, "v")}},
+		{"no marker", "holds records but no valid offset marker", []*kgo.Record{snapRec("a", 499, "v")}},
 		{"a marker without an offset", "does not hold an offset", []*kgo.Record{markerRecord("snaps", 0, 500), {Topic: "snaps", Key: []byte(MarkerKey), Value: []byte("x")}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

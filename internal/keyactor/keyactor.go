@@ -176,7 +176,7 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 			// neither the input partition nor the key).
 			what := fmt.Sprintf("from offset %d", first)
 			if first < 0 { // no record's: "from offset -1" said nothing
-				what = "(changed by a timer or the load hook)"
+				what = "(changed by no record: a timer, the load hook or a dropped undecodable state)"
 			}
 			a.fail(ctx, fmt.Errorf("%s[%d] key %q: the write of its state %s failed: %w", a.env.Topic, a.env.Partition, a.key, what, m.err))
 		}
