@@ -20,6 +20,57 @@ func (intCodec) Decode(b []byte) (*int, error) {
 	return &s, json.Unmarshal(b, &s)
 }
 
+// failedSettled runs key's actor of flow under a parent that sends it the
+// messages send gives, waits for its KeyFailed, and returns the Settled of
+// the last Progress the parent received (-2: none) and the key's error.
+func failedSettled[S any](t *testing.T, flow *Flow[S], key string, send func(ctx actor.Context, child *actor.PID)) (int64, error) {
+	t.Helper()
+	sys := actor.NewActorSystem()
+	defer sys.Shutdown()
+	env := &Env{Topic: "in", System: sys, Logger: zap.NewNop(), Persist: func(w *WriteMsg) {
+		// Committed at once: the outcome is posted to the key's mailbox
+		// behind the messages already there.
+		done := w.Done
+		w.Release()
+		done(nil)
+	}, Processed: func(int, int) {}}
+	failed := make(chan error, 1)
+	type lastSettled struct{ reply chan int64 }
+	var child *actor.PID
+	last := int64(-2) // the last Progress's Settled; the parent's own
+	parent := sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		switch m := ctx.Message().(type) {
+		case *actor.Started:
+			child = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return flow.NewKeyActor(key, nil, env) }))
+			send(ctx, child)
+		case *Query:
+			ctx.Send(child, m)
+		case *lastSettled:
+			m.reply <- last
+		case *Progress:
+			last = m.Settled
+		case *KeyFailed:
+			failed <- m.Err
+		}
+	}))
+	defer sys.Root.Stop(parent)
+	var err error
+	select {
+	case err = <-failed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the key did not fail")
+	}
+	// The key answers a query after the turn that failed it, so what that
+	// turn sent its parent is in the parent's mailbox before the question
+	// for the last Settled.
+	answered := make(chan QueryAnswer, 1)
+	sys.Root.Send(parent, &Query{Reply: answered})
+	<-answered
+	reply := make(chan int64, 1)
+	sys.Root.Send(parent, &lastSettled{reply})
+	return <-reply, err
+}
+
 // A key whose fold fails (policy fail) does not report the failing record as
 // settled: its offset was counted as seen before the fold ran, so a key with
 // nothing dirty sent a Progress at that offset right after its KeyFailed,
@@ -39,55 +90,16 @@ func TestAFailedFoldIsNotSettled(t *testing.T) {
 			}
 			return &n, nil
 		}}
-	sys := actor.NewActorSystem()
-	defer sys.Shutdown()
-	env := &Env{Topic: "in", System: sys, Logger: zap.NewNop(), Persist: func(w *WriteMsg) {
-		// Committed at once: the outcome is posted to the key's mailbox
-		// behind the messages already there.
-		done := w.Done
-		w.Release()
-		done(nil)
-	}, Processed: func(int, int) {}}
-	failed := make(chan error, 1)
-	type lastSettled struct{ reply chan int64 }
-	var child *actor.PID
-	last := int64(-2) // the last Progress's Settled; the parent's own
-	parent := sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
-		switch m := ctx.Message().(type) {
-		case *actor.Started:
-			child = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return flow.NewKeyActor("k", nil, env) }))
-			recs := []*kgo.Record{{Topic: "in", Offset: 3, Key: []byte("k")}, {Topic: "in", Offset: 4, Key: []byte("k")}}
-			ctx.Send(child, &Deliver{Records: recs})
-			ctx.Send(child, &Flush{})
-			ctx.Send(child, &Deliver{Records: []*kgo.Record{{Topic: "in", Offset: 5, Key: []byte("k")}}})
-		case *Query:
-			ctx.Send(child, m)
-		case *lastSettled:
-			m.reply <- last
-		case *Progress:
-			last = m.Settled
-		case *KeyFailed:
-			failed <- m.Err
-		}
-	}))
-	defer sys.Root.Stop(parent)
-	select {
-	case err := <-failed:
-		if !errors.Is(err, boom) {
-			t.Fatalf("KeyFailed %v, want the fold's error", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the key did not fail")
+	got, err := failedSettled(t, flow, "k", func(ctx actor.Context, child *actor.PID) {
+		recs := []*kgo.Record{{Topic: "in", Offset: 3, Key: []byte("k")}, {Topic: "in", Offset: 4, Key: []byte("k")}}
+		ctx.Send(child, &Deliver{Records: recs})
+		ctx.Send(child, &Flush{})
+		ctx.Send(child, &Deliver{Records: []*kgo.Record{{Topic: "in", Offset: 5, Key: []byte("k")}}})
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("KeyFailed %v, want the fold's error", err)
 	}
-	// The key answers a query after the turn that failed it, so what that
-	// turn sent its parent is in the parent's mailbox before the question
-	// for the last Settled.
-	answered := make(chan QueryAnswer, 1)
-	sys.Root.Send(parent, &Query{Reply: answered})
-	<-answered
-	reply := make(chan int64, 1)
-	sys.Root.Send(parent, &lastSettled{reply})
-	if got := <-reply; got >= 5 || got < 4 {
+	if got >= 5 || got < 4 {
 		t.Fatalf("the key's last Settled is %d after its fold of offset 5 failed, want 4: not past a record neither folded nor dead-lettered, and the records before it settled", got)
 	}
 }
@@ -101,47 +113,13 @@ func TestAFailedKeylessDeadLetterIsNotSettled(t *testing.T) {
 		Config: Config{DeadLetter: "in-dlq", DeadLetterRecord: func(topic string, rec *kgo.Record, _ Kind, _ error, _ time.Time, _ int) (*kgo.Record, string) {
 			return &kgo.Record{Topic: topic, Value: rec.Value}, ""
 		}}}
-	sys := actor.NewActorSystem()
-	defer sys.Shutdown()
-	env := &Env{Topic: "in", System: sys, Logger: zap.NewNop(), Persist: func(w *WriteMsg) {
-		done := w.Done
-		w.Release()
-		done(nil)
-	}, Processed: func(int, int) {}}
-	failed := make(chan error, 1)
-	type lastSettled struct{ reply chan int64 }
-	var child *actor.PID
-	last := int64(-2)
-	parent := sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
-		switch m := ctx.Message().(type) {
-		case *actor.Started:
-			child = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return flow.NewKeyActor(snapshotstore.KeylessKey, nil, env) }))
-			ctx.Send(child, &Deliver{Records: []*kgo.Record{{Topic: "in", Offset: 7}}})
-		case *Query:
-			ctx.Send(child, m)
-		case *lastSettled:
-			m.reply <- last
-		case *Progress:
-			last = m.Settled
-		case *KeyFailed:
-			failed <- m.Err
-		}
-	}))
-	defer sys.Root.Stop(parent)
-	select {
-	case err := <-failed:
-		if !errors.Is(err, ErrNoDeadLetterProducer) {
-			t.Fatalf("KeyFailed %v, want ErrNoDeadLetterProducer", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the key did not fail")
+	got, err := failedSettled(t, flow, snapshotstore.KeylessKey, func(ctx actor.Context, child *actor.PID) {
+		ctx.Send(child, &Deliver{Records: []*kgo.Record{{Topic: "in", Offset: 7}}})
+	})
+	if !errors.Is(err, ErrNoDeadLetterProducer) {
+		t.Fatalf("KeyFailed %v, want ErrNoDeadLetterProducer", err)
 	}
-	answered := make(chan QueryAnswer, 1)
-	sys.Root.Send(parent, &Query{Reply: answered})
-	<-answered
-	reply := make(chan int64, 1)
-	sys.Root.Send(parent, &lastSettled{reply})
-	if got := <-reply; got >= 7 {
+	if got >= 7 {
 		t.Fatalf("the key-less actor's last Settled is %d after its dead letter of offset 7 failed, want below 7", got)
 	}
 }
