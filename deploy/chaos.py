@@ -503,6 +503,10 @@ class Chaos:
         parts = {p["partition"]: p.get("committable_offset") or 0
                  for p in before.get("partitions") or [] if p.get("topic") == INPUT}
         log(f"kill -9 {w} (member {member}, partitions {sorted(parts)})")
+        if not parts:
+            # Nothing to take over, so nothing is checked: said, not silent (found by a review).
+            self.warn(f"kill {w}: its /status listed no partition of {INPUT} in the 2s before the kill "
+                      f"(stale, or it owned none): no takeover checked", fatal=False)
         t_kill = time.time()
         docker("kill", "-s", "KILL", cid(w))
         owned, processing = {}, {}
