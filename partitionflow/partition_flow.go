@@ -37,21 +37,14 @@ func (p *partition) recovered(ctx actor.Context, m *recovered) {
 	// topic keeps tombstones for delete.retention.ms (a day by default),
 	// and a key map holding every key deleted that long grows with the key
 	// churn.
-	forgotten := func(s snapshotstore.Snapshot) bool {
-		return s.Tombstone() && len(s.Timers) == 0 && s.Offset < p.cfg.AssignedOffset
-	}
-	kept := 0
-	for _, s := range m.snaps {
-		if !forgotten(s) {
-			kept++
-		}
-	}
+	//
 	// One array for the recovered keys' slots, and a million allocations
-	// cost more than the array. A slot whose key is deleted later is
-	// cleared and reused (freeSlots).
-	slots, i := make([]keySlot, kept), 0
+	// cost more than the array; the slots the forgotten tombstones leave
+	// are the first new keys' (p.slots, newSlot). A slot whose key is
+	// deleted later is cleared and reused (freeSlots).
+	slots, i := make([]keySlot, len(m.snaps)), 0
 	for k, s := range m.snaps {
-		if forgotten(s) {
+		if s.Tombstone() && len(s.Timers) == 0 && s.Offset < p.cfg.AssignedOffset {
 			continue
 		}
 		sl := &slots[i]
@@ -62,6 +55,9 @@ func (p *partition) recovered(ctx actor.Context, m *recovered) {
 		if at, ok := s.NextTimer(); ok {
 			p.ctimers.add(k, at)
 		}
+	}
+	if len(p.slots) == 0 {
+		p.slots = slots[i:]
 	}
 	m.snaps = nil
 	p.log.Info("partition recovered", zap.Int("snapshots", p.recoveredN), zap.Int("keys_with_timers", p.ctimers.len()),
