@@ -247,7 +247,7 @@ func (w *Worker) owner(ctx context.Context, tp coordinator.TopicPartition) (Memb
 // assignment reads the group's current assignment once (one describe for
 // every partition asked of it): the owner of each partition, false when no
 // member owns it (a rebalance).
-func (w *Worker) assignment(ctx context.Context) (_ func(coordinator.TopicPartition) (Member, bool), errRet error) {
+func (w *Worker) assignment(ctx context.Context) (func(coordinator.TopicPartition) (Member, bool), error) {
 	adm := kadm.NewClient(w.cons.Client())
 	owners := map[coordinator.TopicPartition]Member{}
 	add := func(topic string, partitions []int32, m Member) {
@@ -255,12 +255,11 @@ func (w *Worker) assignment(ctx context.Context) (_ func(coordinator.TopicPartit
 			owners[coordinator.TopicPartition{Topic: topic, Partition: p}] = m
 		}
 	}
-	classic := true
-	if w.cfg.protocol == coordinator.ConsumerProtocol {
-		err848 := w.consumerGroupAssignment(ctx, adm, add)
-		if err848 == nil {
-			classic = false
-		} else if ctx.Err() != nil {
+	var err error
+	if w.cfg.protocol != coordinator.ConsumerProtocol {
+		err = w.classicAssignment(ctx, adm, add)
+	} else if err848 := w.consumerGroupAssignment(ctx, adm, add); err848 != nil {
+		if ctx.Err() != nil {
 			return nil, err848
 		}
 		// No KIP-848 group of that name (GROUP_ID_NOT_FOUND), or a broker
@@ -269,34 +268,39 @@ func (w *Worker) assignment(ctx context.Context) (_ func(coordinator.TopicPartit
 		// decideListed reads it). Asked only through
 		// ConsumerGroupDescribe, every key owned elsewhere answered
 		// ErrUnavailable for ever (found by a review).
-		defer func() {
-			if classic && errRet != nil {
-				errRet = fmt.Errorf("%w (ConsumerGroupDescribe: %w)", errRet, err848)
-			}
-		}()
+		if err = w.classicAssignment(ctx, adm, add); err != nil {
+			err = fmt.Errorf("%w (ConsumerGroupDescribe: %w)", err, err848)
+		}
 	}
-	if classic {
-		gs, err := adm.DescribeGroups(ctx, w.cfg.group)
-		if err == nil {
-			err = gs.Error()
-		}
-		if err != nil {
-			return nil, err
-		}
-		for _, m := range gs[w.cfg.group].Members {
-			a, ok := m.Assigned.AsConsumer()
-			if !ok {
-				continue
-			}
-			for _, t := range a.Topics {
-				add(t.Topic, t.Partitions, newMember(m.MemberID, m.InstanceID, m.ClientID, m.ClientHost))
-			}
-		}
+	if err != nil {
+		return nil, err
 	}
 	return func(tp coordinator.TopicPartition) (Member, bool) {
 		m, ok := owners[tp]
 		return m, ok
 	}, nil
+}
+
+// classicAssignment reads the group's assignment from DescribeGroups (the
+// classic protocol's members and their assigned partitions).
+func (w *Worker) classicAssignment(ctx context.Context, adm *kadm.Client, add func(string, []int32, Member)) error {
+	gs, err := adm.DescribeGroups(ctx, w.cfg.group)
+	if err == nil {
+		err = gs.Error()
+	}
+	if err != nil {
+		return err
+	}
+	for _, m := range gs[w.cfg.group].Members {
+		a, ok := m.Assigned.AsConsumer()
+		if !ok {
+			continue
+		}
+		for _, t := range a.Topics {
+			add(t.Topic, t.Partitions, newMember(m.MemberID, m.InstanceID, m.ClientID, m.ClientHost))
+		}
+	}
+	return nil
 }
 
 // consumerGroupAssignment reads the group's assignment from
