@@ -514,8 +514,12 @@ func (d *Driver[S]) RestartAfter(down time.Duration, arrived ...*kgo.Record) err
 		k    string
 		recs []*kgo.Record
 	}
+	type id struct {
+		n int32
+		k string
+	}
 	var groups []*group
-	byKey := map[string]*group{}
+	byKey := map[id]*group{}
 	for _, r := range arrived {
 		p, k, err := d.admit(r)
 		if err != nil {
@@ -528,11 +532,10 @@ func (d *Driver[S]) RestartAfter(down time.Duration, arrived ...*kgo.Record) err
 		if p == nil {
 			continue // skipped
 		}
-		id := fmt.Sprintf("%d/%s", p.n, k)
-		g := byKey[id]
+		g := byKey[id{p.n, k}]
 		if g == nil {
 			g = &group{p: p, k: k}
-			byKey[id] = g
+			byKey[id{p.n, k}] = g
 			groups = append(groups, g)
 		}
 		g.recs = append(g.recs, r)
