@@ -249,6 +249,19 @@ func WithStartTimeout(d time.Duration) Option {
 
 const defaultStartTimeout = 30 * time.Second
 
+// snapshotTopic is the snapshot topic the worker's partitions write to:
+// WithSnapshotTopic's, or a WithStore store's when it names one ("": a
+// store that does not).
+func (c *config) snapshotTopic() string {
+	if c.store == nil {
+		return c.snapshot
+	}
+	if t, ok := c.store.(interface{ Topic() string }); ok {
+		return t.Topic()
+	}
+	return ""
+}
+
 // WithClientOpts adds kgo options (TLS, SASL, ...) to every client the
 // worker creates. They cannot change what the runtime's correctness rests
 // on — the consumer's group, topic, manual commits, read_committed

@@ -89,13 +89,10 @@ func NewWorker(flow keyflow.Handler, opts ...Option) (*Worker, error) {
 		return nil, errors.New("actorflow: WithSnapshotTopic (or WithStore) is required")
 	case len(cfg.brokers) == 0:
 		return nil, errors.New("actorflow: WithBrokers is required")
-	case cfg.snapshot != "" && cfg.snapshot == cfg.input:
+	case cfg.snapshotTopic() == cfg.input:
 		return nil, fmt.Errorf("actorflow: the snapshot topic %q is the input topic: the flow would fold its own snapshots", cfg.input)
 	case cfg.kafka.Mode != snapshotstore.Transactional && cfg.kafka.Mode != snapshotstore.Plain:
 		return nil, fmt.Errorf("actorflow: WithMode(%v): want snapshotstore.Transactional or snapshotstore.Plain", cfg.kafka.Mode)
-	}
-	if st, ok := cfg.store.(interface{ Topic() string }); ok && st.Topic() == cfg.input {
-		return nil, fmt.Errorf("actorflow: the store's snapshot topic %q is the input topic: the flow would fold its own snapshots", cfg.input)
 	}
 	if cfg.queryEndpoint != "" {
 		if err := checkEndpoint(cfg.queryEndpoint); err != nil {
@@ -131,7 +128,8 @@ func NewWorker(flow keyflow.Handler, opts ...Option) (*Worker, error) {
 // snapshotstore.ErrTopicSetup or ErrBrokersUnreachable at start, and with
 // an assignment's error that no retry heals (naming its partitions). A ctx
 // that ends before the worker joined the group (while it reaches the
-// brokers or checks the topics) returns ctx's error, wrapped: it never ran. Other partition failures stop only their partition,
+// brokers or checks the topics) returns ctx's error, wrapped: it never
+// ran. Other partition failures stop only their partition,
 // which starts again after a backoff (Status.Failed lists them); partitions
 // still failing at a clean stop (waiting to start again, or started again
 // less than 5 minutes before) are returned, joined (errors.Join of
@@ -213,14 +211,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		store = k
 	}
 	hanging := resolveHanging(store) // of the undecorated store
-	snapshotTopic := w.cfg.snapshot
-	if w.cfg.store != nil {
-		// A store of the application's names its topic, or none is refused.
-		snapshotTopic = ""
-		if t, ok := w.cfg.store.(interface{ Topic() string }); ok {
-			snapshotTopic = t.Topic()
-		}
-	}
+	snapshotTopic := w.cfg.snapshotTopic()
 	if m != nil {
 		store = metricsStore{Store: store, m: m}
 	}
