@@ -474,15 +474,8 @@ func TestRecoveredTombstonesBelowTheAssignedOffsetAreNotKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := newHarness(t, mem, keyflow.New(traceFold), 3)
-	deadline := time.Now().Add(10 * time.Second)
-	s := status(t, h)
-	for ; s.Phase != "running"; s = status(t, h) {
-		if time.Now().After(deadline) {
-			t.Fatalf("not recovered: %+v", s)
-		}
-		<-time.After(5 * time.Millisecond) // the recovery's end sends no event to a test
-	}
-	if s.Keys != 2 || s.Recovered != 3 {
+	awaitRunning(t, h.sys, h.pid)
+	if s := status(t, h); s.Keys != 2 || s.Recovered != 3 {
 		t.Fatalf("recovered %d snapshots and keeps %d keys, want 3 and 2 (a, late)", s.Recovered, s.Keys)
 	}
 	// 4 is late's, covered by its tombstone: not folded again.
@@ -618,13 +611,8 @@ func TestRevokeFlushPersistsAndCommits(t *testing.T) {
 	// wait until the partition runs.
 	awaitRunning(t, sys, pid)
 	sys.Root.Send(pid, &partitionflow.Revoke{Flush: true})
-	select {
-	case err := <-stopped:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("revoke did not stop the partition")
+	if err := awaitStopped(t, stopped); err != nil {
+		t.Fatal(err)
 	}
 	if c := mem.Committed(topic, 0); c != 100 {
 		t.Fatalf("committed %d after the revoke flush, want 100", c)
@@ -711,13 +699,8 @@ func TestATimerDueDuringTheRevokeIsLeftToTheNextOwner(t *testing.T) {
 	case <-time.After(wait + 300*time.Millisecond): // a non-event: bounded by the timer's due time
 	}
 	close(gate.release)
-	select {
-	case err := <-stopped:
-		if err != nil {
-			t.Fatalf("the revoke stopped the partition with %v, want a clean stop", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("revoke did not stop the partition")
+	if err := awaitStopped(t, stopped); err != nil {
+		t.Fatalf("the revoke stopped the partition with %v, want a clean stop", err)
 	}
 	if outs := mem.Outputs(topic, 0); len(outs) != 0 {
 		t.Fatalf("%d outputs committed after the revoke's flush, want none", len(outs))
@@ -755,13 +738,8 @@ func TestRevokeFlushFenceIsSwallowed(t *testing.T) {
 	fenced = true
 	mu.Unlock()
 	sys.Root.Send(pid, &partitionflow.Revoke{Flush: true})
-	select {
-	case err := <-stopped:
-		if err != nil {
-			t.Fatalf("a fence during the revoke flush failed the partition: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("revoke did not stop the partition")
+	if err := awaitStopped(t, stopped); err != nil {
+		t.Fatalf("a fence during the revoke flush failed the partition: %v", err)
 	}
 	if c := mem.Committed(topic, 0); c != -1 {
 		t.Fatalf("committed %d through a fenced flush", c)
@@ -770,6 +748,19 @@ func TestRevokeFlushFenceIsSwallowed(t *testing.T) {
 
 // awaitRunning waits until the partition has recovered and runs (a revoke
 // during recovery stops without flushing).
+// awaitStopped returns the error a partition's OnStopped reported on
+// stopped, failing the test if it does not stop within 10 s.
+func awaitStopped(t *testing.T, stopped <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-stopped:
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatal("revoke did not stop the partition")
+		return nil
+	}
+}
+
 func awaitRunning(t *testing.T, sys *actor.ActorSystem, pid *actor.PID) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; {

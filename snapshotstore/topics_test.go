@@ -12,6 +12,7 @@ import (
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -214,24 +215,9 @@ func TestASnapshotTopicAnotherClientCreatedFirstIsChecked(t *testing.T) {
 	if _, err := adm.CreateTopic(ctx, 1, 1, nil, input); err != nil {
 		t.Fatal(err)
 	}
-	raced := make(chan error, 1)
-	c.ControlKey(int16(kmsg.CreateTopics), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
-		req := kreq.(*kmsg.CreateTopicsRequest)
-		if len(req.Topics) != 1 || req.Topics[0].Topic != snaps {
-			return nil, nil, false
-		}
-		// The other client's create lands first, with the broker's default
-		// policy (delete); this one is answered that the topic exists.
-		go func() {
-			_, err := kadm.NewClient(testkit.Client(t, brokers)).CreateTopic(ctx, 1, 1, nil, snaps)
-			raced <- err
-		}()
-		resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
-		rt := kmsg.NewCreateTopicsResponseTopic()
-		rt.Topic, rt.ErrorCode = snaps, kerr.TopicAlreadyExists.Code
-		resp.Topics = append(resp.Topics, rt)
-		return resp, nil, true
-	})
+	// The other client's create lands first, with the broker's default
+	// policy (delete).
+	raced := createdFirstByAnother(t, c, brokers, snaps, 1)
 	err := snapshotstore.EnsureTopics(ctx, cl, input, snaps, snapshotstore.TopicSpec{Create: true, Partitions: 1, ReplicationFactor: -1})
 	if rerr := <-raced; rerr != nil {
 		t.Fatalf("the other client's create: %v", rerr)
@@ -252,24 +238,7 @@ func TestAnInputTopicAnotherClientCreatedFirstSizesTheSnapshotTopic(t *testing.T
 	cl := testkit.Client(t, brokers)
 	ctx := context.Background()
 	input, snaps := testkit.Name(t, "in"), testkit.Name(t, "snaps")
-	raced := make(chan error, 1)
-	c.ControlKey(int16(kmsg.CreateTopics), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
-		req := kreq.(*kmsg.CreateTopicsRequest)
-		if len(req.Topics) != 1 || req.Topics[0].Topic != input {
-			return nil, nil, false
-		}
-		// The other client's create, with 4 partitions, lands first; this
-		// one is answered that the topic exists.
-		go func() {
-			_, err := kadm.NewClient(testkit.Client(t, brokers)).CreateTopic(ctx, 4, 1, nil, input)
-			raced <- err
-		}()
-		resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
-		rt := kmsg.NewCreateTopicsResponseTopic()
-		rt.Topic, rt.ErrorCode = input, kerr.TopicAlreadyExists.Code
-		resp.Topics = append(resp.Topics, rt)
-		return resp, nil, true
-	})
+	raced := createdFirstByAnother(t, c, brokers, input, 4) // with 4 partitions
 	err := snapshotstore.EnsureTopics(ctx, cl, input, snaps, snapshotstore.TopicSpec{Create: true, Partitions: 1, ReplicationFactor: -1})
 	if rerr := <-raced; rerr != nil {
 		t.Fatalf("the other client's create: %v", rerr)
@@ -280,4 +249,29 @@ func TestAnInputTopicAnotherClientCreatedFirstSizesTheSnapshotTopic(t *testing.T
 	if n, err := snapshotstore.TopicPartitions(ctx, cl, snaps); err != nil || n != 4 {
 		t.Fatalf("snapshot topic has %d partitions (%v), want the input's 4", n, err)
 	}
+}
+
+// createdFirstByAnother makes the next CreateTopics of topic lose a race:
+// another client's create of it, with partitions, lands first, and the
+// request is answered TOPIC_ALREADY_EXISTS. The channel gives the other
+// create's error.
+func createdFirstByAnother(t *testing.T, c *kfake.Cluster, brokers []string, topic string, partitions int32) <-chan error {
+	t.Helper()
+	raced := make(chan error, 1)
+	c.ControlKey(int16(kmsg.CreateTopics), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		req := kreq.(*kmsg.CreateTopicsRequest)
+		if len(req.Topics) != 1 || req.Topics[0].Topic != topic {
+			return nil, nil, false
+		}
+		go func() {
+			_, err := kadm.NewClient(testkit.Client(t, brokers)).CreateTopic(context.Background(), partitions, 1, nil, topic)
+			raced <- err
+		}()
+		resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+		rt := kmsg.NewCreateTopicsResponseTopic()
+		rt.Topic, rt.ErrorCode = topic, kerr.TopicAlreadyExists.Code
+		resp.Topics = append(resp.Topics, rt)
+		return resp, nil, true
+	})
+	return raced
 }
