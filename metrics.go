@@ -44,7 +44,8 @@ import (
 //     labelled with their source partition.
 //   - actorflow_partition_failures_total{topic,partition} (counter,
 //     failures): partition failures (each stops the partition until it
-//     starts again, see WithFailFast).
+//     starts again, see WithFailFast), a failed partition's restart that
+//     fails (its store's Open, its offset fetch) included.
 //   - actorflow_keys{topic,partition} (gauge, keys the partition keeps:
 //     loaded, held or cold; a deleted key leaves),
 //     actorflow_keys_loaded{topic,partition} (gauge, keys),
@@ -118,7 +119,7 @@ func newMetrics(dlqTopic string) *metrics {
 		}, partitionLabels),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "actorflow_partition_failures_total",
-			Help: "Partition failures (each stops the partition until it starts again).",
+			Help: "Partition failures (each stops the partition until it starts again), failed restarts of a failed partition included.",
 		}, partitionLabels),
 		producers: &producerMetrics{live: map[string]*kprom.Metrics{}},
 		dlqTopic:  dlqTopic,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -249,5 +250,69 @@ func TestWithMetricsCountsDeadLetters(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// openFailing is a store whose Open fails once fail is set (a broker down
+// when a failed partition starts again).
+type openFailing struct {
+	*snapshotstore.Memory
+	fail atomic.Bool
+}
+
+func (s *openFailing) Open(ctx context.Context, p snapshotstore.PartitionInfo) (snapshotstore.Partition, error) {
+	if s.fail.Load() {
+		return nil, fmt.Errorf("open %s: broker unreachable", p)
+	}
+	return s.Memory.Open(ctx, p)
+}
+
+// Every partition failure is counted, the failed restarts of a failed
+// partition too: a partition whose restart keeps failing (its store
+// unreachable) moved the counter once and then stood still, however long
+// it stayed down. Status keeps naming the partition's own failure, wrapped
+// once.
+func TestWithMetricsCountsFailedRestarts(t *testing.T) {
+	_, brokers := testkit.Kfake(t)
+	input, group := testkit.Name(t, "in"), testkit.Name(t, "g")
+	testkit.CreateTopics(t, brokers, input, testkit.Name(t, "snap"), 1)
+	store := &openFailing{Memory: snapshotstore.NewMemory()}
+	reg := prometheus.NewRegistry()
+	w, err := actorflow.NewWorker(ledger.Flow(),
+		actorflow.WithBrokers(brokers...), actorflow.WithGroup(group), actorflow.WithStore(store),
+		actorflow.WithInputTopic(input),
+		actorflow.WithPartitionRetryBackoff(20*time.Millisecond, 50*time.Millisecond), actorflow.WithMetrics(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	failures := func() float64 {
+		n := 0.0
+		for _, m := range families(t, reg)["actorflow_partition_failures_total"].GetMetric() {
+			n += m.GetCounter().GetValue()
+		}
+		return n
+	}
+	cl := testkit.Client(t, brokers, kgo.DefaultProduceTopic(input), kgo.AllowAutoTopicCreation())
+	if err := cl.ProduceSync(ctx, &kgo.Record{Key: []byte("acct-poison"), Value: []byte("{not json")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 60*time.Second, "the poisoned partition's failure counted", func() (bool, string) {
+		n := failures()
+		return n >= 1, fmt.Sprintf("%v failures", n)
+	})
+	store.fail.Store(true)
+	before := failures()
+	testkit.Eventually(t, 60*time.Second, "the failed restarts counted", func() (bool, string) {
+		n := failures()
+		return n >= before+2, fmt.Sprintf("%v failures, %v before the store went down", n, before)
+	})
+	st := w.Status(ctx)
+	if len(st.Failed) != 1 || !strings.Contains(st.Failed[0].Error, "acct-poison") ||
+		strings.Count(st.Failed[0].Error, "actorflow: partition") != 1 {
+		t.Fatalf("Status.Failed %+v; want the partition's own failure (the poison), wrapped once", st.Failed)
 	}
 }

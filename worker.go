@@ -237,7 +237,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	cons := (*coordinator.Consumer)(nil)
 	// Every partition failure, the supervisor's and the consumer's own.
 	onFailure := func(tp coordinator.TopicPartition, err error) {
-		perr := &PartitionError{Topic: tp.Topic, Partition: tp.Partition, Err: err}
+		perr, ok := err.(*PartitionError)
+		if !ok || perr.Topic != tp.Topic || perr.Partition != tp.Partition {
+			// A failed restart reports the partition's own failure again,
+			// wrapped once already.
+			perr = &PartitionError{Topic: tp.Topic, Partition: tp.Partition, Err: err}
+		}
 		if errors.Is(err, snapshotstore.ErrEvicted) && tp.Partition >= 0 {
 			// Not a failure, under fail-fast too: the partition waits for
 			// the consumer to rejoin (a fence, but of this membership,

@@ -115,7 +115,9 @@ type Config struct {
 	ResolveHanging func(ctx context.Context, group string) (int, error)
 	// OnFailure receives a partition failure the consumer finds itself (an
 	// assignment that failed on a broker-side error, a partition stopped by
-	// an eviction that cannot be started again), so that it takes the path
+	// an eviction that cannot be started again, a failed partition's
+	// restart that failed: with the partition's own error, err), so that
+	// it takes the path
 	// of every other partition failure (the worker's: a *PartitionError,
 	// counted, fatal under fail-fast, else PartitionFailed). Default nil:
 	// PartitionFailed.

@@ -610,10 +610,13 @@ func (c *Consumer) restartWith(ctx context.Context, tp TopicPartition, memo memb
 			return
 		}
 		// The partition's own failure stays the one reported (Run's caller
-		// gets it); the restart's cause goes to the log.
+		// gets it); the restart's cause goes to the log. Through OnFailure,
+		// as every failure: a restart that keeps failing (a broker down in
+		// Open, an offset fetch held) is counted in the worker's failure
+		// metric, which stood still while the partition was down.
 		c.log.Error("starting a failed partition again failed; retrying after a backoff",
 			zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Error(err))
-		c.PartitionFailed(tp, f.Err)
+		c.failPartition(tp, f.Err)
 		return
 	}
 	c.resumeAfterSeek([]TopicPartition{tp})

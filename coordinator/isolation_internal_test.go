@@ -168,6 +168,37 @@ func TestEvictedPartitionsRestartFailure(t *testing.T) {
 	}
 }
 
+// A failed partition whose restart fails (a broker down in Open) takes the
+// path of every failure, OnFailure (the worker counts it), with the
+// partition's own error, which stays the one reported; its backoff grows.
+// It went to PartitionFailed directly, and the worker's failure metric
+// stood still however long the partition stayed down.
+func TestAFailedRestartIsReportedThroughOnFailure(t *testing.T) {
+	cl := offlineClient(t)
+	tp := TopicPartition{"in", 0}
+	c := testConsumer(cl, failingOpen{}, tp)
+	var reported []error
+	c.cfg.OnFailure = func(got TopicPartition, err error) {
+		if got != tp {
+			t.Errorf("OnFailure for %v", got)
+		}
+		reported = append(reported, err)
+		c.PartitionFailed(got, err)
+	}
+	c.own.Bind(tp, snapshotstore.GroupMetadata{MemberID: "m1", Generation: 3})
+	poison := errors.New("poison at offset 7")
+	c.PartitionFailed(tp, poison)
+	for range 2 {
+		c.restart(context.Background(), tp)
+	}
+	if len(reported) != 2 || !errors.Is(reported[0], poison) || !errors.Is(reported[1], poison) {
+		t.Fatalf("OnFailure got %v; want each failed restart reported, with the partition's own error", reported)
+	}
+	if f := c.failed[tp]; f == nil || f.Attempts != 3 || !errors.Is(f.Err, poison) {
+		t.Fatalf("after two failed restarts: %+v; want the partition failed, 3 attempts, its own error", f)
+	}
+}
+
 // blockingOpen is a handler whose Open waits for its context to end (an
 // InitProducerID retrying against a broker that is down), recording its
 // error.
