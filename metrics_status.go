@@ -30,7 +30,7 @@ var (
 	descCommitted = prometheus.NewDesc("actorflow_committed_offset",
 		"The partition's committed input offset.", partitionLabels, nil)
 	descPartitions = prometheus.NewDesc("actorflow_partitions",
-		"Owned partitions by phase (recovering, running, revoking, stopping, failed).", []string{"phase"}, nil)
+		"Owned partitions by phase (recovering, running, revoking, stopping, failed; late: not answering within the scrape's bound, its other series absent).", []string{"phase"}, nil)
 )
 
 // statusCollector reads Worker.Status at scrape time, so that the gauges
@@ -53,7 +53,9 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), statusScrapeTimeout)
 	defer cancel()
 	st := c.w.Status(ctx)
-	phases := map[string]int{"recovering": 0, "running": 0, "revoking": 0, "stopping": 0, "failed": len(st.Failed)}
+	// late: owned, but its actor did not answer within the scrape's bound
+	// (its series are absent from this scrape).
+	phases := map[string]int{"recovering": 0, "running": 0, "revoking": 0, "stopping": 0, "failed": len(st.Failed), "late": len(st.Late)}
 	failed := st.failedSet()
 	for _, p := range st.Partitions {
 		part := partitionLabel(p.Partition)

@@ -443,6 +443,10 @@ type Status struct {
 	Generation int32                        `json:"generation"`
 	Partitions []partitionflow.Status       `json:"partitions"`
 	Paused     []coordinator.TopicPartition `json:"paused,omitempty"`
+	// Late lists the partitions whose actor had not answered when Status's
+	// ctx ended (busy in a long step: a recovery's last batch, a revoke);
+	// they are owned and absent from Partitions.
+	Late []coordinator.TopicPartition `json:"late,omitempty"`
 	// Failed lists the partitions whose subtree failed, waiting to start
 	// again (see WithFailFast), and those stopped by an eviction of this
 	// member, waiting for the rejoin (Evicted).
@@ -484,7 +488,7 @@ func (w *Worker) Status(ctx context.Context) Status {
 	if m, ok := w.cons.Tracker().Published(); ok {
 		st.MemberID, st.Generation = m.MemberID, m.Generation
 	}
-	st.Partitions = w.sup.Status(ctx)
+	st.Partitions, st.Late = w.sup.Status(ctx)
 	fc := w.cons.FlowControl()
 	for i := range st.Partitions {
 		p := &st.Partitions[i]

@@ -1,9 +1,11 @@
 package actors
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -396,27 +398,49 @@ func (s *Supervisor) Stop(ctx context.Context, tps []coordinator.TopicPartition,
 	s.mu.Unlock()
 }
 
-// Status returns the status of every running partition.
-func (s *Supervisor) Status(ctx context.Context) []partitionflow.Status {
-	s.mu.Lock()
-	hs := make([]*handle, 0, len(s.parts))
-	for _, h := range s.parts {
-		hs = append(hs, h)
+// Status returns the status of every running partition. Every partition
+// actor is asked at once (one busy between its messages, in a long step,
+// held the others' answers back); those that have not answered when ctx
+// ends are listed in late, sorted, and have no status.
+func (s *Supervisor) Status(ctx context.Context) (out []partitionflow.Status, late []coordinator.TopicPartition) {
+	type asked struct {
+		tp    coordinator.TopicPartition
+		h     *handle
+		reply chan partitionflow.Status
 	}
-	s.mu.Unlock()
-	out := make([]partitionflow.Status, 0, len(hs))
-	for _, h := range hs {
-		reply := make(chan partitionflow.Status, 1)
-		s.sys.Root.Send(h.pid, &partitionflow.StatusRequest{Reply: reply})
-		select {
-		case st := <-reply:
-			out = append(out, st)
-		case <-h.done:
-		case <-ctx.Done():
-			return out
+	s.mu.Lock()
+	as := make([]asked, 0, len(s.parts))
+	for tp, h := range s.parts {
+		if h.pid != nil {
+			as = append(as, asked{tp, h, make(chan partitionflow.Status, 1)})
 		}
 	}
-	return out
+	s.mu.Unlock()
+	for _, a := range as {
+		s.sys.Root.Send(a.h.pid, &partitionflow.StatusRequest{Reply: a.reply})
+	}
+	out = make([]partitionflow.Status, 0, len(as))
+	for _, a := range as {
+		select { // an answer already here counts, though ctx ended
+		case st := <-a.reply:
+			out = append(out, st)
+			continue
+		case <-a.h.done:
+			continue
+		default:
+		}
+		select {
+		case st := <-a.reply:
+			out = append(out, st)
+		case <-a.h.done:
+		case <-ctx.Done():
+			late = append(late, a.tp)
+		}
+	}
+	slices.SortFunc(late, func(a, b coordinator.TopicPartition) int {
+		return cmp.Or(strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+	})
+	return out, late
 }
 
 // ErrNotRunning: the partition has no running actor subtree here (not

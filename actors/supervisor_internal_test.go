@@ -323,3 +323,38 @@ func TestAStoppedPartitionIsNotReportedPastTheTeardownBound(t *testing.T) {
 		t.Fatalf("%d of 20 stopped partitions logged as still running past the bound", n)
 	}
 }
+
+// Status asks every partition actor at once: one busy in a long step (here:
+// never answering) used to hold back the answers of the partitions asked
+// after it until the caller's bound, which then dropped them with no sign
+// (a metrics scrape lost their series). It is listed late now, and every
+// other partition answers.
+func TestStatusListsALatePartitionAndAnswersForTheOthers(t *testing.T) {
+	s, _ := newTestSupervisor(t)
+	busy := coordinator.TopicPartition{Topic: "orders", Partition: 0}
+	release := make(chan struct{})
+	defer close(release)
+	s.mu.Lock()
+	for p := int32(0); p < 8; p++ {
+		tp := coordinator.TopicPartition{Topic: "orders", Partition: p}
+		pid := s.sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+			if r, ok := c.Message().(*partitionflow.StatusRequest); ok {
+				if tp == busy {
+					<-release
+				}
+				r.Reply <- partitionflow.Status{Topic: tp.Topic, Partition: tp.Partition, Phase: "running"}
+			}
+		}))
+		s.parts[tp] = &handle{pid: pid, done: make(chan struct{})}
+	}
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	out, late := s.Status(ctx)
+	if len(late) != 1 || late[0] != busy {
+		t.Fatalf("late %v; want only the busy partition %v", late, busy)
+	}
+	if len(out) != 7 {
+		t.Fatalf("%d partitions answered (%+v); want the 7 not busy", len(out), out)
+	}
+}
