@@ -260,6 +260,11 @@ class Monitor:
         self.latest = {}  # worker -> (time, status dict)
         self.owner = {}  # partition -> (worker, member_id)
         self.handovers = []  # (time, partition, from, to)
+        # Partition failures as the workers list them on /status (failed, not evicted): each consecutive
+        # failure once, (time, worker, partition, error). The verdict's second source beside the log lines,
+        # which it recognises by their wording.
+        self.failures = []
+        self._failures_seen = set()
         self.stop = threading.Event()
         self.logf = open(logpath, "w")
         self.threads = [threading.Thread(target=self._poll, args=(w,), daemon=True) for w in WORKERS]
@@ -287,6 +292,13 @@ class Monitor:
                 if st is not None:
                     with self.lock:
                         self.latest[w] = (now, st)
+                        for f in st.get("failed") or []:
+                            if f.get("topic") != INPUT or f.get("evicted"):
+                                continue
+                            k = (w, f.get("partition"), f.get("since"), f.get("consecutive_failures"))
+                            if k not in self._failures_seen:
+                                self._failures_seen.add(k)
+                                self.failures.append((now, w, f.get("partition"), str(f.get("error") or "")))
                         # partition, phase, committable, committed, keys loaded, keys evicted so far
                         # (the live-key budget, ACTORFLOW_MAX_LIVE_KEYS), keys held for admission
                         parts = [[p.get("partition"), p.get("phase"), p.get("committable_offset"),
@@ -933,18 +945,29 @@ class Chaos:
             if c:
                 texts[svc] = logs(c)
         events = []
+
+        def add(t, worker, kind, msg):
+            fault = None
+            for fl in self.faults:
+                if T0 + fl["t"] <= t <= T0 + fl["t"] + fl["seconds"] + self.args.gap + 1:
+                    fault = fl
+            events.append({"t": round(t - T0, 1), "worker": worker, "kind": kind,
+                           "fault": f"#{fault['n']} {fault['kind']} {fault['target']}" if fault else None,
+                           "msg": msg})
+
         for name, text in texts.items():
             with open(os.path.join(self.outdir, "logs", name + ".log"), "w") as f:
                 f.write(text)
             if name.startswith("worker"):
                 for t, kind, msg in worker_events(text, since=t_start):
-                    fault = None
-                    for fl in self.faults:
-                        if T0 + fl["t"] <= t <= T0 + fl["t"] + fl["seconds"] + self.args.gap + 1:
-                            fault = fl
-                    events.append({"t": round(t - T0, 1), "worker": name.split(".")[0], "kind": kind,
-                                   "fault": f"#{fault['n']} {fault['kind']} {fault['target']}" if fault else None,
-                                   "msg": msg})
+                    add(t, name.split(".")[0], kind, msg)
+        # The failures the workers listed on /status, whatever their log said: a failure whose line
+        # changed its wording, or was lost with a container's log, still counts.
+        for t, w, part, err in self.mon.failures:
+            if t >= t_start:
+                fenced = any(x in err for x in FENCE_WORDS)
+                add(t, w, "partition failed (fenced)" if fenced else "partition failed (other)",
+                    f"/status lists {INPUT}[{part}] failed: {err}"[:300])
         events.sort(key=lambda e: e["t"])
         with open(os.path.join(self.outdir, "worker_events.json"), "w") as f:
             json.dump(events, f, indent=1)
