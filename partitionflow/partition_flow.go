@@ -476,10 +476,14 @@ func (p *partition) unloaded(ctx actor.Context, um *keyactor.Unloaded) {
 		cc := c // only this branch's copy escapes
 		e.cold = &cc
 		p.load(ctx, e, rs) // marks it dirty, as flushPending would
-	} else if c.deleted() && !e.hold.Holding() {
+	} else if c.deleted() && !e.hold.Holding() && c.offset <= p.tracker.LastConsumed() {
 		// Deleted: the key leaves the map (a record for it later is a
-		// fresh key's). Every record this copy gets for it is past its
-		// offset, and a restart recovers the tombstone from the topic.
+		// fresh key's) once the tombstone's own record was consumed here:
+		// every record this copy gets for it is then past its offset, and
+		// a restart recovers the tombstone from the topic. Before, in a
+		// replay, the tombstone guards the records it covers (as
+		// recovery keeps those at or past the assigned offset): it stays
+		// cold, and leaves at an unload after its record's replay.
 		// Its slot is cleared (it pointed at the entry, and through it at
 		// the key's string) and reused; the entry lets go of it, so that
 		// nothing left holding the entry can reach the slot's next key.

@@ -462,6 +462,39 @@ func TestDeletedKeysLeaveTheKeyMap(t *testing.T) {
 	}
 }
 
+// A deleted key unloaded during a replay, before the replay reached its
+// tombstone's offset, stays (cold): the replayed records it covers are not
+// folded again. It left the key map at its unload, and the next replayed
+// record of it was folded as a fresh key's from nothing — a transactional
+// output emitted twice, with a wrong state behind it. Found by a review.
+func TestADeletedKeyUnloadedDuringAReplayKeepsItsTombstone(t *testing.T) {
+	mem := snapshotstore.NewMemory()
+	p, _ := mem.Open(context.Background(), snapshotstore.PartitionInfo{Topic: topic})
+	b, _ := json.Marshal(trace{Offsets: []int64{0}})
+	if err := p.Commit(context.Background(), snapshotstore.Batch{Writes: []snapshotstore.Snapshot{
+		{Key: "other", Value: b, Offset: 0}, {Key: "late", Offset: 4},
+	}, Offset: 1}); err != nil {
+		t.Fatal(err)
+	}
+	// A budget of one live key: "other" evicts "late" as soon as it loads.
+	h := newHarness(t, mem, keyflow.New(traceFold, keyflow.WithMaxLiveKeys(1)), 1)
+	awaitRunning(t, h.sys, h.pid)
+	h.send(rec(1, "late", ""), rec(2, "other", ""))
+	deadline := time.Now().Add(10 * time.Second)
+	for s := status(t, h); s.Evictions < 1 || s.KeysLoaded != 1 || s.Committable < 3; s = status(t, h) {
+		if time.Now().After(deadline) {
+			t.Fatalf("late not unloaded by the budget: %+v", s)
+		}
+		<-time.After(5 * time.Millisecond) // the eviction is asynchronous: poll its effect
+	}
+	// 3 and 4 are replays covered by late's tombstone; 5 is new.
+	h.send(rec(3, "late", ""), rec(4, "late", ""), rec(5, "late", ""))
+	h.awaitCommitted(6)
+	if tr, _ := latest(t, mem, "late"); fmt.Sprint(tr.Offsets) != "[5]" {
+		t.Fatalf("late folded %v, want [5]: 3 and 4 are covered by its tombstone", tr.Offsets)
+	}
+}
+
 // At recovery a tombstone below the assigned offset covers no record to
 // come and is not kept; one at or past it still guards its replayed records.
 func TestRecoveredTombstonesBelowTheAssignedOffsetAreNotKept(t *testing.T) {
