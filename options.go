@@ -128,7 +128,7 @@ func WithCreateTopics(partitions int32, rf int16) Option {
 func WithAllowNonCompactedSnapshots() Option { return func(c *config) { c.allowNonCompact = true } }
 
 // WithPersistEvery sets how often dirty keys' snapshots are flushed. Default
-// 5 s. In the transactional mode a key that emitted outputs does not wait
+// 5 s (also for zero or negative). In the transactional mode a key that emitted outputs does not wait
 // for it: it writes its snapshot and outputs right after the batch (their
 // transaction's commit is their visibility), so this sets only how often
 // the keys that emitted nothing persist (and how much a restart replays).
@@ -151,11 +151,12 @@ func WithIdleFlush(d time.Duration) Option {
 }
 
 // WithCommitOffsetsInterval sets how often the committable offset is
-// committed. Default 5 s.
+// committed. Default 5 s (also for zero or negative).
 func WithCommitOffsetsInterval(d time.Duration) Option { return func(c *config) { c.commitEvery = d } }
 
 // WithMaxWritesPerTransaction caps a group commit's records (a snapshot
-// write counts one, plus one per output it carries). Default 65536; the
+// write counts one, plus one per output it carries). Default 65536 (also
+// for zero or negative); the
 // byte cap (WithMaxTransactionBytes) usually ends a transaction first. A
 // write with more outputs than the cap goes alone.
 func WithMaxWritesPerTransaction(n int) Option { return func(c *config) { c.maxWrites = n } }
@@ -169,7 +170,8 @@ func WithMaxWritesPerTransaction(n int) Option { return func(c *config) { c.maxW
 func WithMaxTransactionBytes(n int) Option { return func(c *config) { c.maxTxnBytes = n } }
 
 // WithMaxInFlight bounds records delivered but not processed per partition
-// (its fetches pause above it and resume at half). Default 10000.
+// (its fetches pause above it and resume at half). Default 10000 (also for
+// zero or negative).
 func WithMaxInFlight(n int) Option { return func(c *config) { c.maxInFlight = n } }
 
 // WithMaxInFlightBytes bounds the bytes (key, value and headers,
@@ -210,10 +212,17 @@ func WithRecoveryStallTimeout(d time.Duration) Option {
 // WithProtocol selects the group protocol. Default classic cooperative-sticky.
 func WithProtocol(p coordinator.Protocol) Option { return func(c *config) { c.protocol = p } }
 
-// WithInstanceID enables static membership (KIP-345).
+// WithInstanceID enables static membership (KIP-345): the worker keeps its
+// partitions across a restart within the session timeout, without a
+// rebalance. Default none (dynamic membership). The id must be unique in
+// the group: a second process with the same id takes the membership over,
+// and this one's next commit or heartbeat is refused with
+// FENCED_INSTANCE_ID (a commit's refusal stops Run as fenced).
 func WithInstanceID(id string) Option { return func(c *config) { c.instanceID = id } }
 
 // WithSessionTimeout sets the group session timeout (kgo default 45 s).
+// Ignored under WithProtocol(coordinator.ConsumerProtocol) (KIP-848): the
+// broker's group.consumer.session.timeout.ms applies there.
 func WithSessionTimeout(d time.Duration) Option { return func(c *config) { c.sessionTimeout = d } }
 
 // WithRebalanceTimeout sets the rebalance timeout (default 60 s); the
@@ -307,7 +316,9 @@ func WithFailFast() Option { return func(c *config) { c.failFast = true } }
 // sticky random partition). kgo.ManualPartitioner() honours each record's
 // Partition field. The plain mode uses the application producer's own
 // partitioner. Snapshot records always go to their own partition; an
-// output to the snapshot topic fails its transaction.
+// output to the snapshot topic is refused by Context.Emit
+// (keyflow.ErrEmitToSnapshotTopic, a fold error under the flow's fold
+// error policy), and by the store's commit as a backstop.
 func WithOutputPartitioner(p kgo.Partitioner) Option {
 	return func(c *config) { c.kafka.OutputPartitioner = p }
 }
@@ -341,7 +352,7 @@ func WithQueryEndpoint(addr string) Option { return func(c *config) { c.queryEnd
 
 // WithPartitionRetryBackoff sets the delay before a failed partition starts
 // again: first, doubling per consecutive failure up to max. Defaults 1 s and
-// 1 min.
+// 1 min (each also for zero or negative).
 func WithPartitionRetryBackoff(first, max time.Duration) Option {
 	return func(c *config) { c.retryBackoff, c.maxRetryBackoff = first, max }
 }

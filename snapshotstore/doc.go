@@ -3,7 +3,7 @@
 //
 // It owns every Kafka protocol detail of persistence: the snapshot record
 // format (snapshot.go), the recovery read bounded by the high watermark
-// (recovery.go, kafka_reader.go), the plain store (kafka_plain.go: a shared
+// (recovery.go, kafka_reader.go), the plain store (kafka.go, plainPartition: a shared
 // idempotent producer, offsets committed by the consumer) and the
 // transactional store (kafka_txn.go: one producer per partition with a stable
 // transactional.id, every transaction gated by a generation-fenced

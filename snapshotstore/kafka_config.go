@@ -102,7 +102,8 @@ type KafkaConfig struct {
 	// then waits as long as the transaction stays open). It must sit above
 	// the longest legitimate wait on an open transaction
 	// (transaction.timeout.ms plus the broker's abort scan, ~70 s at
-	// defaults) and below the rebalance timeout.
+	// defaults); the rebalance timeout does not bound it (a recovery runs
+	// after the rebalance callback returned).
 	RecoveryStallTimeout time.Duration
 
 	// HangingTxnResolveAfter is how long a recovery read may wait behind an
