@@ -147,12 +147,25 @@ func (c *Consumer) commitOffset(ctx context.Context, tp TopicPartition, token ui
 		}
 		if racedRebalance(err) && awaits < 3 {
 			awaits++
-			// Within the rebalance timeout a join round completes.
-			if newer, werr := snapshotstore.AwaitNewerGeneration(ctx, c.meta.Current, m.Generation, c.cfg.RebalanceTimeout); werr == nil {
+			// Within the rebalance timeout a join round completes. Waited
+			// through the binding, as the transactional path waits: a
+			// membership lost meanwhile (kgo dropped the member id at a
+			// JoinGroup answered UNKNOWN_MEMBER_ID) is the partition lost,
+			// not a fence of the worker — read from the raw tracker, the
+			// wait's error was dropped and the rejection made Run fail
+			// (found by a review).
+			meta := func() (snapshotstore.GroupMetadata, error) { return c.copyMetadata(tp, token) }
+			newer, werr := snapshotstore.AwaitNewerGeneration(ctx, meta, m.Generation, c.cfg.RebalanceTimeout)
+			if werr == nil {
 				c.log.Info("generation moved on while this member kept the partition; committing the offset again",
 					zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Int64("offset", offset),
 					zap.Int32("rejected_generation", m.Generation), zap.Int32("generation", newer), zap.Error(err))
 				continue
+			}
+			if errors.Is(werr, snapshotstore.ErrNotOwned) || errors.Is(werr, snapshotstore.ErrEvicted) {
+				// The rejection is not wrapped as a *FencedError: only an
+				// UNKNOWN_MEMBER_ID refusal may mark the membership evicted.
+				return fmt.Errorf("commit offset %d of %s[%d]: %v: %w", offset, tp.Topic, tp.Partition, err, werr)
 			}
 		}
 		if snapshotstore.IsFenceError(err) {

@@ -152,3 +152,45 @@ func committingConsumer(t *testing.T, answer func(*kmsg.OffsetCommitRequest) int
 	c.cfg.Group, c.cfg.RebalanceTimeout = "g", 3*time.Second
 	return c
 }
+
+// switchableMember is a memberSource a test changes.
+type switchableMember struct {
+	mu  sync.Mutex
+	id  string
+	gen int32
+}
+
+func (s *switchableMember) GroupMetadata() (string, int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.id, s.gen
+}
+
+func (s *switchableMember) set(id string, gen int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.id, s.gen = id, gen
+}
+
+// A plain commit answered ILLEGAL_GENERATION waits for a newer generation;
+// when the membership is lost meanwhile (kgo drops the member id at a
+// JoinGroup answered UNKNOWN_MEMBER_ID) the partition is lost, not the
+// worker fenced: the error matches ErrNotOwned. The wait read the raw
+// tracker, dropped its error, and the rejection became a *FencedError
+// that made Run fail (found by a review).
+func TestAPlainCommitWhoseMembershipIsLostDuringTheGenerationWaitIsNotAFence(t *testing.T) {
+	tp := TopicPartition{"in", 0}
+	src := &switchableMember{id: "m1", gen: 3}
+	c := committingConsumer(t, func(*kmsg.OffsetCommitRequest) int16 {
+		src.set("", 3) // the rejoin kgo starts drops the member id
+		return kerr.IllegalGeneration.Code
+	}, tp)
+	c.meta = NewGroupMetadataTracker(src, "")
+	c.meta.Refresh()
+	c.own.Bind(tp, snapshotstore.GroupMetadata{MemberID: "m1", Generation: 3})
+	err := c.CommitOffset(context.Background(), tp, 5)
+	var fe *snapshotstore.FencedError
+	if !errors.Is(err, snapshotstore.ErrNotOwned) || errors.As(err, &fe) {
+		t.Fatalf("CommitOffset = %v, want an error matching ErrNotOwned and no *FencedError (a lost partition, not a fence of the worker)", err)
+	}
+}
