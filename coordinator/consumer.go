@@ -691,7 +691,22 @@ func (c *Consumer) assign(ctx context.Context, tps, kept []TopicPartition) error
 	c.deliver.Unlock()
 	// Order matters (seed, "Stable transactional.id"): fence first, then
 	// fetch the committed offset, which the fence's abort may have changed.
-	if err := c.h.Open(ctx, tps); err != nil {
+	// Bounded as a restart's Open is (restartBound): kgo retries the
+	// takeover's InitProducerID on CONCURRENT_TRANSACTIONS for as long as
+	// its context lasts — while the previous owner's transaction cannot
+	// complete (a partition it wrote has no leader), the callback held the
+	// rebalance lock with nothing logged above debug (found by a review).
+	// Past the bound the partitions fail (a transient error) and start
+	// again after a backoff.
+	octx, cancel := context.WithTimeout(ctx, c.restartBound())
+	err = c.h.Open(octx, tps)
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil && errors.Is(octx.Err(), context.DeadlineExceeded) {
+			c.log.Warn("opening the assigned partitions' stores did not finish within the bound; they fail and start again after a backoff",
+				zap.Any("partitions", tps), zap.Duration("bound", c.restartBound()), zap.Error(err))
+			return fmt.Errorf("assignment of %v: opening the stores took longer than %s: %w", tps, c.restartBound(), err)
+		}
 		return err
 	}
 	offsets, err := c.assignedOffsets(ctx, tps, c.cfg.HangingTxnResolveAfter)
