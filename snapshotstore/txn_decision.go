@@ -81,7 +81,8 @@ func (a TxnAction) String() string {
 //	COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS,
 //	NOT_ENOUGH_REPLICAS(_AFTER_APPEND), NOT_LEADER_OR_FOLLOWER,
 //	REQUEST_TIMED_OUT, TRANSACTION_ABORTABLE, network errors,
-//	kgo's retries exhausted                                 retry      fenced
+//	kgo's retries exhausted, kgo's retryable errors
+//	(kgo.IsRetryableBrokerErr, "unknown broker")            retry      fenced
 //	a commit kgo did not do and said nil (errCommitDropped) reinit     fenced
 //	context canceled / deadline exceeded                    fail       fail
 //	anything else                                           fail       fail
@@ -145,6 +146,13 @@ func transientTxnError(err error) bool {
 	}
 	var ne net.Error
 	// io.EOF: a connection the broker closed mid-request (a restart), which
-	// kgo itself retries (isRetryableBrokerErr) until its retry budget ends.
-	return errors.As(err, &ne) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+	// kgo itself retries (isRetryableBrokerErr) until its retry budget ends;
+	// also right after a dial (kgo.ErrFirstReadEOF), which a restarting
+	// broker does as a misconfigured client's does: retried within the
+	// failover timeout, which then names it. kgo's own retryable errors
+	// (a coordinator it could not find, a broker gone from the metadata)
+	// are the last answer of a coordinator request whose retries ran out
+	// during a node's loss: they failed the partition (found by a review).
+	return errors.As(err, &ne) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		kgo.IsRetryableBrokerErr(err) || unknownBroker(err)
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"syscall"
 	"testing"
 
 	"github.com/actorflow/actorflow/snapshotstore"
@@ -51,6 +53,11 @@ func TestDecideTxn(t *testing.T) {
 		// own retries of it (its isRetryableBrokerErr).
 		{io.EOF, snapshotstore.TxnRetry, snapshotstore.TxnFenced},
 		{io.ErrUnexpectedEOF, snapshotstore.TxnRetry, snapshotstore.TxnFenced},
+		// kgo's retryable errors, the last answer of a coordinator request
+		// whose retries ran out while a node was lost: a connection reset
+		// (kgo retries a syscall error), a broker gone from the metadata.
+		{&os.SyscallError{Syscall: "read", Err: syscall.ECONNRESET}, snapshotstore.TxnRetry, snapshotstore.TxnFenced},
+		{errors.New("unknown broker"), snapshotstore.TxnRetry, snapshotstore.TxnFenced},
 	} {
 		for _, err := range []error{tc.err, wrap(tc.err)} {
 			if got := snapshotstore.DecideTxn(err, true); got != tc.owned {
