@@ -124,7 +124,9 @@ func NewWorker(flow keyflow.Handler, opts ...Option) (*Worker, error) {
 // write of the member suspect — and their next owners replay from the
 // last committed offsets (in the plain mode those records' outputs are
 // produced again). Run also stops with ErrMemberRejected (the group
-// coordinator refuses this member's settings), with errors matching
+// coordinator refuses this member's settings), with an error matching
+// kerr.TopicAuthorizationFailed when the input topic's ACLs stop allowing
+// it, with errors matching
 // snapshotstore.ErrTopicSetup or ErrBrokersUnreachable at start, and with
 // an assignment's error that no retry heals (naming its partitions). A ctx
 // that ends before the worker joined the group (while it reaches the

@@ -3,9 +3,11 @@ package actorflow_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -377,5 +379,58 @@ func TestStoppedWhileCheckingTopicsIsNotATopicSetupError(t *testing.T) {
 	err = w.Run(ctx)
 	if !errors.Is(err, context.Canceled) || errors.Is(err, snapshotstore.ErrTopicSetup) {
 		t.Fatalf("Run stopped during the topic check: %v; want context.Canceled, not ErrTopicSetup", err)
+	}
+}
+
+// An input topic whose ACLs stop allowing this member (the broker answers
+// its metadata TOPIC_AUTHORIZATION_FAILED) ends Run with that error: kgo
+// injects it into every poll and fetches nothing, and the worker sat
+// running with a warning per metadata refresh (found by a review).
+func TestInputTopicAuthorizationRevokedEndsRun(t *testing.T) {
+	kc, brokers := testkit.Kfake(t)
+	input, snaps := testkit.Name(t, "in"), testkit.Name(t, "snap")
+	testkit.CreateTopics(t, brokers, input, snaps, 2)
+	var denied atomic.Bool
+	kc.ControlKey(int16(kmsg.Metadata), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		kc.KeepControl()
+		req := kreq.(*kmsg.MetadataRequest)
+		if !denied.Load() || !slices.ContainsFunc(req.Topics, func(rt kmsg.MetadataRequestTopic) bool {
+			return rt.Topic != nil && *rt.Topic == input
+		}) {
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.MetadataResponse)
+		for i, a := range brokers {
+			host, port, _ := net.SplitHostPort(a)
+			b := kmsg.NewMetadataResponseBroker()
+			b.NodeID, b.Host = int32(i), host
+			p, _ := strconv.Atoi(port)
+			b.Port = int32(p)
+			resp.Brokers = append(resp.Brokers, b)
+		}
+		for _, rt := range req.Topics {
+			st := kmsg.NewMetadataResponseTopic()
+			st.Topic, st.ErrorCode = rt.Topic, kerr.TopicAuthorizationFailed.Code
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	w, err := actorflow.NewWorker(ledger.Flow(), actorflow.WithBrokers(brokers...), actorflow.WithGroup(testkit.Name(t, "g")),
+		actorflow.WithInputTopic(input), actorflow.WithSnapshotTopic(snaps),
+		actorflow.WithClientOpts(kgo.MetadataMaxAge(500*time.Millisecond), kgo.MetadataMinAge(100*time.Millisecond)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	testkit.Eventually(t, 30*time.Second, "the worker running its partitions", func() (bool, string) {
+		n := len(w.Status(ctx).Partitions)
+		return n == 2, fmt.Sprintf("%d partitions", n)
+	})
+	denied.Store(true)
+	if err := <-done; !errors.Is(err, kerr.TopicAuthorizationFailed) || ctx.Err() != nil {
+		t.Fatalf("Run = %v (ctx %v), want an error matching TOPIC_AUTHORIZATION_FAILED before the deadline", err, ctx.Err())
 	}
 }

@@ -434,6 +434,23 @@ func (c *Consumer) Run(ctx context.Context) error {
 				c.Fail(fmt.Errorf("%w: group %q: %w", ErrMemberRejected, c.cfg.Group, err))
 				return
 			}
+			if t == c.cfg.Topic && errors.Is(err, kerr.TopicAuthorizationFailed) {
+				// kgo injects it at each metadata refresh and fetches
+				// nothing: the worker sat running with only a warning per
+				// refresh (found by a review). The Java consumer's poll
+				// throws TopicAuthorizationException.
+				c.log.Error("the input topic refuses this member (its ACLs); stopping the worker", zap.String("topic", t), zap.Error(err))
+				c.Fail(fmt.Errorf("actorflow: input topic %q: %w", t, err))
+				return
+			}
+			if t == "" && errors.Is(err, kerr.FencedInstanceID) {
+				// Not fatal here (the commit path's refusal is): said at
+				// error, for the fight two processes with one static
+				// instance id wage at every rejoin.
+				c.log.Error("the group coordinator gave this member's static instance id to another member: is a second process running with the same WithInstanceID?",
+					zap.String("group", c.cfg.Group), zap.String("instance_id", c.cfg.InstanceID), zap.Error(err))
+				return
+			}
 			c.log.Warn("fetch error", zap.String("topic", t), zap.Int32("partition", p), zap.Error(err))
 		})
 		c.handOver(seq, fs)
