@@ -45,6 +45,9 @@ settled again (every partition owned exactly once, in phase "running", by a live
                    passes its record, and counts the workers' restarts meanwhile. After the verifier: each
                    poison record is in the dead-letter topic exactly once (read_committed), its KIP-1034
                    headers naming its topic, partition and offset, with the expected kind.
+  silent_kill      (only when named in --kinds: the verifier's own check) SIGKILL of a worker's host PID, as the
+                   kernel's OOM killer does it: no log line, and the restart policy brings it back. The run
+                   must FAIL on "silent worker restarts".
 
 Then it stops the producer (SIGTERM), runs the verifier service (which waits for the group to commit
 the whole input, folds the input itself, compares every snapshot, and reads the output topic
@@ -55,8 +58,9 @@ Exit 0 when the run passes, 1 otherwise (2 when the run itself broke). Pass: the
 guarantee: exactly once and in order in the transactional mode, none missing in the plain mode, each with the
 balance the verifier's own fold gives its account at its sequence number, and outputs checked at all), every event
 the producer acknowledged verified, no unexpected worker failure wherever it falls (an exit 1, a crash, a
-partition failure; only a fenced zombie may exit), every fault as planned (no fatal warning: e.g. a zombie
-whose partitions nobody took over during its pause); with poison faults also 0 worker exits during them,
+partition failure in a worker's log or on its /status; only a fenced zombie may exit), no worker process ended
+without an exit line unless the script killed it (a silent death: an OOM kill) and none OOM-killed, every fault
+as planned (no fatal warning: e.g. a zombie whose partitions nobody took over during its pause); with poison faults also 0 worker exits during them,
 every poison record in the dead-letter topic exactly once (in the plain mode: at least once) and no other
 dead letter nor skipped input; with node_kill faults also 0 worker exits during them.
 """
@@ -177,11 +181,12 @@ def inspect(service):
         return None
     out = docker("inspect", "-f",
                  "{{.State.Status}} {{.State.Pid}} {{.State.ExitCode}} {{.RestartCount}} {{.State.Paused}} "
-                 "{{.State.StartedAt}}", c, check=False).split()
-    if len(out) < 6:
+                 "{{.State.StartedAt}} {{.State.OOMKilled}}", c, check=False).split()
+    if len(out) < 7:
         return None
+    # RestartCount counts the restart policy's restarts only (not docker start / restart by the script).
     return {"id": c, "status": out[0], "pid": int(out[1]), "exit": int(out[2]),
-            "restarts": int(out[3]), "paused": out[4] == "true", "started": out[5]}
+            "restarts": int(out[3]), "paused": out[4] == "true", "started": out[5], "oom": out[6] == "true"}
 
 
 # Worker log lines (zap JSON) that tell what happened to a worker. A container's log spans its restarts
@@ -237,6 +242,31 @@ def worker_events(text, since=0.0):
     if crashes and t is not None and t >= since:
         ev += [(t, "crash", c) for c in crashes]
     return ev
+
+
+def silent_ends(text, since=0.0):
+    """How many of the worker processes in a container's log (each begins with "worker starting") ended
+    without an exit line ("worker failed", "worker stopped cleanly", a crash's "panic: " / "fatal error: "),
+    counted at the next process's start from since on: a SIGKILL, the OOM killer's among them. The last
+    process, still running, is not counted."""
+    n, ended = 0, True  # no process before the log's first
+    for line in text.splitlines():
+        if not line.startswith("{"):
+            if line.startswith(("panic: ", "fatal error: ")):
+                ended = True
+            continue
+        try:
+            d = json.loads(line)
+        except ValueError:
+            continue
+        msg = d.get("msg", "")
+        if msg == "worker starting":
+            if not ended and (d.get("ts") or 0) >= since:
+                n += 1
+            ended = False
+        elif msg in ("worker failed", "worker stopped cleanly"):
+            ended = True
+    return n
 
 
 def http_get(w, path, timeout=1.0):
@@ -417,6 +447,10 @@ class Chaos:
         self.rng = random.Random(args.seed)
         self.n = 0
         self.saved_logs = {}  # name -> log text of removed containers
+        # The script's kill -9s of each worker: the only silent ends of a worker process it expects
+        # (silent_ends).
+        self.kills = {}
+        self.silent = {}  # worker -> its processes that ended without an exit line (collect_logs)
         self.poisons = []  # the records fault_poison wrote: kind, topic, partition, offset, key, exception, fault
         self.broker_turn = 0  # round-robin over the brokers (broker_restart with 3 brokers, node_kill ties)
         self.kcluster_bin = None  # the kcluster tool once built, False when it could not be
@@ -520,6 +554,7 @@ class Chaos:
             self.warn(f"kill {w}: its /status listed no partition of {INPUT} in the 2s before the kill "
                       f"(stale, or it owned none): no takeover checked", fatal=False)
         t_kill = time.time()
+        self.kills[w] = self.kills.get(w, 0) + 1
         docker("kill", "-s", "KILL", cid(w))
         owned, processing = {}, {}
         deadline = t_kill + self.args.takeover_timeout
@@ -572,6 +607,17 @@ class Chaos:
             docker("unpause", cid(w), timeout=30)
         else:
             os.kill(inspect(w)["pid"], 18)  # SIGCONT
+
+    def fault_silent_kill(self):
+        """The verifier's own check, never drawn unless named in --kinds: a worker killed the way the kernel's
+        OOM killer does it (SIGKILL of its host PID, outside the engine), which it logs nothing of and its
+        restart policy brings back. The run must FAIL on "silent worker restarts"."""
+        w = self.rng.choice(self.active)
+        log(f"silent kill of {w} (SIGKILL of its host PID: no log line, the restart policy restarts it)")
+        os.kill(inspect(w)["pid"], 9)
+        time.sleep(1)
+        self.wait_ready(w, 90)
+        return w, {}
 
     def fault_zombie_handover(self):
         return self.fault_zombie(handover=True)
@@ -961,6 +1007,8 @@ class Chaos:
             if name.startswith("worker"):
                 for t, kind, msg in worker_events(text, since=t_start):
                     add(t, name.split(".")[0], kind, msg)
+                w = name.split(".")[0]
+                self.silent[w] = self.silent.get(w, 0) + silent_ends(text, since=t_start)
         # The failures the workers listed on /status, whatever their log said: a failure whose line
         # changed its wording, or was lost with a container's log, still counts.
         for t, w, part, err in self.mon.failures:
@@ -1021,6 +1069,20 @@ class Chaos:
         total = sum(p["exits"] for p in per)
         return {"faults": len(nk), "exits": total, "kills": per, "ok": total == 0}
 
+    def restart_accounting(self, events):
+        """{worker: {silent_ends, kills, unexplained, oom}} since the faults began: its processes that ended
+        without an exit line (silent_ends) against the script's kill -9s of it. A process that ended so and
+        was not killed by the script died silently (OOM-killed, killed from outside, exited without a
+        line): its restart policy brought it back, and no log line shows it. (Not the engine's restart
+        count: podman resets it at every docker start, which fault_kill does.)"""
+        out = {}
+        for w in WORKERS:
+            st = inspect(w)
+            n, kills = self.silent.get(w, 0), self.kills.get(w, 0)
+            out[w] = {"silent_ends": n, "kills": kills, "unexplained": max(n - kills, 0),
+                      "oom": bool(st and st["oom"])}
+        return out
+
     def report(self, vr, verdict, vrc, verify_s, t_faults, produced, events):
         by_kind = {}
         for f in self.faults:
@@ -1031,6 +1093,7 @@ class Chaos:
         mismatches = vr.get("mismatches") if vr else None
         poison = self.poison_check(vr, events)
         nodek = self.node_kill_check(events)
+        restarts = self.restart_accounting(events)
         rep = {
             "mode": self.args.mode, "faults": len(self.faults), "faults_by_kind": by_kind,
             "fault_seconds": round(t_faults, 1), "total_seconds": round(time.time() - T0, 1),
@@ -1044,7 +1107,7 @@ class Chaos:
             "takeover_s_min_median_max": [procs[0], procs[len(procs) // 2], procs[-1]] if procs else None,
             "zombie_outcomes": [f"{f['target']}: {f['outcome']}" for f in zombies],
             "poison": poison, "brokers": self.args.brokers, "node_kill": nodek,
-            "worker_events": events, "pause_method": self.pause_method,
+            "worker_events": events, "pause_method": self.pause_method, "worker_restarts": restarts,
             "warnings": self.warnings, "fault_log": self.faults,
         }
         with open(os.path.join(self.outdir, "report.json"), "w") as f:
@@ -1055,6 +1118,8 @@ class Chaos:
             "faults by kind:    " + ", ".join(f"{k} {v}" for k, v in sorted(by_kind.items())),
             f"handovers:         {rep['handovers']} partition owner changes seen on /status",
             f"produced:          {produced} events",
+            "silent ends:       " + (", ".join(f"{w} {r['silent_ends']} (killed by the script {r['kills']})"
+                                           for w, r in restarts.items() if r["silent_ends"] or r["kills"]) or "none"),
             "worker exits/fences (from the workers' logs, by kind and by the fault they fell in):",
         ]
         exits = {}
@@ -1198,6 +1263,14 @@ class Chaos:
         # One failure logs a line in each layer it passes (partition, supervisor, consumer): count the
         # workers and seconds they fell in.
         cond += f", unexpected worker failures = {len({(e['worker'], round(e['t'])) for e in bad})}"
+        # A worker process that ended without an exit line and was not killed by the script died silently
+        # (OOM-killed, killed from outside, exited without a line), which no line above shows.
+        silent = {w: r["unexplained"] for w, r in restarts.items() if r["unexplained"]}
+        oom = [w for w, r in restarts.items() if r["oom"]]
+        ok = ok and not silent and not oom
+        cond += f", silent worker restarts = {sum(silent.values())}{' ' + str(silent) if silent else ''}"
+        if oom:
+            cond += f", OOM-killed workers = {oom}"
         ok = ok and not self.fatal
         cond += f", failed fault checks = {len(self.fatal)}"
         if poison["faults"]:

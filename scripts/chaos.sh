@@ -8,6 +8,7 @@
 #   KAFKA_VERSION=4.1.2 scripts/chaos.sh --short   # on the oldest supported broker (default: the newest,
 #                                                  # scripts/kafka-versions.env)
 #   scripts/chaos.sh --brokers 3 --kinds node_kill,kill --faults 4   # on three brokers: SIGKILL of a node
+#   scripts/chaos.sh --kinds silent_kill,kill --faults 2   # the verifier failing: a worker dying silently
 #
 # Options (the rest go to deploy/chaos.py, see its --help):
 #   --mode transactional|plain   persistence mode of the workers (default transactional)

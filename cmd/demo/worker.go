@@ -75,6 +75,10 @@ func worker(ctx context.Context, args []string) int {
 		return 2
 	}
 	defer func() { _ = log.Sync() }()
+	// Each process's first line: a log that spans a container's restarts
+	// tells its incarnations apart (the chaos run counts the ones that
+	// ended without an exit line: killed, or OOM-killed).
+	log.Info("worker starting", zap.Int("pid", os.Getpid()))
 	m, err := parseMode(*mode)
 	if err != nil {
 		log.Error("bad flag", zap.Error(err))
