@@ -185,6 +185,12 @@ func (w *Worker) Run(ctx context.Context) error {
 		if err == nil {
 			err = w.ensureDeadLetter(tctx, admin)
 		}
+		if err != nil && !errors.Is(err, snapshotstore.ErrTopicSetup) && ctx.Err() == nil && errors.Is(tctx.Err(), context.DeadlineExceeded) {
+			// A check cut by the start timeout (a wait for the input's
+			// metadata) returned the bare deadline: WithStartTimeout
+			// promises ErrTopicSetup.
+			err = fmt.Errorf("%w: the topic checks took longer than the start timeout (%v): %w", snapshotstore.ErrTopicSetup, w.cfg.startTimeout, err)
+		}
 		cancel()
 	}
 	admin.Close()

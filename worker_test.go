@@ -399,21 +399,7 @@ func TestInputTopicAuthorizationRevokedEndsRun(t *testing.T) {
 		}) {
 			return nil, nil, false
 		}
-		resp := req.ResponseKind().(*kmsg.MetadataResponse)
-		for i, a := range brokers {
-			host, port, _ := net.SplitHostPort(a)
-			b := kmsg.NewMetadataResponseBroker()
-			b.NodeID, b.Host = int32(i), host
-			p, _ := strconv.Atoi(port)
-			b.Port = int32(p)
-			resp.Brokers = append(resp.Brokers, b)
-		}
-		for _, rt := range req.Topics {
-			st := kmsg.NewMetadataResponseTopic()
-			st.Topic, st.ErrorCode = rt.Topic, kerr.TopicAuthorizationFailed.Code
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return metadataAnswer(req, brokers, input, kerr.TopicAuthorizationFailed.Code), nil, true
 	})
 	w, err := actorflow.NewWorker(ledger.Flow(), actorflow.WithBrokers(brokers...), actorflow.WithGroup(testkit.Name(t, "g")),
 		actorflow.WithInputTopic(input), actorflow.WithSnapshotTopic(snaps),
@@ -433,4 +419,22 @@ func TestInputTopicAuthorizationRevokedEndsRun(t *testing.T) {
 	if err := <-done; !errors.Is(err, kerr.TopicAuthorizationFailed) || ctx.Err() != nil {
 		t.Fatalf("Run = %v (ctx %v), want an error matching TOPIC_AUTHORIZATION_FAILED before the deadline", err, ctx.Err())
 	}
+}
+
+// metadataAnswer answers req for a cluster of brokers, listing topic with
+// the error code (no partitions).
+func metadataAnswer(req *kmsg.MetadataRequest, brokers []string, topic string, code int16) *kmsg.MetadataResponse {
+	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	for i, a := range brokers {
+		host, port, _ := net.SplitHostPort(a)
+		b := kmsg.NewMetadataResponseBroker()
+		b.NodeID, b.Host = int32(i), host
+		p, _ := strconv.Atoi(port)
+		b.Port = int32(p)
+		resp.Brokers = append(resp.Brokers, b)
+	}
+	st := kmsg.NewMetadataResponseTopic()
+	st.Topic, st.ErrorCode = kmsg.StringPtr(topic), code
+	resp.Topics = append(resp.Topics, st)
+	return resp
 }
