@@ -23,8 +23,10 @@ type Health struct {
 	Running bool `json:"running"`
 	// BrokersReachable: the last probe of the cluster (every 5 s, and the
 	// start-up retries) succeeded. LastBrokerError is the cause when not.
-	BrokersReachable bool      `json:"brokers_reachable"`
-	LastBrokerError  string    `json:"last_broker_error,omitempty"`
+	BrokersReachable bool   `json:"brokers_reachable"`
+	LastBrokerError  string `json:"last_broker_error,omitempty"`
+	// UnreachableSince: the first failed probe of the current outage
+	// (zero while reachable).
 	UnreachableSince time.Time `json:"unreachable_since,omitempty"`
 	// Joined: the consumer is a member of its group (generation ≥ 1).
 	Joined bool `json:"joined"`
@@ -53,7 +55,7 @@ func (h Health) Live() bool {
 
 // Ready reports whether the worker is processing everything it owns: it
 // runs, reaches its brokers, is a member of its group, and no owned
-// partition is starting, recovering or failed.
+// partition is starting, recovering, stopping or failed.
 func (h Health) Ready() bool {
 	return h.Running && h.BrokersReachable && h.Joined && len(h.Recovering) == 0 && len(h.Failed) == 0 && len(h.Starting) == 0 &&
 		len(h.Stopping) == 0

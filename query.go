@@ -35,7 +35,7 @@ var (
 // Member is a member of the flow's consumer group, as the group coordinator
 // describes it.
 type Member struct {
-	MemberID   string `json:"member_id"`
+	MemberID   string `json:"member_id"`             // the group member id
 	InstanceID string `json:"instance_id,omitempty"` // WithInstanceID, if set
 	// ClientID is the member's client.id as the coordinator reports it
 	// (under WithQueryEndpoint it ends with ";query=<endpoint>").
@@ -60,12 +60,14 @@ func newMember(memberID string, instanceID *string, clientID, host string) Membe
 // queryMetadataForKey tells which instance to ask — at Owner.Endpoint when
 // the owner advertises one (WithQueryEndpoint).
 type NotOwnerError struct {
-	Key       string
-	Topic     string
-	Partition int32
-	Owner     Member
+	Key       string // the key asked for
+	Topic     string // the input topic
+	Partition int32  // the key's input partition
+	Owner     Member // the member the group coordinator lists as its owner
 }
 
+// Error names the key, its partition and its owner (with its query
+// endpoint, when it advertises one).
 func (e *NotOwnerError) Error() string {
 	o := e.Owner
 	at := "advertises no query endpoint"
@@ -81,7 +83,7 @@ func (e *NotOwnerError) Is(target error) bool { return target == ErrNotOwner }
 
 // QueryInfo says where a Get was answered and how stale its state can be.
 type QueryInfo struct {
-	Topic     string `json:"topic"`
+	Topic     string `json:"topic"`     // the input topic
 	Partition int32  `json:"partition"` // the key's input (and snapshot) partition; -1 when unknown
 	// Local: answered by this worker, which owns the partition.
 	Local bool `json:"local"`

@@ -12,7 +12,7 @@ import (
 
 // KeyState is one key's persisted state as a reader outside the flow sees it.
 type KeyState[S any] struct {
-	State *S
+	State *S // the key's state as its codec decodes it
 	// Offset is the input offset of the last record folded into State.
 	Offset int64
 	// Partition is the input (and snapshot) partition holding the key.
@@ -30,7 +30,7 @@ type KeyState[S any] struct {
 // keys are persisted every WithPersistEvery (5 s by default), ~50 ms after
 // a partition's input goes quiet (WithIdleFlush), and at every revoke, so
 // the state of a busy input may trail it by up to WithPersistEvery. A read fails
-// (wrapped ErrUndecodableSnapshot) when a key's latest record cannot be
+// (wrapped snapshotstore.ErrUndecodableSnapshot) when a key's latest record cannot be
 // decoded, and with the codec's error naming the key when its value cannot.
 func ReadState[S any](ctx context.Context, brokers []string, snapshotTopic string, codec keyflow.Codec[S], opts ...kgo.Opt) (map[string]KeyState[S], error) {
 	if codec == nil {

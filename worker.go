@@ -41,15 +41,17 @@ var ErrMemberRejected = coordinator.ErrMemberRejected
 // snapshotstore.ErrFenced); not an eviction, snapshotstore.ErrEvicted,
 // after which the worker rejoins), ...
 type PartitionError struct {
-	Topic     string
-	Partition int32
-	Err       error
+	Topic     string // the input topic
+	Partition int32  // the input partition
+	Err       error  // the failure, naming the offset and key where a record caused it
 }
 
+// Error names the partition and its failure.
 func (e *PartitionError) Error() string {
 	return fmt.Sprintf("actorflow: partition %s[%d] failed: %v", e.Topic, e.Partition, e.Err)
 }
 
+// Unwrap returns Err, so that errors.Is and errors.As see the failure.
 func (e *PartitionError) Unwrap() error { return e.Err }
 
 // Worker is one member of a flow's consumer group.
@@ -446,11 +448,17 @@ func (w *Worker) waitBrokers(ctx context.Context) (*kgo.Client, error) {
 
 // Status is a worker's state, for status pages.
 type Status struct {
-	Group      string                       `json:"group"`
-	MemberID   string                       `json:"member_id"`
-	Generation int32                        `json:"generation"`
-	Partitions []partitionflow.Status       `json:"partitions"`
-	Paused     []coordinator.TopicPartition `json:"paused,omitempty"`
+	Group string `json:"group"`
+	// MemberID and Generation are the group membership the consumer last
+	// published ("" and 0 before it joined).
+	MemberID   string `json:"member_id"`
+	Generation int32  `json:"generation"`
+	// Partitions are the running partitions' own statuses (phase, keys,
+	// offsets, lag, in-flight records), in no particular order.
+	Partitions []partitionflow.Status `json:"partitions"`
+	// Paused lists the partitions whose fetches are paused (backpressure:
+	// WithMaxInFlight, WithMaxInFlightBytes; or failed).
+	Paused []coordinator.TopicPartition `json:"paused,omitempty"`
 	// Late lists the partitions whose actor had not answered when Status's
 	// ctx ended (busy in a long step: a recovery's last batch, a revoke);
 	// they are owned and absent from Partitions.
@@ -463,12 +471,15 @@ type Status struct {
 
 // FailedPartition is a failed partition waiting to start again.
 type FailedPartition struct {
-	Topic     string    `json:"topic"`
-	Partition int32     `json:"partition"`
-	Error     string    `json:"error"`
-	Attempts  int       `json:"consecutive_failures"`
-	Since     time.Time `json:"since"`
-	RetryAt   time.Time `json:"retry_at"`
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Error     string `json:"error"` // the partition's failure (a failed restart keeps it; its cause is logged)
+	// Attempts counts the consecutive failures (restarts that failed
+	// included); a partition that ran 5 minutes since its last restart
+	// starts a new count.
+	Attempts int       `json:"consecutive_failures"`
+	Since    time.Time `json:"since"`    // the first of the consecutive failures
+	RetryAt  time.Time `json:"retry_at"` // when it starts again (a failure's backoff, an eviction's wait)
 	// Evicted: not a failure — the group coordinator evicted this member;
 	// the partition starts again once the worker has rejoined the group
 	// (snapshotstore.ErrEvicted), or from RetryAt on if the coordinator

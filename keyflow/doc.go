@@ -16,6 +16,6 @@
 // at-least-once in the plain mode (through the application's producer,
 // bounded by a delivery timeout: WithOutputTimeout). Timers are persisted
 // with the snapshot and re-armed on load. A fold or timer that returns an error has no effect:
-// its outputs and timer changes are dropped, and under
-// WithFoldErrorPolicy(Skip) its in-place changes to the state are undone.
+// its outputs and timer changes are dropped, and under a Skip or DeadLetter
+// policy its in-place changes to the state are undone.
 package keyflow

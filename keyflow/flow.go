@@ -168,7 +168,7 @@ func WithMaxIdle(d time.Duration) Option {
 }
 
 // DefaultMaxLiveKeys is WithMaxLiveKeys' default: 10 000 loaded keys per
-// partition (a loaded key costs ~1.3 KiB of heap with a small state; an
+// partition (a loaded key costs ~1.5 KiB of heap with a small state; an
 // unloaded one only its snapshot bytes). Measured at a million keys in 8
 // partitions (docs/performance.md, the twenty-first session): 5 000 cost
 // the broker ~3× the transactions (each eviction waits for its snapshot's
@@ -283,7 +283,7 @@ func WithNilKeyPolicy(p Policy) Option {
 // Default DefaultDeadLetterTopic: "<input topic>.dlq". The worker checks at
 // start that it exists when a policy is DeadLetter (and creates it with
 // WithCreateTopics, as many partitions as the input topic): a missing
-// dead-letter topic is an ErrTopicSetup at start, not a failed partition at
+// dead-letter topic is a snapshotstore.ErrTopicSetup at start, not a failed partition at
 // the first bad record.
 func WithDeadLetterTopic(topic string) Option {
 	return option(func(c *keyactor.Config) { c.DeadLetter = topic })
@@ -299,8 +299,9 @@ func WithDeadLetterTopic(topic string) Option {
 // consumer; see Context.Emit); pass nil. The worker's WithOutputPartitioner
 // picks their partitions.
 //
-// Plain mode: outputs go through producer, at-least-once; Emit fails with
-// ErrNoOutput without one. A key holds its input offset, and its next
+// Plain mode: outputs go through producer, at-least-once; with a nil
+// producer Run refuses to start (snapshotstore.ErrTopicSetup), and a flow
+// without WithOutput fails Emit with ErrNoOutput. A key holds its input offset, and its next
 // snapshot waits, until its outputs are acknowledged; an output that fails
 // or is not acknowledged within the output timeout (WithOutputTimeout)
 // fails the key's partition. The producer's own settings apply (kgo

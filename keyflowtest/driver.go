@@ -440,7 +440,9 @@ func (d *Driver[S]) deliver(p *part, k string, recs []*kgo.Record) error {
 // within the window fire too. It returns when all are done and persisted;
 // the error joins those of the partitions that failed meanwhile (each
 // matching ErrPartitionFailed, naming the key and timer). dur < 0 is an
-// error; Advance(0) fires what is due now.
+// error; Advance(0) fires what is due now. More than 100 000 firings in
+// one call fail it (a timer that sets itself again at or before Now would
+// fire for ever).
 func (d *Driver[S]) Advance(dur time.Duration) error {
 	if d.closed {
 		return ErrClosed

@@ -14,9 +14,9 @@ var (
 	// INVALID_PRODUCER_EPOCH. The partition must stop; the new owner replays.
 	ErrFenced = errors.New("actorflow: fenced: this owner is stale")
 	// ErrNoGroupMetadata is returned when a transactional commit is attempted
-	// before the consumer has joined its group (negative generation): the
+	// before the consumer has joined its group (a generation below 1): the
 	// commit would land unfenced, so nothing is committed.
-	ErrNoGroupMetadata = errors.New("actorflow: no group metadata (consumer has not joined; generation < 0)")
+	ErrNoGroupMetadata = errors.New("actorflow: no group metadata (consumer has not joined; generation below 1)")
 )
 
 // FencedError wraps the broker error that fenced a commit.

@@ -198,7 +198,7 @@ type Env struct {
 	MaxOutputBytes func(topic string) int
 	// MaxSnapshotBytes is the largest record batch the store's producer
 	// sends to the snapshot topic (snapshotstore.SnapshotLimiter), which a
-	// key's snapshot record must fit (stateSize.go); 0: unchecked.
+	// key's snapshot record must fit (statesize.go); 0: unchecked.
 	MaxSnapshotBytes int
 	// Persist sends a key's write (a snapshot, and the outputs of the
 	// calls it covers: TxnOutputs only) to the partition's transaction
