@@ -350,35 +350,95 @@ type partitionCount struct {
 	mu sync.Mutex
 	n  int
 	at time.Time
+	// base ends when Run returns (bind); refreshing: a background read is
+	// under way, which Run waits for (wg); closed: Run is returning, no
+	// read starts any more.
+	base       context.Context
+	refreshing bool
+	closed     bool
+	wg         sync.WaitGroup
 }
 
 // partitionCountTTL: a partition count older than this is read again (a
-// topic's partitions can be added).
-const partitionCountTTL = 30 * time.Second
+// topic's partitions can be added). partitionCountRefresh bounds that read,
+// and a failed one is tried again partitionCountRetry later.
+const (
+	partitionCountTTL     = 30 * time.Second
+	partitionCountRefresh = 10 * time.Second
+	partitionCountRetry   = 5 * time.Second
+)
 
-// count returns the cached count, read again once it is older than the TTL.
-// The read holds no lock (each Get waits only for its own, within its own
-// context), and a count known before is kept when it fails: a key owned
-// here needs no broker to be answered.
+// bind starts the cache's life with Run's: base ends when Run returns.
+func (c *partitionCount) bind(base context.Context) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.base = base
+}
+
+// wait waits for a background read under way (Run's end: it leaves no
+// goroutine behind); none starts after it.
+func (c *partitionCount) wait() {
+	c.mu.Lock()
+	c.closed = true // under mu: every wg.Add, made under mu, is before Wait
+	c.mu.Unlock()
+	c.wg.Wait()
+}
+
+// count returns the partition count. A count known before is returned at
+// once, however old: a key owned here needs no broker to be answered. Once
+// older than the TTL it is read again in the background (one read at a
+// time, bounded): read in the Get, a broker that did not answer (a hung
+// one, not one refusing connections) took each Get's whole deadline, and
+// the answer then failed with it (found by a review). With no count known
+// yet, it is read within the caller's ctx.
 func (c *partitionCount) count(ctx context.Context, cl *kgo.Client, topic string) (int, error) {
 	c.mu.Lock()
-	known, fresh := c.n, c.n > 0 && time.Since(c.at) < partitionCountTTL
-	c.mu.Unlock()
-	if fresh {
+	known := c.n
+	if known > 0 {
+		if time.Since(c.at) >= partitionCountTTL && !c.refreshing && !c.closed && c.base != nil {
+			c.refreshing = true
+			c.wg.Add(1)
+			go c.refresh(cl, topic)
+		}
+		c.mu.Unlock()
 		return known, nil
 	}
-	n, err := snapshotstore.TopicPartitions(ctx, cl, topic)
-	if err == nil && n <= 0 {
-		err = fmt.Errorf("topic %q not in the cluster's metadata", topic)
-	}
+	c.mu.Unlock()
+	n, err := readPartitionCount(ctx, cl, topic)
 	if err != nil {
-		if known > 0 {
-			return known, nil
-		}
 		return 0, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.n, c.at = int(n), time.Now()
+	c.n, c.at = n, time.Now()
 	return c.n, nil
+}
+
+// refresh reads the count again in the background; a failed read keeps the
+// known count and is tried again partitionCountRetry later.
+func (c *partitionCount) refresh(cl *kgo.Client, topic string) {
+	defer c.wg.Done()
+	c.mu.Lock()
+	base := c.base
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(base, partitionCountRefresh)
+	defer cancel()
+	n, err := readPartitionCount(ctx, cl, topic)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.refreshing = false
+	if err != nil {
+		c.at = time.Now().Add(partitionCountRetry - partitionCountTTL)
+		return
+	}
+	c.n, c.at = n, time.Now()
+}
+
+// readPartitionCount reads topic's partition count from the cluster.
+func readPartitionCount(ctx context.Context, cl *kgo.Client, topic string) (int, error) {
+	n, err := snapshotstore.TopicPartitions(ctx, cl, topic)
+	if err == nil && n <= 0 {
+		err = fmt.Errorf("topic %q not in the cluster's metadata", topic)
+	}
+	return int(n), err
 }

@@ -2,6 +2,8 @@ package actorflow
 
 import (
 	"context"
+	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -92,8 +94,57 @@ func TestAStalePartitionCountIsKeptWhileTheBrokersAreDown(t *testing.T) {
 	if n, err := c.count(ctx, cl, "in"); n != 8 || err != nil {
 		t.Fatalf("count = %d, %v; want the known 8", n, err)
 	}
+	c.wait()
 	var none partitionCount
 	if n, err := none.count(ctx, cl, "in"); err == nil {
 		t.Fatalf("count = %d with nothing known and no broker; want an error", n)
 	}
+}
+
+// A stale count is answered at once and read again in the background: read
+// in the Get, a broker that accepts connections and never answers took each
+// Get's whole deadline (the answer then failed with it), and every later
+// Get again (found by a review). The background read ends with Run (wait).
+func TestAStalePartitionCountIsAnsweredAtOnceFromAHungBroker(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var held []net.Conn
+	var mu sync.Mutex
+	go func() { // accepts and never answers
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, conn)
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, conn := range held {
+			conn.Close()
+		}
+	}()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(ln.Addr().String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	base, stop := context.WithCancel(context.Background())
+	c := &partitionCount{n: 8, at: time.Now().Add(-time.Hour)}
+	c.bind(base)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	n, err := c.count(ctx, cl, "in")
+	if n != 8 || err != nil || ctx.Err() != nil {
+		t.Fatalf("count = %d, %v (its context: %v); want the known 8, before the context ended", n, err, ctx.Err())
+	}
+	stop()
+	c.wait() // the background read ends with its base
 }

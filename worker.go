@@ -314,12 +314,13 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.sup, w.cons = sup, cons
 	close(w.ready)
 	pctx, stopProbe := context.WithCancel(ctx)
+	w.parts.bind(pctx) // Get's background reads of the partition count end with Run
 	probed := make(chan struct{})
 	go func() {
 		defer close(probed)
 		w.probe.watchBrokers(pctx, cons.Client(), 5*time.Second, log)
 	}()
-	defer func() { stopProbe(); <-probed }() // Run leaves no goroutine behind
+	defer func() { stopProbe(); <-probed; w.parts.wait() }() // Run leaves no goroutine behind
 	log.Info("worker running", zap.String("group", w.cfg.group), zap.String("input", w.cfg.input),
 		zap.String("snapshots", w.cfg.snapshot), zap.Stringer("mode", w.cfg.kafka.Mode),
 		// Classic cooperative-sticky by default: KIP-848 was as correct on
