@@ -42,6 +42,11 @@ type Health struct {
 	// Stopping lists partitions that failed (or are no longer owned here)
 	// and whose actors are still stopping, before Failed lists them.
 	Stopping []string `json:"stopping,omitempty"`
+	// ShuttingDown: Run is returning (its ctx ended, or a fatal failure):
+	// its partitions are being revoked and the member leaves. Live, not
+	// ready: a load balancer reading Ready sent queries to a worker that
+	// could answer none (found by a review).
+	ShuttingDown bool `json:"shutting_down,omitempty"`
 }
 
 // Live reports whether the process should be left running: Run is in
@@ -54,10 +59,11 @@ func (h Health) Live() bool {
 }
 
 // Ready reports whether the worker is processing everything it owns: it
-// runs, reaches its brokers, is a member of its group, and no owned
-// partition is starting, recovering, stopping or failed.
+// runs and is not shutting down, reaches its brokers, is a member of its
+// group, and no owned partition is starting, recovering, stopping or
+// failed.
 func (h Health) Ready() bool {
-	return h.Running && h.BrokersReachable && h.Joined && len(h.Recovering) == 0 && len(h.Failed) == 0 && len(h.Starting) == 0 &&
+	return h.Running && !h.ShuttingDown && h.BrokersReachable && h.Joined && len(h.Recovering) == 0 && len(h.Failed) == 0 && len(h.Starting) == 0 &&
 		len(h.Stopping) == 0
 }
 
@@ -155,6 +161,7 @@ func (w *Worker) Health(ctx context.Context) Health {
 	if m, err := w.cons.GroupMetadata(); err == nil && m.Generation >= 1 {
 		h.Joined = true
 	}
+	h.ShuttingDown = w.cons.ShuttingDown()
 	st := w.Status(ctx)
 	failed := st.failedSet()
 	for _, p := range st.Partitions {

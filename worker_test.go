@@ -438,3 +438,51 @@ func metadataAnswer(req *kmsg.MetadataRequest, brokers []string, topic string, c
 	resp.Topics = append(resp.Topics, st)
 	return resp
 }
+
+// A worker shutting down (Run's ctx ended) is not ready while it drains:
+// its partitions are being revoked and it answers no query. It stayed ready
+// through the whole drain (found by a review).
+func TestAWorkerShuttingDownIsNotReady(t *testing.T) {
+	_, brokers := testkit.Kfake(t)
+	input, snaps := testkit.Name(t, "in"), testkit.Name(t, "snap")
+	testkit.CreateTopics(t, brokers, input, snaps, 1)
+	folding, release := make(chan struct{}, 1), make(chan struct{})
+	flow := keyflow.New(func(_ *keyflow.Context, s *int, r *kgo.Record) (*int, error) {
+		if string(r.Value) == "block" {
+			folding <- struct{}{}
+			<-release // the revoke's flush waits for this fold
+		}
+		n := 1
+		return &n, nil
+	})
+	w, err := actorflow.NewWorker(flow, actorflow.WithBrokers(brokers...), actorflow.WithGroup(testkit.Name(t, "g")),
+		actorflow.WithInputTopic(input), actorflow.WithSnapshotTopic(snaps))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer wcancel()
+	if err := w.WaitReady(wctx); err != nil {
+		t.Fatal(err)
+	}
+	cl := testkit.Client(t, brokers, kgo.DefaultProduceTopic(input))
+	if err := cl.ProduceSync(wctx, &kgo.Record{Key: []byte("k"), Value: []byte("block")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	<-folding
+	cancel()
+	testkit.Eventually(t, 10*time.Second, "the shutdown under way", func() (bool, string) {
+		h := w.Health(wctx)
+		return h.ShuttingDown, fmt.Sprintf("%+v", h)
+	})
+	if h := w.Health(wctx); h.Ready() {
+		t.Fatalf("ready while shutting down: %+v", h)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+}

@@ -379,6 +379,20 @@ func rejectedMember(err error) bool {
 	return false
 }
 
+// ShuttingDown reports whether Run is shutting down: its ctx ended or a
+// fatal failure (Fail) came, and it revokes (flushes, unless fatal) every
+// owned partition and leaves the group.
+func (c *Consumer) ShuttingDown() bool {
+	select {
+	case <-c.stopping:
+		return true
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // Fail makes Run return err: a fatal failure (a fenced partition, any
 // partition failure under fail-fast, a failed assignment).
 func (c *Consumer) Fail(err error) {
