@@ -71,7 +71,14 @@ type Supervisor struct {
 	// assigned is each partition's latest assignment, for its recovery.
 	assigned map[coordinator.TopicPartition]snapshotstore.Assignment
 	parts    map[coordinator.TopicPartition]*handle
-	events   []Event // for tests; bounded
+	// reporting holds a copy gone from parts while its stop is reported
+	// (stopped): Stop waits for it as for a running one. Gone from both,
+	// a revoke's Stop returned at once, the partition could be assigned
+	// here again, and the report counted as the new assignment's failure:
+	// a restart beside the new copy, which no revoke stopped (found by a
+	// review).
+	reporting map[coordinator.TopicPartition]*handle
+	events    []Event // for tests; bounded
 }
 
 // handle is one running partition actor.
@@ -101,10 +108,11 @@ func NewSupervisor(sys *actor.ActorSystem, cfg SupervisorConfig) (*Supervisor, e
 		cfg.Logger = zap.NewNop()
 	}
 	s := &Supervisor{sys: sys, cfg: cfg, log: cfg.Logger,
-		opened:   map[coordinator.TopicPartition]snapshotstore.Partition{},
-		assigned: map[coordinator.TopicPartition]snapshotstore.Assignment{},
-		parts:    map[coordinator.TopicPartition]*handle{},
-		latest:   map[coordinator.TopicPartition]int{},
+		opened:    map[coordinator.TopicPartition]snapshotstore.Partition{},
+		assigned:  map[coordinator.TopicPartition]snapshotstore.Assignment{},
+		parts:     map[coordinator.TopicPartition]*handle{},
+		reporting: map[coordinator.TopicPartition]*handle{},
+		latest:    map[coordinator.TopicPartition]int{},
 	}
 	// The guardian of the supervisor actor itself: protoactor's default
 	// would restart it on a panic, which stops every partition actor
@@ -258,6 +266,9 @@ func (s *Supervisor) stopped(tp coordinator.TopicPartition, h *handle, err error
 	if cur == h {
 		delete(s.parts, tp)
 	}
+	if cur == h || cur == nil {
+		s.reporting[tp] = h
+	}
 	// A copy that outlived its revoke's teardown bound can stop after the
 	// partition was assigned here again (from the new assignment's Open on):
 	// its failure is not the new assignment's, which a report would pause
@@ -276,8 +287,16 @@ func (s *Supervisor) stopped(tp coordinator.TopicPartition, h *handle, err error
 	// after it, which would then count as the new assignment's failure (a
 	// pause, and a second copy beside the new one). Reported before, it
 	// finds the partition not owned (the revoke released it) and is
-	// ignored. OnFailure does not block.
-	defer close(h.done)
+	// ignored. OnFailure does not block. A Stop that comes while it is
+	// made waits for it (reporting).
+	defer func() {
+		s.mu.Lock()
+		if s.reporting[tp] == h {
+			delete(s.reporting, tp)
+		}
+		s.mu.Unlock()
+		close(h.done)
+	}()
 	switch {
 	case err == nil:
 	case errors.Is(err, snapshotstore.ErrNotOwned):
@@ -356,10 +375,16 @@ func (s *Supervisor) Stop(ctx context.Context, tps []coordinator.TopicPartition,
 	for _, tp := range tps {
 		s.mu.Lock()
 		h := s.parts[tp]
+		reporting := s.reporting[tp]
 		unstarted := s.opened[tp]
 		delete(s.opened, tp)
-		if h != nil {
+		switch {
+		case h != nil:
 			s.event(Event{Kind: "stopping", TP: tp})
+		case reporting == nil:
+			// No copy left: a failure report of one still on its way (a
+			// panic's ChildFailed after its Stopped) is an earlier copy's.
+			s.latest[tp] = s.seq + 1
 		}
 		s.mu.Unlock()
 		if unstarted != nil {
@@ -369,6 +394,10 @@ func (s *Supervisor) Stop(ctx context.Context, tps []coordinator.TopicPartition,
 			s.closeUnstarted(ctx, tp, unstarted)
 		}
 		if h == nil {
+			if reporting != nil { // stopped: its report is being made
+				waits = append(waits, reporting)
+				names = append(names, tp)
+			}
 			continue
 		}
 		s.sys.Root.Send(h.pid, &partitionflow.Revoke{Flush: flush})

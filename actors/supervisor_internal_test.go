@@ -358,3 +358,78 @@ func TestStatusListsALatePartitionAndAnswersForTheOthers(t *testing.T) {
 		t.Fatalf("%d partitions answered (%+v); want the 7 not busy", len(out), out)
 	}
 }
+
+// A revoke's Stop that comes while a copy that stopped on its own reports
+// its failure waits for the report: the copy was gone from the running set,
+// Stop returned at once, the partition could be assigned here again, and
+// the late report counted as the new assignment's failure (a restart beside
+// the new copy, which no revoke stopped). Found by a review.
+func TestStopWaitsForAFailureBeingReported(t *testing.T) {
+	tp := coordinator.TopicPartition{Topic: "orders", Partition: 4}
+	h := &handle{done: make(chan struct{}), seq: 1}
+	entered, unblock := make(chan struct{}), make(chan struct{})
+	stopReturned := make(chan struct{})
+	var returnedFirst bool
+	s, err := NewSupervisor(actor.NewActorSystem(), SupervisorConfig{
+		OnFailure: func(coordinator.TopicPartition, error) {
+			close(entered)
+			<-unblock
+			select {
+			case <-stopReturned:
+				returnedFirst = true
+			default:
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Shutdown)
+	s.mu.Lock()
+	s.seq, s.parts[tp], s.latest[tp] = 1, h, 1
+	s.mu.Unlock()
+	reported := make(chan struct{})
+	go func() { s.stopped(tp, h, errors.New("a key's write failed")); close(reported) }()
+	<-entered
+	go func() {
+		s.Stop(context.Background(), []coordinator.TopicPartition{tp}, true)
+		close(stopReturned)
+	}()
+	// Nothing to await for a Stop that waits: a buggy one returns at once.
+	select {
+	case <-stopReturned:
+		t.Fatal("Stop returned while the stopped copy's failure was still being reported")
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(unblock)
+	<-reported
+	<-stopReturned
+	if returnedFirst {
+		t.Fatal("Stop returned before the report")
+	}
+}
+
+// A panic of a copy reported after a revoke's Stop found no copy left (the
+// panic's ChildFailed came after its Stopped) is an earlier copy's: the
+// partition may be assigned here again meanwhile, and the report would
+// count as the new assignment's failure. Not reported (logged).
+func TestPanicReportedAfterTheRevokeIsAnEarlierCopys(t *testing.T) {
+	s, failures := newTestSupervisor(t)
+	tp := coordinator.TopicPartition{Topic: "orders-eu", Partition: 5}
+	s.mu.Lock()
+	s.seq, s.latest[tp] = 7, 7
+	s.mu.Unlock()
+	s.Stop(context.Background(), []coordinator.TopicPartition{tp}, true)
+	child := actor.NewPID("nonhost", s.pid.Id+"/"+partitionName(tp, 7))
+	s.sys.Root.Send(s.pid, &partitionflow.ChildFailed{Child: child, Reason: "boom after its stop"})
+	// The supervisor actor handles its messages in order: once it answered
+	// a later one, the ChildFailed was handled.
+	reply := make(chan spawnRes, 1)
+	s.sys.Root.Send(s.pid, &spawnReq{name: "after", props: actor.PropsFromFunc(func(actor.Context) {}), reply: reply})
+	<-reply
+	select {
+	case f := <-failures:
+		t.Fatalf("reported %v after the revoke: it would count as the next assignment's failure", f)
+	default:
+	}
+}
