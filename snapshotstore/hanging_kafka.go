@@ -30,14 +30,20 @@ type hangingResolver struct {
 	ours    func(txnID string) bool
 	cl      *kgo.Client
 	adm     *kadm.Client
+	// lookback is how long before the hanging record's timestamp the
+	// scans start: a minute of clock difference, plus failover (set by the
+	// store: its failover timeout, how long a redo's outputs may keep
+	// their first attempt's timestamps).
+	lookback time.Duration
 }
 
-func newHangingResolver(brokers []string, opts []kgo.Opt, log *zap.Logger, ours func(string) bool) (*hangingResolver, error) {
+func newHangingResolver(brokers []string, opts []kgo.Opt, log *zap.Logger, ours func(string) bool, failover time.Duration) (*hangingResolver, error) {
 	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, opts...), kgo.SeedBrokers(brokers...))...)
 	if err != nil {
 		return nil, err
 	}
-	return &hangingResolver{brokers: brokers, opts: opts, log: log, ours: ours, cl: cl, adm: kadm.NewClient(cl)}, nil
+	return &hangingResolver{brokers: brokers, opts: opts, log: log, ours: ours, cl: cl, adm: kadm.NewClient(cl),
+		lookback: time.Minute + failover}, nil
 }
 
 func (h *hangingResolver) close() { h.cl.Close() }
@@ -225,23 +231,41 @@ func (h *hangingResolver) hangingOutcome(ctx context.Context, offsets topicParti
 		return OutcomeUnknown, open, fmt.Sprintf("describe producers: %v", err)
 	}
 	var maybeEnded []topicPartition
+	bumped := map[topicPartition]bool{}
+	var undescribed error
 	dp.EachPartition(func(p kadm.DescribedProducersPartition) {
+		if p.Err != nil && undescribed == nil {
+			// Its producers unknown (a leader moving: NOT_LEADER_OR_FOLLOWER),
+			// it may hold the transaction's only landed marker.
+			undescribed = fmt.Errorf("%s[%d]: %w", p.Topic, p.Partition, p.Err)
+		}
 		for _, pr := range p.ActiveProducers {
 			switch {
 			case pr.ProducerID != o.ProducerID:
 			case pr.CurrentTxnStartOffset >= 0 && pr.ProducerEpoch == o.Epoch:
 				open.Add(p.Topic, p.Partition)
 			case pr.CurrentTxnStartOffset < 0 && pr.ProducerEpoch >= o.Epoch:
-				maybeEnded = append(maybeEnded, topicPartition{Topic: p.Topic, Partition: p.Partition})
+				q := topicPartition{Topic: p.Topic, Partition: p.Partition}
+				maybeEnded = append(maybeEnded, q)
+				bumped[q] = pr.ProducerEpoch > o.Epoch
 			}
 		}
 	})
+	if undescribed != nil {
+		return OutcomeUnknown, open, fmt.Sprintf("describe producers: a partition did not answer: %v", undescribed)
+	}
+	// From before the hanging record's time by the client's and broker's
+	// clock difference and a redo's whole failover (its outputs keep the
+	// first attempt's timestamps).
+	since := at.Add(-h.lookback)
 	scans := make([]DataScan, 0, len(maybeEnded))
 	for _, q := range maybeEnded {
-		scans = append(scans, h.scanForMarker(sctx, q, o, at.Add(-time.Minute)))
+		sc := h.scanForMarker(sctx, q, o, since)
+		sc.Bumped = bumped[q]
+		scans = append(scans, sc)
 	}
 	tv := int16(-1) // read only when it matters, on its own time (the scans may have spent sctx's)
-	if slices.ContainsFunc(scans, func(sc DataScan) bool { return sc.SameEpochMarker }) {
+	if slices.ContainsFunc(scans, func(sc DataScan) bool { return sc.SameEpochMarker || sc.Bumped && !sc.SawData }) {
 		vctx, vcancel := context.WithTimeout(ctx, 5*time.Second)
 		var err error
 		if tv, err = h.transactionVersion(vctx); err != nil {

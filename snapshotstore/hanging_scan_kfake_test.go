@@ -36,7 +36,7 @@ func TestScanForMarkerReadsTheOutcomeAfterTheData(t *testing.T) {
 	since := time.Now().Add(-time.Minute)
 	committed := txn("committer", true)
 	aborted := txn("aborter", false)
-	h, err := newHangingResolver(brokers, nil, zap.NewNop(), func(string) bool { return true })
+	h, err := newHangingResolver(brokers, nil, zap.NewNop(), func(string) bool { return true }, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestSameEpochMarkerIsAnOutcomeOnlyUnderTransactionVersion2(t *testing.T) {
 	brokers := c.ListenAddrs()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	h, err := newHangingResolver(brokers, nil, zap.NewNop(), func(string) bool { return true })
+	h, err := newHangingResolver(brokers, nil, zap.NewNop(), func(string) bool { return true }, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -103,6 +103,13 @@ func TestDecideOutcome(t *testing.T) {
 		{"own-epoch marker, version 0", []DataScan{ownEpoch}, OutcomeUnknown, 0},
 		{"own-epoch marker, version unknown", []DataScan{ownEpoch}, OutcomeUnknown, -1},
 		{"bumped-epoch marker, version 1", []DataScan{committed}, OutcomeCommit, 1},
+		// The leader lists the producer past the open epoch: a marker of
+		// the transaction landed there, and a scan that saw none of its
+		// data started after it (outputs with older timestamps). Read as
+		// "nothing visible", the abort duplicated committed outputs
+		// (found by a review).
+		{"a landed marker the scan missed", []DataScan{{Complete: true, Bumped: true}, untouched}, OutcomeUnknown, 2},
+		{"a landed marker the scan found", []DataScan{{SawData: true, Closed: true, Committed: true, Complete: true, Bumped: true}}, OutcomeCommit, 2},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

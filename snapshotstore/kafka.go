@@ -66,7 +66,7 @@ func NewKafka(brokers []string, topic string, c KafkaConfig) (*Kafka, error) {
 		k.producer = cl
 	}
 	if cfg.mode == Transactional {
-		h, err := newHangingResolver(brokers, cfg.clientOpts, cfg.log, k.ownsTransactionalID)
+		h, err := newHangingResolver(brokers, cfg.clientOpts, cfg.log, k.ownsTransactionalID, cfg.failoverTimeout)
 		if err != nil {
 			return nil, fmt.Errorf("hanging transaction resolver: %w", err)
 		}
