@@ -208,8 +208,9 @@ func (h *hangingResolver) describeTxn(ctx context.Context, id string, tp topicPa
 // hangingOutcome finds where a hanging transaction is still open (every
 // partition of the cluster, DescribeProducers) and decides the outcome of
 // its missing markers from the partitions where it may have ended: each is
-// scanned, with control records and uncommitted data, from a minute before
-// the hanging record's time (client and broker clocks differ) to its end.
+// scanned, with control records and uncommitted data, from lookback before
+// the hanging record's time (client and broker clocks differ; a redo keeps
+// its first attempt's output timestamps) to its end.
 // Only this store's transactional ids are ended.
 func (h *hangingResolver) hangingOutcome(ctx context.Context, offsets topicPartition, o OpenTxn, txnID string) (TxnOutcome, kadm.TopicsSet, string) {
 	open := kadm.TopicsSet{}
