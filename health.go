@@ -42,6 +42,9 @@ type Health struct {
 	// Stopping lists partitions that failed (or are no longer owned here)
 	// and whose actors are still stopping, before Failed lists them.
 	Stopping []string `json:"stopping,omitempty"`
+	// Late lists partitions whose actor did not answer within the call's
+	// ctx (Status.Late): busy in a long step, its state unknown.
+	Late []string `json:"late,omitempty"`
 	// ShuttingDown: Run is returning (its ctx ended, or a fatal failure):
 	// its partitions are being revoked and the member leaves. Live, not
 	// ready: a load balancer reading Ready sent queries to a worker that
@@ -60,10 +63,11 @@ func (h Health) Live() bool {
 
 // Ready reports whether the worker is processing everything it owns: it
 // runs and is not shutting down, reaches its brokers, is a member of its
-// group, and no owned partition is starting, recovering, stopping or
-// failed.
+// group, and no owned partition is starting, recovering, stopping, failed
+// or late to answer.
 func (h Health) Ready() bool {
 	return h.Running && !h.ShuttingDown && h.BrokersReachable && h.Joined && len(h.Recovering) == 0 && len(h.Failed) == 0 && len(h.Starting) == 0 &&
+		len(h.Late) == 0 &&
 		len(h.Stopping) == 0
 }
 
@@ -181,6 +185,10 @@ func (w *Worker) Health(ctx context.Context) Health {
 	}
 	for _, f := range st.Failed {
 		running[coordinator.TopicPartition{Topic: f.Topic, Partition: f.Partition}] = true
+	}
+	for _, tp := range st.Late { // not starting: its actor runs, busy
+		running[tp] = true
+		h.Late = append(h.Late, tp.Topic+"["+strconv.Itoa(int(tp.Partition))+"]")
 	}
 	for _, tp := range w.cons.Owned() {
 		if !running[tp] {

@@ -93,6 +93,10 @@ func TestAStoppingPartitionIsNotReady(t *testing.T) {
 	if h.Ready() {
 		t.Fatal("ready with a partition stopping after its failure")
 	}
+	h.Stopping, h.Late = nil, []string{"in[1]"}
+	if h.Ready() {
+		t.Fatal("ready with a partition whose state is unknown (late to answer)")
+	}
 }
 
 // Before its first probe answers, a running worker is live: the cluster

@@ -157,9 +157,9 @@ func WithCommitOffsetsInterval(d time.Duration) Option { return func(c *config) 
 
 // WithMaxWritesPerTransaction caps a group commit's records (a snapshot
 // write counts one, plus one per output it carries). Default 65536 (also
-// for zero or negative); the
-// byte cap (WithMaxTransactionBytes) usually ends a transaction first. A
-// write with more outputs than the cap goes alone.
+// for zero or negative); the byte cap (WithMaxTransactionBytes) usually
+// ends a transaction first. A write with more outputs than the cap goes
+// alone.
 func WithMaxWritesPerTransaction(n int) Option { return func(c *config) { c.maxWrites = n } }
 
 // WithMaxTransactionBytes caps a group commit's bytes: its records' keys,

@@ -91,10 +91,15 @@ func TestAStalePartitionCountIsKeptWhileTheBrokersAreDown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	c := &partitionCount{n: 8, at: time.Now().Add(-time.Hour)}
+	c.bind(context.Background())
 	if n, err := c.count(ctx, cl, "in"); n != 8 || err != nil {
 		t.Fatalf("count = %d, %v; want the known 8", n, err)
 	}
-	c.wait()
+	c.wait() // the background read, failed: the count kept, read again soon
+	if c.n != 8 || time.Since(c.at) >= partitionCountTTL || c.refreshing {
+		t.Fatalf("after a failed read: count %d, read %s ago (refreshing %v); want 8 kept and a retry scheduled within the TTL",
+			c.n, time.Since(c.at), c.refreshing)
+	}
 	var none partitionCount
 	if n, err := none.count(ctx, cl, "in"); err == nil {
 		t.Fatalf("count = %d with nothing known and no broker; want an error", n)

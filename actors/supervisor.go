@@ -378,13 +378,8 @@ func (s *Supervisor) Stop(ctx context.Context, tps []coordinator.TopicPartition,
 		reporting := s.reporting[tp]
 		unstarted := s.opened[tp]
 		delete(s.opened, tp)
-		switch {
-		case h != nil:
+		if h != nil {
 			s.event(Event{Kind: "stopping", TP: tp})
-		case reporting == nil:
-			// No copy left: a failure report of one still on its way (a
-			// panic's ChildFailed after its Stopped) is an earlier copy's.
-			s.latest[tp] = s.seq + 1
 		}
 		s.mu.Unlock()
 		if unstarted != nil {
@@ -423,6 +418,13 @@ func (s *Supervisor) Stop(ctx context.Context, tps []coordinator.TopicPartition,
 	s.mu.Lock()
 	for _, tp := range names {
 		s.event(Event{Kind: "returned", TP: tp})
+	}
+	for _, tp := range tps {
+		// A failure report still on its way from any copy so far (a
+		// panic's ChildFailed after its Stopped, during the revoke's
+		// flush too) is an earlier copy's: the partition may be assigned
+		// here again before it arrives.
+		s.latest[tp] = s.seq + 1
 	}
 	s.mu.Unlock()
 }

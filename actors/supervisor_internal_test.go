@@ -414,22 +414,54 @@ func TestStopWaitsForAFailureBeingReported(t *testing.T) {
 // partition may be assigned here again meanwhile, and the report would
 // count as the new assignment's failure. Not reported (logged).
 func TestPanicReportedAfterTheRevokeIsAnEarlierCopys(t *testing.T) {
-	s, failures := newTestSupervisor(t)
-	tp := coordinator.TopicPartition{Topic: "orders-eu", Partition: 5}
-	s.mu.Lock()
-	s.seq, s.latest[tp] = 7, 7
-	s.mu.Unlock()
-	s.Stop(context.Background(), []coordinator.TopicPartition{tp}, true)
-	child := actor.NewPID("nonhost", s.pid.Id+"/"+partitionName(tp, 7))
-	s.sys.Root.Send(s.pid, &partitionflow.ChildFailed{Child: child, Reason: "boom after its stop"})
-	// The supervisor actor handles its messages in order: once it answered
-	// a later one, the ChildFailed was handled.
-	reply := make(chan spawnRes, 1)
-	s.sys.Root.Send(s.pid, &spawnReq{name: "after", props: actor.PropsFromFunc(func(actor.Context) {}), reply: reply})
-	<-reply
-	select {
-	case f := <-failures:
-		t.Fatalf("reported %v after the revoke: it would count as the next assignment's failure", f)
-	default:
+	for _, c := range []struct {
+		name  string
+		setUp func(s *Supervisor, tp coordinator.TopicPartition) (afterStop func())
+	}{
+		{"no copy left", func(*Supervisor, coordinator.TopicPartition) func() { return nil }},
+		{"a copy still reporting", func(s *Supervisor, tp coordinator.TopicPartition) func() {
+			h := &handle{done: make(chan struct{}), seq: 7, gone: true}
+			s.reporting[tp] = h
+			return func() { // its report made: what stopped() does last
+				s.mu.Lock()
+				delete(s.reporting, tp)
+				s.mu.Unlock()
+				close(h.done)
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, failures := newTestSupervisor(t)
+			tp := coordinator.TopicPartition{Topic: "orders-eu", Partition: 5}
+			s.mu.Lock()
+			s.seq, s.latest[tp] = 7, 7
+			release := c.setUp(s, tp)
+			s.mu.Unlock()
+			stopped := make(chan struct{})
+			go func() { s.Stop(context.Background(), []coordinator.TopicPartition{tp}, true); close(stopped) }()
+			if release != nil {
+				// Nothing to await for a Stop that waits: one that does not
+				// returns at once.
+				select {
+				case <-stopped:
+					t.Fatal("Stop returned while a stopped copy's failure was being reported")
+				case <-time.After(100 * time.Millisecond):
+				}
+				release()
+			}
+			<-stopped
+			child := actor.NewPID("nonhost", s.pid.Id+"/"+partitionName(tp, 7))
+			s.sys.Root.Send(s.pid, &partitionflow.ChildFailed{Child: child, Reason: "boom after its stop"})
+			// The supervisor actor handles its messages in order: once it
+			// answered a later one, the ChildFailed was handled.
+			reply := make(chan spawnRes, 1)
+			s.sys.Root.Send(s.pid, &spawnReq{name: "after", props: actor.PropsFromFunc(func(actor.Context) {}), reply: reply})
+			<-reply
+			select {
+			case f := <-failures:
+				t.Fatalf("reported %v after the revoke: it would count as the next assignment's failure", f)
+			default:
+			}
+		})
 	}
 }

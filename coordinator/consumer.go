@@ -116,11 +116,10 @@ type Config struct {
 	// OnFailure receives a partition failure the consumer finds itself (an
 	// assignment that failed on a broker-side error, a partition stopped by
 	// an eviction that cannot be started again, a failed partition's
-	// restart that failed: with the partition's own error, err), so that
-	// it takes the path
-	// of every other partition failure (the worker's: a *PartitionError,
-	// counted, fatal under fail-fast, else PartitionFailed). Default nil:
-	// PartitionFailed.
+	// restart that failed: with the partition's own error, err), so that it
+	// takes the path of every other partition failure (the worker's: a
+	// *PartitionError, counted, fatal under fail-fast, else
+	// PartitionFailed). Default nil: PartitionFailed.
 	OnFailure func(tp TopicPartition, err error)
 	// ClientOpts are extra kgo options (TLS, SASL, ...), applied after the
 	// consumer's tunables (fetch wait, session timeout, logger: theirs win)
@@ -722,21 +721,22 @@ func (c *Consumer) assign(ctx context.Context, tps, kept []TopicPartition) error
 	c.deliver.Unlock()
 	// Order matters (seed, "Stable transactional.id"): fence first, then
 	// fetch the committed offset, which the fence's abort may have changed.
-	// Bounded as a restart's Open is (restartBound): kgo retries the
-	// takeover's InitProducerID on CONCURRENT_TRANSACTIONS for as long as
-	// its context lasts — while the previous owner's transaction cannot
-	// complete (a partition it wrote has no leader), the callback held the
-	// rebalance lock with nothing logged above debug (found by a review).
-	// Past the bound the partitions fail (a transient error) and start
-	// again after a backoff.
-	octx, cancel := context.WithTimeout(ctx, c.restartBound())
+	// Bounded, by the rebalance timeout: kgo retries the takeover's
+	// InitProducerID on CONCURRENT_TRANSACTIONS for as long as its context
+	// lasts — while the previous owner's transaction cannot complete (a
+	// partition it wrote has no leader), the callback held the rebalance
+	// lock with nothing logged above debug (found by a review). A takeover
+	// through a node's loss takes seconds, well within it. Past it the
+	// partitions fail (a transient error: counted, fatal under
+	// WithFailFast) and start again after a backoff.
+	octx, cancel := context.WithTimeout(ctx, c.cfg.RebalanceTimeout)
 	err = c.h.Open(octx, tps)
 	cancel()
 	if err != nil {
 		if ctx.Err() == nil && errors.Is(octx.Err(), context.DeadlineExceeded) {
-			c.log.Warn("opening the assigned partitions' stores did not finish within the bound; they fail and start again after a backoff",
-				zap.Any("partitions", tps), zap.Duration("bound", c.restartBound()), zap.Error(err))
-			return fmt.Errorf("assignment of %v: opening the stores took longer than %s: %w", tps, c.restartBound(), err)
+			c.log.Warn("opening the assigned partitions' stores did not finish within the rebalance timeout; they fail and start again after a backoff",
+				zap.Any("partitions", tps), zap.Duration("bound", c.cfg.RebalanceTimeout), zap.Error(err))
+			return fmt.Errorf("assignment of %v: opening the stores took longer than the rebalance timeout (%s): %w (%w)", tps, c.cfg.RebalanceTimeout, err, octx.Err())
 		}
 		return err
 	}

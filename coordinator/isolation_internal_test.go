@@ -519,17 +519,18 @@ func TestDecideListed(t *testing.T) {
 }
 
 // An assignment's Open (the takeover's InitProducerID, which kgo retries on
-// CONCURRENT_TRANSACTIONS for as long as its context lasts) is bounded as a
-// restart's is: it ran under the callback's context, which only the client's
-// close ends, and held the rebalance lock for as long as the previous
-// owner's transaction could not complete. Past the bound the assignment
-// fails with a transient error: its partitions fail and start again.
+// CONCURRENT_TRANSACTIONS for as long as its context lasts) is bounded by
+// the rebalance timeout: it ran under the callback's context, which only the
+// client's close ends, and held the rebalance lock for as long as the
+// previous owner's transaction could not complete. Past the bound the
+// assignment fails with a transient error: its partitions fail and start
+// again.
 func TestAnAssignmentsOpenIsBounded(t *testing.T) {
 	cl := offlineClient(t)
 	tp := TopicPartition{"in", 0}
 	h := blockingOpen{ended: make(chan error, 1)}
 	c := testConsumer(cl, h)
-	c.cfg.RebalanceTimeout = 2 * time.Second // a bound of 1 s beside the teardown's
+	c.cfg.RebalanceTimeout = 2 * time.Second // the bound
 	returned := make(chan error, 1)
 	go func() { returned <- c.assign(context.Background(), []TopicPartition{tp}, nil) }()
 	select {
@@ -538,7 +539,7 @@ func TestAnAssignmentsOpenIsBounded(t *testing.T) {
 			t.Fatalf("assign = %v; want the bound's deadline, a transient error", err)
 		}
 	case <-time.After(time.Minute):
-		t.Fatalf("the assignment's Open still running a minute later (bound %s)", c.restartBound())
+		t.Fatalf("the assignment's Open still running a minute later (bound %s)", c.cfg.RebalanceTimeout)
 	}
 	if err := <-h.ended; !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("the Open ended with %v, want its bound's deadline", err)

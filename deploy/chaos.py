@@ -59,7 +59,8 @@ guarantee: exactly once and in order in the transactional mode, none missing in 
 balance the verifier's own fold gives its account at its sequence number, and outputs checked at all), every event
 the producer acknowledged verified, no unexpected worker failure wherever it falls (an exit 1, a crash, a
 partition failure in a worker's log or on its /status; only a fenced zombie may exit), no worker process ended
-without an exit line unless the script killed it (a silent death: an OOM kill) and none OOM-killed, every fault
+without an exit line unless the script killed it (a silent death: an OOM kill) and none found OOM-killed at the
+end (the engine clears that flag at a restart), every fault
 as planned (no fatal warning: e.g. a zombie whose partitions nobody took over during its pause); with poison faults also 0 worker exits during them,
 every poison record in the dead-letter topic exactly once (in the plain mode: at least once) and no other
 dead letter nor skipped input; with node_kill faults also 0 worker exits during them.
@@ -246,7 +247,8 @@ def worker_events(text, since=0.0):
 
 def silent_ends(text, since=0.0):
     """How many of the worker processes in a container's log (each begins with "worker starting") ended
-    without an exit line ("worker failed", "worker stopped cleanly", a crash's "panic: " / "fatal error: "),
+    without an exit line ("worker exiting", logged on every return; "worker failed", "worker stopped cleanly";
+    a crash's "panic: " / "fatal error: "),
     counted at the next process's start from since on: a SIGKILL, the OOM killer's among them. The last
     process, still running, is not counted."""
     n, ended = 0, True  # no process before the log's first
@@ -264,7 +266,7 @@ def silent_ends(text, since=0.0):
             if not ended and (d.get("ts") or 0) >= since:
                 n += 1
             ended = False
-        elif msg in ("worker failed", "worker stopped cleanly"):
+        elif msg in ("worker exiting", "worker failed", "worker stopped cleanly"):
             ended = True
     return n
 
@@ -608,6 +610,15 @@ class Chaos:
         else:
             os.kill(inspect(w)["pid"], 18)  # SIGCONT
 
+    def restart_worker(self, w, grace=30):
+        """docker restart of a worker: SIGTERM, then SIGKILL after grace seconds. A restart that took the
+        grace ended its process with the engine's SIGKILL (no exit line), counted as the script's kill."""
+        t = time.time()
+        docker("restart", "-t", str(grace), cid(w), timeout=120)
+        if time.time() - t >= grace:
+            self.kills[w] = self.kills.get(w, 0) + 1
+            self.warn(f"{w}: its docker restart took its {grace}s grace: stopped by SIGKILL, not cleanly", fatal=False)
+
     def fault_silent_kill(self):
         """The verifier's own check, never drawn unless named in --kinds: a worker killed the way the kernel's
         OOM killer does it (SIGKILL of its host PID, outside the engine), which it logs nothing of and its
@@ -659,7 +670,7 @@ class Chaos:
                     owners.add(ow)
             for ow in sorted(owners):
                 log(f"  handover: restarting {ow}, the new owner of some of {zparts}")
-                docker("restart", "-t", "30", cid(ow), timeout=120)
+                self.restart_worker(ow)
                 moved.append(ow)
             for ow in moved:
                 self.wait_ready(ow, 90)
@@ -824,7 +835,7 @@ class Chaos:
         times = {}
         for w in list(self.active):
             t = time.time()
-            docker("restart", "-t", "30", cid(w), timeout=120)
+            self.restart_worker(w)
             self.wait_ready(w, 90)
             self.wait_settled(self.args.settle_timeout, f"rolling restart, after {w}")
             times[w] = round(time.time() - t, 1)
@@ -1069,9 +1080,10 @@ class Chaos:
         total = sum(p["exits"] for p in per)
         return {"faults": len(nk), "exits": total, "kills": per, "ok": total == 0}
 
-    def restart_accounting(self, events):
+    def restart_accounting(self):
         """{worker: {silent_ends, kills, unexplained, oom}} since the faults began: its processes that ended
-        without an exit line (silent_ends) against the script's kill -9s of it. A process that ended so and
+        without an exit line (silent_ends) against the script's kill -9s of it (and its docker restarts that
+        outlasted their grace, which the engine ends with a SIGKILL). A process that ended so and
         was not killed by the script died silently (OOM-killed, killed from outside, exited without a
         line): its restart policy brought it back, and no log line shows it. (Not the engine's restart
         count: podman resets it at every docker start, which fault_kill does.)"""
@@ -1093,7 +1105,7 @@ class Chaos:
         mismatches = vr.get("mismatches") if vr else None
         poison = self.poison_check(vr, events)
         nodek = self.node_kill_check(events)
-        restarts = self.restart_accounting(events)
+        restarts = self.restart_accounting()
         rep = {
             "mode": self.args.mode, "faults": len(self.faults), "faults_by_kind": by_kind,
             "fault_seconds": round(t_faults, 1), "total_seconds": round(time.time() - T0, 1),

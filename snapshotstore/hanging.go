@@ -135,12 +135,14 @@ type DataScan struct {
 	SameEpochMarker bool
 	// Complete: the scan reached the partition's end (not cut short).
 	Complete bool
-	// Bumped: the partition's leader lists the producer past the open
-	// epoch with no transaction open. Under transaction version 2 a
-	// marker of this transaction (written with the bumped epoch) landed
-	// there, so its data is there: a scan that saw none started after it
-	// (records carrying older timestamps than the hanging one's: event
-	// times, a redo's first attempt), and its outcome is not known.
+	// Bumped: the partition's leader lists the producer at the epoch
+	// after the open one (exactly: a later transaction's partitions show
+	// two or more past it) with no transaction open. Under transaction
+	// version 2 a marker of this transaction, written with the bumped
+	// epoch, landed there, so its data is there: a scan that saw none
+	// started after it (records carrying older timestamps than the
+	// hanging one's: event times, a redo's first attempt), and the outcome
+	// is not known — nor when the version could not be read.
 	Bumped bool
 }
 
@@ -196,7 +198,7 @@ func DecideOutcome(scans []DataScan, tv int16) (TxnOutcome, string) {
 			return OutcomeUnknown, "a partition shows the transaction's data without a marker but no open transaction"
 		case sc.Closed && sc.SameEpochMarker && tv < 2:
 			return OutcomeUnknown, fmt.Sprintf("a marker carries the data's own epoch under transaction version %d: it may close an earlier transaction of the same producer epoch", tv)
-		case sc.Bumped && !sc.SawData && tv >= 2:
+		case sc.Bumped && !sc.SawData && (tv >= 2 || tv < 0):
 			// Read as "nothing of it visible", an abort there duplicated
 			// the outputs its commit made visible (found by a review).
 			return OutcomeUnknown, "a partition's producer epoch shows a marker of the transaction, but the scan found none of its data (it starts by timestamp, and the data carries older ones)"

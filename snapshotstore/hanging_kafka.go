@@ -248,7 +248,7 @@ func (h *hangingResolver) hangingOutcome(ctx context.Context, offsets topicParti
 			case pr.CurrentTxnStartOffset < 0 && pr.ProducerEpoch >= o.Epoch:
 				q := topicPartition{Topic: p.Topic, Partition: p.Partition}
 				maybeEnded = append(maybeEnded, q)
-				bumped[q] = pr.ProducerEpoch > o.Epoch
+				bumped[q] = pr.ProducerEpoch == o.Epoch+1 // its marker's epoch under version 2
 			}
 		}
 	})

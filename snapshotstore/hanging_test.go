@@ -110,6 +110,9 @@ func TestDecideOutcome(t *testing.T) {
 		// (found by a review).
 		{"a landed marker the scan missed", []DataScan{{Complete: true, Bumped: true}, untouched}, OutcomeUnknown, 2},
 		{"a landed marker the scan found", []DataScan{{SawData: true, Closed: true, Committed: true, Complete: true, Bumped: true}}, OutcomeCommit, 2},
+		{"a landed marker the scan missed, version unknown", []DataScan{{Complete: true, Bumped: true}}, OutcomeUnknown, -1},
+		// Under version 1 the epoch does not move at EndTxn: it tells nothing.
+		{"an epoch bump under version 1", []DataScan{{Complete: true, Bumped: true}}, OutcomeAbort, 1},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -499,8 +499,11 @@ func TestReadToTargetFollowsTheFetchPositionPastRemovedRecords(t *testing.T) {
 // deadline.
 func TestReadToTargetPositionOnlyProgressResetsTheStallDeadline(t *testing.T) {
 	const (
-		stall = 200 * time.Millisecond
-		gap   = 30 * time.Millisecond
+		// Wide enough that a loaded machine's scheduling (seen: 260 ms
+		// before the first poll, with a chaos run beside it) stays within
+		// a stall.
+		stall = time.Second
+		gap   = 150 * time.Millisecond
 		n     = 10 // n × gap = 1.5 × stall
 	)
 	l := newScriptedLog(endsResult{hwm: n, lso: n})

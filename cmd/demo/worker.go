@@ -37,7 +37,7 @@ func runWorker(args []string) int {
 	return worker(ctx, args)
 }
 
-func worker(ctx context.Context, args []string) int {
+func worker(ctx context.Context, args []string) (code int) {
 	fs := flag.NewFlagSet("worker", flag.ExitOnError)
 	brokers := fs.String("brokers", env("ACTORFLOW_BROKERS", "localhost:9092"), "seed brokers (ACTORFLOW_BROKERS)")
 	group := fs.String("group", env("ACTORFLOW_GROUP", "ledger"), "consumer group (ACTORFLOW_GROUP)")
@@ -75,10 +75,11 @@ func worker(ctx context.Context, args []string) int {
 		return 2
 	}
 	defer func() { _ = log.Sync() }()
-	// Each process's first line: a log that spans a container's restarts
-	// tells its incarnations apart (the chaos run counts the ones that
-	// ended without an exit line: killed, or OOM-killed).
+	// Each process's first and last lines: a log that spans a container's
+	// restarts tells its processes apart, and the chaos run counts those
+	// that ended without the last (killed, or OOM-killed).
 	log.Info("worker starting", zap.Int("pid", os.Getpid()))
+	defer func() { log.Info("worker exiting", zap.Int("code", code)) }()
 	m, err := parseMode(*mode)
 	if err != nil {
 		log.Error("bad flag", zap.Error(err))
