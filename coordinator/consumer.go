@@ -728,9 +728,23 @@ func (c *Consumer) assign(ctx context.Context, tps, kept []TopicPartition) error
 	// lock with nothing logged above debug (found by a review). A takeover
 	// through a node's loss takes seconds, well within it. Past it the
 	// partitions fail (a transient error: counted, fatal under
-	// WithFailFast) and start again after a backoff.
+	// WithFailFast) and start again after a backoff. A broker-side error
+	// (a node of the cluster lost: its address not resolving, kgo's
+	// retries of the InitProducerID spent) is retried within the bound, as
+	// the offset fetch's are: failed at once, a routine failover was a
+	// partition failure (seen in a chaos run's node kill).
 	octx, cancel := context.WithTimeout(ctx, c.cfg.RebalanceTimeout)
-	err = c.h.Open(octx, tps)
+	attempts := 0
+	err = c.retryTransient(octx, fmt.Sprintf("open the stores of %v", tps), func() error {
+		if attempts++; attempts > 1 {
+			// What the failed attempt opened is closed first: each Open
+			// fences anew.
+			sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.TeardownTimeout)
+			c.h.Stop(sctx, tps, false)
+			scancel()
+		}
+		return c.h.Open(octx, tps)
+	})
 	cancel()
 	if err != nil {
 		if ctx.Err() == nil && errors.Is(octx.Err(), context.DeadlineExceeded) {

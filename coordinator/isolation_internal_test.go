@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // A clean stop reports the partitions still failing: one waiting to start
@@ -543,5 +546,48 @@ func TestAnAssignmentsOpenIsBounded(t *testing.T) {
 	}
 	if err := <-h.ended; !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("the Open ended with %v, want its bound's deadline", err)
+	}
+}
+
+// flakyOpen is a Handler whose Open fails with a broker-side error (a node
+// lost: kgo's dial retries spent) until its fails are used up, counting its
+// Opens and Stops.
+type flakyOpen struct {
+	nopHandler
+	fails        *int
+	opens, stops *int
+}
+
+func (f flakyOpen) Open(context.Context, []TopicPartition) error {
+	*f.opens++
+	if *f.fails > 0 {
+		*f.fails--
+		return fmt.Errorf("init transactional producer: %w", &net.OpError{Op: "dial", Err: errors.New("lookup kafka3: no such host")})
+	}
+	return nil
+}
+
+func (f flakyOpen) Stop(context.Context, []TopicPartition, bool) { *f.stops++ }
+
+// An assignment's Open that fails on a broker-side error (a takeover's
+// InitProducerID while a node of the cluster is lost) is retried within
+// the bound, what a failed attempt opened closed first: it failed the
+// partitions at once, a routine failover counted as a partition failure
+// (seen in a chaos run's node kill).
+func TestAnAssignmentsOpenIsRetriedThroughABrokersLoss(t *testing.T) {
+	tp := TopicPartition{"in", 0}
+	c := committingConsumer(t, func(*kmsg.OffsetCommitRequest) int16 { return 0 })
+	c.adm = kadm.NewClient(c.cl) // the offset fetch after the Open
+	fails, opens, stops := 2, 0, 0
+	c.h = flakyOpen{fails: &fails, opens: &opens, stops: &stops}
+	// Past the Open, the offset fetch fails here (kfake knows no group "g"):
+	// only the Open's part is asserted.
+	err := c.assign(context.Background(), []TopicPartition{tp}, nil)
+	var ne *net.OpError
+	if errors.As(err, &ne) {
+		t.Fatalf("assign = %v; want the Open retried until it succeeds", err)
+	}
+	if opens != 3 || stops != 2 {
+		t.Fatalf("%d Opens and %d Stops; want 3 Opens, the failed attempts' stores closed before each retry", opens, stops)
 	}
 }
