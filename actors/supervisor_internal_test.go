@@ -268,23 +268,14 @@ func TestAFailureIsReportedBeforeTheStop(t *testing.T) {
 	tp := coordinator.TopicPartition{Topic: "orders", Partition: 3}
 	h := &handle{done: make(chan struct{}), seq: 1}
 	stoppedFirst := make(chan bool, 1)
-	s, err := NewSupervisor(actor.NewActorSystem(), SupervisorConfig{
-		OnFailure: func(coordinator.TopicPartition, error) {
-			select {
-			case <-h.done:
-				stoppedFirst <- true
-			default:
-				stoppedFirst <- false
-			}
-		},
+	s := supervisorWithCopy(t, tp, h, func(coordinator.TopicPartition, error) {
+		select {
+		case <-h.done:
+			stoppedFirst <- true
+		default:
+			stoppedFirst <- false
+		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Shutdown)
-	s.mu.Lock()
-	s.seq, s.parts[tp], s.latest[tp] = 1, h, 1
-	s.mu.Unlock()
 	s.stopped(tp, h, errors.New("failed during its revoke"))
 	if <-stoppedFirst {
 		t.Fatal("the failure was reported after the stop: a new assignment may already own the partition")
@@ -370,24 +361,15 @@ func TestStopWaitsForAFailureBeingReported(t *testing.T) {
 	entered, unblock := make(chan struct{}), make(chan struct{})
 	stopReturned := make(chan struct{})
 	var returnedFirst bool
-	s, err := NewSupervisor(actor.NewActorSystem(), SupervisorConfig{
-		OnFailure: func(coordinator.TopicPartition, error) {
-			close(entered)
-			<-unblock
-			select {
-			case <-stopReturned:
-				returnedFirst = true
-			default:
-			}
-		},
+	s := supervisorWithCopy(t, tp, h, func(coordinator.TopicPartition, error) {
+		close(entered)
+		<-unblock
+		select {
+		case <-stopReturned:
+			returnedFirst = true
+		default:
+		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Shutdown)
-	s.mu.Lock()
-	s.seq, s.parts[tp], s.latest[tp] = 1, h, 1
-	s.mu.Unlock()
 	reported := make(chan struct{})
 	go func() { s.stopped(tp, h, errors.New("a key's write failed")); close(reported) }()
 	<-entered
@@ -464,4 +446,19 @@ func TestPanicReportedAfterTheRevokeIsAnEarlierCopys(t *testing.T) {
 			}
 		})
 	}
+}
+
+// supervisorWithCopy is a supervisor reporting failures to onFailure, with h
+// registered as tp's running copy (seq 1).
+func supervisorWithCopy(t *testing.T, tp coordinator.TopicPartition, h *handle, onFailure func(coordinator.TopicPartition, error)) *Supervisor {
+	t.Helper()
+	s, err := NewSupervisor(actor.NewActorSystem(), SupervisorConfig{OnFailure: onFailure})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Shutdown)
+	s.mu.Lock()
+	s.seq, s.parts[tp], s.latest[tp] = 1, h, 1
+	s.mu.Unlock()
+	return s
 }
