@@ -779,8 +779,6 @@ func TestRevokeFlushFenceIsSwallowed(t *testing.T) {
 	}
 }
 
-// awaitRunning waits until the partition has recovered and runs (a revoke
-// during recovery stops without flushing).
 // awaitStopped returns the error a partition's OnStopped reported on
 // stopped, failing the test if it does not stop within 10 s.
 func awaitStopped(t *testing.T, stopped <-chan error) error {
@@ -794,6 +792,8 @@ func awaitStopped(t *testing.T, stopped <-chan error) error {
 	}
 }
 
+// awaitRunning waits until the partition has recovered and runs (a revoke
+// during recovery stops without flushing).
 func awaitRunning(t *testing.T, sys *actor.ActorSystem, pid *actor.PID) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; {

@@ -231,8 +231,14 @@ func (h *hangingResolver) hangingOutcome(ctx context.Context, offsets topicParti
 	if err != nil {
 		return OutcomeUnknown, open, fmt.Sprintf("describe producers: %v", err)
 	}
-	var maybeEnded []topicPartition
-	bumped := map[topicPartition]bool{}
+	// The partitions where it may have ended, each with whether its leader
+	// lists the epoch right after the open one (its marker's under
+	// version 2: DataScan.Bumped).
+	type endedAt struct {
+		tp     topicPartition
+		bumped bool
+	}
+	var maybeEnded []endedAt
 	var undescribed error
 	dp.EachPartition(func(p kadm.DescribedProducersPartition) {
 		if p.Err != nil && undescribed == nil {
@@ -246,9 +252,7 @@ func (h *hangingResolver) hangingOutcome(ctx context.Context, offsets topicParti
 			case pr.CurrentTxnStartOffset >= 0 && pr.ProducerEpoch == o.Epoch:
 				open.Add(p.Topic, p.Partition)
 			case pr.CurrentTxnStartOffset < 0 && pr.ProducerEpoch >= o.Epoch:
-				q := topicPartition{Topic: p.Topic, Partition: p.Partition}
-				maybeEnded = append(maybeEnded, q)
-				bumped[q] = pr.ProducerEpoch == o.Epoch+1 // its marker's epoch under version 2
+				maybeEnded = append(maybeEnded, endedAt{topicPartition{Topic: p.Topic, Partition: p.Partition}, pr.ProducerEpoch == o.Epoch+1})
 			}
 		}
 	})
@@ -261,8 +265,8 @@ func (h *hangingResolver) hangingOutcome(ctx context.Context, offsets topicParti
 	since := at.Add(-h.lookback)
 	scans := make([]DataScan, 0, len(maybeEnded))
 	for _, q := range maybeEnded {
-		sc := h.scanForMarker(sctx, q, o, since)
-		sc.Bumped = bumped[q]
+		sc := h.scanForMarker(sctx, q.tp, o, since)
+		sc.Bumped = q.bumped
 		scans = append(scans, sc)
 	}
 	tv := int16(-1) // read only when it matters, on its own time (the scans may have spent sctx's)
