@@ -60,7 +60,8 @@ import (
 //     (gauge, records: high watermark − committed offset),
 //     actorflow_committed_offset{topic,partition} (gauge, offset), and
 //     actorflow_partitions{phase} (gauge, partitions by phase:
-//     recovering, running, revoking, stopping, failed, late): read from
+//     recovering, running, revoking, stopping, failed, evicted — not a
+//     failure, waiting for the rejoin — and late): read from
 //     Status at scrape time, bounded by 2 s — a partition whose actor has
 //     not answered by then counts as late, its other series absent.
 //   - actorflow_kafka_consumer_*: franz-go's kprom metrics of the group

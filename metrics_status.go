@@ -30,7 +30,7 @@ var (
 	descCommitted = prometheus.NewDesc("actorflow_committed_offset",
 		"The partition's committed input offset.", partitionLabels, nil)
 	descPartitions = prometheus.NewDesc("actorflow_partitions",
-		"Owned partitions by phase (recovering, running, revoking, stopping, failed; late: not answering within the scrape's bound, its other series absent).", []string{"phase"}, nil)
+		"Owned partitions by phase (recovering, running, revoking, stopping, failed; evicted: stopped by this member's eviction, waiting for the rejoin, not a failure; late: not answering within the scrape's bound, its other series absent).", []string{"phase"}, nil)
 )
 
 // statusCollector reads Worker.Status at scrape time, so that the gauges
@@ -55,12 +55,21 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.w.Status(ctx)
 	// late: owned, but its actor did not answer within the scrape's bound
 	// (its series are absent from this scrape).
-	phases := map[string]int{"recovering": 0, "running": 0, "revoking": 0, "stopping": 0, "failed": len(st.Failed), "late": len(st.Late)}
+	phases := map[string]int{"recovering": 0, "running": 0, "revoking": 0, "stopping": 0, "failed": 0, "evicted": 0, "late": len(st.Late)}
+	for _, f := range st.Failed {
+		// An eviction is not a failure (FailedPartition.Evicted): an alert
+		// on phase="failed" would fire on every session timeout.
+		if f.Evicted {
+			phases["evicted"]++
+		} else {
+			phases["failed"]++
+		}
+	}
 	failed := st.failedSet()
 	for _, p := range st.Partitions {
 		part := partitionLabel(p.Partition)
 		if p.Phase != "stopping" || !failed[coordinator.TopicPartition{Topic: p.Topic, Partition: p.Partition}] {
-			phases[p.Phase]++ // a stopping partition already listed failed counts once, as failed
+			phases[p.Phase]++ // a stopping partition already listed failed counts once, as failed (or evicted)
 		}
 		ch <- prometheus.MustNewConstMetric(descKeys, prometheus.GaugeValue, float64(p.Keys), p.Topic, part)
 		ch <- prometheus.MustNewConstMetric(descKeysLoaded, prometheus.GaugeValue, float64(p.KeysLoaded), p.Topic, part)

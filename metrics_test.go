@@ -3,12 +3,14 @@ package actorflow_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/actorflow/actorflow"
+	"github.com/actorflow/actorflow/coordinator"
 	"github.com/actorflow/actorflow/internal/ledger"
 	"github.com/actorflow/actorflow/internal/testkit"
 	"github.com/actorflow/actorflow/keyflow"
@@ -314,5 +316,17 @@ func TestWithMetricsCountsFailedRestarts(t *testing.T) {
 	if len(st.Failed) != 1 || !strings.Contains(st.Failed[0].Error, "acct-poison") ||
 		strings.Count(st.Failed[0].Error, "actorflow: partition") != 1 {
 		t.Fatalf("Status.Failed %+v; want the partition's own failure (the poison), wrapped once", st.Failed)
+	}
+	// A failed partition's fetches stay paused until it starts again:
+	// Status.Paused lists it (it listed the running partitions' only).
+	if tp := (coordinator.TopicPartition{Topic: input, Partition: 0}); !slices.Contains(st.Paused, tp) {
+		t.Errorf("Status.Paused %v; want the failed %v", st.Paused, tp)
+	}
+	phases := map[string]float64{}
+	for _, m := range families(t, reg)["actorflow_partitions"].GetMetric() {
+		phases[m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
+	}
+	if phases["failed"] != 1 || phases["evicted"] != 0 {
+		t.Errorf("actorflow_partitions %v; want failed 1, evicted 0 (a failure is not an eviction)", phases)
 	}
 }

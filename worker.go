@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -458,7 +459,8 @@ type Status struct {
 	// offsets, lag, in-flight records), in no particular order.
 	Partitions []partitionflow.Status `json:"partitions"`
 	// Paused lists the partitions whose fetches are paused (backpressure:
-	// WithMaxInFlight, WithMaxInFlightBytes; or failed).
+	// WithMaxInFlight, WithMaxInFlightBytes) and the failed or evicted ones
+	// (paused until they start again).
 	Paused []coordinator.TopicPartition `json:"paused,omitempty"`
 	// Late lists the partitions whose actor had not answered when Status's
 	// ctx ended (busy in a long step: a recovery's last batch, a revoke);
@@ -524,8 +526,15 @@ func (w *Worker) Status(ctx context.Context) Status {
 			Attempts: f.Attempts, Since: f.Since, RetryAt: f.RetryAt, Evicted: f.Evicted})
 	}
 	for _, p := range st.Partitions {
-		tp := coordinator.TopicPartition{Topic: p.Topic, Partition: p.Partition}
-		if fc.Paused(tp) {
+		if tp := (coordinator.TopicPartition{Topic: p.Topic, Partition: p.Partition}); fc.Paused(tp) {
+			st.Paused = append(st.Paused, tp)
+		}
+	}
+	// A failed (or evicted) partition's fetches stay paused until it
+	// starts again (Consumer.PartitionFailed); a stopping one is listed in
+	// both.
+	for _, f := range st.Failed {
+		if tp := (coordinator.TopicPartition{Topic: f.Topic, Partition: f.Partition}); !slices.Contains(st.Paused, tp) {
 			st.Paused = append(st.Paused, tp)
 		}
 	}
