@@ -230,10 +230,27 @@ func (w *Worker) notOwned(ctx context.Context, key string, tp coordinator.TopicP
 	case !ok:
 		return fmt.Errorf("%w: %s[%d] is owned by no member of group %q (rebalancing)", ErrUnavailable, tp.Topic, tp.Partition, w.cfg.group)
 	}
-	if m, err := w.cons.GroupMetadata(); err == nil && m.MemberID == owner.MemberID {
+	if w.isSelf(owner.MemberID) {
 		return fmt.Errorf("%w: %s[%d] is being assigned to this member", ErrUnavailable, tp.Topic, tp.Partition)
 	}
 	return &NotOwnerError{Key: key, Topic: tp.Topic, Partition: tp.Partition, Owner: owner}
+}
+
+// isSelf reports whether memberID is this worker's: kgo's member id now
+// or the last one published. Not only the published metadata: between a
+// join's member id and its generation (or after the membership was lost,
+// before the coordinator forgot it) that read fails, and Get answered a
+// NotOwnerError naming this very member — a client following it asked
+// itself again.
+func (w *Worker) isSelf(memberID string) bool {
+	if memberID == "" {
+		return false
+	}
+	if w.cons.Tracker().Now().MemberID == memberID {
+		return true
+	}
+	m, ok := w.cons.Tracker().Published()
+	return ok && m.MemberID == memberID
 }
 
 // owner reads the member the group's current assignment gives tp.
