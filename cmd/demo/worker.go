@@ -167,7 +167,17 @@ func worker(ctx context.Context, args []string) (code int) {
 			log.Error("http", zap.Error(err))
 		}
 	}()
-	defer func() { _ = srv.Close() }()
+	defer func() {
+		// Shutdown, not Close: a query or a probe in flight as Run returns
+		// gets its answer (ErrUnavailable once the worker stopped) rather
+		// than a reset connection, bounded so that a stuck client cannot
+		// hold the exit.
+		sctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			_ = srv.Close()
+		}
+	}()
 
 	err = w.Run(ctx)
 	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) && !errors.As(err, new(*actorflow.PartitionError)) {
