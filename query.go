@@ -125,7 +125,12 @@ type QueryInfo struct {
 // revoked or failed, or owned by no member during a rebalance), or ctx's
 // error. The owner is looked up from the group coordinator (DescribeGroups,
 // or ConsumerGroupDescribe under the consumer protocol) only when this
-// worker does not own the partition.
+// worker does not own the partition, and kept for 1 s or until this
+// member's generation changes (one describe per second however many keys
+// are asked): for up to that long after a rebalance that did not move this
+// member's own assignment, a NotOwnerError can name the partition's
+// previous owner, whose Get then answers ErrUnavailable or names the new
+// one.
 func (w *Worker) Get(ctx context.Context, key string) ([]byte, QueryInfo, error) {
 	info := QueryInfo{Topic: w.cfg.input, Partition: -1, Offset: -1, PersistedOffset: -1, Committed: -1}
 	if key == snapshotstore.MarkerKey || key == snapshotstore.KeylessKey {
@@ -253,9 +258,10 @@ func (w *Worker) isSelf(memberID string) bool {
 	return ok && m.MemberID == memberID
 }
 
-// owner reads the member the group's current assignment gives tp.
+// owner is the member the group's assignment gives tp, as read within
+// the last ownerCacheTTL (ownerCache).
 func (w *Worker) owner(ctx context.Context, tp coordinator.TopicPartition) (Member, bool, error) {
-	ownerOf, err := w.assignment(ctx)
+	ownerOf, err := w.owners.lookup(ctx, w.cons.Tracker().Now().Generation, w.assignment)
 	if err != nil {
 		return Member{}, false, err
 	}

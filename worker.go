@@ -65,11 +65,12 @@ type Worker struct {
 	sys  *actor.ActorSystem
 	// ready is closed once the worker has joined the consumer loop; done
 	// when Run returns.
-	ready chan struct{}
-	done  chan struct{}
-	ran   atomic.Bool // Run was called
-	probe probe
-	parts partitionCount // the input's, for Get
+	ready  chan struct{}
+	done   chan struct{}
+	ran    atomic.Bool // Run was called
+	probe  probe
+	parts  partitionCount // the input's, for Get
+	owners *ownerCache    // the group's assignment, for Get of keys owned elsewhere
 }
 
 // NewWorker returns a worker running flow. Required options: WithBrokers,
@@ -111,7 +112,7 @@ func NewWorker(flow keyflow.Handler, opts ...Option) (*Worker, error) {
 		// producer.
 		cfg.kafka.TransactionalIDPrefix = cfg.group
 	}
-	return &Worker{flow: rt, cfg: cfg, ready: make(chan struct{}), done: make(chan struct{})}, nil
+	return &Worker{flow: rt, cfg: cfg, ready: make(chan struct{}), done: make(chan struct{}), owners: newOwnerCache()}, nil
 }
 
 // Run joins the group and processes until ctx ends (a clean stop: every

@@ -1,0 +1,100 @@
+package actorflow
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/actorflow/actorflow/coordinator"
+)
+
+// ownerCacheTTL is how long Get reuses the group's assignment it read (one
+// describe) for keys this worker does not own. A worker behind a load
+// balancer is asked mostly for keys it does not own: read per Get, every
+// query cost the group coordinator a DescribeGroups (or
+// ConsumerGroupDescribe), which serializes every member's assignment.
+const ownerCacheTTL = time.Second
+
+// ownersOf answers the member the assignment gives a partition (false: no
+// member owns it, a rebalance).
+type ownersOf = func(coordinator.TopicPartition) (Member, bool)
+
+// ownerCache keeps the last assignment read for ownerCacheTTL, and as long
+// as this member's generation is the one it was read at (a rebalance this
+// member took part in makes it stale at once; under KIP-848 a member's epoch
+// moves only with its own assignment, so the TTL bounds the rest). Lookups
+// made while a read is under way wait for it rather than send their own.
+type ownerCache struct {
+	ttl time.Duration
+	now func() time.Time
+
+	mu     sync.Mutex
+	owners ownersOf // nil: nothing read yet
+	gen    int32    // this member's generation when owners was read
+	at     time.Time
+	flight *ownerFlight
+	// waiting counts the lookups parked on a flight (tests await it).
+	waiting int
+}
+
+// ownerFlight is a read under way; done closes when owners and err are set.
+type ownerFlight struct {
+	done   chan struct{}
+	owners ownersOf
+	err    error
+}
+
+func newOwnerCache() *ownerCache { return &ownerCache{ttl: ownerCacheTTL, now: time.Now} }
+
+// lookup returns the assignment: the cached one when it is younger than the
+// TTL and of generation gen, else one read with read — by this call, or by
+// a call already reading (a failed read is not kept). A read ended by its
+// caller's ctx is not taken as the answer of the others waiting on it: they
+// read again under their own.
+func (c *ownerCache) lookup(ctx context.Context, gen int32, read func(context.Context) (ownersOf, error)) (ownersOf, error) {
+	for {
+		c.mu.Lock()
+		if c.owners != nil && c.gen == gen && c.now().Sub(c.at) < c.ttl {
+			o := c.owners
+			c.mu.Unlock()
+			return o, nil
+		}
+		f := c.flight
+		if f == nil {
+			f = &ownerFlight{done: make(chan struct{})}
+			c.flight = f
+			// The read's start: what it returns is at least this fresh.
+			at := c.now()
+			c.mu.Unlock()
+			f.owners, f.err = read(ctx)
+			c.mu.Lock()
+			c.flight = nil
+			if f.err == nil {
+				c.owners, c.gen, c.at = f.owners, gen, at
+			}
+			c.mu.Unlock()
+			close(f.done)
+			return f.owners, f.err
+		}
+		c.waiting++
+		c.mu.Unlock()
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+		}
+		c.mu.Lock()
+		c.waiting--
+		c.mu.Unlock()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		switch {
+		case f.err == nil:
+			return f.owners, nil
+		case !errors.Is(f.err, context.Canceled) && !errors.Is(f.err, context.DeadlineExceeded):
+			return nil, f.err
+		}
+		// The reader's own ctx ended its read: read again under this one.
+	}
+}
