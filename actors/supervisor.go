@@ -152,7 +152,11 @@ func (s *Supervisor) Open(ctx context.Context, tps []coordinator.TopicPartition)
 	ch := make(chan res, len(tps))
 	for _, tp := range tps {
 		go func() {
-			p, err := s.cfg.Store.Open(ctx, s.info(tp))
+			var p snapshotstore.Partition
+			err := keyactor.Guard(s.log, fmt.Sprintf("open %s[%d]", tp.Topic, tp.Partition), func() (err error) {
+				p, err = s.cfg.Store.Open(ctx, s.info(tp))
+				return err
+			})
 			ch <- res{tp, p, err}
 		}()
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/actorflow/actorflow/coordinator"
+	"github.com/actorflow/actorflow/internal/keyactor"
 	"github.com/actorflow/actorflow/partitionflow"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/asynkron/protoactor-go/actor"
@@ -461,4 +462,23 @@ func supervisorWithCopy(t *testing.T, tp coordinator.TopicPartition, h *handle, 
 	s.seq, s.parts[tp], s.latest[tp] = 1, h, 1
 	s.mu.Unlock()
 	return s
+}
+
+// panickingOpen is a store whose Open panics (an application's store).
+type panickingOpen struct{ snapshotstore.Store }
+
+func (panickingOpen) Open(context.Context, snapshotstore.PartitionInfo) (snapshotstore.Partition, error) {
+	panic("store bug")
+}
+
+// A panic in a store's Open fails the assignment's Open with ErrPanicked:
+// it ran on a goroutine of its own and ended the process.
+func TestAPanicInAStoresOpenIsAnError(t *testing.T) {
+	s, _ := newTestSupervisor(t)
+	s.cfg.Store = panickingOpen{}
+	tp := coordinator.TopicPartition{Topic: "orders", Partition: 2}
+	if err := s.Open(context.Background(), []coordinator.TopicPartition{tp}); !errors.Is(err, keyactor.ErrPanicked) ||
+		!strings.Contains(err.Error(), "open orders[2]") {
+		t.Fatalf("Open: %v, want the store's panic (ErrPanicked) naming the partition", err)
+	}
 }

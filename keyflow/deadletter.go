@@ -15,6 +15,14 @@ import (
 // WithFoldErrorPolicy, then decides what the record does.
 var ErrUndecodable = keyactor.ErrUndecodable
 
+// ErrPanicked is matched by a partition's failure (Run's *PartitionError,
+// Status.Failed) when a fold, timer, load hook or codec panicked — or a call
+// into the store did (an output partitioner or produce hook kgo runs in a
+// transaction's produce, an application's store). A panic always fails its
+// partition, whatever the policies: it is a bug, not bad input; the stack
+// is logged.
+var ErrPanicked = keyactor.ErrPanicked
+
 // Headers of a dead-letter record. The __streams.errors.* names are those
 // of Kafka Streams' dead-letter queues (KIP-1034), so that tools written for
 // them read ours; stacktrace is not written (a Go error carries none, and a

@@ -543,9 +543,11 @@ func (p *partition) start(ctx actor.Context) {
 	store := p.cfg.Store
 	go func() {
 		snaps := map[string]snapshotstore.Snapshot{}
-		err := store.Recover(rctx, func(s snapshotstore.Snapshot) error {
-			snaps[s.Key] = s
-			return nil
+		err := keyactor.Guard(p.log, "recover", func() error {
+			return store.Recover(rctx, func(s snapshotstore.Snapshot) error {
+				snaps[s.Key] = s
+				return nil
+			})
 		})
 		root.Send(self, &recovered{snaps: snaps, err: err})
 	}()

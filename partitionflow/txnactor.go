@@ -130,7 +130,7 @@ func (t *txnActor) pump(ctx actor.Context) {
 	t.flying = fl
 	self, sys := ctx.Self(), ctx.ActorSystem()
 	go func() {
-		fl.err = t.store.Commit(t.ctx, f.Batch)
+		fl.err = keyactor.Guard(t.log, "commit", func() error { return t.store.Commit(t.ctx, f.Batch) })
 		close(fl.done)
 		sys.Root.Send(self, &flightDone{f: f, err: fl.err})
 	}()

@@ -76,3 +76,19 @@ func (e *codecPanic) Error() string { return fmt.Sprintf("codec %s: %v: %v", e.o
 
 // Is makes errors.Is(err, ErrPanicked) true.
 func (e *codecPanic) Is(target error) bool { return target == ErrPanicked }
+
+// Guard runs fn, a call into the store on a goroutine of the runtime's own
+// (a store's Open, a transaction's commit, the recovery read), and turns a
+// panic there into fn's error, matching ErrPanicked, its stack logged. User
+// code runs in those calls: an application's store, and in the Kafka store
+// the output partitioner and produce hooks, which kgo calls synchronously
+// in Produce. Outside any actor such a panic escaped supervision and ended
+// the process, where a fold's panic fails only its partition (found by a
+// review).
+func Guard(log *zap.Logger, what string, fn func() error) (err error) {
+	if v, stack := protect(func() { err = fn() }); stack != nil {
+		err = fmt.Errorf("%s: %w: %v", what, ErrPanicked, v)
+		log.Error("a store call panicked; failing its partition", zap.Error(err), zap.ByteString("stack", stack))
+	}
+	return err
+}
