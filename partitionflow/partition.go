@@ -107,9 +107,13 @@ type Status struct {
 	Committable int64 `json:"committable_offset"`
 	Committed   int64 `json:"committed_offset"`
 	Recovered   int   `json:"recovered_snapshots"`
-	LastBatch   int   `json:"last_txn_batch"`
-	Txns        int64 `json:"txns"`
-	Skipped     int64 `json:"skipped_records"`
+	// LastBatch is the records of the last transaction that carried any
+	// (snapshot writes plus their outputs: WithMaxWritesPerTransaction's
+	// unit); Txns counts the transactions committed, offset-only ones
+	// included.
+	LastBatch int   `json:"last_txn_batch"`
+	Txns      int64 `json:"txns"`
+	Skipped   int64 `json:"skipped_records"`
 	// HighWatermark is the input partition's high watermark as of the
 	// consumer's latest fetch, Lag = HighWatermark − Committed (filled by the
 	// worker; transaction markers count as consumed, so a caught-up
@@ -375,7 +379,12 @@ func (p *partition) Receive(ctx actor.Context) {
 	case *tick:
 		p.onTick(ctx, m.kind)
 	case *txnCommitted:
-		p.lastBatch = m.writes
+		if n := m.writes + m.outputs; n > 0 {
+			// An offset-only transaction (the catch-up commit after an
+			// idle flush) leaves the last batch's size: it zeroed it on
+			// every partition gone quiet.
+			p.lastBatch = n
+		}
 		p.txns++
 		p.outputs += int64(m.outputs)
 	case *coldDue:

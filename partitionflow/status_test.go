@@ -10,6 +10,7 @@ import (
 	"github.com/actorflow/actorflow/keyflow"
 	"github.com/actorflow/actorflow/partitionflow"
 	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Status reports the transactions the partition committed and the size of
@@ -38,5 +39,39 @@ func TestStatusCountsTransactions(t *testing.T) {
 	})
 	if want := int(lastWrites.Load()); st.LastBatch != want || want == 0 {
 		t.Fatalf("Status.LastBatch = %d, want the writes of the last transaction (%d, not 0)", st.LastBatch, want)
+	}
+}
+
+// LastBatch keeps the size of the last transaction that carried records
+// (writes and their outputs) through the offset-only transactions after it:
+// the catch-up commit after an idle flush zeroed it on every quiet
+// partition (found by a review).
+func TestStatusLastBatchOutlivesOffsetOnlyTransactions(t *testing.T) {
+	mem := snapshotstore.NewMemory()
+	var lastRecords, offsetOnlyAfter atomic.Int64
+	mem.BeforeCommit = func(_ snapshotstore.PartitionInfo, b snapshotstore.Batch) error {
+		if n := len(b.Writes) + len(b.Outputs); n > 0 {
+			lastRecords.Store(int64(n))
+			offsetOnlyAfter.Store(0)
+		} else {
+			offsetOnlyAfter.Add(1)
+		}
+		return nil
+	}
+	emit := keyflow.New(func(kc *keyflow.Context, s *trace, r *kgo.Record) (*trace, error) {
+		kc.Emit(&kgo.Record{Topic: "out", Key: r.Key, Value: r.Value})
+		return traceFold(kc, s, r)
+	})
+	h := newHarness(t, mem, emit, 0)
+	h.send(rec(0, "a", "x"), rec(1, "b", "y"))
+	h.awaitCommitted(2)
+	var st partitionflow.Status
+	testkit.Eventually(t, 10*time.Second, "an offset-only transaction after the last one carrying records", func() (bool, string) {
+		st = status(t, h)
+		return offsetOnlyAfter.Load() > 0 && st.Txns == int64(mem.Commits(topic, 0)),
+			fmt.Sprintf("%d offset-only since, Txns %d", offsetOnlyAfter.Load(), st.Txns)
+	})
+	if want := int(lastRecords.Load()); st.LastBatch != want {
+		t.Fatalf("Status.LastBatch = %d, want the records of the last transaction carrying any (%d)", st.LastBatch, want)
 	}
 }
