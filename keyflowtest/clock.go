@@ -5,12 +5,20 @@ import (
 	"time"
 )
 
-// clock is the driver's processing time: it moves only in Advance, and its
-// timers fire only when the driver fires them, one at a time, in due-time
-// order (ties: the order they were set in).
+// clock is the driver's processing time: it moves only in Advance and
+// RestartAfter, and its timers fire only when the driver fires them, one at
+// a time, in due-time order (ties: the order they were set in).
+//
+// now stays on whole milliseconds, the precision of the timers (a key
+// actor keeps a due time rounded up to the millisecond) and of Kafka's
+// timestamps: a clock between two milliseconds stopped a timer set for
+// Now+d short of Advance(d). exact is the sum of the moves, of which now is
+// the whole milliseconds: a sub-millisecond remainder is carried to the
+// next move, not dropped.
 type clock struct {
 	mu      sync.Mutex
 	now     time.Time
+	exact   time.Time
 	seq     uint64
 	entries map[uint64]*entry
 }
@@ -26,8 +34,10 @@ type entry struct {
 	fire func() // nil: a cold key's
 }
 
+// newClock returns a clock at start, which is on a whole millisecond
+// (WithStart).
 func newClock(start time.Time) *clock {
-	return &clock{now: start, entries: map[uint64]*entry{}}
+	return &clock{now: start, exact: start, entries: map[uint64]*entry{}}
 }
 
 func (c *clock) Now() time.Time {
@@ -36,7 +46,18 @@ func (c *clock) Now() time.Time {
 	return c.now
 }
 
-// set moves the clock to t, never back.
+// advance adds d to the sum of the moves and returns the time the clock
+// moves to: that sum truncated to the millisecond. It does not move the
+// clock: the caller fires the timers due by then, and sets it.
+func (c *clock) advance(d time.Duration) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.exact = c.exact.Add(d)
+	return c.exact.Truncate(time.Millisecond)
+}
+
+// set moves the clock to t, never back: a timer's due time (whole
+// milliseconds) or advance's result.
 func (c *clock) set(t time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -586,6 +586,43 @@ func TestWithStartIsTruncatedToTheMillisecond(t *testing.T) {
 	}
 }
 
+// The clock stays on whole milliseconds, the timers' precision: a
+// sub-millisecond Advance left it between two, a timer set for Now+1m was
+// kept rounded up to the next millisecond, and Advance(1m) stopped short
+// of it (found by a review). The remainder is carried, not dropped.
+func TestSubMillisecondAdvanceKeepsTheClockOnWholeMilliseconds(t *testing.T) {
+	var log []fired
+	d := newDriver(t, timerFlow(&log))
+	must(t, d.Advance(time.Second/3))
+	must(t, d.Pipe("k", "idle@1m"))
+	must(t, d.Advance(time.Minute))
+	if want := []fired{{"k", "idle", time.Minute + 333*time.Millisecond}}; fmt.Sprint(log) != fmt.Sprint(want) {
+		t.Fatalf("fired %v, want %v: the timer set for Now+1m fires at Advance(1m)", log, want)
+	}
+	if got := d.Now().Sub(keyflowtest.DefaultStart); got != time.Minute+333*time.Millisecond {
+		t.Fatalf("Now after Advance(1s/3) and Advance(1m) = start+%v, want start+1m0.333s", got)
+	}
+	// The remainders are carried: 1s/3 (333.333333ms) + 0.6ms + 0.1ms is
+	// 334.033333ms; 1s/3 + 0.6ms alone is not 334ms.
+	must(t, d.Advance(600*time.Microsecond))
+	if got := d.Now().Sub(keyflowtest.DefaultStart); got != time.Minute+333*time.Millisecond {
+		t.Fatalf("Now = start+%v, want start+1m0.333s", got)
+	}
+	must(t, d.Advance(100*time.Microsecond))
+	if got := d.Now().Sub(keyflowtest.DefaultStart); got != time.Minute+334*time.Millisecond {
+		t.Fatalf("Now = start+%v, want start+1m0.334s", got)
+	}
+	// RestartAfter's downtime too.
+	must(t, d.RestartAfter(time.Millisecond/2)) // 1m0.334533333
+	if got := d.Now().Sub(keyflowtest.DefaultStart); got != time.Minute+334*time.Millisecond {
+		t.Fatalf("Now after RestartAfter(0.5ms) = start+%v, want start+1m0.334s", got)
+	}
+	must(t, d.RestartAfter(time.Millisecond/2))
+	if got := d.Now().Sub(keyflowtest.DefaultStart); got != time.Minute+335*time.Millisecond {
+		t.Fatalf("Now after RestartAfter(0.5ms) ×2 = start+%v, want start+1m0.335s", got)
+	}
+}
+
 func TestBlockingFoldTimesOut(t *testing.T) {
 	release := make(chan struct{})
 	flow := keyflow.New(func(kc *keyflow.Context, s *int, _ *kgo.Record) (*int, error) {
