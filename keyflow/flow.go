@@ -83,7 +83,15 @@ func stateOf(flow any) any {
 func (*Flow[S]) stateType() reflect.Type { return reflect.TypeFor[S]() }
 
 // New returns a flow folding records with fold. See Option for opts.
+//
+// New panics when fold is nil, as it does for an option of another state
+// type: a programming error, found when the flow is built (a nil fold
+// failed the partition at its first record, and a worker restarted it for
+// ever).
 func New[S any](fold FoldFunc[S], opts ...Option) *Flow[S] {
+	if fold == nil {
+		panic("keyflow.New: nil fold")
+	}
 	f := &Flow[S]{fold: fold}
 	c := &f.rt.Config
 	f.rt.Codec = JSON[S]()

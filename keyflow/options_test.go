@@ -117,3 +117,27 @@ func TestACodecPanicNamesTheKeyAndTheCall(t *testing.T) {
 		t.Fatalf("Pipe = %v; want the partition failed naming the key and the codec's panic", err)
 	}
 }
+
+// A nil fold or decoder is refused when the flow is built: it panicked at
+// the first record, a partition failure a worker restarted for ever (found
+// by a review).
+func TestNilFoldOrDecoderPanicsAtConstruction(t *testing.T) {
+	typedFold := func(_ *keyflow.Context, s *otherState, _ int) (*otherState, error) { return s, nil }
+	for name, tc := range map[string]struct {
+		build func()
+		want  string
+	}{
+		"New(nil)":              {func() { keyflow.New[otherState](nil) }, "keyflow.New: nil fold"},
+		"NewTyped(nil, fold)":   {func() { keyflow.NewTyped[otherState, int](nil, typedFold) }, "keyflow.NewTyped: nil decoder"},
+		"NewTyped(decode, nil)": {func() { keyflow.NewTyped[otherState](keyflow.DecodeJSON[int], nil) }, "keyflow.NewTyped: nil fold"},
+	} {
+		func() {
+			defer func() {
+				if msg, _ := recover().(string); msg != tc.want {
+					t.Errorf("%s: panic %q, want %q", name, msg, tc.want)
+				}
+			}()
+			tc.build()
+		}()
+	}
+}

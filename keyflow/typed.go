@@ -30,7 +30,15 @@ type TypedFoldFunc[S, V any] func(kc *Context, state *S, v V) (*S, error)
 // `payments[0] offset 7 key "acct-1": decode: keyflow: undecodable input
 // record: invalid character 'x' looking for beginning of value`. A fold
 // error is handled as New's.
+//
+// NewTyped panics when decode or fold is nil, as New does for a nil fold.
 func NewTyped[S, V any](decode Decoder[V], fold TypedFoldFunc[S, V], opts ...Option) *Flow[S] {
+	switch {
+	case decode == nil:
+		panic("keyflow.NewTyped: nil decoder")
+	case fold == nil:
+		panic("keyflow.NewTyped: nil fold")
+	}
 	return New(func(kc *Context, s *S, rec *kgo.Record) (*S, error) {
 		v, err := decode(rec)
 		if err != nil {
