@@ -50,6 +50,14 @@ type Config struct {
 	// (65536) and DefaultMaxTransactionBytes (4 MiB).
 	MaxWritesPerTransaction int
 	MaxTransactionBytes     int
+	// MaxPendingOutputBytes bounds the transactional outputs the partition
+	// holds, emitted and not yet committed (keyactor.OutboxBudget): past
+	// it, a key with a write in flight folds no more records until that
+	// write ends, and the consumer's in-flight budget pauses the partition.
+	// Default 4 × MaxTransactionBytes' (16 MiB by default): a transaction
+	// in flight and the writes queued behind it fit under it in a steady
+	// run; negative: unbounded.
+	MaxPendingOutputBytes int
 	// RevokeTimeout is the revoke budget: a Revoke's flush, its final offset
 	// commit, the transaction actor's drain of an in-flight transaction and
 	// the store's Close all end within it (the split: revoke.go). Default
@@ -113,7 +121,10 @@ type Status struct {
 	// included.
 	LastBatch int   `json:"last_txn_batch"`
 	Txns      int64 `json:"txns"`
-	Skipped   int64 `json:"skipped_records"`
+	// OutputBytesPending is the transactional outputs' bytes emitted and
+	// not yet committed (Config.MaxPendingOutputBytes bounds them).
+	OutputBytesPending int64 `json:"output_bytes_pending"`
+	Skipped            int64 `json:"skipped_records"`
 	// HighWatermark is the input partition's high watermark as of the
 	// consumer's latest fetch, Lag = HighWatermark − Committed (filled by the
 	// worker; transaction markers count as consumed, so a caught-up
@@ -321,6 +332,7 @@ type partition struct {
 	catchUp    int64
 	recoveredN int
 	lastBatch  int
+	outbox     *keyactor.OutboxBudget // the transactional outputs held (Config.MaxPendingOutputBytes)
 	txns       int64
 	skipped    int64
 	outputs    int64
@@ -496,6 +508,7 @@ func (p *partition) releaseDispatcher() {
 
 func (p *partition) start(ctx actor.Context) {
 	root, self := ctx.ActorSystem().Root, ctx.Self()
+	p.outbox = keyactor.NewOutboxBudget(int64(pendingOutputCap(p.cfg)))
 	p.env = &keyactor.Env{
 		Topic:     p.cfg.Topic,
 		Partition: p.cfg.Partition,
@@ -512,6 +525,7 @@ func (p *partition) start(ctx actor.Context) {
 		// Exactly-once outputs where the store commits them (the
 		// transactional mode): Emit enrolls them in the transaction.
 		TxnOutputs:     p.cfg.Store.CommitsOutputs(),
+		Outbox:         p.outbox,
 		MaxOutputBytes: maxRecordBytes(p.cfg.Store),
 		// A state that outgrows the snapshot producer's record batch is
 		// the fold's error where the policy can undo it, else the key's.
@@ -560,4 +574,18 @@ func (p *partition) start(ctx actor.Context) {
 		})
 		root.Send(self, &recovered{snaps: snaps, err: err})
 	}()
+}
+
+// pendingOutputCap is cfg's MaxPendingOutputBytes with its default (≤ 0
+// from NewOutboxBudget's view: unbounded when negative).
+func pendingOutputCap(cfg Config) int {
+	switch {
+	case cfg.MaxPendingOutputBytes < 0:
+		return 0
+	case cfg.MaxPendingOutputBytes > 0:
+		return cfg.MaxPendingOutputBytes
+	case cfg.MaxTransactionBytes > 0:
+		return 4 * cfg.MaxTransactionBytes
+	}
+	return 4 * DefaultMaxTransactionBytes
 }

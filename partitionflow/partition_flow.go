@@ -671,7 +671,7 @@ func (p *partition) status() Status {
 		Keys: len(p.keys), KeysLoaded: p.loaded, KeysCold: p.coldN,
 		Committable: p.tracker.Committable(), Committed: p.committed,
 		Recovered: p.recoveredN, Skipped: p.skipped, Outputs: p.outputs, TimersCold: p.ctimers.len(),
-		LastBatch: p.lastBatch, Txns: p.txns, Evictions: p.evictions, KeysHeld: p.held.len(),
+		LastBatch: p.lastBatch, Txns: p.txns, OutputBytesPending: p.outbox.Bytes(), Evictions: p.evictions, KeysHeld: p.held.len(),
 	}
 }
 

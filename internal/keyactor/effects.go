@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/actorflow/actorflow/internal/recbytes"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -47,10 +48,16 @@ func (k *Core) applyEffects() {
 		// common case, one call's outputs per write) instead of copying
 		// them into a new one, one allocation fewer per emitting key.
 		k.outbox, k.fx.emits = k.fx.emits, nil
+		n := 0
+		for _, rec := range k.outbox {
+			n += recbytes.Of(rec)
+		}
+		k.outboxBytes += n
+		k.env.Outbox.add(n)
 	}
 	for _, rec := range k.fx.emits {
 		if k.env.TxnOutputs {
-			k.outbox = append(k.outbox, rec) // the key's next write carries it
+			k.toOutbox(rec) // the key's next write carries it
 			continue
 		}
 		k.produce(rec, k.cur)
@@ -229,7 +236,7 @@ func (k *Core) deadLetter(ctx actor.Context, rec *kgo.Record, kind Kind, err err
 func (k *Core) sendDeadLetter(ctx actor.Context, cl *kgo.Client, dl *kgo.Record, at int64, where string, err error) bool {
 	k.deadLettered++
 	if k.env.TxnOutputs {
-		k.outbox = append(k.outbox, dl) // the key's next write carries it
+		k.toOutbox(dl) // the key's next write carries it
 		return true
 	}
 	if cl == nil {

@@ -192,6 +192,9 @@ type Env struct {
 	// (snapshotstore.Partition.CommitsOutputs). Emit then hands outputs to the key's
 	// next write instead of the application's producer.
 	TxnOutputs bool
+	// Outbox bounds the partition's outputs held under TxnOutputs
+	// (OutboxBudget); nil: unbounded.
+	Outbox *OutboxBudget
 	// MaxOutputBytes is the largest record batch the store's producer
 	// sends to a topic (snapshotstore.RecordLimiter), for Emit's size check
 	// under TxnOutputs; nil or 0: unchecked.

@@ -74,6 +74,9 @@ type Core struct {
 	// and not yet handed to a write; the next write carries them, with a
 	// snapshot covering the calls that emitted them.
 	outbox []*kgo.Record
+	// outboxBytes and writeOutboxBytes: the outbox's bytes, and those of
+	// the outputs of the write in flight, counted in Env.Outbox.
+	outboxBytes, writeOutboxBytes int
 	timers map[string]*keyTimer
 	// overdue: timers restored from the snapshot that were due while the
 	// key was away; they fire after the first delivery (or Wake) of this
@@ -182,6 +185,9 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 		}
 		a.reportUnlessLeaving(ctx)
 		a.maybePersist(ctx)
+		if a.unstashHeld(ctx) {
+			a.reportUnlessLeaving(ctx)
+		}
 		a.maybeFlushDone(ctx)
 		a.maybeEvict(ctx)
 	case *outputAck:
@@ -240,10 +246,11 @@ func (a *keyActor[S]) onDeliver(ctx actor.Context, m *Deliver) {
 		// delivered to it settled). One Progress fewer per loaded key.
 		a.reported = m.Records[0].Offset - 1
 	}
-	if a.waitAcks {
+	if a.waitAcks || a.outboxHeld() || len(a.stash) > 0 {
 		// A copy: m's records share their poll batch's array, which a
 		// stashed slice would pin, with every record of the batch, for as
-		// long as the acks take (up to the output timeout).
+		// long as the acks take (up to the output timeout), or the write
+		// in flight (outboxHeld). Behind earlier stashed ones: in order.
 		a.stash = append(a.stash, &Deliver{Records: slices.Clone(m.Records)})
 	} else {
 		a.deliver(ctx, m)
@@ -355,7 +362,33 @@ func (a *keyActor[S]) maybeEvict(ctx actor.Context) {
 
 // canLeave: nothing of the key is unpersisted or unacknowledged.
 func (a *keyActor[S]) canLeave() bool {
-	return !a.dirty && !a.persisting && !a.outputsPending() && len(a.outbox) == 0 && !a.waitAcks && len(a.overdue) == 0
+	return !a.dirty && !a.persisting && !a.outputsPending() && len(a.outbox) == 0 && !a.waitAcks && len(a.overdue) == 0 &&
+		len(a.stash) == 0
+}
+
+// unstashHeld folds the deliveries held by outboxHeld, each batch's outputs
+// going out with the next write at once, until the key holds again (the
+// next write in flight, the budget still used up); true when it folded any.
+func (a *keyActor[S]) unstashHeld(ctx actor.Context) bool {
+	if !a.env.TxnOutputs || a.waitAcks {
+		return false
+	}
+	n := 0
+	for ; n < len(a.stash) && !a.outboxHeld() && a.failed == nil; n++ {
+		d := a.stash[n]
+		a.stash[n] = nil
+		a.deliver(ctx, d)
+		a.maybePersist(ctx)
+	}
+	if n == 0 {
+		return false
+	}
+	a.stash = a.stash[n:]
+	if len(a.stash) == 0 {
+		a.stash = nil
+	}
+	a.fireOverdue(ctx)
+	return true
 }
 
 // reportUnlessLeaving reports the key's progress, except for an evicted
@@ -588,6 +621,10 @@ func (a *keyActor[S]) fireTimer(ctx actor.Context, name string) {
 // partition does with the failure (a revoke goes on flushing the other
 // keys after a fenced one).
 func (k *Core) persistEnded(err error) {
+	if k.writeOutboxBytes != 0 {
+		k.env.Outbox.add(-k.writeOutboxBytes)
+		k.writeOutboxBytes = 0
+	}
 	if err != nil {
 		if k.inflightFirst >= 0 && (k.firstDirty < 0 || k.inflightFirst < k.firstDirty) {
 			k.firstDirty = k.inflightFirst
@@ -663,6 +700,7 @@ func (a *keyActor[S]) maybePersist(ctx actor.Context) {
 	a.dirty, a.firstDirty = false, -1
 	outs := a.outbox
 	a.outbox = nil
+	a.writeOutboxBytes, a.outboxBytes = a.outboxBytes, 0
 	if a.persisted == nil {
 		// One callback per actor (its PID stays across the keys it
 		// serves), and one shared message for a success: a closure and a
