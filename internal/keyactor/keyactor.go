@@ -77,6 +77,7 @@ type Core struct {
 	// outboxBytes and writeOutboxBytes: the outbox's bytes, and those of
 	// the outputs of the write in flight, counted in Env.Outbox.
 	outboxBytes, writeOutboxBytes int
+
 	timers map[string]*keyTimer
 	// overdue: timers restored from the snapshot that were due while the
 	// key was away; they fire after the first delivery (or Wake) of this
