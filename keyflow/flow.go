@@ -40,8 +40,9 @@ type Flow[S any] struct {
 // WithDeadLetterTopic); WithCodec, WithTimers and WithOnLoad take the state
 // type S from their argument and apply to a Flow[S] only: New panics when
 // such an option's S is not the flow's (a programming error, found when
-// the flow is built). When an option is given twice, the last one wins; a
-// nil Option is ignored.
+// the flow is built), and when a policy option's Policy is none of Fail,
+// Skip and DeadLetter (such as Policy(7)). When an option is given twice,
+// the last one wins; a nil Option is ignored.
 type Option interface {
 	apply(b *building)
 }
@@ -232,7 +233,7 @@ func WithMaxLiveKeys(n int) Option {
 // timer or load hook has no record: under DeadLetter it is skipped as
 // under Skip.
 func WithFoldErrorPolicy(p Policy) Option {
-	return option(func(c *keyactor.Config) { c.FoldPolicy = keyactor.Policy(p) })
+	return policyOption{"WithFoldErrorPolicy", p, func(b *building, p keyactor.Policy) { b.cfg.FoldPolicy = p }}
 }
 
 // WithUndecodablePolicy says what a record does whose fold returns an error
@@ -241,12 +242,10 @@ func WithFoldErrorPolicy(p Policy) Option {
 // Fail fails the partition naming topic, partition, offset and key; Skip
 // and DeadLetter work as for WithFoldErrorPolicy (dead letters of kind
 // KindUndecodable).
-func WithUndecodablePolicy(p Policy) Option { return undecodableOption(p) }
-
-type undecodableOption Policy
-
-func (o undecodableOption) apply(b *building) {
-	b.cfg.Undecodable, b.undecodableOn = keyactor.Policy(o), true
+func WithUndecodablePolicy(p Policy) Option {
+	return policyOption{"WithUndecodablePolicy", p, func(b *building, p keyactor.Policy) {
+		b.cfg.Undecodable, b.undecodableOn = p, true
+	}}
 }
 
 // WithUndecodableStatePolicy says what a key does whose latest snapshot
@@ -272,7 +271,7 @@ func (o undecodableOption) apply(b *building) {
 // transiently (a schema registry's lookup) must not be run under Skip or
 // DeadLetter, which would delete a sound state.
 func WithUndecodableStatePolicy(p Policy) Option {
-	return option(func(c *keyactor.Config) { c.UndecodableState = keyactor.Policy(p) })
+	return policyOption{"WithUndecodableStatePolicy", p, func(b *building, p keyactor.Policy) { b.cfg.UndecodableState = p }}
 }
 
 // WithNilKeyPolicy says what a record without a key does. Default Fail: the
@@ -284,7 +283,22 @@ func WithUndecodableStatePolicy(p Policy) Option {
 // handled, written with the dead letter: the input offset passes the record
 // only with its dead letter, and a replay does not write it again.
 func WithNilKeyPolicy(p Policy) Option {
-	return option(func(c *keyactor.Config) { c.NilKey = keyactor.Policy(p) })
+	return policyOption{"WithNilKeyPolicy", p, func(b *building, p keyactor.Policy) { b.cfg.NilKey = p }}
+}
+
+// policyOption is an option setting a policy: New panics when it is none
+// of Fail, Skip and DeadLetter (Policy(7) ran as Fail).
+type policyOption struct {
+	name string // for New's panic
+	p    Policy
+	set  func(b *building, p keyactor.Policy)
+}
+
+func (o policyOption) apply(b *building) {
+	if !o.p.known() {
+		panic(fmt.Sprintf("keyflow.New: %s(%v): unknown policy (want Fail, Skip or DeadLetter)", o.name, o.p))
+	}
+	o.set(b, keyactor.Policy(o.p))
 }
 
 // WithDeadLetterTopic sets the topic of dead letters (Policy DeadLetter).

@@ -1,6 +1,7 @@
 package keyflow_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -139,5 +140,32 @@ func TestNilFoldOrDecoderPanicsAtConstruction(t *testing.T) {
 			}()
 			tc.build()
 		}()
+	}
+}
+
+// A Policy that is none of Fail, Skip and DeadLetter is refused when the
+// flow is built, naming the option and the value: Policy(7) ran as Fail
+// (found by a review).
+func TestAnUnknownPolicyPanicsAtConstruction(t *testing.T) {
+	for name, with := range map[string]func(keyflow.Policy) keyflow.Option{
+		"WithFoldErrorPolicy":        keyflow.WithFoldErrorPolicy,
+		"WithUndecodablePolicy":      keyflow.WithUndecodablePolicy,
+		"WithUndecodableStatePolicy": keyflow.WithUndecodableStatePolicy,
+		"WithNilKeyPolicy":           keyflow.WithNilKeyPolicy,
+	} {
+		for _, p := range []keyflow.Policy{7, -1} {
+			func() {
+				defer func() {
+					want := fmt.Sprintf("keyflow.New: %s(Policy(%d)): unknown policy (want Fail, Skip or DeadLetter)", name, int(p))
+					if msg, _ := recover().(string); msg != want {
+						t.Errorf("%s(%d): panic %q, want %q", name, int(p), msg, want)
+					}
+				}()
+				keyflow.New(keepOther, with(p))
+			}()
+		}
+		for _, p := range []keyflow.Policy{keyflow.Fail, keyflow.Skip, keyflow.DeadLetter} {
+			keyflow.New(keepOther, with(p)) // builds
+		}
 	}
 }

@@ -6,7 +6,8 @@ import (
 	"github.com/actorflow/actorflow/internal/keyactor"
 )
 
-// Policy says what to do with a record that cannot be processed.
+// Policy says what to do with a record that cannot be processed: Fail,
+// Skip or DeadLetter. New panics on a policy option given any other value.
 type Policy int
 
 const (
@@ -29,8 +30,17 @@ const (
 	DeadLetter
 )
 
-// String returns "fail", "skip" or "dead-letter".
-func (p Policy) String() string { return keyactor.Policy(p).String() }
+// String returns "fail", "skip" or "dead-letter"; "Policy(n)" for any
+// other value (which the policy options refuse: New panics).
+func (p Policy) String() string {
+	if !p.known() {
+		return fmt.Sprintf("Policy(%d)", int(p))
+	}
+	return keyactor.Policy(p).String()
+}
+
+// known reports whether p is Fail, Skip or DeadLetter.
+func (p Policy) known() bool { return p == Fail || p == Skip || p == DeadLetter }
 
 // ParsePolicy parses "fail", "skip" or "dead-letter" (Policy.String).
 func ParsePolicy(s string) (Policy, error) {
