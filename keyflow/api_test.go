@@ -19,7 +19,7 @@ func TestExportedAPIIsTheUsersOnly(t *testing.T) {
 		"Codec", "Codec.Decode", "Codec.Encode", "Context", "Context.CancelTimer", "Context.Emit", "Context.Key",
 		"Context.Logger", "Context.Now", "Context.Partition", "Context.Record", "Context.SetTimer", "Context.Timer", "Context.Topic",
 		"DeadLetter", "DeadLetterKind", "DeadLetterRecord", "DecodeJSON", "Decoder", "DefaultDeadLetterTopic",
-		"DefaultMaxLiveKeys", "DefaultOutputTimeout", "ErrEmitToSnapshotTopic", "ErrInvalidTimerName", "ErrNoOutput", "ErrNoTimerHandler", "ErrOutputTimeout", "ErrUndecodable", "Fail",
+		"DefaultMaxLiveKeys", "DefaultOutputTimeout", "ErrEmitToSnapshotTopic", "ErrInvalidTimerName", "ErrNoOutput", "ErrNoTimerHandler", "ErrOutputTimeout", "ErrPanicked", "ErrUndecodable", "Fail",
 		"Flow", "FoldFunc", "Handler", "HeaderErrorException", "HeaderErrorMessage", "HeaderErrorOffset",
 		"HeaderErrorOmitted", "HeaderErrorPartition", "HeaderErrorTime", "HeaderErrorTopic", "JSON", "KindFoldError", "KindNilKey",
 		"KindUndecodable", "KindUndecodableState", "LoadFunc", "New", "NewTyped", "Option", "ParsePolicy", "Policy", "Policy.String", "Skip",
