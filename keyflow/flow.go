@@ -241,7 +241,9 @@ func WithFoldErrorPolicy(p Policy) Option {
 // out of range, ...). Default: the fold error policy (WithFoldErrorPolicy).
 // Fail fails the partition naming topic, partition, offset and key; Skip
 // and DeadLetter work as for WithFoldErrorPolicy (dead letters of kind
-// KindUndecodable).
+// KindUndecodable). It applies to errors only: a NewTyped flow's Decoder
+// that panics fails the partition whatever the policy, as any panic does
+// (ErrPanicked), with an error naming the fold, within whose call it runs.
 func WithUndecodablePolicy(p Policy) Option {
 	return policyOption{"WithUndecodablePolicy", p, func(b *building, p keyactor.Policy) {
 		b.cfg.Undecodable, b.undecodableOn = p, true

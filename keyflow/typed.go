@@ -11,7 +11,11 @@ import (
 // (NewTyped): the input's serde, as Kafka Streams' Serde or goka's Codec.
 // It sees the whole record (key, value, headers, timestamp). A returned
 // error marks the record undecodable: WithUndecodablePolicy decides what
-// it does. It runs on the key's actor, one record at a time.
+// it does. A Decoder that panics fails the partition whatever the
+// policies, as any panic of the flow does (ErrPanicked): it runs within
+// the fold's call, so the error names the fold (`payments[0] offset 7 key
+// "acct-1": fold: panic in the flow: ...`). It runs on the key's actor,
+// one record at a time.
 type Decoder[V any] func(rec *kgo.Record) (V, error)
 
 // TypedFoldFunc folds one decoded input value into a key's state, like
@@ -29,7 +33,8 @@ type TypedFoldFunc[S, V any] func(kc *Context, state *S, v V) (*S, error)
 // error naming topic, partition, offset and key, such as
 // `payments[0] offset 7 key "acct-1": decode: keyflow: undecodable input
 // record: invalid character 'x' looking for beginning of value`. A fold
-// error is handled as New's.
+// error is handled as New's. A panic of decode, as one of fold, fails the
+// partition whatever the policies (Decoder).
 //
 // NewTyped panics when decode or fold is nil, as New does for a nil fold.
 func NewTyped[S, V any](decode Decoder[V], fold TypedFoldFunc[S, V], opts ...Option) *Flow[S] {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/actorflow/actorflow/keyflow"
+	"github.com/actorflow/actorflow/keyflowtest"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -155,5 +156,25 @@ func TestTypedDecoderErrorWrappedOnce(t *testing.T) {
 	}
 	if r := <-recordInLoad; r != nil {
 		t.Fatalf("kc.Record() in the load hook = %+v, want nil", r)
+	}
+}
+
+// A Decoder that panics fails the partition whatever WithUndecodablePolicy
+// says, as any panic does (ErrPanicked): it runs inside the fold's call,
+// whose name the error carries.
+func TestTypedDecoderPanicFailsWhateverThePolicy(t *testing.T) {
+	decode := func(*kgo.Record) (payment, error) { panic("decoder bug") }
+	for _, pol := range []keyflow.Policy{keyflow.Skip, keyflow.DeadLetter} {
+		var folded offsets
+		d := keyflowtest.New(keyflow.NewTyped(decode, sumFold(&folded), keyflow.WithUndecodablePolicy(pol)))
+		err := d.Pipe("a", `{"amount":1}`)
+		d.Close()
+		if !errors.Is(err, keyflowtest.ErrPartitionFailed) || !errors.Is(err, keyflow.ErrPanicked) ||
+			!strings.Contains(err.Error(), `offset 0 key "a": fold: panic in the flow: decoder bug`) {
+			t.Errorf("undecodable policy %v: Pipe = %v; want the partition failed, matching ErrPanicked, naming the fold", pol, err)
+		}
+		if len(d.DeadLetters()) != 0 || len(d.Skipped()) != 0 {
+			t.Errorf("undecodable policy %v: dead letters %v, skipped %v; want none", pol, d.DeadLetters(), d.Skipped())
+		}
 	}
 }

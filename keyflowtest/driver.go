@@ -42,8 +42,9 @@ var maxFirings = 100_000
 
 // ErrPartitionFailed is matched (errors.Is) by the error of a call whose
 // record or timer failed its partition — a fold or timer error under the
-// Fail policy, a panic, a record without key under WithNilKeyPolicy(Fail), a
-// snapshot the codec cannot decode — and by every later call on that
+// Fail policy, a panic (whatever the policies), a record without key under
+// WithNilKeyPolicy(Fail), a snapshot the codec cannot decode under
+// WithUndecodableStatePolicy(Fail) — and by every later call on that
 // partition: a failed partition stays failed (a worker would restart it and
 // replay the failing record, which fails again under Fail). The error also
 // wraps the cause, which names topic, partition, offset and key.
