@@ -51,6 +51,11 @@ type config struct {
 	inPartitioner    kgo.Partitioner
 	metrics          prometheus.Registerer
 	queryEndpoint    string
+	// storeOpts names the options of the worker's own Kafka store that
+	// the caller set (WithMode, WithCreateTopics, ...), in the order
+	// given: a store of WithStore reads none of them (NewWorker's
+	// checkStoreOptions).
+	storeOpts []string
 }
 
 func defaults() config {
@@ -67,7 +72,8 @@ func defaults() config {
 	}
 }
 
-// WithBrokers sets the seed brokers. Required.
+// WithBrokers sets the seed brokers. Required; NewWorker refuses an empty
+// address.
 func WithBrokers(b ...string) Option { return func(c *config) { c.brokers = b } }
 
 // WithGroup sets the consumer group. Required.
@@ -77,8 +83,13 @@ func WithGroup(g string) Option { return func(c *config) { c.group = g } }
 func WithInputTopic(t string) Option { return func(c *config) { c.input = t } }
 
 // WithSnapshotTopic sets the compacted snapshot topic (at least as many
-// partitions as the input topic). Required unless WithStore.
-func WithSnapshotTopic(t string) Option { return func(c *config) { c.snapshot = t } }
+// partitions as the input topic). Required unless WithStore; with
+// WithStore it names the store's topic for the worker's checks (an output
+// to it is refused) when the store does not name one, and NewWorker
+// refuses one that is not the store's own.
+func WithSnapshotTopic(t string) Option {
+	return func(c *config) { c.snapshot = t; c.storeOpt("WithSnapshotTopic") }
+}
 
 // WithMode selects snapshotstore.Transactional (the default: every snapshot
 // write is bound to a generation-fenced offset commit, and the ownership
@@ -87,7 +98,9 @@ func WithSnapshotTopic(t string) Option { return func(c *config) { c.snapshot = 
 // offsets through the consumer: cheaper, but a stale owner frozen on an old
 // generation can still overwrite its successor's snapshot — kafka-flow#732;
 // see ARCHITECTURE.md's fences). Another value fails NewWorker.
-func WithMode(m snapshotstore.Mode) Option { return func(c *config) { c.kafka.Mode = m } }
+func WithMode(m snapshotstore.Mode) Option {
+	return func(c *config) { c.kafka.Mode = m; c.storeOpt("WithMode") }
+}
 
 // WithTransactionalIDPrefix sets the cluster-scoped prefix of the
 // transactional mode's per-partition transactional.id
@@ -96,11 +109,28 @@ func WithMode(m snapshotstore.Mode) Option { return func(c *config) { c.kafka.Mo
 // topic fence each other's producers (PRODUCER_FENCED). On an ACL-secured
 // cluster the producer principal needs TransactionalId rights on it.
 func WithTransactionalIDPrefix(p string) Option {
-	return func(c *config) { c.kafka.TransactionalIDPrefix = p }
+	return func(c *config) { c.kafka.TransactionalIDPrefix = p; c.storeOpt("WithTransactionalIDPrefix") }
 }
 
 // WithStore replaces the Kafka store (e.g. snapshotstore.NewMemory() in
 // tests). Topics are then neither checked nor created.
+//
+// The options of the worker's own Kafka store are then the given store's
+// to have, and NewWorker refuses them beside WithStore, naming the option:
+// WithCreateTopics, WithAllowNonCompactedSnapshots,
+// WithRecoveryStallTimeout, WithOutputPartitioner, WithResetLostState and
+// WithDropUndecodableSnapshots (a snapshotstore.KafkaConfig has fields for
+// the last four). WithSnapshotTopic, WithMode and WithTransactionalIDPrefix
+// describe the store: they are refused when the store says it has another
+// value (a *snapshotstore.Kafka says all three), and otherwise not checked
+// (logged at warn when the store cannot say: its own apply).
+//
+// Defaults differ: the worker's transactional.id prefix is its group id
+// (WithTransactionalIDPrefix), snapshotstore.KafkaConfig's is the snapshot
+// topic. A worker moved from its own store to WithStore(snapshotstore.NewKafka(...))
+// keeps its transactional ids only with KafkaConfig.TransactionalIDPrefix
+// set to its group id (or to the prefix it had): under new ids, old and new
+// members write one partition without fencing each other's producers.
 func WithStore(s snapshotstore.Store) Option { return func(c *config) { c.store = s } }
 
 // WithCreateTopics creates missing topics: the input topic with partitions
@@ -114,6 +144,7 @@ func WithStore(s snapshotstore.Store) Option { return func(c *config) { c.store 
 func WithCreateTopics(partitions int32, rf int16) Option {
 	return func(c *config) {
 		c.topics = snapshotstore.TopicSpec{Create: true, Partitions: partitions, ReplicationFactor: rf}
+		c.storeOpt("WithCreateTopics")
 	}
 }
 
@@ -126,7 +157,9 @@ func WithCreateTopics(partitions int32, rf int16) Option {
 // snapshots of keys idle longer than retention.ms, and their state is
 // silently lost at the next recovery. Only for topics whose retention is
 // known to outlive every key's idle time.
-func WithAllowNonCompactedSnapshots() Option { return func(c *config) { c.allowNonCompact = true } }
+func WithAllowNonCompactedSnapshots() Option {
+	return func(c *config) { c.allowNonCompact = true; c.storeOpt("WithAllowNonCompactedSnapshots") }
+}
 
 // WithPersistEvery sets how often dirty keys' snapshots are flushed. Default
 // 5 s (also for zero or negative). In the transactional mode a key that emitted outputs does not wait
@@ -207,6 +240,7 @@ func WithRecoveryStallTimeout(d time.Duration) Option {
 			d = -1 // the store's "disabled" (its zero is the default)
 		}
 		c.kafka.RecoveryStallTimeout = d
+		c.storeOpt("WithRecoveryStallTimeout")
 	}
 }
 
@@ -226,8 +260,16 @@ func WithInstanceID(id string) Option { return func(c *config) { c.instanceID = 
 // broker's group.consumer.session.timeout.ms applies there.
 func WithSessionTimeout(d time.Duration) Option { return func(c *config) { c.sessionTimeout = d } }
 
-// WithRebalanceTimeout sets the rebalance timeout (default 60 s); the
-// revoke teardown bound is 2/3 of it.
+// WithRebalanceTimeout sets the rebalance timeout (default 60 s). The
+// revoke teardown bound (how long the consumer's revoke callback waits for
+// the partitions to stop) is 2/3 of it, and each partition's revoke budget
+// half of it: the first half of that budget for the flush, so a quarter of
+// the rebalance timeout. A plain-mode output stuck longer than that
+// (below keyflow.WithOutputTimeout, 10 s by default, once the rebalance
+// timeout is below 40 s) ends the revoke's flush before its own timeout
+// does: the partition stops without its final commit, as a timed-out
+// output fails it, and the next owner replays from the last committed
+// offset (its outputs at-least-once, as ever in the plain mode).
 func WithRebalanceTimeout(d time.Duration) Option { return func(c *config) { c.rebalanceTimeout = d } }
 
 // WithLeaveTimeout bounds how long Run waits, once every partition has
@@ -260,16 +302,16 @@ func WithStartTimeout(d time.Duration) Option {
 const defaultStartTimeout = 30 * time.Second
 
 // snapshotTopic is the snapshot topic the worker's partitions write to:
-// WithSnapshotTopic's, or a WithStore store's when it names one ("": a
-// store that does not).
+// WithSnapshotTopic's, or a WithStore store's when it names one (NewWorker
+// refuses a WithSnapshotTopic that names another), else WithSnapshotTopic's
+// ("": neither names one).
 func (c *config) snapshotTopic() string {
-	if c.store == nil {
-		return c.snapshot
+	if c.store != nil {
+		if t, ok := c.store.(interface{ Topic() string }); ok {
+			return t.Topic()
+		}
 	}
-	if t, ok := c.store.(interface{ Topic() string }); ok {
-		return t.Topic()
-	}
-	return ""
+	return c.snapshot
 }
 
 // WithClientOpts adds kgo options (TLS, SASL, ...) to every client the
@@ -321,7 +363,7 @@ func WithFailFast() Option { return func(c *config) { c.failFast = true } }
 // (keyflow.ErrEmitToSnapshotTopic, a fold error under the flow's fold
 // error policy), and by the store's commit as a backstop.
 func WithOutputPartitioner(p kgo.Partitioner) Option {
-	return func(c *config) { c.kafka.OutputPartitioner = p }
+	return func(c *config) { c.kafka.OutputPartitioner = p; c.storeOpt("WithOutputPartitioner") }
 }
 
 // WithInputPartitioner is the partitioner the input topic's producers use,
@@ -353,7 +395,9 @@ func WithQueryEndpoint(addr string) Option { return func(c *config) { c.queryEnd
 
 // WithPartitionRetryBackoff sets the delay before a failed partition starts
 // again: first, doubling per consecutive failure up to max. Defaults 1 s and
-// 1 min (each also for zero or negative).
+// 1 min (each also for zero or negative). NewWorker refuses a first delay
+// above max, each taken with its default (WithPartitionRetryBackoff(0, 500*time.Millisecond)
+// is 1 s then 500 ms: refused).
 func WithPartitionRetryBackoff(first, max time.Duration) Option {
 	return func(c *config) { c.retryBackoff, c.maxRetryBackoff = first, max }
 }
@@ -367,7 +411,9 @@ func WithPartitionRetryBackoff(first, max time.Duration) Option {
 // with no snapshot history.
 // Default: such a partition refuses to start (errors.Is(err,
 // snapshotstore.ErrLostState)), naming topic, partition and offsets.
-func WithResetLostState() Option { return func(c *config) { c.kafka.Integrity.ResetLostState = true } }
+func WithResetLostState() Option {
+	return func(c *config) { c.kafka.Integrity.ResetLostState = true; c.storeOpt("WithResetLostState") }
+}
 
 // WithDropUndecodableSnapshots drops (logged at error) the state of keys
 // whose latest snapshot record cannot be decoded, instead of failing the
@@ -380,5 +426,5 @@ func WithResetLostState() Option { return func(c *config) { c.kafka.Integrity.Re
 // it fails its key when the key is loaded, naming the key and the record's
 // position).
 func WithDropUndecodableSnapshots() Option {
-	return func(c *config) { c.kafka.Integrity.DropUndecodable = true }
+	return func(c *config) { c.kafka.Integrity.DropUndecodable = true; c.storeOpt("WithDropUndecodableSnapshots") }
 }

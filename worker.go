@@ -74,7 +74,15 @@ type Worker struct {
 }
 
 // NewWorker returns a worker running flow. Required options: WithBrokers,
-// WithGroup, WithInputTopic, WithSnapshotTopic (or WithStore).
+// WithGroup, WithInputTopic, WithSnapshotTopic (or WithStore). It refuses,
+// naming the cause, the settings Run would find only after its broker and
+// topic checks, or never: an empty broker address; a snapshot topic that
+// is the input topic; a default output or dead-letter topic of the flow
+// that is the input or the snapshot topic; in the plain mode, an output
+// topic without a producer (keyflow.WithOutput(nil, topic)); a retry
+// backoff whose first delay is above its largest; an unknown mode; a
+// query endpoint that is not one; and options of the worker's own Kafka
+// store beside WithStore (see WithStore).
 func NewWorker(flow keyflow.Handler, opts ...Option) (*Worker, error) {
 	rt, ok := keyactor.Of(flow)
 	if !ok {
@@ -111,6 +119,12 @@ func NewWorker(flow keyflow.Handler, opts ...Option) (*Worker, error) {
 		// one partition under two ids, neither fencing the other's
 		// producer.
 		cfg.kafka.TransactionalIDPrefix = cfg.group
+	}
+	if err := checkConfig(&cfg, rt); err != nil {
+		return nil, err
+	}
+	if err := checkStoreOptions(&cfg); err != nil {
+		return nil, err
 	}
 	return &Worker{flow: rt, cfg: cfg, ready: make(chan struct{}), done: make(chan struct{}), owners: newOwnerCache()}, nil
 }
