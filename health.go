@@ -23,11 +23,15 @@ type Health struct {
 	Running bool `json:"running"`
 	// BrokersReachable: the last probe of the cluster (every 5 s, and the
 	// start-up retries) succeeded. LastBrokerError is the cause when not.
+	// Ready requires it; Live does not (a restart does not bring brokers
+	// back).
 	BrokersReachable bool   `json:"brokers_reachable"`
 	LastBrokerError  string `json:"last_broker_error,omitempty"`
-	// UnreachableSince: the first failed probe of the current outage
-	// (zero while reachable).
-	UnreachableSince time.Time `json:"unreachable_since,omitempty"`
+	// UnreachableSince: the first failed probe of the current outage, or
+	// Run's start until the first probe answers (zero while reachable,
+	// and then left out of the JSON): how long the outage has lasted, for
+	// an alert.
+	UnreachableSince time.Time `json:"unreachable_since,omitzero"`
 	// Joined: the consumer is a member of its group (generation ≥ 1).
 	Joined bool `json:"joined"`
 	// Recovering lists partitions still reading their snapshots; Failed the
@@ -53,12 +57,19 @@ type Health struct {
 }
 
 // Live reports whether the process should be left running: Run is in
-// progress and the cluster answered within the last minute. A worker that
-// cannot reach its brokers for longer holds its partitions uselessly; a
-// restart does not help either, so orchestrators should read Health's
-// fields rather than restart blindly.
+// progress (started and not returned), shutting down included. It is what
+// a liveness probe should read, and it holds what a restart fixes only:
+// unreachable brokers do not make a worker not live. A restart does not
+// bring the brokers back — the new process waits out WithStartTimeout and
+// fails with ErrBrokersUnreachable, so a liveness probe that failed on an
+// outage (Live did after a minute of one) restarted every worker in a loop
+// for as long as it lasted, and each restart dropped the keys in memory
+// and cost a rebalance once the cluster was back; a running worker
+// reconnects by itself. An outage shows in Ready (false), BrokersReachable,
+// LastBrokerError and UnreachableSince: alert on those, and keep queries
+// away with Ready.
 func (h Health) Live() bool {
-	return h.Running && (h.BrokersReachable || time.Since(h.UnreachableSince) < time.Minute)
+	return h.Running
 }
 
 // Ready reports whether the worker is processing everything it owns: it
@@ -80,8 +91,8 @@ type probe struct {
 }
 
 // begin marks Run's start: until its first probe answers, the cluster counts
-// as unreachable since then, so that Live holds for its minute (it read a
-// zero time: not live until the first probe, which can take kgo's 30 s).
+// as unreachable since then (UnreachableSince is how long a start has been
+// waiting for its brokers).
 func (p *probe) begin() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -154,8 +165,8 @@ func (w *Worker) Health(ctx context.Context) Health {
 	default:
 	}
 	// From Run's start: while it still reaches the brokers, checks the
-	// topics and joins, the worker is live (within Live's minute) but not
-	// ready. A liveness probe read it as dead for the whole start timeout.
+	// topics and joins, the worker is live but not ready. A liveness probe
+	// read it as dead for the whole start timeout.
 	h.Running = w.ran.Load()
 	select {
 	case <-w.ready:

@@ -1,6 +1,7 @@
 package actorflow
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -99,10 +100,10 @@ func TestAStoppingPartitionIsNotReady(t *testing.T) {
 	}
 }
 
-// Before its first probe answers, a running worker is live: the cluster
-// counts as unreachable since Run's start (it read a zero time, so Live was
-// false until the first probe, which can take kgo's 30 s). Found by a
-// review.
+// Before its first probe answers, a running worker is live, and the
+// cluster counts as unreachable since Run's start (it read a zero time, so
+// Live, then bounded by a minute of outage, was false until the first
+// probe, which can take kgo's 30 s). Found by a review.
 func TestLiveBeforeTheFirstProbeAnswers(t *testing.T) {
 	var p probe
 	p.begin()
@@ -114,6 +115,51 @@ func TestLiveBeforeTheFirstProbeAnswers(t *testing.T) {
 	p.record(errors.New("refused"))
 	p.fill(&h)
 	if !h.Live() || h.LastBrokerError != "refused" {
-		t.Fatalf("after a failed first probe: %+v, live %v; want live within the minute, the cause named", h, h.Live())
+		t.Fatalf("after a failed first probe: %+v, live %v; want live, the cause named", h, h.Live())
+	}
+}
+
+// A broker outage, however long, does not make a running worker not live:
+// a restart does not bring the brokers back (the new process fails with
+// ErrBrokersUnreachable after WithStartTimeout), so a liveness probe on
+// Live restarted every worker in a loop through an outage longer than a
+// minute. The outage shows in Ready and in the fields.
+func TestLiveThroughABrokerOutage(t *testing.T) {
+	var p probe
+	p.begin()
+	p.record(nil)
+	p.record(errors.New("connection refused"))
+	p.mu.Lock()
+	p.downSince = time.Now().Add(-10 * time.Minute)
+	p.mu.Unlock()
+	h := Health{Running: true, Joined: true}
+	p.fill(&h)
+	if !h.Live() {
+		t.Fatalf("10 min into an outage: %+v not live; a restart does not help", h)
+	}
+	if h.Ready() || h.BrokersReachable || h.LastBrokerError != "connection refused" || time.Since(h.UnreachableSince) < 10*time.Minute {
+		t.Fatalf("10 min into an outage: %+v, ready %v; want not ready, the outage's cause and start", h, h.Ready())
+	}
+	if (Health{Running: false, BrokersReachable: true}).Live() {
+		t.Fatal("live once Run returned")
+	}
+}
+
+// UnreachableSince is left out of the JSON while the brokers answer
+// (omitempty left a zero time.Time in: "0001-01-01T00:00:00Z").
+func TestUnreachableSinceLeftOutWhileReachable(t *testing.T) {
+	b, err := json.Marshal(Health{Running: true, BrokersReachable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "unreachable_since") {
+		t.Fatalf("reachable: %s names unreachable_since", b)
+	}
+	b, err = json.Marshal(Health{Running: true, UnreachableSince: time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"unreachable_since":"2026-12-06T00:00:00Z"`) {
+		t.Fatalf("unreachable: %s", b)
 	}
 }
