@@ -1,6 +1,7 @@
 package actorflow
 
 import (
+	"sync"
 	"time"
 
 	"github.com/actorflow/actorflow/coordinator"
@@ -68,8 +69,25 @@ func defaults() config {
 		maxInFlightBytes: coordinator.DefaultMaxInFlightBytes,
 		startTimeout:     defaultStartTimeout,
 		topics:           snapshotstore.TopicSpec{ReplicationFactor: -1},
-		log:              zap.NewNop(),
+		log:              defaultLogger(),
 	}
+}
+
+// defaultLogger is the worker's logger without WithLogger or WithSlog:
+// warnings and errors, as JSON lines on stderr (zap's production encoder
+// and sampling, without stack traces). It was none: a poison record
+// stalled its partition, retried every backoff, without a line printed.
+var defaultLogger = sync.OnceValue(newDefaultLogger)
+
+func newDefaultLogger() *zap.Logger {
+	cfg := zap.NewProductionConfig()
+	cfg.Level = zap.NewAtomicLevelAt(zap.WarnLevel)
+	cfg.DisableStacktrace = true // a panic's stack is logged as a field already
+	l, err := cfg.Build()
+	if err != nil { // stderr cannot be opened: nowhere to say it
+		return zap.NewNop()
+	}
+	return l
 }
 
 // WithBrokers sets the seed brokers. Required; NewWorker refuses an empty
@@ -327,11 +345,17 @@ func WithClientOpts(o ...kgo.Opt) Option {
 	return func(c *config) { c.clientOpts = append(c.clientOpts, o...) }
 }
 
-// WithLogger sets the logger. Default: none (also for nil).
+// WithLogger sets the logger of the worker (the runtime's and franz-go's
+// logs). Default (also for nil): warnings and errors as JSON lines on
+// stderr — zap's production encoder at zap.WarnLevel, sampled like zap's
+// production logger — which is where a failing partition, unreachable
+// brokers or a refused commit are said; info (start, topics checked,
+// rebalances) and debug need a logger of your own. zap.NewNop() silences
+// the worker. A later WithLogger or WithSlog replaces it.
 func WithLogger(l *zap.Logger) Option {
 	return func(c *config) {
 		if l == nil {
-			l = zap.NewNop() // nil was accepted and Run panicked at its first log
+			l = defaultLogger() // nil was accepted and Run panicked at its first log
 		}
 		c.log = l
 	}

@@ -1,8 +1,14 @@
 package actorflow
 
 import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"os"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
 )
 
 // WithStartTimeout(0) made Run fail at once against a live cluster (a
@@ -15,4 +21,59 @@ func TestStartTimeoutZeroIsTheDefault(t *testing.T) {
 			t.Errorf("WithStartTimeout(%s): %s, want the default %s", d, c.startTimeout, defaultStartTimeout)
 		}
 	}
+}
+
+// Without WithLogger, warnings and errors reach stderr as JSON lines (the
+// default was zap.NewNop(): a poison record stalled its partition with
+// nothing printed); info does not; WithLogger(nil) is the default too, and
+// a logger of the caller's replaces it.
+func TestDefaultLoggerWritesWarningsToStderr(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := os.Stderr
+	os.Stderr = w
+	l := newDefaultLogger() // opens "stderr" now: the pipe
+	os.Stderr = stderr
+	l.Info("not at info")
+	l.Named("snapshots").Warn("partition failed", zap.String("partition", "in[0]"))
+	_ = l.Sync()
+	w.Close()
+	out, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var warned bool
+	for line := range bytes.Lines(out) {
+		var e map[string]any
+		if json.Unmarshal(line, &e) != nil {
+			continue // another goroutine's line
+		}
+		if e["msg"] == "not at info" {
+			t.Errorf("info logged: %s", line)
+		}
+		if e["msg"] == "partition failed" {
+			warned = e["level"] == "warn" && e["logger"] == "snapshots" && e["partition"] == "in[0]"
+		}
+	}
+	if !warned {
+		t.Fatalf("the warning not on stderr as a JSON line with its level, logger and fields: %q", out)
+	}
+	for name, c := range map[string]config{"defaults": defaults(), "WithLogger(nil)": withOpts(WithLogger(nil))} {
+		if !c.log.Core().Enabled(zap.WarnLevel) || c.log.Core().Enabled(zap.InfoLevel) {
+			t.Errorf("%s: the logger is not the default's, warnings and up", name)
+		}
+	}
+	if own := zap.NewExample(); withOpts(WithLogger(own)).log != own {
+		t.Error("WithLogger does not replace the default")
+	}
+}
+
+func withOpts(opts ...Option) config {
+	c := defaults()
+	for _, o := range opts {
+		o(&c)
+	}
+	return c
 }
