@@ -276,9 +276,12 @@ func WithUndecodableStatePolicy(p Policy) Option {
 	return policyOption{"WithUndecodableStatePolicy", p, func(b *building, p keyactor.Policy) { b.cfg.UndecodableState = p }}
 }
 
-// WithNilKeyPolicy says what a record without a key does. Default Fail: the
-// partition fails, naming topic, partition and offset. Skip logs it, counts
-// it (Status.Skipped) and goes on. DeadLetter writes it to the dead-letter
+// WithNilKeyPolicy says what a record without a key does — or with a key
+// reserved for actorflow's own snapshot records (snapshotstore.MarkerKey,
+// snapshotstore.KeylessKey), which is no usable key either. Default Fail:
+// the partition fails, naming topic, partition and offset. Skip logs it,
+// counts it (the partition's skipped_records, partitionflow.Status.Skipped
+// in the worker's Status.Partitions) and goes on. DeadLetter writes it to the dead-letter
 // topic (kind KindNilKey): a key-less record has no key actor, so the
 // partition hands it to a reserved one (snapshotstore.KeylessKey) whose
 // snapshot, a tombstone, records the offset of the last key-less record

@@ -395,18 +395,22 @@ func (d *Driver[S]) admit(rec *kgo.Record) (*part, string, error) {
 		rec.Timestamp = d.clock.Now()
 	}
 	k := string(rec.Key)
+	// A key reserved for actorflow's own snapshot records is no usable key
+	// either: the nil-key policy decides, as in a partition.
+	unusable, what := rec.Key == nil, "record has no key"
+	if k == snapshotstore.MarkerKey || k == snapshotstore.KeylessKey {
+		unusable, what = true, fmt.Sprintf("key %q is reserved for actorflow's own snapshot records", rec.Key)
+	}
 	switch pol := d.flow.NilKeyPolicy(); {
-	case rec.Key == nil && pol == keyactor.DeadLetter:
+	case unusable && pol == keyactor.DeadLetter:
 		k = snapshotstore.KeylessKey // dead-lettered by the reserved key's actor, as in a partition
-	case rec.Key == nil && pol == keyactor.Skip:
+	case unusable && pol == keyactor.Skip:
 		d.mu.Lock()
-		d.skipped = append(d.skipped, fmt.Errorf("%s[%d] offset %d: record has no key (nil-key policy: skip)", rec.Topic, rec.Partition, rec.Offset))
+		d.skipped = append(d.skipped, fmt.Errorf("%s[%d] offset %d: %s (nil-key policy: skip)", rec.Topic, rec.Partition, rec.Offset, what))
 		d.mu.Unlock()
 		return nil, "", nil
-	case rec.Key == nil:
-		return nil, "", d.failStop(p, fmt.Errorf("%s[%d] offset %d: record has no key (nil-key policy: fail)", rec.Topic, rec.Partition, rec.Offset))
-	case k == snapshotstore.MarkerKey || k == snapshotstore.KeylessKey:
-		return nil, "", d.failStop(p, fmt.Errorf("%s[%d] offset %d: key %q is reserved for actorflow's own snapshot records", rec.Topic, rec.Partition, rec.Offset, rec.Key))
+	case unusable:
+		return nil, "", d.failStop(p, fmt.Errorf("%s[%d] offset %d: %s (nil-key policy: fail)", rec.Topic, rec.Partition, rec.Offset, what))
 	default:
 		d.keyPart[k] = p.n
 	}

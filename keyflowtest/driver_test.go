@@ -363,6 +363,12 @@ func TestNilKeyPolicies(t *testing.T) {
 	if sk := d.Skipped(); len(sk) != 1 || !strings.Contains(sk[0].Error(), "input[0] offset 0: record has no key") {
 		t.Errorf("Skipped() = %v", sk)
 	}
+	// A key reserved for actorflow's own records: no usable key either.
+	d = newDriver(t, sumFlow(keyflow.WithNilKeyPolicy(keyflow.Skip)))
+	must(t, d.PipeRecord(&kgo.Record{Key: []byte("\x00actorflow.keyless"), Value: []byte("1")}))
+	if sk := d.Skipped(); len(sk) != 1 || !strings.Contains(sk[0].Error(), "is reserved for actorflow's own snapshot records (nil-key policy: skip)") {
+		t.Errorf("Skipped() = %v", sk)
+	}
 	d = newDriver(t, sumFlow())
 	err := d.PipeRecord(&kgo.Record{Value: []byte("1")})
 	if !errors.Is(err, keyflowtest.ErrPartitionFailed) || !strings.Contains(err.Error(), "input[0] offset 0: record has no key (nil-key policy: fail)") {

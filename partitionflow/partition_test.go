@@ -221,6 +221,49 @@ func TestNilKeySkipPolicyCountsAndGoesOn(t *testing.T) {
 	}
 }
 
+// A record whose key is one reserved for actorflow's own snapshot records
+// has no usable key: the nil-key policy decides. It failed the partition
+// under every policy, again at each restart (found by a review).
+func TestAReservedKeyGoesByTheNilKeyPolicy(t *testing.T) {
+	for _, key := range []string{snapshotstore.MarkerKey, snapshotstore.KeylessKey} {
+		t.Run("skip", func(t *testing.T) {
+			h := newHarness(t, nil, keyflow.New(traceFold, keyflow.WithNilKeyPolicy(keyflow.Skip)), 0)
+			h.send(rec(0, "a", ""), rec(1, key, ""), rec(2, "a", ""))
+			h.awaitCommitted(3)
+			if st := status(t, h); st.Skipped != 1 {
+				t.Fatalf("skipped %d, want the reserved key's record", st.Skipped)
+			}
+		})
+		t.Run("dead-letter", func(t *testing.T) {
+			mem := snapshotstore.NewMemory()
+			mem.TransactionalOutputs = true
+			h := newHarness(t, mem, keyflow.New(traceFold, keyflow.WithNilKeyPolicy(keyflow.DeadLetter)), 0)
+			h.send(rec(0, "a", ""), rec(1, key, ""), rec(2, "a", ""))
+			h.awaitCommitted(3)
+			outs := mem.Outputs(topic, 0)
+			if len(outs) != 1 {
+				t.Fatalf("%d dead letters, want 1", len(outs))
+			}
+			msg := ""
+			for _, hd := range outs[0].Headers {
+				if hd.Key == keyflow.HeaderErrorMessage {
+					msg = string(hd.Value)
+				}
+			}
+			if !strings.Contains(msg, "offset 1: key") || !strings.Contains(msg, "reserved") {
+				t.Fatalf("dead letter's message %q, want it to name the offset and the reserved key", msg)
+			}
+		})
+		t.Run("fail", func(t *testing.T) {
+			h := newHarness(t, nil, keyflow.New(traceFold), 0)
+			h.send(rec(0, key, ""))
+			if err := h.awaitFailure(); !strings.Contains(err.Error(), "offset 0: key") || !strings.Contains(err.Error(), "nil-key policy: fail") {
+				t.Fatalf("error %q, want the reserved key named under the nil-key policy", err)
+			}
+		})
+	}
+}
+
 var errBoom = errors.New("boom")
 
 func failingAt(off int64) keyflow.FoldFunc[trace] {

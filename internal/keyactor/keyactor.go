@@ -547,8 +547,12 @@ func (a *keyActor[S]) deliver(ctx actor.Context, m *Deliver) {
 			continue // a replayed record already in the snapshot
 		}
 		if a.keyless {
-			err := fmt.Errorf("%s[%d] offset %d: record has no key (nil-key policy: dead-letter)", rec.Topic, rec.Partition, rec.Offset)
-			a.env.Logger.Warn("record without key sent to the dead-letter topic (policy dead-letter)", zap.Int64("offset", rec.Offset))
+			what := "record has no key"
+			if rec.Key != nil { // a key reserved for actorflow's own records
+				what = fmt.Sprintf("key %q is reserved for actorflow's own snapshot records", rec.Key)
+			}
+			err := fmt.Errorf("%s[%d] offset %d: %s (nil-key policy: dead-letter)", rec.Topic, rec.Partition, rec.Offset, what)
+			a.env.Logger.Warn(what+"; record sent to the dead-letter topic (nil-key policy: dead-letter)", zap.Int64("offset", rec.Offset))
 			// Its offset, as a fold's: a dead letter that fails the key
 			// pins it (failedAt), so no Settled passes it.
 			a.cur = rec.Offset
