@@ -28,7 +28,35 @@ var (
 	// be skipped as replays of the old ones wherever a key's snapshot
 	// covers their offsets. The partition refuses to start.
 	ErrSnapshotsAhead = errors.New("actorflow: snapshots ahead of the input")
+	// ErrInputRepartitioned is matched by a recovery whose latest offset
+	// marker records another input partition count than the input has now:
+	// partitions were added to the input, and its keys hash to other
+	// partitions than the ones their state is in — each moved key would
+	// restart from nothing on its new partition while its state sits in
+	// the old one. The partition refuses to start; WithResetLostState
+	// starts it anyway.
+	ErrInputRepartitioned = errors.New("actorflow: input topic repartitioned")
 )
+
+// InputRepartitionedError names a partition whose snapshots were written
+// under another input partition count (ErrInputRepartitioned).
+type InputRepartitionedError struct {
+	Snapshots string // the snapshot partition, "topic[p]"
+	Input     string // the input partition, "topic[p]"
+	Recorded  int32  // the partition count the latest marker records
+	Now       int32  // the input's partition count now
+}
+
+func (e *InputRepartitionedError) Error() string {
+	return fmt.Sprintf("%s: the latest offset marker of %s records the input partitioned %d ways, but it has %d partitions now: "+
+		"keys hash to other partitions than the ones their state is in, and each moved key would restart from nothing; "+
+		"refusing to start the partition. Rebuild the state under the new count (a new group and snapshot topic, reading "+
+		"the input from its start), or start anyway with actorflow.WithResetLostState (moved keys restart from nothing)",
+		e.Input, e.Snapshots, e.Recorded, e.Now)
+}
+
+// Is makes errors.Is(err, ErrInputRepartitioned) true.
+func (e *InputRepartitionedError) Is(target error) bool { return target == ErrInputRepartitioned }
 
 // Assignment is what the consumer knew of an input partition when it was
 // assigned: the offset processing starts at, whether it was a committed
@@ -128,7 +156,10 @@ type recoveryCheck struct {
 	log     *zap.Logger
 	records int
 	marker  int64 // latest marker's input offset, -1 none
-	bad     map[string]error
+	// markerParts is the input partition count the latest marker records
+	// (HeaderInputPartitions; 0: none recorded).
+	markerParts int32
+	bad         map[string]error
 	// emitted: keys handed to fn; a key dropped at the end needs a
 	// tombstone to forget an earlier valid snapshot.
 	emitted map[string]bool
@@ -152,7 +183,14 @@ func (c *recoveryCheck) add(r *kgo.Record) (s Snapshot, ok bool) {
 				zap.String("snapshots", c.snaps), zap.Int64("offset", r.Offset), zap.ByteString("value", r.Value), zap.Error(err))
 			return Snapshot{}, false
 		}
-		c.marker = v
+		c.marker, c.markerParts = v, 0
+		for _, h := range r.Headers {
+			if h.Key == HeaderInputPartitions {
+				if n, err := strconv.ParseInt(string(h.Value), 10, 32); err == nil && n > 0 {
+					c.markerParts = int32(n)
+				}
+			}
+		}
 		return Snapshot{}, false
 	}
 	s, ok, err := DecodeRecord(r)
@@ -174,8 +212,9 @@ func (c *recoveryCheck) add(r *kgo.Record) (s Snapshot, ok bool) {
 
 // finish decides. drop lists keys whose state the caller must forget (apply
 // a tombstone), when DropUndecodable allows it. inputEnd is the input
-// partition's log end, read after the snapshots (-1: unknown).
-func (c *recoveryCheck) finish(input string, a *Assignment, inputEnd int64) (drop []string, err error) {
+// partition's log end, read after the snapshots (-1: unknown);
+// inputPartitions the input's partition count now (0: unknown).
+func (c *recoveryCheck) finish(input string, a *Assignment, inputEnd int64, inputPartitions int32) (drop []string, err error) {
 	if len(c.bad) > 0 {
 		if !c.opts.DropUndecodable {
 			return nil, &UndecodableSnapshotError{Snapshots: c.snaps, Keys: c.bad}
@@ -194,6 +233,14 @@ func (c *recoveryCheck) finish(input string, a *Assignment, inputEnd int64) (dro
 		// with or without a committed offset — the group's offsets of a
 		// deleted topic are deleted with it.
 		return drop, &SnapshotsAheadError{Snapshots: c.snaps, Input: input, Marker: c.marker, InputEnd: inputEnd}
+	}
+	if c.markerParts > 0 && inputPartitions > 0 && c.markerParts != inputPartitions {
+		rep := &InputRepartitionedError{Snapshots: c.snaps, Input: input, Recorded: c.markerParts, Now: inputPartitions}
+		if !c.opts.ResetLostState {
+			return drop, rep
+		}
+		c.log.Error("the input was repartitioned; starting anyway (WithResetLostState): keys that moved partition restart from nothing",
+			zap.Error(rep))
 	}
 	if a == nil || !a.Committed {
 		return drop, nil

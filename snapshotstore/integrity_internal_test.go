@@ -37,7 +37,7 @@ func runEnd(t *testing.T, opts IntegrityOptions, a *Assignment, inputEnd int64, 
 			got[s.Key] = s
 		}
 	}
-	drop, err := c.finish("in[0]", a, inputEnd)
+	drop, err := c.finish("in[0]", a, inputEnd, 0)
 	return got, drop, err
 }
 
@@ -65,7 +65,7 @@ func TestRecoveryCheckUndecodableRecords(t *testing.T) {
 
 func TestRecoveryCheckLostState(t *testing.T) {
 	committed := func(off, start int64) *Assignment { return &Assignment{Offset: off, Committed: true, LogStart: start} }
-	marker := func(off int64) *kgo.Record { return markerRecord("snaps", 0, off) }
+	marker := func(off int64) *kgo.Record { return markerRecord("snaps", 0, off, 0) }
 	for _, tc := range []struct {
 		name string
 		a    *Assignment
@@ -114,7 +114,7 @@ func TestRecoveryCheckSaysWhatItCannotJudge(t *testing.T) {
 		recs          []*kgo.Record
 	}{
 		{"no marker", "holds records but no valid offset marker", []*kgo.Record{snapRec("a", 499, "v")}},
-		{"a marker without an offset", "does not hold an offset", []*kgo.Record{markerRecord("snaps", 0, 500), {Topic: "snaps", Key: []byte(MarkerKey), Value: []byte("x")}}},
+		{"a marker without an offset", "does not hold an offset", []*kgo.Record{markerRecord("snaps", 0, 500, 0), {Topic: "snaps", Key: []byte(MarkerKey), Value: []byte("x")}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			core, logs := observer.New(zapcore.WarnLevel)
@@ -123,7 +123,7 @@ func TestRecoveryCheckSaysWhatItCannotJudge(t *testing.T) {
 				r.Offset = int64(i)
 				c.add(r)
 			}
-			if _, err := c.finish("in[0]", &Assignment{Offset: 500, Committed: true}, -1); err != nil {
+			if _, err := c.finish("in[0]", &Assignment{Offset: 500, Committed: true}, -1, 0); err != nil {
 				t.Fatalf("finish = %v, want no refusal", err)
 			}
 			if logs.FilterMessageSnippet(tc.warning).Len() != 1 {
@@ -141,7 +141,7 @@ func TestRecoveryCheckSaysWhatItCannotJudge(t *testing.T) {
 // offsets of a deleted topic go with it). A marker at the log end is the
 // normal case, and an unknown log end checks nothing (found by a review).
 func TestRecoveryCheckSnapshotsAheadOfTheInput(t *testing.T) {
-	marker := func(off int64) *kgo.Record { return markerRecord("snaps", 0, off) }
+	marker := func(off int64) *kgo.Record { return markerRecord("snaps", 0, off, 0) }
 	recs := []*kgo.Record{snapRec("a", 499, "v"), marker(500)}
 	for _, tc := range []struct {
 		name  string
@@ -167,5 +167,41 @@ func TestRecoveryCheckSnapshotsAheadOfTheInput(t *testing.T) {
 				t.Fatalf("error %q does not name both partitions and both offsets", err)
 			}
 		})
+	}
+}
+
+// A marker records the input partition count its keys were partitioned by;
+// a recovery under another count refuses to start (ErrInputRepartitioned):
+// keys moved to other partitions than their state's would each restart
+// from nothing. WithResetLostState starts anyway; an unknown count on
+// either side judges nothing.
+func TestRecoveryCheckInputRepartitioned(t *testing.T) {
+	committed := &Assignment{Offset: 500, Committed: true, LogStart: 0}
+	finish := func(opts IntegrityOptions, recorded, now int32) error {
+		c := newRecoveryCheck("snaps[0]", opts, zap.NewNop())
+		c.add(snapRec("a", 400, "v"))
+		c.add(markerRecord("snaps", 0, 500, recorded))
+		_, err := c.finish("in[0]", committed, 600, now)
+		return err
+	}
+	err := finish(IntegrityOptions{}, 8, 16)
+	var re *InputRepartitionedError
+	if !errors.Is(err, ErrInputRepartitioned) || !errors.As(err, &re) || re.Recorded != 8 || re.Now != 16 ||
+		!strings.Contains(err.Error(), "in[0]") || !strings.Contains(err.Error(), "snaps[0]") {
+		t.Fatalf("8 partitions recorded, 16 now: %v, want ErrInputRepartitioned naming both partitions and counts", err)
+	}
+	for _, tc := range []struct {
+		name          string
+		opts          IntegrityOptions
+		recorded, now int32
+	}{
+		{"the same count", IntegrityOptions{}, 8, 8},
+		{"no count recorded (a marker before it)", IntegrityOptions{}, 0, 16},
+		{"the count unknown now", IntegrityOptions{}, 8, 0},
+		{"started anyway", IntegrityOptions{ResetLostState: true}, 8, 16},
+	} {
+		if err := finish(tc.opts, tc.recorded, tc.now); err != nil {
+			t.Errorf("%s: %v, want no refusal", tc.name, err)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
 )
 
 // Kafka is the Kafka-backed Store. Snapshot partition N holds the snapshots
@@ -134,11 +135,13 @@ func (k *Kafka) Open(ctx context.Context, p PartitionInfo) (Partition, error) {
 	return &plainPartition{k: k, info: p}, nil
 }
 
-// recover is the recovery read of both modes (both read_committed).
-func (k *Kafka) recover(ctx context.Context, p PartitionInfo, readCommitted bool, stall time.Duration, fn func(Snapshot) error) error {
+// recover is the recovery read of both modes (both read_committed). It
+// returns the input's partition count (0: unknown), which the partition's
+// markers record from then on (HeaderInputPartitions).
+func (k *Kafka) recover(ctx context.Context, p PartitionInfo, readCommitted bool, stall time.Duration, fn func(Snapshot) error) (int32, error) {
 	r, err := newKafkaLogReader(k.brokers, k.topic, p.Partition, readCommitted, k.cfg.clientOpts)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer r.Close()
 	snaps := fmt.Sprintf("%s[%d]", k.topic, p.Partition)
@@ -159,7 +162,7 @@ func (k *Kafka) recover(ctx context.Context, p PartitionInfo, readCommitted bool
 		return nil
 	})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	var a *Assignment
 	if p.Assigned != nil {
@@ -172,24 +175,41 @@ func (k *Kafka) recover(ctx context.Context, p PartitionInfo, readCommitted bool
 		// re-created input). Read after the snapshots: a marker written
 		// meanwhile (a plain-mode zombie still committing) is within it.
 		if inputEnd, err = listOffset(ctx, r.cl, p.Topic, p.Partition, 0, -1); err != nil {
-			return fmt.Errorf("%s: recovery: the input's log end: %w", p, err)
+			return 0, fmt.Errorf("%s: recovery: the input's log end: %w", p, err)
 		}
 	}
-	drop, err := check.finish(p.String(), a, inputEnd)
+	var parts int32
+	if p.Topic != "" {
+		// The count the keys are partitioned by now, against the one the
+		// latest marker records: partitions added to the input move keys
+		// away from their state.
+		if parts, err = TopicPartitions(ctx, r.cl, p.Topic); err != nil {
+			if check.markerParts > 0 {
+				return 0, fmt.Errorf("%s: recovery: the input's partition count: %w", p, err)
+			}
+			k.cfg.log.Warn("recovery: the input's partition count could not be read; the partition's markers will not record it",
+				zap.String("partition", p.String()), zap.Error(err))
+			parts = 0
+		}
+	}
+	drop, err := check.finish(p.String(), a, inputEnd, parts)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	for _, key := range drop {
 		if err := fn(Snapshot{Key: key, Offset: -1}); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	return nil
+	return parts, nil
 }
 
 type plainPartition struct {
 	k    *Kafka
 	info PartitionInfo
+	// inputParts is the input's partition count at the recovery, which
+	// every marker records (0: unknown).
+	inputParts atomic.Int32
 }
 
 // Recover reads read_committed too: a topic once written in the
@@ -199,7 +219,9 @@ type plainPartition struct {
 // plain mode's own writes are never transactional, so only a foreign open
 // transaction can hold the read, and then waiting is the only correct answer.
 func (p *plainPartition) Recover(ctx context.Context, fn func(Snapshot) error) error {
-	return p.k.recover(ctx, p.info, true, 0, fn)
+	n, err := p.k.recover(ctx, p.info, true, 0, fn)
+	p.inputParts.Store(n)
+	return err
 }
 
 func (p *plainPartition) Commit(ctx context.Context, b Batch) error {
@@ -222,7 +244,7 @@ func (p *plainPartition) Commit(ctx context.Context, b Batch) error {
 		// The marker before the consumer commit: a committed offset above
 		// the latest marker then means lost snapshots (recoveryCheck).
 		if b.OffsetAdvanced {
-			recs = append(recs, markerRecord(p.k.topic, p.info.Partition, b.Offset))
+			recs = append(recs, markerRecord(p.k.topic, p.info.Partition, b.Offset, p.inputParts.Load()))
 		}
 		for _, res := range p.k.producer.ProduceSync(ctx, recs...) {
 			if res.Err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/actorflow/actorflow/internal/kgolog"
@@ -29,6 +30,9 @@ type txnPartition struct {
 	k    *Kafka
 	info PartitionInfo
 	id   string
+	// inputParts is the input's partition count at the recovery, which
+	// every marker records (0: unknown).
+	inputParts atomic.Int32
 	// cl is replaced by reinit (on Commit's goroutine, the only one using
 	// it besides Close); mu orders the swap with Close.
 	cl     *kgo.Client
@@ -168,7 +172,9 @@ func (k *Kafka) newTxnClient(ctx context.Context, p PartitionInfo, id string, di
 
 func (t *txnPartition) Recover(ctx context.Context, fn func(Snapshot) error) error {
 	// read_committed: a fenced writer's aborted records stay invisible.
-	return t.k.recover(ctx, t.info, true, t.k.cfg.stallTimeout, fn)
+	n, err := t.k.recover(ctx, t.info, true, t.k.cfg.stallTimeout, fn)
+	t.inputParts.Store(n)
+	return err
 }
 
 // Close closes the producer. A re-initialisation under way is waited for
@@ -501,7 +507,7 @@ func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetad
 			// A write like any other: after a broker restart it would join
 			// a transaction the broker left open (dangling.go).
 			t.checkDangling(actx)
-			_ = t.cl.ProduceSync(actx, markerRecord(t.k.topic, t.info.Partition, b.Offset)).FirstErr()
+			_ = t.cl.ProduceSync(actx, markerRecord(t.k.topic, t.info.Partition, b.Offset, t.inputParts.Load())).FirstErr()
 		}
 		mark := t.kgoLog.Mark()
 		if aerr := t.cl.EndTransaction(actx, kgo.TryAbort); aerr != nil {
@@ -532,7 +538,7 @@ func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetad
 	}
 	// The marker makes kgo send EndTxn even when the batch has no writes
 	// (see ../shared/notes/franz-go.md, "offset-only transactions").
-	recs = append(recs, markerRecord(t.k.topic, t.info.Partition, b.Offset))
+	recs = append(recs, markerRecord(t.k.topic, t.info.Partition, b.Offset, t.inputParts.Load()))
 	// Under transaction version 2 (KIP-890) the epoch changes after every
 	// EndTxn: read it inside each transaction.
 	pid, epoch, err := t.cl.ProducerID(ctx)

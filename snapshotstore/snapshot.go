@@ -28,6 +28,12 @@ const (
 	// HeaderKind is "offset-marker" on the marker record every transaction of
 	// the transactional mode writes (absent on snapshots).
 	HeaderKind = "actorflow.kind"
+	// HeaderInputPartitions carries, on a marker record, the input topic's
+	// partition count, as decimal ASCII, when the partition recovered: the
+	// count its keys were partitioned by. A recovery under another count
+	// refuses to start (ErrInputRepartitioned). Absent when unknown (the
+	// count could not be read; markers before it).
+	HeaderInputPartitions = "actorflow.input-partitions"
 
 	formatVersion = "2"
 	// formatV1 is the format before durable timers: read, never written.
@@ -199,8 +205,10 @@ var formatVersionBytes = []byte(formatVersion)
 // markerRecord is written in every transaction of the transactional mode so
 // that kgo always sends EndTxn (see ../shared/notes/franz-go.md: an
 // offset-only transaction is otherwise never ended). Compaction keeps one.
-func markerRecord(topic string, partition int32, committed int64) *kgo.Record {
-	return &kgo.Record{
+// inputPartitions is the input's partition count its keys were
+// partitioned by (0: unknown, no header).
+func markerRecord(topic string, partition int32, committed int64, inputPartitions int32) *kgo.Record {
+	r := &kgo.Record{
 		Topic:     topic,
 		Partition: partition,
 		Key:       []byte(MarkerKey),
@@ -210,6 +218,10 @@ func markerRecord(topic string, partition int32, committed int64) *kgo.Record {
 			{Key: HeaderFormat, Value: formatVersionBytes},
 		},
 	}
+	if inputPartitions > 0 {
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderInputPartitions, Value: strconv.AppendInt(nil, int64(inputPartitions), 10)})
+	}
+	return r
 }
 
 // DecodeRecord parses a snapshot record. ok is false for marker records,

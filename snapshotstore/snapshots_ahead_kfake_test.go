@@ -34,7 +34,7 @@ func TestSnapshotsAheadReadsTheInputsLogEnd(t *testing.T) {
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	if err := cl.ProduceSync(ctx, EncodeRecord("snaps", 0, Snapshot{Key: "a", Value: []byte("1"), Offset: 79}), markerRecord("snaps", 0, 80)).FirstErr(); err != nil {
+	if err := cl.ProduceSync(ctx, EncodeRecord("snaps", 0, Snapshot{Key: "a", Value: []byte("1"), Offset: 79}), markerRecord("snaps", 0, 80, 0)).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	k, err := NewKafka(brokers, "snaps", KafkaConfig{Mode: Plain})
@@ -56,7 +56,7 @@ func TestSnapshotsAheadReadsTheInputsLogEnd(t *testing.T) {
 		t.Fatalf("a marker within the input's fresh log end: %v", err)
 	}
 	// A later marker past where the input ends now (100).
-	if err := cl.ProduceSync(ctx, markerRecord("snaps", 0, 500)).FirstErr(); err != nil {
+	if err := cl.ProduceSync(ctx, markerRecord("snaps", 0, 500, 0)).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	if err := recover(); !errors.Is(err, ErrSnapshotsAhead) || !strings.Contains(err.Error(), "log ends at 100") {
