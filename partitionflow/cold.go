@@ -43,7 +43,11 @@ func (c coldSnap) snapshot(key string, src snapshotstore.Position) snapshotstore
 	if c.timers != nil {
 		s.Timers = *c.timers
 	}
-	if c.source >= 0 {
+	if src.Topic != "" {
+		// Offset -1 for a snapshot an actor handed back: it names the
+		// snapshot partition still, and says it was not read from the log
+		// (a decode error of it named "[0]@0", and its dead letter's
+		// headers topic "" partition 0 offset 0: found by a review).
 		s.Source = snapshotstore.Position{Topic: src.Topic, Partition: src.Partition, Offset: c.source}
 	}
 	return s
@@ -66,12 +70,13 @@ func (c coldSnap) nextTimer() (time.Time, bool) {
 
 // coldSource is where a partition's recovered snapshots were read from
 // (their Source without the offset): the first one's, since a partition's
-// snapshots all come from one partition of one topic.
-func coldSource(snaps map[string]snapshotstore.Snapshot) snapshotstore.Position {
+// snapshots all come from one partition of one topic; with none, def (the
+// configured snapshot topic's partition; zero when unknown).
+func coldSource(snaps map[string]snapshotstore.Snapshot, def snapshotstore.Position) snapshotstore.Position {
 	for _, s := range snaps {
 		if s.Source != (snapshotstore.Position{}) {
 			return snapshotstore.Position{Topic: s.Source.Topic, Partition: s.Source.Partition}
 		}
 	}
-	return snapshotstore.Position{}
+	return def
 }

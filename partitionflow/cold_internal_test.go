@@ -10,7 +10,8 @@ import (
 
 // A cold key's snapshot comes back whole: value (a tombstone's nil kept
 // apart from an empty value), offset, timers, and the source it was
-// recovered from; one an actor handed back has no source.
+// recovered from; one an actor handed back names the snapshot partition
+// with offset -1 (not read from the log).
 func TestColdSnapshotKeepsWhatALoadNeeds(t *testing.T) {
 	src := snapshotstore.Position{Topic: "snaps", Partition: 3}
 	at := time.UnixMilli(1_700_000_000_000)
@@ -19,8 +20,11 @@ func TestColdSnapshotKeepsWhatALoadNeeds(t *testing.T) {
 			Source: snapshotstore.Position{Topic: "snaps", Partition: 3, Offset: 977}},
 		"gone": {Key: "gone", Value: nil, Offset: 7, Source: snapshotstore.Position{Topic: "snaps", Partition: 3, Offset: 12}},
 	}
-	if got := coldSource(recovered); got != src {
+	if got := coldSource(recovered, snapshotstore.Position{}); got != src {
 		t.Fatalf("coldSource = %+v, want %+v", got, src)
+	}
+	if def := (snapshotstore.Position{Topic: "snaps", Partition: 3}); coldSource(nil, def) != def {
+		t.Fatalf("coldSource of no snapshot = %+v, want the configured %+v", coldSource(nil, def), def)
 	}
 	for k, s := range recovered {
 		if got := toCold(s, src).snapshot(k, src); !reflect.DeepEqual(got, s) {
@@ -29,6 +33,7 @@ func TestColdSnapshotKeepsWhatALoadNeeds(t *testing.T) {
 	}
 	unloaded := snapshotstore.Snapshot{Key: "b", Value: []byte{}, Offset: 5}
 	c := toCold(unloaded, src)
+	unloaded.Source = snapshotstore.Position{Topic: "snaps", Partition: 3, Offset: -1}
 	if got := c.snapshot("b", src); !reflect.DeepEqual(got, unloaded) || got.Tombstone() {
 		t.Errorf("unloaded: %+v back as %+v (an empty value is not a tombstone)", unloaded, got)
 	}

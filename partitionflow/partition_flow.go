@@ -26,7 +26,11 @@ func (p *partition) recovered(ctx actor.Context, m *recovered) {
 		p.fail(ctx, fmt.Errorf("%s[%d]: recover snapshots: %w", p.cfg.Topic, p.cfg.Partition, m.err))
 		return
 	}
-	p.coldSrc = coldSource(m.snaps)
+	var def snapshotstore.Position
+	if p.cfg.SnapshotTopic != "" {
+		def = snapshotstore.Position{Topic: p.cfg.SnapshotTopic, Partition: p.cfg.Partition}
+	}
+	p.coldSrc = coldSource(m.snaps, def)
 	if len(p.keys) == 0 { // no key loads before recovery: sized for the snapshots
 		p.keys = make(map[string]*keySlot, len(m.snaps))
 	}

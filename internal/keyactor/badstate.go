@@ -41,12 +41,26 @@ func (a *keyActor[S]) dropUndecodableState(ctx actor.Context, snap *snapshotstor
 		}
 		if omitted != "" {
 			a.env.Logger.Warn("dead letter shrunk to fit the producer's record batch",
-				zap.String("source", snap.Source.String()), zap.Int("max_bytes", max), zap.String("omitted", omitted))
+				zap.String("source", snapshotWhere(snap.Source)), zap.Int("max_bytes", max), zap.String("omitted", omitted))
 		}
-		if !a.sendDeadLetter(ctx, cl, dl, -1, snap.Source.String()+" key "+a.key, err) {
+		if !a.sendDeadLetter(ctx, cl, dl, -1, snapshotWhere(snap.Source)+" key "+a.key, err) {
 			return
 		}
 	}
 	a.markDirty(-1)
 	a.reportDirty = true
+}
+
+// snapshotWhere names where a loaded snapshot came from: its record's
+// position, or for one the partition kept in memory since the key's last
+// unload (Offset -1) the snapshot partition and that; "unknown" when the
+// partition does not know (a store with no topic).
+func snapshotWhere(p snapshotstore.Position) string {
+	switch {
+	case p.Topic == "":
+		return "of unknown position"
+	case p.Offset < 0:
+		return fmt.Sprintf("of %s[%d] kept in memory since the key's last unload (not read from the log)", p.Topic, p.Partition)
+	}
+	return "at " + p.String()
 }

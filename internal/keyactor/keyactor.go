@@ -417,8 +417,8 @@ func (a *keyActor[S]) started(ctx actor.Context) {
 		if !snap.Tombstone() {
 			s, err := a.flow.Codec.Decode(snap.Value)
 			if err != nil {
-				bad = fmt.Errorf("%s[%d] key %q: decode snapshot at %s (offset %d): %w",
-					a.env.Topic, a.env.Partition, a.key, snap.Source, snap.Offset, err)
+				bad = fmt.Errorf("%s[%d] key %q: decode snapshot %s (offset %d): %w",
+					a.env.Topic, a.env.Partition, a.key, snapshotWhere(snap.Source), snap.Offset, err)
 				// A panicking codec fails whatever the policy: the state
 				// may be sound and the codec not (a nil map, a registry not
 				// set up yet), and Skip or DeadLetter would delete it for
