@@ -58,7 +58,9 @@ import (
 //     budget in use, WithMaxInFlight, WithMaxInFlightBytes),
 //     actorflow_lag{topic,partition}
 //     (gauge, records: high watermark − committed offset),
-//     actorflow_committed_offset{topic,partition} (gauge, offset), and
+//     actorflow_committed_offset{topic,partition} (gauge, offset),
+//     actorflow_skipped_total{topic,partition} (counter, records and calls
+//     skipped under a Skip policy since the partition started here), and
 //     actorflow_partitions{phase} (gauge, partitions by phase:
 //     recovering, running, revoking, stopping, failed, evicted — not a
 //     failure, waiting for the rejoin — and late): read from

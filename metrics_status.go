@@ -2,9 +2,9 @@ package actorflow
 
 import (
 	"context"
-	"github.com/actorflow/actorflow/coordinator"
 	"time"
 
+	"github.com/actorflow/actorflow/coordinator"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -19,6 +19,8 @@ var (
 		"Keys whose actor is loaded, per owned partition.", partitionLabels, nil)
 	descKeysEvicted = prometheus.NewDesc("actorflow_keys_evicted_total",
 		"Keys asked to unload because the partition's live-key budget was full (keyflow.WithMaxLiveKeys), since the partition started here.", partitionLabels, nil)
+	descSkipped = prometheus.NewDesc("actorflow_skipped_total",
+		"Records and calls skipped under a Skip policy (folds, undecodable records, timers, load hooks, records without a usable key), since the partition started here: each left no effect, logged at warn.", partitionLabels, nil)
 	descKeysHeld = prometheus.NewDesc("actorflow_keys_held",
 		"Keys whose records wait for the live-key budget to load them, per owned partition: a budget too small for the hot keys shows here.", partitionLabels, nil)
 	descInFlight = prometheus.NewDesc("actorflow_in_flight_records",
@@ -41,6 +43,7 @@ func (c statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descKeys
 	ch <- descKeysLoaded
 	ch <- descKeysEvicted
+	ch <- descSkipped
 	ch <- descKeysHeld
 	ch <- descInFlight
 	ch <- descInFlightBytes
@@ -74,6 +77,7 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descKeys, prometheus.GaugeValue, float64(p.Keys), p.Topic, part)
 		ch <- prometheus.MustNewConstMetric(descKeysLoaded, prometheus.GaugeValue, float64(p.KeysLoaded), p.Topic, part)
 		ch <- prometheus.MustNewConstMetric(descKeysEvicted, prometheus.CounterValue, float64(p.Evictions), p.Topic, part)
+		ch <- prometheus.MustNewConstMetric(descSkipped, prometheus.CounterValue, float64(p.Skipped), p.Topic, part)
 		ch <- prometheus.MustNewConstMetric(descKeysHeld, prometheus.GaugeValue, float64(p.KeysHeld), p.Topic, part)
 		ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(p.InFlight), p.Topic, part)
 		ch <- prometheus.MustNewConstMetric(descInFlightBytes, prometheus.GaugeValue, float64(p.InFlightBytes), p.Topic, part)

@@ -124,7 +124,10 @@ type Status struct {
 	// OutputBytesPending is the transactional outputs' bytes emitted and
 	// not yet committed (Config.MaxPendingOutputBytes bounds them).
 	OutputBytesPending int64 `json:"output_bytes_pending"`
-	Skipped            int64 `json:"skipped_records"`
+	// Skipped counts the records and calls skipped under a Skip policy:
+	// folds (keyflow.WithFoldErrorPolicy, WithUndecodablePolicy), timers,
+	// load hooks, and records without a usable key (WithNilKeyPolicy).
+	Skipped int64 `json:"skipped_records"`
 	// HighWatermark is the input partition's high watermark as of the
 	// consumer's latest fetch, Lag = HighWatermark − Committed (filled by the
 	// worker; transaction markers count as consumed, so a caught-up
@@ -335,8 +338,11 @@ type partition struct {
 	outbox     *keyactor.OutboxBudget // the transactional outputs held (Config.MaxPendingOutputBytes)
 	txns       int64
 	skipped    int64
-	outputs    int64
-	evictions  int64
+	// keySkips counts the calls the keys skipped under the Skip policy
+	// (keyactor.Env.OnSkip, called on the key actors' goroutines).
+	keySkips  atomic.Int64
+	outputs   int64
+	evictions int64
 }
 
 // Props returns the props of a partition actor.
@@ -524,6 +530,7 @@ func (p *partition) start(ctx actor.Context) {
 		},
 		// Exactly-once outputs where the store commits them (the
 		// transactional mode): Emit enrolls them in the transaction.
+		OnSkip:         func(string, error) { p.keySkips.Add(1) },
 		TxnOutputs:     p.cfg.Store.CommitsOutputs(),
 		Outbox:         p.outbox,
 		MaxOutputBytes: maxRecordBytes(p.cfg.Store),

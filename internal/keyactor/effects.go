@@ -190,6 +190,15 @@ func (a *keyActor[S]) recordFailed(ctx actor.Context, rec *kgo.Record, err error
 	var ue *undoError
 	if a.cfg.policyFor(err) != DeadLetter || errors.As(err, &ue) {
 		a.callFailed(ctx, err, "fold")
+		if a.failed == nil {
+			// Skipped: remembered in the key's next snapshot, as a dead
+			// letter is, so that a replay does not fold the record again —
+			// a fold that succeeds the second time (a transient error, a
+			// clock read) took effect after the skip was logged (found by a
+			// review).
+			a.lastFolded = rec.Offset
+			a.markDirty(rec.Offset)
+		}
 		return
 	}
 	kind := KindFoldError
