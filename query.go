@@ -29,7 +29,7 @@ var (
 	// is not running, or the partition is being assigned, recovering its
 	// snapshots, revoked, failed and waiting to start again, or owned by no
 	// member during a rebalance. Retry after a backoff.
-	ErrUnavailable = errors.New("actorflow: key's partition is not available now (rebalance or recovery); retry")
+	ErrUnavailable = errors.New("actorflow: key's partition cannot answer here now")
 )
 
 // Member is a member of the flow's consumer group, as the group coordinator

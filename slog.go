@@ -15,12 +15,12 @@ import (
 // entry keeps its level (zap's Warn is slog's Warn, DPanic and above are
 // Error), message, logger name (attribute "logger"), caller ("caller") and
 // fields as attributes; errors become string attributes under their key.
-// Default: none (no logs; also for nil). A later WithLogger or WithSlog
-// replaces it.
+// nil keeps the default (WithLogger's: warnings and errors to stderr). A
+// later WithLogger or WithSlog replaces it.
 func WithSlog(h slog.Handler) Option {
 	return func(c *config) {
 		if h == nil {
-			c.log = zap.NewNop() // nil was accepted and the first entry panicked
+			c.log = defaultLogger() // nil was accepted and the first entry panicked
 			return
 		}
 		c.log = zap.New(&slogCore{h: h}, zap.AddCaller())

@@ -327,7 +327,7 @@ func WithDeadLetterTopic(topic string) Option {
 // picks their partitions.
 //
 // Plain mode: outputs go through producer, at-least-once; with a nil
-// producer Run refuses to start (snapshotstore.ErrTopicSetup), and a flow
+// producer actorflow.NewWorker refuses the flow, and a flow
 // without WithOutput fails Emit with ErrNoOutput. A key holds its input offset, and its next
 // snapshot waits, until its outputs are acknowledged; an output that fails
 // or is not acknowledged within the output timeout (WithOutputTimeout)
@@ -342,8 +342,9 @@ func WithOutput(producer *kgo.Client, defaultTopic string) Option {
 
 // WithOutputTimeout bounds the wait for each output's acknowledgement, from
 // Emit's hand-over to the application's producer (plain mode; in the
-// transactional mode outputs are part of the transaction, bounded by the
-// revoke budget and the transaction timeout). Default DefaultOutputTimeout (10 s);
+// transactional mode outputs are part of the transaction, which is retried
+// up to the store's failover timeout, 3 min by default, before the
+// partition fails). Default DefaultOutputTimeout (10 s);
 // d <= 0 keeps the default. A key's flush (periodic or revoke-time) waits
 // for its outputs, so without a bound a stuck output — an unreachable
 // broker, a produce request never answered, a missing topic kgo is told to

@@ -6,8 +6,9 @@ import (
 	"github.com/actorflow/actorflow/internal/keyactor"
 )
 
-// DefaultOutputTimeout is the default delivery timeout of an output
-// (WithOutputTimeout): a quarter of the default revoke teardown bound (40 s,
+// DefaultOutputTimeout is the default delivery timeout of an output in the
+// plain mode (WithOutputTimeout; transactional outputs go with their
+// transaction and its retries): a quarter of the default revoke teardown bound (40 s,
 // 2/3 of the 60 s default rebalance timeout). A revoke's flush waits at most
 // this long for a stuck output before the key fails, which leaves most of
 // the bound to the transaction that follows the flush and to the stop.
