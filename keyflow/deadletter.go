@@ -16,9 +16,9 @@ import (
 var ErrUndecodable = keyactor.ErrUndecodable
 
 // ErrPanicked is matched by a partition's failure (Run's *PartitionError,
-// Status.Failed) when a fold, timer, load hook or codec panicked — or a call
-// into the store did (an output partitioner or produce hook kgo runs in a
-// transaction's produce, an application's store). A panic always fails its
+// Status.Failed) when a fold, timer, load hook or codec panicked — or the
+// output partitioner (actorflow.WithOutputPartitioner) or an application's
+// store did (hooks given to kgo are not guarded). A panic always fails its
 // partition, whatever the policies: it is a bug, not bad input; the stack
 // is logged.
 var ErrPanicked = keyactor.ErrPanicked

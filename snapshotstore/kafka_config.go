@@ -186,6 +186,9 @@ type kafkaConfig struct {
 	// failoverTimeout bounds Commit's retries of broker-side failures.
 	failoverTimeout time.Duration
 	outPartitions   kgo.Partitioner
+	// userPartitioner: outPartitions is the application's (its panics are
+	// recovered: outputs.go).
+	userPartitioner bool
 	// concurrentTxnWait bounds the retries of CONCURRENT_TRANSACTIONS on
 	// the transactional mode's raw requests (defaultConcurrentTxnWait).
 	concurrentTxnWait time.Duration
@@ -211,6 +214,7 @@ func (c KafkaConfig) resolve(topic string) (kafkaConfig, error) {
 		integrity:         c.Integrity,
 		failoverTimeout:   c.FailoverTimeout,
 		outPartitions:     c.OutputPartitioner,
+		userPartitioner:   c.OutputPartitioner != nil,
 		concurrentTxnWait: defaultConcurrentTxnWait,
 		producerHooks:     c.ProducerHooks,
 	}

@@ -33,6 +33,9 @@ type txnPartition struct {
 	// inputParts is the input's partition count at the recovery, which
 	// every marker records (0: unknown).
 	inputParts atomic.Int32
+	// parts routes the producer's records; it keeps a panic of the
+	// application's output partitioner (outputs.go).
+	parts *txnPartitioner
 	// cl is replaced by reinit (on Commit's goroutine, the only one using
 	// it besides Close); mu orders the swap with Close.
 	cl     *kgo.Client
@@ -105,16 +108,17 @@ func (k *Kafka) openTxn(ctx context.Context, p PartitionInfo) (Partition, error)
 		next = k.kgoLogger(id)
 	}
 	ring := kgolog.NewRing(next, kgoLogRing)
-	cl, err := k.newTxnClient(ctx, p, id, disc, ring)
+	parts := k.txnPartitioner()
+	cl, err := k.newTxnClient(ctx, p, id, disc, ring, parts)
 	if err != nil {
 		return nil, err
 	}
-	return &txnPartition{k: k, info: p, id: id, cl: cl, disc: disc, maxBatch: recbytes.ProducerLimit(cl), kgoLog: ring}, nil
+	return &txnPartition{k: k, info: p, id: id, cl: cl, disc: disc, maxBatch: recbytes.ProducerLimit(cl), kgoLog: ring, parts: parts}, nil
 }
 
 // newTxnClient creates the partition's transactional producer and runs
 // InitProducerID on its stable id.
-func (k *Kafka) newTxnClient(ctx context.Context, p PartitionInfo, id string, disc *disconnectCounter, ring *kgolog.Ring) (*kgo.Client, error) {
+func (k *Kafka) newTxnClient(ctx context.Context, p PartitionInfo, id string, disc *disconnectCounter, ring *kgolog.Ring, parts *txnPartitioner) (*kgo.Client, error) {
 	// TxnOffsetCommit v6 names topics by id; cap it at v5 so topics go by name.
 	versions := kversion.Stable()
 	versions.SetMaxKeyVersion(kmsg.TxnOffsetCommit.Int16(), 5)
@@ -150,7 +154,7 @@ func (k *Kafka) newTxnClient(ctx context.Context, p PartitionInfo, id string, di
 		kgo.TransactionalID(id),
 		kgo.TransactionTimeout(k.cfg.txnTimeout),
 		kgo.DefaultProduceTopic(k.topic),
-		kgo.RecordPartitioner(k.txnPartitioner()), // snapshots manual, outputs by key (outputs.go)
+		kgo.RecordPartitioner(parts), // snapshots manual, outputs by key (outputs.go)
 		kgo.MaxVersions(versions),
 	)
 	// The ring last, over a kgo.WithLogger in ClientOpts (it passes on to
@@ -414,7 +418,7 @@ func (t *txnPartition) reinit(ctx context.Context) error {
 	initing := make(chan struct{})
 	t.initing, t.initCancel = initing, cancel
 	t.mu.Unlock()
-	cl, err := t.k.newTxnClient(ictx, t.info, t.id, t.disc, t.kgoLog)
+	cl, err := t.k.newTxnClient(ictx, t.info, t.id, t.disc, t.kgoLog, t.parts)
 	t.mu.Lock()
 	t.initing, t.initCancel = nil, nil
 	close(initing)
@@ -548,6 +552,9 @@ func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetad
 	produce := func() error {
 		t.checkDangling(ctx)
 		if err := produceAll(ctx, t.cl, recs); err != nil {
+			if perr := t.parts.panicErr(); perr != nil {
+				err = fmt.Errorf("%w (%w)", perr, err)
+			}
 			return fmt.Errorf("%s: produce %d snapshots and %d outputs: %w", t.info, len(b.Writes), len(b.Outputs), err)
 		}
 		produced = true

@@ -2,7 +2,9 @@ package snapshotstore
 
 import (
 	"fmt"
+	"sync/atomic"
 
+	"github.com/actorflow/actorflow/internal/panicerr"
 	"github.com/actorflow/actorflow/internal/recbytes"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -76,10 +78,16 @@ type txnPartitioner struct {
 	snapshots string
 	manual    kgo.Partitioner
 	outputs   kgo.Partitioner
+	// guard: the outputs' partitioner is the application's
+	// (KafkaConfig.OutputPartitioner), whose panics are recovered;
+	// panicked holds the first one's message.
+	guard    bool
+	panicked atomic.Pointer[string]
 }
 
-func (k *Kafka) txnPartitioner() kgo.Partitioner {
-	return &txnPartitioner{snapshots: k.topic, manual: kgo.ManualPartitioner(), outputs: k.cfg.outPartitions}
+func (k *Kafka) txnPartitioner() *txnPartitioner {
+	return &txnPartitioner{snapshots: k.topic, manual: kgo.ManualPartitioner(), outputs: k.cfg.outPartitions,
+		guard: k.cfg.userPartitioner}
 }
 
 // ForTopic implements kgo.Partitioner.
@@ -87,7 +95,98 @@ func (p *txnPartitioner) ForTopic(topic string) kgo.TopicPartitioner {
 	if topic == p.snapshots {
 		return p.manual.ForTopic(topic)
 	}
-	return p.outputs.ForTopic(topic)
+	tp := p.outputs.ForTopic(topic)
+	if !p.guard {
+		return tp
+	}
+	// The wrapper has the optional methods tp has, no more: kgo's path
+	// differs with each (OnNewBatch makes it partition a record twice).
+	g := guardedTopicPartitioner{tp: tp, p: p}
+	b, backup := tp.(kgo.TopicBackupPartitioner)
+	nb, newBatch := tp.(kgo.TopicPartitionerOnNewBatch)
+	switch {
+	case backup && newBatch:
+		return guardedBackupNewBatch{guardedBackupPartitioner{g, b}, guardedNewBatch{g, nb}}
+	case backup:
+		return guardedBackupPartitioner{g, b}
+	case newBatch:
+		return guardedNewBatchPartitioner{g, guardedNewBatch{g, nb}}
+	}
+	return g
+}
+
+// panicErr is the error of a produce that failed on the partitioner's
+// panic: ErrPanicked (the partition fails, its failure matching
+// keyflow.ErrPanicked), else nil.
+func (p *txnPartitioner) panicErr() error {
+	if v := p.panicked.Load(); v != nil {
+		return fmt.Errorf("output partitioner: %w: %s", panicerr.ErrPanicked, *v)
+	}
+	return nil
+}
+
+// guardedTopicPartitioner recovers a panic of the application's output
+// partitioner: kgo calls it on its own goroutines (the first produce to a
+// topic partitions it on the metadata update's), outside any guard of the
+// runtime, and the panic ended the process (found by a review). The record
+// gets partition -1, which kgo fails cleanly ("invalid record partitioning
+// choice"), so the transaction fails and the partition with it.
+type guardedTopicPartitioner struct {
+	tp kgo.TopicPartitioner
+	p  *txnPartitioner
+}
+
+func (g guardedTopicPartitioner) recovered(what string) {
+	if r := recover(); r != nil {
+		msg := fmt.Sprintf("%s: %v", what, r)
+		g.p.panicked.CompareAndSwap(nil, &msg)
+	}
+}
+
+func (g guardedTopicPartitioner) RequiresConsistency(r *kgo.Record) (c bool) {
+	defer g.recovered("RequiresConsistency")
+	return g.tp.RequiresConsistency(r)
+}
+
+func (g guardedTopicPartitioner) Partition(r *kgo.Record, n int) (p int) {
+	p = -1
+	defer g.recovered("Partition")
+	return g.tp.Partition(r, n)
+}
+
+// guardedNewBatch is the guarded OnNewBatch of a partitioner that has one.
+type guardedNewBatch struct {
+	g  guardedTopicPartitioner
+	nb kgo.TopicPartitionerOnNewBatch
+}
+
+func (n guardedNewBatch) OnNewBatch() {
+	defer n.g.recovered("OnNewBatch")
+	n.nb.OnNewBatch()
+}
+
+// guardedNewBatchPartitioner is a guarded partitioner with OnNewBatch.
+type guardedNewBatchPartitioner struct {
+	guardedTopicPartitioner
+	guardedNewBatch
+}
+
+// guardedBackupNewBatch is a guarded backup partitioner with OnNewBatch.
+type guardedBackupNewBatch struct {
+	guardedBackupPartitioner
+	guardedNewBatch
+}
+
+// guardedBackupPartitioner is a guarded kgo.TopicBackupPartitioner.
+type guardedBackupPartitioner struct {
+	guardedTopicPartitioner
+	b kgo.TopicBackupPartitioner
+}
+
+func (g guardedBackupPartitioner) PartitionByBackup(r *kgo.Record, n int, it kgo.TopicBackupIter) (p int) {
+	p = -1
+	defer g.recovered("PartitionByBackup")
+	return g.b.PartitionByBackup(r, n, it)
 }
 
 // batchRecords returns a transaction's records: its snapshots, then its

@@ -1,10 +1,10 @@
 package keyactor
 
 import (
-	"errors"
 	"fmt"
 	"runtime/debug"
 
+	"github.com/actorflow/actorflow/internal/panicerr"
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/zap"
 )
@@ -14,7 +14,7 @@ import (
 // is a bug in the flow, not bad input a policy may skip), naming the
 // topic, partition, offset (for a fold), key and call; the stack goes to
 // the log.
-var ErrPanicked = errors.New("panic in the flow")
+var ErrPanicked = panicerr.ErrPanicked
 
 // protect runs fn and returns what it panicked with, and the stack (nil
 // when it did not panic).
@@ -81,8 +81,9 @@ func (e *codecPanic) Is(target error) bool { return target == ErrPanicked }
 // (a store's Open, a transaction's commit, the recovery read), and turns a
 // panic there into fn's error, matching ErrPanicked, its stack logged. User
 // code runs in those calls: an application's store, and in the Kafka store
-// the output partitioner and produce hooks, which kgo calls synchronously
-// in Produce. Outside any actor such a panic escaped supervision and ended
+// the output partitioner when kgo calls it synchronously in Produce (on
+// its own goroutines the store recovers it: snapshotstore/outputs.go).
+// Outside any actor such a panic escaped supervision and ended
 // the process, where a fold's panic fails only its partition (found by a
 // review).
 func Guard(log *zap.Logger, what string, fn func() error) (err error) {
