@@ -21,8 +21,9 @@ type config struct {
 	input, snapshot string
 	// kafka is the Kafka store's configuration: WithMode,
 	// WithTransactionalIDPrefix, WithRecoveryStallTimeout,
-	// WithOutputPartitioner, WithResetLostState and
-	// WithDropUndecodableSnapshots write their field of it, its zero fields
+	// WithOutputPartitioner, WithResetLostState,
+	// WithAcceptInputRepartition and WithDropUndecodableSnapshots write
+	// their field of it, its zero fields
 	// take the store's defaults, and Run adds what the worker derives (the
 	// clients' options, logger, stale-generation wait and producer metrics).
 	// One place per option: nothing is copied into the store field by
@@ -136,9 +137,9 @@ func WithTransactionalIDPrefix(p string) Option {
 // The options of the worker's own Kafka store are then the given store's
 // to have, and NewWorker refuses them beside WithStore, naming the option:
 // WithCreateTopics, WithAllowNonCompactedSnapshots,
-// WithRecoveryStallTimeout, WithOutputPartitioner, WithResetLostState and
-// WithDropUndecodableSnapshots (a snapshotstore.KafkaConfig has fields for
-// the last four). WithSnapshotTopic, WithMode and WithTransactionalIDPrefix
+// WithRecoveryStallTimeout, WithOutputPartitioner, WithResetLostState,
+// WithAcceptInputRepartition and WithDropUndecodableSnapshots (a
+// snapshotstore.KafkaConfig has fields for the last five). WithSnapshotTopic, WithMode and WithTransactionalIDPrefix
 // describe the store: they are refused when the store says it has another
 // value (a *snapshotstore.Kafka says all three), and otherwise not checked
 // (logged at warn when the store cannot say: its own apply).
@@ -432,11 +433,30 @@ func WithPartitionRetryBackoff(first, max time.Duration) Option {
 // committed offset above the latest marker (a truncated topic) — logging it
 // at error; its keys restart from their surviving snapshots or from nothing.
 // Also the way to start a group whose offsets were set by hand (above 0)
-// with no snapshot history.
+// with no snapshot history, and a partition whose input was repartitioned
+// (snapshotstore.ErrInputRepartitioned: keys that moved restart from
+// nothing).
 // Default: such a partition refuses to start (errors.Is(err,
 // snapshotstore.ErrLostState)), naming topic, partition and offsets.
 func WithResetLostState() Option {
 	return func(c *config) { c.kafka.Integrity.ResetLostState = true; c.storeOpt("WithResetLostState") }
+}
+
+// WithAcceptInputRepartition starts a partition whose latest offset marker
+// records another input partition count than the input has now, logging it
+// at warn. Default: such a partition refuses to start (errors.Is(err,
+// snapshotstore.ErrInputRepartitioned)), since under the default
+// partitioner (and any that hashes the key modulo the partition count)
+// adding partitions moves keys away from their state. Set it when the
+// input's producers do not partition by the count (explicit partitions, or
+// a partitioner that moves no key when partitions are added), where the
+// check's premise does not hold; keep it until every partition has
+// committed once under the new count.
+func WithAcceptInputRepartition() Option {
+	return func(c *config) {
+		c.kafka.Integrity.AcceptRepartitioned = true
+		c.storeOpt("WithAcceptInputRepartition")
+	}
 }
 
 // WithDropUndecodableSnapshots drops (logged at error) the state of keys

@@ -145,6 +145,7 @@ func TestNewWorkerRefusesStoreOptionsWithWithStore(t *testing.T) {
 		"WithRecoveryStallTimeout":       actorflow.WithRecoveryStallTimeout(time.Minute),
 		"WithOutputPartitioner":          actorflow.WithOutputPartitioner(kgo.ManualPartitioner()),
 		"WithResetLostState":             actorflow.WithResetLostState(),
+		"WithAcceptInputRepartition":     actorflow.WithAcceptInputRepartition(),
 		"WithDropUndecodableSnapshots":   actorflow.WithDropUndecodableSnapshots(),
 	} {
 		wantRefused(t, name+" with WithStore", identity(), storeOpts(o), name, "WithStore")

@@ -51,7 +51,9 @@ func (e *InputRepartitionedError) Error() string {
 	return fmt.Sprintf("%s: the latest offset marker of %s records the input partitioned %d ways, but it has %d partitions now: "+
 		"keys hash to other partitions than the ones their state is in, and each moved key would restart from nothing; "+
 		"refusing to start the partition. Rebuild the state under the new count (a new group and snapshot topic, reading "+
-		"the input from its start), or start anyway with actorflow.WithResetLostState (moved keys restart from nothing)",
+		"the input from its start), or start anyway with actorflow.WithResetLostState (moved keys restart from nothing); "+
+		"if the input's producers do not partition by the count, start with actorflow.WithAcceptInputRepartition. Either "+
+		"option is needed until every partition has committed once under the new count (its markers then record it)",
 		e.Input, e.Snapshots, e.Recorded, e.Now)
 }
 
@@ -144,8 +146,16 @@ type IntegrityOptions struct {
 	// decoded (logged at error) instead of failing.
 	DropUndecodable bool
 	// ResetLostState starts a partition whose snapshot history is missing
-	// (logged at error) instead of failing with ErrLostState.
+	// (logged at error) instead of failing with ErrLostState; also one
+	// whose input was repartitioned (ErrInputRepartitioned).
 	ResetLostState bool
+	// AcceptRepartitioned starts a partition whose latest marker records
+	// another input partition count (logged at warn) instead of failing
+	// with ErrInputRepartitioned: for inputs whose producers do not
+	// partition by the count (explicit partitions, a partitioner that
+	// moves no key when partitions are added), where the check's premise
+	// does not hold.
+	AcceptRepartitioned bool
 }
 
 // recoveryCheck follows a recovery read record by record and decides, at the
@@ -236,11 +246,16 @@ func (c *recoveryCheck) finish(input string, a *Assignment, inputEnd int64, inpu
 	}
 	if c.markerParts > 0 && inputPartitions > 0 && c.markerParts != inputPartitions {
 		rep := &InputRepartitionedError{Snapshots: c.snaps, Input: input, Recorded: c.markerParts, Now: inputPartitions}
-		if !c.opts.ResetLostState {
+		switch {
+		case c.opts.AcceptRepartitioned:
+			c.log.Warn("the input's partition count changed; starting (WithAcceptInputRepartition: its producers do not partition by the count)",
+				zap.Error(rep))
+		case c.opts.ResetLostState:
+			c.log.Error("the input was repartitioned; starting anyway (WithResetLostState): keys that moved partition restart from nothing",
+				zap.Error(rep))
+		default:
 			return drop, rep
 		}
-		c.log.Error("the input was repartitioned; starting anyway (WithResetLostState): keys that moved partition restart from nothing",
-			zap.Error(rep))
 	}
 	if a == nil || !a.Committed {
 		return drop, nil

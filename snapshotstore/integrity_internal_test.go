@@ -199,6 +199,7 @@ func TestRecoveryCheckInputRepartitioned(t *testing.T) {
 		{"no count recorded (a marker before it)", IntegrityOptions{}, 0, 16},
 		{"the count unknown now", IntegrityOptions{}, 8, 0},
 		{"started anyway", IntegrityOptions{ResetLostState: true}, 8, 16},
+		{"producers that do not partition by the count", IntegrityOptions{AcceptRepartitioned: true}, 8, 16},
 	} {
 		if err := finish(tc.opts, tc.recorded, tc.now); err != nil {
 			t.Errorf("%s: %v, want no refusal", tc.name, err)

@@ -183,7 +183,13 @@ func (k *Kafka) recover(ctx context.Context, p PartitionInfo, readCommitted bool
 		// The count the keys are partitioned by now, against the one the
 		// latest marker records: partitions added to the input move keys
 		// away from their state.
-		if parts, err = TopicPartitions(ctx, r.cl, p.Topic); err != nil {
+		if parts, err = TopicPartitions(ctx, r.cl, p.Topic); err == nil && parts <= 0 {
+			// Not listed, or listed with a topic error: no count. Taken
+			// as 0, the check was skipped and the markers stopped
+			// recording the count, for good (found by a review).
+			err = fmt.Errorf("topic %q not in the cluster's metadata", p.Topic)
+		}
+		if err != nil {
 			if check.markerParts > 0 {
 				return 0, fmt.Errorf("%s: recovery: the input's partition count: %w", p, err)
 			}
