@@ -206,6 +206,9 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 			for _, d := range stash {
 				a.deliver(ctx, d)
 			}
+			if len(stash) > 0 {
+				a.fireOverdue(ctx)
+			}
 		}
 		a.reportUnlessLeaving(ctx)
 		a.maybeFlushDone(ctx)
@@ -255,8 +258,10 @@ func (a *keyActor[S]) onDeliver(ctx actor.Context, m *Deliver) {
 		a.stash = append(a.stash, &Deliver{Records: slices.Clone(m.Records)})
 	} else {
 		a.deliver(ctx, m)
+		// After the records that loaded the key, as promised: not while
+		// they are held (the stash's drain fires them).
+		a.fireOverdue(ctx)
 	}
-	a.fireOverdue(ctx)
 	// Transactional outputs go out with the snapshot right after the
 	// batch that emitted them, not at the next PersistEvery tick:
 	// their transaction's commit is their visibility (one write per key
