@@ -40,6 +40,7 @@ type ownerCache struct {
 
 // ownerFlight is a read under way; done closes when owners and err are set.
 type ownerFlight struct {
+	gen    int32 // the generation it reads at
 	done   chan struct{}
 	owners ownersOf
 	err    error
@@ -62,7 +63,7 @@ func (c *ownerCache) lookup(ctx context.Context, gen int32, read func(context.Co
 		}
 		f := c.flight
 		if f == nil {
-			f = &ownerFlight{done: make(chan struct{})}
+			f = &ownerFlight{gen: gen, done: make(chan struct{})}
 			c.flight = f
 			// The read's start: what it returns is at least this fresh.
 			at := c.now()
@@ -90,6 +91,8 @@ func (c *ownerCache) lookup(ctx context.Context, gen int32, read func(context.Co
 			return nil, ctx.Err()
 		}
 		switch {
+		case f.gen != gen:
+			continue // read at another generation: read again at this one
 		case f.err == nil:
 			return f.owners, nil
 		case !errors.Is(f.err, context.Canceled) && !errors.Is(f.err, context.DeadlineExceeded):

@@ -162,3 +162,20 @@ func TestOwnerCacheWaiterOutlivesTheReadersCtx(t *testing.T) {
 		t.Fatalf("the waiter: owner and error %q after %d reads, want c, read under its own ctx (2 reads)", m, reads.Load())
 	}
 }
+
+// A lookup at a newer generation does not take the answer of a read made
+// at an older one that it found under way: it reads again.
+func TestOwnerCacheWaiterOfAnotherGenerationReadsAgain(t *testing.T) {
+	c := newOwnerCache()
+	var reads atomic.Int32
+	started, release := make(chan struct{}), make(chan struct{})
+	go func() { _, _ = c.lookup(context.Background(), 1, blockedRead(&reads, started, release)) }()
+	<-started
+	got := make(chan string, 1)
+	go func() { m, err := ownerOrErr(c, 2, countingReads(&reads, "c")); got <- m + fmt.Sprint(err) }()
+	awaitWaiting(t, c, 1)
+	close(release)
+	if m := <-got; m != "c<nil>" || reads.Load() != 2 {
+		t.Fatalf("the waiter at generation 2: owner and error %q after %d reads, want c, read at its own generation (2 reads)", m, reads.Load())
+	}
+}

@@ -100,6 +100,9 @@ func checkStoreOptions(c *config) error {
 				unchecked = append(unchecked, name)
 				continue
 			}
+			if m, ok := c.store.(interface{ Mode() snapshotstore.Mode }); ok && m.Mode() == snapshotstore.Plain {
+				continue // the plain mode uses no transactional id: nothing to disagree on
+			}
 			if got, want := k.TransactionalID(c.input, 0), fmt.Sprintf("%s-%s-%d", c.kafka.TransactionalIDPrefix, c.input, 0); got != want {
 				return fmt.Errorf("actorflow: WithTransactionalIDPrefix(%q) with WithStore: the store's transactional ids are its own (%q for partition 0, not %q); set its prefix in the store's configuration",
 					c.kafka.TransactionalIDPrefix, got, want)

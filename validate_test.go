@@ -179,6 +179,14 @@ func TestNewWorkerChecksTheStoresOwnSettingsAgainstWithStore(t *testing.T) {
 	wantRefused(t, "another prefix", identity(), withKafka(actorflow.WithTransactionalIDPrefix("g")),
 		"WithTransactionalIDPrefix", `"snaps-in-0"`)
 	wantAccepted(t, "the store's prefix", identity(), withKafka(actorflow.WithTransactionalIDPrefix("snaps")))
+	// A plain-mode store uses no transactional id: any prefix is harmless.
+	plain, err := snapshotstore.NewKafka([]string{noBrokers}, "snaps", snapshotstore.KafkaConfig{Mode: snapshotstore.Plain})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	wantAccepted(t, "a plain store and another prefix", identity(), []actorflow.Option{actorflow.WithBrokers(noBrokers), actorflow.WithGroup("g"),
+		actorflow.WithInputTopic("in"), actorflow.WithStore(plain), actorflow.WithMode(snapshotstore.Plain), actorflow.WithTransactionalIDPrefix("g")})
 
 	core, logs := observer.New(zapcore.WarnLevel)
 	mem := func(extra ...actorflow.Option) []actorflow.Option {
