@@ -20,7 +20,7 @@ var (
 	descKeysEvicted = prometheus.NewDesc("actorflow_keys_evicted_total",
 		"Keys asked to unload because the partition's live-key budget was full (keyflow.WithMaxLiveKeys), since the partition started here.", partitionLabels, nil)
 	descSkipped = prometheus.NewDesc("actorflow_skipped_total",
-		"Records and calls skipped under a Skip policy (folds, undecodable records, timers, load hooks, records without a usable key), since the partition started here: each left no effect, logged at warn.", partitionLabels, nil)
+		"Records and calls skipped under a Skip policy (folds, undecodable records, timers, load hooks, records without a usable key; and timers and load hooks failing under DeadLetter, which have no record to dead-letter), since the partition started here: each left no effect, logged at warn.", partitionLabels, nil)
 	descKeysHeld = prometheus.NewDesc("actorflow_keys_held",
 		"Keys whose records wait for the live-key budget to load them, per owned partition: a budget too small for the hot keys shows here.", partitionLabels, nil)
 	descInFlight = prometheus.NewDesc("actorflow_in_flight_records",

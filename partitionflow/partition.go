@@ -126,7 +126,8 @@ type Status struct {
 	OutputBytesPending int64 `json:"output_bytes_pending"`
 	// Skipped counts the records and calls skipped under a Skip policy:
 	// folds (keyflow.WithFoldErrorPolicy, WithUndecodablePolicy), timers,
-	// load hooks, and records without a usable key (WithNilKeyPolicy).
+	// load hooks, and records without a usable key (WithNilKeyPolicy); and
+	// timers and load hooks failing under DeadLetter (no record to send).
 	Skipped int64 `json:"skipped_records"`
 	// HighWatermark is the input partition's high watermark as of the
 	// consumer's latest fetch, Lag = HighWatermark − Committed (filled by the
