@@ -133,7 +133,7 @@ type QueryInfo struct {
 // one.
 func (w *Worker) Get(ctx context.Context, key string) ([]byte, QueryInfo, error) {
 	info := QueryInfo{Topic: w.cfg.input, Partition: -1, Offset: -1, PersistedOffset: -1, Committed: -1}
-	if key == snapshotstore.MarkerKey || key == snapshotstore.KeylessKey {
+	if snapshotstore.Reserved(key) {
 		return nil, info, fmt.Errorf("%w: key %q is reserved for actorflow's own records", ErrKeyNotFound, key)
 	}
 	select {

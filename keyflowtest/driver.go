@@ -397,10 +397,7 @@ func (d *Driver[S]) admit(rec *kgo.Record) (*part, string, error) {
 	k := string(rec.Key)
 	// A key reserved for actorflow's own snapshot records is no usable key
 	// either: the nil-key policy decides, as in a partition.
-	unusable, what := rec.Key == nil, "record has no key"
-	if k == snapshotstore.MarkerKey || k == snapshotstore.KeylessKey {
-		unusable, what = true, fmt.Sprintf("key %q is reserved for actorflow's own snapshot records", rec.Key)
-	}
+	what, unusable := keyactor.UnusableKey(rec.Key)
 	switch pol := d.flow.NilKeyPolicy(); {
 	case unusable && pol == keyactor.DeadLetter:
 		k = snapshotstore.KeylessKey // dead-lettered by the reserved key's actor, as in a partition

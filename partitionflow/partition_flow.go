@@ -190,21 +190,18 @@ func (p *partition) records(ctx actor.Context, recs []*kgo.Record) {
 			// the in-flight budget (the consumer does not count it).
 			p.tracker.Consumed(r.Offset)
 			continue
-		case (r.Key == nil || reservedKey(r.Key)) && p.cfg.Handler.NilKeyPolicy() == keyactor.DeadLetter:
+		case unusableKey(r.Key) && p.cfg.Handler.NilKeyPolicy() == keyactor.DeadLetter:
 			// The reserved key's actor dead-letters it: its snapshot (a
 			// tombstone carrying the offset) goes with the dead letter, so
 			// the record is held like any key's and never written twice.
 			keyless = true
-		case r.Key == nil || reservedKey(r.Key):
+		case unusableKey(r.Key):
 			// A key reserved for actorflow's own snapshot records has no
 			// usable key either: the nil-key policy decides. It failed the
 			// partition under every policy, again at each restart, and only
 			// moving the group's offset by hand got past it (found by a
 			// review).
-			what := "record has no key"
-			if r.Key != nil {
-				what = fmt.Sprintf("key %q is reserved for actorflow's own snapshot records", r.Key)
-			}
+			what, _ := keyactor.UnusableKey(r.Key)
 			if p.cfg.Handler.NilKeyPolicy() == keyactor.Skip {
 				p.skipped++
 				p.log.Warn(what+"; record skipped (nil-key policy: skip)", zap.Int64("offset", r.Offset))
@@ -740,8 +737,12 @@ func (p *partition) answerCold(q *keyactor.Query, s snapshotstore.Snapshot, foun
 	}
 }
 
-// reservedKey reports whether key is one of actorflow's own snapshot
-// records' keys, which no input record may use.
-func reservedKey(key []byte) bool {
-	return string(key) == snapshotstore.MarkerKey || string(key) == snapshotstore.KeylessKey
+// unusableKey: key cannot be a key actor's (keyactor.UnusableKey); a nil
+// check first, the common case costing no call.
+func unusableKey(key []byte) bool {
+	if key == nil {
+		return true
+	}
+	_, bad := keyactor.UnusableKey(key)
+	return bad
 }

@@ -53,6 +53,10 @@ const MarkerKey = "\x00actorflow.offset-marker"
 // with this key are rejected.
 const KeylessKey = "\x00actorflow.keyless"
 
+// Reserved reports whether key is one of actorflow's own snapshot records'
+// keys (MarkerKey, KeylessKey), which no input record's key may be.
+func Reserved(key string) bool { return key == MarkerKey || key == KeylessKey }
+
 // Snapshot is the persisted state of one key.
 type Snapshot struct {
 	Key string

@@ -64,3 +64,17 @@ func snapshotWhere(p snapshotstore.Position) string {
 	}
 	return "at " + p.String()
 }
+
+// UnusableKey says why an input record's key cannot be a key actor's: none
+// (nil), or one reserved for actorflow's own snapshot records
+// (snapshotstore.Reserved); ok false when it is usable. The nil-key policy
+// decides what such a record does (partitionflow, keyflowtest).
+func UnusableKey(key []byte) (why string, unusable bool) {
+	switch {
+	case key == nil:
+		return "record has no key", true
+	case snapshotstore.Reserved(string(key)):
+		return fmt.Sprintf("key %q is reserved for actorflow's own snapshot records", key), true
+	}
+	return "", false
+}

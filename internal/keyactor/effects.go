@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/actorflow/actorflow/internal/recbytes"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -48,12 +47,7 @@ func (k *Core) applyEffects() {
 		// common case, one call's outputs per write) instead of copying
 		// them into a new one, one allocation fewer per emitting key.
 		k.outbox, k.fx.emits = k.fx.emits, nil
-		n := 0
-		for _, rec := range k.outbox {
-			n += recbytes.Of(rec)
-		}
-		k.outboxBytes += n
-		k.env.Outbox.add(n)
+		k.outboxAdded(k.outbox)
 	}
 	for _, rec := range k.fx.emits {
 		if k.env.TxnOutputs {

@@ -552,10 +552,7 @@ func (a *keyActor[S]) deliver(ctx actor.Context, m *Deliver) {
 			continue // a replayed record already in the snapshot
 		}
 		if a.keyless {
-			what := "record has no key"
-			if rec.Key != nil { // a key reserved for actorflow's own records
-				what = fmt.Sprintf("key %q is reserved for actorflow's own snapshot records", rec.Key)
-			}
+			what, _ := UnusableKey(rec.Key)
 			err := fmt.Errorf("%s[%d] offset %d: %s (nil-key policy: dead-letter)", rec.Topic, rec.Partition, rec.Offset, what)
 			a.env.Logger.Warn(what+"; record sent to the dead-letter topic (nil-key policy: dead-letter)", zap.Int64("offset", rec.Offset))
 			// Its offset, as a fold's: a dead letter that fails the key

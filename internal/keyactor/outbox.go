@@ -47,7 +47,16 @@ func (b *OutboxBudget) full() bool { return b != nil && b.max > 0 && b.n.Load() 
 // toOutbox appends rec to the key's outbox, counting its bytes.
 func (k *Core) toOutbox(rec *kgo.Record) {
 	k.outbox = append(k.outbox, rec)
-	n := recbytes.Of(rec)
+	k.outboxAdded(k.outbox[len(k.outbox)-1:])
+}
+
+// outboxAdded counts recs, just added to the outbox, in the key's and the
+// partition's outputs bytes.
+func (k *Core) outboxAdded(recs []*kgo.Record) {
+	n := 0
+	for _, r := range recs {
+		n += recbytes.Of(r)
+	}
 	k.outboxBytes += n
 	k.env.Outbox.add(n)
 }
