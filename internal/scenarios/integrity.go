@@ -228,3 +228,61 @@ func SnapshotsAheadRefused(t *testing.T, brokers []string, mode snapshotstore.Mo
 	}
 	VerifyLedger(t, brokers, snaps, 1, exp)
 }
+
+// InputRepartitionedRefused: partitions added to the input (and to the
+// snapshot topic, which must have as many) after a worker committed. Its
+// keys now hash to other partitions than their state's, and each moved key
+// would restart from nothing: a new worker refuses to start the old
+// partition — listed in Status.Failed with ErrInputRepartitioned, naming
+// both counts — and folds nothing of it; WithAcceptInputRepartition starts
+// it, from its snapshots.
+func InputRepartitionedRefused(t *testing.T, brokers []string, mode snapshotstore.Mode) {
+	input, snaps, group := Topics(t, brokers, 1)
+	exp := ledger.Expected{}
+	testkit.ProduceLedger(t, brokers, input, &ledger.Generator{Accounts: 10}, 100, exp)
+	w := StartWorker(t, ledger.Flow(), brokers, group, input, snaps, mode)
+	testkit.WaitCommittedAtEnd(t, brokers, group, input, time.Minute)
+	if err := w.Stop(t); err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(testkit.Client(t, brokers))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := adm.CreatePartitions(ctx, 1, input, snaps); err != nil {
+		t.Fatalf("add a partition: %v", err)
+	}
+	var folds atomic.Int64
+	w2 := StartWorker(t, countingFlow(&folds), brokers, group, input, snaps, mode,
+		actorflow.WithPartitionRetryBackoff(100*time.Millisecond, 500*time.Millisecond))
+	testkit.Eventually(t, time.Minute, "the old partition refused for the input's new partition count", func() (bool, string) {
+		for _, f := range w2.W.Status(context.Background()).Failed {
+			if f.Partition == 0 && strings.Contains(f.Error, "partitioned 1 ways, but it has 2 partitions now") && strings.Contains(f.Error, input) {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprint(w2.W.Status(context.Background()).Failed)
+	})
+	if err := w2.Stop(t); !errors.Is(err, snapshotstore.ErrInputRepartitioned) {
+		t.Fatalf("Run at the clean stop = %v, want ErrInputRepartitioned", err)
+	}
+	if n := folds.Load(); n != 0 {
+		t.Fatalf("%d records folded while the partition was refused", n)
+	}
+	VerifyLedger(t, brokers, snaps, 1, exp)
+	// Accepted: the partition starts from its snapshots; a record of a key
+	// that still hashes to partition 0 folds onto its state.
+	w3 := StartWorker(t, ledger.Flow(), brokers, group, input, snaps, mode, actorflow.WithAcceptInputRepartition())
+	testkit.Eventually(t, time.Minute, "the partition running under WithAcceptInputRepartition", func() (bool, string) {
+		st := w3.W.Status(context.Background())
+		for _, p := range st.Partitions {
+			if p.Partition == 0 && p.Phase == "running" {
+				return len(st.Failed) == 0, fmt.Sprint(st.Failed)
+			}
+		}
+		return false, fmt.Sprint(st.Partitions, st.Failed)
+	})
+	if err := w3.Stop(t); err != nil {
+		t.Fatalf("with WithAcceptInputRepartition: %v", err)
+	}
+	VerifyLedger(t, brokers, snaps, 1, exp)
+}

@@ -49,6 +49,8 @@ func Suite() []Case {
 			Run: func(t *testing.T, b []string) { LostStateRefused(t, b, mode) }})
 		cases = append(cases, Case{Name: "SnapshotsAheadRefused/" + mode.String(), Parallel: true,
 			Run: func(t *testing.T, b []string) { SnapshotsAheadRefused(t, b, mode) }})
+		cases = append(cases, Case{Name: "InputRepartitionedRefused/" + mode.String(), Parallel: true,
+			Run: func(t *testing.T, b []string) { InputRepartitionedRefused(t, b, mode) }})
 		cases = append(cases, Case{Name: "UndecodableStateDeadLettered/" + mode.String(), Parallel: true,
 			Run: func(t *testing.T, b []string) { UndecodableStateDeadLettered(t, b, mode) }})
 	}
