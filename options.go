@@ -1,6 +1,7 @@
 package actorflow
 
 import (
+	"os"
 	"sync"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // Option configures a Worker.
@@ -80,15 +82,16 @@ func defaults() config {
 // stalled its partition, retried every backoff, without a line printed.
 var defaultLogger = sync.OnceValue(newDefaultLogger)
 
-func newDefaultLogger() *zap.Logger {
-	cfg := zap.NewProductionConfig()
-	cfg.Level = zap.NewAtomicLevelAt(zap.WarnLevel)
-	cfg.DisableStacktrace = true // a panic's stack is logged as a field already
-	l, err := cfg.Build()
-	if err != nil { // stderr cannot be opened: nowhere to say it
-		return zap.NewNop()
-	}
-	return l
+func newDefaultLogger() *zap.Logger { return defaultLoggerTo(zapcore.Lock(os.Stderr)) }
+
+// defaultLoggerTo is the default logger writing to w: zap's production
+// configuration (JSON, sampling the first 100 entries of a message per
+// second then every 100th, the caller) at warn, without stack traces (a
+// panic's stack is logged as a field already).
+func defaultLoggerTo(w zapcore.WriteSyncer) *zap.Logger {
+	core := zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), w, zap.WarnLevel)
+	core = zapcore.NewSamplerWithOptions(core, time.Second, 100, 100)
+	return zap.New(core, zap.AddCaller(), zap.ErrorOutput(w))
 }
 
 // WithBrokers sets the seed brokers. Required; NewWorker refuses an empty

@@ -32,10 +32,7 @@ func TestDefaultLoggerWritesWarningsToStderr(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stderr := os.Stderr
-	os.Stderr = w
-	l := newDefaultLogger() // opens "stderr" now: the pipe
-	os.Stderr = stderr
+	l := defaultLoggerTo(w) // newDefaultLogger's, on the pipe
 	l.Info("not at info")
 	l.Named("snapshots").Warn("partition failed", zap.String("partition", "in[0]"))
 	_ = l.Sync()
