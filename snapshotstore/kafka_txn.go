@@ -109,6 +109,7 @@ func (k *Kafka) openTxn(ctx context.Context, p PartitionInfo) (Partition, error)
 	}
 	ring := kgolog.NewRing(next, kgoLogRing)
 	parts := k.txnPartitioner()
+	parts.where = p.String()
 	cl, err := k.newTxnClient(ctx, p, id, disc, ring, parts)
 	if err != nil {
 		return nil, err
@@ -551,10 +552,17 @@ func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetad
 	}
 	produce := func() error {
 		t.checkDangling(ctx)
-		if err := produceAll(ctx, t.cl, recs); err != nil {
-			if perr := t.parts.panicErr(); perr != nil {
-				err = fmt.Errorf("%w (%w)", perr, err)
+		err := produceAll(ctx, t.cl, recs)
+		if perr := t.parts.panicErr(); perr != nil {
+			// Also after a produce that succeeded: a panic in OnNewBatch
+			// or RequiresConsistency let its record through, placed by a
+			// partitioner that is not to be trusted.
+			if err != nil {
+				perr = fmt.Errorf("%w (%w)", perr, err)
 			}
+			err = perr
+		}
+		if err != nil {
 			return fmt.Errorf("%s: produce %d snapshots and %d outputs: %w", t.info, len(b.Writes), len(b.Outputs), err)
 		}
 		produced = true

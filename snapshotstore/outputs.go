@@ -2,11 +2,13 @@ package snapshotstore
 
 import (
 	"fmt"
+	"runtime/debug"
 	"sync/atomic"
 
 	"github.com/actorflow/actorflow/internal/panicerr"
 	"github.com/actorflow/actorflow/internal/recbytes"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
 )
 
 // Outputs in the transactional mode: a batch's outputs are produced by the
@@ -80,14 +82,29 @@ type txnPartitioner struct {
 	outputs   kgo.Partitioner
 	// guard: the outputs' partitioner is the application's
 	// (KafkaConfig.OutputPartitioner), whose panics are recovered;
-	// panicked holds the first one's message.
+	// panicked holds the first one's message, and from then on every
+	// output is refused (the partition fails). log gets its stack.
 	guard    bool
 	panicked atomic.Pointer[string]
+	log      *zap.Logger
+	where    string
 }
 
 func (k *Kafka) txnPartitioner() *txnPartitioner {
 	return &txnPartitioner{snapshots: k.topic, manual: kgo.ManualPartitioner(), outputs: k.cfg.outPartitions,
-		guard: k.cfg.userPartitioner}
+		guard: k.cfg.userPartitioner, log: k.cfg.log}
+}
+
+// recovered records a panic of the application's partitioner (call it
+// deferred): the first one's message is kept, and its stack logged.
+func (p *txnPartitioner) recovered(what string) {
+	if r := recover(); r != nil {
+		msg := fmt.Sprintf("%s: %v", what, r)
+		if p.panicked.CompareAndSwap(nil, &msg) {
+			p.log.Error("the output partitioner panicked; its record fails, and the partition with it",
+				zap.String("partition", p.where), zap.String("panic", msg), zap.ByteString("stack", debug.Stack()))
+		}
+	}
 }
 
 // ForTopic implements kgo.Partitioner.
@@ -95,9 +112,12 @@ func (p *txnPartitioner) ForTopic(topic string) kgo.TopicPartitioner {
 	if topic == p.snapshots {
 		return p.manual.ForTopic(topic)
 	}
-	tp := p.outputs.ForTopic(topic)
 	if !p.guard {
-		return tp
+		return p.outputs.ForTopic(topic)
+	}
+	tp := p.forTopic(topic)
+	if tp == nil { // ForTopic itself panicked
+		return refusingPartitioner{}
 	}
 	// The wrapper has the optional methods tp has, no more: kgo's path
 	// differs with each (OnNewBatch makes it partition a record twice).
@@ -114,6 +134,18 @@ func (p *txnPartitioner) ForTopic(topic string) kgo.TopicPartitioner {
 	}
 	return g
 }
+
+// forTopic is the application's ForTopic, its panic recovered (nil).
+func (p *txnPartitioner) forTopic(topic string) (tp kgo.TopicPartitioner) {
+	defer p.recovered("ForTopic")
+	return p.outputs.ForTopic(topic)
+}
+
+// refusingPartitioner refuses every record (partition -1: kgo fails it).
+type refusingPartitioner struct{}
+
+func (refusingPartitioner) RequiresConsistency(*kgo.Record) bool { return true }
+func (refusingPartitioner) Partition(*kgo.Record, int) int       { return -1 }
 
 // panicErr is the error of a produce that failed on the partitioner's
 // panic: ErrPanicked (the partition fails, its failure matching
@@ -136,21 +168,23 @@ type guardedTopicPartitioner struct {
 	p  *txnPartitioner
 }
 
-func (g guardedTopicPartitioner) recovered(what string) {
-	if r := recover(); r != nil {
-		msg := fmt.Sprintf("%s: %v", what, r)
-		g.p.panicked.CompareAndSwap(nil, &msg)
-	}
-}
+// failed: a panic was recovered; every later record is refused (a
+// partitioner that panicked once is not trusted to place the next ones
+// where their keys' others went).
+func (g guardedTopicPartitioner) failed() bool { return g.p.panicked.Load() != nil }
 
 func (g guardedTopicPartitioner) RequiresConsistency(r *kgo.Record) (c bool) {
-	defer g.recovered("RequiresConsistency")
+	c = true // on a panic: no choice among writable partitions only
+	defer g.p.recovered("RequiresConsistency")
 	return g.tp.RequiresConsistency(r)
 }
 
 func (g guardedTopicPartitioner) Partition(r *kgo.Record, n int) (p int) {
+	if g.failed() {
+		return -1
+	}
 	p = -1
-	defer g.recovered("Partition")
+	defer g.p.recovered("Partition")
 	return g.tp.Partition(r, n)
 }
 
@@ -161,7 +195,7 @@ type guardedNewBatch struct {
 }
 
 func (n guardedNewBatch) OnNewBatch() {
-	defer n.g.recovered("OnNewBatch")
+	defer n.g.p.recovered("OnNewBatch")
 	n.nb.OnNewBatch()
 }
 
@@ -184,8 +218,11 @@ type guardedBackupPartitioner struct {
 }
 
 func (g guardedBackupPartitioner) PartitionByBackup(r *kgo.Record, n int, it kgo.TopicBackupIter) (p int) {
+	if g.failed() {
+		return -1
+	}
 	p = -1
-	defer g.recovered("PartitionByBackup")
+	defer g.p.recovered("PartitionByBackup")
 	return g.b.PartitionByBackup(r, n, it)
 }
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 
+	"github.com/actorflow/actorflow/internal/panicerr"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -93,6 +94,10 @@ func DecideTxn(err error, owned bool) TxnAction {
 	case errors.Is(err, ErrNotOwned), errors.Is(err, ErrEvicted):
 		return TxnFenced
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return TxnFail
+	case errors.Is(err, panicerr.ErrPanicked):
+		// A bug, whatever error came with it: not retried as the
+		// transient one beside it would be.
 		return TxnFail
 	case errors.Is(err, kerr.UnknownMemberID), errors.Is(err, kerr.FencedInstanceID):
 		return TxnFenced

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/actorflow/actorflow/internal/panicerr"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -49,6 +50,9 @@ func TestDecideTxn(t *testing.T) {
 		{context.Canceled, snapshotstore.TxnFail, snapshotstore.TxnFail},
 		{kerr.TopicAuthorizationFailed, snapshotstore.TxnFail, snapshotstore.TxnFail},
 		{errors.New("an error nobody classified"), snapshotstore.TxnFail, snapshotstore.TxnFail},
+		// The output partitioner's panic beside a transient error of the
+		// same produce: a bug, not retried as the transient error would be.
+		{fmt.Errorf("output partitioner: %w: boom (%w)", panicerr.ErrPanicked, kerr.NotEnoughReplicas), snapshotstore.TxnFail, snapshotstore.TxnFail},
 		// A connection a restarting broker closed mid-request, after kgo's
 		// own retries of it (its isRetryableBrokerErr).
 		{io.EOF, snapshotstore.TxnRetry, snapshotstore.TxnFenced},
