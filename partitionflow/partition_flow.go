@@ -737,12 +737,6 @@ func (p *partition) answerCold(q *keyactor.Query, s snapshotstore.Snapshot, foun
 	}
 }
 
-// unusableKey: key cannot be a key actor's (keyactor.UnusableKey); a nil
-// check first, the common case costing no call.
-func unusableKey(key []byte) bool {
-	if key == nil {
-		return true
-	}
-	_, bad := keyactor.UnusableKey(key)
-	return bad
-}
+// unusableKey: key cannot be a key actor's (keyactor.UnusableKey, which
+// also says why), checked without a call or a copy for a usable key.
+func unusableKey(key []byte) bool { return key == nil || snapshotstore.ReservedBytes(key) }

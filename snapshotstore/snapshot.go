@@ -57,6 +57,13 @@ const KeylessKey = "\x00actorflow.keyless"
 // keys (MarkerKey, KeylessKey), which no input record's key may be.
 func Reserved(key string) bool { return key == MarkerKey || key == KeylessKey }
 
+// ReservedBytes is Reserved of a record's key, for the per-record path: one
+// byte compared for almost every key (the reserved ones start with 0x00),
+// and no string made (a conversion passed as an argument copies the key).
+func ReservedBytes(key []byte) bool {
+	return len(key) > 0 && key[0] == 0 && (string(key) == MarkerKey || string(key) == KeylessKey)
+}
+
 // Snapshot is the persisted state of one key.
 type Snapshot struct {
 	Key string

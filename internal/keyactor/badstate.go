@@ -73,7 +73,7 @@ func UnusableKey(key []byte) (why string, unusable bool) {
 	switch {
 	case key == nil:
 		return "record has no key", true
-	case snapshotstore.Reserved(string(key)):
+	case snapshotstore.ReservedBytes(key):
 		return fmt.Sprintf("key %q is reserved for actorflow's own snapshot records", key), true
 	}
 	return "", false

@@ -203,11 +203,11 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 			a.maybePersist(ctx)
 			stash := a.stash
 			a.stash = nil
-			for _, d := range stash {
+			for i, d := range stash {
 				a.deliver(ctx, d)
-			}
-			if len(stash) > 0 {
-				a.fireOverdue(ctx)
+				if i == 0 {
+					a.fireOverdue(ctx) // after the first delivery, as unheld
+				}
 			}
 		}
 		a.reportUnlessLeaving(ctx)
@@ -384,6 +384,9 @@ func (a *keyActor[S]) unstashHeld(ctx actor.Context) bool {
 		d := a.stash[n]
 		a.stash[n] = nil
 		a.deliver(ctx, d)
+		if n == 0 {
+			a.fireOverdue(ctx) // after the first delivery, as unheld
+		}
 		a.maybePersist(ctx)
 	}
 	if n == 0 {
@@ -393,7 +396,6 @@ func (a *keyActor[S]) unstashHeld(ctx actor.Context) bool {
 	if len(a.stash) == 0 {
 		a.stash = nil
 	}
-	a.fireOverdue(ctx)
 	return true
 }
 
@@ -764,9 +766,9 @@ func (k *Core) settled() int64 {
 		consider(p.runs[0].offset)
 	}
 	// Deliveries are stashed in offset order: the first non-empty one
-	// holds the lowest.
+	// holds the lowest (nil: delivered by a drain under way).
 	for _, d := range k.stash {
-		if len(d.Records) > 0 {
+		if d != nil && len(d.Records) > 0 {
 			consider(d.Records[0].Offset)
 			break
 		}
