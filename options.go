@@ -453,8 +453,10 @@ func WithResetLostState() Option {
 // adding partitions moves keys away from their state. Set it when the
 // input's producers do not partition by the count (explicit partitions, or
 // a partitioner that moves no key when partitions are added), where the
-// check's premise does not hold; keep it until every partition has
-// committed once under the new count.
+// check's premise does not hold. Keep it until every partition has
+// committed once under the new count (a marker records the count at each
+// commit of the partition, so one that gets no input keeps the old count:
+// for such inputs, keep the option for good).
 func WithAcceptInputRepartition() Option {
 	return func(c *config) {
 		c.kafka.Integrity.AcceptRepartitioned = true

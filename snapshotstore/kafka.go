@@ -183,11 +183,23 @@ func (k *Kafka) recover(ctx context.Context, p PartitionInfo, readCommitted bool
 		// The count the keys are partitioned by now, against the one the
 		// latest marker records: partitions added to the input move keys
 		// away from their state.
-		if parts, err = TopicPartitions(ctx, r.cl, p.Topic); err == nil && parts <= 0 {
-			// Not listed, or listed with a topic error: no count. Taken
-			// as 0, the check was skipped and the markers stopped
-			// recording the count, for good (found by a review).
-			err = fmt.Errorf("topic %q not in the cluster's metadata", p.Topic)
+		// A few tries in place: a failure with a count recorded fails the
+		// recovery, whose retry reads the whole snapshot partition again.
+		for try := 0; ; try++ {
+			if parts, err = TopicPartitions(ctx, r.cl, p.Topic); err == nil && parts <= 0 {
+				// Not listed, or listed with a topic error: no count.
+				// Taken as 0, the check was skipped and the markers
+				// stopped recording the count, for good (found by a
+				// review).
+				err = fmt.Errorf("topic %q not in the cluster's metadata", p.Topic)
+			}
+			if err == nil || try == 2 || ctx.Err() != nil {
+				break
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
 		}
 		if err != nil {
 			if check.markerParts > 0 {
