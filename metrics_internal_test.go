@@ -1,8 +1,11 @@
 package actorflow
 
 import (
+	"maps"
 	"testing"
 
+	"github.com/actorflow/actorflow/coordinator"
+	"github.com/actorflow/actorflow/partitionflow"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kprom"
@@ -119,5 +122,28 @@ func TestConsumerMetricsLeaveWithTheRun(t *testing.T) {
 	third, err := kgo.NewClient(append(opts3, kgo.SeedBrokers("127.0.0.1:1"))...)
 	if err == nil {
 		third.Close()
+	}
+}
+
+// actorflow_partitions counts an evicted partition under "evicted", not
+// "failed" (an alert on failures fired on every session timeout), and a
+// stopping partition already listed as failed or evicted once.
+func TestPhaseCountsSplitEvictionsFromFailures(t *testing.T) {
+	st := Status{
+		Partitions: []partitionflow.Status{
+			{Topic: "in", Partition: 0, Phase: "running"},
+			{Topic: "in", Partition: 1, Phase: "stopping"}, // also failed below
+			{Topic: "in", Partition: 4, Phase: "recovering"},
+		},
+		Failed: []FailedPartition{
+			{Topic: "in", Partition: 1},
+			{Topic: "in", Partition: 2, Evicted: true},
+			{Topic: "in", Partition: 3, Evicted: true},
+		},
+		Late: []coordinator.TopicPartition{{Topic: "in", Partition: 5}},
+	}
+	want := map[string]int{"recovering": 1, "running": 1, "revoking": 0, "stopping": 0, "failed": 1, "evicted": 2, "late": 1}
+	if got := phaseCounts(st); !maps.Equal(got, want) {
+		t.Fatalf("phaseCounts = %v, want %v", got, want)
 	}
 }

@@ -56,24 +56,8 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), statusScrapeTimeout)
 	defer cancel()
 	st := c.w.Status(ctx)
-	// late: owned, but its actor did not answer within the scrape's bound
-	// (its series are absent from this scrape).
-	phases := map[string]int{"recovering": 0, "running": 0, "revoking": 0, "stopping": 0, "failed": 0, "evicted": 0, "late": len(st.Late)}
-	for _, f := range st.Failed {
-		// An eviction is not a failure (FailedPartition.Evicted): an alert
-		// on phase="failed" would fire on every session timeout.
-		if f.Evicted {
-			phases["evicted"]++
-		} else {
-			phases["failed"]++
-		}
-	}
-	failed := st.failedSet()
 	for _, p := range st.Partitions {
 		part := partitionLabel(p.Partition)
-		if p.Phase != "stopping" || !failed[coordinator.TopicPartition{Topic: p.Topic, Partition: p.Partition}] {
-			phases[p.Phase]++ // a stopping partition already listed failed counts once, as failed (or evicted)
-		}
 		ch <- prometheus.MustNewConstMetric(descKeys, prometheus.GaugeValue, float64(p.Keys), p.Topic, part)
 		ch <- prometheus.MustNewConstMetric(descKeysLoaded, prometheus.GaugeValue, float64(p.KeysLoaded), p.Topic, part)
 		ch <- prometheus.MustNewConstMetric(descKeysEvicted, prometheus.CounterValue, float64(p.Evictions), p.Topic, part)
@@ -88,7 +72,31 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, float64(p.Lag), p.Topic, part)
 		}
 	}
-	for phase, n := range phases {
+	for phase, n := range phaseCounts(st) {
 		ch <- prometheus.MustNewConstMetric(descPartitions, prometheus.GaugeValue, float64(n), phase)
 	}
+}
+
+// phaseCounts is actorflow_partitions' value per phase: the running
+// partitions' phases, the failed ones as failed or evicted (an eviction is
+// not a failure, FailedPartition.Evicted: an alert on phase="failed" fired
+// on every session timeout), a stopping partition already listed failed
+// counted once, as such, and late: owned, but its actor did not answer
+// within the scrape's bound (its series are absent from that scrape).
+func phaseCounts(st Status) map[string]int {
+	phases := map[string]int{"recovering": 0, "running": 0, "revoking": 0, "stopping": 0, "failed": 0, "evicted": 0, "late": len(st.Late)}
+	for _, f := range st.Failed {
+		if f.Evicted {
+			phases["evicted"]++
+		} else {
+			phases["failed"]++
+		}
+	}
+	failed := st.failedSet()
+	for _, p := range st.Partitions {
+		if p.Phase != "stopping" || !failed[coordinator.TopicPartition{Topic: p.Topic, Partition: p.Partition}] {
+			phases[p.Phase]++
+		}
+	}
+	return phases
 }
