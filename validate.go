@@ -21,8 +21,8 @@ func (c *config) storeOpt(name string) {
 
 // checkConfig refuses, at NewWorker, the settings Run found only after its
 // broker and topic checks (up to twice the start timeout) or never: they
-// depend on nothing but the options and the flow. Run keeps its own checks
-// where the names are known only then (a store's snapshot topic).
+// depend on nothing but the options and the flow. Run's topic checks
+// (ensureOutput, ensureDeadLetter) rely on these.
 func checkConfig(c *config, flow keyactor.Handler) error {
 	for _, b := range c.brokers {
 		if strings.TrimSpace(b) == "" {

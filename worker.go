@@ -356,17 +356,13 @@ func (w *Worker) ensureOutput(ctx context.Context, admin *kgo.Client) error {
 	if topic == "" {
 		return nil
 	}
-	if topic == w.cfg.snapshot || topic == w.cfg.input {
-		return fmt.Errorf("%w: output topic %q is the flow's input or snapshot topic", snapshotstore.ErrTopicSetup, topic)
-	}
+	// Its name against the input's and the snapshot topic's, and the plain
+	// mode's producer, were checked by NewWorker (checkConfig).
 	cl := admin
 	switch {
 	case w.cfg.kafka.Mode == snapshotstore.Transactional && producer != nil:
 		w.cfg.log.Warn("the application producer of keyflow.WithOutput is not used in the transactional mode: outputs are produced in the partitions' transactions (exactly-once)",
 			zap.String("output_topic", topic))
-	case w.cfg.kafka.Mode == snapshotstore.Plain && producer == nil:
-		return fmt.Errorf("%w: output topic %q without a producer: the plain mode emits through the application's producer (keyflow.WithOutput); only the transactional mode needs none",
-			snapshotstore.ErrTopicSetup, topic)
 	case w.cfg.kafka.Mode == snapshotstore.Plain:
 		cl = producer
 	}
@@ -385,10 +381,7 @@ func (w *Worker) ensureOutput(ctx context.Context, admin *kgo.Client) error {
 func (w *Worker) ensureDeadLetter(ctx context.Context, admin *kgo.Client) error {
 	topic := w.flow.DeadLetterTopic(w.cfg.input)
 	if topic == "" {
-		return nil
-	}
-	if topic == w.cfg.snapshot || topic == w.cfg.input {
-		return fmt.Errorf("%w: dead-letter topic %q is the flow's input or snapshot topic", snapshotstore.ErrTopicSetup, topic)
+		return nil // its name was checked by NewWorker (checkConfig)
 	}
 	parts, err := w.inputPartitions(ctx, admin)
 	if err != nil {
