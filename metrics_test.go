@@ -275,22 +275,9 @@ func (s *openFailing) Open(ctx context.Context, p snapshotstore.PartitionInfo) (
 // it stayed down. Status keeps naming the partition's own failure, wrapped
 // once.
 func TestWithMetricsCountsFailedRestarts(t *testing.T) {
-	_, brokers := testkit.Kfake(t)
-	input, group := testkit.Name(t, "in"), testkit.Name(t, "g")
-	testkit.CreateTopics(t, brokers, input, testkit.Name(t, "snap"), 1)
 	store := &openFailing{Memory: snapshotstore.NewMemory()}
-	reg := prometheus.NewRegistry()
-	w, err := actorflow.NewWorker(ledger.Flow(),
-		actorflow.WithBrokers(brokers...), actorflow.WithGroup(group), actorflow.WithStore(store),
-		actorflow.WithInputTopic(input),
-		actorflow.WithPartitionRetryBackoff(20*time.Millisecond, 50*time.Millisecond), actorflow.WithMetrics(reg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	ctx, w, reg, brokers, input := runWithMetrics(t, ledger.Flow(), actorflow.WithStore(store),
+		actorflow.WithPartitionRetryBackoff(20*time.Millisecond, 50*time.Millisecond))
 	failures := func() float64 {
 		n := 0.0
 		for _, m := range families(t, reg)["actorflow_partition_failures_total"].GetMetric() {
@@ -335,20 +322,7 @@ func TestWithMetricsCountsFailedRestarts(t *testing.T) {
 // left no trace but a log line (the partition's counter saw only key-less
 // records; found by a review).
 func TestWithMetricsCountsSkips(t *testing.T) {
-	_, brokers := testkit.Kfake(t)
-	input, snaps, group := testkit.Name(t, "in"), testkit.Name(t, "snap"), testkit.Name(t, "g")
-	reg := prometheus.NewRegistry()
-	w, err := actorflow.NewWorker(ledger.Flow(keyflow.WithFoldErrorPolicy(keyflow.Skip)),
-		actorflow.WithBrokers(brokers...), actorflow.WithGroup(group),
-		actorflow.WithInputTopic(input), actorflow.WithSnapshotTopic(snaps), actorflow.WithCreateTopics(1, -1),
-		actorflow.WithMetrics(reg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	ctx, _, reg, brokers, input := runWithMetrics(t, ledger.Flow(keyflow.WithFoldErrorPolicy(keyflow.Skip)))
 	cl := testkit.Client(t, brokers, kgo.DefaultProduceTopic(input), kgo.AllowAutoTopicCreation())
 	if err := cl.ProduceSync(ctx, &kgo.Record{Key: []byte("acct-poison"), Value: []byte("{not json")}).FirstErr(); err != nil {
 		t.Fatal(err)
@@ -360,4 +334,28 @@ func TestWithMetricsCountsSkips(t *testing.T) {
 		}
 		return n == 1, fmt.Sprintf("%v skipped", n)
 	})
+}
+
+// runWithMetrics runs flow on a fresh embedded cluster (an input and a
+// snapshot topic of one partition, created here), with WithMetrics, the
+// brokers, group and topics set, and opts, until the test ends; ctx ends
+// then too.
+func runWithMetrics(t *testing.T, flow keyflow.Handler, opts ...actorflow.Option) (ctx context.Context, w *actorflow.Worker,
+	reg *prometheus.Registry, brokers []string, input string) {
+	t.Helper()
+	_, brokers = testkit.Kfake(t)
+	input, snaps := testkit.Name(t, "in"), testkit.Name(t, "snap")
+	testkit.CreateTopics(t, brokers, input, snaps, 1)
+	reg = prometheus.NewRegistry()
+	w, err := actorflow.NewWorker(flow, append([]actorflow.Option{actorflow.WithBrokers(brokers...),
+		actorflow.WithGroup(testkit.Name(t, "g")), actorflow.WithInputTopic(input), actorflow.WithSnapshotTopic(snaps),
+		actorflow.WithMetrics(reg)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return ctx, w, reg, brokers, input
 }
