@@ -49,6 +49,15 @@ func (p *metricsPartition) MaxRecordBytes(topic string) int {
 	return 0
 }
 
+// TopicRules forwards the wrapped partition's snapshotstore.TopicRuler
+// (zero: none).
+func (p *metricsPartition) TopicRules(topic string) snapshotstore.TopicRules {
+	if r, ok := p.Partition.(snapshotstore.TopicRuler); ok {
+		return r.TopicRules(topic)
+	}
+	return snapshotstore.TopicRules{}
+}
+
 // MaxSnapshotBytes forwards the wrapped partition's
 // snapshotstore.SnapshotLimiter (0: none).
 func (p *metricsPartition) MaxSnapshotBytes() int {

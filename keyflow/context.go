@@ -128,11 +128,17 @@ func (c *Context) Timer(name string) (time.Time, bool) { return c.k.Timer(name) 
 // whose key, value and headers, with the framing of a record batch
 // (at most 97 bytes and 10 per header), exceed what its producer sends to its topic
 // (ProducerBatchMaxBytes: the worker's transactional producer's, kgo's
-// default 1 000 012, or in the plain mode WithOutput's producer's) is
-// refused with an error matching kerr.MessageTooLarge, naming the key,
-// output topic, size and limit: it would fail every transaction or produce
-// it went in. Return it from the fold, and the fold error policy decides
-// (WithFoldErrorPolicy).
+// default 1 000 012, or in the plain mode WithOutput's producer's), or the
+// topic's max.message.bytes where that is lower, is refused with an error
+// matching kerr.MessageTooLarge, naming the key, output topic, size and
+// limit; a record without key (nil) to a compacted topic is refused with
+// one matching kerr.InvalidRecord: the brokers would refuse either at every
+// attempt, failing every transaction or produce it went in. Return it from
+// the fold, and the fold error policy decides (WithFoldErrorPolicy). The
+// worker reads a topic's max.message.bytes and cleanup.policy at the first
+// Emit to it (that Emit waits up to 5 s for the answer), and again every 5
+// minutes; a topic whose configs cannot be read is checked against the
+// producer's limit alone.
 //
 // Transactional mode (snapshotstore.Transactional): exactly-once for a
 // read_committed consumer. The output travels with the key's snapshot to
@@ -170,13 +176,19 @@ func (c *Context) Emit(rec *kgo.Record) error {
 	if st := k.SnapshotTopic(); st != "" && rec.Topic == st {
 		return fmt.Errorf("%w: emit for key %q to %s", ErrEmitToSnapshotTopic, k.Key(), rec.Topic)
 	}
+	// A compacted topic's brokers refuse a record without key at every
+	// attempt.
+	if rec.Key == nil && k.OutputNeedsKey(rec.Topic) {
+		return fmt.Errorf("keyflow: emit for key %q: output to %s has no key, and the topic is compacted (its cleanup.policy contains compact), whose brokers refuse a record without key: %w",
+			k.Key(), rec.Topic, kerr.InvalidRecord)
+	}
 	// A record the producer cannot take would fail its transaction (or its
 	// produce) at every attempt: refused here, it is the fold's error, which
 	// the fold error policy handles (fail, skip or dead-letter the input).
 	// The producer compares a whole record batch with its limit.
 	if max := k.MaxOutputBytes(rec.Topic); max > 0 {
 		if n := recbytes.Of(rec); !recbytes.FitsBatch(rec, max) {
-			return fmt.Errorf("keyflow: emit for key %q: output to %s of %d bytes (key, value and headers) does not fit a record batch of the producer's ProducerBatchMaxBytes %d: %w",
+			return fmt.Errorf("keyflow: emit for key %q: output to %s of %d bytes (key, value and headers) does not fit a record batch of %d bytes (the producer's ProducerBatchMaxBytes, or the topic's max.message.bytes where lower): %w",
 				k.Key(), rec.Topic, n, max, kerr.MessageTooLarge)
 		}
 	}

@@ -38,7 +38,7 @@ func TestEmitRefusesAnOutputAboveTheProducersLimit(t *testing.T) {
 	p := runPartition(t, keyflow.New(bigFold, keyflow.WithOutput(producer, "out")), time.Hour)
 	p.send(rec(0, "k", strings.Repeat("x", 950)))
 	err := p.awaitStopped(10 * time.Second)
-	for _, want := range []string{`key "k"`, "output to out of 951 bytes", "ProducerBatchMaxBytes 1000"} {
+	for _, want := range []string{`key "k"`, "output to out of 951 bytes", "record batch of 1000 bytes"} {
 		if !errors.Is(err, kerr.MessageTooLarge) || !strings.Contains(err.Error(), want) {
 			t.Fatalf("partition stopped with %v; want MESSAGE_TOO_LARGE naming %s", err, want)
 		}

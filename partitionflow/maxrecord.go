@@ -22,3 +22,13 @@ func maxSnapshotBytes(s snapshotstore.Partition) int {
 	}
 	return 0
 }
+
+// topicRules is the store's topic rules (snapshotstore.TopicRuler), for
+// the key actors' Emit check (keyactor.Env.TopicRules); nil when it has
+// none.
+func topicRules(s snapshotstore.Partition) func(topic string) snapshotstore.TopicRules {
+	if r, ok := s.(snapshotstore.TopicRuler); ok {
+		return r.TopicRules
+	}
+	return nil
+}

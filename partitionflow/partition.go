@@ -535,6 +535,8 @@ func (p *partition) start(ctx actor.Context) {
 		TxnOutputs:     p.cfg.Store.CommitsOutputs(),
 		Outbox:         p.outbox,
 		MaxOutputBytes: maxRecordBytes(p.cfg.Store),
+		// What the brokers refuse of an output whatever its producer.
+		TopicRules: topicRules(p.cfg.Store),
 		// A state that outgrows the snapshot producer's record batch is
 		// the fold's error where the policy can undo it, else the key's.
 		MaxSnapshotBytes: maxSnapshotBytes(p.cfg.Store),

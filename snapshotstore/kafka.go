@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 )
@@ -30,6 +31,15 @@ type Kafka struct {
 	// none), read once from the resolver's client: the transactional
 	// producers' rings pass kgo's log on to it.
 	callerLogger kgo.Logger
+	// rules caches the topics' max.message.bytes and cleanup.policy
+	// (topic_rules.go), read with admin: the hanging resolver's client in
+	// the transactional mode, a client of its own in the plain mode.
+	rules *topicRules
+	admin *kgo.Client // plain mode only; closed by Close
+	// batchLimit is the ProducerBatchMaxBytesFn of the store's producers:
+	// the one KafkaConfig.ClientOpts set (kgo's default without), bounded
+	// by each topic's max.message.bytes.
+	batchLimit func(string) int32
 }
 
 // DanglingMarkersWritten returns how many markers this store wrote for
@@ -50,6 +60,30 @@ func NewKafka(brokers []string, topic string, c KafkaConfig) (*Kafka, error) {
 		return nil, err
 	}
 	k := &Kafka{brokers: brokers, topic: topic, cfg: cfg}
+	var admin *kgo.Client
+	if cfg.mode == Transactional {
+		h, err := newHangingResolver(brokers, cfg.clientOpts, cfg.log, k.ownsTransactionalID, cfg.failoverTimeout)
+		if err != nil {
+			return nil, fmt.Errorf("hanging transaction resolver: %w", err)
+		}
+		k.hanging, admin = h, h.cl
+		k.callerLogger, _ = h.cl.OptValue(kgo.WithLogger).(kgo.Logger)
+	} else {
+		cl, err := kgo.NewClient(append(append([]kgo.Opt{}, cfg.clientOpts...), kgo.SeedBrokers(brokers...))...)
+		if err != nil {
+			return nil, fmt.Errorf("admin client: %w", err)
+		}
+		k.admin, admin = cl, cl
+	}
+	// The caller's batch limit, read from a client built from ClientOpts
+	// alone: the producers below set their own after ClientOpts, which
+	// replaces it.
+	producerLimit, _ := admin.OptValue(kgo.ProducerBatchMaxBytesFn).(func(string) int32)
+	if producerLimit == nil {
+		producerLimit = func(string) int32 { return defaultBatchMaxBytes }
+	}
+	k.rules = newTopicRules(kadm.NewClient(admin), cfg.log)
+	k.batchLimit = k.rules.batchLimit(producerLimit)
 	if cfg.mode == Plain {
 		// Where snapshots go after the caller's ClientOpts, which cannot
 		// change it: a partitioner given there sent input partition N's
@@ -60,19 +94,13 @@ func NewKafka(brokers []string, topic string, c KafkaConfig) (*Kafka, error) {
 			kgo.ProducerLinger(0),
 			kgo.WithLogger(k.kgoLogger("")),
 		}, k.producerOpts("")...)
-		cl, err := kgo.NewClient(append(opts, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
+		cl, err := kgo.NewClient(append(opts, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+			kgo.ProducerBatchMaxBytesFn(k.batchLimit))...)
 		if err != nil {
+			k.admin.Close()
 			return nil, fmt.Errorf("snapshot producer: %w", err)
 		}
 		k.producer = cl
-	}
-	if cfg.mode == Transactional {
-		h, err := newHangingResolver(brokers, cfg.clientOpts, cfg.log, k.ownsTransactionalID, cfg.failoverTimeout)
-		if err != nil {
-			return nil, fmt.Errorf("hanging transaction resolver: %w", err)
-		}
-		k.hanging = h
-		k.callerLogger, _ = h.cl.OptValue(kgo.WithLogger).(kgo.Logger)
 	}
 	return k, nil
 }
@@ -122,6 +150,9 @@ func (k *Kafka) Close() {
 	if k.producer != nil {
 		k.producer.Close()
 	}
+	if k.admin != nil {
+		k.admin.Close()
+	}
 	if k.hanging != nil {
 		k.hanging.close()
 	}
@@ -129,6 +160,10 @@ func (k *Kafka) Close() {
 
 // Open implements Store.
 func (k *Kafka) Open(ctx context.Context, p PartitionInfo) (Partition, error) {
+	// The snapshot topic's rules before its producer's first batch: kgo
+	// asks its batch limit on its own goroutine (topicRules.batchLimit),
+	// best not kept waiting. Read once per store.
+	k.rules.get(k.topic)
 	if k.cfg.mode == Transactional {
 		return k.openTxn(ctx, p)
 	}

@@ -157,6 +157,10 @@ func (k *Kafka) newTxnClient(ctx context.Context, p PartitionInfo, id string, di
 		kgo.DefaultProduceTopic(k.topic),
 		kgo.RecordPartitioner(parts), // snapshots manual, outputs by key (outputs.go)
 		kgo.MaxVersions(versions),
+		// The caller's batch limit, bounded by each topic's
+		// max.message.bytes: a batch of small records above it failed its
+		// transaction at every attempt (topic_rules.go).
+		kgo.ProducerBatchMaxBytesFn(k.batchLimit),
 	)
 	// The ring last, over a kgo.WithLogger in ClientOpts (it passes on to
 	// that one, openTxn): Commit's check of kgo's log needs every line

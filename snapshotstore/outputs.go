@@ -61,6 +61,13 @@ func (t *txnPartition) MaxRecordBytes(topic string) int {
 	return t.maxBatch(topic)
 }
 
+// TopicRules implements TopicRuler.
+func (t *txnPartition) TopicRules(topic string) TopicRules { return t.k.rules.get(topic) }
+
+// TopicRules implements TopicRuler: the rules bind the application's
+// producer of outputs as well.
+func (p *plainPartition) TopicRules(topic string) TopicRules { return p.k.rules.get(topic) }
+
 // MaxSnapshotBytes implements SnapshotLimiter.
 func (t *txnPartition) MaxSnapshotBytes() int { return t.MaxRecordBytes(t.k.topic) }
 

@@ -68,18 +68,37 @@ func (k *Core) Timer(name string) (time.Time, bool) {
 // transactions, or the flow's producer.
 func (k *Core) CanEmit() bool { return k.cfg.Output != nil || k.env.TxnOutputs }
 
-// MaxOutputBytes is the largest record batch the producer an output to
-// topic goes through sends: the store's in the transactional mode, the
-// flow's otherwise; 0: unchecked.
+// MaxOutputBytes is the largest record batch an output to topic can go
+// in: the limit of the producer it goes through (the store's in the
+// transactional mode, the flow's otherwise), or the topic's
+// max.message.bytes where that is lower; 0: unchecked.
 func (k *Core) MaxOutputBytes(topic string) int {
 	fn := k.cfg.OutputMaxBytes
 	if k.env.TxnOutputs {
 		fn = k.env.MaxOutputBytes
 	}
-	if fn == nil {
-		return 0
+	n := 0
+	if fn != nil {
+		n = fn(topic)
 	}
-	return fn(topic)
+	return k.topicBound(topic, n)
+}
+
+// topicBound is n, a producer's batch limit for topic (0: none), or the
+// topic's max.message.bytes where that is lower.
+func (k *Core) topicBound(topic string, n int) int {
+	if k.env.TopicRules != nil {
+		if m := k.env.TopicRules(topic).MaxMessageBytes; m > 0 && (n <= 0 || m < n) {
+			n = m
+		}
+	}
+	return n
+}
+
+// OutputNeedsKey reports whether the brokers refuse an output to topic
+// without key (a compacted topic; false: not known to).
+func (k *Core) OutputNeedsKey(topic string) bool {
+	return k.env.TopicRules != nil && k.env.TopicRules(topic).RequiresKey
 }
 
 // SnapshotTopic is the partition's snapshot topic ("": unknown).

@@ -260,10 +260,11 @@ func (k *Core) deadLetterProducer(topic string) (*kgo.Client, int) {
 	case k.env.TxnOutputs:
 		return nil, k.MaxOutputBytes(topic)
 	case k.env.DeadLetters != nil:
+		n := 0
 		if fn := k.env.DeadLetterMaxBytes; fn != nil {
-			return k.env.DeadLetters, fn(topic)
+			n = fn(topic)
 		}
-		return k.env.DeadLetters, 0
+		return k.env.DeadLetters, k.topicBound(topic, n)
 	default:
 		return k.cfg.Output, k.MaxOutputBytes(topic) // the flow's output producer's
 	}

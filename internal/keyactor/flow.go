@@ -199,6 +199,10 @@ type Env struct {
 	// sends to a topic (snapshotstore.RecordLimiter), for Emit's size check
 	// under TxnOutputs; nil or 0: unchecked.
 	MaxOutputBytes func(topic string) int
+	// TopicRules are what the brokers refuse of a record to a topic
+	// (snapshotstore.TopicRuler), for Emit's checks in both modes; nil:
+	// unchecked.
+	TopicRules func(topic string) snapshotstore.TopicRules
 	// MaxSnapshotBytes is the largest record batch the store's producer
 	// sends to the snapshot topic (snapshotstore.SnapshotLimiter), which a
 	// key's snapshot record must fit (statesize.go); 0: unchecked.

@@ -1,0 +1,134 @@
+package scenarios
+
+import (
+	"crypto/rand"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/actorflow/actorflow"
+	"github.com/actorflow/actorflow/internal/testkit"
+	"github.com/actorflow/actorflow/keyflow"
+	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// outputRulesMaxBytes is the output topic's max.message.bytes in
+// OutputTopicRulesChecked: far below the producer's ~1 MB batch limit.
+const outputRulesMaxBytes = 4096
+
+// OutputTopicRulesChecked: an output topic whose brokers refuse what its
+// producer would send — a max.message.bytes of 4 KiB against kgo's ~1 MB
+// batch limit, and compaction, which refuses a record without key — does
+// not fail the partition's transactions at every attempt (each refusal
+// failed the partition again at every restart, and the fold error policy
+// never saw it). Here, under DeadLetter:
+//   - key "many" emits 40 outputs of 300 bytes in one call (the
+//     transactional mode): the worker's producer keeps its record batches
+//     within the topic's limit, and all 40 are committed. In the plain
+//     mode the application's producer (kgo's defaults here) batches
+//     outputs as its ProducerBatchMaxBytes says, the application's to set:
+//     it emits 4 (1 200 bytes);
+//   - key "big" emits one output of 10 000 bytes and key "nokey" one
+//     without key: each is refused at Emit (MESSAGE_TOO_LARGE,
+//     INVALID_RECORD), and its input record is dead-lettered once;
+//   - key "small" emits one small output, committed; the committed offset
+//     reaches the input's end.
+//
+// On kfake, which does not refuse a key-less record to a compacted topic,
+// the "nokey" case shows the check at Emit; the real broker refuses it.
+func OutputTopicRulesChecked(t *testing.T, brokers []string, mode snapshotstore.Mode) {
+	input, snaps, group := Topics(t, brokers, 1)
+	out := testkit.Name(t, "out")
+	maxBytes, compact := fmt.Sprint(outputRulesMaxBytes), "compact"
+	adm := kadm.NewClient(testkit.Client(t, brokers))
+	if _, err := adm.CreateTopic(t.Context(), 1, 1, map[string]*string{"max.message.bytes": &maxBytes, "cleanup.policy": &compact}, out); err != nil {
+		t.Fatal(err)
+	}
+	dlq := keyflow.DefaultDeadLetterTopic(input)
+	if _, err := adm.CreateTopic(t.Context(), 1, 1, nil, dlq); err != nil {
+		t.Fatal(err)
+	}
+	pcl := testkit.Client(t, brokers, kgo.DefaultProduceTopic(input))
+	for _, k := range []string{"many", "big", "nokey", "small"} {
+		if err := pcl.ProduceSync(t.Context(), &kgo.Record{Key: []byte(k), Value: []byte(k)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var producer *kgo.Client // the transactional mode's outputs go through the worker's
+	many := 40
+	if mode == snapshotstore.Plain {
+		producer, many = testkit.Client(t, brokers), 4
+	}
+	flow := keyflow.New(func(kc *keyflow.Context, _ *int, rec *kgo.Record) (*int, error) {
+		var outs []*kgo.Record
+		switch kc.Key() {
+		case "many":
+			for i := range many {
+				outs = append(outs, &kgo.Record{Key: fmt.Appendf(nil, "many-%02d", i), Value: incompressible(300)})
+			}
+		case "big":
+			outs = append(outs, &kgo.Record{Key: rec.Key, Value: incompressible(10_000)})
+		case "nokey":
+			outs = append(outs, &kgo.Record{Value: []byte("no key")})
+		default:
+			outs = append(outs, &kgo.Record{Key: rec.Key, Value: []byte("ok")})
+		}
+		for _, o := range outs {
+			if err := kc.Emit(o); err != nil {
+				return nil, err
+			}
+		}
+		n := 1
+		return &n, nil
+	}, keyflow.WithOutput(producer, out), keyflow.WithFoldErrorPolicy(keyflow.DeadLetter))
+	w := StartWorker(t, flow, brokers, group, input, snaps, mode, actorflow.WithFailFast())
+	testkit.WaitCommittedAtEnd(t, brokers, group, input, time.Minute)
+
+	got := testkit.ReadTopic(t, brokers, out, true)
+	keys := map[string]int{}
+	for _, r := range got {
+		if r.Key == nil {
+			t.Fatalf("a key-less output is visible in the compacted topic %s", out)
+		}
+		keys[strings.SplitN(string(r.Key), "-", 2)[0]]++
+	}
+	if len(got) != many+1 || keys["many"] != many || keys["small"] != 1 {
+		t.Fatalf("read_committed outputs: %d, by key %v; want key many's %d and key small's 1", len(got), keys, many)
+	}
+	dls := testkit.ReadTopic(t, brokers, dlq, true)
+	wantDL := map[string]string{"big": "MESSAGE_TOO_LARGE", "nokey": "INVALID_RECORD"}
+	if len(dls) != len(wantDL) {
+		t.Fatalf("%d dead letters, want one for each of %v", len(dls), wantDL)
+	}
+	for _, dl := range dls {
+		want, ok := wantDL[string(dl.Key)]
+		if !ok {
+			t.Fatalf("a dead letter of key %q", dl.Key)
+		}
+		var msg string
+		for _, h := range dl.Headers {
+			if h.Key == "__streams.errors.message" {
+				msg = string(h.Value)
+			}
+		}
+		if !strings.Contains(msg, want) || !strings.Contains(msg, out) {
+			t.Fatalf("dead letter of key %s: error message %q, want it to name %s and the output topic %s", dl.Key, msg, want, out)
+		}
+		delete(wantDL, string(dl.Key))
+	}
+	if err := w.Stop(t); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// incompressible is n random bytes: the producer compresses its batches
+// (snappy by default), and the brokers compare the compressed batch with
+// max.message.bytes.
+func incompressible(n int) []byte {
+	b := make([]byte, n)
+	rand.Read(b)
+	return b
+}

@@ -1,0 +1,200 @@
+package snapshotstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"go.uber.org/zap"
+)
+
+// TopicRules is what the brokers refuse of a record to a topic, whatever
+// the producer: a record they refuse at every attempt fails its
+// transaction (or its plain-mode produce) at every attempt, and its
+// partition with it, restart after restart; checked at Emit, it is the
+// fold's error, which the fold error policy handles.
+type TopicRules struct {
+	// MaxMessageBytes is the topic's max.message.bytes: the largest record
+	// batch its brokers accept (they compare the batch after compression,
+	// the producer before: a bound either way); 0: unknown.
+	MaxMessageBytes int
+	// RequiresKey: the topic is compacted (its cleanup.policy contains
+	// compact), and its brokers refuse a record without key
+	// (INVALID_RECORD, "Compacted topic cannot accept message without
+	// key").
+	RequiresKey bool
+}
+
+// TopicRuler is implemented by a Partition that knows its topics' rules:
+// the Kafka partitions, both modes. The key actors check each output
+// against them at Emit, and the Kafka store's own producers bound their
+// record batches by MaxMessageBytes (a topic with a max.message.bytes
+// below the producer's ProducerBatchMaxBytes refused batches of small
+// records too). A topic's rules are read from the cluster (DescribeConfigs)
+// at its first use by the store, which waits for the answer up to
+// topicRulesWait, and again in the background every topicRulesTTL; a topic
+// whose configs cannot be read has unknown rules (zero: unchecked), and is
+// asked again after topicRulesRetry. A wrapper should forward it
+// (actorflow's metrics wrapper does).
+type TopicRuler interface {
+	// TopicRules are topic's rules; the zero value when unknown.
+	TopicRules(topic string) TopicRules
+}
+
+const (
+	// topicRulesWait bounds a first lookup: an Emit to a topic not seen
+	// yet waits for it (once per topic and store).
+	topicRulesWait = 5 * time.Second
+	// topicRulesTTL: a topic's rules are read again (in the background,
+	// the old ones answering meanwhile) this long after the last read, so
+	// a changed max.message.bytes is seen within it. kgo itself reads a
+	// topic's batch limit once per producer and partition.
+	topicRulesTTL = 5 * time.Minute
+	// topicRulesRetry: a topic whose configs could not be read is asked
+	// again after this long (a topic created meanwhile, a broker back).
+	topicRulesRetry = 10 * time.Second
+	// minBatchLimit is the smallest ProducerBatchMaxBytesFn answer kgo
+	// takes ([512, 1<<30], its config.go).
+	minBatchLimit = 512
+	// defaultBatchMaxBytes is kgo's default ProducerBatchMaxBytes.
+	defaultBatchMaxBytes = 1_000_012
+)
+
+// topicRules is a Kafka store's cache of TopicRules, one entry per topic,
+// shared by its partitions and producers.
+type topicRules struct {
+	describe func(ctx context.Context, topic string) (TopicRules, error)
+	log      *zap.Logger
+	now      func() time.Time
+
+	mu sync.Mutex
+	m  map[string]*rulesEntry
+}
+
+type rulesEntry struct {
+	ready      chan struct{} // closed when the first read has answered
+	rules      TopicRules    // written before ready closes, then under mu
+	until      time.Time     // read again after (under mu)
+	refreshing bool          // a background read is under way (under mu)
+	failing    bool          // the last read failed (under mu): warned once
+}
+
+func newTopicRules(adm *kadm.Client, log *zap.Logger) *topicRules {
+	return &topicRules{
+		describe: func(ctx context.Context, topic string) (TopicRules, error) {
+			return describeTopicRules(ctx, adm, topic)
+		},
+		log: log,
+		now: time.Now,
+		m:   make(map[string]*rulesEntry),
+	}
+}
+
+// get returns topic's rules: the cached ones, else (first use) those read
+// now, waiting up to topicRulesWait. Goroutine-safe; concurrent first uses
+// of a topic share one read.
+func (r *topicRules) get(topic string) TopicRules {
+	if r == nil || topic == "" {
+		return TopicRules{}
+	}
+	r.mu.Lock()
+	e := r.m[topic]
+	if e == nil {
+		e = &rulesEntry{ready: make(chan struct{}), refreshing: true}
+		r.m[topic] = e
+		r.mu.Unlock()
+		r.refresh(topic, e)
+		close(e.ready)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return e.rules
+	}
+	select {
+	case <-e.ready:
+	default: // another caller's first read is under way: share it
+		r.mu.Unlock()
+		<-e.ready
+		r.mu.Lock()
+	}
+	defer r.mu.Unlock()
+	if !e.refreshing && r.now().After(e.until) {
+		e.refreshing = true // the old rules answer meanwhile
+		go r.refresh(topic, e)
+	}
+	return e.rules
+}
+
+// refresh reads topic's rules into e. On failure e keeps its rules
+// (unknown at a first read) and is read again after topicRulesRetry; the
+// first failure of a streak is logged at warn.
+func (r *topicRules) refresh(topic string, e *rulesEntry) {
+	ctx, cancel := context.WithTimeout(context.Background(), topicRulesWait)
+	defer cancel()
+	rules, err := r.describe(ctx, topic)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e.refreshing = false
+	if err != nil {
+		lvl := r.log.Warn
+		if e.failing {
+			lvl = r.log.Debug
+		}
+		lvl("cannot read a topic's configs: its records are checked against the producer's batch limit only, until they are read",
+			zap.String("topic", topic), zap.Duration("retry_in", topicRulesRetry), zap.Error(err))
+		e.failing, e.until = true, r.now().Add(topicRulesRetry)
+		return
+	}
+	e.failing, e.rules, e.until = false, rules, r.now().Add(topicRulesTTL)
+}
+
+// describeTopicRules reads topic's max.message.bytes and cleanup.policy.
+func describeTopicRules(ctx context.Context, adm *kadm.Client, topic string) (TopicRules, error) {
+	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+	if err == nil && len(rcs) != 1 {
+		err = fmt.Errorf("describe configs: %d resources in the response", len(rcs))
+	}
+	if err == nil {
+		err = rcs[0].Err
+	}
+	if err != nil {
+		return TopicRules{}, fmt.Errorf("describe configs of topic %s: %w", topic, err)
+	}
+	var rules TopicRules
+	for _, c := range rcs[0].Configs {
+		if c.Value == nil {
+			continue
+		}
+		switch c.Key {
+		case "max.message.bytes":
+			n, err := strconv.Atoi(*c.Value)
+			if err != nil {
+				return TopicRules{}, fmt.Errorf("topic %s: max.message.bytes %q: %w", topic, *c.Value, err)
+			}
+			rules.MaxMessageBytes = n
+		case "cleanup.policy":
+			rules.RequiresKey = cleanupPolicyHas(*c.Value, "compact")
+		}
+	}
+	return rules, nil
+}
+
+// batchLimit bounds a producer's record batch limit for topic (its
+// ProducerBatchMaxBytesFn's answer, producer) by the topic's
+// max.message.bytes. kgo asks once per partition, on its own goroutine
+// (the topic's rules are usually read by then: an output's Emit read
+// them, and openTxn read the snapshot topic's).
+func (r *topicRules) batchLimit(producer func(string) int32) func(string) int32 {
+	return func(topic string) int32 {
+		n := producer(topic)
+		if topic == "" { // kgo validates the empty topic's answer at NewClient
+			return n
+		}
+		if m := r.get(topic).MaxMessageBytes; m > 0 && int32(m) < n {
+			n = max(int32(m), minBatchLimit)
+		}
+		return n
+	}
+}

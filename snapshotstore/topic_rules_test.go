@@ -1,0 +1,148 @@
+package snapshotstore
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+// rulesFake answers describe with the rules or error set, counting calls;
+// a call blocks while gate is set and open.
+type rulesFake struct {
+	mu    sync.Mutex
+	rules TopicRules
+	err   error
+	calls atomic.Int32
+	gate  chan struct{}
+	asked chan string
+}
+
+func (f *rulesFake) describe(_ context.Context, topic string) (TopicRules, error) {
+	f.calls.Add(1)
+	if f.asked != nil {
+		f.asked <- topic
+	}
+	if f.gate != nil {
+		<-f.gate
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.rules, f.err
+}
+
+func newRulesForTest(f *rulesFake, log *zap.Logger, now func() time.Time) *topicRules {
+	return &topicRules{describe: f.describe, log: log, now: now, m: make(map[string]*rulesEntry)}
+}
+
+func TestTopicRulesReadOnceAndShared(t *testing.T) {
+	f := &rulesFake{rules: TopicRules{MaxMessageBytes: 4096, RequiresKey: true}, gate: make(chan struct{}), asked: make(chan string, 4)}
+	r := newRulesForTest(f, zap.NewNop(), time.Now)
+	got := make(chan TopicRules, 2)
+	go func() { got <- r.get("out") }()
+	<-f.asked // the first read is under way
+	go func() { got <- r.get("out") }()
+	close(f.gate)
+	for range 2 {
+		if g := <-got; g != f.rules {
+			t.Fatalf("get = %+v, want %+v", g, f.rules)
+		}
+	}
+	if g := r.get("out"); g != f.rules {
+		t.Fatalf("cached get = %+v", g)
+	}
+	if n := f.calls.Load(); n != 1 {
+		t.Fatalf("%d reads of one topic, want 1 (concurrent first uses share it, later ones hit the cache)", n)
+	}
+	if g := r.get(""); g != (TopicRules{}) || f.calls.Load() != 1 {
+		t.Fatalf("the empty topic: %+v after %d reads, want unknown and no read", g, f.calls.Load())
+	}
+}
+
+func TestTopicRulesRefreshInTheBackground(t *testing.T) {
+	var now atomic.Int64
+	now.Store(time.Unix(1000, 0).UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()) }
+	f := &rulesFake{rules: TopicRules{MaxMessageBytes: 4096}}
+	r := newRulesForTest(f, zap.NewNop(), clock)
+	r.get("out")
+	f.mu.Lock()
+	f.rules = TopicRules{MaxMessageBytes: 8192}
+	f.mu.Unlock()
+	f.gate, f.asked = make(chan struct{}), make(chan string, 1)
+	now.Add(int64(topicRulesTTL + time.Second))
+	// Expired: the old rules answer at once, a read starts behind them.
+	if g := r.get("out"); g.MaxMessageBytes != 4096 {
+		t.Fatalf("expired get = %+v, want the old rules while the read runs", g)
+	}
+	<-f.asked
+	if g := r.get("out"); g.MaxMessageBytes != 4096 || f.calls.Load() != 2 {
+		t.Fatalf("get during the refresh = %+v after %d reads, want the old rules and no second refresh", g, f.calls.Load())
+	}
+	close(f.gate)
+	deadline := time.Now().Add(10 * time.Second)
+	for r.get("out").MaxMessageBytes != 8192 {
+		if time.Now().After(deadline) {
+			t.Fatal("the refreshed rules never answered")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestTopicRulesFailedReadIsUnknownAndRetried(t *testing.T) {
+	var now atomic.Int64
+	now.Store(time.Unix(1000, 0).UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()) }
+	core, logs := observer.New(zap.DebugLevel)
+	f := &rulesFake{err: errors.New("not authorized")}
+	r := newRulesForTest(f, zap.New(core), clock)
+	if g := r.get("out"); g != (TopicRules{}) {
+		t.Fatalf("get after a failed read = %+v, want unknown", g)
+	}
+	if g := r.get("out"); g != (TopicRules{}) || f.calls.Load() != 1 {
+		t.Fatalf("get before the retry = %+v after %d reads, want unknown and no read", g, f.calls.Load())
+	}
+	f.mu.Lock()
+	f.rules, f.err = TopicRules{MaxMessageBytes: 2048}, nil
+	f.mu.Unlock()
+	now.Add(int64(topicRulesRetry + time.Second))
+	r.get("out") // starts the retry
+	deadline := time.Now().Add(10 * time.Second)
+	for r.get("out").MaxMessageBytes != 2048 {
+		if time.Now().After(deadline) {
+			t.Fatal("the retried read never answered")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	warns := logs.FilterLevelExact(zap.WarnLevel).FilterField(zap.String("topic", "out"))
+	if warns.Len() != 1 {
+		t.Fatalf("%d warnings, want the failed read logged once", warns.Len())
+	}
+}
+
+func TestBatchLimitBoundedByTheTopic(t *testing.T) {
+	f := &rulesFake{rules: TopicRules{MaxMessageBytes: 4096}}
+	r := newRulesForTest(f, zap.NewNop(), time.Now)
+	limit := r.batchLimit(func(string) int32 { return 1_000_012 })
+	if n := limit("out"); n != 4096 {
+		t.Fatalf("batch limit = %d, want the topic's 4096", n)
+	}
+	if n := limit(""); n != 1_000_012 {
+		t.Fatalf("batch limit of the empty topic (kgo's validation) = %d, want the producer's", n)
+	}
+	f.rules.MaxMessageBytes = 100
+	r2 := newRulesForTest(f, zap.NewNop(), time.Now)
+	if n := r2.batchLimit(func(string) int32 { return 1_000_012 })("out"); n != minBatchLimit {
+		t.Fatalf("batch limit under a 100-byte topic = %d, want kgo's minimum %d", n, minBatchLimit)
+	}
+	f.rules.MaxMessageBytes = 5_000_000
+	r3 := newRulesForTest(f, zap.NewNop(), time.Now)
+	if n := r3.batchLimit(func(string) int32 { return 1_000_012 })("out"); n != 1_000_012 {
+		t.Fatalf("batch limit under a larger topic limit = %d, want the producer's", n)
+	}
+}
