@@ -152,7 +152,11 @@ func (t *txnActor) stop() {
 	if fl := t.flying; fl != nil {
 		// Its flightDone will never be received: answer its waiters here.
 		if !t.drain(fl, drainBy) {
-			t.log.Error("transaction still in flight at its share of the stop deadline; closing the producer under it",
+			// The transactional store's Close closes the producer under it
+			// (the next owner's InitProducerID fences what it sent); the
+			// plain mode's shared producer may still write it, after the
+			// next owner's writes (README, "The plain mode").
+			t.log.Error("transaction still in flight at its share of the stop deadline; given up on, its outcome unknown",
 				zap.Time("deadline", by), zap.Duration("waited", time.Since(now)))
 			t.gc.Complete(fl.f, fmt.Errorf("%w (in flight at stop; outcome unknown)", ErrStopped))
 		}
