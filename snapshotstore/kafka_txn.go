@@ -685,6 +685,9 @@ func failedRecordError(r *kgo.Record, err error) error {
 	if len(key) > show {
 		key, suffix = key[:show], fmt.Sprintf("… (%d bytes)", len(r.Key))
 	}
+	if r.Key == nil {
+		return fmt.Errorf("record to %s without key, %d bytes: %w", r.Topic, recbytes.Of(r), err)
+	}
 	return fmt.Errorf("record to %s with key %q%s, %d bytes: %w", r.Topic, key, suffix, recbytes.Of(r), err)
 }
 
