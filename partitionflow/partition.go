@@ -264,7 +264,7 @@ const (
 )
 
 // coldDue: the earliest timer of an unloaded key may be due.
-type coldDue struct{}
+type coldDue struct{ gen uint64 } // the arming's p.ctGen
 
 type partition struct {
 	cfg     Config
@@ -328,6 +328,10 @@ type partition struct {
 	ctimers coldTimers
 	ctT     *time.Timer
 	ctAt    time.Time
+	ctGen   uint64 // counts ctT's armings: a coldDue of an older one is stale
+	// halting: Stopping has run; the turns protoactor still runs after it
+	// arm no timer and load no key.
+	halting bool
 
 	committed, requested int64
 	// catchUp (0: none) is the offset the last commit tick had consumed
@@ -407,7 +411,7 @@ func (p *partition) Receive(ctx actor.Context) {
 		p.txns++
 		p.outputs += int64(m.outputs)
 	case *coldDue:
-		p.coldDue(ctx, -1)
+		p.coldDue(ctx, -1, m.gen)
 	case *offsetCommit:
 		if m.err == nil && m.offset > p.committed {
 			p.committed = m.offset
@@ -480,6 +484,11 @@ func (p *partition) Receive(ctx actor.Context) {
 		p.start(ctx)
 	case *actor.Stopping:
 		p.disarm()
+		// protoactor still runs the turns queued behind Stopping: an
+		// Unloaded among them re-armed the cold-timer timer, which then
+		// fired, hours later maybe, at a stopped partition (found by a
+		// review).
+		p.halting = true
 		if p.ctT != nil {
 			p.ctT.Stop()
 		}

@@ -81,6 +81,9 @@ func (p *partition) scheduleCold(ctx actor.Context) {
 	if p.coldWaiting {
 		return // due already: coldDue runs again when the budget admits (admitColdDue)
 	}
+	if p.phase != phaseRunning || p.err != nil || p.halting {
+		return // no cold key loads any more
+	}
 	at, ok := p.ctimers.next()
 	if !ok || (p.ctT != nil && !at.Before(p.ctAt)) {
 		return
@@ -90,7 +93,9 @@ func (p *partition) scheduleCold(ctx actor.Context) {
 	}
 	root, self := ctx.ActorSystem().Root, ctx.Self()
 	p.ctAt = at
-	p.ctT = time.AfterFunc(time.Until(at), func() { root.Send(self, &coldDue{}) })
+	p.ctGen++
+	due := &coldDue{gen: p.ctGen}
+	p.ctT = time.AfterFunc(time.Until(at), func() { root.Send(self, due) })
 }
 
 // coldDue loads the cold keys whose earliest timer is due, at most max of
@@ -103,7 +108,12 @@ func (p *partition) scheduleCold(ctx actor.Context) {
 // scheduled and wait (coldWaiting) until keys leave; each entry is looked at
 // once per load, not the whole due set per load (a review found that
 // quadratic in a first version).
-func (p *partition) coldDue(ctx actor.Context, max int) {
+func (p *partition) coldDue(ctx actor.Context, max int, gen uint64) {
+	if gen != 0 && gen != p.ctGen {
+		// A timer scheduleCold replaced after it had fired: the new one is
+		// armed, and clearing it here orphaned it (found by a review).
+		return
+	}
 	p.ctT = nil
 	p.coldWaiting = false
 	if p.phase != phaseRunning || p.err != nil {
@@ -145,7 +155,7 @@ func (p *partition) coldDue(ctx actor.Context, max int) {
 // does not hold due timers back, and the rest after them.
 func (p *partition) admitColdDue(ctx actor.Context, max int) {
 	if p.coldWaiting && p.phase == phaseRunning && p.err == nil && p.admits() {
-		p.coldDue(ctx, max)
+		p.coldDue(ctx, max, 0)
 	}
 }
 
@@ -475,7 +485,7 @@ func (p *partition) unloaded(ctx actor.Context, um *keyactor.Unloaded) {
 	if p.flushOf[m.Key] {
 		p.flushAnswered(ctx, m.Key, p.round, nil)
 	}
-	if len(e.pending) > 0 && p.phase == phaseRunning {
+	if len(e.pending) > 0 && p.phase == phaseRunning && p.err == nil && !p.halting {
 		// Records arrived while it unloaded: the same entry loads again
 		// (from the snapshot just kept), its hold covering them.
 		rs := e.pending
