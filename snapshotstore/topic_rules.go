@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -64,22 +65,24 @@ const (
 )
 
 // topicRules is a Kafka store's cache of TopicRules, one entry per topic,
-// shared by its partitions and producers.
+// shared by its partitions and producers. Every Emit reads it: a read of a
+// known topic takes no lock.
 type topicRules struct {
 	describe func(ctx context.Context, topic string) (TopicRules, error)
 	log      *zap.Logger
 	now      func() time.Time
-
-	mu sync.Mutex
-	m  map[string]*rulesEntry
+	spawn    func(func()) // runs a background read: go f(); a test counts them
+	m        sync.Map     // topic → *rulesEntry
 }
 
 type rulesEntry struct {
-	ready      chan struct{} // closed when the first read has answered
-	rules      TopicRules    // written before ready closes, then under mu
-	until      time.Time     // read again after (under mu)
-	refreshing bool          // a background read is under way (under mu)
-	failing    bool          // the last read failed (under mu): warned once
+	ready chan struct{} // closed when the first read has answered
+	rules atomic.Pointer[TopicRules]
+	until atomic.Int64 // Unix ns: read again after
+	// refreshing: a read is under way (the first, or one in the
+	// background); it alone writes failing.
+	refreshing atomic.Bool
+	failing    bool // the last read failed: warned once per streak
 }
 
 func newTopicRules(adm *kadm.Client, log *zap.Logger) *topicRules {
@@ -89,7 +92,6 @@ func newTopicRules(adm *kadm.Client, log *zap.Logger) *topicRules {
 		},
 		log: log,
 		now: time.Now,
-		m:   make(map[string]*rulesEntry),
 	}
 }
 
@@ -100,43 +102,33 @@ func (r *topicRules) get(topic string) TopicRules {
 	if r == nil || topic == "" {
 		return TopicRules{}
 	}
-	r.mu.Lock()
-	e := r.m[topic]
-	if e == nil {
-		e = &rulesEntry{ready: make(chan struct{}), refreshing: true}
-		r.m[topic] = e
-		r.mu.Unlock()
-		r.refresh(topic, e)
-		close(e.ready)
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		return e.rules
+	v, ok := r.m.Load(topic)
+	if !ok {
+		e := &rulesEntry{ready: make(chan struct{})}
+		e.rules.Store(&TopicRules{})
+		e.refreshing.Store(true)
+		if v, ok = r.m.LoadOrStore(topic, e); !ok {
+			r.refresh(topic, e)
+			close(e.ready)
+			return *e.rules.Load()
+		}
 	}
-	select {
-	case <-e.ready:
-	default: // another caller's first read is under way: share it
-		r.mu.Unlock()
-		<-e.ready
-		r.mu.Lock()
+	e := v.(*rulesEntry)
+	<-e.ready // another caller's first read may be under way: share it
+	if r.now().UnixNano() > e.until.Load() && e.refreshing.CompareAndSwap(false, true) {
+		r.spawn(func() { r.refresh(topic, e) }) // the old rules answer meanwhile
 	}
-	defer r.mu.Unlock()
-	if !e.refreshing && r.now().After(e.until) {
-		e.refreshing = true // the old rules answer meanwhile
-		go r.refresh(topic, e)
-	}
-	return e.rules
+	return *e.rules.Load()
 }
 
 // refresh reads topic's rules into e. On failure e keeps its rules
 // (unknown at a first read) and is read again after topicRulesRetry; the
 // first failure of a streak is logged at warn.
 func (r *topicRules) refresh(topic string, e *rulesEntry) {
+	defer e.refreshing.Store(false)
 	ctx, cancel := context.WithTimeout(context.Background(), topicRulesWait)
 	defer cancel()
 	rules, err := r.describe(ctx, topic)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	e.refreshing = false
 	if err != nil {
 		lvl := r.log.Warn
 		if e.failing {
@@ -144,10 +136,13 @@ func (r *topicRules) refresh(topic string, e *rulesEntry) {
 		}
 		lvl("cannot read a topic's configs: its records are checked against the producer's batch limit only, until they are read",
 			zap.String("topic", topic), zap.Duration("retry_in", topicRulesRetry), zap.Error(err))
-		e.failing, e.until = true, r.now().Add(topicRulesRetry)
+		e.failing = true
+		e.until.Store(r.now().Add(topicRulesRetry).UnixNano())
 		return
 	}
-	e.failing, e.rules, e.until = false, rules, r.now().Add(topicRulesTTL)
+	e.failing = false
+	e.rules.Store(&rules)
+	e.until.Store(r.now().Add(topicRulesTTL).UnixNano())
 }
 
 // describeTopicRules reads topic's max.message.bytes and cleanup.policy.
