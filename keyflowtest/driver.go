@@ -64,6 +64,7 @@ type config struct {
 	logger     *zap.Logger
 	timeout    time.Duration
 	reload     bool
+	replay     bool
 }
 
 // WithTopic sets the input topic: the topic of piped records, of
@@ -222,6 +223,7 @@ type Driver[S any] struct {
 	outputs []*kgo.Record
 	dead    []DeadLetter
 	skipped []error
+	capture *replayCall // the call WithReplayCheck records (nil: none)
 }
 
 // part is one input partition: its relay actor (the key actors' parent,
@@ -421,16 +423,21 @@ func (d *Driver[S]) deliver(p *part, k string, recs []*kgo.Record) error {
 	if p.failed != nil {
 		return p.failed
 	}
+	c := d.beginCall(p, k)
 	pid, err := d.load(p, k)
 	if err != nil {
-		return err
+		return d.endCall(c, err)
+	}
+	if c != nil {
+		c.recs = cloneRecords(recs)
 	}
 	d.sys.Root.Send(pid, &keyactor.Deliver{Records: recs})
 	if err := d.flush(p, k); err != nil {
-		return err
+		return d.endCall(c, err)
 	}
+	err = d.endCall(c, nil) // the replay's difference: the call took effect all the same
 	d.reloadLater(p, k)
-	return nil
+	return err
 }
 
 // Advance moves the driver's clock forward by dur and fires every timer
@@ -703,6 +710,7 @@ func (d *Driver[S]) persist(n int32, s snapshotstore.Snapshot, outs []*kgo.Recor
 	s.Source = snapshotstore.Position{Topic: d.cfg.snapshots, Partition: n, Offset: d.writes[n]}
 	d.writes[n]++
 	d.store[n][s.Key] = s
+	d.captured(n, s, outs)
 	for _, o := range outs {
 		if dl, ok := d.deadLetterOf(o); ok {
 			d.dead = append(d.dead, dl)
@@ -759,8 +767,15 @@ func (d *Driver[S]) load(p *part, k string) (*actor.PID, error) {
 		delete(p.coldStop, k)
 	}
 	h, env := d.flow, p.env
+	produce := func() actor.Actor { return h.NewKeyActor(k, snap, env) }
+	if d.cfg.replay {
+		n := p.n
+		produce = func() actor.Actor {
+			return &observer{Actor: h.NewKeyActor(k, snap, env), fired: func(name string) { d.timerSeen(n, k, name) }}
+		}
+	}
 	reply := make(chan *actor.PID, 1)
-	d.sys.Root.Send(p.relay, &spawnReq{key: k, props: actor.PropsFromProducer(func() actor.Actor { return h.NewKeyActor(k, snap, env) }), reply: reply})
+	d.sys.Root.Send(p.relay, &spawnReq{key: k, props: actor.PropsFromProducer(produce), reply: reply})
 	select {
 	case pid := <-reply:
 		p.keys[k] = pid
@@ -845,14 +860,18 @@ func (d *Driver[S]) fireDue(limit time.Time) error {
 			continue
 		}
 		d.clock.set(e.at)
+		var c *replayCall
 		if e.fire == nil { // a key not loaded since a Restart: load it to fire its overdue timers
 			if _, ok := p.cold[e.key]; !ok {
 				continue
 			}
 			delete(p.coldStop, e.key)
+			if c = d.beginCall(p, e.key); c != nil {
+				c.wake = true
+			}
 			pid, err := d.load(p, e.key)
 			if err != nil {
-				errs = append(errs, err)
+				errs = append(errs, d.endCall(c, err))
 				continue
 			}
 			d.sys.Root.Send(pid, &keyactor.Wake{})
@@ -860,11 +879,17 @@ func (d *Driver[S]) fireDue(limit time.Time) error {
 			if p.keys[e.key] == nil {
 				continue
 			}
+			if c = d.beginCall(p, e.key); c != nil {
+				c.timer, c.timerAt = true, e.at
+			}
 			e.fire()
 		}
 		if err := d.flush(p, e.key); err != nil {
-			errs = append(errs, err)
+			errs = append(errs, d.endCall(c, err))
 			continue
+		}
+		if err := d.endCall(c, nil); err != nil {
+			errs = append(errs, err)
 		}
 		d.reloadLater(p, e.key)
 	}
