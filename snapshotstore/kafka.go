@@ -82,7 +82,10 @@ func NewKafka(brokers []string, topic string, c KafkaConfig) (*Kafka, error) {
 	if producerLimit == nil {
 		producerLimit = func(string) int32 { return defaultBatchMaxBytes }
 	}
-	k.rules = newTopicRules(kadm.NewClient(admin), cfg.log)
+	adm := kadm.NewClient(admin)
+	k.rules = newTopicRules(func(ctx context.Context, topic string) (TopicRules, error) {
+		return describeTopicRules(ctx, adm, topic)
+	}, cfg.log)
 	k.batchLimit = k.rules.batchLimit(producerLimit)
 	if cfg.mode == Plain {
 		// Where snapshots go after the caller's ClientOpts, which cannot

@@ -70,28 +70,32 @@ const (
 type topicRules struct {
 	describe func(ctx context.Context, topic string) (TopicRules, error)
 	log      *zap.Logger
-	now      func() time.Time
-	spawn    func(func()) // runs a background read: go f(); a test counts them
-	m        sync.Map     // topic → *rulesEntry
+	// after runs f in d (time.AfterFunc): it marks an entry stale, so that
+	// a read of the cache needs no clock. A test fires it by hand.
+	after func(d time.Duration, f func())
+	spawn func(func()) // runs a background read: go f(); a test counts them
+	m     sync.Map     // topic → *rulesEntry
 }
 
 type rulesEntry struct {
 	ready chan struct{} // closed when the first read has answered
 	rules atomic.Pointer[TopicRules]
-	until atomic.Int64 // Unix ns: read again after
+	// loaded: ready is closed (an atomic load is cheaper than receiving
+	// from a closed channel, which locks it, at every Emit).
+	loaded atomic.Bool
+	stale  atomic.Bool // read again at the next use
 	// refreshing: a read is under way (the first, or one in the
 	// background); it alone writes failing.
 	refreshing atomic.Bool
 	failing    bool // the last read failed: warned once per streak
 }
 
-func newTopicRules(adm *kadm.Client, log *zap.Logger) *topicRules {
+func newTopicRules(describe func(ctx context.Context, topic string) (TopicRules, error), log *zap.Logger) *topicRules {
 	return &topicRules{
-		describe: func(ctx context.Context, topic string) (TopicRules, error) {
-			return describeTopicRules(ctx, adm, topic)
-		},
-		log: log,
-		now: time.Now,
+		describe: describe,
+		log:      log,
+		after:    func(d time.Duration, f func()) { time.AfterFunc(d, f) },
+		spawn:    func(f func()) { go f() },
 	}
 }
 
@@ -110,12 +114,16 @@ func (r *topicRules) get(topic string) TopicRules {
 		if v, ok = r.m.LoadOrStore(topic, e); !ok {
 			r.refresh(topic, e)
 			close(e.ready)
+			e.loaded.Store(true)
 			return *e.rules.Load()
 		}
 	}
 	e := v.(*rulesEntry)
-	<-e.ready // another caller's first read may be under way: share it
-	if r.now().UnixNano() > e.until.Load() && e.refreshing.CompareAndSwap(false, true) {
+	if !e.loaded.Load() {
+		<-e.ready // another caller's first read is under way: share it
+	}
+	if e.stale.Load() && e.refreshing.CompareAndSwap(false, true) {
+		e.stale.Store(false)
 		r.spawn(func() { r.refresh(topic, e) }) // the old rules answer meanwhile
 	}
 	return *e.rules.Load()
@@ -137,12 +145,12 @@ func (r *topicRules) refresh(topic string, e *rulesEntry) {
 		lvl("cannot read a topic's configs: its records are checked against the producer's batch limit only, until they are read",
 			zap.String("topic", topic), zap.Duration("retry_in", topicRulesRetry), zap.Error(err))
 		e.failing = true
-		e.until.Store(r.now().Add(topicRulesRetry).UnixNano())
+		r.after(topicRulesRetry, func() { e.stale.Store(true) })
 		return
 	}
 	e.failing = false
 	e.rules.Store(&rules)
-	e.until.Store(r.now().Add(topicRulesTTL).UnixNano())
+	r.after(topicRulesTTL, func() { e.stale.Store(true) })
 }
 
 // describeTopicRules reads topic's max.message.bytes and cleanup.policy.

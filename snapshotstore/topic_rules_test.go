@@ -38,15 +38,52 @@ func (f *rulesFake) describe(_ context.Context, topic string) (TopicRules, error
 	return f.rules, f.err
 }
 
-func newRulesForTest(f *rulesFake, log *zap.Logger, now func() time.Time) *topicRules {
-	r := &topicRules{describe: f.describe, log: log, now: now}
-	r.spawn = func(g func()) { f.spawned.Add(1); go g() }
+// rulesForTest is the production cache over f, its background reads
+// counted and its expiries captured, to fire by hand (expire), both
+// passed on to the production hooks' behaviour otherwise.
+type rulesForTest struct {
+	*topicRules
+	mu      sync.Mutex
+	pending []func() // the expiries armed, not fired yet
+}
+
+func newRulesForTest(f *rulesFake, log *zap.Logger) *rulesForTest {
+	r := &rulesForTest{topicRules: newTopicRules(f.describe, log)}
+	spawn := r.spawn
+	r.spawn = func(g func()) { f.spawned.Add(1); spawn(g) }
+	r.after = func(_ time.Duration, g func()) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.pending = append(r.pending, g)
+	}
 	return r
+}
+
+// expire fires every expiry armed so far.
+func (r *rulesForTest) expire() {
+	r.mu.Lock()
+	fs := r.pending
+	r.pending = nil
+	r.mu.Unlock()
+	for _, f := range fs {
+		f()
+	}
+}
+
+func TestTopicRulesProductionHooks(t *testing.T) {
+	r := newTopicRules(nil, zap.NewNop())
+	done := make(chan struct{})
+	r.after(time.Millisecond, func() { r.spawn(func() { close(done) }) })
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the production after/spawn never ran their function")
+	}
 }
 
 func TestTopicRulesReadOnceAndShared(t *testing.T) {
 	f := &rulesFake{rules: TopicRules{MaxMessageBytes: 4096, RequiresKey: true}, gate: make(chan struct{}), asked: make(chan string, 4)}
-	r := newRulesForTest(f, zap.NewNop(), time.Now)
+	r := newRulesForTest(f, zap.NewNop())
 	got := make(chan TopicRules, 2)
 	go func() { got <- r.get("out") }()
 	<-f.asked // the first read is under way
@@ -69,20 +106,20 @@ func TestTopicRulesReadOnceAndShared(t *testing.T) {
 }
 
 func TestTopicRulesRefreshInTheBackground(t *testing.T) {
-	var now atomic.Int64
-	now.Store(time.Unix(1000, 0).UnixNano())
-	clock := func() time.Time { return time.Unix(0, now.Load()) }
 	f := &rulesFake{rules: TopicRules{MaxMessageBytes: 4096}}
-	r := newRulesForTest(f, zap.NewNop(), clock)
+	r := newRulesForTest(f, zap.NewNop())
 	r.get("out")
+	if g := r.get("out"); g.MaxMessageBytes != 4096 || f.spawned.Load() != 0 {
+		t.Fatalf("get before the TTL = %+v after %d background reads, want the rules and none", g, f.spawned.Load())
+	}
 	f.mu.Lock()
 	f.rules = TopicRules{MaxMessageBytes: 8192}
 	f.mu.Unlock()
 	f.gate, f.asked = make(chan struct{}), make(chan string, 1)
-	now.Add(int64(topicRulesTTL + time.Second))
-	// Expired: the old rules answer at once, a read starts behind them.
+	r.expire() // the TTL's end
+	// Stale: the old rules answer at once, a read starts behind them.
 	if g := r.get("out"); g.MaxMessageBytes != 4096 {
-		t.Fatalf("expired get = %+v, want the old rules while the read runs", g)
+		t.Fatalf("stale get = %+v, want the old rules while the read runs", g)
 	}
 	<-f.asked
 	if g := r.get("out"); g.MaxMessageBytes != 4096 || f.spawned.Load() != 1 {
@@ -96,27 +133,35 @@ func TestTopicRulesRefreshInTheBackground(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+	if f.spawned.Load() != 1 {
+		t.Fatalf("%d background reads, want 1 (the refreshed entry is fresh until its next TTL)", f.spawned.Load())
+	}
 }
 
 func TestTopicRulesFailedReadIsUnknownAndRetried(t *testing.T) {
-	var now atomic.Int64
-	now.Store(time.Unix(1000, 0).UnixNano())
-	clock := func() time.Time { return time.Unix(0, now.Load()) }
 	core, logs := observer.New(zap.DebugLevel)
 	f := &rulesFake{err: errors.New("not authorized")}
-	r := newRulesForTest(f, zap.New(core), clock)
+	r := newRulesForTest(f, zap.New(core))
 	if g := r.get("out"); g != (TopicRules{}) {
 		t.Fatalf("get after a failed read = %+v, want unknown", g)
 	}
 	if g := r.get("out"); g != (TopicRules{}) || f.calls.Load() != 1 {
 		t.Fatalf("get before the retry = %+v after %d reads, want unknown and no read", g, f.calls.Load())
 	}
+	r.expire() // the retry's time: fails again, not warned again
+	r.get("out")
+	deadline := time.Now().Add(10 * time.Second)
+	for f.calls.Load() != 2 || r.refreshingOf("out") {
+		if time.Now().After(deadline) {
+			t.Fatal("the second read never ended")
+		}
+		time.Sleep(time.Millisecond)
+	}
 	f.mu.Lock()
 	f.rules, f.err = TopicRules{MaxMessageBytes: 2048}, nil
 	f.mu.Unlock()
-	now.Add(int64(topicRulesRetry + time.Second))
-	r.get("out") // starts the retry
-	deadline := time.Now().Add(10 * time.Second)
+	r.expire()
+	r.get("out") // starts the third read
 	for r.get("out").MaxMessageBytes != 2048 {
 		if time.Now().After(deadline) {
 			t.Fatal("the retried read never answered")
@@ -124,15 +169,21 @@ func TestTopicRulesFailedReadIsUnknownAndRetried(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	warns := logs.FilterLevelExact(zap.WarnLevel).FilterField(zap.String("topic", "out"))
-	if warns.Len() != 1 {
-		t.Fatalf("%d warnings, want the failed read logged once", warns.Len())
+	debugs := logs.FilterLevelExact(zap.DebugLevel).FilterField(zap.String("topic", "out"))
+	if warns.Len() != 1 || debugs.Len() != 1 {
+		t.Fatalf("%d warnings and %d debug lines, want the failed streak warned once and its repeat at debug", warns.Len(), debugs.Len())
 	}
+}
+
+// refreshingOf reports whether topic's entry has a read under way.
+func (r *rulesForTest) refreshingOf(topic string) bool {
+	v, ok := r.m.Load(topic)
+	return ok && v.(*rulesEntry).refreshing.Load()
 }
 
 func TestBatchLimitBoundedByTheTopic(t *testing.T) {
 	f := &rulesFake{rules: TopicRules{MaxMessageBytes: 4096}}
-	r := newRulesForTest(f, zap.NewNop(), time.Now)
-	limit := r.batchLimit(func(string) int32 { return 1_000_012 })
+	limit := newRulesForTest(f, zap.NewNop()).batchLimit(func(string) int32 { return 1_000_012 })
 	if n := limit("out"); n != 4096 {
 		t.Fatalf("batch limit = %d, want the topic's 4096", n)
 	}
@@ -140,13 +191,11 @@ func TestBatchLimitBoundedByTheTopic(t *testing.T) {
 		t.Fatalf("batch limit of the empty topic (kgo's validation) = %d, want the producer's", n)
 	}
 	f.rules.MaxMessageBytes = 100
-	r2 := newRulesForTest(f, zap.NewNop(), time.Now)
-	if n := r2.batchLimit(func(string) int32 { return 1_000_012 })("out"); n != minBatchLimit {
+	if n := newRulesForTest(f, zap.NewNop()).batchLimit(func(string) int32 { return 1_000_012 })("out"); n != minBatchLimit {
 		t.Fatalf("batch limit under a 100-byte topic = %d, want kgo's minimum %d", n, minBatchLimit)
 	}
 	f.rules.MaxMessageBytes = 5_000_000
-	r3 := newRulesForTest(f, zap.NewNop(), time.Now)
-	if n := r3.batchLimit(func(string) int32 { return 1_000_012 })("out"); n != 1_000_012 {
+	if n := newRulesForTest(f, zap.NewNop()).batchLimit(func(string) int32 { return 1_000_012 })("out"); n != 1_000_012 {
 		t.Fatalf("batch limit under a larger topic limit = %d, want the producer's", n)
 	}
 }
