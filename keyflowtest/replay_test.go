@@ -44,10 +44,13 @@ func replayFlow() *keyflow.Flow[replayed] {
 				return s, err
 			}
 			at := kc.Now().Add(time.Minute)
-			if err := kc.SetTimer("a", at); err != nil {
+			if err := kc.SetTimer("b", at); err != nil {
 				return s, err
 			}
-			return s, kc.SetTimer("b", at) // a tie: fired after "a", the order they were set in
+			// A tie: a loaded key fires "b" first, the order they were set
+			// in, not the snapshot's (by name), which the replay must
+			// follow; a key loaded for them fires "a" first.
+			return s, kc.SetTimer("a", at)
 		},
 		keyflow.WithTimers(func(kc *keyflow.Context, s *replayed, name string) (*replayed, error) {
 			s.Log = append(s.Log, "timer "+name+" at "+kc.Now().Format(time.RFC3339))
@@ -387,7 +390,7 @@ func TestReplayCheckDoesNotDoubleOutputs(t *testing.T) {
 			for _, o := range d.Outputs() {
 				vals = append(vals, string(o.Value))
 			}
-			want := []string{"1", "3", "a:3", "b:3"}
+			want := []string{"1", "3", "b:3", "a:3"}
 			if reload {
 				want = []string{"1", "loaded 1", "3", "loaded 2", "loaded 3", "a:3", "b:3"}
 			}
