@@ -12,6 +12,11 @@
 // snapshot at its next record or due timer, re-arming its persisted timers,
 // to test durable timers and WithOnLoad; WithReloads does it to each key
 // after every call, as a worker may between any two records.
+// WithReplayCheck folds every call a second time from the key's persisted
+// snapshot, as a worker's recovery replays it, and fails a call whose
+// replay differs (ErrNondeterministic): a fold that reads time.Now, a
+// random number or a global counter instead of its state, record and
+// Context.Now.
 //
 // The records go through the flow's real key actors (the runtime's fold,
 // undo, timer, load-hook, codec and policy code, as in the transactional

@@ -52,22 +52,25 @@ var ErrNondeterministic = errors.New("keyflowtest: nondeterministic flow")
 // included), the number of skipped calls, and whether the call failed or
 // panicked. A difference makes the call return an error matching
 // ErrNondeterministic (joined with the others in Advance and RestartAfter),
-// which says what differed: "output 0 (topic "out", key "k"): value
-// "1767225600000000001" vs "1767225600000000002"", "state: 14 bytes vs 15
-// bytes, first difference at byte 9". A call that fails by itself (an
-// error matching ErrPartitionFailed, a timeout) is not replayed.
+// which says what differed, first run first: `output 0 (topic "out", key
+// "k"): value "1" vs "2"`, `state: 12 bytes vs 12 bytes, first difference
+// at byte 10: "{\"number\":1}" vs "{\"number\":2}"`, `timers: [...] vs
+// [...]`, `the replay failed: ...`. A call that fails by itself (an error
+// matching ErrPartitionFailed, a timeout) is not replayed; an error of the
+// check itself (its actor not answering within WithTimeout) matches
+// neither sentinel.
 //
 // What it catches: a call that reads what a replay reads differently —
 // time.Now, a random number, a global counter, the order of a map's
 // iteration (only when the two runs happen to iterate differently, which
-// Go does not promise for every map: such a test may pass by chance) —
-// and a state the codec does not carry whole (the replay starts from its
-// decoding; WithReloads catches it too). What it does not: what both runs
-// read alike (an environment variable, a value fixed at start), and a
-// difference between calls farther apart than one (each call is replayed
-// from the snapshot right before it, which the driver persists after every
-// call; a worker persists less often and replays several records from an
-// older snapshot: the same folds, each deterministic if checked here).
+// Go does not promise for every map: such a test may pass by chance) — and
+// often a state the codec does not carry whole (the replay starts from its
+// decoding; WithReloads catches that too). What it does not: what both runs
+// read alike (an environment variable, a value fixed at start). Each call
+// is replayed from the snapshot right before it, which the driver persists
+// after every call; a worker persists less often and replays several
+// records in a row from an older snapshot: folds that are deterministic
+// one by one are so in a row.
 // Each call's code runs twice, with its side effects outside the Context
 // (a global written, a service called) and its logs (the replay's with the
 // field replay=true). Default off.
