@@ -278,7 +278,7 @@ func TestReplayCheckNamesWhatDiffers(t *testing.T) {
 		flow: keyflow.New(func(kc *keyflow.Context, s *int, rec *kgo.Record) (*int, error) {
 			return s, kc.SetTimer("t", kc.Now().Add(time.Duration(counter.Add(1))*time.Minute))
 		}, keyflow.WithTimers(func(_ *keyflow.Context, s *int, _ string) (*int, error) { return s, nil })),
-		want: []string{`timers: ["t" at 2026-01-01T00:`},
+		want: []string{`timers: ["t" at 2026-01-01T`, `] vs ["t" at 2026-01-01T`},
 	}, {
 		name: "a dead letter",
 		flow: keyflow.New(func(kc *keyflow.Context, s *int, rec *kgo.Record) (*int, error) {
