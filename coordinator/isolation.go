@@ -85,8 +85,7 @@ func (c *Consumer) PartitionFailed(tp TopicPartition, err error) {
 		f.Evicted = false
 		c.streak[tp] = f
 	}
-	wait := c.cfg.RetryBackoff << min(f.Attempts-1, 16)
-	wait = min(wait, c.cfg.MaxRetryBackoff)
+	wait := retryWait(c.cfg.RetryBackoff, c.cfg.MaxRetryBackoff, f.Attempts)
 	f.RetryAt = now.Add(wait)
 	attempts := f.Attempts
 	// Paused under the lock that recorded the failure: a revoke or a loss
@@ -114,6 +113,17 @@ func (c *Consumer) PartitionFailed(tp TopicPartition, err error) {
 	case c.retry <- struct{}{}:
 	default:
 	}
+}
+
+// retryWait is the backoff before the attempts-th restart: first doubled
+// attempts-1 times, at most max (doubled in steps: a shift overflowed a
+// first backoff of some 39 hours into a negative wait, a restart at once).
+func retryWait(first, max time.Duration, attempts int) time.Duration {
+	wait := first
+	for i := 1; i < attempts && wait < max; i++ {
+		wait *= 2
+	}
+	return min(wait, max)
 }
 
 // defaultSessionTimeout is kgo's session.timeout.ms and the broker's
@@ -552,6 +562,12 @@ func (c *Consumer) restartWith(ctx context.Context, tp TopicPartition, memo memb
 	// after its backoff).
 	rctx, cancel := context.WithTimeout(ctx, c.restartBound())
 	defer cancel()
+	// The failed copy has stopped, or its report is being made: Stop waits
+	// for that, and stops a copy still listed. A failure recorded while a
+	// copy ran (a second report of one copy, landing after the restart
+	// before it had deleted the failure) made the next restart start a
+	// second copy beside it (found by a review).
+	c.h.Stop(rctx, []TopicPartition{tp}, false)
 	// Not bound again: the restarted copy writes under its assignment's
 	// token (Consumer.Writes), as the failed copy did, which has stopped.
 	err = c.h.Open(rctx, []TopicPartition{tp})

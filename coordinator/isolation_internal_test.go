@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -589,5 +590,73 @@ func TestAnAssignmentsOpenIsRetriedThroughABrokersLoss(t *testing.T) {
 	}
 	if opens != 3 || stops != 2 {
 		t.Fatalf("%d Opens and %d Stops; want 3 Opens, the failed attempts' stores closed before each retry", opens, stops)
+	}
+}
+
+// copiesHandler counts live copies as the supervisor keeps them: Start adds
+// one, Stop ends them all.
+type copiesHandler struct {
+	nopHandler
+	mu      sync.Mutex
+	live    int
+	max     int
+	onStart func(tp TopicPartition)
+}
+
+func (h *copiesHandler) Start(_ context.Context, a map[TopicPartition]snapshotstore.Assignment) error {
+	h.mu.Lock()
+	h.live++
+	h.max = max(h.max, h.live)
+	f := h.onStart
+	h.onStart = nil
+	h.mu.Unlock()
+	for tp := range a {
+		if f != nil {
+			f(tp)
+		}
+	}
+	return nil
+}
+
+func (h *copiesHandler) Stop(context.Context, []TopicPartition, bool) {
+	h.mu.Lock()
+	h.live = 0
+	h.mu.Unlock()
+}
+
+// A failure recorded while a copy runs (a second report of one copy,
+// landing in the restart's window) made the next restart start a second
+// copy beside it: restartWith never stopped the copy it replaced.
+func TestARestartStopsTheCopyItReplaces(t *testing.T) {
+	tp := TopicPartition{"in", 0}
+	h := &copiesHandler{}
+	c, _ := restartableConsumer(t, h, tp)
+	c.PartitionFailed(tp, errors.New("the copy failed")) // it has stopped
+	h.onStart = func(tp TopicPartition) { c.PartitionFailed(tp, errors.New("a late report of the failed copy")) }
+	c.restart(context.Background(), tp)
+	c.mu.Lock()
+	c.failed[tp].RetryAt = time.Now().Add(-time.Second)
+	c.mu.Unlock()
+	c.restart(context.Background(), tp)
+	if h.max != 1 {
+		t.Fatalf("live copies reached %d, want 1", h.max)
+	}
+}
+
+func TestRetryWaitDoublesWithoutOverflow(t *testing.T) {
+	for _, c := range []struct {
+		first, max time.Duration
+		attempts   int
+		want       time.Duration
+	}{
+		{time.Second, time.Minute, 1, time.Second},
+		{time.Second, time.Minute, 3, 4 * time.Second},
+		{time.Second, time.Minute, 40, time.Minute},
+		{48 * time.Hour, 1000 * time.Hour, 5, 768 * time.Hour},
+		{48 * time.Hour, 1000 * time.Hour, 1_000_000, 1000 * time.Hour},
+	} {
+		if got := retryWait(c.first, c.max, c.attempts); got != c.want {
+			t.Errorf("retryWait(%s, %s, %d) = %s, want %s", c.first, c.max, c.attempts, got, c.want)
+		}
 	}
 }
