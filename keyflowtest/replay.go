@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -178,37 +177,18 @@ func (d *Driver[S]) timerSeen(n int32, k, name string) {
 }
 
 // observer is a key actor under WithReplayCheck: it tells the driver the
-// name of each timer the actor is told has fired (keyactor's timerFired,
-// unexported: read by reflection), which the replay fires.
+// name of each timer the actor is told has fired (keyactor.FiredTimer),
+// which the replay fires.
 type observer struct {
 	actor.Actor
 	fired func(name string)
 }
 
 func (o *observer) Receive(ctx actor.Context) {
-	if name, ok := firedTimer(ctx.Message()); ok {
+	if name, ok := keyactor.FiredTimer(ctx.Message()); ok {
 		o.fired(name)
 	}
 	o.Actor.Receive(ctx)
-}
-
-var keyactorPkg = reflect.TypeFor[keyactor.Deliver]().PkgPath()
-
-// firedTimer returns the timer name of a key actor's timerFired message.
-func firedTimer(msg any) (string, bool) {
-	v := reflect.ValueOf(msg)
-	if v.Kind() != reflect.Pointer || v.IsNil() {
-		return "", false
-	}
-	v = v.Elem()
-	if t := v.Type(); t.Kind() != reflect.Struct || t.Name() != "timerFired" || t.PkgPath() != keyactorPkg {
-		return "", false
-	}
-	f := v.FieldByName("name")
-	if f.Kind() != reflect.String {
-		return "", false
-	}
-	return f.String(), true
 }
 
 // replayClock is the replay's processing time: the call's, and timers that

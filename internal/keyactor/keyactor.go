@@ -127,6 +127,16 @@ type (
 	}
 )
 
+// FiredTimer returns the name of the timer a key actor's message says has
+// fired (false: msg is no such message), for keyflowtest's replay check,
+// which fires the same timer again.
+func FiredTimer(msg any) (string, bool) {
+	if m, ok := msg.(*timerFired); ok {
+		return m.name, true
+	}
+	return "", false
+}
+
 type keyActor[S any] struct {
 	Core
 	flow  *Flow[S]
