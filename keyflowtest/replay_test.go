@@ -1,6 +1,8 @@
 package keyflowtest_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -407,5 +409,57 @@ func TestReplayCheckDoesNotDoubleOutputs(t *testing.T) {
 				t.Fatalf("%d skipped", n)
 			}
 		})
+	}
+}
+
+// paddedJSON encodes with one more trailing space at every call: one state
+// encoded two ways, as gob encodes a map in iteration order.
+type paddedJSON struct{ calls *atomic.Int64 }
+
+func (c paddedJSON) Encode(s *map[string]int) ([]byte, error) {
+	b, err := json.Marshal(s)
+	return append(b, bytes.Repeat([]byte(" "), int(c.calls.Add(1)))...), err
+}
+
+func (paddedJSON) Decode(b []byte) (*map[string]int, error) {
+	s := new(map[string]int)
+	return s, json.Unmarshal(b, s)
+}
+
+// A state whose encodings differ but decode to equal values is no
+// difference: a codec that writes a map in iteration order (gob) made every
+// call of a deterministic flow fail.
+func TestReplayCheckComparesStatesDecoded(t *testing.T) {
+	flow := keyflow.New(func(_ *keyflow.Context, s *map[string]int, rec *kgo.Record) (*map[string]int, error) {
+		if s == nil {
+			s = &map[string]int{}
+		}
+		(*s)[string(rec.Value)]++
+		return s, nil
+	}, keyflow.WithCodec[map[string]int](paddedJSON{calls: new(atomic.Int64)}))
+	d := keyflowtest.New(flow, keyflowtest.WithReplayCheck())
+	defer d.Close()
+	for _, v := range []string{"a", "b", "a"} {
+		if err := d.Pipe("k", v); err != nil {
+			t.Fatalf("Pipe(%s) = %v; want no difference (equal states encoded apart)", v, err)
+		}
+	}
+	if got, ok := d.State("k"); !ok || got["a"] != 2 || got["b"] != 1 {
+		t.Fatalf("state %v", got)
+	}
+}
+
+// A state that differs past its first 64 bytes is quoted where it differs.
+func TestReplayCheckQuotesTheStatesWhereTheyDiffer(t *testing.T) {
+	var calls atomic.Int64
+	flow := keyflow.New(func(_ *keyflow.Context, _ *string, _ *kgo.Record) (*string, error) {
+		s := strings.Repeat("x", 100) + "-call-" + strconv.FormatInt(calls.Add(1), 10)
+		return &s, nil
+	})
+	d := keyflowtest.New(flow, keyflowtest.WithReplayCheck())
+	defer d.Close()
+	err := d.Pipe("k", "v")
+	if !errors.Is(err, keyflowtest.ErrNondeterministic) || !strings.Contains(err.Error(), "-call-1") || !strings.Contains(err.Error(), "-call-2") {
+		t.Fatalf("Pipe = %v; want ErrNondeterministic quoting both states where they differ (-call-1 vs -call-2)", err)
 	}
 }
