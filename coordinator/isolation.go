@@ -121,6 +121,9 @@ func (c *Consumer) PartitionFailed(tp TopicPartition, err error) {
 func retryWait(first, max time.Duration, attempts int) time.Duration {
 	wait := first
 	for i := 1; i < attempts && wait < max; i++ {
+		if wait > max/2 {
+			return max // doubling would pass max, or overflow
+		}
 		wait *= 2
 	}
 	return min(wait, max)

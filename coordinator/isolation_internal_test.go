@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"strings"
 	"sync"
@@ -654,9 +655,18 @@ func TestRetryWaitDoublesWithoutOverflow(t *testing.T) {
 		{time.Second, time.Minute, 40, time.Minute},
 		{48 * time.Hour, 1000 * time.Hour, 5, 768 * time.Hour},
 		{48 * time.Hour, 1000 * time.Hour, 1_000_000, 1000 * time.Hour},
+		{48 * time.Hour, math.MaxInt64, 17, math.MaxInt64}, // no cap, in effect
 	} {
 		if got := retryWait(c.first, c.max, c.attempts); got != c.want {
 			t.Errorf("retryWait(%s, %s, %d) = %s, want %s", c.first, c.max, c.attempts, got, c.want)
 		}
+	}
+	prev := time.Duration(0)
+	for n := 1; n < 200; n++ {
+		got := retryWait(time.Second, math.MaxInt64, n)
+		if got < prev {
+			t.Fatalf("retryWait(1s, no cap, %d) = %s, below the %s before", n, got, prev)
+		}
+		prev = got
 	}
 }

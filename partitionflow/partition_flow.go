@@ -81,7 +81,7 @@ func (p *partition) scheduleCold(ctx actor.Context) {
 	if p.coldWaiting {
 		return // due already: coldDue runs again when the budget admits (admitColdDue)
 	}
-	if p.phase != phaseRunning || p.err != nil || p.halting {
+	if !p.live() {
 		return // no cold key loads any more
 	}
 	at, ok := p.ctimers.next()
@@ -116,7 +116,7 @@ func (p *partition) coldDue(ctx actor.Context, max int, gen uint64) {
 	}
 	p.ctT = nil
 	p.coldWaiting = false
-	if p.phase != phaseRunning || p.err != nil {
+	if !p.live() {
 		return
 	}
 	now := time.Now()
@@ -154,7 +154,7 @@ func (p *partition) coldDue(ctx actor.Context, max int, gen uint64) {
 // before the held keys with records, so that a steady stream of new keys
 // does not hold due timers back, and the rest after them.
 func (p *partition) admitColdDue(ctx actor.Context, max int) {
-	if p.coldWaiting && p.phase == phaseRunning && p.err == nil && p.admits() {
+	if p.coldWaiting && p.live() && p.admits() {
 		p.coldDue(ctx, max, 0)
 	}
 }
@@ -162,7 +162,7 @@ func (p *partition) admitColdDue(ctx actor.Context, max int) {
 // records routes a batch: one Deliver per key, in offset order.
 func (p *partition) records(ctx actor.Context, recs []*kgo.Record) {
 	switch {
-	case len(recs) == 0 || p.err != nil:
+	case len(recs) == 0 || p.err != nil || p.halting:
 		return
 	case p.phase == phaseRecovering:
 		p.waiting = append(p.waiting, recs...)
@@ -485,7 +485,7 @@ func (p *partition) unloaded(ctx actor.Context, um *keyactor.Unloaded) {
 	if p.flushOf[m.Key] {
 		p.flushAnswered(ctx, m.Key, p.round, nil)
 	}
-	if len(e.pending) > 0 && p.phase == phaseRunning && p.err == nil && !p.halting {
+	if len(e.pending) > 0 && p.live() {
 		// Records arrived while it unloaded: the same entry loads again
 		// (from the snapshot just kept), its hold covering them.
 		rs := e.pending
@@ -563,6 +563,12 @@ func (p *partition) startTicks(ctx actor.Context) {
 		}
 	}()
 }
+
+// live: the partition runs, has not failed, and is not stopping — the
+// only state in which it loads keys or arms the cold-timer timer (the
+// turns protoactor still runs after Stopping must spawn no child, which
+// the stop would never wait for).
+func (p *partition) live() bool { return p.phase == phaseRunning && p.err == nil && !p.halting }
 
 // busy tells whether the keys have records not folded yet.
 func (p *partition) busy() bool { return p.unfolded.Load() > 0 }

@@ -112,9 +112,11 @@ func (r *topicRules) get(topic string) TopicRules {
 		e.rules.Store(&TopicRules{})
 		e.refreshing.Store(true)
 		if v, ok = r.m.LoadOrStore(topic, e); !ok {
+			defer func() { // even if the read panics: the callers waiting must not wait for ever
+				e.loaded.Store(true)
+				close(e.ready)
+			}()
 			r.refresh(topic, e)
-			close(e.ready)
-			e.loaded.Store(true)
 			return *e.rules.Load()
 		}
 	}

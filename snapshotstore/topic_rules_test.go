@@ -23,10 +23,14 @@ type rulesFake struct {
 	spawned atomic.Int32
 	gate    chan struct{}
 	asked   chan string
+	panics  bool // describe panics
 }
 
 func (f *rulesFake) describe(_ context.Context, topic string) (TopicRules, error) {
 	f.calls.Add(1)
+	if f.panics {
+		panic("describe panicked")
+	}
 	if f.asked != nil {
 		f.asked <- topic
 	}
@@ -197,5 +201,26 @@ func TestBatchLimitBoundedByTheTopic(t *testing.T) {
 	f.rules.MaxMessageBytes = 5_000_000
 	if n := newRulesForTest(f, zap.NewNop()).batchLimit(func(string) int32 { return 1_000_012 })("out"); n != 1_000_012 {
 		t.Fatalf("batch limit under a larger topic limit = %d, want the producer's", n)
+	}
+}
+
+// A first read that panics leaves the rules unknown: the next use must not
+// wait for it for ever.
+func TestTopicRulesFirstReadPanicking(t *testing.T) {
+	f := &rulesFake{panics: true}
+	r := newRulesForTest(f, zap.NewNop())
+	func() {
+		defer func() { _ = recover() }()
+		r.get("out")
+	}()
+	got := make(chan TopicRules, 1)
+	go func() { got <- r.get("out") }()
+	select {
+	case g := <-got:
+		if g != (TopicRules{}) {
+			t.Fatalf("get after a panicked read = %+v, want unknown", g)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("get waits for a first read that panicked")
 	}
 }
