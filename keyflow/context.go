@@ -129,9 +129,10 @@ func (c *Context) Timer(name string) (time.Time, bool) { return c.k.Timer(name) 
 // (at most 97 bytes and 10 per header), exceed what its producer sends to its topic
 // (ProducerBatchMaxBytes: the worker's transactional producer's, kgo's
 // default 1 000 012, or in the plain mode WithOutput's producer's), or the
-// topic's max.message.bytes where that is lower, is refused with an error
-// matching kerr.MessageTooLarge, naming the key, output topic, size and
-// limit; a record without key (nil) to a compacted topic is refused with
+// topic's max.message.bytes where that is lower (compared uncompressed, as
+// the producer compares: a record that fits the topic only compressed is
+// refused too), is refused with an error matching kerr.MessageTooLarge,
+// naming the key, output topic, size and limit; a record without key (nil) to a compacted topic is refused with
 // one matching kerr.InvalidRecord: the brokers would refuse either at every
 // attempt, failing every transaction or produce it went in. Return it from
 // the fold, and the fold error policy decides (WithFoldErrorPolicy). The

@@ -19,8 +19,10 @@ import (
 // fold's error, which the fold error policy handles.
 type TopicRules struct {
 	// MaxMessageBytes is the topic's max.message.bytes: the largest record
-	// batch its brokers accept (they compare the batch after compression,
-	// the producer before: a bound either way); 0: unknown.
+	// batch its brokers accept; 0: unknown. The brokers compare the batch
+	// after compression, the checks against it (as the producer's own
+	// ProducerBatchMaxBytes) the bytes before it: a conservative bound,
+	// which refuses a record that would fit the topic only compressed.
 	MaxMessageBytes int
 	// RequiresKey: the topic is compacted (its cleanup.policy contains
 	// compact), and its brokers refuse a record without key
@@ -34,7 +36,9 @@ type TopicRules struct {
 // against them at Emit, and the Kafka store's own producers bound their
 // record batches by MaxMessageBytes (a topic with a max.message.bytes
 // below the producer's ProducerBatchMaxBytes refused batches of small
-// records too). A topic's rules are read from the cluster (DescribeConfigs)
+// records too; kgo asks a producer's batch limit once per partition, so
+// a producer that met a partition before its topic's rules could be read
+// keeps its own limit there). A topic's rules are read from the cluster (DescribeConfigs)
 // at its first use by the store, which waits for the answer up to
 // topicRulesWait, and again in the background every topicRulesTTL; a topic
 // whose configs cannot be read has unknown rules (zero: unchecked), and is

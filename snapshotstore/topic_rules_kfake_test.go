@@ -1,0 +1,60 @@
+package snapshotstore
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// The store's producers take the caller's ProducerBatchMaxBytes (through
+// KafkaConfig.ClientOpts), bounded by each topic's max.message.bytes: the
+// store sets its own ProducerBatchMaxBytesFn after the caller's options,
+// built from theirs, which a mistake there would silently replace with
+// kgo's default.
+func TestTheCallersBatchLimitBoundedByTheTopic(t *testing.T) {
+	f := newTxnFixture(t, true)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	small, large := "4096", "10485760"
+	if _, err := f.adm.CreateTopic(ctx, 1, 1, map[string]*string{"max.message.bytes": &small}, "out"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.adm.CreateTopic(ctx, 1, 1, map[string]*string{"max.message.bytes": &large}, "wide"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		producer          int32
+		wantOut, wantWide int
+	}{
+		{2 << 20, 4096, 2 << 20}, // the caller's limit above the topic's: the topic's
+		{3000, 3000, 3000},       // below: the caller's
+	} {
+		cfg := KafkaConfig{ClientOpts: []kgo.Opt{kgo.ProducerBatchMaxBytes(c.producer)}}
+		_, p := f.openConfig(t, f.meta, cfg)
+		if got := p.MaxRecordBytes("out"); got != c.wantOut {
+			t.Errorf("producer limit %d: transactional MaxRecordBytes(out) = %d, want %d", c.producer, got, c.wantOut)
+		}
+		if got := p.MaxRecordBytes("wide"); got != c.wantWide {
+			t.Errorf("producer limit %d: transactional MaxRecordBytes(wide) = %d, want %d", c.producer, got, c.wantWide)
+		}
+		cfg.Mode = Plain
+		k, err := NewKafka(f.brokers, f.snaps, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(k.Close)
+		pp, err := k.Open(ctx, PartitionInfo{Topic: f.input, Partition: 0, Group: f.group})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := min(int(c.producer), 1_048_588) // the snapshot topic's: kfake's default max.message.bytes
+		if got := pp.(*plainPartition).MaxSnapshotBytes(); got != want {
+			t.Errorf("producer limit %d: plain MaxSnapshotBytes = %d, want %d", c.producer, got, want)
+		}
+		if got := pp.(*plainPartition).TopicRules("out"); got.MaxMessageBytes != 4096 {
+			t.Errorf("plain TopicRules(out) = %+v, want max.message.bytes 4096", got)
+		}
+	}
+}
