@@ -163,11 +163,16 @@ func (w *Worker) Get(ctx context.Context, key string) ([]byte, QueryInfo, error)
 		}
 		return nil, info, w.notOwned(ctx, key, tp)
 	case err != nil:
-		return nil, info, err
+		return nil, info, fmt.Errorf("actorflow: get key %q (%s[%d]): %w", key, tp.Topic, tp.Partition, err)
 	}
 	info.Committed = ans.PartitionCommitted
 	if ans.Phase != "running" {
 		return nil, info, fmt.Errorf("%w: %s[%d] is %s here", ErrUnavailable, tp.Topic, tp.Partition, ans.Phase)
+	}
+	var h Health
+	w.probe.fill(&h)
+	if err := ownershipInDoubt(tp, h, w.cons.Ownership().EvictedUntil(tp)); err != nil {
+		return nil, info, fmt.Errorf("key %q: %w", key, err)
 	}
 	if ans.Err != nil {
 		return nil, info, fmt.Errorf("%w: %s[%d] key %q failed (the partition starts again): %w", ErrUnavailable, tp.Topic, tp.Partition, key, ans.Err)
@@ -178,6 +183,25 @@ func (w *Worker) Get(ctx context.Context, key string) ([]byte, QueryInfo, error)
 		return nil, info, fmt.Errorf("%w: key %q (%s[%d])", ErrKeyNotFound, key, tp.Topic, tp.Partition)
 	}
 	return ans.Value, info, nil
+}
+
+// ownershipInDoubt is an ErrUnavailable when this member, running tp,
+// cannot vouch that it still owns it: its membership was refused (tp's
+// eviction mark, until evicted; zero: none), or the brokers did not answer
+// the last probe (h) — an isolated member keeps its partitions running
+// until the session timeout tells kgo it lost them, meanwhile the group
+// may have given them to another member, which folds on: its answer would
+// be a stale state passed as current (found by a review). nil otherwise.
+func ownershipInDoubt(tp coordinator.TopicPartition, h Health, evicted time.Time) error {
+	switch {
+	case !evicted.IsZero():
+		return fmt.Errorf("%w: %s[%d]: the group coordinator refused this member's membership; waiting for the rejoin (until %s at most)",
+			ErrUnavailable, tp.Topic, tp.Partition, evicted.Format(time.RFC3339))
+	case !h.BrokersReachable:
+		return fmt.Errorf("%w: %s[%d]: the brokers have not answered since %s (%s): this member cannot tell whether it still owns the partition",
+			ErrUnavailable, tp.Topic, tp.Partition, h.UnreachableSince.Format(time.RFC3339), h.LastBrokerError)
+	}
+	return nil
 }
 
 // Get is w.Get decoded with the flow's codec into the flow's state type,

@@ -2,11 +2,14 @@ package actorflow
 
 import (
 	"context"
+	"errors"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/actorflow/actorflow/coordinator"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -152,4 +155,31 @@ func TestAStalePartitionCountIsAnsweredAtOnceFromAHungBroker(t *testing.T) {
 	}
 	stop()
 	c.wait() // the background read ends with its base
+}
+
+// Get answers from a partition it runs only while this member can vouch
+// that it still owns it: an isolated member's partitions run on until kgo
+// learns its membership is lost, while the group may have given them to
+// another member.
+func TestOwnershipInDoubt(t *testing.T) {
+	tp := coordinator.TopicPartition{Topic: "in", Partition: 3}
+	down := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name    string
+		h       Health
+		evicted time.Time
+		want    string // "" : no doubt
+	}{
+		{"reachable, not evicted", Health{BrokersReachable: true}, time.Time{}, ""},
+		{"brokers down", Health{UnreachableSince: down, LastBrokerError: "dial tcp: refused"}, time.Time{}, "the brokers have not answered since 2026-12-06T12:00:00Z (dial tcp: refused)"},
+		{"evicted", Health{BrokersReachable: true}, down.Add(time.Minute), "refused this member's membership"},
+	} {
+		err := ownershipInDoubt(tp, c.h, c.evicted)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v, want no doubt", c.name, err)
+		case c.want != "" && (!errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "in[3]")):
+			t.Errorf("%s: %v, want ErrUnavailable naming in[3] and %q", c.name, err, c.want)
+		}
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -530,5 +531,48 @@ func TestWithQueryEndpointValidated(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "WithQueryEndpoint") {
 			t.Errorf("WithQueryEndpoint(%q): %v, want NewWorker's error naming the option", ep, err)
 		}
+	}
+}
+
+// A member whose brokers stopped answering keeps its partitions running
+// until kgo learns its membership is lost; meanwhile the group may have
+// given them to another member, which folds on. Its Get then answers
+// ErrUnavailable, not its state passed as current (found by a review).
+func TestGetUnavailableWhileTheBrokersDoNotAnswer(t *testing.T) {
+	e := newQueryEnv(t, 1)
+	e.produce(t, 2, "k")
+	w, _ := e.start(t, countFlow())
+	if err := w.WaitCaughtUp(ctxFor(t, 30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := w.Get(ctxFor(t, 10*time.Second), "k"); err != nil {
+		t.Fatalf("Get before the outage: %v", err)
+	}
+	// The health probe pings with a Metadata request for no topic (kgo's
+	// Ping): refused from here on.
+	var down atomic.Bool
+	down.Store(true)
+	e.cluster.ControlKey(int16(kmsg.Metadata), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		e.cluster.KeepControl()
+		if m := req.(*kmsg.MetadataRequest); down.Load() && m.Topics != nil && len(m.Topics) == 0 {
+			return nil, errors.New("outage"), true
+		}
+		return nil, nil, false
+	})
+	testkit.Eventually(t, 30*time.Second, "the health probe to see the outage", func() (bool, string) {
+		h := w.Health(ctxFor(t, 5*time.Second))
+		return !h.BrokersReachable, fmt.Sprintf("%+v", h)
+	})
+	_, info, err := w.Get(ctxFor(t, 10*time.Second), "k")
+	if !errors.Is(err, actorflow.ErrUnavailable) || !strings.Contains(err.Error(), "cannot tell whether it still owns") {
+		t.Fatalf("Get during the outage = %v (%+v); want ErrUnavailable: this member cannot vouch for its ownership", err, info)
+	}
+	down.Store(false)
+	testkit.Eventually(t, 30*time.Second, "the health probe to see the brokers again", func() (bool, string) {
+		h := w.Health(ctxFor(t, 5*time.Second))
+		return h.BrokersReachable, fmt.Sprintf("%+v", h)
+	})
+	if _, _, err := w.Get(ctxFor(t, 10*time.Second), "k"); err != nil {
+		t.Fatalf("Get after the outage: %v", err)
 	}
 }

@@ -161,7 +161,13 @@ func worker(ctx context.Context, args []string) (code int) {
 		return 2
 	}
 
-	srv := &http.Server{Handler: statusHandler(w, &folds, reg), ReadHeaderTimeout: 5 * time.Second}
+	// Every timeout set: without IdleTimeout a keep-alive connection
+	// stayed open for ever (a client holding many used up the process's
+	// file descriptors, its Kafka clients' too), without WriteTimeout a
+	// client that stopped reading pinned its handler (found by a review).
+	// WriteTimeout is above /state's own 5 s bound.
+	srv := &http.Server{Handler: statusHandler(w, &folds, reg), ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout: 10 * time.Second, WriteTimeout: 15 * time.Second, IdleTimeout: 60 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("http", zap.Error(err))
