@@ -249,19 +249,30 @@ func (w *Worker) WaitCaughtUp(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("actorflow: wait caught up: end offsets of %q: %w", w.cfg.input, err)
 	}
+	// The assignment read again at most every assignmentEvery, each read
+	// made during this call: polled every 20 ms, a read per poll sent the
+	// group coordinator ~50 describes a second while a rebalance left
+	// partitions owned by no member; the owner cache could answer with a
+	// read made before the call, before a member joined (both found by
+	// reviews).
+	const assignmentEvery = 250 * time.Millisecond
+	var (
+		lastRead time.Time
+		last     ownersOf
+	)
 	_, err = w.waitFor(ctx, func(h Health, st Status) (bool, string) {
 		return caughtUp(st.Partitions, ends, func() (string, error) {
 			me, err := w.cons.GroupMetadata()
 			return me.MemberID, err
 		}, func() (func(coordinator.TopicPartition) (string, bool), error) {
-			// Through the owner cache (1 s, per generation): polled every
-			// 20 ms, the direct read sent the group coordinator ~50
-			// describes a second while a rebalance left partitions owned
-			// by no member (found by a review).
-			ownerOf, err := w.owners.lookup(ctx, w.cons.Tracker().Now().Generation, w.assignment)
-			if err != nil {
-				return nil, err
+			if last == nil || time.Since(lastRead) >= assignmentEvery {
+				o, err := w.assignment(ctx)
+				if err != nil {
+					return nil, err
+				}
+				last, lastRead = o, time.Now()
 			}
+			ownerOf := last
 			return func(tp coordinator.TopicPartition) (string, bool) {
 				m, ok := ownerOf(tp)
 				return m.MemberID, ok

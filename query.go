@@ -28,7 +28,10 @@ var (
 	// ErrUnavailable: the key's partition cannot answer now — this worker
 	// is not running, or the partition is being assigned, recovering its
 	// snapshots, revoked, failed and waiting to start again, or owned by no
-	// member during a rebalance. Retry after a backoff.
+	// member during a rebalance; or this member cannot vouch that it still
+	// owns the partition it runs (the brokers did not answer its last
+	// probe, every 5 s; its membership changed or was refused). Retry
+	// after a backoff.
 	ErrUnavailable = errors.New("actorflow: key's partition cannot answer here now")
 )
 
@@ -122,7 +125,8 @@ type QueryInfo struct {
 // Errors: ErrKeyNotFound (no state), a *NotOwnerError (errors.Is
 // ErrNotOwner) naming the member that owns the partition, ErrUnavailable
 // (retryable: not running, the partition being assigned, recovering,
-// revoked or failed, or owned by no member during a rebalance), or ctx's
+// revoked or failed, owned by no member during a rebalance, or run here
+// while the brokers do not answer or the membership is in doubt), or ctx's
 // error. The owner is looked up from the group coordinator (DescribeGroups,
 // or ConsumerGroupDescribe under the consumer protocol) only when this
 // worker does not own the partition, and kept for 1 s or until this
@@ -171,8 +175,12 @@ func (w *Worker) Get(ctx context.Context, key string) ([]byte, QueryInfo, error)
 	}
 	var h Health
 	w.probe.fill(&h)
-	if err := ownershipInDoubt(tp, h, w.cons.Ownership().EvictedUntil(tp)); err != nil {
-		return nil, info, fmt.Errorf("key %q: %w", key, err)
+	cur, owned := w.cons.GroupMetadata()
+	if owned == nil {
+		owned = w.cons.Ownership().Check(tp, cur) // the binding the partition's writes pass
+	}
+	if err := ownershipInDoubt(tp, h, owned); err != nil {
+		return nil, info, err
 	}
 	if ans.Err != nil {
 		return nil, info, fmt.Errorf("%w: %s[%d] key %q failed (the partition starts again): %w", ErrUnavailable, tp.Topic, tp.Partition, key, ans.Err)
@@ -186,17 +194,21 @@ func (w *Worker) Get(ctx context.Context, key string) ([]byte, QueryInfo, error)
 }
 
 // ownershipInDoubt is an ErrUnavailable when this member, running tp,
-// cannot vouch that it still owns it: its membership was refused (tp's
-// eviction mark, until evicted; zero: none), or the brokers did not answer
-// the last probe (h) — an isolated member keeps its partitions running
-// until the session timeout tells kgo it lost them, meanwhile the group
-// may have given them to another member, which folds on: its answer would
-// be a stale state passed as current (found by a review). nil otherwise.
-func ownershipInDoubt(tp coordinator.TopicPartition, h Health, evicted time.Time) error {
+// cannot vouch that it still owns it: the binding its writes pass refuses
+// them (owned: Ownership.Check's error — the membership changed since the
+// assignment, or the coordinator refused it as unknown: the eviction
+// mark), or the brokers did not answer the last probe (h; every 5 s). An
+// isolated member keeps its partitions running until kgo learns it lost
+// them, up to the session timeout, meanwhile the group may have given them
+// to another member, which folds on: its answer would be a stale state
+// passed as current (found by a review). Not covered: a member that
+// reaches some brokers but not its group coordinator (the probe passes)
+// answers until kgo's heartbeats fail. nil otherwise.
+func ownershipInDoubt(tp coordinator.TopicPartition, h Health, owned error) error {
 	switch {
-	case !evicted.IsZero():
-		return fmt.Errorf("%w: %s[%d]: the group coordinator refused this member's membership; waiting for the rejoin (until %s at most)",
-			ErrUnavailable, tp.Topic, tp.Partition, evicted.Format(time.RFC3339))
+	case owned != nil:
+		return fmt.Errorf("%w: %s[%d]: this member cannot vouch that it still owns the partition: %v",
+			ErrUnavailable, tp.Topic, tp.Partition, owned)
 	case !h.BrokersReachable:
 		return fmt.Errorf("%w: %s[%d]: the brokers have not answered since %s (%s): this member cannot tell whether it still owns the partition",
 			ErrUnavailable, tp.Topic, tp.Partition, h.UnreachableSince.Format(time.RFC3339), h.LastBrokerError)

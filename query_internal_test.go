@@ -165,16 +165,16 @@ func TestOwnershipInDoubt(t *testing.T) {
 	tp := coordinator.TopicPartition{Topic: "in", Partition: 3}
 	down := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
 	for _, c := range []struct {
-		name    string
-		h       Health
-		evicted time.Time
-		want    string // "" : no doubt
+		name  string
+		h     Health
+		owned error
+		want  string // "" : no doubt
 	}{
-		{"reachable, not evicted", Health{BrokersReachable: true}, time.Time{}, ""},
-		{"brokers down", Health{UnreachableSince: down, LastBrokerError: "dial tcp: refused"}, time.Time{}, "the brokers have not answered since 2026-12-06T12:00:00Z (dial tcp: refused)"},
-		{"evicted", Health{BrokersReachable: true}, down.Add(time.Minute), "refused this member's membership"},
+		{"reachable, owned", Health{BrokersReachable: true}, nil, ""},
+		{"brokers down", Health{UnreachableSince: down, LastBrokerError: "dial tcp: refused"}, nil, "the brokers have not answered since 2026-12-06T12:00:00Z (dial tcp: refused)"},
+		{"membership refused", Health{BrokersReachable: true}, errors.New("evicted by the coordinator"), "cannot vouch that it still owns the partition: evicted by the coordinator"},
 	} {
-		err := ownershipInDoubt(tp, c.h, c.evicted)
+		err := ownershipInDoubt(tp, c.h, c.owned)
 		switch {
 		case c.want == "" && err != nil:
 			t.Errorf("%s: %v, want no doubt", c.name, err)
