@@ -116,17 +116,17 @@ func (c *Consumer) PartitionFailed(tp TopicPartition, err error) {
 }
 
 // retryWait is the backoff before the attempts-th restart: first doubled
-// attempts-1 times, at most max (doubled in steps: a shift overflowed a
+// attempts-1 times, at most the most (doubled in steps: a shift overflowed a
 // first backoff of some 39 hours into a negative wait, a restart at once).
-func retryWait(first, max time.Duration, attempts int) time.Duration {
+func retryWait(first, most time.Duration, attempts int) time.Duration {
 	wait := first
-	for i := 1; i < attempts && wait < max; i++ {
-		if wait > max/2 {
-			return max // doubling would pass max, or overflow
+	for i := 1; i < attempts && wait < most; i++ {
+		if wait > most/2 {
+			return most // doubling would pass most, or overflow
 		}
 		wait *= 2
 	}
-	return min(wait, max)
+	return min(wait, most)
 }
 
 // defaultSessionTimeout is kgo's session.timeout.ms and the broker's
@@ -570,7 +570,9 @@ func (c *Consumer) restartWith(ctx context.Context, tp TopicPartition, memo memb
 	// copy ran (a second report of one copy, landing after the restart
 	// before it had deleted the failure) made the next restart start a
 	// second copy beside it (found by a review).
-	c.h.Stop(rctx, []TopicPartition{tp}, false)
+	sctx, scancel := context.WithTimeout(rctx, min(c.cfg.TeardownTimeout, c.restartBound()/2)) // the rest for Open and Start
+	c.h.Stop(sctx, []TopicPartition{tp}, false)
+	scancel()
 	// Not bound again: the restarted copy writes under its assignment's
 	// token (Consumer.Writes), as the failed copy did, which has stopped.
 	err = c.h.Open(rctx, []TopicPartition{tp})

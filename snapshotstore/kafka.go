@@ -165,7 +165,8 @@ func (k *Kafka) Close() {
 func (k *Kafka) Open(ctx context.Context, p PartitionInfo) (Partition, error) {
 	// The snapshot topic's rules before its producer's first batch: kgo
 	// asks its batch limit on its own goroutine (topicRules.batchLimit),
-	// best not kept waiting. Read once per store.
+	// best not kept waiting. Read once per store: the first Open waits for
+	// it, up to topicRulesWait (5 s), then goes on with the rules unknown.
 	k.rules.get(k.topic)
 	if k.cfg.mode == Transactional {
 		return k.openTxn(ctx, p)

@@ -140,6 +140,12 @@ func (r *topicRules) get(topic string) TopicRules {
 // first failure of a streak is logged at warn.
 func (r *topicRules) refresh(topic string, e *rulesEntry) {
 	defer e.refreshing.Store(false)
+	defer func() {
+		if p := recover(); p != nil {
+			r.after(topicRulesRetry, func() { e.stale.Store(true) }) // asked again, as after an error
+			panic(p)
+		}
+	}()
 	ctx, cancel := context.WithTimeout(context.Background(), topicRulesWait)
 	defer cancel()
 	rules, err := r.describe(ctx, topic)

@@ -28,7 +28,10 @@ type rulesFake struct {
 
 func (f *rulesFake) describe(_ context.Context, topic string) (TopicRules, error) {
 	f.calls.Add(1)
-	if f.panics {
+	f.mu.Lock()
+	panics := f.panics
+	f.mu.Unlock()
+	if panics {
 		panic("describe panicked")
 	}
 	if f.asked != nil {
@@ -222,5 +225,17 @@ func TestTopicRulesFirstReadPanicking(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("get waits for a first read that panicked")
+	}
+	f.mu.Lock()
+	f.panics, f.rules = false, TopicRules{MaxMessageBytes: 2048}
+	f.mu.Unlock()
+	r.expire() // the retry's time
+	r.get("out")
+	deadline := time.Now().Add(10 * time.Second)
+	for r.get("out").MaxMessageBytes != 2048 {
+		if time.Now().After(deadline) {
+			t.Fatal("a first read that panicked is never asked again")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
