@@ -219,6 +219,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// batchLimit bounds the worker's own producers' record batches by each
+	// topic's max.message.bytes, as the Kafka store bounds its own (nil
+	// under WithStore).
+	var batchLimit func(string) int32
 	if store == nil {
 		kc := w.cfg.kafka
 		// A join round completes within the rebalance timeout (unset: the
@@ -234,7 +238,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			return err
 		}
 		defer k.Close()
-		store = k
+		store, batchLimit = k, k.ProducerBatchLimit()
 	}
 	hanging := resolveHanging(store) // of the undecorated store
 	snapshotTopic := w.cfg.snapshotTopic()
@@ -252,6 +256,12 @@ func (w *Worker) Run(ctx context.Context) error {
 		opts := append([]kgo.Opt{kgo.SeedBrokers(w.cfg.brokers...)}, w.cfg.clientOpts...)
 		if m != nil {
 			opts = append(opts, kgo.WithHooks(deadLetterHook{m}))
+		}
+		if batchLimit != nil {
+			// Dead letters fit the topic one by one (Emit's bound); a
+			// batch of them above a small max.message.bytes failed whole
+			// (kgo does not split a batch the broker refused).
+			opts = append(opts, kgo.ProducerBatchMaxBytesFn(batchLimit))
 		}
 		deadLetters, err = kgo.NewClient(opts...)
 		if err != nil {

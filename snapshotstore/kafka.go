@@ -148,6 +148,16 @@ func (k *Kafka) TransactionalID(inputTopic string, partition int32) string {
 	return fmt.Sprintf("%s-%s-%d", k.cfg.txnPrefix, inputTopic, partition)
 }
 
+// ProducerBatchLimit is the ProducerBatchMaxBytesFn of the store's
+// producers: KafkaConfig.ClientOpts' (kgo's default 1 000 012 without one),
+// bounded by each topic's max.message.bytes as the store reads it (a topic
+// whose configs cannot be read: the caller's alone). Give it to another
+// producer of the same cluster (kgo.ProducerBatchMaxBytesFn, after the
+// ClientOpts) to bound its batches the same way: kgo asks it once per
+// partition, on its own goroutine, and the first ask of a topic not read
+// yet waits for its configs, up to 5 s.
+func (k *Kafka) ProducerBatchLimit() func(string) int32 { return k.batchLimit }
+
 // Close stops the shared producer.
 func (k *Kafka) Close() {
 	if k.producer != nil {

@@ -2,6 +2,7 @@ package scenarios
 
 import (
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -131,4 +132,38 @@ func incompressible(n int) []byte {
 	b := make([]byte, n)
 	rand.Read(b)
 	return b
+}
+
+// DeadLettersWithinTheTopicLimit: the plain mode's dead letters go through
+// a producer of the worker, whose record batches are bounded by the
+// dead-letter topic's max.message.bytes, as the store bounds its own: 30
+// dead letters of ~1.3 KB each (each within the topic's 4 KiB), sent at
+// once, went out in batches above it, which the broker refused whole (kgo
+// does not split a refused batch), and the partition failed.
+func DeadLettersWithinTheTopicLimit(t *testing.T, brokers []string) {
+	input, snaps, group := Topics(t, brokers, 1)
+	dlq := keyflow.DefaultDeadLetterTopic(input)
+	maxBytes := fmt.Sprint(outputRulesMaxBytes)
+	if _, err := kadm.NewClient(testkit.Client(t, brokers)).CreateTopic(t.Context(), 1, 1, map[string]*string{"max.message.bytes": &maxBytes}, dlq); err != nil {
+		t.Fatal(err)
+	}
+	const n = 30
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: input, Key: fmt.Appendf(nil, "k%02d", i), Value: incompressible(1000)}
+	}
+	if err := testkit.Client(t, brokers).ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	flow := keyflow.New(func(_ *keyflow.Context, _ *int, _ *kgo.Record) (*int, error) {
+		return nil, errors.New("refused")
+	}, keyflow.WithFoldErrorPolicy(keyflow.DeadLetter))
+	w := StartWorker(t, flow, brokers, group, input, snaps, snapshotstore.Plain, actorflow.WithFailFast())
+	testkit.WaitCommittedAtEnd(t, brokers, group, input, time.Minute)
+	if dls := testkit.ReadTopic(t, brokers, dlq, true); len(dls) != n {
+		t.Fatalf("%d dead letters, want %d", len(dls), n)
+	}
+	if err := w.Stop(t); err != nil {
+		t.Fatal(err)
+	}
 }

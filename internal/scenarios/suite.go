@@ -39,6 +39,7 @@ func Suite() []Case {
 		{Name: "OversizeOutputSkipped", Parallel: true, Run: OversizeOutputSkipped},
 		{Name: "OversizeOutputDeadLettered", Parallel: true, Run: OversizeOutputDeadLettered},
 		{Name: "DeadLetterTopicChecked", Parallel: true, Run: DeadLetterTopicChecked},
+		{Name: "DeadLettersWithinTheTopicLimit", Parallel: true, Run: DeadLettersWithinTheTopicLimit},
 		{Name: "SupersededForeignSnapshotSkipped", Parallel: true, Run: SupersededForeignSnapshotSkipped},
 		{Name: "AbortedOutputsReemittedOnce", Parallel: true, Run: AbortedOutputsReemittedOnce},
 		{Name: "InactivityAcrossRestart", Parallel: true, Run: InactivityAcrossRestart},
