@@ -170,7 +170,7 @@ func (w *Worker) registerMetrics() (m *metrics, unregister func(), err error) {
 		return nil, func() {}, nil
 	}
 	m = newMetrics(w.flow.DeadLetterTopic(w.cfg.input))
-	cs := append(m.collectors(), statusCollector{w})
+	cs := append(m.collectors(), statusCollector{w: w, counters: &monotonic{}})
 	var done []prometheus.Collector
 	unregister = func() {
 		for _, c := range done {

@@ -18,9 +18,9 @@ var (
 	descKeysLoaded = prometheus.NewDesc("actorflow_keys_loaded",
 		"Keys whose actor is loaded, per owned partition.", partitionLabels, nil)
 	descKeysEvicted = prometheus.NewDesc("actorflow_keys_evicted_total",
-		"Keys asked to unload because the partition's live-key budget was full (keyflow.WithMaxLiveKeys), since the partition started here.", partitionLabels, nil)
+		"Keys asked to unload because the partition's live-key budget was full (keyflow.WithMaxLiveKeys), in this process (each restart of the partition counts on; what a copy counted after the last scrape before its end is not seen).", partitionLabels, nil)
 	descSkipped = prometheus.NewDesc("actorflow_skipped_total",
-		"Records and calls skipped under a Skip policy (folds, undecodable records, timers, load hooks, records without a usable key; and timers and load hooks failing under DeadLetter, which have no record to dead-letter), since the partition started here: each left no effect, logged at warn.", partitionLabels, nil)
+		"Records and calls skipped under a Skip policy (folds, undecodable records, timers, load hooks, records without a usable key; and timers and load hooks failing under DeadLetter, which have no record to dead-letter), in this process (as actorflow_keys_evicted_total): each left no effect, logged at warn.", partitionLabels, nil)
 	descKeysHeld = prometheus.NewDesc("actorflow_keys_held",
 		"Keys whose records wait for the live-key budget to load them, per owned partition: a budget too small for the hot keys shows here.", partitionLabels, nil)
 	descInFlight = prometheus.NewDesc("actorflow_in_flight_records",
@@ -37,7 +37,12 @@ var (
 
 // statusCollector reads Worker.Status at scrape time, so that the gauges
 // cost nothing between scrapes and no hot path is instrumented.
-type statusCollector struct{ w *Worker }
+type statusCollector struct {
+	w *Worker
+	// counters keeps the counters read from Status going up across a
+	// partition's copies (each counts from 0).
+	counters *monotonic
+}
 
 func (c statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descKeys
@@ -60,8 +65,9 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 		part := partitionLabel(p.Partition)
 		ch <- prometheus.MustNewConstMetric(descKeys, prometheus.GaugeValue, float64(p.Keys), p.Topic, part)
 		ch <- prometheus.MustNewConstMetric(descKeysLoaded, prometheus.GaugeValue, float64(p.KeysLoaded), p.Topic, part)
-		ch <- prometheus.MustNewConstMetric(descKeysEvicted, prometheus.CounterValue, float64(p.Evictions), p.Topic, part)
-		ch <- prometheus.MustNewConstMetric(descSkipped, prometheus.CounterValue, float64(p.Skipped), p.Topic, part)
+		tp := coordinator.TopicPartition{Topic: p.Topic, Partition: p.Partition}
+		ch <- prometheus.MustNewConstMetric(descKeysEvicted, prometheus.CounterValue, float64(c.counters.value("evicted", tp, p.Evictions)), p.Topic, part)
+		ch <- prometheus.MustNewConstMetric(descSkipped, prometheus.CounterValue, float64(c.counters.value("skipped", tp, p.Skipped)), p.Topic, part)
 		ch <- prometheus.MustNewConstMetric(descKeysHeld, prometheus.GaugeValue, float64(p.KeysHeld), p.Topic, part)
 		ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(p.InFlight), p.Topic, part)
 		ch <- prometheus.MustNewConstMetric(descInFlightBytes, prometheus.GaugeValue, float64(p.InFlightBytes), p.Topic, part)
