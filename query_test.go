@@ -576,3 +576,23 @@ func TestGetUnavailableWhileTheBrokersDoNotAnswer(t *testing.T) {
 		t.Fatalf("Get after the outage: %v", err)
 	}
 }
+
+// A Get whose context ends says which key and partition it was asking.
+func TestGetContextErrorNamesKeyAndPartition(t *testing.T) {
+	e := newQueryEnv(t, 1)
+	e.produce(t, 1, "k")
+	w, _ := e.start(t, countFlow())
+	if err := w.WaitCaughtUp(ctxFor(t, 30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := w.Get(ctxFor(t, 10*time.Second), "k"); err != nil { // the partition count is read and kept
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, _, err := w.Get(ctx, "k")
+	want := fmt.Sprintf(`key "k" (%s[0])`, e.input)
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Get with an ended context = %v; want context.Canceled naming %s", err, want)
+	}
+}
