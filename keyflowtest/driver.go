@@ -788,30 +788,44 @@ func (d *Driver[S]) load(p *part, k string) (*actor.PID, error) {
 // flush asks key k for a flush with reply and waits for its answer: every
 // message sent to k before it is then handled, its effects persisted.
 func (d *Driver[S]) flush(p *part, k string) error {
-	pid := p.keys[k]
 	d.round++
 	round := d.round
+	var answer event
+	ok := d.flushAndWait(p.keys[k], d.events, round, func(ev event) bool {
+		if ev.err != nil && ev.part == p.n {
+			d.fail(p, ev.err) // the first failure is the partition's
+		}
+		answer = ev
+		return ev.part == p.n && ev.key == k && (ev.panic || ev.round == round)
+	})
+	if !ok {
+		return fmt.Errorf("keyflowtest: %s[%d] key %q: no answer within %s (WithTimeout): a fold, timer or load hook that blocks?",
+			d.cfg.topic, p.n, k, d.cfg.timeout)
+	}
+	if answer.panic && p.failed == nil {
+		d.fail(p, answer.err)
+	}
+	if p.failed != nil {
+		d.stopPart(p)
+	}
+	return p.failed
+}
+
+// flushAndWait sends pid a Flush of round and hands each event from events
+// to answered until it says the flush is answered (true), or until
+// WithTimeout passes (false).
+func (d *Driver[S]) flushAndWait(pid *actor.PID, events <-chan event, round uint64, answered func(event) bool) bool {
 	d.sys.Root.Send(pid, &keyactor.Flush{Round: round, Reply: true})
 	timeout := time.NewTimer(d.cfg.timeout)
 	defer timeout.Stop()
 	for {
 		select {
-		case ev := <-d.events:
-			if ev.err != nil && ev.part == p.n {
-				d.fail(p, ev.err) // the first failure is the partition's
-			}
-			if ev.part == p.n && ev.key == k && (ev.panic || ev.round == round) {
-				if ev.panic && p.failed == nil {
-					d.fail(p, ev.err)
-				}
-				if p.failed != nil {
-					d.stopPart(p)
-				}
-				return p.failed
+		case ev := <-events:
+			if answered(ev) {
+				return true
 			}
 		case <-timeout.C:
-			return fmt.Errorf("keyflowtest: %s[%d] key %q: no answer within %s (WithTimeout): a fold, timer or load hook that blocks?",
-				d.cfg.topic, p.n, k, d.cfg.timeout)
+			return false
 		}
 	}
 }

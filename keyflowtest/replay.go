@@ -314,23 +314,17 @@ func (d *Driver[S]) replay(c *replayCall) error {
 			return nil
 		}
 		round++
-		d.sys.Root.Send(pid, &keyactor.Flush{Round: round, Reply: true})
-		timeout := time.NewTimer(d.cfg.timeout)
-		defer timeout.Stop()
-		for {
-			select {
-			case ev := <-events:
-				if ev.err != nil && res.failed == nil {
-					res.failed = ev.err
-				}
-				if ev.panic || ev.round == round {
-					dead = dead || ev.panic
-					return nil
-				}
-			case <-timeout.C:
-				return fmt.Errorf("keyflowtest: replay check: %s: the replay did not answer within %s (WithTimeout)", where, d.cfg.timeout)
+		ok := d.flushAndWait(pid, events, round, func(ev event) bool {
+			if ev.err != nil && res.failed == nil {
+				res.failed = ev.err
 			}
+			dead = dead || ev.panic
+			return ev.panic || ev.round == round
+		})
+		if !ok {
+			return fmt.Errorf("keyflowtest: replay check: %s: the replay did not answer within %s (WithTimeout)", where, d.cfg.timeout)
 		}
+		return nil
 	}
 	switch {
 	case c.timer:
