@@ -33,7 +33,9 @@ type TopicRules struct {
 
 // TopicRuler is implemented by a Partition that knows its topics' rules:
 // the Kafka partitions, both modes. The key actors check each output
-// against them at Emit, and the Kafka store's own producers bound their
+// against them at Emit (in the transactional mode through the partition's
+// RecordLimiter, whose limit must include them, as the Kafka partitions'
+// does: one lookup per output, not two; RequiresKey directly), and the Kafka store's own producers bound their
 // record batches by MaxMessageBytes (a topic with a max.message.bytes
 // below the producer's ProducerBatchMaxBytes refused batches of small
 // records too; kgo asks a producer's batch limit once per partition, so

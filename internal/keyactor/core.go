@@ -69,16 +69,19 @@ func (k *Core) Timer(name string) (time.Time, bool) {
 func (k *Core) CanEmit() bool { return k.cfg.Output != nil || k.env.TxnOutputs }
 
 // MaxOutputBytes is the largest record batch an output to topic can go
-// in: the limit of the producer it goes through (the store's in the
-// transactional mode, the flow's otherwise), or the topic's
-// max.message.bytes where that is lower; 0: unchecked.
+// in: the limit of the producer it goes through — the store's in the
+// transactional mode, which is bounded by the topic's max.message.bytes
+// already (snapshotstore.TopicRuler, its producers' batch limit), the
+// flow's otherwise, bounded here by the topic's — 0: unchecked.
 func (k *Core) MaxOutputBytes(topic string) int {
-	fn := k.cfg.OutputMaxBytes
 	if k.env.TxnOutputs {
-		fn = k.env.MaxOutputBytes
+		if fn := k.env.MaxOutputBytes; fn != nil {
+			return fn(topic)
+		}
+		return 0
 	}
 	n := 0
-	if fn != nil {
+	if fn := k.cfg.OutputMaxBytes; fn != nil {
 		n = fn(topic)
 	}
 	return k.topicBound(topic, n)
