@@ -539,15 +539,7 @@ func TestWithQueryEndpointValidated(t *testing.T) {
 // given them to another member, which folds on. Its Get then answers
 // ErrUnavailable, not its state passed as current (found by a review).
 func TestGetUnavailableWhileTheBrokersDoNotAnswer(t *testing.T) {
-	e := newQueryEnv(t, 1)
-	e.produce(t, 2, "k")
-	w, _ := e.start(t, countFlow())
-	if err := w.WaitCaughtUp(ctxFor(t, 30*time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := w.Get(ctxFor(t, 10*time.Second), "k"); err != nil {
-		t.Fatalf("Get before the outage: %v", err)
-	}
+	e, w := answeringKey(t)
 	// The health probe pings with a Metadata request for no topic (kgo's
 	// Ping): refused from here on.
 	var down atomic.Bool
@@ -579,15 +571,7 @@ func TestGetUnavailableWhileTheBrokersDoNotAnswer(t *testing.T) {
 
 // A Get whose context ends says which key and partition it was asking.
 func TestGetContextErrorNamesKeyAndPartition(t *testing.T) {
-	e := newQueryEnv(t, 1)
-	e.produce(t, 1, "k")
-	w, _ := e.start(t, countFlow())
-	if err := w.WaitCaughtUp(ctxFor(t, 30*time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := w.Get(ctxFor(t, 10*time.Second), "k"); err != nil { // the partition count is read and kept
-		t.Fatal(err)
-	}
+	e, w := answeringKey(t) // the partition count is read and kept
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, _, err := w.Get(ctx, "k")
@@ -595,4 +579,20 @@ func TestGetContextErrorNamesKeyAndPartition(t *testing.T) {
 	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), want) {
 		t.Fatalf("Get with an ended context = %v; want context.Canceled naming %s", err, want)
 	}
+}
+
+// answeringKey runs a worker of the count flow on one partition, caught up
+// with two records of key "k", which Get has answered once.
+func answeringKey(t *testing.T) (*queryEnv, *actorflow.Worker) {
+	t.Helper()
+	e := newQueryEnv(t, 1)
+	e.produce(t, 2, "k")
+	w, _ := e.start(t, countFlow())
+	if err := w.WaitCaughtUp(ctxFor(t, 30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := w.Get(ctxFor(t, 10*time.Second), "k"); err != nil {
+		t.Fatalf("Get of a caught-up key: %v", err)
+	}
+	return e, w
 }

@@ -196,14 +196,7 @@ func SupersededForeignSnapshotSkipped(t *testing.T, brokers []string) {
 // ErrSnapshotsAhead, naming both partitions and offsets — and folds
 // nothing; the snapshots stay as they were.
 func SnapshotsAheadRefused(t *testing.T, brokers []string, mode snapshotstore.Mode) {
-	input, snaps, group := Topics(t, brokers, 1)
-	exp := ledger.Expected{}
-	testkit.ProduceLedger(t, brokers, input, &ledger.Generator{Accounts: 10}, 100, exp)
-	w := StartWorker(t, ledger.Flow(), brokers, group, input, snaps, mode)
-	testkit.WaitCommittedAtEnd(t, brokers, group, input, time.Minute)
-	if err := w.Stop(t); err != nil {
-		t.Fatal(err)
-	}
+	input, snaps, group, exp := ledgerCommitted(t, brokers, mode)
 	recreateTopicWith(t, brokers, input, 1, nil)
 	testkit.ProduceLedger(t, brokers, input, &ledger.Generator{Accounts: 10}, 20, ledger.Expected{})
 	refusedAtStart(t, brokers, group, input, snaps, mode, "snapshots ahead of the input", snapshotstore.ErrSnapshotsAhead,
@@ -215,6 +208,23 @@ func SnapshotsAheadRefused(t *testing.T, brokers []string, mode snapshotstore.Mo
 			return strings.Contains(f.Error, "consumed up to offset 100") && strings.Contains(f.Error, "but the input's log ends at") && strings.Contains(f.Error, input)
 		})
 	VerifyLedger(t, brokers, snaps, 1, exp)
+}
+
+// ledgerCommitted creates topics of one partition, produces 100 ledger
+// events over 10 accounts, and runs a worker of the ledger flow until it
+// has committed them all, then stops it: the state the refused-at-start
+// scenarios then change under the next worker.
+func ledgerCommitted(t *testing.T, brokers []string, mode snapshotstore.Mode) (input, snaps, group string, exp ledger.Expected) {
+	t.Helper()
+	input, snaps, group = Topics(t, brokers, 1)
+	exp = ledger.Expected{}
+	testkit.ProduceLedger(t, brokers, input, &ledger.Generator{Accounts: 10}, 100, exp)
+	w := StartWorker(t, ledger.Flow(), brokers, group, input, snaps, mode)
+	testkit.WaitCommittedAtEnd(t, brokers, group, input, time.Minute)
+	if err := w.Stop(t); err != nil {
+		t.Fatal(err)
+	}
+	return input, snaps, group, exp
 }
 
 // refusedAtStart starts a worker of a counting flow on group and waits for
@@ -246,14 +256,7 @@ func refusedAtStart(t *testing.T, brokers []string, group, input, snaps string, 
 // both counts — and folds nothing of it; WithAcceptInputRepartition starts
 // it, from its snapshots.
 func InputRepartitionedRefused(t *testing.T, brokers []string, mode snapshotstore.Mode) {
-	input, snaps, group := Topics(t, brokers, 1)
-	exp := ledger.Expected{}
-	testkit.ProduceLedger(t, brokers, input, &ledger.Generator{Accounts: 10}, 100, exp)
-	w := StartWorker(t, ledger.Flow(), brokers, group, input, snaps, mode)
-	testkit.WaitCommittedAtEnd(t, brokers, group, input, time.Minute)
-	if err := w.Stop(t); err != nil {
-		t.Fatal(err)
-	}
+	input, snaps, group, exp := ledgerCommitted(t, brokers, mode)
 	adm := kadm.NewClient(testkit.Client(t, brokers))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
