@@ -169,18 +169,12 @@ func (r *topicRules) refresh(topic string, e *rulesEntry) {
 
 // describeTopicRules reads topic's max.message.bytes and cleanup.policy.
 func describeTopicRules(ctx context.Context, adm *kadm.Client, topic string) (TopicRules, error) {
-	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
-	if err == nil && len(rcs) != 1 {
-		err = fmt.Errorf("describe configs: %d resources in the response", len(rcs))
-	}
-	if err == nil {
-		err = rcs[0].Err
-	}
+	configs, err := topicConfigs(ctx, adm, topic)
 	if err != nil {
 		return TopicRules{}, fmt.Errorf("describe configs of topic %s: %w", topic, err)
 	}
 	var rules TopicRules
-	for _, c := range rcs[0].Configs {
+	for _, c := range configs {
 		if c.Value == nil {
 			continue
 		}

@@ -235,13 +235,10 @@ func EnsureTopics(ctx context.Context, cl *kgo.Client, input, snapshot string, s
 }
 
 func checkCleanupPolicy(ctx context.Context, adm *kadm.Client, topic string) error {
-	var rcs kadm.ResourceConfigs
+	var configs []kadm.Config
 	var err error
 	for graceEnd := time.Now().Add(missingTopicGrace); ; {
-		rcs, err = adm.DescribeTopicConfigs(ctx, topic)
-		if err == nil && len(rcs) == 1 {
-			err = rcs[0].Err
-		}
+		configs, err = topicConfigs(ctx, adm, topic)
 		// A topic just created (by another client) can be missing from the
 		// answering broker's metadata for a moment; kgo does not retry a
 		// resource's error.
@@ -254,15 +251,12 @@ func checkCleanupPolicy(ctx context.Context, adm *kadm.Client, topic string) err
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	if err == nil && len(rcs) != 1 {
-		err = fmt.Errorf("describe configs: %d resources in the response", len(rcs))
-	}
 	if err != nil {
 		return &CleanupPolicyError{Topic: topic, Err: err}
 	}
 	policy := "delete" // Kafka's default, should the broker omit it
 	var ms, bytes *string
-	for _, c := range rcs[0].Configs {
+	for _, c := range configs {
 		switch c.Key {
 		case "cleanup.policy":
 			if c.Value != nil {
@@ -283,6 +277,22 @@ func checkCleanupPolicy(ctx context.Context, adm *kadm.Client, topic string) err
 		}
 	}
 	return nil
+}
+
+// topicConfigs is topic's configuration as the cluster describes it: the
+// resource's own error, or a response of another count of resources, is
+// the error.
+func topicConfigs(ctx context.Context, adm *kadm.Client, topic string) ([]kadm.Config, error) {
+	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(rcs) != 1:
+		return nil, fmt.Errorf("describe configs: %d resources in the response", len(rcs))
+	case rcs[0].Err != nil:
+		return nil, rcs[0].Err
+	}
+	return rcs[0].Configs, nil
 }
 
 // EnsureOutputTopic checks (and creates, if spec.Create, with partitions
