@@ -21,7 +21,7 @@ func TestExportedAPIIsTheUsersOnly(t *testing.T) {
 		"DeadLetter", "DeadLetterKind", "DeadLetterRecord", "DecodeJSON", "Decoder", "DefaultDeadLetterTopic",
 		"DefaultMaxLiveKeys", "DefaultOutputTimeout", "ErrEmitToSnapshotTopic", "ErrInvalidTimerName", "ErrNoOutput", "ErrNoTimerHandler", "ErrOutputTimeout", "ErrPanicked", "ErrUndecodable", "Fail",
 		"Flow", "FoldFunc", "Handler", "HeaderErrorException", "HeaderErrorMessage", "HeaderErrorOffset",
-		"HeaderErrorOmitted", "HeaderErrorPartition", "HeaderErrorTime", "HeaderErrorTopic", "JSON", "KindFoldError", "KindNilKey",
+		"HeaderErrorOmitted", "HeaderErrorPartition", "HeaderErrorSourceTime", "HeaderErrorTime", "HeaderErrorTopic", "JSON", "KindFoldError", "KindNilKey",
 		"KindUndecodable", "KindUndecodableState", "LoadFunc", "New", "NewTyped", "Option", "ParsePolicy", "Policy", "Policy.String", "Skip",
 		"TimerFunc", "TypedFoldFunc", "WithCodec", "WithDeadLetterTopic", "WithFoldErrorPolicy", "WithMaxIdle", "WithMaxLiveKeys",
 		"WithNilKeyPolicy", "WithOnLoad", "WithOutput", "WithOutputTimeout", "WithTimers", "WithUndecodablePolicy", "WithUndecodableStatePolicy",

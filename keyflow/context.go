@@ -133,13 +133,19 @@ func (c *Context) Timer(name string) (time.Time, bool) { return c.k.Timer(name) 
 // the producer compares: a record that fits the topic only compressed is
 // refused too), is refused with an error matching kerr.MessageTooLarge,
 // naming the key, output topic, size and limit; a record without key (nil) to a compacted topic is refused with
-// one matching kerr.InvalidRecord: the brokers would refuse either at every
-// attempt, failing every transaction or produce it went in. Return it from
-// the fold, and the fold error policy decides (WithFoldErrorPolicy). The
-// worker reads a topic's max.message.bytes and cleanup.policy at the first
-// Emit to it (that Emit waits up to 5 s for the answer), and again every 5
-// minutes; a topic whose configs cannot be read is checked against the
-// producer's limit alone.
+// one matching kerr.InvalidRecord, and a record whose timestamp (when set:
+// kgo stamps one left zero at produce) lies beyond the topic's
+// message.timestamp.before.max.ms or .after.max.ms from the wall clock
+// (since Kafka 4.0 one more than 1 hour ahead, by default), or within a
+// minute of such a bound, with one matching kerr.InvalidTimestamp
+// (snapshotstore.TopicRules.CheckTimestamp): the brokers would refuse any
+// of them at every attempt, failing every transaction or produce it went
+// in. Return it from the fold, and the fold error policy decides
+// (WithFoldErrorPolicy). The worker reads a topic's max.message.bytes,
+// cleanup.policy and timestamp bounds at the first Emit to it (that Emit
+// waits up to 5 s for the answer), and again every 5 minutes; a topic
+// whose configs cannot be read is checked against the producer's limit
+// alone.
 //
 // Transactional mode (snapshotstore.Transactional): exactly-once for a
 // read_committed consumer. The output travels with the key's snapshot to
@@ -182,6 +188,11 @@ func (c *Context) Emit(rec *kgo.Record) error {
 	if rec.Key == nil && k.OutputNeedsKey(rec.Topic) {
 		return fmt.Errorf("keyflow: emit for key %q: output to %s has no key, and the topic is compacted (its cleanup.policy contains compact), whose brokers refuse a record without key: %w",
 			k.Key(), rec.Topic, kerr.InvalidRecord)
+	}
+	// A timestamp the topic's brokers refuse fails every attempt too (a
+	// fold that stamps its outputs with event time, replaying old input).
+	if err := k.CheckOutputTimestamp(rec.Topic, rec.Timestamp); err != nil {
+		return fmt.Errorf("keyflow: emit for key %q: output to %s: %w", k.Key(), rec.Topic, err)
 	}
 	// A record the producer cannot take would fail its transaction (or its
 	// produce) at every attempt: refused here, it is the fold's error, which

@@ -37,8 +37,17 @@ const (
 	HeaderErrorMessage   = "__streams.errors.message" // the error, with topic, partition, offset and key
 	// HeaderErrorTime is actorflow's own: when the record was dead-lettered,
 	// Unix milliseconds, decimal (the record's timestamp stays the source
-	// record's, as in KIP-1034).
+	// record's, as in KIP-1034, unless its topic refuses it:
+	// HeaderErrorSourceTime).
 	HeaderErrorTime = "actorflow.errors.time"
+	// HeaderErrorSourceTime is actorflow's own, on a dead letter whose
+	// source record's timestamp its topic's brokers would refuse (beyond
+	// the dead-letter topic's message.timestamp.before.max.ms or
+	// .after.max.ms: snapshotstore.TopicRules.CheckTimestamp): the source's
+	// timestamp, Unix milliseconds, decimal. The dead letter then carries
+	// the producer's clock instead: refused, it would stop its partition at
+	// every attempt. Absent: the dead letter has the source's timestamp.
+	HeaderErrorSourceTime = keyactor.HeaderSourceTime
 )
 
 // DeadLetterKind is the value of HeaderErrorException.

@@ -3,12 +3,14 @@ package snapshotstore
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"go.uber.org/zap"
 )
 
@@ -29,6 +31,45 @@ type TopicRules struct {
 	// (INVALID_RECORD, "Compacted topic cannot accept message without
 	// key").
 	RequiresKey bool
+	// TimestampBefore and TimestampAfter bound a record's own timestamp
+	// (a topic of message.timestamp.type CreateTime): its brokers refuse
+	// (INVALID_TIMESTAMP) a record timestamped more than TimestampBefore
+	// before their clock, or more than TimestampAfter after it — the
+	// topic's message.timestamp.before.max.ms and .after.max.ms (KIP-937;
+	// the latter is 1 hour by default since Kafka 4.0, KIP-1030), or its
+	// message.timestamp.difference.max.ms where one of those keeps its
+	// unbounded default, as brokers 3.6 to 3.9 read them. 0: unbounded,
+	// as for a LogAppendTime topic, whose brokers set the timestamp. A
+	// record left without timestamp gets its producer's clock, which
+	// passes.
+	TimestampBefore, TimestampAfter time.Duration
+}
+
+// timestampMargin is how far within a timestamp bound CheckTimestamp
+// starts refusing (at most a quarter of the bound): a record reaches the
+// brokers some time after the check (its transaction, its retries), on
+// their clock, which may be ahead of or behind the worker's.
+const timestampMargin = time.Minute
+
+// CheckTimestamp returns an error matching kerr.InvalidTimestamp when the
+// brokers of a topic with rules r would refuse a record timestamped ts, now
+// being the worker's clock; nil when ts is zero (the producer sets it) or
+// within the bounds less their margin (timestampMargin, at most a quarter
+// of a bound; a record that close to a bound could be refused on its way).
+func (r TopicRules) CheckTimestamp(ts, now time.Time) error {
+	if ts.IsZero() {
+		return nil
+	}
+	margin := func(bound time.Duration) time.Duration { return min(timestampMargin, bound/4) }
+	if b := r.TimestampBefore; b > 0 && ts.Before(now.Add(-b+margin(b))) {
+		return fmt.Errorf("timestamp %s is %s before the clock, and the topic's brokers refuse one more than %s before theirs (message.timestamp.before.max.ms, less a margin of %s): %w",
+			ts.UTC().Format(time.RFC3339Nano), now.Sub(ts).Round(time.Millisecond), b, margin(b), kerr.InvalidTimestamp)
+	}
+	if a := r.TimestampAfter; a > 0 && ts.After(now.Add(a-margin(a))) {
+		return fmt.Errorf("timestamp %s is %s after the clock, and the topic's brokers refuse one more than %s after theirs (message.timestamp.after.max.ms, less a margin of %s): %w",
+			ts.UTC().Format(time.RFC3339Nano), ts.Sub(now).Round(time.Millisecond), a, margin(a), kerr.InvalidTimestamp)
+	}
+	return nil
 }
 
 // TopicRuler is implemented by a Partition that knows its topics' rules:
@@ -167,13 +208,21 @@ func (r *topicRules) refresh(topic string, e *rulesEntry) {
 	r.after(topicRulesTTL, func() { e.stale.Store(true) })
 }
 
-// describeTopicRules reads topic's max.message.bytes and cleanup.policy.
+// describeTopicRules reads topic's max.message.bytes, cleanup.policy and
+// timestamp bounds.
 func describeTopicRules(ctx context.Context, adm *kadm.Client, topic string) (TopicRules, error) {
 	configs, err := topicConfigs(ctx, adm, topic)
 	if err != nil {
 		return TopicRules{}, fmt.Errorf("describe configs of topic %s: %w", topic, err)
 	}
+	return rulesOf(topic, configs)
+}
+
+// rulesOf reads topic's rules from its configs.
+func rulesOf(topic string, configs []kadm.Config) (TopicRules, error) {
 	var rules TopicRules
+	var before, after, difference int64 = math.MaxInt64, math.MaxInt64, math.MaxInt64
+	logAppendTime := false
 	for _, c := range configs {
 		if c.Value == nil {
 			continue
@@ -187,9 +236,45 @@ func describeTopicRules(ctx context.Context, adm *kadm.Client, topic string) (To
 			rules.MaxMessageBytes = n
 		case "cleanup.policy":
 			rules.RequiresKey = cleanupPolicyHas(*c.Value, "compact")
+		case "message.timestamp.type":
+			logAppendTime = *c.Value == "LogAppendTime"
+		case "message.timestamp.before.max.ms", "message.timestamp.after.max.ms", "message.timestamp.difference.max.ms":
+			n, err := strconv.ParseInt(*c.Value, 10, 64)
+			if err != nil {
+				return TopicRules{}, fmt.Errorf("topic %s: %s %q: %w", topic, c.Key, *c.Value, err)
+			}
+			switch c.Key {
+			case "message.timestamp.before.max.ms":
+				before = n
+			case "message.timestamp.after.max.ms":
+				after = n
+			default:
+				difference = n
+			}
 		}
 	}
+	if !logAppendTime {
+		// Brokers 3.6 to 3.9 read the deprecated difference where a new
+		// bound keeps its default (KIP-937); 4.0 removed it.
+		if before == math.MaxInt64 {
+			before = difference
+		}
+		if after == math.MaxInt64 {
+			after = difference
+		}
+		rules.TimestampBefore, rules.TimestampAfter = timestampBound(before), timestampBound(after)
+	}
 	return rules, nil
+}
+
+// timestampBound is a timestamp bound of ms milliseconds as a TopicRules
+// bound: 0 for an unbounded one (beyond a duration's range, ~292 years),
+// at least 1 ms for a bound of 0 (no time at all on that side).
+func timestampBound(ms int64) time.Duration {
+	if ms < 0 || ms >= math.MaxInt64/int64(time.Millisecond) {
+		return 0
+	}
+	return max(time.Duration(ms)*time.Millisecond, time.Millisecond)
 }
 
 // batchLimit bounds a producer's record batch limit for topic (its

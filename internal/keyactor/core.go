@@ -104,6 +104,17 @@ func (k *Core) OutputNeedsKey(topic string) bool {
 	return k.env.TopicRules != nil && k.env.TopicRules(topic).RequiresKey
 }
 
+// CheckOutputTimestamp returns an error matching kerr.InvalidTimestamp
+// when the brokers of topic would refuse a record timestamped ts (the
+// topic's rules, on the wall clock, as theirs: not the flow's Now); nil
+// when not known to.
+func (k *Core) CheckOutputTimestamp(topic string, ts time.Time) error {
+	if ts.IsZero() || k.env.TopicRules == nil {
+		return nil
+	}
+	return k.env.TopicRules(topic).CheckTimestamp(ts, time.Now())
+}
+
 // SnapshotTopic is the partition's snapshot topic ("": unknown).
 func (k *Core) SnapshotTopic() string { return k.env.SnapshotTopic }
 

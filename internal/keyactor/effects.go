@@ -3,6 +3,8 @@ package keyactor
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/actorflow/actorflow/snapshotstore"
@@ -212,7 +214,7 @@ func (a *keyActor[S]) recordFailed(ctx actor.Context, rec *kgo.Record, err error
 func (k *Core) deadLetter(ctx actor.Context, rec *kgo.Record, kind Kind, err error) {
 	topic := k.cfg.deadLetterTopic(k.env.Topic)
 	cl, max := k.deadLetterProducer(topic)
-	dl, omitted := k.cfg.DeadLetterRecord(topic, rec, kind, err, k.Now(), max)
+	dl, omitted := k.cfg.DeadLetterRecord(topic, k.restamped(topic, rec), kind, err, k.Now(), max)
 	if omitted != "" {
 		// The record with its error headers would not fit the producer's
 		// record batch, and its transaction (or produce) would fail at
@@ -230,6 +232,28 @@ func (k *Core) deadLetter(ctx actor.Context, rec *kgo.Record, kind Kind, err err
 	}
 	k.lastFolded = rec.Offset
 	k.markDirty(rec.Offset)
+}
+
+// HeaderSourceTime is keyflow.HeaderErrorSourceTime.
+const HeaderSourceTime = "actorflow.errors.source.time"
+
+// restamped is rec, the source of a dead letter to topic, or, when topic's
+// brokers would refuse its timestamp (TopicRules.CheckTimestamp: a record
+// from far in the past or future), a copy without it, which the producer
+// stamps with its clock, carrying the original in header HeaderSourceTime:
+// a dead letter refused at every attempt would stop its partition for
+// ever.
+func (k *Core) restamped(topic string, rec *kgo.Record) *kgo.Record {
+	err := k.CheckOutputTimestamp(topic, rec.Timestamp)
+	if err == nil {
+		return rec
+	}
+	k.env.Logger.Warn("dead letter stamped with the producer's clock: its topic's brokers would refuse the source record's timestamp, which header "+HeaderSourceTime+" keeps",
+		zap.String("source", fmt.Sprintf("%s[%d] offset %d", rec.Topic, rec.Partition, rec.Offset)), zap.String("dead_letter_topic", topic), zap.Error(err))
+	c := *rec
+	c.Timestamp = time.Time{}
+	c.Headers = append(slices.Clip(rec.Headers), kgo.RecordHeader{Key: HeaderSourceTime, Value: strconv.AppendInt(nil, rec.Timestamp.UnixMilli(), 10)})
+	return &c
 }
 
 // sendDeadLetter hands dl to the key's next write (transactional mode) or

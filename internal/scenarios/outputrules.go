@@ -13,6 +13,7 @@ import (
 	"github.com/actorflow/actorflow/keyflow"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -162,6 +163,82 @@ func DeadLettersWithinTheTopicLimit(t *testing.T, brokers []string) {
 	testkit.WaitCommittedAtEnd(t, brokers, group, input, time.Minute)
 	if dls := testkit.ReadTopic(t, brokers, dlq, true); len(dls) != n {
 		t.Fatalf("%d dead letters, want %d", len(dls), n)
+	}
+	if err := w.Stop(t); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// OutputTimestampChecked: an output stamped with its input's time (event
+// time) to a topic with message.timestamp.before.max.ms of an hour,
+// replaying input two hours old — each such output was refused by the
+// brokers (INVALID_TIMESTAMP) at every attempt, failing its partition
+// restart after restart. Emit refuses it (kerr.InvalidTimestamp), and under
+// DeadLetter its input record is dead-lettered once; the dead-letter topic
+// has the same bound, so the dead letter carries the producer's clock and
+// the source's time in header actorflow.errors.source.time. A fresh
+// record's output is committed, and the committed offset reaches the
+// input's end. A broker without the bound (before 3.6) skips it.
+func OutputTimestampChecked(t *testing.T, brokers []string, mode snapshotstore.Mode) {
+	input, snaps, group := Topics(t, brokers, 1)
+	out, dlq := testkit.Name(t, "out"), keyflow.DefaultDeadLetterTopic(input)
+	hour := fmt.Sprint(time.Hour.Milliseconds())
+	adm := kadm.NewClient(testkit.Client(t, brokers))
+	for _, topic := range []string{out, dlq} {
+		resp, err := adm.CreateTopic(t.Context(), 1, 1, map[string]*string{"message.timestamp.before.max.ms": &hour}, topic)
+		if err == nil {
+			err = resp.Err
+		}
+		if errors.Is(err, kerr.InvalidConfig) {
+			t.Skipf("the broker does not know message.timestamp.before.max.ms: %v", err)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Now()
+	old := now.Add(-2 * time.Hour).Truncate(time.Millisecond)
+	pcl := testkit.Client(t, brokers, kgo.DefaultProduceTopic(input))
+	for _, r := range []*kgo.Record{{Key: []byte("old"), Timestamp: old}, {Key: []byte("fresh"), Timestamp: now}} {
+		if err := pcl.ProduceSync(t.Context(), r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var producer *kgo.Client // the transactional mode's outputs go through the worker's
+	if mode == snapshotstore.Plain {
+		producer = testkit.Client(t, brokers)
+	}
+	flow := keyflow.New(func(kc *keyflow.Context, _ *int, rec *kgo.Record) (*int, error) {
+		if err := kc.Emit(&kgo.Record{Key: rec.Key, Value: []byte("out"), Timestamp: rec.Timestamp}); err != nil {
+			return nil, err
+		}
+		n := 1
+		return &n, nil
+	}, keyflow.WithOutput(producer, out), keyflow.WithFoldErrorPolicy(keyflow.DeadLetter))
+	w := StartWorker(t, flow, brokers, group, input, snaps, mode, actorflow.WithFailFast())
+	testkit.WaitCommittedAtEnd(t, brokers, group, input, time.Minute)
+
+	if got := testkit.ReadTopic(t, brokers, out, true); len(got) != 1 || string(got[0].Key) != "fresh" {
+		t.Fatalf("read_committed outputs %v: want key fresh's alone", got)
+	}
+	dls := testkit.ReadTopic(t, brokers, dlq, true)
+	if len(dls) != 1 || string(dls[0].Key) != "old" {
+		t.Fatalf("dead letters %v: want key old's alone", dls)
+	}
+	var msg, src string
+	for _, h := range dls[0].Headers {
+		switch h.Key {
+		case "__streams.errors.message":
+			msg = string(h.Value)
+		case keyflow.HeaderErrorSourceTime:
+			src = string(h.Value)
+		}
+	}
+	if !strings.Contains(msg, "INVALID_TIMESTAMP") || !strings.Contains(msg, out) {
+		t.Fatalf("the dead letter's error message %q: want it to name INVALID_TIMESTAMP and the output topic %s", msg, out)
+	}
+	if src != fmt.Sprint(old.UnixMilli()) || dls[0].Timestamp.Before(now.Add(-time.Minute)) {
+		t.Fatalf("the dead letter: timestamp %v, source time header %q; want the producer's clock and %d", dls[0].Timestamp, src, old.UnixMilli())
 	}
 	if err := w.Stop(t); err != nil {
 		t.Fatal(err)
