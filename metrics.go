@@ -59,6 +59,9 @@ import (
 //     actorflow_lag{topic,partition}
 //     (gauge, records: high watermark − committed offset),
 //     actorflow_committed_offset{topic,partition} (gauge, offset),
+//     actorflow_commit_held_seconds{topic,partition} (gauge, seconds the
+//     committable offset has stood still while records past it wait:
+//     WithCommitHeldWarning),
 //     actorflow_skipped_total{topic,partition} (counter, records and calls
 //     skipped under a Skip policy since the partition started here), and
 //     actorflow_partitions{phase} (gauge, partitions by phase:

@@ -31,6 +31,8 @@ var (
 		"Input records not yet committed: high watermark minus committed offset, per owned partition.", partitionLabels, nil)
 	descCommitted = prometheus.NewDesc("actorflow_committed_offset",
 		"The partition's committed input offset.", partitionLabels, nil)
+	descCommitHeld = prometheus.NewDesc("actorflow_commit_held_seconds",
+		"How long the partition's committable offset has stood still while records past it wait to be persisted, as of its last commit tick (0: moving, or nothing waits): a fold that never returns, or an output or write that never ends, shows here (WithCommitHeldWarning logs the key).", partitionLabels, nil)
 	descPartitions = prometheus.NewDesc("actorflow_partitions",
 		"Owned partitions by phase (recovering, running, revoking, stopping, failed; evicted: stopped by this member's eviction, waiting for the rejoin, not a failure; late: not answering within the scrape's bound, its other series absent).", []string{"phase"}, nil)
 )
@@ -54,6 +56,7 @@ func (c statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descInFlightBytes
 	ch <- descLag
 	ch <- descCommitted
+	ch <- descCommitHeld
 	ch <- descPartitions
 }
 
@@ -72,6 +75,7 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(p.InFlight), p.Topic, part)
 		ch <- prometheus.MustNewConstMetric(descInFlightBytes, prometheus.GaugeValue, float64(p.InFlightBytes), p.Topic, part)
 		ch <- prometheus.MustNewConstMetric(descCommitted, prometheus.GaugeValue, float64(p.Committed), p.Topic, part)
+		ch <- prometheus.MustNewConstMetric(descCommitHeld, prometheus.GaugeValue, float64(p.CommitHeldMs)/1000, p.Topic, part)
 		// Absent until the consumer fetched the partition (Status has no
 		// high watermark before), rather than a false 0.
 		if p.HighWatermark > 0 {

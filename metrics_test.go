@@ -110,8 +110,8 @@ func TestWithMetricsReportsCommitsRecordsAndLag(t *testing.T) {
 			return false, fmt.Sprintf("actorflow_keys sums to %v, want the 50 accounts", keys)
 		}
 		// Every record processed: each partition's backpressure budget is
-		// back to nothing in flight.
-		for _, name := range []string{"actorflow_in_flight_records", "actorflow_in_flight_bytes"} {
+		// back to nothing in flight, and nothing holds its commits.
+		for _, name := range []string{"actorflow_in_flight_records", "actorflow_in_flight_bytes", "actorflow_commit_held_seconds"} {
 			ms := fs[name].GetMetric()
 			if len(ms) != parts {
 				return false, fmt.Sprintf("%s of %d partitions, want %d", name, len(ms), parts)

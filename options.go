@@ -37,6 +37,7 @@ type config struct {
 	persistEvery     time.Duration
 	idleFlush        time.Duration
 	commitEvery      time.Duration
+	commitHeldWarn   time.Duration
 	maxWrites        int
 	maxTxnBytes      int
 	maxInFlight      int
@@ -209,6 +210,18 @@ func WithIdleFlush(d time.Duration) Option {
 // WithCommitOffsetsInterval sets how often the committable offset is
 // committed. Default 5 s (also for zero or negative).
 func WithCommitOffsetsInterval(d time.Duration) Option { return func(c *config) { c.commitEvery = d } }
+
+// WithCommitHeldWarning sets how long a partition's committable offset
+// may stand still, while records past it wait to be persisted, before a
+// warning names the key and record holding it and the stacks of the
+// flow's calls in progress (a fold that never returns — an HTTP call
+// without timeout, a deadlock — or an output or write that never ends);
+// the warning repeats each time the hold has lasted twice as long, and its
+// end is logged. Status shows the hold (partitionflow.Status.CommitHeldMs,
+// CommitHeldBy) and actorflow_commit_held_seconds measures it. Checked at
+// each commit tick (WithCommitOffsetsInterval). Default 30 s (also for
+// zero); negative: no warning (the status and the metric still show it).
+func WithCommitHeldWarning(d time.Duration) Option { return func(c *config) { c.commitHeldWarn = d } }
 
 // WithMaxWritesPerTransaction caps a group commit's records (a snapshot
 // write counts one, plus one per output it carries). Default 65536 (also

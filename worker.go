@@ -304,6 +304,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			RevokeTimeout:           w.cfg.rebalanceTimeout / 2,
 			PersistEvery:            w.cfg.persistEvery,
 			CommitOffsetsInterval:   w.cfg.commitEvery,
+			CommitHeldWarning:       w.cfg.commitHeldWarn,
 			IdleFlushAfter:          w.cfg.idleFlush,
 			MaxWritesPerTransaction: w.cfg.maxWrites,
 			MaxTransactionBytes:     w.cfg.maxTxnBytes,

@@ -263,6 +263,20 @@ func (t *OffsetTracker) compactMoved() {
 }
 
 // min is the lowest first offset held (false: nothing holds).
+// oldest returns the hold whose first offset is the lowest, holding the
+// committable offset back (nil: none holds).
+func (t *OffsetTracker) oldest() *Hold {
+	t.trim()
+	var h *Hold
+	if t.head < len(t.fifo) {
+		h = t.fifo[t.head].h
+	}
+	if len(t.moved) > 0 && (h == nil || t.moved[0].first < h.first) {
+		h = t.moved[0].h
+	}
+	return h
+}
+
 func (t *OffsetTracker) min() (int64, bool) {
 	t.trim()
 	m, ok := int64(0), false

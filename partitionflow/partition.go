@@ -69,7 +69,16 @@ type Config struct {
 	// and the new owner replays from the last committed offset. A stop
 	// without a Revoke (a failure) gives the drain and Close a quarter of it.
 	RevokeTimeout time.Duration
-	Logger        *zap.Logger
+	// CommitHeldWarning: a committable offset held this long by a record
+	// not yet persisted (its key's call of the flow does not return, its
+	// output or snapshot write does not end) is logged at warn, naming the
+	// offset, the key and the stacks of the flow's calls in progress, and
+	// again each time it has been held twice as long; Status.CommitHeldMs
+	// and CommitHeldBy show it. Checked at each commit tick
+	// (CommitOffsetsInterval). Default DefaultCommitHeldWarning (30 s);
+	// negative: never logged (the status still shows it).
+	CommitHeldWarning time.Duration
+	Logger            *zap.Logger
 	// DeadLetters produces the dead letters of the plain mode (keyactor.Env.DeadLetters);
 	// nil: the flow's output producer. The transactional mode commits them
 	// in its transactions instead.
@@ -152,6 +161,12 @@ type Status struct {
 	// KeysHeld counts the keys whose records wait for the live-key budget
 	// to admit them (their offsets are held: nothing past them commits).
 	KeysHeld int `json:"keys_held"`
+	// CommitHeldMs is how long the committable offset has stood still
+	// while records past it wait to be persisted, as of the last commit
+	// tick (0: moving, or nothing waits); CommitHeldBy the key holding it,
+	// once Config.CommitHeldWarning's warning named it.
+	CommitHeldMs int64  `json:"commit_held_ms"`
+	CommitHeldBy string `json:"commit_held_by,omitempty"`
 }
 
 // KeyQuery asks a partition for one key's current state (an interactive
@@ -348,6 +363,11 @@ type partition struct {
 	keySkips  atomic.Int64
 	outputs   int64
 	evictions int64
+	// The committable offset's watch (heldcommit.go): how long it has been
+	// held, and the key a warning named.
+	heldW   heldWatch
+	heldFor time.Duration
+	heldBy  string
 }
 
 // Props returns the props of a partition actor.
@@ -363,6 +383,9 @@ func Props(cfg Config) *actor.Props {
 	}
 	if cfg.IdleFlushAfter == 0 {
 		cfg.IdleFlushAfter = DefaultIdleFlushAfter
+	}
+	if cfg.CommitHeldWarning == 0 {
+		cfg.CommitHeldWarning = DefaultCommitHeldWarning
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
@@ -383,6 +406,7 @@ func newPartition(cfg Config) *partition {
 		keys:      map[string]*keySlot{},
 		committed: cfg.AssignedOffset,
 		requested: cfg.AssignedOffset,
+		heldW:     heldWatch{warnAfter: max(cfg.CommitHeldWarning, 0)},
 	}
 }
 

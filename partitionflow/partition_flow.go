@@ -593,6 +593,7 @@ func (p *partition) onTick(ctx actor.Context, kind int) {
 	case tickCommit:
 		p.commitOffset(ctx)
 		p.awaitCatchUp()
+		p.watchHeld(time.Now())
 	case tickSweep:
 		p.pool.trim(ctx)
 		// The loaded keys not unloading are the recency list's.
@@ -695,6 +696,7 @@ func (p *partition) status() Status {
 		Committable: p.tracker.Committable(), Committed: p.committed,
 		Recovered: p.recoveredN, Skipped: p.skipped + p.keySkips.Load(), Outputs: p.outputs, TimersCold: p.ctimers.len(),
 		LastBatch: p.lastBatch, Txns: p.txns, OutputBytesPending: p.outbox.Bytes(), Evictions: p.evictions, KeysHeld: p.held.len(),
+		CommitHeldMs: p.heldFor.Milliseconds(), CommitHeldBy: p.heldBy,
 	}
 }
 

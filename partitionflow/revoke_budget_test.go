@@ -3,6 +3,7 @@ package partitionflow_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -147,6 +148,10 @@ func TestRevokeFitsItsBudgetWhenAWaitNeverEnds(t *testing.T) {
 			found := false
 			for _, e := range logs.FilterLevelExact(zapcore.ErrorLevel).All() {
 				found = found || strings.Contains(e.Message, tc.wantLog)
+				// The flush's log names the keys that did not answer.
+				if sample := fmt.Sprint(e.ContextMap()["keys_not_flushed_sample"]); tc.stuckKey && strings.Contains(e.Message, tc.wantLog) && !strings.Contains(sample, "stuck") {
+					t.Errorf("the flush's log names the keys not flushed %s, want key stuck among them", sample)
+				}
 			}
 			if !found {
 				t.Errorf("no error-level log about the %s outliving its share; logged: %v", tc.wantLog, logs.All())
