@@ -133,7 +133,10 @@ func (c *Context) Timer(name string) (time.Time, bool) { return c.k.Timer(name) 
 // the producer compares: a record that fits the topic only compressed is
 // refused too), is refused with an error matching kerr.MessageTooLarge,
 // naming the key, output topic, size and limit; a record without key (nil) to a compacted topic is refused with
-// one matching kerr.InvalidRecord, and a record whose timestamp (when set:
+// one matching kerr.InvalidRecord, a record to a topic that does not exist
+// (and that its producer would not create: kgo.AllowAutoTopicCreation)
+// with one matching kerr.UnknownTopicOrPartition — a topic name mistyped,
+// or computed per record — and a record whose timestamp (when set:
 // kgo stamps one left zero at produce) lies beyond the topic's
 // message.timestamp.before.max.ms or .after.max.ms from the wall clock
 // (since Kafka 4.0 one more than 1 hour ahead, by default), or within a
@@ -143,9 +146,10 @@ func (c *Context) Timer(name string) (time.Time, bool) { return c.k.Timer(name) 
 // in. Return it from the fold, and the fold error policy decides
 // (WithFoldErrorPolicy). The worker reads a topic's max.message.bytes,
 // cleanup.policy and timestamp bounds at the first Emit to it (that Emit
-// waits up to 5 s for the answer), and again every 5 minutes; a topic
-// whose configs cannot be read is checked against the producer's limit
-// alone.
+// waits up to 5 s for the answer), and again every 5 minutes (a missing
+// topic every 10 s, so one created meanwhile is seen within it); a topic
+// whose configs cannot be read otherwise is checked against the
+// producer's limit alone.
 //
 // Transactional mode (snapshotstore.Transactional): exactly-once for a
 // read_committed consumer. The output travels with the key's snapshot to
@@ -183,15 +187,10 @@ func (c *Context) Emit(rec *kgo.Record) error {
 	if st := k.SnapshotTopic(); st != "" && rec.Topic == st {
 		return fmt.Errorf("%w: emit for key %q to %s", ErrEmitToSnapshotTopic, k.Key(), rec.Topic)
 	}
-	// A compacted topic's brokers refuse a record without key at every
-	// attempt.
-	if rec.Key == nil && k.OutputNeedsKey(rec.Topic) {
-		return fmt.Errorf("keyflow: emit for key %q: output to %s has no key, and the topic is compacted (its cleanup.policy contains compact), whose brokers refuse a record without key: %w",
-			k.Key(), rec.Topic, kerr.InvalidRecord)
-	}
-	// A timestamp the topic's brokers refuse fails every attempt too (a
-	// fold that stamps its outputs with event time, replaying old input).
-	if err := k.CheckOutputTimestamp(rec.Topic, rec.Timestamp); err != nil {
+	// What the topic's brokers refuse at every attempt: a missing topic, a
+	// key-less record to a compacted one, a timestamp beyond its bounds (a
+	// fold stamping its outputs with event time, replaying old input).
+	if err := k.CheckOutput(rec); err != nil {
 		return fmt.Errorf("keyflow: emit for key %q: output to %s: %w", k.Key(), rec.Topic, err)
 	}
 	// A record the producer cannot take would fail its transaction (or its

@@ -83,8 +83,9 @@ func NewKafka(brokers []string, topic string, c KafkaConfig) (*Kafka, error) {
 		producerLimit = func(string) int32 { return defaultBatchMaxBytes }
 	}
 	adm := kadm.NewClient(admin)
+	autoCreate, _ := admin.OptValue(kgo.AllowAutoTopicCreation).(bool) // the caller's, as for the batch limit
 	k.rules = newTopicRules(func(ctx context.Context, topic string) (TopicRules, error) {
-		return describeTopicRules(ctx, adm, topic)
+		return describeTopicRules(ctx, adm, topic, autoCreate)
 	}, cfg.log)
 	k.batchLimit = k.rules.batchLimit(producerLimit)
 	if cfg.mode == Plain {

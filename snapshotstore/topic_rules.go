@@ -2,6 +2,7 @@ package snapshotstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -43,6 +44,14 @@ type TopicRules struct {
 	// record left without timestamp gets its producer's clock, which
 	// passes.
 	TimestampBefore, TimestampAfter time.Duration
+	// Missing: the topic does not exist — its configs and the cluster's
+	// metadata both said so at the last read — and the store's producers
+	// do not create topics (kgo.AllowAutoTopicCreation, off by default):
+	// a record to it fails with UNKNOWN_TOPIC_OR_PARTITION at every
+	// attempt (a topic name mistyped, or computed per record for a tenant
+	// whose topic was never created). Read again every topicRulesRetry
+	// (10 s), so a topic created meanwhile is seen within it.
+	Missing bool
 }
 
 // timestampMargin is how far within a timestamp bound CheckTimestamp
@@ -204,15 +213,33 @@ func (r *topicRules) refresh(topic string, e *rulesEntry) {
 		return
 	}
 	e.failing = false
+	if rules.Missing {
+		if old := e.rules.Load(); !old.Missing {
+			r.log.Warn("output topic does not exist: records to it are refused at Emit (the fold error policy decides) until it does; asked again every "+topicRulesRetry.String(),
+				zap.String("topic", topic))
+		}
+		e.rules.Store(&rules)
+		r.after(topicRulesRetry, func() { e.stale.Store(true) })
+		return
+	}
 	e.rules.Store(&rules)
 	r.after(topicRulesTTL, func() { e.stale.Store(true) })
 }
 
 // describeTopicRules reads topic's max.message.bytes, cleanup.policy and
-// timestamp bounds.
-func describeTopicRules(ctx context.Context, adm *kadm.Client, topic string) (TopicRules, error) {
+// timestamp bounds, or finds it missing (unless autoCreate: the producers
+// would create it).
+func describeTopicRules(ctx context.Context, adm *kadm.Client, topic string, autoCreate bool) (TopicRules, error) {
 	configs, err := topicConfigs(ctx, adm, topic)
 	if err != nil {
+		if !autoCreate && errors.Is(err, kerr.UnknownTopicOrPartition) {
+			// Asked of the metadata too: one broker's configs answer
+			// alone could lag a topic just created.
+			td, lerr := adm.ListTopics(ctx, topic)
+			if d, ok := td[topic]; lerr == nil && (!ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition)) {
+				return TopicRules{Missing: true}, nil
+			}
+		}
 		return TopicRules{}, fmt.Errorf("describe configs of topic %s: %w", topic, err)
 	}
 	return rulesOf(topic, configs)

@@ -58,3 +58,58 @@ func TestTheCallersBatchLimitBoundedByTheTopic(t *testing.T) {
 		}
 	}
 }
+
+// A topic that does not exist is Missing — unless the caller's producers
+// create topics (kgo.AllowAutoTopicCreation), when its rules are only
+// unknown — and stops being so once created, within topicRulesRetry.
+func TestAMissingTopicsRules(t *testing.T) {
+	f := newTxnFixture(t, true)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, c := range []struct {
+		name        string
+		opts        []kgo.Opt
+		wantMissing bool
+	}{
+		{"kgo's defaults", nil, true},
+		{"producers creating topics", []kgo.Opt{kgo.AllowAutoTopicCreation()}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			k, err := NewKafka(f.brokers, f.snaps, KafkaConfig{Mode: Plain, ClientOpts: c.opts})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(k.Close)
+			if got := k.rules.get("nope-" + c.name); got.Missing != c.wantMissing || got.MaxMessageBytes != 0 {
+				t.Fatalf("rules of a topic that does not exist: %+v, want Missing %v", got, c.wantMissing)
+			}
+		})
+	}
+	k, err := NewKafka(f.brokers, f.snaps, KafkaConfig{Mode: Plain})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.Close)
+	var stale func()
+	k.rules.after = func(d time.Duration, f func()) {
+		if d != topicRulesRetry {
+			t.Errorf("a missing topic read again after %s, want %s", d, topicRulesRetry)
+		}
+		stale = f
+	}
+	reread := make(chan struct{}, 1)
+	k.rules.spawn = func(f func()) { f(); reread <- struct{}{} }
+	if !k.rules.get("later").Missing {
+		t.Fatal("topic later, not created yet: not Missing")
+	}
+	if _, err := f.adm.CreateTopic(ctx, 1, 1, nil, "later"); err != nil {
+		t.Fatal(err)
+	}
+	k.rules.after = func(time.Duration, func()) {}
+	stale() // topicRulesRetry passed
+	k.rules.get("later")
+	<-reread
+	if got := k.rules.get("later"); got.Missing || got.MaxMessageBytes == 0 {
+		t.Fatalf("topic later, created: rules %+v, want read from its configs", got)
+	}
+}

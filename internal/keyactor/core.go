@@ -1,8 +1,10 @@
 package keyactor
 
 import (
+	"fmt"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 )
@@ -98,21 +100,39 @@ func (k *Core) topicBound(topic string, n int) int {
 	return n
 }
 
-// OutputNeedsKey reports whether the brokers refuse an output to topic
-// without key (a compacted topic; false: not known to).
-func (k *Core) OutputNeedsKey(topic string) bool {
-	return k.env.TopicRules != nil && k.env.TopicRules(topic).RequiresKey
-}
-
-// CheckOutputTimestamp returns an error matching kerr.InvalidTimestamp
-// when the brokers of topic would refuse a record timestamped ts (the
-// topic's rules, on the wall clock, as theirs: not the flow's Now); nil
-// when not known to.
-func (k *Core) CheckOutputTimestamp(topic string, ts time.Time) error {
-	if ts.IsZero() || k.env.TopicRules == nil {
+// CheckOutput returns an error when the brokers of rec.Topic would refuse
+// rec at every attempt, by the topic's rules (one lookup): the topic does
+// not exist and its producer would not create it (matching
+// kerr.UnknownTopicOrPartition), rec has no key and the topic is compacted
+// (kerr.InvalidRecord), or rec's timestamp lies beyond the topic's bounds
+// (kerr.InvalidTimestamp: on the wall clock, as the brokers' own, not the
+// flow's Now). Nil when not known to.
+func (k *Core) CheckOutput(rec *kgo.Record) error {
+	if k.env.TopicRules == nil {
 		return nil
 	}
-	return k.env.TopicRules(topic).CheckTimestamp(ts, time.Now())
+	r := k.env.TopicRules(rec.Topic)
+	switch {
+	case r.Missing && !k.outputCreatesTopics():
+		return fmt.Errorf("the topic does not exist, and its producer does not create topics (kgo.AllowAutoTopicCreation): %w", kerr.UnknownTopicOrPartition)
+	case rec.Key == nil && r.RequiresKey:
+		return fmt.Errorf("no key, and the topic is compacted (its cleanup.policy contains compact), whose brokers refuse a record without key: %w", kerr.InvalidRecord)
+	case !rec.Timestamp.IsZero():
+		return r.CheckTimestamp(rec.Timestamp, time.Now())
+	}
+	return nil
+}
+
+// outputCreatesTopics: the plain mode's output producer (WithOutput's)
+// creates the topics it produces to (kgo.AllowAutoTopicCreation, if the
+// brokers allow it); the transactional mode's outputs go through the
+// store, whose rules say Missing only when its producers would not.
+func (k *Core) outputCreatesTopics() bool {
+	if k.env.TxnOutputs || k.cfg.Output == nil {
+		return false
+	}
+	v, _ := k.cfg.Output.OptValue(kgo.AllowAutoTopicCreation).(bool)
+	return v
 }
 
 // SnapshotTopic is the partition's snapshot topic ("": unknown).

@@ -244,7 +244,10 @@ const HeaderSourceTime = "actorflow.errors.source.time"
 // a dead letter refused at every attempt would stop its partition for
 // ever.
 func (k *Core) restamped(topic string, rec *kgo.Record) *kgo.Record {
-	err := k.CheckOutputTimestamp(topic, rec.Timestamp)
+	if rec.Timestamp.IsZero() || k.env.TopicRules == nil {
+		return rec
+	}
+	err := k.env.TopicRules(topic).CheckTimestamp(rec.Timestamp, time.Now())
 	if err == nil {
 		return rec
 	}

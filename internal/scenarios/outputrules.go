@@ -244,3 +244,74 @@ func OutputTimestampChecked(t *testing.T, brokers []string, mode snapshotstore.M
 		t.Fatal(err)
 	}
 }
+
+// OutputToAMissingTopic: an output to a topic that does not exist (a name
+// mistyped, or computed per record) failed its transaction, or its
+// plain-mode produce, at every attempt, and its partition at every
+// restart. Emit refuses it (kerr.UnknownTopicOrPartition) and, under
+// DeadLetter, its input record is dead-lettered once; the other keys'
+// outputs are committed. Once the topic is created, a later record's output
+// to it is committed (the store asks again every 10 s).
+func OutputToAMissingTopic(t *testing.T, brokers []string, mode snapshotstore.Mode) {
+	input, snaps, group := Topics(t, brokers, 1)
+	out := testkit.Name(t, "out")
+	missing, dlq := out+"-missing", keyflow.DefaultDeadLetterTopic(input)
+	adm := kadm.NewClient(testkit.Client(t, brokers))
+	for _, topic := range []string{out, dlq} {
+		if _, err := adm.CreateTopic(t.Context(), 1, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pcl := testkit.Client(t, brokers, kgo.DefaultProduceTopic(input))
+	produce := func(keys ...string) {
+		for _, k := range keys {
+			if err := pcl.ProduceSync(t.Context(), &kgo.Record{Key: []byte(k), Value: []byte(k)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	produce("a", "typo", "b")
+	var producer *kgo.Client // the transactional mode's outputs go through the worker's
+	if mode == snapshotstore.Plain {
+		producer = testkit.Client(t, brokers) // kgo's defaults: creates no topic
+	}
+	flow := keyflow.New(func(kc *keyflow.Context, _ *int, rec *kgo.Record) (*int, error) {
+		o := &kgo.Record{Key: rec.Key, Value: rec.Value}
+		if kc.Key() == "typo" {
+			o.Topic = missing
+		}
+		if err := kc.Emit(o); err != nil {
+			return nil, err
+		}
+		n := 1
+		return &n, nil
+	}, keyflow.WithOutput(producer, out), keyflow.WithFoldErrorPolicy(keyflow.DeadLetter))
+	w := StartWorker(t, flow, brokers, group, input, snaps, mode, actorflow.WithFailFast())
+	testkit.WaitCommittedAtEnd(t, brokers, group, input, time.Minute)
+
+	if got := testkit.ReadTopic(t, brokers, out, true); len(got) != 2 {
+		t.Fatalf("read_committed outputs %v: want keys a's and b's", got)
+	}
+	dls := testkit.ReadTopic(t, brokers, dlq, true)
+	if len(dls) != 1 || string(dls[0].Key) != "typo" {
+		t.Fatalf("dead letters %v: want key typo's alone", dls)
+	}
+	for _, h := range dls[0].Headers {
+		if h.Key == "__streams.errors.message" && (!strings.Contains(string(h.Value), "UNKNOWN_TOPIC_OR_PARTITION") || !strings.Contains(string(h.Value), missing)) {
+			t.Fatalf("the dead letter's error message %q: want it to name UNKNOWN_TOPIC_OR_PARTITION and the topic %s", h.Value, missing)
+		}
+	}
+	// Created, the topic takes the next output within the store's 10 s.
+	if _, err := adm.CreateTopic(t.Context(), 1, 1, nil, missing); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, time.Minute, "an output to the topic created", func() (bool, string) {
+		produce("typo")
+		testkit.WaitCommittedAtEnd(t, brokers, group, input, time.Minute)
+		got := testkit.ReadTopic(t, brokers, missing, true)
+		return len(got) > 0, fmt.Sprintf("%d outputs in %s, %d dead letters", len(got), missing, len(testkit.ReadTopic(t, brokers, dlq, true)))
+	})
+	if err := w.Stop(t); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -68,6 +68,8 @@ func Suite() []Case {
 			Run: func(t *testing.T, b []string) { DeadLetterOfALargeRecord(t, b, mode) }})
 		cases = append(cases, Case{Name: "OutputTopicRulesChecked/" + mode.String(), Parallel: true,
 			Run: func(t *testing.T, b []string) { OutputTopicRulesChecked(t, b, mode) }})
+		cases = append(cases, Case{Name: "OutputToAMissingTopic/" + mode.String(), Parallel: true,
+			Run: func(t *testing.T, b []string) { OutputToAMissingTopic(t, b, mode) }})
 		cases = append(cases, Case{Name: "HeldCommitNamed/" + mode.String(), Parallel: true,
 			Run: func(t *testing.T, b []string) { HeldCommitNamed(t, b, mode) }})
 		cases = append(cases, Case{Name: "OutputTimestampChecked/" + mode.String(), Parallel: true,
