@@ -140,7 +140,8 @@ func (c *Context) Timer(name string) (time.Time, bool) { return c.k.Timer(name) 
 // kgo stamps one left zero at produce) lies beyond the topic's
 // message.timestamp.before.max.ms or .after.max.ms from the wall clock
 // (since Kafka 4.0 one more than 1 hour ahead, by default), or within a
-// minute of such a bound, with one matching kerr.InvalidTimestamp
+// minute of the past bound or 5 s of the future one, with one matching
+// kerr.InvalidTimestamp
 // (snapshotstore.TopicRules.CheckTimestamp): the brokers would refuse any
 // of them at every attempt, failing every transaction or produce it went
 // in. Return it from the fold, and the fold error policy decides

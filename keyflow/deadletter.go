@@ -46,7 +46,9 @@ const (
 	// .after.max.ms: snapshotstore.TopicRules.CheckTimestamp): the source's
 	// timestamp, Unix milliseconds, decimal. The dead letter then carries
 	// the producer's clock instead: refused, it would stop its partition at
-	// every attempt. Absent: the dead letter has the source's timestamp.
+	// every attempt. It comes after the other headers, and stays when the
+	// dead letter shrinks to fit (HeaderErrorOmitted). Absent: the dead
+	// letter has the source's timestamp.
 	HeaderErrorSourceTime = keyactor.HeaderSourceTime
 )
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/actorflow/actorflow/internal/recbytes"
 	"github.com/actorflow/actorflow/keyflow"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -24,6 +25,10 @@ type ruledStore struct {
 
 func (s ruledStore) TopicRules(topic string) snapshotstore.TopicRules { return s.rules[topic] }
 
+// MaxRecordBytes bounds records by their topic's max.message.bytes, as the
+// Kafka store's producers do (snapshotstore.RecordLimiter).
+func (s ruledStore) MaxRecordBytes(topic string) int { return s.rules[topic].MaxMessageBytes }
+
 // An output stamped with a time its topic's brokers refuse
 // (message.timestamp.before.max.ms / .after.max.ms; since Kafka 4.0 any
 // timestamp more than an hour ahead by default) failed its transaction at
@@ -37,7 +42,9 @@ func TestOutputTimestampOutsideTheTopicsBounds(t *testing.T) {
 	dlq := keyflow.DefaultDeadLetterTopic(inTopic)
 	rules := map[string]snapshotstore.TopicRules{
 		"out": {TimestampBefore: time.Hour, TimestampAfter: time.Hour},
-		dlq:   {TimestampAfter: time.Hour}, // Kafka 4's default
+		// Kafka 4's default; a limit that makes key ahead's dead letter
+		// (its 3 000-byte value) shrink.
+		dlq: {TimestampAfter: time.Hour, MaxMessageBytes: 2000},
 	}
 	var mu sync.Mutex
 	emitErrs := map[string]error{} // by key (key actors run concurrently)
@@ -60,7 +67,9 @@ func TestOutputTimestampOutsideTheTopicsBounds(t *testing.T) {
 		return &kgo.Record{Topic: inTopic, Offset: off, Key: []byte(key), Value: []byte(key), Timestamp: ts}
 	}
 	old, ahead := now.Add(-2*time.Hour), now.Add(2*time.Hour)
-	p.send(at(0, "now", now), at(1, "old", old), at(2, "ahead", ahead))
+	large := at(2, "ahead", ahead)
+	large.Value = make([]byte, 3000)
+	p.send(at(0, "now", now), at(1, "old", old), large)
 	p.awaitCommitted(3)
 
 	var outs, dls []*kgo.Record
@@ -98,6 +107,10 @@ func TestOutputTimestampOutsideTheTopicsBounds(t *testing.T) {
 		case "ahead":
 			if !dl.Timestamp.IsZero() || src != strconv.FormatInt(ahead.UnixMilli(), 10) {
 				t.Errorf("key ahead's dead letter: timestamp %v, source time header %q; want none (the producer's clock) and %d", dl.Timestamp, src, ahead.UnixMilli())
+			}
+			// Shrunk to fit its topic's limit, it keeps the source's time.
+			if omitted, _ := header(dl, keyflow.HeaderErrorOmitted); omitted != "value=3000" || !recbytes.FitsBatch(dl, 2000) {
+				t.Errorf("key ahead's dead letter: omitted %q, %d bytes; want its value omitted, within 2000 bytes", omitted, recbytes.Of(dl)+recbytes.Framing(len(dl.Headers)))
 			}
 		default:
 			t.Errorf("a dead letter of key %q", dl.Key)

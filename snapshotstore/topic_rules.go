@@ -54,29 +54,42 @@ type TopicRules struct {
 	Missing bool
 }
 
-// timestampMargin is how far within a timestamp bound CheckTimestamp
-// starts refusing (at most a quarter of the bound): a record reaches the
-// brokers some time after the check (its transaction, its retries), on
-// their clock, which may be ahead of or behind the worker's.
-const timestampMargin = time.Minute
+// The margins within a timestamp bound where CheckTimestamp starts
+// refusing (each at most a quarter of its bound). Before the clock: a
+// record reaches the brokers some time after the check (its transaction,
+// its retries), by when an old timestamp is older still, and their clock
+// may be ahead of the worker's. After it: only the clocks' skew (a
+// future timestamp gets less future on the way), so a record the brokers
+// would take is not refused for it — a refusal is final under Skip or
+// DeadLetter, though the same timestamp would pass once the clock has
+// caught up.
+const (
+	timestampMarginBefore = time.Minute
+	timestampMarginAfter  = 5 * time.Second
+)
 
 // CheckTimestamp returns an error matching kerr.InvalidTimestamp when the
 // brokers of a topic with rules r would refuse a record timestamped ts, now
 // being the worker's clock; nil when ts is zero (the producer sets it) or
-// within the bounds less their margin (timestampMargin, at most a quarter
-// of a bound; a record that close to a bound could be refused on its way).
+// within the bounds less their margins (timestampMarginBefore and
+// timestampMarginAfter, at most a quarter of a bound). A bound of 0 ms (no
+// time at all on its side) is checked as 1 ms: records the brokers refuse
+// pass the check.
 func (r TopicRules) CheckTimestamp(ts, now time.Time) error {
 	if ts.IsZero() {
 		return nil
 	}
-	margin := func(bound time.Duration) time.Duration { return min(timestampMargin, bound/4) }
-	if b := r.TimestampBefore; b > 0 && ts.Before(now.Add(-b+margin(b))) {
-		return fmt.Errorf("timestamp %s is %s before the clock, and the topic's brokers refuse one more than %s before theirs (message.timestamp.before.max.ms, less a margin of %s): %w",
-			ts.UTC().Format(time.RFC3339Nano), now.Sub(ts).Round(time.Millisecond), b, margin(b), kerr.InvalidTimestamp)
+	if b := r.TimestampBefore; b > 0 {
+		if m := min(timestampMarginBefore, b/4); ts.Before(now.Add(-b + m)) {
+			return fmt.Errorf("timestamp %s is %s before the clock, and the topic's brokers refuse one more than %s before theirs (message.timestamp.before.max.ms, less a margin of %s): %w",
+				ts.UTC().Format(time.RFC3339Nano), now.Sub(ts).Round(time.Millisecond), b, m, kerr.InvalidTimestamp)
+		}
 	}
-	if a := r.TimestampAfter; a > 0 && ts.After(now.Add(a-margin(a))) {
-		return fmt.Errorf("timestamp %s is %s after the clock, and the topic's brokers refuse one more than %s after theirs (message.timestamp.after.max.ms, less a margin of %s): %w",
-			ts.UTC().Format(time.RFC3339Nano), ts.Sub(now).Round(time.Millisecond), a, margin(a), kerr.InvalidTimestamp)
+	if a := r.TimestampAfter; a > 0 {
+		if m := min(timestampMarginAfter, a/4); ts.After(now.Add(a - m)) {
+			return fmt.Errorf("timestamp %s is %s after the clock, and the topic's brokers refuse one more than %s after theirs (message.timestamp.after.max.ms, less a margin of %s for the clocks' skew): %w",
+				ts.UTC().Format(time.RFC3339Nano), ts.Sub(now).Round(time.Millisecond), a, m, kerr.InvalidTimestamp)
+		}
 	}
 	return nil
 }

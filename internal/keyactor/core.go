@@ -117,7 +117,7 @@ func (k *Core) CheckOutput(rec *kgo.Record) error {
 		return fmt.Errorf("the topic does not exist, and its producer does not create topics (kgo.AllowAutoTopicCreation): %w", kerr.UnknownTopicOrPartition)
 	case rec.Key == nil && r.RequiresKey:
 		return fmt.Errorf("no key, and the topic is compacted (its cleanup.policy contains compact), whose brokers refuse a record without key: %w", kerr.InvalidRecord)
-	case !rec.Timestamp.IsZero():
+	case !rec.Timestamp.IsZero() && (r.TimestampBefore > 0 || r.TimestampAfter > 0): // no clock read otherwise
 		return r.CheckTimestamp(rec.Timestamp, time.Now())
 	}
 	return nil

@@ -3,7 +3,6 @@ package keyactor
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
@@ -214,7 +213,14 @@ func (a *keyActor[S]) recordFailed(ctx actor.Context, rec *kgo.Record, err error
 func (k *Core) deadLetter(ctx actor.Context, rec *kgo.Record, kind Kind, err error) {
 	topic := k.cfg.deadLetterTopic(k.env.Topic)
 	cl, max := k.deadLetterProducer(topic)
-	dl, omitted := k.cfg.DeadLetterRecord(topic, k.restamped(topic, rec), kind, err, k.Now(), max)
+	src, stamp := k.restamp(topic, rec)
+	if stamp != nil && max > 0 {
+		max -= len(stamp.Key) + len(stamp.Value) + 10 // its room, kept when the rest shrinks (recbytes.Framing)
+	}
+	dl, omitted := k.cfg.DeadLetterRecord(topic, src, kind, err, k.Now(), max)
+	if stamp != nil {
+		dl.Headers = append(dl.Headers, *stamp)
+	}
 	if omitted != "" {
 		// The record with its error headers would not fit the producer's
 		// record batch, and its transaction (or produce) would fail at
@@ -237,26 +243,30 @@ func (k *Core) deadLetter(ctx actor.Context, rec *kgo.Record, kind Kind, err err
 // HeaderSourceTime is keyflow.HeaderErrorSourceTime.
 const HeaderSourceTime = "actorflow.errors.source.time"
 
-// restamped is rec, the source of a dead letter to topic, or, when topic's
+// restamp is rec, the source of a dead letter to topic, or, when topic's
 // brokers would refuse its timestamp (TopicRules.CheckTimestamp: a record
 // from far in the past or future), a copy without it, which the producer
-// stamps with its clock, carrying the original in header HeaderSourceTime:
-// a dead letter refused at every attempt would stop its partition for
-// ever.
-func (k *Core) restamped(topic string, rec *kgo.Record) *kgo.Record {
+// stamps with its clock, and the header HeaderSourceTime keeping the
+// original, for the caller to add after the dead letter's own headers
+// (where a shrink to fit leaves it): a dead letter refused at every
+// attempt would stop its partition for ever.
+func (k *Core) restamp(topic string, rec *kgo.Record) (*kgo.Record, *kgo.RecordHeader) {
 	if rec.Timestamp.IsZero() || k.env.TopicRules == nil {
-		return rec
+		return rec, nil
 	}
-	err := k.env.TopicRules(topic).CheckTimestamp(rec.Timestamp, time.Now())
+	r := k.env.TopicRules(topic)
+	if r.TimestampBefore == 0 && r.TimestampAfter == 0 {
+		return rec, nil
+	}
+	err := r.CheckTimestamp(rec.Timestamp, time.Now())
 	if err == nil {
-		return rec
+		return rec, nil
 	}
 	k.env.Logger.Warn("dead letter stamped with the producer's clock: its topic's brokers would refuse the source record's timestamp, which header "+HeaderSourceTime+" keeps",
 		zap.String("source", fmt.Sprintf("%s[%d] offset %d", rec.Topic, rec.Partition, rec.Offset)), zap.String("dead_letter_topic", topic), zap.Error(err))
 	c := *rec
 	c.Timestamp = time.Time{}
-	c.Headers = append(slices.Clip(rec.Headers), kgo.RecordHeader{Key: HeaderSourceTime, Value: strconv.AppendInt(nil, rec.Timestamp.UnixMilli(), 10)})
-	return &c
+	return &c, &kgo.RecordHeader{Key: HeaderSourceTime, Value: strconv.AppendInt(nil, rec.Timestamp.UnixMilli(), 10)}
 }
 
 // sendDeadLetter hands dl to the key's next write (transactional mode) or
