@@ -73,20 +73,25 @@ func (p *partition) watchHeld(now time.Time) {
 		}
 		return
 	}
-	key, state := p.holder(h)
+	key, state, loaded := p.holder(h)
 	p.heldBy = key
 	fields := []zap.Field{zap.Int64("offset", c), zap.String("key", key), zap.String("key_state", state),
 		zap.Duration("held_for", held.Round(time.Millisecond)), zap.Int64("records_waiting", p.tracker.LastConsumed()+1-c),
 		zap.Int64("committed_offset", p.committed)}
-	if stacks := keyactor.CallStacks(maxHeldStacks); len(stacks) > 0 {
-		fields = append(fields, zap.Strings("calls_in_progress", stacks))
+	if loaded { // else no call of the flow's is the key's
+		if stacks := keyactor.CallStacks(maxHeldStacks); len(stacks) > 0 {
+			// The process's, not only this partition's: the longest
+			// blocked first.
+			fields = append(fields, zap.Strings("process_calls_in_progress", stacks))
+		}
 	}
 	p.log.Warn("committable offset held: a key's record is not yet persisted (a call of the flow that does not return, an output or a snapshot write that does not end); nothing past it commits", fields...)
 }
 
 // holder names the key of hold h, the oldest, and what the partition knows
-// of it. A scan of the keys: only when a warning is due.
-func (p *partition) holder(h *Hold) (key, state string) {
+// of it; loaded: the key has an actor, which may be in a call of the flow.
+// A scan of the keys: only when a warning is due.
+func (p *partition) holder(h *Hold) (key, state string, loaded bool) {
 	for k, s := range p.keys {
 		e := s.e
 		if e == nil || &e.hold != h {
@@ -94,15 +99,27 @@ func (p *partition) holder(h *Hold) (key, state string) {
 		}
 		switch {
 		case e.held:
-			return k, fmt.Sprintf("waiting for the live-key budget to load it, %d records pending", len(e.pending))
+			return k, fmt.Sprintf("waiting for the live-key budget to load it, %d records pending", len(e.pending)), false
 		case e.unloading:
-			return k, "unloading"
+			return k, "unloading", true
 		case e.mb != nil:
-			return k, "loaded: in a call of the flow, or its output or snapshot write not yet persisted"
+			return k, "loaded: in a call of the flow, or its output or snapshot write not yet persisted", true
 		}
-		return k, "unloaded"
+		return k, "unloaded", false
 	}
-	return "", "unknown"
+	return "", "unknown", false
+}
+
+// heldWarnAfter is the watch's first warning: cfg's, but never within
+// what a healthy hold lasts — a record folded waits for the next persist
+// tick and its write, and its offset for the next commit tick — so a
+// PersistEvery raised near the warning does not make every partition warn
+// at every persist cycle, blaming whichever key came first. 0: none.
+func heldWarnAfter(cfg Config) time.Duration {
+	if cfg.CommitHeldWarning < 0 {
+		return 0
+	}
+	return max(cfg.CommitHeldWarning, 2*cfg.PersistEvery+cfg.CommitOffsetsInterval)
 }
 
 // notFlushed names at most n of the keys that did not answer the revoke's

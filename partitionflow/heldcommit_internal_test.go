@@ -46,3 +46,19 @@ func TestHeldWatch(t *testing.T) {
 		t.Fatalf("a watch without warnings: held %s, warn %v; want the time held and no warning", held, warn)
 	}
 }
+
+// The first warning never comes within what a healthy hold lasts: a
+// persist tick, its write, and the next commit tick.
+func TestHeldWarnAfter(t *testing.T) {
+	for _, c := range []struct {
+		warn, persist, commit, want time.Duration
+	}{
+		{30 * time.Second, 5 * time.Second, 5 * time.Second, 30 * time.Second},
+		{30 * time.Second, 20 * time.Second, 5 * time.Second, 45 * time.Second},
+		{-1, 5 * time.Second, 5 * time.Second, 0},
+	} {
+		if got := heldWarnAfter(Config{CommitHeldWarning: c.warn, PersistEvery: c.persist, CommitOffsetsInterval: c.commit}); got != c.want {
+			t.Errorf("warning %s, persist every %s, commit every %s: first warning after %s, want %s", c.warn, c.persist, c.commit, got, c.want)
+		}
+	}
+}

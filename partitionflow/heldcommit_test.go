@@ -48,18 +48,21 @@ func TestAHeldCommitIsNamed(t *testing.T) {
 
 	var warning observer.LoggedEntry
 	testkit.Eventually(t, 10*time.Second, "a held-commit warning", func() (bool, string) {
-		ws := logs.FilterMessageSnippet("committable offset held").All()
-		if len(ws) == 0 {
-			return false, "none"
+		// Key a's records may be held briefly too, on a slow machine: the
+		// warning about key stuck is the one.
+		for _, w := range logs.FilterMessageSnippet("committable offset held").All() {
+			if w.ContextMap()["key"] == "stuck" {
+				warning = w
+				return true, ""
+			}
 		}
-		warning = ws[0]
-		return true, ""
+		return false, "none naming key stuck"
 	})
 	f := warning.ContextMap()
 	if f["key"] != "stuck" || f["offset"] != int64(2) || f["records_waiting"] != int64(2) {
 		t.Fatalf("the warning's fields %v: want key stuck, offset 2, records_waiting 2", f)
 	}
-	stacks := fmt.Sprint(f["calls_in_progress"])
+	stacks := fmt.Sprint(f["process_calls_in_progress"])
 	if !strings.Contains(stacks, "stuckFold") {
 		t.Fatalf("the warning's calls in progress %q: want the stuck fold's stack", stacks)
 	}
@@ -72,13 +75,14 @@ func TestAHeldCommitIsNamed(t *testing.T) {
 	h.awaitCommitted(4)
 	testkit.Eventually(t, 10*time.Second, "the hold's end logged and gone from the status", func() (bool, string) {
 		st := h.status()
-		ends := logs.FilterMessage("committable offset moving again").All()
-		if len(ends) == 0 || st.CommitHeldMs != 0 || st.CommitHeldBy != "" {
-			return false, fmt.Sprintf("%d end logs, status %+v", len(ends), st)
+		if st.CommitHeldMs != 0 || st.CommitHeldBy != "" {
+			return false, fmt.Sprintf("status %+v", st)
 		}
-		if e := ends[0].ContextMap(); e["key"] != "stuck" || e["was_held_at"] != int64(2) {
-			return false, fmt.Sprintf("the end's fields %v: want key stuck, was_held_at 2", e)
+		for _, e := range logs.FilterMessage("committable offset moving again").All() {
+			if f := e.ContextMap(); f["key"] == "stuck" && f["was_held_at"] == int64(2) {
+				return true, ""
+			}
 		}
-		return true, ""
+		return false, "no end log with key stuck, was_held_at 2"
 	})
 }

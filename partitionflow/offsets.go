@@ -262,7 +262,6 @@ func (t *OffsetTracker) compactMoved() {
 	}
 }
 
-// min is the lowest first offset held (false: nothing holds).
 // oldest returns the hold whose first offset is the lowest, holding the
 // committable offset back (nil: none holds).
 func (t *OffsetTracker) oldest() *Hold {
@@ -277,6 +276,7 @@ func (t *OffsetTracker) oldest() *Hold {
 	return h
 }
 
+// min is the lowest first offset held (false: nothing holds).
 func (t *OffsetTracker) min() (int64, bool) {
 	t.trim()
 	m, ok := int64(0), false

@@ -72,11 +72,13 @@ type Config struct {
 	// CommitHeldWarning: a committable offset held this long by a record
 	// not yet persisted (its key's call of the flow does not return, its
 	// output or snapshot write does not end) is logged at warn, naming the
-	// offset, the key and the stacks of the flow's calls in progress, and
-	// again each time it has been held twice as long; Status.CommitHeldMs
-	// and CommitHeldBy show it. Checked at each commit tick
-	// (CommitOffsetsInterval). Default DefaultCommitHeldWarning (30 s);
-	// negative: never logged (the status still shows it).
+	// offset, the key and the stacks of the process's calls of the flow in
+	// progress, and again each time it has been held twice as long;
+	// Status.CommitHeldMs and CommitHeldBy show it. Checked at each commit
+	// tick (CommitOffsetsInterval), and never below 2 × PersistEvery +
+	// CommitOffsetsInterval (what a healthy hold may last). Default
+	// DefaultCommitHeldWarning (30 s); negative: never logged (CommitHeldMs
+	// still shows the hold, CommitHeldBy stays empty).
 	CommitHeldWarning time.Duration
 	Logger            *zap.Logger
 	// DeadLetters produces the dead letters of the plain mode (keyactor.Env.DeadLetters);
@@ -162,9 +164,10 @@ type Status struct {
 	// to admit them (their offsets are held: nothing past them commits).
 	KeysHeld int `json:"keys_held"`
 	// CommitHeldMs is how long the committable offset has stood still
-	// while records past it wait to be persisted, as of the last commit
-	// tick (0: moving, or nothing waits); CommitHeldBy the key holding it,
-	// once Config.CommitHeldWarning's warning named it.
+	// while records past it wait to be persisted, from the first commit
+	// tick that saw it held to the last (0: moving, nothing waits, or the
+	// partition is not running); CommitHeldBy the key holding it, once
+	// Config.CommitHeldWarning's warning named it.
 	CommitHeldMs int64  `json:"commit_held_ms"`
 	CommitHeldBy string `json:"commit_held_by,omitempty"`
 }
@@ -406,7 +409,7 @@ func newPartition(cfg Config) *partition {
 		keys:      map[string]*keySlot{},
 		committed: cfg.AssignedOffset,
 		requested: cfg.AssignedOffset,
-		heldW:     heldWatch{warnAfter: max(cfg.CommitHeldWarning, 0)},
+		heldW:     heldWatch{warnAfter: heldWarnAfter(cfg)},
 	}
 }
 

@@ -690,14 +690,17 @@ func (p *partition) status() Status {
 		// ready (found by a review).
 		phase = phaseStopping
 	}
-	return Status{
+	st := Status{
 		Topic: p.cfg.Topic, Partition: p.cfg.Partition, Phase: phase,
 		Keys: len(p.keys), KeysLoaded: p.loaded, KeysCold: p.coldN,
 		Committable: p.tracker.Committable(), Committed: p.committed,
 		Recovered: p.recoveredN, Skipped: p.skipped + p.keySkips.Load(), Outputs: p.outputs, TimersCold: p.ctimers.len(),
 		LastBatch: p.lastBatch, Txns: p.txns, OutputBytesPending: p.outbox.Bytes(), Evictions: p.evictions, KeysHeld: p.held.len(),
-		CommitHeldMs: p.heldFor.Milliseconds(), CommitHeldBy: p.heldBy,
 	}
+	if phase == phaseRunning { // the watch runs at the running phase's ticks: stale after it
+		st.CommitHeldMs, st.CommitHeldBy = p.heldFor.Milliseconds(), p.heldBy
+	}
+	return st
 }
 
 // query answers a KeyQuery: the key's actor when loaded (queued while it

@@ -149,7 +149,7 @@ func (p *partition) onRevokeTimeout(ctx actor.Context, stage int) {
 		fields := []zap.Field{zap.Int("keys_not_flushed", p.flushN), zap.Strings("keys_not_flushed_sample", p.notFlushed(10)),
 			zap.Int64("committed_offset", p.committed), budget}
 		if stacks := keyactor.CallStacks(maxHeldStacks); len(stacks) > 0 {
-			fields = append(fields, zap.Strings("calls_in_progress", stacks)) // a call that never returns holds its key's flush
+			fields = append(fields, zap.Strings("process_calls_in_progress", stacks)) // a call that never returns holds its key's flush
 		}
 		p.log.Error("REVOKE BUDGET: the revoke-time flush did not finish within its share; stopping WITHOUT the final offset commit (nothing is committed past unpersisted state; the new owner replays from the last committed offset)",
 			fields...)

@@ -2,16 +2,41 @@ package keyactor
 
 import (
 	"bytes"
+	"cmp"
+	"fmt"
+	"regexp"
 	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
 )
 
 // CallStacks returns the stacks of the goroutines inside a call of the
-// flow's code (a fold, a timer, a load hook or the codec: every call goes
-// through protect), at most max of them: a key whose call never returns
-// holds its partition's committed offset (and its revoke's flush) for
-// ever, and its stack says where it waits. It reads every goroutine's
-// stack (runtime.Stack): for a diagnosis, not a hot path.
+// flow's code in the whole process (a fold, a timer, a load hook or the
+// codec: every call goes through protect), the longest blocked first (the
+// runtime notes a wait of a minute or more), identical stacks once with
+// their count, at most max of them: a key whose call never returns holds
+// its partition's committed offset (and its revoke's flush) for ever, and
+// its stack says where it waits. It reads every goroutine's stack
+// (runtime.Stack, which stops the world): for a diagnosis, not a hot
+// path; partitions asking within a second share one read.
 func CallStacks(max int) []string {
+	stacksMu.Lock()
+	defer stacksMu.Unlock()
+	if now := time.Now(); stacksCache == nil || now.Sub(stacksAt) >= time.Second {
+		stacksCache, stacksAt = readCallStacks(), now
+	}
+	return stacksCache[:min(max, len(stacksCache))]
+}
+
+var (
+	stacksMu    sync.Mutex
+	stacksAt    time.Time
+	stacksCache []string
+)
+
+func readCallStacks() []string {
 	buf := make([]byte, 1<<20)
 	for {
 		n := runtime.Stack(buf, true)
@@ -21,17 +46,50 @@ func CallStacks(max int) []string {
 		}
 		buf = make([]byte, 2*len(buf))
 	}
-	var out []string
+	type stack struct {
+		text    string
+		n       int
+		minutes int
+	}
+	var stacks []*stack
+	seen := map[string]*stack{}
 	for g := range bytes.SplitSeq(buf, []byte("\n\n")) {
-		if len(out) == max {
-			break
+		if !bytes.Contains(g, protectFrame) {
+			continue
 		}
-		if bytes.Contains(g, protectFrame) {
-			out = append(out, string(bytes.TrimSpace(g)))
+		head, body, _ := bytes.Cut(bytes.TrimSpace(g), []byte("\n"))
+		minutes := 0
+		if m := waitMinutes.FindSubmatch(head); m != nil {
+			minutes, _ = strconv.Atoi(string(m[1]))
+		}
+		key := string(stackArgs.ReplaceAll(body, nil)) // the same code path, whatever its arguments
+		if s := seen[key]; s != nil {
+			s.n++
+			s.minutes = max(s.minutes, minutes)
+			continue
+		}
+		s := &stack{text: string(head) + "\n" + string(body), n: 1, minutes: minutes}
+		seen[key] = s
+		stacks = append(stacks, s)
+	}
+	slices.SortStableFunc(stacks, func(a, b *stack) int { return cmp.Compare(b.minutes, a.minutes) })
+	out := make([]string, len(stacks))
+	for i, s := range stacks {
+		out[i] = s.text
+		if s.n > 1 {
+			out[i] = fmt.Sprintf("%d goroutines in this stack; the first: %s", s.n, s.text)
 		}
 	}
 	return out
 }
 
-// protectFrame is how protect's frame reads in a stack.
-var protectFrame = []byte("/internal/keyactor.protect(")
+var (
+	// protectFrame is how protect's frame reads in a stack.
+	protectFrame = []byte("/internal/keyactor.protect(")
+	// waitMinutes reads a goroutine's wait from its header
+	// ("goroutine 7 [chan receive, 3 minutes]:").
+	waitMinutes = regexp.MustCompile(`, (\d+) minutes?\]`)
+	// stackArgs are a stack's arguments and offsets, which differ between
+	// goroutines in the same code.
+	stackArgs = regexp.MustCompile(`\([^()\n]*\)\n|\+0x[0-9a-f]+| in goroutine \d+`)
+)
