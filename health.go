@@ -217,7 +217,7 @@ const readyPoll = 20 * time.Millisecond
 // WaitReady waits until Health(ctx).Ready(): the worker runs, reaches its
 // brokers, has joined its group and every partition it owns is running
 // (assigned, recovered, not failed). It fails when ctx ends (with the last
-// Health's reason) or Run returns first.
+// Health's reason) or Run returns first (ErrRunReturned, wrapping Run's error).
 func (w *Worker) WaitReady(ctx context.Context) error {
 	_, err := w.waitFor(ctx, func(h Health, _ Status) (bool, string) { return true, "" })
 	return err
@@ -231,7 +231,7 @@ func (w *Worker) WaitReady(ctx context.Context) error {
 // written input's last commit marker counts as processed). Records produced
 // after the call are not waited for; a partition that moves to another
 // member meanwhile is that member's to catch up. It fails when ctx ends
-// (naming the partitions behind) or Run returns first.
+// (naming the partitions behind) or Run returns first (ErrRunReturned).
 //
 // A partition that consumed its input to the end commits its offset at the
 // idle flush (WithIdleFlush, 50 ms of quiet by default, at most once per
@@ -285,12 +285,25 @@ func (w *Worker) WaitCaughtUp(ctx context.Context) error {
 	return nil
 }
 
+// ErrRunReturned is matched by the error of WaitReady and WaitCaughtUp
+// when Run returned before the wait ended; the error wraps Run's too (nil
+// when Run returned without one, after its ctx ended).
+var ErrRunReturned = errors.New("actorflow: Run returned")
+
+// runReturned is ErrRunReturned with Run's error (done is closed).
+func (w *Worker) runReturned() error {
+	if w.runErr != nil {
+		return fmt.Errorf("%w: %w", ErrRunReturned, w.runErr)
+	}
+	return ErrRunReturned
+}
+
 // waitFor polls until the worker is ready and cond holds.
 func (w *Worker) waitFor(ctx context.Context, cond func(Health, Status) (bool, string)) (Health, error) {
 	select {
 	case <-w.ready:
 	case <-w.done:
-		return Health{}, errors.New("actorflow: Run returned")
+		return Health{}, w.runReturned()
 	case <-ctx.Done():
 		return Health{}, fmt.Errorf("actorflow: worker not started: %w", ctx.Err())
 	}
@@ -308,7 +321,7 @@ func (w *Worker) waitFor(ctx context.Context, cond func(Health, Status) (bool, s
 		}
 		select {
 		case <-w.done:
-			return h, errors.New("actorflow: Run returned")
+			return h, w.runReturned()
 		case <-ctx.Done():
 			return h, fmt.Errorf("%w (%s)", ctx.Err(), why)
 		case <-t.C:

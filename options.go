@@ -219,8 +219,12 @@ func WithCommitOffsetsInterval(d time.Duration) Option { return func(c *config) 
 // the warning repeats each time the hold has lasted twice as long, and its
 // end is logged. Status shows the hold (partitionflow.Status.CommitHeldMs,
 // CommitHeldBy) and actorflow_commit_held_seconds measures it. Checked at
-// each commit tick (WithCommitOffsetsInterval). Default 30 s (also for
-// zero); negative: no warning (the status and the metric still show it).
+// each commit tick (WithCommitOffsetsInterval), and never below 2 ×
+// WithPersistEvery + WithCommitOffsetsInterval (what a healthy hold may
+// last). The stacks are the process's (every partition's calls), the
+// longest blocked first. Default 30 s (also for zero); negative: no
+// warning (the status's commit_held_ms and the metric still show the hold;
+// commit_held_by stays empty).
 func WithCommitHeldWarning(d time.Duration) Option { return func(c *config) { c.commitHeldWarn = d } }
 
 // WithMaxWritesPerTransaction caps a group commit's records (a snapshot
@@ -352,7 +356,9 @@ func (c *config) snapshotTopic() string {
 // WithClientOpts adds kgo options (TLS, SASL, ...) to every client the
 // worker creates. They cannot change what the runtime's correctness rests
 // on — the consumer's group, topic, manual commits, read_committed
-// isolation with control records, reset offset, rebalance timeout and
+// isolation with control records, reset offset (a group without a
+// committed offset starts at the partition's log start: the whole
+// retained input is folded), rebalance timeout and
 // callbacks, balancers, instance id and request versions; the snapshot
 // producers' topic, partitioner, and a transactional producer's id and
 // timeout: those are applied after them (coordinator.Config.ClientOpts,

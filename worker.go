@@ -67,6 +67,7 @@ type Worker struct {
 	// when Run returns.
 	ready  chan struct{}
 	done   chan struct{}
+	runErr error // Run's error, set before done is closed
 	ran    atomic.Bool // Run was called
 	probe  probe
 	parts  partitionCount // the input's, for Get
@@ -157,13 +158,16 @@ func NewWorker(flow keyflow.Handler, opts ...Option) (*Worker, error) {
 // every goroutine the worker started has ended (its clients, actors,
 // tickers and the key actors' dispatcher, once no other worker's
 // partitions use it), so goleak-checked tests of an application pass.
-func (w *Worker) Run(ctx context.Context) error {
+func (w *Worker) Run(ctx context.Context) (err error) {
 	if !w.ran.CompareAndSwap(false, true) {
 		// A second call closed ready and done again (a panic), and raced
 		// the first's fields while Get, Status and Health read them.
 		return ErrRunTwice
 	}
-	defer close(w.done)
+	defer func() {
+		w.runErr = err // read after done by WaitReady and WaitCaughtUp
+		close(w.done)
+	}()
 	w.probe.begin()
 	log := w.cfg.log
 	m, unregister, err := w.registerMetrics()

@@ -92,6 +92,12 @@ func TestTopicSetupErrors(t *testing.T) {
 	if err := run("missing-in", "missing-snaps"); !errors.Is(err, snapshotstore.ErrTopicSetup) || !strings.Contains(err.Error(), "missing-in") {
 		t.Errorf("missing topic: %v", err)
 	}
+	// A start timeout within the 2 s a missing topic is looked for again
+	// (it may have been created a moment ago) reported the deadline, not
+	// the topic.
+	if err := run("missing-in", "missing-snaps", actorflow.WithStartTimeout(2*time.Second)); !errors.Is(err, snapshotstore.ErrTopicSetup) || !strings.Contains(err.Error(), `"missing-in" does not exist`) {
+		t.Errorf("missing topic with a 2 s start timeout: %v", err)
+	}
 	adm := kadm.NewClient(testkit.Client(t, brokers))
 	ctx := context.Background()
 	if _, err := adm.CreateTopic(ctx, 4, 1, nil, "in4"); err != nil {
@@ -192,7 +198,12 @@ func TestOutputTopicCheckedAtStart(t *testing.T) {
 		defer wcancel()
 		if werr := w.WaitReady(wctx); werr != nil {
 			cancel()
-			return func() {}, <-done
+			err := <-done
+			// The wait's error says why: Run's.
+			if !errors.Is(werr, actorflow.ErrRunReturned) || err == nil || !strings.Contains(werr.Error(), err.Error()) {
+				t.Errorf("WaitReady: %v; want ErrRunReturned wrapping Run's error %v", werr, err)
+			}
+			return func() {}, err
 		}
 		return func() {
 			cancel()

@@ -95,6 +95,17 @@ func retentionDeleting(ms, bytes *string) string {
 // looking for a topic they may not create before they report it missing.
 const missingTopicGrace = 2 * time.Second
 
+// graceEnd is when a grace of d from now ends: before ctx's deadline, so
+// that a start timeout within it reports what is missing, not the
+// deadline (found by a user's trial with WithStartTimeout(2*time.Second)).
+func graceEnd(ctx context.Context, d time.Duration) time.Time {
+	end := time.Now().Add(d)
+	if dl, ok := ctx.Deadline(); ok && dl.Add(-200*time.Millisecond).Before(end) {
+		end = dl.Add(-200 * time.Millisecond)
+	}
+	return end
+}
+
 // listTopics lists topics. A topic created by someone else a moment ago
 // can be missing from the broker's metadata for a while (the controller has
 // committed it; the broker's cache applies it a little later): unless the
@@ -103,7 +114,7 @@ const missingTopicGrace = 2 * time.Second
 // after its topics were created failed with "does not exist").
 func listTopics(ctx context.Context, cl *kgo.Client, create bool, topics ...string) (kadm.TopicDetails, error) {
 	adm := kadm.NewClient(cl)
-	graceEnd := time.Now().Add(missingTopicGrace)
+	graceEnd := graceEnd(ctx, missingTopicGrace)
 	for {
 		details, err := adm.ListTopics(ctx, topics...)
 		if err != nil {
@@ -168,7 +179,7 @@ func EnsureTopics(ctx context.Context, cl *kgo.Client, input, snapshot string, s
 	// first (TOPIC_ALREADY_EXISTS: with their own configuration).
 	create := func(t string, parts int32, cfg map[string]*string) (bool, error) {
 		if !spec.Create {
-			return false, fmt.Errorf("%w: topic %q does not exist (create it, or enable topic creation)", ErrTopicSetup, t)
+			return false, fmt.Errorf("%w: topic %q does not exist (create it, or let the worker create it: actorflow.WithCreateTopics)", ErrTopicSetup, t)
 		}
 		resp, err := adm.CreateTopic(ctx, parts, spec.ReplicationFactor, cfg, t)
 		if err == nil {
@@ -237,7 +248,7 @@ func EnsureTopics(ctx context.Context, cl *kgo.Client, input, snapshot string, s
 func checkCleanupPolicy(ctx context.Context, adm *kadm.Client, topic string) error {
 	var configs []kadm.Config
 	var err error
-	for graceEnd := time.Now().Add(missingTopicGrace); ; {
+	for graceEnd := graceEnd(ctx, missingTopicGrace); ; {
 		configs, err = topicConfigs(ctx, adm, topic)
 		// A topic just created (by another client) can be missing from the
 		// answering broker's metadata for a moment; kgo does not retry a
@@ -310,7 +321,7 @@ func EnsureOutputTopic(ctx context.Context, cl *kgo.Client, topic string, partit
 		return nil
 	}
 	if !spec.Create {
-		return fmt.Errorf("%w: output topic %q does not exist (create it, or enable topic creation)", ErrTopicSetup, topic)
+		return fmt.Errorf("%w: output topic %q does not exist (create it, or let the worker create it: actorflow.WithCreateTopics)", ErrTopicSetup, topic)
 	}
 	resp, err := adm.CreateTopic(ctx, max(partitions, 1), spec.ReplicationFactor, nil, topic)
 	if err == nil {

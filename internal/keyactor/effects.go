@@ -196,12 +196,12 @@ func (a *keyActor[S]) recordFailed(ctx actor.Context, rec *kgo.Record, err error
 		}
 		return
 	}
-	kind := KindFoldError
+	kind, what := KindFoldError, "fold failed"
 	if errors.Is(err, ErrUndecodable) {
-		kind = KindUndecodable
+		kind, what = KindUndecodable, "record undecodable"
 	}
-	a.env.Logger.Warn("fold failed; record sent to the dead-letter topic with no other effect (policy dead-letter)",
-		zap.Error(err), zap.Int("outputs_dropped", a.droppedOutputs))
+	a.env.Logger.Warn(what+"; record sent to the dead-letter topic with no other effect (policy dead-letter)",
+		zap.Int64("offset", rec.Offset), zap.String("key", clipKey(a.key)), zap.Error(err), zap.Int("outputs_dropped", a.droppedOutputs))
 	a.deadLetter(ctx, rec, kind, err)
 }
 
@@ -225,19 +225,24 @@ func (k *Core) deadLetter(ctx actor.Context, rec *kgo.Record, kind Kind, err err
 		// The record with its error headers would not fit the producer's
 		// record batch, and its transaction (or produce) would fail at
 		// every attempt: the dead letter keeps where to read the rest.
-		key := k.key
-		if len(key) > 64 {
-			key = fmt.Sprintf("%.64q… (%d bytes)", key, len(key)) // the key may be what is too large
-		}
 		k.env.Logger.Warn("dead letter shrunk to fit the producer's record batch",
 			zap.String("source", fmt.Sprintf("%s[%d] offset %d", rec.Topic, rec.Partition, rec.Offset)),
-			zap.String("key", key), zap.Int("max_bytes", max), zap.String("omitted", omitted))
+			zap.String("key", clipKey(k.key)), zap.Int("max_bytes", max), zap.String("omitted", omitted))
 	}
 	if !k.sendDeadLetter(ctx, cl, dl, rec.Offset, fmt.Sprintf("%s[%d] offset %d key %q", rec.Topic, rec.Partition, rec.Offset, k.key), err) {
 		return
 	}
 	k.lastFolded = rec.Offset
 	k.markDirty(rec.Offset)
+}
+
+// clipKey is key for a log field: its first 64 bytes, quoted, and its
+// size, when longer (the key may be what is too large).
+func clipKey(key string) string {
+	if len(key) > 64 {
+		return fmt.Sprintf("%.64q… (%d bytes)", key, len(key))
+	}
+	return key
 }
 
 // HeaderSourceTime is keyflow.HeaderErrorSourceTime.
