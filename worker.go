@@ -67,7 +67,7 @@ type Worker struct {
 	// when Run returns.
 	ready  chan struct{}
 	done   chan struct{}
-	runErr error // Run's error, set before done is closed
+	runErr error       // Run's error, set before done is closed
 	ran    atomic.Bool // Run was called
 	probe  probe
 	parts  partitionCount // the input's, for Get

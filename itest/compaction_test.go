@@ -17,14 +17,15 @@ import (
 // whose tail the log cleaner has cleaned, and never shows an aborted write.
 //
 // The partition holds, in order: snapshots of k0..k4 (offsets 0-4), newer snapshots of the same
-// keys (5-9), a tombstone of k4 (10), and a transaction that overwrote k3 and was aborted (11, its
-// abort marker 12). With segment.ms=1 every append after the first rolls a segment, so everything
+// keys (5-9), a tombstone of k4 (10), k5 deleted with a timer pending (11: an empty value marked
+// deleted, no tombstone), and a transaction that overwrote k3 and was aborted (12, its abort
+// marker 13). With segment.ms=1 every append after the first rolls a segment, so everything
 // but the last batch is cleanable; min.cleanable.dirty.ratio=0.01 and delete.retention.ms=0 let
 // the cleaner remove the superseded snapshots and the aborted record (first cleaning). A tombstone
 // outlives the cleaning that sets its delete horizon (KIP-534) and goes in the next one, which
-// needs new dirty data: a second aborted overwrite (13, marker 14). After the second cleaning
-// only k0..k3's latest snapshots and the transaction markers are left, the last data record far
-// below the log end. The test waits for each cleaning by reading the log back.
+// needs new dirty data: a second aborted overwrite (14, marker 15). After the second cleaning
+// only k0..k3's latest snapshots, k5's and the transaction markers are left, the last data record
+// far below the log end. The test waits for each cleaning by reading the log back.
 //
 // The plain mode's recovery must not return the aborted overwrite before the cleaning either (it
 // reads read_committed; it used to read read_uncommitted and returned it).
@@ -41,7 +42,7 @@ func TestRecoveryCompactedTail(t *testing.T) {
 			})
 			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 			defer cancel()
-			want := map[string]string{"k0": "v2-k0", "k1": "v2-k1", "k2": "v2-k2", "k3": "v2-k3"}
+			want := map[string]string{"k0": "v2-k0", "k1": "v2-k1", "k2": "v2-k2", "k3": "v2-k3", "k5": "deleted, 1 timer goodbye"}
 
 			superseded, tombstone, aborted := writeCompactableLog(ctx, t, snaps)
 			compareRecovered(t, "before cleaning", recoverAll(ctx, t, brokers, snaps, mode), want)
@@ -92,6 +93,9 @@ func writeCompactableLog(ctx context.Context, t *testing.T, snaps string) (super
 		}
 	}
 	tombstone = produce(snapshotstore.Snapshot{Key: "k4", Offset: 20})
+	// A key deleted with a timer pending: no tombstone, which the cleaner
+	// would remove with k4's, the timer with it.
+	produce(snapshotstore.Snapshot{Key: "k5", Offset: 21, Timers: []snapshotstore.Timer{{Name: "goodbye", At: time.UnixMilli(1_700_000_000_000)}}})
 	return superseded, tombstone, abortTail(ctx, t, snaps, "k3")
 }
 
@@ -200,9 +204,12 @@ func recoverAll(ctx context.Context, t *testing.T, brokers []string, snaps strin
 	got := map[string]string{}
 	start := time.Now()
 	err = part.Recover(rctx, func(s snapshotstore.Snapshot) error {
-		if s.Tombstone() {
+		switch {
+		case s.Tombstone() && len(s.Timers) > 0:
+			got[s.Key] = fmt.Sprintf("deleted, %d timer %s", len(s.Timers), s.Timers[0].Name)
+		case s.Tombstone():
 			delete(got, s.Key)
-		} else {
+		default:
 			got[s.Key] = string(s.Value)
 		}
 		return nil

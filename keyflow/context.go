@@ -95,8 +95,11 @@ func (c *Context) Now() time.Time { return c.k.Now() }
 // load (they were produced before it). The due time is wall-clock time:
 // after a long outage a timer fires late, possibly after records produced
 // past its due time were consumed; compare record timestamps in the state
-// where that matters. A key whose state is nil (deleted) keeps its timers
-// only until compaction removes its tombstone (delete.retention.ms).
+// where that matters. A key deleted (its fold returned nil) keeps its
+// timers: they fire with a nil state (its snapshot is then an empty value
+// marked deleted, which compaction keeps, and a tombstone once no timer is
+// left). Cancel them (CancelTimer) in the call that deletes the key where
+// they should not outlive it.
 func (c *Context) SetTimer(name string, at time.Time) error {
 	if !c.k.TimersEnabled() {
 		return ErrNoTimerHandler

@@ -33,6 +33,9 @@ func ExampleWithTimers() {
 			return s, kc.SetTimer("idle", kc.Now().Add(30*time.Minute))
 		},
 		keyflow.WithTimers(func(kc *keyflow.Context, s *Session, name string) (*Session, error) {
+			if s == nil {
+				return nil, nil // deleted by a call while the timer was pending
+			}
 			out := fmt.Sprintf("closed after %d clicks", s.Clicks)
 			if err := kc.Emit(&kgo.Record{Key: []byte(kc.Key()), Value: []byte(out)}); err != nil {
 				return s, err

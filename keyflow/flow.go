@@ -18,7 +18,10 @@ import (
 // outputs (Context.Emit) are not produced and its timer changes are not made.
 type FoldFunc[S any] func(kc *Context, state *S, rec *kgo.Record) (*S, error)
 
-// TimerFunc handles a fired timer like FoldFunc handles a record.
+// TimerFunc handles a fired timer like FoldFunc handles a record. state is
+// nil when the key has none: deleted by a call that returned nil while the
+// timer was pending (deleting a key does not cancel its timers), or never
+// set.
 type TimerFunc[S any] func(kc *Context, state *S, name string) (*S, error)
 
 // LoadFunc runs each time a key is loaded (see WithOnLoad), like FoldFunc

@@ -35,6 +35,9 @@ func inactivity() *keyflow.Flow[Session] {
 			return s, kc.SetTimer("idle", kc.Now().Add(gap)) // replaces the previous one
 		},
 		keyflow.WithTimers(func(kc *keyflow.Context, s *Session, _ string) (*Session, error) {
+			if s == nil {
+				return nil, nil // deleted by a call while the timer was pending
+			}
 			b, _ := json.Marshal(Closed{User: kc.Key(), Events: s.Events})
 			if err := kc.Emit(&kgo.Record{Key: []byte(kc.Key()), Value: b}); err != nil {
 				return s, err

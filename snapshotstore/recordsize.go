@@ -16,6 +16,9 @@ func SnapshotRecordBytes(s Snapshot) int {
 		for _, t := range s.Timers {
 			n += TimerBytes(t.Name)
 		}
+		if s.Value == nil {
+			n += len(HeaderDeleted) + len(deletedBytes) // a deleted key's record with timers
+		}
 	}
 	return n
 }

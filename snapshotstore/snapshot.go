@@ -18,8 +18,19 @@ const (
 	// skipped, so state effects apply exactly once.
 	HeaderOffset = "actorflow.offset"
 	// HeaderFormat carries the format version: "2" is written (it adds
-	// HeaderTimers); "1" (no timers) is still read.
+	// HeaderTimers), "3" on a deleted key's record with timers
+	// (HeaderDeleted); "1" (no timers) is still read.
 	HeaderFormat = "actorflow.format"
+	// HeaderDeleted, on a record of format "3", says the key's state is
+	// deleted although the record is no tombstone: the state of a key
+	// deleted (its fold returned nil) while it has timers pending is
+	// written as an empty value with this header ("1"), because
+	// compaction removes a tombstone after the topic's
+	// delete.retention.ms (a day by default), and the timers with it: a
+	// timer due later vanished at the next recovery. The key's first
+	// snapshot without timers is a tombstone again. Readers decode it as a
+	// tombstone (Snapshot.Value nil).
+	HeaderDeleted = "actorflow.deleted"
 	// HeaderTimers carries the key's pending timers as a JSON array of
 	// {"name": string, "at": Unix milliseconds}, sorted by due time; absent
 	// when none is pending. It is a header so that the value stays the
@@ -37,8 +48,12 @@ const (
 
 	formatVersion = "2"
 	// formatV1 is the format before durable timers: read, never written.
-	formatV1   = "1"
-	kindMarker = "offset-marker"
+	formatV1 = "1"
+	// formatDeleted is written only on a deleted key's record with timers
+	// (HeaderDeleted): a reader of format 2 alone would decode its empty
+	// value as state; it refuses the format instead.
+	formatDeleted = "3"
+	kindMarker    = "offset-marker"
 )
 
 // MarkerKey is the key of the per-partition offset-marker record of the
@@ -160,6 +175,11 @@ func encodeInto(r *kgo.Record, hdrs []kgo.RecordHeader, buf []byte, topic string
 	*r = kgo.Record{Topic: topic, Partition: partition, Key: key, Value: s.Value, Headers: hdrs}
 	if len(s.Timers) > 0 {
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderTimers, Value: encodeTimers(s.Timers)})
+		if s.Value == nil { // deleted, with timers: no tombstone, which compaction would drop with them
+			r.Value = []byte{}
+			r.Headers[1].Value = formatDeletedBytes
+			r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderDeleted, Value: deletedBytes})
+		}
 	}
 }
 
@@ -203,7 +223,10 @@ func encodeBatch(topic string, partition int32, ws []Snapshot, outputs []*kgo.Re
 // headersOf is how many headers s's record has: the offset and the format,
 // and its timers if it has any.
 func headersOf(s Snapshot) int {
-	if len(s.Timers) > 0 {
+	switch {
+	case len(s.Timers) > 0 && s.Value == nil:
+		return 4 // HeaderDeleted
+	case len(s.Timers) > 0:
 		return 3
 	}
 	return 2
@@ -212,6 +235,10 @@ func headersOf(s Snapshot) int {
 // formatVersionBytes is the format header's value, shared by every record
 // (read-only).
 var formatVersionBytes = []byte(formatVersion)
+
+// formatDeletedBytes and deletedBytes are the format and deleted headers'
+// values of a deleted key's record with timers (read-only).
+var formatDeletedBytes, deletedBytes = []byte(formatDeleted), []byte("1")
 
 // markerRecord is written in every transaction of the transactional mode so
 // that kgo always sends EndTxn (see ../shared/notes/franz-go.md: an
@@ -240,7 +267,7 @@ func markerRecord(topic string, partition int32, committed int64, inputPartition
 func DecodeRecord(r *kgo.Record) (s Snapshot, ok bool, err error) {
 	pos := Position{r.Topic, r.Partition, r.Offset}
 	var offset, timers []byte
-	haveOffset, haveTimers := false, false
+	haveOffset, haveTimers, deleted := false, false, false
 	for _, h := range r.Headers {
 		switch h.Key {
 		case HeaderKind:
@@ -251,8 +278,10 @@ func DecodeRecord(r *kgo.Record) (s Snapshot, ok bool, err error) {
 			offset, haveOffset = h.Value, true
 		case HeaderTimers:
 			timers, haveTimers = h.Value, true
+		case HeaderDeleted:
+			deleted = true
 		case HeaderFormat:
-			if v := string(h.Value); v != formatVersion && v != formatV1 {
+			if v := string(h.Value); v != formatVersion && v != formatV1 && v != formatDeleted {
 				return Snapshot{}, false, fmt.Errorf("snapshot %s key %q: unsupported format %q", pos, r.Key, h.Value)
 			}
 		}
@@ -268,6 +297,9 @@ func DecodeRecord(r *kgo.Record) (s Snapshot, ok bool, err error) {
 		return Snapshot{}, false, fmt.Errorf("snapshot %s key %q: bad header %s: %w", pos, r.Key, HeaderOffset, perr)
 	}
 	s = Snapshot{Key: string(r.Key), Value: r.Value, Offset: off, Source: pos}
+	if deleted {
+		s.Value = nil
+	}
 	if haveTimers {
 		if s.Timers, err = decodeTimers(timers); err != nil {
 			return Snapshot{}, false, fmt.Errorf("snapshot %s key %q: bad header %s: %w", pos, r.Key, HeaderTimers, err)

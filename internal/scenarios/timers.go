@@ -228,3 +228,87 @@ func InactivityAcrossRestart(t *testing.T, brokers []string) {
 		}
 	}
 }
+
+// DeletedKeyTimerKept: a key deleted (its fold returned nil) with a timer
+// pending was written as a tombstone carrying the timer, which compaction
+// removes after the topic's delete.retention.ms (a day by default), the
+// timer with it. Its snapshot is now an empty value marked deleted
+// (snapshotstore.HeaderDeleted), which compaction keeps: here, read raw
+// from the snapshot topic after worker 1 stopped. Worker 2, started after
+// the timers fell due, fires each once on load, with no state, and the
+// key's next snapshot is a tombstone.
+func DeletedKeyTimerKept(t *testing.T, brokers []string) {
+	// Longer than worker 1's stop (a revoke flush, a group leave: seconds
+	// on a real broker).
+	const deletedKeyTimer = 5 * time.Second
+	const users = 5
+	input, snaps, group := Topics(t, brokers, 1)
+	out := CreateOutputTopic(t, brokers, 1)
+	var folds atomic.Int64
+	flow := keyflow.New(func(kc *keyflow.Context, s *int, rec *kgo.Record) (*int, error) {
+		defer folds.Add(1)
+		if string(rec.Value) == "logout" {
+			return nil, kc.SetTimer("goodbye", kc.Now().Add(deletedKeyTimer))
+		}
+		n := 1
+		return &n, nil
+	}, keyflow.WithTimers(func(kc *keyflow.Context, s *int, _ string) (*int, error) {
+		return nil, kc.Emit(&kgo.Record{Key: []byte(kc.Key()), Value: fmt.Appendf(nil, "goodbye, state %v", s)})
+	}), keyflow.WithOutput(nil, out))
+	pcl := testkit.Client(t, brokers, kgo.DefaultProduceTopic(input))
+	for u := range users {
+		for _, v := range []string{"login", "logout"} {
+			if err := pcl.ProduceSync(t.Context(), &kgo.Record{Key: fmt.Appendf(nil, "user-%d", u), Value: []byte(v)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	w := StartWorker(t, flow, brokers, group, input, snaps, snapshotstore.Transactional)
+	awaitFolds(t, &folds, 2*users)
+	due := time.Now().Add(deletedKeyTimer)
+	testkit.WaitCommittedAtEnd(t, brokers, group, input, time.Minute)
+	if err := w.Stop(t); err != nil {
+		t.Fatal(err)
+	}
+	latest := func() map[string]*kgo.Record {
+		m := map[string]*kgo.Record{}
+		for _, r := range testkit.ReadTopic(t, brokers, snaps, true) {
+			if !snapshotstore.ReservedBytes(r.Key) {
+				m[string(r.Key)] = r
+			}
+		}
+		return m
+	}
+	if fired := len(testkit.ReadTopic(t, brokers, out, true)); fired > 0 {
+		t.Fatalf("%d goodbyes before worker 1 stopped (its stop took longer than the timers' %s): nothing to test", fired, deletedKeyTimer)
+	}
+	for k, r := range latest() {
+		deleted := false
+		for _, h := range r.Headers {
+			deleted = deleted || h.Key == snapshotstore.HeaderDeleted
+		}
+		if r.Value == nil || !deleted {
+			t.Fatalf("%s's snapshot: value %v, headers %v; want an empty value marked deleted, which compaction keeps", k, r.Value, r.Headers)
+		}
+	}
+	time.Sleep(time.Until(due)) // every goodbye due
+	w = StartWorker(t, flow, brokers, group, input, snaps, snapshotstore.Transactional)
+	testkit.Eventually(t, time.Minute, "every goodbye, once, and the keys' tombstones", func() (bool, string) {
+		outs := testkit.ReadTopic(t, brokers, out, true)
+		tombstones := 0
+		for _, r := range latest() {
+			if r.Value == nil {
+				tombstones++
+			}
+		}
+		return len(outs) == users && tombstones == users, fmt.Sprintf("%d goodbyes, %d tombstones", len(outs), tombstones)
+	})
+	for _, r := range testkit.ReadTopic(t, brokers, out, true) {
+		if string(r.Value) != "goodbye, state <nil>" {
+			t.Fatalf("%s's goodbye: %q, want it fired with no state", r.Key, r.Value)
+		}
+	}
+	if err := w.Stop(t); err != nil {
+		t.Fatal(err)
+	}
+}
