@@ -2,14 +2,11 @@ package keyflow_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/actorflow/actorflow"
 	"github.com/actorflow/actorflow/keyflow"
-	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -36,26 +33,24 @@ func sumAmounts(_ *keyflow.Context, s *Balance, rec *kgo.Record) (*Balance, erro
 }
 
 // Example defines a flow that sums amounts per account and runs it with a
-// worker against an embedded cluster.
+// worker against an embedded cluster (the transactional mode, the default:
+// exactly-once state, the group id as transactional.id prefix).
 func Example() {
 	flow := keyflow.New(sumAmounts)
 
-	cluster, _ := kfake.NewCluster(kfake.NumBrokers(1))
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		panic(err)
+	}
 	defer cluster.Close()
 	brokers := cluster.ListenAddrs()
-	producer, _ := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic("payments"), kgo.AllowAutoTopicCreation())
-	defer producer.Close()
 
 	worker, err := actorflow.NewWorker(flow,
 		actorflow.WithBrokers(brokers...),
 		actorflow.WithGroup("balances"),
 		actorflow.WithInputTopic("payments"),
 		actorflow.WithSnapshotTopic("balances-snapshots"),
-		actorflow.WithMode(snapshotstore.Transactional),
-		actorflow.WithTransactionalIDPrefix("balances"),
-		actorflow.WithCreateTopics(1, -1),
-		actorflow.WithPersistEvery(50*time.Millisecond),
-		actorflow.WithCommitOffsetsInterval(50*time.Millisecond),
+		actorflow.WithCreateTopics(1, -1), // the input (1 partition) and the snapshot topic
 	)
 	if err != nil {
 		panic(err)
@@ -63,20 +58,29 @@ func Example() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- worker.Run(ctx) }()
+	if err := worker.WaitReady(ctx); err != nil {
+		panic(err)
+	}
 
+	producer, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic("payments"))
+	if err != nil {
+		panic(err)
+	}
+	defer producer.Close()
 	for _, amount := range []string{"10", "25", "-5"} {
-		producer.ProduceSync(ctx, &kgo.Record{Key: []byte("acct-1"), Value: []byte(amount)})
-	}
-	// Wait for the snapshot (the demo and tests await committed offsets).
-	for {
-		snaps, _ := snapshotstore.ReadLatest(ctx, brokers, "balances-snapshots", 0, true)
-		var b Balance
-		if s, ok := snaps["acct-1"]; ok && json.Unmarshal(s.Value, &b) == nil && b.Count == 3 {
-			fmt.Printf("acct-1: total %d over %d payments\n", b.Total, b.Count)
-			break
+		if err := producer.ProduceSync(ctx, &kgo.Record{Key: []byte("acct-1"), Value: []byte(amount)}).FirstErr(); err != nil {
+			panic(err)
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
+	// Every record produced so far folded and committed; then the state.
+	if err := worker.WaitCaughtUp(ctx); err != nil {
+		panic(err)
+	}
+	b, _, err := actorflow.Get[Balance](ctx, worker, "acct-1")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("acct-1: total %d over %d payments\n", b.Total, b.Count)
 	cancel()
 	fmt.Println("worker stopped:", <-done)
 	// Output:

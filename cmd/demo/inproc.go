@@ -61,6 +61,12 @@ func runInProcess(args []string) int {
 	fs.StringVar(&o.mode, "mode", "transactional", "persistence mode: plain | transactional")
 	fs.IntVar(&o.partitions, "partitions", 6, "partitions of the input and snapshot topics (when created)")
 	fs.BoolVar(&o.verbose, "v", false, "log at info level (default: warnings)")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "usage: demo [flags]   run a whole demo cluster in this process\n"+
+			"       demo worker|produce|verify|latency|poison [flags]   one part of the compose cluster (each has --help)\n\n"+
+			"flags of the in-process demo:\n")
+		fs.PrintDefaults()
+	}
 	_ = fs.Parse(args)
 	if o.accounts < 1 || o.workers < 1 || o.events < 1 || o.partitions < 1 {
 		fmt.Fprintln(os.Stderr, "demo: --accounts, --events, --workers and --partitions must be at least 1")
