@@ -18,11 +18,11 @@ func TestExportedAPIIsTheUsersOnly(t *testing.T) {
 	want := []string{
 		"Codec", "Codec.Decode", "Codec.Encode", "Context", "Context.CancelTimer", "Context.Emit", "Context.Key",
 		"Context.Logger", "Context.Now", "Context.Partition", "Context.Record", "Context.SetTimer", "Context.Timer", "Context.Topic",
-		"DeadLetter", "DeadLetterKind", "DeadLetterRecord", "DecodeJSON", "Decoder", "DefaultDeadLetterTopic",
+		"DeadLetter", "DeadLetterInfo", "DeadLetterKind", "DeadLetterRecord", "DecodeJSON", "Decoder", "DefaultDeadLetterTopic",
 		"DefaultMaxLiveKeys", "DefaultOutputTimeout", "ErrEmitToSnapshotTopic", "ErrInvalidTimerName", "ErrNoOutput", "ErrNoTimerHandler", "ErrOutputTimeout", "ErrPanicked", "ErrUndecodable", "Fail",
 		"Flow", "FoldFunc", "Handler", "HeaderErrorException", "HeaderErrorMessage", "HeaderErrorOffset",
 		"HeaderErrorOmitted", "HeaderErrorPartition", "HeaderErrorSourceTime", "HeaderErrorTime", "HeaderErrorTopic", "JSON", "KindFoldError", "KindNilKey",
-		"KindUndecodable", "KindUndecodableState", "LoadFunc", "New", "NewTyped", "Option", "ParsePolicy", "Policy", "Policy.String", "Skip",
+		"KindUndecodable", "KindUndecodableState", "LoadFunc", "New", "NewTyped", "Option", "ParseDeadLetter", "ParsePolicy", "Policy", "Policy.String", "Skip",
 		"TimerFunc", "TypedFoldFunc", "WithCodec", "WithDeadLetterTopic", "WithFoldErrorPolicy", "WithMaxIdle", "WithMaxLiveKeys",
 		"WithNilKeyPolicy", "WithOnLoad", "WithOutput", "WithOutputTimeout", "WithTimers", "WithUndecodablePolicy", "WithUndecodableStatePolicy",
 	}

@@ -1,6 +1,7 @@
 package keyflow
 
 import (
+	"fmt"
 	"strconv"
 	"time"
 
@@ -110,3 +111,77 @@ func runtimeDeadLetter(topic string, rec *kgo.Record, kind keyactor.Kind, err er
 // DefaultDeadLetterTopic is the dead-letter topic of an input topic when
 // WithDeadLetterTopic sets none.
 func DefaultDeadLetterTopic(input string) string { return input + ".dlq" }
+
+// DeadLetterInfo is what a dead letter's headers say of its source record
+// and its error (ParseDeadLetter).
+type DeadLetterInfo struct {
+	// Topic, Partition and Offset name the source record: an input record,
+	// or for KindUndecodableState the snapshot record.
+	Topic     string
+	Partition int32
+	Offset    int64
+	Kind      DeadLetterKind
+	// Message is the error, naming topic, partition, offset and key.
+	Message string
+	// Time is when the record was dead-lettered (HeaderErrorTime).
+	Time time.Time
+	// SourceTime is the source record's timestamp where the dead letter
+	// carries its producer's clock instead (HeaderErrorSourceTime); zero:
+	// the dead letter's timestamp is the source's.
+	SourceTime time.Time
+	// Omitted lists what the dead letter dropped to fit its producer's
+	// record batch (HeaderErrorOmitted); "": nothing.
+	Omitted string
+}
+
+// ParseDeadLetter reads the headers DeadLetterRecord (and a worker's dead
+// letters) add, from a record read from a dead-letter topic. The source
+// record's own headers come first and may carry headers of the same names
+// (a dead letter of a dead letter): the last of each name is the dead
+// letter's. It fails, naming the header, when the source's topic,
+// partition, offset or the kind is missing, or a number or time does not
+// parse: not a dead letter of KIP-1034's shape.
+func ParseDeadLetter(r *kgo.Record) (DeadLetterInfo, error) {
+	var dl DeadLetterInfo
+	seen := map[string]bool{}
+	ms := func(v string) (time.Time, error) {
+		n, err := strconv.ParseInt(v, 10, 64)
+		return time.UnixMilli(n).UTC(), err
+	}
+	for _, h := range r.Headers {
+		v := string(h.Value)
+		var err error
+		switch h.Key {
+		case HeaderErrorTopic:
+			dl.Topic = v
+		case HeaderErrorPartition:
+			var p int64
+			p, err = strconv.ParseInt(v, 10, 32)
+			dl.Partition = int32(p)
+		case HeaderErrorOffset:
+			dl.Offset, err = strconv.ParseInt(v, 10, 64)
+		case HeaderErrorException:
+			dl.Kind = DeadLetterKind(v)
+		case HeaderErrorMessage:
+			dl.Message = v
+		case HeaderErrorTime:
+			dl.Time, err = ms(v)
+		case HeaderErrorSourceTime:
+			dl.SourceTime, err = ms(v)
+		case HeaderErrorOmitted:
+			dl.Omitted = v
+		default:
+			continue
+		}
+		if err != nil {
+			return DeadLetterInfo{}, fmt.Errorf("keyflow: dead letter %s[%d] offset %d: header %s %q: %w", r.Topic, r.Partition, r.Offset, h.Key, v, err)
+		}
+		seen[h.Key] = true
+	}
+	for _, h := range []string{HeaderErrorTopic, HeaderErrorPartition, HeaderErrorOffset, HeaderErrorException} {
+		if !seen[h] {
+			return DeadLetterInfo{}, fmt.Errorf("keyflow: dead letter %s[%d] offset %d: no header %s", r.Topic, r.Partition, r.Offset, h)
+		}
+	}
+	return dl, nil
+}

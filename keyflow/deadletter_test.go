@@ -3,6 +3,7 @@ package keyflow_test
 import (
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,5 +61,30 @@ func TestParsePolicy(t *testing.T) {
 	}
 	if _, err := keyflow.ParsePolicy("drop"); err == nil {
 		t.Error("ParsePolicy(drop) succeeded")
+	}
+}
+
+// ParseDeadLetter reads back what DeadLetterRecord wrote, the dead
+// letter's own headers winning over the source's of the same names, and
+// refuses a record without them, naming the header.
+func TestParseDeadLetter(t *testing.T) {
+	at := time.UnixMilli(1_700_000_000_123).UTC()
+	src := &kgo.Record{Topic: "in", Partition: 3, Offset: 42, Key: []byte("k"), Value: []byte("v"),
+		Headers: []kgo.RecordHeader{{Key: keyflow.HeaderErrorOffset, Value: []byte("7")}}} // a dead letter's, reprocessed
+	dl := keyflow.DeadLetterRecord("in.dlq", src, keyflow.KindUndecodable, errors.New("boom"), at)
+	dl.Headers = append(dl.Headers, kgo.RecordHeader{Key: keyflow.HeaderErrorSourceTime, Value: []byte("1000")})
+	got, err := keyflow.ParseDeadLetter(dl)
+	want := keyflow.DeadLetterInfo{Topic: "in", Partition: 3, Offset: 42, Kind: keyflow.KindUndecodable, Message: "boom",
+		Time: at, SourceTime: time.UnixMilli(1000).UTC()}
+	if err != nil || got != want {
+		t.Fatalf("ParseDeadLetter = %+v, %v; want %+v", got, err, want)
+	}
+	if _, err := keyflow.ParseDeadLetter(src); err == nil || !strings.Contains(err.Error(), keyflow.HeaderErrorTopic) {
+		t.Fatalf("a record that is no dead letter: %v, want an error naming %s", err, keyflow.HeaderErrorTopic)
+	}
+	bad := keyflow.DeadLetterRecord("in.dlq", src, keyflow.KindFoldError, nil, at)
+	bad.Headers = append(bad.Headers, kgo.RecordHeader{Key: keyflow.HeaderErrorPartition, Value: []byte("x")})
+	if _, err := keyflow.ParseDeadLetter(bad); err == nil || !strings.Contains(err.Error(), keyflow.HeaderErrorPartition) {
+		t.Fatalf("a malformed partition header: %v, want an error naming it", err)
 	}
 }

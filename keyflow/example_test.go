@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/actorflow/actorflow"
 	"github.com/actorflow/actorflow/keyflow"
@@ -86,4 +87,19 @@ func Example() {
 	// Output:
 	// acct-1: total 30 over 3 payments
 	// worker stopped: <nil>
+}
+
+// ExampleParseDeadLetter reads a dead letter back: a consumer of the
+// dead-letter topic learns where its record came from and why it failed.
+func ExampleParseDeadLetter() {
+	src := &kgo.Record{Topic: "payments", Partition: 2, Offset: 41, Key: []byte("acct-1"), Value: []byte("ten")}
+	dl := keyflow.DeadLetterRecord("payments.dlq", src, keyflow.KindUndecodable,
+		fmt.Errorf("payments[2] offset 41 key %q: %w", "acct-1", keyflow.ErrUndecodable), time.Now())
+	info, err := keyflow.ParseDeadLetter(dl) // dl as read from the dead-letter topic
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("%s[%d] offset %d: %s\n", info.Topic, info.Partition, info.Offset, info.Kind)
+	// Output:
+	// payments[2] offset 41: actorflow.UndecodableInput
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -727,28 +726,12 @@ func (d *Driver[S]) deadLetterOf(r *kgo.Record) (DeadLetter, bool) {
 	if d.dlq == "" || r.Topic != d.dlq {
 		return DeadLetter{}, false
 	}
-	dl := DeadLetter{Record: r}
-	found := false
-	for _, h := range r.Headers {
-		v := string(h.Value)
-		switch h.Key {
-		case keyflow.HeaderErrorTopic:
-			dl.Topic = v
-		case keyflow.HeaderErrorPartition:
-			p, _ := strconv.ParseInt(v, 10, 32)
-			dl.Partition = int32(p)
-		case keyflow.HeaderErrorOffset:
-			dl.Offset, _ = strconv.ParseInt(v, 10, 64)
-		case keyflow.HeaderErrorException:
-			dl.Kind, found = keyflow.DeadLetterKind(v), true
-		case keyflow.HeaderErrorMessage:
-			dl.Message = v
-		case keyflow.HeaderErrorTime:
-			ms, _ := strconv.ParseInt(v, 10, 64)
-			dl.Time = time.UnixMilli(ms).UTC()
-		}
+	info, err := keyflow.ParseDeadLetter(r)
+	if err != nil {
+		return DeadLetter{}, false
 	}
-	return dl, found
+	return DeadLetter{Record: r, Topic: info.Topic, Partition: info.Partition, Offset: info.Offset,
+		Kind: info.Kind, Message: info.Message, Time: info.Time}, true
 }
 
 // load returns key k's actor, spawning it (from its persisted snapshot
