@@ -286,8 +286,10 @@ func (w *Worker) WaitCaughtUp(ctx context.Context) error {
 }
 
 // ErrRunReturned is matched by the error of WaitReady and WaitCaughtUp
-// when Run returned before the wait ended; the error wraps Run's too (nil
-// when Run returned without one, after its ctx ended).
+// when Run returned before the wait ended; the error wraps Run's too (none
+// when Run returned nil, after its ctx ended). Check it first: Run's error
+// may match context.DeadlineExceeded (ErrBrokersUnreachable wraps the
+// start timeout's) while the wait's own ctx is live.
 var ErrRunReturned = errors.New("actorflow: Run returned")
 
 // runReturned is ErrRunReturned with Run's error (done is closed).

@@ -136,10 +136,12 @@ func (c *Context) Timer(name string) (time.Time, bool) { return c.k.Timer(name) 
 // the producer compares: a record that fits the topic only compressed is
 // refused too), is refused with an error matching kerr.MessageTooLarge,
 // naming the key, output topic, size and limit; a record without key (nil) to a compacted topic is refused with
-// one matching kerr.InvalidRecord, a record to a topic that does not exist
-// (and that its producer would not create: kgo.AllowAutoTopicCreation)
+// one matching kerr.InvalidRecord, in the transactional mode a record to a
+// topic that does not exist (and that the worker's producers would neither
+// create, kgo.AllowAutoTopicCreation, nor wait for, UnknownTopicRetries(-1))
 // with one matching kerr.UnknownTopicOrPartition — a topic name mistyped,
-// or computed per record — and a record whose timestamp (when set:
+// or computed per record; found missing twice 2 s apart at its first use,
+// asked again at the first use 10 s after — and a record whose timestamp (when set:
 // kgo stamps one left zero at produce) lies beyond the topic's
 // message.timestamp.before.max.ms or .after.max.ms from the wall clock
 // (since Kafka 4.0 one more than 1 hour ahead, by default), or within a
@@ -150,8 +152,7 @@ func (c *Context) Timer(name string) (time.Time, bool) { return c.k.Timer(name) 
 // in. Return it from the fold, and the fold error policy decides
 // (WithFoldErrorPolicy). The worker reads a topic's max.message.bytes,
 // cleanup.policy and timestamp bounds at the first Emit to it (that Emit
-// waits up to 5 s for the answer), and again every 5 minutes (a missing
-// topic every 10 s, so one created meanwhile is seen within it); a topic
+// waits up to 5 s for the answer), and again every 5 minutes; a topic
 // whose configs cannot be read otherwise is checked against the
 // producer's limit alone.
 //

@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 )
@@ -82,10 +81,21 @@ func NewKafka(brokers []string, topic string, c KafkaConfig) (*Kafka, error) {
 	if producerLimit == nil {
 		producerLimit = func(string) int32 { return defaultBatchMaxBytes }
 	}
-	adm := kadm.NewClient(admin)
-	autoCreate, _ := admin.OptValue(kgo.AllowAutoTopicCreation).(bool) // the caller's, as for the batch limit
-	k.rules = newTopicRules(func(ctx context.Context, topic string) (TopicRules, error) {
-		return describeTopicRules(ctx, adm, topic, autoCreate)
+	// The caller's, as for the batch limit: producers that create a
+	// missing topic, or wait for it (UnknownTopicRetries(-1)), are not
+	// refused one.
+	autoCreate, _ := admin.OptValue(kgo.AllowAutoTopicCreation).(bool)
+	if n, _ := admin.OptValue(kgo.UnknownTopicRetries).(int64); n < 0 { // kgo keeps it as an int64
+		autoCreate = true
+	}
+	if cfg.mode == Plain {
+		// Its outputs go through the application's producer, maybe to
+		// another cluster: a topic missing here is no rule (a missing
+		// one's first read would also wait out the grace).
+		autoCreate = true
+	}
+	k.rules = newTopicRules(func(ctx context.Context, topic string, prev TopicRules) (TopicRules, error) {
+		return describeTopicRules(ctx, admin, topic, autoCreate, prev)
 	}, cfg.log)
 	k.batchLimit = k.rules.batchLimit(producerLimit)
 	if cfg.mode == Plain {

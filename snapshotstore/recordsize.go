@@ -17,7 +17,7 @@ func SnapshotRecordBytes(s Snapshot) int {
 			n += TimerBytes(t.Name)
 		}
 		if s.Value == nil {
-			n += len(HeaderDeleted) + len(deletedBytes) // a deleted key's record with timers
+			n += DeletedHeaderBytes // a deleted key's record with timers
 		}
 	}
 	return n
@@ -31,3 +31,7 @@ const TimersHeaderBytes = len(HeaderTimers) + 2
 // with its escaped name (at most 6 bytes per byte of it, as \u00XX), a Unix
 // millisecond time (at most 20 bytes) and a separating comma.
 func TimerBytes(name string) int { return len(`{"name":"","at":},`) + 6*len(name) + 20 }
+
+// DeletedHeaderBytes is the bytes HeaderDeleted adds to a deleted key's
+// record with timers (its key and value).
+const DeletedHeaderBytes = len(HeaderDeleted) + 1

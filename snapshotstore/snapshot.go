@@ -160,7 +160,7 @@ func EncodeRecord(topic string, partition int32, s Snapshot) *kgo.Record {
 	// one for every record (kgo only reads them): a snapshot per key at a
 	// million keys made each allocation count.
 	r := &kgo.Record{}
-	encodeInto(r, make([]kgo.RecordHeader, 2, 3), make([]byte, 0, len(s.Key)+20), topic, partition, s)
+	encodeInto(r, make([]kgo.RecordHeader, 2, headersOf(s)), make([]byte, 0, len(s.Key)+20), topic, partition, s)
 	return r
 }
 

@@ -12,6 +12,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 )
 
@@ -107,8 +109,9 @@ func (r TopicRules) CheckTimestamp(ts, now time.Time) error {
 // at its first use by the store, which waits for the answer up to
 // topicRulesWait, and again in the background every topicRulesTTL; a topic
 // whose configs cannot be read has unknown rules (zero: unchecked), and is
-// asked again after topicRulesRetry. A wrapper should forward it
-// (actorflow's metrics wrapper does).
+// asked again after topicRulesRetry; a missing one (TopicRules.Missing) is
+// asked again at its first use after topicRulesRetry, by that use. A
+// wrapper should forward it (actorflow's metrics wrapper does).
 type TopicRuler interface {
 	// TopicRules are topic's rules; the zero value when unknown.
 	TopicRules(topic string) TopicRules
@@ -137,7 +140,9 @@ const (
 // shared by its partitions and producers. Every Emit reads it: a read of a
 // known topic takes no lock.
 type topicRules struct {
-	describe func(ctx context.Context, topic string) (TopicRules, error)
+	// describe reads topic's rules; prev are those known (TopicRules.Missing:
+	// describeTopicRules).
+	describe func(ctx context.Context, topic string, prev TopicRules) (TopicRules, error)
 	log      *zap.Logger
 	// after runs f in d (time.AfterFunc): it marks an entry stale, so that
 	// a read of the cache needs no clock. A test fires it by hand.
@@ -159,7 +164,7 @@ type rulesEntry struct {
 	failing    bool // the last read failed: warned once per streak
 }
 
-func newTopicRules(describe func(ctx context.Context, topic string) (TopicRules, error), log *zap.Logger) *topicRules {
+func newTopicRules(describe func(ctx context.Context, topic string, prev TopicRules) (TopicRules, error), log *zap.Logger) *topicRules {
 	return &topicRules{
 		describe: describe,
 		log:      log,
@@ -195,7 +200,13 @@ func (r *topicRules) get(topic string) TopicRules {
 	}
 	if e.stale.Load() && e.refreshing.CompareAndSwap(false, true) {
 		e.stale.Store(false)
-		r.spawn(func() { r.refresh(topic, e) }) // the old rules answer meanwhile
+		if e.rules.Load().Missing {
+			// Read here: a topic created since must not have this
+			// record refused for good (under Skip or DeadLetter).
+			r.refresh(topic, e)
+		} else {
+			r.spawn(func() { r.refresh(topic, e) }) // the old rules answer meanwhile
+		}
 	}
 	return *e.rules.Load()
 }
@@ -213,8 +224,11 @@ func (r *topicRules) refresh(topic string, e *rulesEntry) {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), topicRulesWait)
 	defer cancel()
-	rules, err := r.describe(ctx, topic)
+	rules, err := r.describe(ctx, topic, *e.rules.Load())
 	if err != nil {
+		if e.rules.Load().Missing {
+			e.rules.Store(&TopicRules{}) // not known missing any more: unchecked, as unknown
+		}
 		lvl := r.log.Warn
 		if e.failing {
 			lvl = r.log.Debug
@@ -241,21 +255,45 @@ func (r *topicRules) refresh(topic string, e *rulesEntry) {
 
 // describeTopicRules reads topic's max.message.bytes, cleanup.policy and
 // timestamp bounds, or finds it missing (unless autoCreate: the producers
-// would create it).
-func describeTopicRules(ctx context.Context, adm *kadm.Client, topic string, autoCreate bool) (TopicRules, error) {
-	configs, err := topicConfigs(ctx, adm, topic)
-	if err != nil {
-		if !autoCreate && errors.Is(err, kerr.UnknownTopicOrPartition) {
-			// Asked of the metadata too: one broker's configs answer
-			// alone could lag a topic just created.
-			td, lerr := adm.ListTopics(ctx, topic)
-			if d, ok := td[topic]; lerr == nil && (!ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition)) {
-				return TopicRules{Missing: true}, nil
-			}
-		}
-		return TopicRules{}, fmt.Errorf("describe configs of topic %s: %w", topic, err)
+// would create it, or wait for it). A topic is found missing when its
+// configs and a fresh metadata request both say so — twice,
+// missingTopicGrace apart, unless prev (the rules known) says it was
+// missing already: a topic created a moment ago can be missing from one
+// broker's metadata for a while (as EnsureTopics allows for), and a
+// refusal under Skip or DeadLetter is final.
+func describeTopicRules(ctx context.Context, cl *kgo.Client, topic string, autoCreate bool, prev TopicRules) (TopicRules, error) {
+	configs, err := topicConfigs(ctx, kadm.NewClient(cl), topic)
+	if err == nil {
+		return rulesOf(topic, configs)
 	}
-	return rulesOf(topic, configs)
+	err = fmt.Errorf("describe configs of topic %s: %w", topic, err)
+	if autoCreate || !errors.Is(err, kerr.UnknownTopicOrPartition) || !topicMissing(ctx, cl, topic) {
+		return TopicRules{}, err
+	}
+	if !prev.Missing {
+		select {
+		case <-time.After(missingTopicGrace):
+		case <-ctx.Done():
+			return TopicRules{}, err
+		}
+		if !topicMissing(ctx, cl, topic) {
+			return TopicRules{}, err // there now: read again soon (topicRulesRetry)
+		}
+	}
+	return TopicRules{Missing: true}, nil
+}
+
+// topicMissing asks the cluster's metadata for topic, uncached (kadm's
+// ListTopics reads kgo's metadata cache, up to MetadataMinAge old), without
+// creating it: true when it answers UNKNOWN_TOPIC_OR_PARTITION.
+func topicMissing(ctx context.Context, cl *kgo.Client, topic string) bool {
+	req := kmsg.NewPtrMetadataRequest()
+	t := kmsg.NewMetadataRequestTopic()
+	t.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, t)
+	req.AllowAutoTopicCreation = false
+	resp, err := req.RequestWith(ctx, cl)
+	return err == nil && len(resp.Topics) == 1 && resp.Topics[0].ErrorCode == kerr.UnknownTopicOrPartition.Code
 }
 
 // rulesOf reads topic's rules from its configs.

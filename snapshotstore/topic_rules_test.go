@@ -26,7 +26,7 @@ type rulesFake struct {
 	panics  bool // describe panics
 }
 
-func (f *rulesFake) describe(_ context.Context, topic string) (TopicRules, error) {
+func (f *rulesFake) describe(_ context.Context, topic string, _ TopicRules) (TopicRules, error) {
 	f.calls.Add(1)
 	f.mu.Lock()
 	panics := f.panics

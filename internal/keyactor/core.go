@@ -102,8 +102,9 @@ func (k *Core) topicBound(topic string, n int) int {
 
 // CheckOutput returns an error when the brokers of rec.Topic would refuse
 // rec at every attempt, by the topic's rules (one lookup): the topic does
-// not exist and its producer would not create it (matching
-// kerr.UnknownTopicOrPartition), rec has no key and the topic is compacted
+// not exist, in the transactional mode (matching
+// kerr.UnknownTopicOrPartition; the store's rules say Missing only where
+// its producers would neither create it nor wait for it), rec has no key and the topic is compacted
 // (kerr.InvalidRecord), or rec's timestamp lies beyond the topic's bounds
 // (kerr.InvalidTimestamp: on the wall clock, as the brokers' own, not the
 // flow's Now). Nil when not known to.
@@ -113,26 +114,17 @@ func (k *Core) CheckOutput(rec *kgo.Record) error {
 	}
 	r := k.env.TopicRules(rec.Topic)
 	switch {
-	case r.Missing && !k.outputCreatesTopics():
-		return fmt.Errorf("the topic does not exist, and its producer does not create topics (kgo.AllowAutoTopicCreation): %w", kerr.UnknownTopicOrPartition)
+	case r.Missing && k.env.TxnOutputs:
+		// Only where the store's producers write the outputs: the plain
+		// mode's (WithOutput's) may write to another cluster than the
+		// one the rules are read from, or create the topic.
+		return fmt.Errorf("the topic does not exist, and the worker's producers do not create topics (kgo.AllowAutoTopicCreation) or wait for them (UnknownTopicRetries(-1)): %w", kerr.UnknownTopicOrPartition)
 	case rec.Key == nil && r.RequiresKey:
 		return fmt.Errorf("no key, and the topic is compacted (its cleanup.policy contains compact), whose brokers refuse a record without key: %w", kerr.InvalidRecord)
 	case !rec.Timestamp.IsZero() && (r.TimestampBefore > 0 || r.TimestampAfter > 0): // no clock read otherwise
 		return r.CheckTimestamp(rec.Timestamp, time.Now())
 	}
 	return nil
-}
-
-// outputCreatesTopics: the plain mode's output producer (WithOutput's)
-// creates the topics it produces to (kgo.AllowAutoTopicCreation, if the
-// brokers allow it); the transactional mode's outputs go through the
-// store, whose rules say Missing only when its producers would not.
-func (k *Core) outputCreatesTopics() bool {
-	if k.env.TxnOutputs || k.cfg.Output == nil {
-		return false
-	}
-	v, _ := k.cfg.Output.OptValue(kgo.AllowAutoTopicCreation).(bool)
-	return v
 }
 
 // SnapshotTopic is the partition's snapshot topic ("": unknown).

@@ -117,8 +117,8 @@ func (a *keyActor[S]) endCall(ns *S, err error) error {
 	switch {
 	case err != nil || a.env.MaxSnapshotBytes <= 0 || !a.cfg.mayRestore():
 	case ns == nil:
-		// A deleted state's snapshot is a tombstone that keeps the key's
-		// timers: only they can make it too large.
+		// A deleted state's snapshot keeps the key's timers (an empty
+		// value marked deleted): only they can make it too large.
 		next = undo{valid: true, null: true}
 		if len(a.timers)+len(a.fx.timers) > 0 {
 			err = a.callStateTooLarge(nil)

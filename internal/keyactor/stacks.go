@@ -14,8 +14,10 @@ import (
 
 // CallStacks returns the stacks of the goroutines inside a call of the
 // flow's code in the whole process (a fold, a timer, a load hook or the
-// codec: every call goes through protect), the longest blocked first (the
-// runtime notes a wait of a minute or more), identical stacks once with
+// codec: every call goes through protect), the longest blocked first as
+// far as the runtime says (it notes a wait of a minute or more, once a
+// garbage collection has seen it, and never for a running goroutine: a
+// call spinning on the CPU sorts last), identical stacks once with
 // their count, at most max of them: a key whose call never returns holds
 // its partition's committed offset (and its revoke's flush) for ever, and
 // its stack says where it waits. It reads every goroutine's stack
@@ -27,7 +29,7 @@ func CallStacks(max int) []string {
 	if now := time.Now(); stacksCache == nil || now.Sub(stacksAt) >= time.Second {
 		stacksCache, stacksAt = readCallStacks(), now
 	}
-	return stacksCache[:min(max, len(stacksCache))]
+	return slices.Clip(stacksCache[:min(max, len(stacksCache))]) // shared: an append must not write into it
 }
 
 var (
@@ -88,7 +90,7 @@ var (
 	protectFrame = []byte("/internal/keyactor.protect(")
 	// waitMinutes reads a goroutine's wait from its header
 	// ("goroutine 7 [chan receive, 3 minutes]:").
-	waitMinutes = regexp.MustCompile(`, (\d+) minutes?\]`)
+	waitMinutes = regexp.MustCompile(`, (\d+) minutes?`)
 	// stackArgs are a stack's arguments and offsets, which differ between
 	// goroutines in the same code.
 	stackArgs = regexp.MustCompile(`\([^()\n]*\)\n|\+0x[0-9a-f]+| in goroutine \d+`)

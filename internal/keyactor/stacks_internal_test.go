@@ -1,9 +1,11 @@
 package keyactor
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 func blockedA(release <-chan struct{}) { <-release }
@@ -41,26 +43,40 @@ func TestCallStacks(t *testing.T) {
 		close(release)
 		done.Wait()
 	}()
-	stacksMu.Lock()
-	stacksCache = nil // a fresh read
-	stacksMu.Unlock()
-	got := CallStacks(8)
-	var a, b int
-	for _, s := range got {
-		switch {
-		case strings.Contains(s, "keyactor.blockedA("):
-			a++
-			if !strings.HasPrefix(s, "3 goroutines in this stack") {
-				t.Errorf("blockedA's stack %q: want it once, counting its 3 goroutines", s)
+	// The goroutines may not be blocked in blockedA or blockedB yet: read
+	// again until they are (a fresh read each time).
+	var got []string
+	var why string
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		stacksMu.Lock()
+		stacksCache = nil
+		stacksMu.Unlock()
+		got = CallStacks(8)
+		why = ""
+		var a, b int
+		for _, s := range got {
+			switch {
+			case strings.Contains(s, "keyactor.blockedA("):
+				a++
+				if !strings.HasPrefix(s, "3 goroutines in this stack") {
+					why = "blockedA's 3 goroutines not counted once"
+				}
+			case strings.Contains(s, "keyactor.blockedB("):
+				b++
+			default:
+				why = "a stack outside the test's calls"
 			}
-		case strings.Contains(s, "keyactor.blockedB("):
-			b++
-		default:
-			t.Errorf("a stack outside the test's calls: %q", s)
 		}
-	}
-	if a != 1 || b != 1 {
-		t.Fatalf("stacks %q: want blockedA's and blockedB's once each", got)
+		if a != 1 || b != 1 {
+			why += fmt.Sprintf("; blockedA's stack %d times, blockedB's %d, want once each", a, b)
+		}
+		if why == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: stacks %q", why, got)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	if one := CallStacks(1); len(one) != 1 {
 		t.Fatalf("CallStacks(1) returned %d stacks", len(one))

@@ -19,15 +19,16 @@ import (
 //   - under a policy that can undo a call (Skip, DeadLetter: the undo
 //     encoding), right after each call that changed it, with the encoding
 //     the next call's undo and the next write reuse (no encoding more than
-//     before), and after a call that deleted it (its tombstone keeps the
+//     before), and after a call that deleted it (its record keeps the
 //     key's timers): a call that makes the snapshot too large fails with an error
 //     matching kerr.MessageTooLarge, and the policy skips or dead-letters
 //     it;
 //   - otherwise at each write: the key fails, naming itself and the size.
 
 // snapshotFraming is the most a record batch of one snapshot record adds to
-// its key, value and headers (at most three: offset, format, timers).
-var snapshotFraming = recbytes.Framing(3)
+// its key, value and headers (at most four: offset, format, timers, and
+// deleted for a deleted key with timers).
+var snapshotFraming = recbytes.Framing(4)
 
 // callStateTooLarge checks value, the encoding of the state a call
 // returned, against the limit: first by a bound that counts the call's
@@ -46,6 +47,9 @@ func (a *keyActor[S]) callStateTooLarge(value []byte) error {
 		}
 		for _, op := range a.fx.timers {
 			n += snapshotstore.TimerBytes(op.name)
+		}
+		if value == nil {
+			n += snapshotstore.DeletedHeaderBytes // deleted, timers kept: no tombstone
 		}
 	}
 	if n+snapshotFraming <= max {
@@ -89,7 +93,7 @@ func (a *keyActor[S]) snapshotTooLarge(s snapshotstore.Snapshot) error {
 }
 
 // stateTooLarge is the error for a snapshot record of record bytes with
-// the encoded state value (nil: deleted, a tombstone that keeps the key's
+// the encoded state value (nil: deleted, a record that keeps the key's
 // timers), or nil when it fits max.
 func stateTooLarge(value []byte, record, max int) error {
 	if record+snapshotFraming <= max {

@@ -245,14 +245,17 @@ func OutputTimestampChecked(t *testing.T, brokers []string, mode snapshotstore.M
 	}
 }
 
-// OutputToAMissingTopic: an output to a topic that does not exist (a name
-// mistyped, or computed per record) failed its transaction, or its
-// plain-mode produce, at every attempt, and its partition at every
-// restart. Emit refuses it (kerr.UnknownTopicOrPartition) and, under
-// DeadLetter, its input record is dead-lettered once; the other keys'
-// outputs are committed. Once the topic is created, a later record's output
-// to it is committed (the store asks again every 10 s).
-func OutputToAMissingTopic(t *testing.T, brokers []string, mode snapshotstore.Mode) {
+// OutputToAMissingTopic (transactional mode): an output to a topic that
+// does not exist (a name mistyped, or computed per record) failed its
+// transaction at every attempt, and its partition at every restart. Emit
+// refuses it (kerr.UnknownTopicOrPartition) and, under DeadLetter, its
+// input record is dead-lettered once; the other keys' outputs are
+// committed. Once the topic is created, a later record's output to it is
+// committed (the store asks again at the first use 10 s on). The plain
+// mode's outputs go through the application's producer, which may write to
+// another cluster: not checked.
+func OutputToAMissingTopic(t *testing.T, brokers []string) {
+	const mode = snapshotstore.Transactional
 	input, snaps, group := Topics(t, brokers, 1)
 	out := testkit.Name(t, "out")
 	missing, dlq := out+"-missing", keyflow.DefaultDeadLetterTopic(input)
@@ -271,10 +274,6 @@ func OutputToAMissingTopic(t *testing.T, brokers []string, mode snapshotstore.Mo
 		}
 	}
 	produce("a", "typo", "b")
-	var producer *kgo.Client // the transactional mode's outputs go through the worker's
-	if mode == snapshotstore.Plain {
-		producer = testkit.Client(t, brokers) // kgo's defaults: creates no topic
-	}
 	flow := keyflow.New(func(kc *keyflow.Context, _ *int, rec *kgo.Record) (*int, error) {
 		o := &kgo.Record{Key: rec.Key, Value: rec.Value}
 		if kc.Key() == "typo" {
@@ -285,7 +284,7 @@ func OutputToAMissingTopic(t *testing.T, brokers []string, mode snapshotstore.Mo
 		}
 		n := 1
 		return &n, nil
-	}, keyflow.WithOutput(producer, out), keyflow.WithFoldErrorPolicy(keyflow.DeadLetter))
+	}, keyflow.WithOutput(nil, out), keyflow.WithFoldErrorPolicy(keyflow.DeadLetter))
 	w := StartWorker(t, flow, brokers, group, input, snaps, mode, actorflow.WithFailFast())
 	testkit.WaitCommittedAtEnd(t, brokers, group, input, time.Minute)
 

@@ -44,6 +44,7 @@ func Suite() []Case {
 		{Name: "AbortedOutputsReemittedOnce", Parallel: true, Run: AbortedOutputsReemittedOnce},
 		{Name: "InactivityAcrossRestart", Parallel: true, Run: InactivityAcrossRestart},
 		{Name: "DeletedKeyTimerKept", Parallel: true, Run: DeletedKeyTimerKept},
+		{Name: "OutputToAMissingTopic", Parallel: true, Run: OutputToAMissingTopic},
 	}
 	modes := []snapshotstore.Mode{snapshotstore.Plain, snapshotstore.Transactional}
 	for _, mode := range modes {
@@ -69,8 +70,6 @@ func Suite() []Case {
 			Run: func(t *testing.T, b []string) { DeadLetterOfALargeRecord(t, b, mode) }})
 		cases = append(cases, Case{Name: "OutputTopicRulesChecked/" + mode.String(), Parallel: true,
 			Run: func(t *testing.T, b []string) { OutputTopicRulesChecked(t, b, mode) }})
-		cases = append(cases, Case{Name: "OutputToAMissingTopic/" + mode.String(), Parallel: true,
-			Run: func(t *testing.T, b []string) { OutputToAMissingTopic(t, b, mode) }})
 		cases = append(cases, Case{Name: "HeldCommitNamed/" + mode.String(), Parallel: true,
 			Run: func(t *testing.T, b []string) { HeldCommitNamed(t, b, mode) }})
 		cases = append(cases, Case{Name: "OutputTimestampChecked/" + mode.String(), Parallel: true,
