@@ -127,34 +127,38 @@ func (c *Context) Timer(name string) (time.Time, bool) { return c.k.Timer(name) 
 // returns without error; outputs of a call that fails are never produced
 // (under WithFoldErrorPolicy(Skip) a skipped record emits nothing). Emit
 // takes rec: it is produced as it is (kgo sets its partition, offset,
-// timestamp and producer fields), so do not use it afterwards. A record
-// whose key, value and headers, with the framing of a record batch
-// (at most 97 bytes and 10 per header), exceed what its producer sends to its topic
-// (ProducerBatchMaxBytes: the worker's transactional producer's, kgo's
-// default 1 000 012, or in the plain mode WithOutput's producer's), or the
-// topic's max.message.bytes where that is lower (compared uncompressed, as
-// the producer compares: a record that fits the topic only compressed is
-// refused too), is refused with an error matching kerr.MessageTooLarge,
-// naming the key, output topic, size and limit; a record without key (nil) to a compacted topic is refused with
-// one matching kerr.InvalidRecord, in the transactional mode a record to a
-// topic that does not exist (and that the worker's producers would neither
-// create, kgo.AllowAutoTopicCreation, nor wait for, UnknownTopicRetries(-1))
-// with one matching kerr.UnknownTopicOrPartition — a topic name mistyped,
-// or computed per record; found missing twice 2 s apart at its first use,
-// asked again at the first use 10 s after — and a record whose timestamp (when set:
-// kgo stamps one left zero at produce) lies beyond the topic's
-// message.timestamp.before.max.ms or .after.max.ms from the wall clock
-// (since Kafka 4.0 one more than 1 hour ahead, by default), or within a
-// minute of the past bound or 5 s of the future one, with one matching
-// kerr.InvalidTimestamp
-// (snapshotstore.TopicRules.CheckTimestamp): the brokers would refuse any
-// of them at every attempt, failing every transaction or produce it went
-// in. Return it from the fold, and the fold error policy decides
-// (WithFoldErrorPolicy). The worker reads a topic's max.message.bytes,
-// cleanup.policy and timestamp bounds at the first Emit to it (that Emit
-// waits up to 5 s for the answer), and again every 5 minutes; a topic
-// whose configs cannot be read otherwise is checked against the
-// producer's limit alone.
+// timestamp and producer fields), so do not use it afterwards.
+//
+// Emit refuses, so that the fold error policy (WithFoldErrorPolicy)
+// decides on the input record when the fold returns the error, what the
+// brokers would refuse at every attempt — failing every transaction (or
+// produce) it went in, and its partition at every restart:
+//   - a record whose key, value and headers, with the framing of a record
+//     batch (at most 97 bytes and 10 per header), exceed what its producer
+//     sends to its topic (ProducerBatchMaxBytes: the worker's transactional
+//     producer's, kgo's default 1 000 012, or in the plain mode
+//     WithOutput's producer's), or the topic's max.message.bytes where
+//     lower (compared uncompressed, as the producer compares: a record that
+//     fits the topic only compressed is refused too): an error matching
+//     kerr.MessageTooLarge, naming key, output topic, size and limit;
+//   - a record without key (nil) to a compacted topic: kerr.InvalidRecord;
+//   - a record whose timestamp (when set: kgo stamps one left zero at
+//     produce) lies beyond the topic's message.timestamp.before.max.ms or
+//     .after.max.ms from the wall clock (since Kafka 4.0 one more than 1
+//     hour ahead, by default), or within a minute of the past bound or 5 s
+//     of the future one: kerr.InvalidTimestamp
+//     (snapshotstore.TopicRules.CheckTimestamp);
+//   - in the transactional mode, a record to a topic that does not exist,
+//     which the worker's producers would neither create
+//     (kgo.AllowAutoTopicCreation) nor wait for (kgo.UnknownTopicRetries(-1))
+//     — a topic name mistyped, or computed per record:
+//     kerr.UnknownTopicOrPartition (found missing twice 2 s apart at its
+//     first use, asked again by the first use 10 s later).
+//
+// The worker reads a topic's max.message.bytes, cleanup.policy and
+// timestamp bounds at the first Emit to it (that Emit waits up to 5 s for
+// the answer), and again every 5 minutes; a topic whose configs cannot be
+// read otherwise is checked against the producer's limit alone.
 //
 // Transactional mode (snapshotstore.Transactional): exactly-once for a
 // read_committed consumer. The output travels with the key's snapshot to

@@ -137,31 +137,43 @@ type DeadLetterInfo struct {
 // ParseDeadLetter reads the headers DeadLetterRecord (and a worker's dead
 // letters) add, from a record read from a dead-letter topic. The source
 // record's own headers come first and may carry headers of the same names
-// (a dead letter of a dead letter): the last of each name is the dead
-// letter's. It fails, naming the header, when the source's topic,
-// partition, offset or the kind is missing, or a number or time does not
-// parse: not a dead letter of KIP-1034's shape.
+// (a dead letter of a dead letter): the dead letter's own are those from
+// the last HeaderErrorTopic on, which DeadLetterRecord writes first of
+// them. It fails, naming the header, when the source's topic, partition,
+// offset or the kind is missing there, or a number or time does not parse:
+// not a dead letter of KIP-1034's shape.
 func ParseDeadLetter(r *kgo.Record) (DeadLetterInfo, error) {
+	own := -1
+	for i, h := range r.Headers {
+		if h.Key == HeaderErrorTopic {
+			own = i
+		}
+	}
+	if own < 0 {
+		return DeadLetterInfo{}, fmt.Errorf("keyflow: dead letter %s[%d] offset %d: no header %s", r.Topic, r.Partition, r.Offset, HeaderErrorTopic)
+	}
 	var dl DeadLetterInfo
-	seen := map[string]bool{}
+	const topic, partition, offset, kind = 1, 2, 4, 8
+	seen := 0
 	ms := func(v string) (time.Time, error) {
 		n, err := strconv.ParseInt(v, 10, 64)
 		return time.UnixMilli(n).UTC(), err
 	}
-	for _, h := range r.Headers {
+	for _, h := range r.Headers[own:] {
 		v := string(h.Value)
 		var err error
 		switch h.Key {
 		case HeaderErrorTopic:
-			dl.Topic = v
+			dl.Topic, seen = v, seen|topic
 		case HeaderErrorPartition:
 			var p int64
 			p, err = strconv.ParseInt(v, 10, 32)
-			dl.Partition = int32(p)
+			dl.Partition, seen = int32(p), seen|partition
 		case HeaderErrorOffset:
 			dl.Offset, err = strconv.ParseInt(v, 10, 64)
+			seen |= offset
 		case HeaderErrorException:
-			dl.Kind = DeadLetterKind(v)
+			dl.Kind, seen = DeadLetterKind(v), seen|kind
 		case HeaderErrorMessage:
 			dl.Message = v
 		case HeaderErrorTime:
@@ -170,17 +182,17 @@ func ParseDeadLetter(r *kgo.Record) (DeadLetterInfo, error) {
 			dl.SourceTime, err = ms(v)
 		case HeaderErrorOmitted:
 			dl.Omitted = v
-		default:
-			continue
 		}
 		if err != nil {
 			return DeadLetterInfo{}, fmt.Errorf("keyflow: dead letter %s[%d] offset %d: header %s %q: %w", r.Topic, r.Partition, r.Offset, h.Key, v, err)
 		}
-		seen[h.Key] = true
 	}
-	for _, h := range []string{HeaderErrorTopic, HeaderErrorPartition, HeaderErrorOffset, HeaderErrorException} {
-		if !seen[h] {
-			return DeadLetterInfo{}, fmt.Errorf("keyflow: dead letter %s[%d] offset %d: no header %s", r.Topic, r.Partition, r.Offset, h)
+	for _, h := range []struct {
+		bit  int
+		name string
+	}{{partition, HeaderErrorPartition}, {offset, HeaderErrorOffset}, {kind, HeaderErrorException}} {
+		if seen&h.bit == 0 {
+			return DeadLetterInfo{}, fmt.Errorf("keyflow: dead letter %s[%d] offset %d: no header %s", r.Topic, r.Partition, r.Offset, h.name)
 		}
 	}
 	return dl, nil

@@ -69,8 +69,12 @@ func TestParsePolicy(t *testing.T) {
 // refuses a record without them, naming the header.
 func TestParseDeadLetter(t *testing.T) {
 	at := time.UnixMilli(1_700_000_000_123).UTC()
+	// A dead letter's, reprocessed: its own headers, one malformed, and
+	// optional ones the outer dead letter does not set.
 	src := &kgo.Record{Topic: "in", Partition: 3, Offset: 42, Key: []byte("k"), Value: []byte("v"),
-		Headers: []kgo.RecordHeader{{Key: keyflow.HeaderErrorOffset, Value: []byte("7")}}} // a dead letter's, reprocessed
+		Headers: []kgo.RecordHeader{{Key: keyflow.HeaderErrorTopic, Value: []byte("older")},
+			{Key: keyflow.HeaderErrorPartition, Value: []byte("x")}, {Key: keyflow.HeaderErrorOffset, Value: []byte("7")},
+			{Key: keyflow.HeaderErrorOmitted, Value: []byte("value=3000")}, {Key: keyflow.HeaderErrorSourceTime, Value: []byte("5")}}}
 	dl := keyflow.DeadLetterRecord("in.dlq", src, keyflow.KindUndecodable, errors.New("boom"), at)
 	dl.Headers = append(dl.Headers, kgo.RecordHeader{Key: keyflow.HeaderErrorSourceTime, Value: []byte("1000")})
 	got, err := keyflow.ParseDeadLetter(dl)
@@ -79,7 +83,11 @@ func TestParseDeadLetter(t *testing.T) {
 	if err != nil || got != want {
 		t.Fatalf("ParseDeadLetter = %+v, %v; want %+v", got, err, want)
 	}
-	if _, err := keyflow.ParseDeadLetter(src); err == nil || !strings.Contains(err.Error(), keyflow.HeaderErrorTopic) {
+	outer := keyflow.DeadLetterRecord("in.dlq", src, keyflow.KindFoldError, errors.New("again"), at)
+	if got, err := keyflow.ParseDeadLetter(outer); err != nil || got.Offset != 42 || got.Omitted != "" || !got.SourceTime.IsZero() {
+		t.Fatalf("a dead letter of a dead letter: %+v, %v; want its own headers only (offset 42, nothing omitted, no source time)", got, err)
+	}
+	if _, err := keyflow.ParseDeadLetter(&kgo.Record{Topic: "in"}); err == nil || !strings.Contains(err.Error(), keyflow.HeaderErrorTopic) {
 		t.Fatalf("a record that is no dead letter: %v, want an error naming %s", err, keyflow.HeaderErrorTopic)
 	}
 	bad := keyflow.DeadLetterRecord("in.dlq", src, keyflow.KindFoldError, nil, at)

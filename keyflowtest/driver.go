@@ -168,22 +168,12 @@ type DeadLetter struct {
 	// when it does not fit kgo's default ProducerBatchMaxBytes
 	// (keyflow.HeaderErrorOmitted then says what it dropped).
 	Record *kgo.Record
-	// Topic, Partition and Offset name the source record
-	// (keyflow.HeaderErrorTopic, HeaderErrorPartition, HeaderErrorOffset):
-	// an input record, or for KindUndecodableState the snapshot record
-	// (WithSnapshotTopic, at the partition's count of writes).
-	Topic     string
-	Partition int32
-	Offset    int64
-	// Kind is keyflow.HeaderErrorException: KindFoldError,
-	// KindUndecodable, KindNilKey or KindUndecodableState.
-	Kind keyflow.DeadLetterKind
-	// Message is keyflow.HeaderErrorMessage: the error, naming topic,
-	// partition, offset and key.
-	Message string
-	// Time is keyflow.HeaderErrorTime: the driver's clock when the record
-	// was dead-lettered.
-	Time time.Time
+	// DeadLetterInfo is what its headers say (keyflow.ParseDeadLetter):
+	// Topic, Partition and Offset name the source record — an input
+	// record, or for KindUndecodableState the snapshot record
+	// (WithSnapshotTopic, at the partition's count of writes); Time is the
+	// driver's clock when the record was dead-lettered.
+	keyflow.DeadLetterInfo
 }
 
 // Driver runs a keyflow.Flow over records piped in by a test, without a
@@ -728,10 +718,11 @@ func (d *Driver[S]) deadLetterOf(r *kgo.Record) (DeadLetter, bool) {
 	}
 	info, err := keyflow.ParseDeadLetter(r)
 	if err != nil {
-		return DeadLetter{}, false
+		// The driver wrote it: a dead letter it cannot read back is a bug
+		// of the runtime's, not of the flow under test.
+		panic(fmt.Sprintf("keyflowtest: a dead letter to %s does not parse: %v", r.Topic, err))
 	}
-	return DeadLetter{Record: r, Topic: info.Topic, Partition: info.Partition, Offset: info.Offset,
-		Kind: info.Kind, Message: info.Message, Time: info.Time}, true
+	return DeadLetter{Record: r, DeadLetterInfo: info}, true
 }
 
 // load returns key k's actor, spawning it (from its persisted snapshot

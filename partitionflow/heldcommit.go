@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/actorflow/actorflow/internal/keyactor"
+	"github.com/actorflow/actorflow/internal/logkey"
 	"go.uber.org/zap"
 )
 
@@ -64,7 +65,7 @@ func (p *partition) watchHeld(now time.Time) {
 	held, warn, was := p.heldW.observe(c, h != nil && h.first <= c, now)
 	p.heldFor = held
 	if was > 0 {
-		p.log.Info("committable offset moving again", zap.Int64("was_held_at", at), zap.String("key", p.heldBy),
+		p.log.Info("committable offset moving again", zap.Int64("was_held_at", at), zap.String("key", logkey.Clip(p.heldBy)),
 			zap.Duration("held_for", was), zap.Int64("committable_offset", c))
 	}
 	if !warn {
@@ -75,7 +76,7 @@ func (p *partition) watchHeld(now time.Time) {
 	}
 	key, state, loaded := p.holder(h)
 	p.heldBy = key
-	fields := []zap.Field{zap.Int64("offset", c), zap.String("key", key), zap.String("key_state", state),
+	fields := []zap.Field{zap.Int64("offset", c), zap.String("key", logkey.Clip(key)), zap.String("key_state", state),
 		zap.Duration("held_for", held.Round(time.Millisecond)), zap.Int64("records_waiting", p.tracker.LastConsumed()+1-c),
 		zap.Int64("committed_offset", p.committed)}
 	if loaded { // else no call of the flow's is the key's
@@ -130,7 +131,7 @@ func (p *partition) notFlushed(n int) []string {
 		if len(keys) == n {
 			break
 		}
-		keys = append(keys, k)
+		keys = append(keys, logkey.Clip(k))
 	}
 	return keys
 }

@@ -221,7 +221,8 @@ func encodeBatch(topic string, partition int32, ws []Snapshot, outputs []*kgo.Re
 }
 
 // headersOf is how many headers s's record has: the offset and the format,
-// and its timers if it has any.
+// its timers if it has any, and HeaderDeleted for a deleted key's with
+// timers.
 func headersOf(s Snapshot) int {
 	switch {
 	case len(s.Timers) > 0 && s.Value == nil:
@@ -266,7 +267,7 @@ func markerRecord(topic string, partition int32, committed int64, inputPartition
 // which carry no key state. An error names the record's position.
 func DecodeRecord(r *kgo.Record) (s Snapshot, ok bool, err error) {
 	pos := Position{r.Topic, r.Partition, r.Offset}
-	var offset, timers []byte
+	var offset, timers, format []byte
 	haveOffset, haveTimers, deleted := false, false, false
 	for _, h := range r.Headers {
 		switch h.Key {
@@ -281,6 +282,7 @@ func DecodeRecord(r *kgo.Record) (s Snapshot, ok bool, err error) {
 		case HeaderDeleted:
 			deleted = true
 		case HeaderFormat:
+			format = h.Value
 			if v := string(h.Value); v != formatVersion && v != formatV1 && v != formatDeleted {
 				return Snapshot{}, false, fmt.Errorf("snapshot %s key %q: unsupported format %q", pos, r.Key, h.Value)
 			}
@@ -297,7 +299,13 @@ func DecodeRecord(r *kgo.Record) (s Snapshot, ok bool, err error) {
 		return Snapshot{}, false, fmt.Errorf("snapshot %s key %q: bad header %s: %w", pos, r.Key, HeaderOffset, perr)
 	}
 	s = Snapshot{Key: string(r.Key), Value: r.Value, Offset: off, Source: pos}
-	if deleted {
+	if format3 := formatDeleted == string(format); deleted || format3 {
+		// Format 3 is a deleted key's record with timers: the header,
+		// the format and an empty value go together.
+		if !deleted || !format3 || len(r.Value) != 0 || !haveTimers {
+			return Snapshot{}, false, fmt.Errorf("snapshot %s key %q: a deleted key's record needs format %s, header %s, its timers and an empty value (format %q, header present %v, %d value bytes)",
+				pos, r.Key, formatDeleted, HeaderDeleted, format, deleted, len(r.Value))
+		}
 		s.Value = nil
 	}
 	if haveTimers {

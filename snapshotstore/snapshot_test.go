@@ -123,6 +123,8 @@ func TestDecodeRecordErrorsNameTheRecord(t *testing.T) {
 		{"unsupported format", base(kgo.RecordHeader{Key: HeaderFormat, Value: []byte("4")}, kgo.RecordHeader{Key: HeaderOffset, Value: []byte("1")}), `unsupported format "4"`, nil},
 		{"bad timers header", base(format, kgo.RecordHeader{Key: HeaderOffset, Value: []byte("1")}, kgo.RecordHeader{Key: HeaderTimers, Value: []byte("{")}), "bad header " + HeaderTimers, new(*json.SyntaxError)},
 		{"empty format", base(kgo.RecordHeader{Key: HeaderOffset, Value: []byte("1")}, kgo.RecordHeader{Key: HeaderFormat, Value: nil}), "unsupported format", nil},
+		{"deleted header on format 2", base(format, kgo.RecordHeader{Key: HeaderOffset, Value: []byte("1")}, kgo.RecordHeader{Key: HeaderDeleted, Value: []byte("1")}), "a deleted key's record needs format 3", nil},
+		{"format 3 without the deleted header", base(kgo.RecordHeader{Key: HeaderFormat, Value: []byte("3")}, kgo.RecordHeader{Key: HeaderOffset, Value: []byte("1")}), "a deleted key's record needs format 3", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, ok, err := DecodeRecord(tc.rec)

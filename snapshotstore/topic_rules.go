@@ -13,7 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 )
 
@@ -69,6 +68,11 @@ const (
 	timestampMarginBefore = time.Minute
 	timestampMarginAfter  = 5 * time.Second
 )
+
+// BoundsTimestamps reports whether the topic's brokers refuse some
+// timestamps (a bound on either side): CheckTimestamp has nothing to check
+// otherwise, and its callers skip reading the clock.
+func (r TopicRules) BoundsTimestamps() bool { return r.TimestampBefore > 0 || r.TimestampAfter > 0 }
 
 // CheckTimestamp returns an error matching kerr.InvalidTimestamp when the
 // brokers of a topic with rules r would refuse a record timestamped ts, now
@@ -162,6 +166,9 @@ type rulesEntry struct {
 	// background); it alone writes failing.
 	refreshing atomic.Bool
 	failing    bool // the last read failed: warned once per streak
+	// missingMu: a Missing entry is read again by a caller holding it;
+	// the others wait for that read.
+	missingMu sync.Mutex
 }
 
 func newTopicRules(describe func(ctx context.Context, topic string, prev TopicRules) (TopicRules, error), log *zap.Logger) *topicRules {
@@ -198,15 +205,21 @@ func (r *topicRules) get(topic string) TopicRules {
 	if !e.loaded.Load() {
 		<-e.ready // another caller's first read is under way: share it
 	}
+	if (e.stale.Load() || e.refreshing.Load()) && e.rules.Load().Missing {
+		// Read again here, the other callers waiting for it: a topic
+		// created since must not have a record refused for good (under
+		// Skip or DeadLetter) on the stale answer.
+		e.missingMu.Lock()
+		if e.stale.Load() && e.refreshing.CompareAndSwap(false, true) {
+			e.stale.Store(false)
+			r.refresh(topic, e)
+		}
+		e.missingMu.Unlock()
+		return *e.rules.Load()
+	}
 	if e.stale.Load() && e.refreshing.CompareAndSwap(false, true) {
 		e.stale.Store(false)
-		if e.rules.Load().Missing {
-			// Read here: a topic created since must not have this
-			// record refused for good (under Skip or DeadLetter).
-			r.refresh(topic, e)
-		} else {
-			r.spawn(func() { r.refresh(topic, e) }) // the old rules answer meanwhile
-		}
+		r.spawn(func() { r.refresh(topic, e) }) // the old rules answer meanwhile
 	}
 	return *e.rules.Load()
 }
@@ -287,12 +300,7 @@ func describeTopicRules(ctx context.Context, cl *kgo.Client, topic string, autoC
 // ListTopics reads kgo's metadata cache, up to MetadataMinAge old), without
 // creating it: true when it answers UNKNOWN_TOPIC_OR_PARTITION.
 func topicMissing(ctx context.Context, cl *kgo.Client, topic string) bool {
-	req := kmsg.NewPtrMetadataRequest()
-	t := kmsg.NewMetadataRequestTopic()
-	t.Topic = kmsg.StringPtr(topic)
-	req.Topics = append(req.Topics, t)
-	req.AllowAutoTopicCreation = false
-	resp, err := req.RequestWith(ctx, cl)
+	resp, err := freshMetadata(ctx, cl, topic)
 	return err == nil && len(resp.Topics) == 1 && resp.Topics[0].ErrorCode == kerr.UnknownTopicOrPartition.Code
 }
 

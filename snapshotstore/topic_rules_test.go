@@ -239,3 +239,38 @@ func TestTopicRulesFirstReadPanicking(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// A missing topic's rules are read again by their first use after
+// topicRulesRetry, and a use meanwhile waits for that read: answered the
+// stale Missing, its record was refused for good although the topic had
+// been created.
+func TestAMissingTopicsReReadIsWaitedFor(t *testing.T) {
+	f := &rulesFake{rules: TopicRules{Missing: true}}
+	r := newRulesForTest(f, zap.NewNop())
+	if !r.get("t").Missing {
+		t.Fatal("not Missing at the first read")
+	}
+	f.mu.Lock()
+	f.rules, f.gate, f.asked = TopicRules{MaxMessageBytes: 4096}, make(chan struct{}), make(chan string, 1)
+	f.mu.Unlock()
+	r.expire() // topicRulesRetry passed
+	first := make(chan TopicRules)
+	go func() { first <- r.get("t") }()
+	<-f.asked // the first use reads again, held in its read
+	second := make(chan TopicRules, 1)
+	go func() { second <- r.get("t") }()
+	select {
+	case got := <-second:
+		t.Fatalf("a use during the read got %+v at once: the stale answer", got)
+	case <-time.After(50 * time.Millisecond): // an absence: the wait cannot be awaited
+	}
+	close(f.gate)
+	for _, c := range []chan TopicRules{first, second} {
+		if got := <-c; got.Missing || got.MaxMessageBytes != 4096 {
+			t.Fatalf("after the read: %+v, want the topic's rules", got)
+		}
+	}
+	if n := f.spawned.Load(); n != 0 {
+		t.Fatalf("%d reads in the background, want the missing topic's in its use", n)
+	}
+}

@@ -100,8 +100,8 @@ const missingTopicGrace = 2 * time.Second
 // deadline (found by a user's trial with WithStartTimeout(2*time.Second)).
 func graceEnd(ctx context.Context, d time.Duration) time.Time {
 	end := time.Now().Add(d)
-	if dl, ok := ctx.Deadline(); ok && dl.Add(-200*time.Millisecond).Before(end) {
-		end = dl.Add(-200 * time.Millisecond)
+	if dl, ok := ctx.Deadline(); ok && dl.Add(-500*time.Millisecond).Before(end) {
+		end = dl.Add(-500 * time.Millisecond)
 	}
 	return end
 }
@@ -131,6 +131,9 @@ func listTopics(ctx context.Context, cl *kgo.Client, create bool, topics ...stri
 		}
 		select {
 		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return details, nil // the grace cut short by the deadline: what is missing is the news
+			}
 			return nil, fmt.Errorf("%w: list topics %q: %w", ErrTopicSetup, topics, ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
@@ -147,13 +150,20 @@ func listTopics(ctx context.Context, cl *kgo.Client, create bool, topics ...stri
 // consumed topic out of a consumer's subscription for good.) An error is
 // left to the ListTopics that follows.
 func refreshTopics(ctx context.Context, cl *kgo.Client, topics ...string) {
+	_, _ = freshMetadata(ctx, cl, topics...)
+}
+
+// freshMetadata asks a broker for topics' metadata, not kgo's cache (which
+// kadm reads, up to MetadataMinAge old), without creating any.
+func freshMetadata(ctx context.Context, cl *kgo.Client, topics ...string) (*kmsg.MetadataResponse, error) {
 	req := kmsg.NewPtrMetadataRequest()
 	for _, t := range topics {
 		rt := kmsg.NewMetadataRequestTopic()
 		rt.Topic = kmsg.StringPtr(t)
 		req.Topics = append(req.Topics, rt)
 	}
-	_, _ = req.RequestWith(ctx, cl)
+	req.AllowAutoTopicCreation = false
+	return req.RequestWith(ctx, cl)
 }
 
 // EnsureTopics checks (and creates, if spec.Create) the input topic and the

@@ -118,10 +118,10 @@ func (k *Core) CheckOutput(rec *kgo.Record) error {
 		// Only where the store's producers write the outputs: the plain
 		// mode's (WithOutput's) may write to another cluster than the
 		// one the rules are read from, or create the topic.
-		return fmt.Errorf("the topic does not exist, and the worker's producers do not create topics (kgo.AllowAutoTopicCreation) or wait for them (UnknownTopicRetries(-1)): %w", kerr.UnknownTopicOrPartition)
+		return fmt.Errorf("the topic does not exist, and the worker's producers do not create topics (kgo.AllowAutoTopicCreation) or wait for them (kgo.UnknownTopicRetries(-1)): %w", kerr.UnknownTopicOrPartition)
 	case rec.Key == nil && r.RequiresKey:
 		return fmt.Errorf("no key, and the topic is compacted (its cleanup.policy contains compact), whose brokers refuse a record without key: %w", kerr.InvalidRecord)
-	case !rec.Timestamp.IsZero() && (r.TimestampBefore > 0 || r.TimestampAfter > 0): // no clock read otherwise
+	case !rec.Timestamp.IsZero() && r.BoundsTimestamps(): // no clock read otherwise
 		return r.CheckTimestamp(rec.Timestamp, time.Now())
 	}
 	return nil

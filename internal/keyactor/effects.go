@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/actorflow/actorflow/internal/logkey"
+	"github.com/actorflow/actorflow/internal/recbytes"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -201,7 +203,7 @@ func (a *keyActor[S]) recordFailed(ctx actor.Context, rec *kgo.Record, err error
 		kind, what = KindUndecodable, "record undecodable"
 	}
 	a.env.Logger.Warn(what+"; record sent to the dead-letter topic with no other effect (policy dead-letter)",
-		zap.Int64("offset", rec.Offset), zap.String("key", clipKey(a.key)), zap.Error(err), zap.Int("outputs_dropped", a.droppedOutputs))
+		zap.Int64("offset", rec.Offset), zap.String("key", logkey.Clip(a.key)), zap.Error(err), zap.Int("outputs_dropped", a.droppedOutputs))
 	a.deadLetter(ctx, rec, kind, err)
 }
 
@@ -215,7 +217,7 @@ func (k *Core) deadLetter(ctx actor.Context, rec *kgo.Record, kind Kind, err err
 	cl, max := k.deadLetterProducer(topic)
 	src, stamp := k.restamp(topic, rec)
 	if stamp != nil && max > 0 {
-		max -= len(stamp.Key) + len(stamp.Value) + 10 // its room, kept when the rest shrinks (recbytes.Framing)
+		max -= len(stamp.Key) + len(stamp.Value) + recbytes.HeaderFraming // its room, kept when the rest shrinks
 	}
 	dl, omitted := k.cfg.DeadLetterRecord(topic, src, kind, err, k.Now(), max)
 	if stamp != nil {
@@ -227,22 +229,13 @@ func (k *Core) deadLetter(ctx actor.Context, rec *kgo.Record, kind Kind, err err
 		// every attempt: the dead letter keeps where to read the rest.
 		k.env.Logger.Warn("dead letter shrunk to fit the producer's record batch",
 			zap.String("source", fmt.Sprintf("%s[%d] offset %d", rec.Topic, rec.Partition, rec.Offset)),
-			zap.String("key", clipKey(k.key)), zap.Int("max_bytes", max), zap.String("omitted", omitted))
+			zap.String("key", logkey.Clip(k.key)), zap.Int("max_bytes", max), zap.String("omitted", omitted))
 	}
 	if !k.sendDeadLetter(ctx, cl, dl, rec.Offset, fmt.Sprintf("%s[%d] offset %d key %q", rec.Topic, rec.Partition, rec.Offset, k.key), err) {
 		return
 	}
 	k.lastFolded = rec.Offset
 	k.markDirty(rec.Offset)
-}
-
-// clipKey is key for a log field: its first 64 bytes, quoted, and its
-// size, when longer (the key may be what is too large).
-func clipKey(key string) string {
-	if len(key) > 64 {
-		return fmt.Sprintf("%.64q… (%d bytes)", key, len(key))
-	}
-	return key
 }
 
 // HeaderSourceTime is keyflow.HeaderErrorSourceTime.
@@ -260,7 +253,7 @@ func (k *Core) restamp(topic string, rec *kgo.Record) (*kgo.Record, *kgo.RecordH
 		return rec, nil
 	}
 	r := k.env.TopicRules(topic)
-	if r.TimestampBefore == 0 && r.TimestampAfter == 0 {
+	if !r.BoundsTimestamps() {
 		return rec, nil
 	}
 	err := r.CheckTimestamp(rec.Timestamp, time.Now())

@@ -8,6 +8,7 @@ import (
 	"github.com/actorflow/actorflow/internal/recbytes"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // A key's snapshot is one record, and the store's producer refuses a record
@@ -58,7 +59,7 @@ func (a *keyActor[S]) callStateTooLarge(value []byte) error {
 	// The bound counts timers loosely (every name byte escaped, every
 	// operation a new timer): measure the record itself before refusing.
 	s := snapshotstore.Snapshot{Key: a.key, Value: value, Offset: math.MaxInt64, Timers: a.timersAfterCall()}
-	return stateTooLarge(value, recbytes.Of(snapshotstore.EncodeRecord("", 0, s)), max)
+	return stateTooLarge(value, snapshotstore.EncodeRecord("", 0, s), max)
 }
 
 // timersAfterCall is the key's timers as the call in progress leaves them
@@ -89,16 +90,17 @@ func (a *keyActor[S]) snapshotTooLarge(s snapshotstore.Snapshot) error {
 	if max <= 0 || snapshotstore.SnapshotRecordBytes(s)+snapshotFraming <= max {
 		return nil
 	}
-	return stateTooLarge(s.Value, recbytes.Of(snapshotstore.EncodeRecord("", 0, s)), max)
+	return stateTooLarge(s.Value, snapshotstore.EncodeRecord("", 0, s), max)
 }
 
-// stateTooLarge is the error for a snapshot record of record bytes with
+// stateTooLarge is the error for a snapshot record rec with
 // the encoded state value (nil: deleted, a record that keeps the key's
 // timers), or nil when it fits max.
-func stateTooLarge(value []byte, record, max int) error {
-	if record+snapshotFraming <= max {
+func stateTooLarge(value []byte, rec *kgo.Record, max int) error {
+	if recbytes.FitsBatch(rec, max) { // the framing of its own headers, not the most any has
 		return nil
 	}
+	record := recbytes.Of(rec)
 	state := fmt.Sprintf("state encoded to %d bytes", len(value))
 	if value == nil {
 		state = "state deleted, its timers kept"

@@ -28,7 +28,11 @@ func Of(r *kgo.Record) int {
 // attributes, timestamp and offset deltas, key and value lengths, header
 // count: at most 36) and two length varints per header (at most 10). kgo
 // compares the whole batch with ProducerBatchMaxBytes.
-func Framing(headers int) int { return 61 + 36 + 10*headers }
+func Framing(headers int) int { return 61 + 36 + HeaderFraming*headers }
+
+// HeaderFraming is the most one header adds to a record's framing: its
+// key's and value's length varints.
+const HeaderFraming = 10
 
 // FitsBatch reports whether a record batch of r alone fits max bytes.
 func FitsBatch(r *kgo.Record, max int) bool { return Of(r)+Framing(len(r.Headers)) <= max }

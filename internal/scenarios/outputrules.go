@@ -110,12 +110,7 @@ func OutputTopicRulesChecked(t *testing.T, brokers []string, mode snapshotstore.
 		if !ok {
 			t.Fatalf("a dead letter of key %q", dl.Key)
 		}
-		var msg string
-		for _, h := range dl.Headers {
-			if h.Key == "__streams.errors.message" {
-				msg = string(h.Value)
-			}
-		}
+		msg := deadLetterOf(t, dl).Message
 		if !strings.Contains(msg, want) || !strings.Contains(msg, out) {
 			t.Fatalf("dead letter of key %s: error message %q, want it to name %s and the output topic %s", dl.Key, msg, want, out)
 		}
@@ -225,20 +220,12 @@ func OutputTimestampChecked(t *testing.T, brokers []string, mode snapshotstore.M
 	if len(dls) != 1 || string(dls[0].Key) != "old" {
 		t.Fatalf("dead letters %v: want key old's alone", dls)
 	}
-	var msg, src string
-	for _, h := range dls[0].Headers {
-		switch h.Key {
-		case "__streams.errors.message":
-			msg = string(h.Value)
-		case keyflow.HeaderErrorSourceTime:
-			src = string(h.Value)
-		}
+	info := deadLetterOf(t, dls[0])
+	if !strings.Contains(info.Message, "INVALID_TIMESTAMP") || !strings.Contains(info.Message, out) {
+		t.Fatalf("the dead letter's error message %q: want it to name INVALID_TIMESTAMP and the output topic %s", info.Message, out)
 	}
-	if !strings.Contains(msg, "INVALID_TIMESTAMP") || !strings.Contains(msg, out) {
-		t.Fatalf("the dead letter's error message %q: want it to name INVALID_TIMESTAMP and the output topic %s", msg, out)
-	}
-	if src != fmt.Sprint(old.UnixMilli()) || dls[0].Timestamp.Before(now.Add(-time.Minute)) {
-		t.Fatalf("the dead letter: timestamp %v, source time header %q; want the producer's clock and %d", dls[0].Timestamp, src, old.UnixMilli())
+	if !info.SourceTime.Equal(old) || dls[0].Timestamp.Before(now.Add(-time.Minute)) {
+		t.Fatalf("the dead letter: timestamp %v, source time %v; want the producer's clock and %v", dls[0].Timestamp, info.SourceTime, old)
 	}
 	if err := w.Stop(t); err != nil {
 		t.Fatal(err)
@@ -295,10 +282,8 @@ func OutputToAMissingTopic(t *testing.T, brokers []string) {
 	if len(dls) != 1 || string(dls[0].Key) != "typo" {
 		t.Fatalf("dead letters %v: want key typo's alone", dls)
 	}
-	for _, h := range dls[0].Headers {
-		if h.Key == "__streams.errors.message" && (!strings.Contains(string(h.Value), "UNKNOWN_TOPIC_OR_PARTITION") || !strings.Contains(string(h.Value), missing)) {
-			t.Fatalf("the dead letter's error message %q: want it to name UNKNOWN_TOPIC_OR_PARTITION and the topic %s", h.Value, missing)
-		}
+	if msg := deadLetterOf(t, dls[0]).Message; !strings.Contains(msg, "UNKNOWN_TOPIC_OR_PARTITION") || !strings.Contains(msg, missing) {
+		t.Fatalf("the dead letter's error message %q: want it to name UNKNOWN_TOPIC_OR_PARTITION and the topic %s", msg, missing)
 	}
 	// Created, the topic takes the next output within the store's 10 s.
 	if _, err := adm.CreateTopic(t.Context(), 1, 1, nil, missing); err != nil {
@@ -313,4 +298,15 @@ func OutputToAMissingTopic(t *testing.T, brokers []string) {
 	if err := w.Stop(t); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// deadLetterOf reads dl's KIP-1034 headers (keyflow.ParseDeadLetter),
+// failing the test when they do not parse.
+func deadLetterOf(t *testing.T, dl *kgo.Record) keyflow.DeadLetterInfo {
+	t.Helper()
+	info, err := keyflow.ParseDeadLetter(dl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info
 }

@@ -240,7 +240,7 @@ func InactivityAcrossRestart(t *testing.T, brokers []string) {
 func DeletedKeyTimerKept(t *testing.T, brokers []string) {
 	// Longer than worker 1's stop (a revoke flush, a group leave: seconds
 	// on a real broker).
-	const deletedKeyTimer = 5 * time.Second
+	const deletedKeyTimer = 8 * time.Second
 	const users = 5
 	input, snaps, group := Topics(t, brokers, 1)
 	out := CreateOutputTopic(t, brokers, 1)
