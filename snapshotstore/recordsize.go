@@ -1,6 +1,9 @@
 package snapshotstore
 
-import "strconv"
+import (
+	"iter"
+	"strconv"
+)
 
 // SnapshotRecordBytes is at least the bytes of s's snapshot record's key,
 // value and headers (EncodeRecord): exactly them without timers, and with
@@ -11,14 +14,31 @@ import "strconv"
 func SnapshotRecordBytes(s Snapshot) int {
 	var offset [20]byte // the offset header's decimal, as encodeInto writes it
 	n := len(s.Key) + len(s.Value) + len(HeaderOffset) + len(strconv.AppendInt(offset[:0], s.Offset, 10)) + len(HeaderFormat) + len(formatVersion)
-	if len(s.Timers) > 0 {
-		n += TimersHeaderBytes
+	return n + TimersBytes(s.Value == nil, func(yield func(string) bool) {
 		for _, t := range s.Timers {
-			n += TimerBytes(t.Name)
+			if !yield(t.Name) {
+				return
+			}
 		}
-		if s.Value == nil {
-			n += DeletedHeaderBytes // a deleted key's record with timers
-		}
+	})
+}
+
+// TimersBytes bounds what the timers named by names add to a snapshot
+// record (nothing without timers): their header (TimersHeaderBytes and
+// TimerBytes each), and for a deleted state (deleted) HeaderDeleted, which
+// keeps the record from being a tombstone. Every name is counted: a
+// caller passing a name twice gets a looser bound.
+func TimersBytes(deleted bool, names iter.Seq[string]) int {
+	n := 0
+	for name := range names {
+		n += TimerBytes(name)
+	}
+	if n == 0 {
+		return 0
+	}
+	n += TimersHeaderBytes
+	if deleted {
+		n += len(HeaderDeleted) + len(deletedBytes)
 	}
 	return n
 }
@@ -31,7 +51,3 @@ const TimersHeaderBytes = len(HeaderTimers) + 2
 // with its escaped name (at most 6 bytes per byte of it, as \u00XX), a Unix
 // millisecond time (at most 20 bytes) and a separating comma.
 func TimerBytes(name string) int { return len(`{"name":"","at":},`) + 6*len(name) + 20 }
-
-// DeletedHeaderBytes is the bytes HeaderDeleted adds to a deleted key's
-// record with timers (its key and value).
-const DeletedHeaderBytes = len(HeaderDeleted) + 1

@@ -40,19 +40,19 @@ func (a *keyActor[S]) callStateTooLarge(value []byte) error {
 	if max <= 0 {
 		return nil
 	}
-	n := snapshotstore.SnapshotRecordBytes(snapshotstore.Snapshot{Key: a.key, Value: value, Offset: math.MaxInt64})
-	if len(a.timers)+len(a.fx.timers) > 0 {
-		n += snapshotstore.TimersHeaderBytes
-		for name := range a.timers {
-			n += snapshotstore.TimerBytes(name)
-		}
-		for _, op := range a.fx.timers {
-			n += snapshotstore.TimerBytes(op.name)
-		}
-		if value == nil {
-			n += snapshotstore.DeletedHeaderBytes // deleted, timers kept: no tombstone
-		}
-	}
+	n := snapshotstore.SnapshotRecordBytes(snapshotstore.Snapshot{Key: a.key, Value: value, Offset: math.MaxInt64}) +
+		snapshotstore.TimersBytes(value == nil, func(yield func(string) bool) {
+			for name := range a.timers {
+				if !yield(name) {
+					return
+				}
+			}
+			for _, op := range a.fx.timers {
+				if !yield(op.name) {
+					return
+				}
+			}
+		})
 	if n+snapshotFraming <= max {
 		return nil
 	}
