@@ -69,10 +69,15 @@ const (
 	timestampMarginAfter  = 5 * time.Second
 )
 
-// BoundsTimestamps reports whether the topic's brokers refuse some
-// timestamps (a bound on either side): CheckTimestamp has nothing to check
-// otherwise, and its callers skip reading the clock.
-func (r TopicRules) BoundsTimestamps() bool { return r.TimestampBefore > 0 || r.TimestampAfter > 0 }
+// CheckTimestampNow is CheckTimestamp on the wall clock, read only when
+// there is something to check: ts set and a bound on either side (every
+// Emit of a timestamped output comes here).
+func (r TopicRules) CheckTimestampNow(ts time.Time) error {
+	if ts.IsZero() || (r.TimestampBefore <= 0 && r.TimestampAfter <= 0) {
+		return nil
+	}
+	return r.CheckTimestamp(ts, time.Now())
+}
 
 // CheckTimestamp returns an error matching kerr.InvalidTimestamp when the
 // brokers of a topic with rules r would refuse a record timestamped ts, now

@@ -121,10 +121,8 @@ func (k *Core) CheckOutput(rec *kgo.Record) error {
 		return fmt.Errorf("the topic does not exist, and the worker's producers do not create topics (kgo.AllowAutoTopicCreation) or wait for them (kgo.UnknownTopicRetries(-1)): %w", kerr.UnknownTopicOrPartition)
 	case rec.Key == nil && r.RequiresKey:
 		return fmt.Errorf("no key, and the topic is compacted (its cleanup.policy contains compact), whose brokers refuse a record without key: %w", kerr.InvalidRecord)
-	case !rec.Timestamp.IsZero() && r.BoundsTimestamps(): // no clock read otherwise
-		return r.CheckTimestamp(rec.Timestamp, time.Now())
 	}
-	return nil
+	return r.CheckTimestampNow(rec.Timestamp)
 }
 
 // SnapshotTopic is the partition's snapshot topic ("": unknown).

@@ -252,11 +252,7 @@ func (k *Core) restamp(topic string, rec *kgo.Record) (*kgo.Record, *kgo.RecordH
 	if rec.Timestamp.IsZero() || k.env.TopicRules == nil {
 		return rec, nil
 	}
-	r := k.env.TopicRules(topic)
-	if !r.BoundsTimestamps() {
-		return rec, nil
-	}
-	err := r.CheckTimestamp(rec.Timestamp, time.Now())
+	err := k.env.TopicRules(topic).CheckTimestampNow(rec.Timestamp)
 	if err == nil {
 		return rec, nil
 	}
