@@ -64,28 +64,21 @@ func OutputTopicRulesChecked(t *testing.T, brokers []string, mode snapshotstore.
 	if mode == snapshotstore.Plain {
 		producer, many = testkit.Client(t, brokers), 4
 	}
-	flow := keyflow.New(func(kc *keyflow.Context, _ *int, rec *kgo.Record) (*int, error) {
-		var outs []*kgo.Record
+	flow := emitting(producer, out, func(kc *keyflow.Context, rec *kgo.Record) []*kgo.Record {
 		switch kc.Key() {
 		case "many":
-			for i := range many {
-				outs = append(outs, &kgo.Record{Key: fmt.Appendf(nil, "many-%02d", i), Value: incompressible(300)})
+			outs := make([]*kgo.Record, many)
+			for i := range outs {
+				outs[i] = &kgo.Record{Key: fmt.Appendf(nil, "many-%02d", i), Value: incompressible(300)}
 			}
+			return outs
 		case "big":
-			outs = append(outs, &kgo.Record{Key: rec.Key, Value: incompressible(10_000)})
+			return []*kgo.Record{{Key: rec.Key, Value: incompressible(10_000)}}
 		case "nokey":
-			outs = append(outs, &kgo.Record{Value: []byte("no key")})
-		default:
-			outs = append(outs, &kgo.Record{Key: rec.Key, Value: []byte("ok")})
+			return []*kgo.Record{{Value: []byte("no key")}}
 		}
-		for _, o := range outs {
-			if err := kc.Emit(o); err != nil {
-				return nil, err
-			}
-		}
-		n := 1
-		return &n, nil
-	}, keyflow.WithOutput(producer, out), keyflow.WithFoldErrorPolicy(keyflow.DeadLetter))
+		return []*kgo.Record{{Key: rec.Key, Value: []byte("ok")}}
+	})
 	w := StartWorker(t, flow, brokers, group, input, snaps, mode, actorflow.WithFailFast())
 	testkit.WaitCommittedAtEnd(t, brokers, group, input, time.Minute)
 
@@ -203,13 +196,9 @@ func OutputTimestampChecked(t *testing.T, brokers []string, mode snapshotstore.M
 	if mode == snapshotstore.Plain {
 		producer = testkit.Client(t, brokers)
 	}
-	flow := keyflow.New(func(kc *keyflow.Context, _ *int, rec *kgo.Record) (*int, error) {
-		if err := kc.Emit(&kgo.Record{Key: rec.Key, Value: []byte("out"), Timestamp: rec.Timestamp}); err != nil {
-			return nil, err
-		}
-		n := 1
-		return &n, nil
-	}, keyflow.WithOutput(producer, out), keyflow.WithFoldErrorPolicy(keyflow.DeadLetter))
+	flow := emitting(producer, out, func(_ *keyflow.Context, rec *kgo.Record) []*kgo.Record {
+		return []*kgo.Record{{Key: rec.Key, Value: []byte("out"), Timestamp: rec.Timestamp}} // event time
+	})
 	w := StartWorker(t, flow, brokers, group, input, snaps, mode, actorflow.WithFailFast())
 	testkit.WaitCommittedAtEnd(t, brokers, group, input, time.Minute)
 
@@ -261,17 +250,13 @@ func OutputToAMissingTopic(t *testing.T, brokers []string) {
 		}
 	}
 	produce("a", "typo", "b")
-	flow := keyflow.New(func(kc *keyflow.Context, _ *int, rec *kgo.Record) (*int, error) {
+	flow := emitting(nil, out, func(kc *keyflow.Context, rec *kgo.Record) []*kgo.Record {
 		o := &kgo.Record{Key: rec.Key, Value: rec.Value}
 		if kc.Key() == "typo" {
 			o.Topic = missing
 		}
-		if err := kc.Emit(o); err != nil {
-			return nil, err
-		}
-		n := 1
-		return &n, nil
-	}, keyflow.WithOutput(nil, out), keyflow.WithFoldErrorPolicy(keyflow.DeadLetter))
+		return []*kgo.Record{o}
+	})
 	w := StartWorker(t, flow, brokers, group, input, snaps, mode, actorflow.WithFailFast())
 	testkit.WaitCommittedAtEnd(t, brokers, group, input, time.Minute)
 
@@ -309,4 +294,23 @@ func deadLetterOf(t *testing.T, dl *kgo.Record) keyflow.DeadLetterInfo {
 		t.Fatal(err)
 	}
 	return info
+}
+
+// emitting is the flow of the output-rule scenarios: each record's fold
+// emits what outputs returns (to out by default, through producer in the
+// plain mode), its state a count; a refused output's record is
+// dead-lettered.
+func emitting(producer *kgo.Client, out string, outputs func(*keyflow.Context, *kgo.Record) []*kgo.Record) *keyflow.Flow[int] {
+	return keyflow.New(func(kc *keyflow.Context, s *int, rec *kgo.Record) (*int, error) {
+		for _, o := range outputs(kc, rec) {
+			if err := kc.Emit(o); err != nil {
+				return nil, err
+			}
+		}
+		n := 1
+		if s != nil {
+			n += *s
+		}
+		return &n, nil
+	}, keyflow.WithOutput(producer, out), keyflow.WithFoldErrorPolicy(keyflow.DeadLetter))
 }
