@@ -273,6 +273,13 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 		}
 		defer deadLetters.Close() // after the supervisor's shutdown (deferred later)
 	}
+	var outputRules func(string) snapshotstore.TopicRules
+	if producer, _ := w.flow.Output(); producer != nil {
+		// The plain mode's outputs are checked against their topic's rules
+		// on the cluster the application's producer writes to, maybe not
+		// the worker's.
+		outputRules = snapshotstore.ProducerTopicRules(producer, log)
+	}
 	w.sys = actors.NewSystem(log)
 	cons := (*coordinator.Consumer)(nil)
 	// Every partition failure, the supervisor's and the consumer's own.
@@ -313,6 +320,7 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 			MaxWritesPerTransaction: w.cfg.maxWrites,
 			MaxTransactionBytes:     w.cfg.maxTxnBytes,
 			DeadLetters:             deadLetters,
+			OutputRules:             outputRules,
 			SnapshotTopic:           snapshotTopic,
 			Logger:                  log,
 		},

@@ -148,17 +148,18 @@ func (c *Context) Timer(name string) (time.Time, bool) { return c.k.Timer(name) 
 //     hour ahead, by default), or within a minute of the past bound or 5 s
 //     of the future one: kerr.InvalidTimestamp
 //     (snapshotstore.TopicRules.CheckTimestamp);
-//   - in the transactional mode, a record to a topic that does not exist,
-//     which the worker's producers would neither create
-//     (kgo.AllowAutoTopicCreation) nor wait for (kgo.UnknownTopicRetries(-1))
-//     — a topic name mistyped, or computed per record:
-//     kerr.UnknownTopicOrPartition (found missing twice 2 s apart at its
-//     first use, asked again by the first use 10 s later).
+//   - a record to a topic that does not exist, which its producer would
+//     neither create (kgo.AllowAutoTopicCreation) nor wait for
+//     (kgo.UnknownTopicRetries(-1)) — a topic name mistyped, or computed
+//     per record: kerr.UnknownTopicOrPartition (found missing twice 2 s
+//     apart at its first use, asked again by the first use 10 s later).
 //
 // The worker reads a topic's max.message.bytes, cleanup.policy and
 // timestamp bounds at the first Emit to it (that Emit waits up to 5 s for
-// the answer), and again every 5 minutes; a topic whose configs cannot be
-// read otherwise is checked against the producer's limit alone.
+// the answer), and again every 5 minutes, from the cluster the output's
+// producer writes to (in the plain mode through WithOutput's producer); a
+// topic whose configs cannot be read otherwise is checked against the
+// producer's limit alone.
 //
 // Transactional mode (snapshotstore.Transactional): exactly-once for a
 // read_committed consumer. The output travels with the key's snapshot to

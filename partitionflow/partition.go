@@ -85,6 +85,10 @@ type Config struct {
 	// nil: the flow's output producer. The transactional mode commits them
 	// in its transactions instead.
 	DeadLetters *kgo.Client
+	// OutputRules are the rules of records to a topic through the flow's
+	// producer of outputs (keyactor.Env.OutputRules, checked at Emit in the
+	// plain mode; snapshotstore.ProducerTopicRules); nil: unchecked.
+	OutputRules func(topic string) snapshotstore.TopicRules
 	// SnapshotTopic is the store's snapshot topic, which Context.Emit
 	// refuses as an output's topic (keyflow.ErrEmitToSnapshotTopic); "":
 	// unchecked (a store of the application's).
@@ -572,7 +576,8 @@ func (p *partition) start(ctx actor.Context) {
 		Outbox:         p.outbox,
 		MaxOutputBytes: maxRecordBytes(p.cfg.Store),
 		// What the brokers refuse of an output whatever its producer.
-		TopicRules: topicRules(p.cfg.Store),
+		TopicRules:  topicRules(p.cfg.Store),
+		OutputRules: p.cfg.OutputRules,
 		// A state that outgrows the snapshot producer's record batch is
 		// the fold's error where the policy can undo it, else the key's.
 		MaxSnapshotBytes: maxSnapshotBytes(p.cfg.Store),

@@ -81,22 +81,10 @@ func NewKafka(brokers []string, topic string, c KafkaConfig) (*Kafka, error) {
 	if producerLimit == nil {
 		producerLimit = func(string) int32 { return defaultBatchMaxBytes }
 	}
-	// The caller's, as for the batch limit: producers that create a
-	// missing topic, or wait for it (UnknownTopicRetries(-1)), are not
-	// refused one.
-	autoCreate, _ := admin.OptValue(kgo.AllowAutoTopicCreation).(bool)
-	if n, _ := admin.OptValue(kgo.UnknownTopicRetries).(int64); n < 0 { // kgo keeps it as an int64
-		autoCreate = true
-	}
-	if cfg.mode == Plain {
-		// Its outputs go through the application's producer, maybe to
-		// another cluster: a topic missing here is no rule (a missing
-		// one's first read would also wait out the grace).
-		autoCreate = true
-	}
-	k.rules = newTopicRules(func(ctx context.Context, topic string, prev TopicRules) (TopicRules, error) {
-		return describeTopicRules(ctx, admin, topic, autoCreate, prev)
-	}, cfg.log)
+	// The rules of the store's own producers' records (in the plain mode
+	// its snapshots and the worker's dead letters; the application's
+	// producer of outputs has its own: ProducerTopicRules).
+	k.rules = producerRules(admin, cfg.log)
 	k.batchLimit = k.rules.batchLimit(producerLimit)
 	if cfg.mode == Plain {
 		// Where snapshots go after the caller's ClientOpts, which cannot

@@ -46,8 +46,9 @@ type TopicRules struct {
 	// passes.
 	TimestampBefore, TimestampAfter time.Duration
 	// Missing: the topic does not exist — its configs and the cluster's
-	// metadata both said so at the last read — and the store's producers
-	// do not create topics (kgo.AllowAutoTopicCreation, off by default):
+	// metadata both said so at the last read — and the producer whose
+	// rules these are does not create topics (kgo.AllowAutoTopicCreation,
+	// off by default) or wait for them (kgo.UnknownTopicRetries(-1)):
 	// a record to it fails with UNKNOWN_TOPIC_OR_PARTITION at every
 	// attempt (a topic name mistyped, or computed per record for a tenant
 	// whose topic was never created). Read again every topicRulesRetry
@@ -183,6 +184,39 @@ func newTopicRules(describe func(ctx context.Context, topic string, prev TopicRu
 		after:    func(d time.Duration, f func()) { time.AfterFunc(d, f) },
 		spawn:    func(f func()) { go f() },
 	}
+}
+
+// ProducerTopicRules returns the rules of records to a topic through the
+// producer cl, read from cl's cluster (its DescribeConfigs and Metadata)
+// when a topic is first asked for and kept as a Kafka store keeps its own
+// (topicRulesTTL; a missing topic asked again after topicRulesRetry): the
+// plain mode checks its outputs against them, which go through the
+// application's producer (keyflow.WithOutput), maybe to another cluster
+// than the worker's. A topic is Missing only where cl neither creates
+// topics (kgo.AllowAutoTopicCreation) nor waits for them
+// (kgo.UnknownTopicRetries(-1)). Failure mode: a topic whose configs cl
+// cannot read (its cluster unreachable, no DESCRIBE_CONFIGS on the topic)
+// has unknown rules, warned about on log, and is unchecked. Goroutine-safe;
+// call it once per producer (each call has its own cache).
+func ProducerTopicRules(cl *kgo.Client, log *zap.Logger) func(topic string) TopicRules {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return producerRules(cl, log).get
+}
+
+// producerRules is the cache of the rules of records produced through cl.
+func producerRules(cl *kgo.Client, log *zap.Logger) *topicRules {
+	// cl's options, as for the batch limit: producers that create a
+	// missing topic, or wait for it (UnknownTopicRetries(-1)), are not
+	// refused one.
+	autoCreate, _ := cl.OptValue(kgo.AllowAutoTopicCreation).(bool)
+	if n, _ := cl.OptValue(kgo.UnknownTopicRetries).(int64); n < 0 { // kgo keeps it as an int64
+		autoCreate = true
+	}
+	return newTopicRules(func(ctx context.Context, topic string, prev TopicRules) (TopicRules, error) {
+		return describeTopicRules(ctx, cl, topic, autoCreate, prev)
+	}, log)
 }
 
 // get returns topic's rules: the cached ones, else (first use) those read

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap/zaptest"
 )
 
 // The store's producers take the caller's ProducerBatchMaxBytes (through
@@ -77,20 +78,34 @@ func TestAMissingTopicsRules(t *testing.T) {
 		{"kgo's defaults", nil, true},
 		{"producers creating topics", []kgo.Opt{kgo.AllowAutoTopicCreation()}, false},
 		{"producers waiting for topics", []kgo.Opt{kgo.UnknownTopicRetries(-1)}, false},
-		{"the plain mode: outputs through the application's producer", nil, false},
+		{"the plain mode: the store's producers", nil, true},
+		{"the plain mode: the store's producers creating topics", []kgo.Opt{kgo.AllowAutoTopicCreation()}, false},
+		{"an application's producer (ProducerTopicRules)", nil, true},
+		{"an application's producer creating topics (ProducerTopicRules)", []kgo.Opt{kgo.AllowAutoTopicCreation()}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := KafkaConfig{ClientOpts: c.opts, TransactionalIDPrefix: "rules"}
 			if strings.HasPrefix(c.name, "the plain mode") {
 				cfg.Mode = Plain
 			}
-			k, err := NewKafka(f.brokers, f.snaps, cfg)
-			if err != nil {
-				t.Fatal(err)
+			rules := func(topic string) TopicRules {
+				k, err := NewKafka(f.brokers, f.snaps, cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(k.Close)
+				return k.rules.get(topic)
 			}
-			t.Cleanup(k.Close)
+			if strings.Contains(c.name, "ProducerTopicRules") {
+				cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(f.brokers...)}, c.opts...)...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(cl.Close)
+				rules = ProducerTopicRules(cl, zaptest.NewLogger(t))
+			}
 			start := time.Now()
-			got := k.rules.get("nope-" + c.name)
+			got := rules("nope-" + strings.Map(topicChar, c.name))
 			if got.Missing != c.wantMissing || got.MaxMessageBytes != 0 {
 				t.Fatalf("rules of a topic that does not exist: %+v, want Missing %v", got, c.wantMissing)
 			}
@@ -127,4 +142,12 @@ func TestAMissingTopicsRules(t *testing.T) {
 	if got := k.rules.get("later"); got.Missing || got.MaxMessageBytes == 0 {
 		t.Fatalf("topic later, created: its first use after the retry got %+v, want the rules read from its configs", got)
 	}
+}
+
+// topicChar maps a test name's characters to a topic name's.
+func topicChar(r rune) rune {
+	if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.' || r == '_' {
+		return r
+	}
+	return '-'
 }

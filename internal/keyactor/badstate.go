@@ -30,7 +30,7 @@ func (a *keyActor[S]) dropUndecodableState(ctx actor.Context, snap *snapshotstor
 		src := &kgo.Record{Topic: snap.Source.Topic, Partition: snap.Source.Partition, Offset: snap.Source.Offset,
 			Key: []byte(a.key), Value: snap.Value}
 		topic := a.cfg.deadLetterTopic(a.env.Topic)
-		cl, max := a.deadLetterProducer(topic)
+		cl, max, _ := a.deadLetterProducer(topic)
 		dl, omitted := a.cfg.DeadLetterRecord(topic, src, KindUndecodableState, err, a.Now(), max)
 		if strings.Contains(omitted, "value=") {
 			// The dead letter would not hold the state: deleting it then

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
@@ -86,39 +87,47 @@ func (k *Core) MaxOutputBytes(topic string) int {
 	if fn := k.cfg.OutputMaxBytes; fn != nil {
 		n = fn(topic)
 	}
-	return k.topicBound(topic, n)
+	return topicBound(k.env.OutputRules, topic, n)
 }
 
 // topicBound is n, a producer's batch limit for topic (0: none), or the
-// topic's max.message.bytes where that is lower.
-func (k *Core) topicBound(topic string, n int) int {
-	if k.env.TopicRules != nil {
-		if m := k.env.TopicRules(topic).MaxMessageBytes; m > 0 && (n <= 0 || m < n) {
+// topic's max.message.bytes by that producer's rules where that is lower.
+func topicBound(rules func(string) snapshotstore.TopicRules, topic string, n int) int {
+	if rules != nil {
+		if m := rules(topic).MaxMessageBytes; m > 0 && (n <= 0 || m < n) {
 			n = m
 		}
 	}
 	return n
 }
 
+// outputRules are the rules of the producer an output goes through: the
+// store's in the transactional mode, the flow's (Config.Output) otherwise;
+// nil: unchecked.
+func (k *Core) outputRules() func(string) snapshotstore.TopicRules {
+	if k.env.TxnOutputs {
+		return k.env.TopicRules
+	}
+	return k.env.OutputRules
+}
+
 // CheckOutput returns an error when the brokers of rec.Topic would refuse
-// rec at every attempt, by the topic's rules (one lookup): the topic does
-// not exist, in the transactional mode (matching
-// kerr.UnknownTopicOrPartition; the store's rules say Missing only where
-// its producers would neither create it nor wait for it), rec has no key and the topic is compacted
-// (kerr.InvalidRecord), or rec's timestamp lies beyond the topic's bounds
-// (kerr.InvalidTimestamp: on the wall clock, as the brokers' own, not the
-// flow's Now). Nil when not known to.
+// rec at every attempt, by the topic's rules as the output's producer's
+// cluster has them (one lookup): the topic does not exist (matching
+// kerr.UnknownTopicOrPartition; the rules say Missing only where the
+// producer would neither create it nor wait for it), rec has no key and
+// the topic is compacted (kerr.InvalidRecord), or rec's timestamp lies
+// beyond the topic's bounds (kerr.InvalidTimestamp: on the wall clock, as
+// the brokers' own, not the flow's Now). Nil when not known to.
 func (k *Core) CheckOutput(rec *kgo.Record) error {
-	if k.env.TopicRules == nil {
+	rules := k.outputRules()
+	if rules == nil {
 		return nil
 	}
-	r := k.env.TopicRules(rec.Topic)
+	r := rules(rec.Topic)
 	switch {
-	case r.Missing && k.env.TxnOutputs:
-		// Only where the store's producers write the outputs: the plain
-		// mode's (WithOutput's) may write to another cluster than the
-		// one the rules are read from, or create the topic.
-		return fmt.Errorf("the topic does not exist, and the worker's producers do not create topics (kgo.AllowAutoTopicCreation) or wait for them (kgo.UnknownTopicRetries(-1)): %w", kerr.UnknownTopicOrPartition)
+	case r.Missing:
+		return fmt.Errorf("the topic does not exist, and the output's producer does not create topics (kgo.AllowAutoTopicCreation) or wait for them (kgo.UnknownTopicRetries(-1)): %w", kerr.UnknownTopicOrPartition)
 	case rec.Key == nil && r.RequiresKey:
 		return fmt.Errorf("no key, and the topic is compacted (its cleanup.policy contains compact), whose brokers refuse a record without key: %w", kerr.InvalidRecord)
 	}

@@ -214,8 +214,8 @@ func (a *keyActor[S]) recordFailed(ctx actor.Context, rec *kgo.Record, err error
 // dead letter's acknowledgement (plain mode) is persisted.
 func (k *Core) deadLetter(ctx actor.Context, rec *kgo.Record, kind Kind, err error) {
 	topic := k.cfg.deadLetterTopic(k.env.Topic)
-	cl, max := k.deadLetterProducer(topic)
-	src, stamp := k.restamp(topic, rec)
+	cl, max, rules := k.deadLetterProducer(topic)
+	src, stamp := k.restamp(rules, topic, rec)
 	if stamp != nil && max > 0 {
 		max -= len(stamp.Key) + len(stamp.Value) + recbytes.HeaderFraming // its room, kept when the rest shrinks
 	}
@@ -242,17 +242,17 @@ func (k *Core) deadLetter(ctx actor.Context, rec *kgo.Record, kind Kind, err err
 const HeaderSourceTime = "actorflow.errors.source.time"
 
 // restamp is rec, the source of a dead letter to topic, or, when topic's
-// brokers would refuse its timestamp (TopicRules.CheckTimestamp: a record
+// brokers (by the dead letter's producer's rules) would refuse its timestamp (TopicRules.CheckTimestamp: a record
 // from far in the past or future), a copy without it, which the producer
 // stamps with its clock, and the header HeaderSourceTime keeping the
 // original, for the caller to add after the dead letter's own headers
 // (where a shrink to fit leaves it): a dead letter refused at every
 // attempt would stop its partition for ever.
-func (k *Core) restamp(topic string, rec *kgo.Record) (*kgo.Record, *kgo.RecordHeader) {
-	if rec.Timestamp.IsZero() || k.env.TopicRules == nil {
+func (k *Core) restamp(rules func(string) snapshotstore.TopicRules, topic string, rec *kgo.Record) (*kgo.Record, *kgo.RecordHeader) {
+	if rec.Timestamp.IsZero() || rules == nil {
 		return rec, nil
 	}
-	err := k.env.TopicRules(topic).CheckTimestampNow(rec.Timestamp)
+	err := rules(topic).CheckTimestampNow(rec.Timestamp)
 	if err == nil {
 		return rec, nil
 	}
@@ -282,21 +282,22 @@ func (k *Core) sendDeadLetter(ctx actor.Context, cl *kgo.Client, dl *kgo.Record,
 }
 
 // deadLetterProducer is the producer of the plain mode's dead letters to
-// topic (nil under TxnOutputs, or with none) and the largest record batch
-// a dead letter's producer sends there (0: unchecked): the store's
-// transactional producer under TxnOutputs, else Env.DeadLetters, else the
-// flow's output producer.
-func (k *Core) deadLetterProducer(topic string) (*kgo.Client, int) {
+// topic (nil under TxnOutputs, or with none), the largest record batch a
+// dead letter's producer sends there (0: unchecked) and that producer's
+// topic rules (nil: unknown): the store's transactional producer under
+// TxnOutputs, else Env.DeadLetters (the worker's, on the store's cluster),
+// else the flow's output producer.
+func (k *Core) deadLetterProducer(topic string) (*kgo.Client, int, func(string) snapshotstore.TopicRules) {
 	switch {
 	case k.env.TxnOutputs:
-		return nil, k.MaxOutputBytes(topic)
+		return nil, k.MaxOutputBytes(topic), k.env.TopicRules
 	case k.env.DeadLetters != nil:
 		n := 0
 		if fn := k.env.DeadLetterMaxBytes; fn != nil {
 			n = fn(topic)
 		}
-		return k.env.DeadLetters, k.topicBound(topic, n)
+		return k.env.DeadLetters, topicBound(k.env.TopicRules, topic, n), k.env.TopicRules
 	default:
-		return k.cfg.Output, k.MaxOutputBytes(topic) // the flow's output producer's
+		return k.cfg.Output, k.MaxOutputBytes(topic), k.env.OutputRules // the flow's output producer's
 	}
 }

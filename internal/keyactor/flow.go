@@ -203,6 +203,12 @@ type Env struct {
 	// (snapshotstore.TopicRuler), for Emit's checks in both modes; nil:
 	// unchecked.
 	TopicRules func(topic string) snapshotstore.TopicRules
+	// OutputRules are the rules of a record to a topic through the flow's
+	// producer of outputs (Config.Output; snapshotstore.ProducerTopicRules,
+	// read from its cluster), for the plain mode's outputs and the dead
+	// letters that go through it; nil: unchecked. TopicRules are read from
+	// the store's cluster, which Output may not write to.
+	OutputRules func(topic string) snapshotstore.TopicRules
 	// MaxSnapshotBytes is the largest record batch the store's producer
 	// sends to the snapshot topic (snapshotstore.SnapshotLimiter), which a
 	// key's snapshot record must fit (statesize.go); 0: unchecked.

@@ -221,17 +221,16 @@ func OutputTimestampChecked(t *testing.T, brokers []string, mode snapshotstore.M
 	}
 }
 
-// OutputToAMissingTopic (transactional mode): an output to a topic that
-// does not exist (a name mistyped, or computed per record) failed its
-// transaction at every attempt, and its partition at every restart. Emit
-// refuses it (kerr.UnknownTopicOrPartition) and, under DeadLetter, its
-// input record is dead-lettered once; the other keys' outputs are
-// committed. Once the topic is created, a later record's output to it is
-// committed (the store asks again at the first use 10 s on). The plain
-// mode's outputs go through the application's producer, which may write to
-// another cluster: not checked.
-func OutputToAMissingTopic(t *testing.T, brokers []string) {
-	const mode = snapshotstore.Transactional
+// OutputToAMissingTopic: an output to a topic that does not exist (a name
+// mistyped, or computed per record) failed its transaction at every
+// attempt (or, in the plain mode, its produce once kgo's retries ran out),
+// and its partition at every restart. Emit refuses it
+// (kerr.UnknownTopicOrPartition) and, under DeadLetter, its input record is
+// dead-lettered once; the other keys' outputs are committed. Once the
+// topic is created, a later record's output to it is committed (the rules
+// are asked again at the first use 10 s on). In the plain mode the rules
+// are read through the application's producer (its cluster, its options).
+func OutputToAMissingTopic(t *testing.T, brokers []string, mode snapshotstore.Mode) {
 	input, snaps, group := Topics(t, brokers, 1)
 	out := testkit.Name(t, "out")
 	missing, dlq := out+"-missing", keyflow.DefaultDeadLetterTopic(input)
@@ -250,7 +249,11 @@ func OutputToAMissingTopic(t *testing.T, brokers []string) {
 		}
 	}
 	produce("a", "typo", "b")
-	flow := emitting(nil, out, func(kc *keyflow.Context, rec *kgo.Record) []*kgo.Record {
+	var producer *kgo.Client // the transactional mode's outputs go through the worker's
+	if mode == snapshotstore.Plain {
+		producer = testkit.Client(t, brokers)
+	}
+	flow := emitting(producer, out, func(kc *keyflow.Context, rec *kgo.Record) []*kgo.Record {
 		o := &kgo.Record{Key: rec.Key, Value: rec.Value}
 		if kc.Key() == "typo" {
 			o.Topic = missing

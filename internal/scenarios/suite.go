@@ -44,7 +44,6 @@ func Suite() []Case {
 		{Name: "AbortedOutputsReemittedOnce", Parallel: true, Run: AbortedOutputsReemittedOnce},
 		{Name: "InactivityAcrossRestart", Parallel: true, Run: InactivityAcrossRestart},
 		{Name: "DeletedKeyTimerKept", Parallel: true, Run: DeletedKeyTimerKept},
-		{Name: "OutputToAMissingTopic", Parallel: true, Run: OutputToAMissingTopic},
 	}
 	modes := []snapshotstore.Mode{snapshotstore.Plain, snapshotstore.Transactional}
 	for _, mode := range modes {
@@ -74,6 +73,8 @@ func Suite() []Case {
 			Run: func(t *testing.T, b []string) { HeldCommitNamed(t, b, mode) }})
 		cases = append(cases, Case{Name: "OutputTimestampChecked/" + mode.String(), Parallel: true,
 			Run: func(t *testing.T, b []string) { OutputTimestampChecked(t, b, mode) }})
+		cases = append(cases, Case{Name: "OutputToAMissingTopic/" + mode.String(), Parallel: true,
+			Run: func(t *testing.T, b []string) { OutputToAMissingTopic(t, b, mode) }})
 		cases = append(cases, Case{Name: "SnapshotTooLargeSkipped/" + mode.String(), Parallel: true,
 			Run: func(t *testing.T, b []string) { SnapshotTooLargeSkipped(t, b, mode) }})
 	}
