@@ -126,8 +126,9 @@ type QueryInfo struct {
 // ErrNotOwner) naming the member that owns the partition, ErrUnavailable
 // (retryable: not running, the partition being assigned, recovering,
 // revoked or failed, owned by no member during a rebalance, or run here
-// while the brokers do not answer or the membership is in doubt), or ctx's
-// error. The owner is looked up from the group coordinator (DescribeGroups,
+// while the brokers do not answer or the membership is in doubt; or the key
+// has no state while its partition replays the input it held when it
+// started here, among which the key's records may wait), or ctx's error. The owner is looked up from the group coordinator (DescribeGroups,
 // or ConsumerGroupDescribe under the consumer protocol) only when this
 // worker does not own the partition, and kept for 1 s or until this
 // member's generation changes (one describe per second however many keys
@@ -188,9 +189,40 @@ func (w *Worker) Get(ctx context.Context, key string) ([]byte, QueryInfo, error)
 	info.Local, info.Loaded = true, ans.Loaded
 	info.Offset, info.PersistedOffset, info.Persisted = ans.Offset, ans.PersistedOffset, ans.Persisted
 	if ans.Value == nil {
+		if err := w.catchingUp(ctx, tp, key, ans.PartitionCommittable); err != nil {
+			return nil, info, err
+		}
 		return nil, info, fmt.Errorf("%w: key %q (%s[%d])", ErrKeyNotFound, key, tp.Topic, tp.Partition)
 	}
 	return ans.Value, info, nil
+}
+
+// catchingUp is an ErrUnavailable when key, with no state here, may have
+// state in the input tp replays since it started here (it folded and
+// persisted everything below committable): its records there may not be
+// folded yet (coordinator's catch-up target: the partition's end at its
+// start). A partition that brought no records since its start (at its
+// end, or not fetched yet) has its end listed here, once per start.
+func (w *Worker) catchingUp(ctx context.Context, tp coordinator.TopicPartition, key string, committable int64) error {
+	target, known, token := w.cons.CatchUpTarget(tp)
+	if !known {
+		ends, err := kadm.NewClient(w.cons.Client()).ListCommittedOffsets(ctx, tp.Topic) // the last stable offsets: read_committed's end
+		if err == nil {
+			err = ends.Error()
+		}
+		end, ok := ends.Lookup(tp.Topic, tp.Partition)
+		if err != nil || !ok {
+			return fmt.Errorf("%w: key %q has no state in %s[%d] as far as it has folded (offset %d), and the partition's end could not be read to tell whether it is caught up: %v",
+				ErrUnavailable, key, tp.Topic, tp.Partition, committable, err)
+		}
+		target = end.Offset
+		w.cons.SetCatchUpTarget(tp, target, token)
+	}
+	if committable < target {
+		return fmt.Errorf("%w: %s[%d] is catching up (replaying its input up to offset %d, its end when it started here; folded and persisted below %d): key %q has no state yet, and its records may be among those",
+			ErrUnavailable, tp.Topic, tp.Partition, target, committable, key)
+	}
+	return nil
 }
 
 // ownershipInDoubt is an ErrUnavailable when this member, running tp,

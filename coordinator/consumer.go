@@ -184,9 +184,13 @@ type Consumer struct {
 	fence pollFence
 	retry chan struct{}
 	// hwm is each partition's high watermark as of its latest fetch.
-	hwm   map[TopicPartition]int64
-	fatal error
-	done  chan struct{}
+	hwm map[TopicPartition]int64
+	// catchUp is each partition's catch-up target (catchup.go); starts
+	// counts the starts, numbering them.
+	catchUp map[TopicPartition]catchUp
+	starts  uint64
+	fatal   error
+	done    chan struct{}
 	// stopping is closed when Run begins its shutdown: an assignment
 	// waiting in kgo's callback (whose context only the client's close
 	// ends, after the shutdown) gives up then instead of holding the
@@ -237,7 +241,7 @@ func New(cfg Config, h Handler) (*Consumer, error) {
 		done: make(chan struct{}), ready: make(chan struct{}), stopping: make(chan struct{}),
 		own: NewOwnership(), kick: make(chan struct{}, 1),
 		fence:  newPollFence(),
-		failed: map[TopicPartition]*Failure{}, streak: map[TopicPartition]*Failure{}, hwm: map[TopicPartition]int64{}, retry: make(chan struct{}, 1),
+		failed: map[TopicPartition]*Failure{}, streak: map[TopicPartition]*Failure{}, hwm: map[TopicPartition]int64{}, catchUp: map[TopicPartition]catchUp{}, retry: make(chan struct{}, 1),
 	}
 	if c.cfg.RetryBackoff <= 0 {
 		c.cfg.RetryBackoff = DefaultRetryBackoff
@@ -519,6 +523,9 @@ func (c *Consumer) handOver(seq uint64, fs kgo.Fetches) {
 		}
 		c.mu.Lock()
 		owned := c.owned[tp] && c.failed[tp] == nil && c.fence.current(tp, seq)
+		if owned {
+			c.noteFetchEnd(tp, fp)
+		}
 		c.mu.Unlock()
 		if !owned {
 			return // revoked, failed, or sought since the poll began
@@ -717,6 +724,7 @@ func (c *Consumer) assign(ctx context.Context, tps, kept []TopicPartition) error
 		// from before (kgo's own position for a kept one).
 		c.fence.seek(tp)
 	}
+	c.resetCatchUp(tps)
 	c.mu.Unlock()
 	c.deliver.Unlock()
 	// Order matters (seed, "Stable transactional.id"): fence first, then
@@ -805,6 +813,7 @@ func (c *Consumer) seekAssigned(tps []TopicPartition, offsets map[TopicPartition
 	for _, tp := range tps {
 		c.fence.seek(tp)
 	}
+	c.resetCatchUp(tps)
 	c.mu.Unlock()
 }
 
@@ -1026,6 +1035,7 @@ func (c *Consumer) stop(ctx context.Context, tps []TopicPartition, flush bool) {
 		// Its lag is unknown until it is fetched here again (a later
 		// assignment's Status would show this one's watermark).
 		delete(c.hwm, tp)
+		delete(c.catchUp, tp)
 	}
 	c.mu.Unlock()
 	for _, tp := range paused {

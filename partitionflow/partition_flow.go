@@ -706,9 +706,10 @@ func (p *partition) status() Status {
 // query answers a KeyQuery: the key's actor when loaded (queued while it
 // unloads), else the key's persisted snapshot, else no state.
 func (p *partition) query(ctx actor.Context, m *KeyQuery) {
-	q := &keyactor.Query{Reply: m.Reply, PartitionCommitted: p.committed}
+	q := &keyactor.Query{Reply: m.Reply, PartitionCommitted: p.committed, PartitionCommittable: p.tracker.Committable()}
 	if p.phase != phaseRunning || p.err != nil {
-		ans := keyactor.QueryAnswer{Phase: p.phase, Offset: -1, PersistedOffset: -1, PartitionCommitted: p.committed, Err: p.err}
+		ans := keyactor.QueryAnswer{Phase: p.phase, Offset: -1, PersistedOffset: -1, PartitionCommitted: p.committed,
+			PartitionCommittable: q.PartitionCommittable, Err: p.err}
 		select {
 		case m.Reply <- ans:
 		default:
@@ -743,7 +744,8 @@ func (p *partition) query(ctx actor.Context, m *KeyQuery) {
 // answerCold answers q from a key's persisted snapshot (found: the
 // partition keeps one).
 func (p *partition) answerCold(q *keyactor.Query, s snapshotstore.Snapshot, found bool) {
-	ans := keyactor.QueryAnswer{Offset: -1, PersistedOffset: -1, PartitionCommitted: q.PartitionCommitted, Phase: phaseRunning}
+	ans := keyactor.QueryAnswer{Offset: -1, PersistedOffset: -1, PartitionCommitted: q.PartitionCommitted,
+		PartitionCommittable: q.PartitionCommittable, Phase: phaseRunning}
 	if found {
 		ans.Offset, ans.PersistedOffset, ans.Persisted = s.Offset, s.Offset, true
 		if !s.Tombstone() {

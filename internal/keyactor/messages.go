@@ -134,11 +134,12 @@ type KeyFailed struct {
 
 // Query asks a key for its current state (an interactive query,
 // actorflow.Get). The key answers on Reply, which must be buffered (the
-// key never blocks on it). PartitionCommitted is filled by the partition
-// and copied into the answer.
+// key never blocks on it). PartitionCommitted and PartitionCommittable
+// are filled by the partition and copied into the answer.
 type Query struct {
-	Reply              chan<- QueryAnswer
-	PartitionCommitted int64
+	Reply                chan<- QueryAnswer
+	PartitionCommitted   int64
+	PartitionCommittable int64
 }
 
 // QueryAnswer answers Query, from the key's actor (Loaded) or from the
@@ -160,6 +161,9 @@ type QueryAnswer struct {
 	Loaded bool
 	// PartitionCommitted is the partition's committed input offset.
 	PartitionCommitted int64
+	// PartitionCommittable is the partition's committable input offset:
+	// every record below it is folded and its effects persisted.
+	PartitionCommittable int64
 	// Phase is the partition's phase; an answer outside "running" carries
 	// no state.
 	Phase string

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,7 +13,9 @@ import (
 	"github.com/actorflow/actorflow/coordinator"
 	"github.com/actorflow/actorflow/internal/ledger"
 	"github.com/actorflow/actorflow/internal/testkit"
+	"github.com/actorflow/actorflow/keyflow"
 	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // QueryOwnerEndpoint: two workers of one group advertise different query
@@ -93,4 +97,80 @@ func QueryOwnerEndpoint(t *testing.T, brokers []string, proto coordinator.Protoc
 		}
 		return true, ""
 	})
+}
+
+// GetUnavailableWhileCatchingUp: a partition replaying its input (a new
+// group from the log start here; a takeover, a restart from the committed
+// offset alike) cannot tell that a key has no state until it has folded
+// what its input held when it started: Get answers ErrUnavailable
+// meanwhile, not ErrKeyNotFound (which a caller takes as final, though the
+// key's records may be waiting). Once caught up, and on a partition started
+// at its end (no record fetched since: its end listed by Get), a key never
+// seen is ErrKeyNotFound.
+func GetUnavailableWhileCatchingUp(t *testing.T, brokers []string, mode snapshotstore.Mode) {
+	input, snaps, group := Topics(t, brokers, 1)
+	pcl := testkit.Client(t, brokers, kgo.DefaultProduceTopic(input))
+	for _, k := range []string{"a", "b"} {
+		if err := pcl.ProduceSync(t.Context(), &kgo.Record{Key: []byte(k)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	count := func(block bool) *keyflow.Flow[int] {
+		return keyflow.New(func(kc *keyflow.Context, s *int, _ *kgo.Record) (*int, error) {
+			if block && kc.Key() == "a" {
+				once.Do(func() { close(entered) })
+				<-release // offset 0 unfolded: nothing is persisted past it
+			}
+			n := 1
+			if s != nil {
+				n += *s
+			}
+			return &n, nil
+		})
+	}
+	get := func(w *Worker, key string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _, err := w.W.Get(ctx, key)
+		return err
+	}
+	caughtUp := func(w *Worker) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := w.W.WaitCaughtUp(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := StartWorker(t, count(true), brokers, group, input, snaps, mode)
+	select {
+	case <-entered:
+	case <-time.After(time.Minute):
+		t.Fatal("key a's fold never ran")
+	}
+	if err := get(w, "never-seen"); !errors.Is(err, actorflow.ErrUnavailable) || !strings.Contains(err.Error(), "catching up") {
+		t.Fatalf("Get of a key with no state while its partition replays: %v; want ErrUnavailable, catching up", err)
+	}
+	close(release)
+	caughtUp(w)
+	if err := get(w, "never-seen"); !errors.Is(err, actorflow.ErrKeyNotFound) {
+		t.Fatalf("Get of a key never seen once caught up: %v, want ErrKeyNotFound", err)
+	}
+	if err := w.Stop(t); err != nil {
+		t.Fatal(err)
+	}
+	w = StartWorker(t, count(false), brokers, group, input, snaps, mode) // at its end: nothing to fetch
+	caughtUp(w)
+	if err := get(w, "never-seen"); !errors.Is(err, actorflow.ErrKeyNotFound) {
+		t.Fatalf("Get of a key never seen on a partition started at its end: %v, want ErrKeyNotFound", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if n, _, err := actorflow.Get[int](ctx, w.W, "b"); err != nil || *n != 1 {
+		t.Fatalf("Get(b) after the restart: %v, %v; want 1 from its snapshot", n, err)
+	}
+	if err := w.Stop(t); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -75,6 +75,8 @@ func Suite() []Case {
 			Run: func(t *testing.T, b []string) { OutputTimestampChecked(t, b, mode) }})
 		cases = append(cases, Case{Name: "OutputToAMissingTopic/" + mode.String(), Parallel: true,
 			Run: func(t *testing.T, b []string) { OutputToAMissingTopic(t, b, mode) }})
+		cases = append(cases, Case{Name: "GetUnavailableWhileCatchingUp/" + mode.String(), Parallel: true,
+			Run: func(t *testing.T, b []string) { GetUnavailableWhileCatchingUp(t, b, mode) }})
 		cases = append(cases, Case{Name: "SnapshotTooLargeSkipped/" + mode.String(), Parallel: true,
 			Run: func(t *testing.T, b []string) { SnapshotTooLargeSkipped(t, b, mode) }})
 	}
