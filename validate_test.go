@@ -203,3 +203,14 @@ func TestNewWorkerChecksTheStoresOwnSettingsAgainstWithStore(t *testing.T) {
 	wantRefused(t, "a memory store, output to WithSnapshotTopic's", identity(keyflow.WithOutput(nil, "snaps")),
 		mem(actorflow.WithSnapshotTopic("snaps")), `"snaps"`)
 }
+
+// WithSnapshotFormat takes the formats there are readers of: 2 (a rolling
+// upgrade from them) and 3.
+func TestNewWorkerTakesSnapshotFormats2And3(t *testing.T) {
+	for _, f := range []int{2, 3} {
+		wantAccepted(t, fmt.Sprintf("WithSnapshotFormat(%d)", f), identity(), baseOpts(actorflow.WithSnapshotFormat(f)))
+	}
+	for _, f := range []int{1, 4, -1} {
+		wantRefused(t, fmt.Sprintf("WithSnapshotFormat(%d)", f), identity(), baseOpts(actorflow.WithSnapshotFormat(f)), "WithSnapshotFormat", "want 2 or 3")
+	}
+}

@@ -106,6 +106,8 @@ func NewWorker(flow keyflow.Handler, opts ...Option) (*Worker, error) {
 		return nil, fmt.Errorf("actorflow: the snapshot topic %q is the input topic: the flow would fold its own snapshots", cfg.input)
 	case cfg.kafka.Mode != snapshotstore.Transactional && cfg.kafka.Mode != snapshotstore.Plain:
 		return nil, fmt.Errorf("actorflow: WithMode(%v): want snapshotstore.Transactional or snapshotstore.Plain", cfg.kafka.Mode)
+	case cfg.kafka.SnapshotFormat != 0 && cfg.kafka.SnapshotFormat != 2 && cfg.kafka.SnapshotFormat != 3:
+		return nil, fmt.Errorf("actorflow: WithSnapshotFormat(%d): want 2 or 3", cfg.kafka.SnapshotFormat)
 	}
 	if cfg.queryEndpoint != "" {
 		if err := checkEndpoint(cfg.queryEndpoint); err != nil {

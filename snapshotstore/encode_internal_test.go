@@ -21,7 +21,7 @@ func TestEncodeBatchRecordsAreIndependent(t *testing.T) {
 		{Key: "", Value: []byte(`{}`), Offset: 3},
 	}
 	out := &kgo.Record{Topic: "out", Key: []byte("k"), Value: []byte("v")}
-	recs := encodeBatch("snaps", 2, ws, []*kgo.Record{out}, 1)
+	recs := encodeBatch("snaps", 2, ws, []*kgo.Record{out}, 1, false)
 	if len(recs) != len(ws)+1 || cap(recs) < len(ws)+2 {
 		t.Fatalf("len %d cap %d, want %d and room for the marker", len(recs), cap(recs), len(ws)+1)
 	}
@@ -50,7 +50,7 @@ func TestEncodeBatchClearsAnOutputsContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // the previous attempt's, ended
 	out := &kgo.Record{Topic: "out", Key: []byte("k"), Context: ctx}
-	recs := encodeBatch("snaps", 0, nil, []*kgo.Record{out}, 1)
+	recs := encodeBatch("snaps", 0, nil, []*kgo.Record{out}, 1, false)
 	if len(recs) != 1 || recs[0] != out || out.Context != nil {
 		t.Fatalf("records %v, context %v: want the output itself with no context", recs, out.Context)
 	}

@@ -306,7 +306,7 @@ func (p *plainPartition) Commit(ctx context.Context, b Batch) error {
 		}
 	}
 	if len(b.Writes) > 0 || b.OffsetAdvanced {
-		recs := encodeBatch(p.k.topic, p.info.Partition, b.Writes, nil, 1)
+		recs := encodeBatch(p.k.topic, p.info.Partition, b.Writes, nil, 1, p.k.cfg.tombstoneDeleted)
 		// The marker before the consumer commit: a committed offset above
 		// the latest marker then means lost snapshots (recoveryCheck).
 		if b.OffsetAdvanced {

@@ -168,6 +168,17 @@ type KafkaConfig struct {
 	// mode's shared producer. Readers and admin clients get none. Default
 	// nil.
 	ProducerHooks func(transactionalID string) []kgo.Hook
+
+	// SnapshotFormat is the newest snapshot record format written: 0 (the
+	// default) or 3, the newest; 2 for a rolling upgrade from a version
+	// that reads format 2 alone (before 2026-12-06), as Kafka Streams'
+	// upgrade.from: no format-3 record (a key deleted with timers pending,
+	// HeaderDeleted) is written, which such a version refuses — a key
+	// deleted with timers is a tombstone carrying them, which compaction
+	// removes after the topic's delete.retention.ms, the timers with it.
+	// Deploy every worker (and every service reading the snapshots) with
+	// 2, then without it. Any other value fails NewKafka.
+	SnapshotFormat int
 }
 
 // kafkaConfig is a KafkaConfig with its defaults resolved (NewKafka), plus
@@ -193,6 +204,9 @@ type kafkaConfig struct {
 	// the transactional mode's raw requests (defaultConcurrentTxnWait).
 	concurrentTxnWait time.Duration
 	producerHooks     func(transactionalID string) []kgo.Hook
+	// tombstoneDeleted: SnapshotFormat 2 (a deleted key's record with
+	// timers is a tombstone, as format 2 wrote it).
+	tombstoneDeleted bool
 }
 
 // resolve applies the defaults of c's zero fields for a store on the
@@ -200,6 +214,9 @@ type kafkaConfig struct {
 func (c KafkaConfig) resolve(topic string) (kafkaConfig, error) {
 	if c.Mode != Transactional && c.Mode != Plain {
 		return kafkaConfig{}, fmt.Errorf("snapshotstore: KafkaConfig.Mode %v: want Transactional or Plain", c.Mode)
+	}
+	if f := c.SnapshotFormat; f != 0 && f != 2 && f != 3 {
+		return kafkaConfig{}, fmt.Errorf("snapshotstore: KafkaConfig.SnapshotFormat %d: want 2 or 3 (0: the newest, 3)", f)
 	}
 	r := kafkaConfig{
 		mode:              c.Mode,
@@ -217,6 +234,7 @@ func (c KafkaConfig) resolve(topic string) (kafkaConfig, error) {
 		userPartitioner:   c.OutputPartitioner != nil,
 		concurrentTxnWait: defaultConcurrentTxnWait,
 		producerHooks:     c.ProducerHooks,
+		tombstoneDeleted:  c.SnapshotFormat == 2,
 	}
 	if r.txnPrefix == "" {
 		// Not one constant shared by every flow: two flows over one input

@@ -241,5 +241,5 @@ func (t *txnPartition) batchRecords(b Batch) ([]*kgo.Record, error) {
 			return nil, fmt.Errorf("%s: output to topic %q: outputs need a topic other than the snapshot topic", t.info, o.Topic)
 		}
 	}
-	return encodeBatch(t.k.topic, t.info.Partition, b.Writes, b.Outputs, 1), nil
+	return encodeBatch(t.k.topic, t.info.Partition, b.Writes, b.Outputs, 1, t.k.cfg.tombstoneDeleted), nil
 }

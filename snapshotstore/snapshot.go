@@ -160,13 +160,14 @@ func EncodeRecord(topic string, partition int32, s Snapshot) *kgo.Record {
 	// one for every record (kgo only reads them): a snapshot per key at a
 	// million keys made each allocation count.
 	r := &kgo.Record{}
-	encodeInto(r, make([]kgo.RecordHeader, 2, headersOf(s)), make([]byte, 0, len(s.Key)+20), topic, partition, s)
+	encodeInto(r, make([]kgo.RecordHeader, 2, headersOf(s)), make([]byte, 0, len(s.Key)+20), topic, partition, s, false)
 	return r
 }
 
 // encodeInto fills r with s's record, its key and offset header in buf
-// (cap ≥ len(s.Key)+20) and its headers in hdrs (len 2).
-func encodeInto(r *kgo.Record, hdrs []kgo.RecordHeader, buf []byte, topic string, partition int32, s Snapshot) {
+// (cap ≥ len(s.Key)+20) and its headers in hdrs (len 2); tombstoneDeleted:
+// a deleted state with timers is a tombstone (KafkaConfig.SnapshotFormat 2).
+func encodeInto(r *kgo.Record, hdrs []kgo.RecordHeader, buf []byte, topic string, partition int32, s Snapshot, tombstoneDeleted bool) {
 	buf = append(buf, s.Key...)
 	key := buf[:len(s.Key):len(s.Key)]
 	offset := strconv.AppendInt(buf[len(s.Key):], s.Offset, 10)
@@ -175,7 +176,7 @@ func encodeInto(r *kgo.Record, hdrs []kgo.RecordHeader, buf []byte, topic string
 	*r = kgo.Record{Topic: topic, Partition: partition, Key: key, Value: s.Value, Headers: hdrs}
 	if len(s.Timers) > 0 {
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderTimers, Value: encodeTimers(s.Timers)})
-		if s.Value == nil { // deleted, with timers: no tombstone, which compaction would drop with them
+		if s.Value == nil && !tombstoneDeleted { // deleted, with timers: no tombstone, which compaction would drop with them
 			r.Value = []byte{}
 			r.Headers[1].Value = formatDeletedBytes
 			r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderDeleted, Value: deletedBytes})
@@ -193,7 +194,7 @@ func encodeInto(r *kgo.Record, hdrs []kgo.RecordHeader, buf []byte, topic string
 // and a retried transaction produces them again under a new one. Copying
 // them instead was 170 MB of every 1 230 MB the transactional worker with
 // one output per event allocated per 1M events (cmd/bench E2E, txn-out).
-func encodeBatch(topic string, partition int32, ws []Snapshot, outputs []*kgo.Record, extra int) []*kgo.Record {
+func encodeBatch(topic string, partition int32, ws []Snapshot, outputs []*kgo.Record, extra int, tombstoneDeleted bool) []*kgo.Record {
 	recs := make([]*kgo.Record, len(ws), len(ws)+len(outputs)+extra)
 	slab := make([]kgo.Record, len(ws))
 	size, nh := 0, 0
@@ -208,7 +209,7 @@ func encodeBatch(topic string, partition int32, ws []Snapshot, outputs []*kgo.Re
 		// Capped: a record's key and headers never spill into the next's.
 		b := buf[len(buf) : len(buf) : len(buf)+len(w.Key)+20]
 		k := headersOf(w)
-		encodeInto(&slab[i], hdrs[h:h+2:h+k], b, topic, partition, w)
+		encodeInto(&slab[i], hdrs[h:h+2:h+k], b, topic, partition, w, tombstoneDeleted)
 		h += k
 		buf = buf[:len(buf)+len(w.Key)+20]
 		recs[i] = &slab[i]

@@ -201,7 +201,7 @@ func TestADeletedKeyWithTimersIsNoTombstone(t *testing.T) {
 	at := time.UnixMilli(1_700_000_000_000)
 	del := Snapshot{Key: "gone", Offset: 7, Timers: []Timer{{Name: "goodbye", At: at}}}
 	next := Snapshot{Key: "next", Value: []byte(`1`), Offset: 8, Timers: []Timer{{Name: "t", At: at}}}
-	recs := encodeBatch("snaps", 0, []Snapshot{del, next}, nil, 0)
+	recs := encodeBatch("snaps", 0, []Snapshot{del, next}, nil, 0, false)
 	for i, rec := range []*kgo.Record{EncodeRecord("snaps", 0, del), recs[0]} {
 		if rec.Value == nil || len(rec.Value) != 0 {
 			t.Fatalf("record %d: value %v, want empty, not null (a tombstone)", i, rec.Value)
@@ -226,6 +226,20 @@ func TestADeletedKeyWithTimersIsNoTombstone(t *testing.T) {
 	}
 	if rec := EncodeRecord("snaps", 0, Snapshot{Key: "gone", Offset: 9}); rec.Value != nil {
 		t.Fatalf("a deleted key without timers: value %v, want a tombstone", rec.Value)
+	}
+	// KafkaConfig.SnapshotFormat 2 (a rolling upgrade from a reader of
+	// format 2): a tombstone carrying the timers, format 2, as before.
+	old := encodeBatch("snaps", 0, []Snapshot{del}, nil, 0, true)[0]
+	for _, h := range old.Headers {
+		if h.Key == HeaderDeleted || h.Key == HeaderFormat && string(h.Value) != "2" {
+			t.Fatalf("format 2: header %s=%s, want none of format 3", h.Key, h.Value)
+		}
+	}
+	if got, _, err := DecodeRecord(asRead(old, 5)); old.Value != nil || err != nil || !got.Tombstone() || len(got.Timers) != 1 {
+		t.Fatalf("format 2: value %v, read back %+v, err %v; want a tombstone with its timer", old.Value, got, err)
+	}
+	if _, err := (KafkaConfig{SnapshotFormat: 1}).resolve("snaps"); err == nil {
+		t.Fatal("SnapshotFormat 1 taken")
 	}
 }
 

@@ -43,7 +43,8 @@ func Suite() []Case {
 		{Name: "SupersededForeignSnapshotSkipped", Parallel: true, Run: SupersededForeignSnapshotSkipped},
 		{Name: "AbortedOutputsReemittedOnce", Parallel: true, Run: AbortedOutputsReemittedOnce},
 		{Name: "InactivityAcrossRestart", Parallel: true, Run: InactivityAcrossRestart},
-		{Name: "DeletedKeyTimerKept", Parallel: true, Run: DeletedKeyTimerKept},
+		{Name: "DeletedKeyTimerKept/format3", Parallel: true, Run: func(t *testing.T, b []string) { DeletedKeyTimerKept(t, b, 0) }},
+		{Name: "DeletedKeyTimerKept/format2", Parallel: true, Run: func(t *testing.T, b []string) { DeletedKeyTimerKept(t, b, 2) }},
 	}
 	modes := []snapshotstore.Mode{snapshotstore.Plain, snapshotstore.Transactional}
 	for _, mode := range modes {

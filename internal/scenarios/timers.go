@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/actorflow/actorflow"
 	"github.com/actorflow/actorflow/internal/testkit"
 	"github.com/actorflow/actorflow/keyflow"
 	"github.com/actorflow/actorflow/snapshotstore"
@@ -236,8 +237,11 @@ func InactivityAcrossRestart(t *testing.T, brokers []string) {
 // (snapshotstore.HeaderDeleted), which compaction keeps: here, read raw
 // from the snapshot topic after worker 1 stopped. Worker 2, started after
 // the timers fell due, fires each once on load, with no state, and the
-// key's next snapshot is a tombstone.
-func DeletedKeyTimerKept(t *testing.T, brokers []string) {
+// key's next snapshot is a tombstone. Under actorflow.WithSnapshotFormat(2)
+// (format 2 a version before format 3 reads: a rolling upgrade), the
+// snapshot is a tombstone of format 2 carrying the timer, as before, and
+// the timers fire alike (compaction has not removed it).
+func DeletedKeyTimerKept(t *testing.T, brokers []string, format int) {
 	// Longer than worker 1's stop (a revoke flush, a group leave: seconds
 	// on a real broker).
 	const deletedKeyTimer = 8 * time.Second
@@ -263,7 +267,8 @@ func DeletedKeyTimerKept(t *testing.T, brokers []string) {
 			}
 		}
 	}
-	w := StartWorker(t, flow, brokers, group, input, snaps, snapshotstore.Transactional)
+	opt := actorflow.WithSnapshotFormat(format)
+	w := StartWorker(t, flow, brokers, group, input, snaps, snapshotstore.Transactional, opt)
 	awaitFolds(t, &folds, 2*users)
 	due := time.Now().Add(deletedKeyTimer)
 	testkit.WaitCommittedAtEnd(t, brokers, group, input, time.Minute)
@@ -283,16 +288,20 @@ func DeletedKeyTimerKept(t *testing.T, brokers []string) {
 		t.Fatalf("%d goodbyes before worker 1 stopped (its stop took longer than the timers' %s): nothing to test", fired, deletedKeyTimer)
 	}
 	for k, r := range latest() {
-		deleted := false
+		hs := map[string]string{}
 		for _, h := range r.Headers {
-			deleted = deleted || h.Key == snapshotstore.HeaderDeleted
+			hs[h.Key] = string(h.Value)
 		}
-		if r.Value == nil || !deleted {
-			t.Fatalf("%s's snapshot: value %v, headers %v; want an empty value marked deleted, which compaction keeps", k, r.Value, r.Headers)
+		_, deleted := hs[snapshotstore.HeaderDeleted]
+		switch {
+		case format == 2 && (r.Value != nil || deleted || hs[snapshotstore.HeaderFormat] != "2" || hs[snapshotstore.HeaderTimers] == ""):
+			t.Fatalf("%s's snapshot under format 2: value %v, headers %v; want a tombstone of format 2 carrying the timer", k, r.Value, hs)
+		case format != 2 && (r.Value == nil || !deleted):
+			t.Fatalf("%s's snapshot: value %v, headers %v; want an empty value marked deleted, which compaction keeps", k, r.Value, hs)
 		}
 	}
 	time.Sleep(time.Until(due)) // every goodbye due
-	w = StartWorker(t, flow, brokers, group, input, snaps, snapshotstore.Transactional)
+	w = StartWorker(t, flow, brokers, group, input, snaps, snapshotstore.Transactional, opt)
 	testkit.Eventually(t, time.Minute, "every goodbye, once, and the keys' tombstones", func() (bool, string) {
 		outs := testkit.ReadTopic(t, brokers, out, true)
 		tombstones := 0
