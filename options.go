@@ -500,15 +500,16 @@ func WithDropUndecodableSnapshots() Option {
 // WithSnapshotFormat sets the newest snapshot record format the worker
 // writes (snapshotstore.KafkaConfig.SnapshotFormat): 3 (the default), or 2
 // for a rolling upgrade from a version of actorflow that reads format 2
-// alone (before 2026-12-06), as Kafka Streams' upgrade.from. Format 3 is
+// alone (the commits before 7a20bb7, 2026-12-06), as Kafka Streams'
+// upgrade.from. Format 3 is
 // written only for a key deleted (its fold returned nil) with timers
 // pending, and such a version refuses it: a partition it takes over does
 // not start, and its snapshot readers fail. Under 2 such a key is a
 // tombstone carrying its timers, as that version wrote it, which compaction
 // removes after the topic's delete.retention.ms (a day by default) — the
 // timers with it. Deploy every worker, and every service reading the
-// snapshots, with WithSnapshotFormat(2); then deploy without it. Any other
-// value fails NewWorker.
+// snapshots, with WithSnapshotFormat(2); then deploy without it. 0 is the
+// default (3); any other value fails NewWorker.
 func WithSnapshotFormat(format int) Option {
 	return func(c *config) { c.kafka.SnapshotFormat = format; c.storeOpt("WithSnapshotFormat") }
 }

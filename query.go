@@ -119,16 +119,20 @@ type QueryInfo struct {
 // flow's codec (Get[S] decodes it), from this worker if it owns the key's
 // partition (the input topic's partition of the key: WithInputPartitioner).
 // A loaded key answers from its actor's memory, which can be ahead of its
-// persisted snapshot (QueryInfo.Persisted says whether it is); a key not
-// loaded answers from its persisted snapshot.
+// persisted snapshot (QueryInfo.Persisted says whether it is), in its turn:
+// after the records already handed to it (up to the partition's in-flight
+// budget, WithMaxInFlight), so a busy key's answer waits for them — bound
+// it with ctx; a key not loaded answers from its persisted snapshot.
 //
 // Errors: ErrKeyNotFound (no state), a *NotOwnerError (errors.Is
 // ErrNotOwner) naming the member that owns the partition, ErrUnavailable
 // (retryable: not running, the partition being assigned, recovering,
 // revoked or failed, owned by no member during a rebalance, or run here
 // while the brokers do not answer or the membership is in doubt; or the key
-// has no state while its partition replays the input it held when it
-// started here, among which the key's records may wait), or ctx's error. The owner is looked up from the group coordinator (DescribeGroups,
+// has no state while its partition replays the input it held when first
+// fetched after it started here, among which the key's records may wait;
+// or ctx ended before the partition running here answered: wrapping ctx's
+// error too), or ctx's error. The owner is looked up from the group coordinator (DescribeGroups,
 // or ConsumerGroupDescribe under the consumer protocol) only when this
 // worker does not own the partition, and kept for 1 s or until this
 // member's generation changes (one describe per second however many keys
@@ -167,6 +171,12 @@ func (w *Worker) Get(ctx context.Context, key string) ([]byte, QueryInfo, error)
 			return nil, info, fmt.Errorf("%w: %s[%d] is owned here but not running (starting, or failed and waiting to start again)", ErrUnavailable, tp.Topic, tp.Partition)
 		}
 		return nil, info, w.notOwned(ctx, key, tp)
+	case err != nil && ctx.Err() != nil:
+		// The partition runs here; a loaded key answers in its turn,
+		// after the records already handed to it.
+		info.Local = true
+		return nil, info, fmt.Errorf("%w: key %q (%s[%d]) not answered before the context ended (a key answers after the records already handed to it): %w",
+			ErrUnavailable, key, tp.Topic, tp.Partition, err)
 	case err != nil:
 		return nil, info, fmt.Errorf("actorflow: get key %q (%s[%d]): %w", key, tp.Topic, tp.Partition, err)
 	}
@@ -189,7 +199,11 @@ func (w *Worker) Get(ctx context.Context, key string) ([]byte, QueryInfo, error)
 	info.Local, info.Loaded = true, ans.Loaded
 	info.Offset, info.PersistedOffset, info.Persisted = ans.Offset, ans.PersistedOffset, ans.Persisted
 	if ans.Value == nil {
-		if err := w.catchingUp(ctx, tp, key, ans.PartitionCommittable); err != nil {
+		if ans.Waiting {
+			return nil, info, fmt.Errorf("%w: key %q has no persisted state in %s[%d], and records of it wait to be folded (its partition's live-key budget, or an unload)",
+				ErrUnavailable, key, tp.Topic, tp.Partition)
+		}
+		if err := w.catchingUp(ctx, tp, key, ans.PartitionConsumed); err != nil {
 			return nil, info, err
 		}
 		return nil, info, fmt.Errorf("%w: key %q (%s[%d])", ErrKeyNotFound, key, tp.Topic, tp.Partition)
@@ -198,29 +212,40 @@ func (w *Worker) Get(ctx context.Context, key string) ([]byte, QueryInfo, error)
 }
 
 // catchingUp is an ErrUnavailable when key, with no state here, may have
-// state in the input tp replays since it started here (it folded and
-// persisted everything below committable): its records there may not be
-// folded yet (coordinator's catch-up target: the partition's end at its
-// start). A partition that brought no records since its start (at its
-// end, or not fetched yet) has its end listed here, once per start.
-func (w *Worker) catchingUp(ctx context.Context, tp coordinator.TopicPartition, key string, committable int64) error {
+// state in the input tp replays since it started here — it had handed its
+// keys every record below consumed, and a key's records handed over are
+// folded before it answers: key's records may lie past consumed, below
+// the partition's catch-up target (coordinator's: its end when first
+// fetched after the start, or listed here for a partition that brought no
+// records since, once per start).
+func (w *Worker) catchingUp(ctx context.Context, tp coordinator.TopicPartition, key string, consumed int64) error {
 	target, known, token := w.cons.CatchUpTarget(tp)
 	if !known {
-		ends, err := kadm.NewClient(w.cons.Client()).ListCommittedOffsets(ctx, tp.Topic) // the last stable offsets: read_committed's end
-		if err == nil {
-			err = ends.Error()
+		// One listing per start, however many queries arrive meanwhile.
+		w.catchUpMu.Lock()
+		target, known, token = w.cons.CatchUpTarget(tp)
+		if !known {
+			ends, err := kadm.NewClient(w.cons.Client()).ListCommittedOffsets(ctx, tp.Topic) // the last stable offsets: read_committed's end
+			end, ok := ends.Lookup(tp.Topic, tp.Partition)
+			switch {
+			case err == nil && !ok:
+				err = errors.New("not listed")
+			case err == nil:
+				err = end.Err
+			}
+			if err != nil {
+				w.catchUpMu.Unlock()
+				return fmt.Errorf("%w: key %q has no state in %s[%d] as far as it has consumed (offset %d), and the partition's end could not be read to tell whether it is caught up: %w",
+					ErrUnavailable, key, tp.Topic, tp.Partition, consumed, err)
+			}
+			target = end.Offset
+			w.cons.SetCatchUpTarget(tp, target, token)
 		}
-		end, ok := ends.Lookup(tp.Topic, tp.Partition)
-		if err != nil || !ok {
-			return fmt.Errorf("%w: key %q has no state in %s[%d] as far as it has folded (offset %d), and the partition's end could not be read to tell whether it is caught up: %v",
-				ErrUnavailable, key, tp.Topic, tp.Partition, committable, err)
-		}
-		target = end.Offset
-		w.cons.SetCatchUpTarget(tp, target, token)
+		w.catchUpMu.Unlock()
 	}
-	if committable < target {
-		return fmt.Errorf("%w: %s[%d] is catching up (replaying its input up to offset %d, its end when it started here; folded and persisted below %d): key %q has no state yet, and its records may be among those",
-			ErrUnavailable, tp.Topic, tp.Partition, target, committable, key)
+	if consumed < target {
+		return fmt.Errorf("%w: %s[%d] is catching up (replaying its input up to offset %d, its end when first fetched or listed since it started here; handed to its keys below %d): key %q has no state yet, and its records may be among those",
+			ErrUnavailable, tp.Topic, tp.Partition, target, consumed, key)
 	}
 	return nil
 }

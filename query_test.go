@@ -576,8 +576,8 @@ func TestGetContextErrorNamesKeyAndPartition(t *testing.T) {
 	cancel()
 	_, _, err := w.Get(ctx, "k")
 	want := fmt.Sprintf(`key "k" (%s[0])`, e.input)
-	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), want) {
-		t.Fatalf("Get with an ended context = %v; want context.Canceled naming %s", err, want)
+	if !errors.Is(err, context.Canceled) || !errors.Is(err, actorflow.ErrUnavailable) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Get with an ended context = %v; want context.Canceled and ErrUnavailable (the partition runs here) naming %s", err, want)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -62,7 +63,10 @@ type Worker struct {
 
 	sup  *actors.Supervisor
 	cons *coordinator.Consumer
-	sys  *actor.ActorSystem
+	// catchUpMu serializes Get's listings of a partition's end
+	// (catchingUp): one per start, not one per query.
+	catchUpMu sync.Mutex
+	sys       *actor.ActorSystem
 	// ready is closed once the worker has joined the consumer loop; done
 	// when Run returns.
 	ready  chan struct{}
@@ -106,8 +110,8 @@ func NewWorker(flow keyflow.Handler, opts ...Option) (*Worker, error) {
 		return nil, fmt.Errorf("actorflow: the snapshot topic %q is the input topic: the flow would fold its own snapshots", cfg.input)
 	case cfg.kafka.Mode != snapshotstore.Transactional && cfg.kafka.Mode != snapshotstore.Plain:
 		return nil, fmt.Errorf("actorflow: WithMode(%v): want snapshotstore.Transactional or snapshotstore.Plain", cfg.kafka.Mode)
-	case cfg.kafka.SnapshotFormat != 0 && cfg.kafka.SnapshotFormat != 2 && cfg.kafka.SnapshotFormat != 3:
-		return nil, fmt.Errorf("actorflow: WithSnapshotFormat(%d): want 2 or 3", cfg.kafka.SnapshotFormat)
+	case snapshotstore.CheckSnapshotFormat(cfg.kafka.SnapshotFormat) != nil:
+		return nil, fmt.Errorf("actorflow: WithSnapshotFormat: %w", snapshotstore.CheckSnapshotFormat(cfg.kafka.SnapshotFormat))
 	}
 	if cfg.queryEndpoint != "" {
 		if err := checkEndpoint(cfg.queryEndpoint); err != nil {
@@ -275,12 +279,12 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 		}
 		defer deadLetters.Close() // after the supervisor's shutdown (deferred later)
 	}
-	var outputRules func(string) snapshotstore.TopicRules
+	var outputRules *snapshotstore.ProducerRules
 	if producer, _ := w.flow.Output(); producer != nil {
 		// The plain mode's outputs are checked against their topic's rules
 		// on the cluster the application's producer writes to, maybe not
 		// the worker's.
-		outputRules = snapshotstore.ProducerTopicRules(producer, log)
+		outputRules = snapshotstore.NewProducerRules(producer, log)
 	}
 	w.sys = actors.NewSystem(log)
 	cons := (*coordinator.Consumer)(nil)
@@ -362,6 +366,11 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 		w.probe.watchBrokers(pctx, cons.Client(), 5*time.Second, log)
 	}()
 	defer func() { stopProbe(); <-probed; w.parts.wait() }() // Run leaves no goroutine behind
+	if w.cfg.store == nil && w.cfg.kafka.SnapshotFormat == 2 {
+		// Meant for the first step of a rolling upgrade only.
+		log.Warn("WithSnapshotFormat(2): a key deleted with timers pending is written as a tombstone, which compaction removes after the snapshot topic's delete.retention.ms, its timers with it; deploy without the option once every worker and snapshot reader runs a version that reads format 3",
+			zap.String("snapshots", w.cfg.snapshot))
+	}
 	log.Info("worker running", zap.String("group", w.cfg.group), zap.String("input", w.cfg.input),
 		zap.String("snapshots", w.cfg.snapshot), zap.Stringer("mode", w.cfg.kafka.Mode),
 		// Classic cooperative-sticky by default: KIP-848 was as correct on

@@ -232,7 +232,7 @@ func (s *Supervisor) Start(ctx context.Context, assigned map[coordinator.TopicPa
 		}
 		h := &handle{done: make(chan struct{})}
 		cfg := s.cfg.Partition
-		cfg.Topic, cfg.Partition, cfg.AssignedOffset = tp.Topic, tp.Partition, off
+		cfg.Topic, cfg.Partition, cfg.AssignedOffset, cfg.LogStart = tp.Topic, tp.Partition, off, a.LogStart
 		cfg.Store, cfg.Handler = store, s.cfg.Handler
 		cfg.OnProcessed = s.cons.Releaser(tp)
 		cfg.OnStopped = func(err error) { s.stopped(tp, h, err) }
@@ -352,7 +352,10 @@ func seqOfPID(pid *actor.PID) (int, bool) {
 }
 
 func (s *Supervisor) fail(tp coordinator.TopicPartition, err error) {
-	s.log.Error("partition failed", zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Error(err))
+	// At debug: the partition logged its failure at error, and the
+	// consumer logs what follows (its restart, or the worker's stop) — a
+	// third error line per failure, at every retry, was noise.
+	s.log.Debug("partition failed", zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Error(err))
 	if s.cfg.OnFailure != nil {
 		s.cfg.OnFailure(tp, err)
 	}
@@ -557,6 +560,7 @@ func (a *supervisorActor) Receive(ctx actor.Context) {
 				zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Error(err))
 			return
 		}
+		a.s.log.Error("partition actor panicked", zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Error(err))
 		a.s.fail(tp, fmt.Errorf("%s[%d]: %w", tp.Topic, tp.Partition, err))
 	}
 }

@@ -23,6 +23,15 @@ func maxSnapshotBytes(s snapshotstore.Partition) int {
 	return 0
 }
 
+// outputRules is r's lookup (nil: none), made once per partition: a method
+// value made per Emit would allocate.
+func outputRules(r *snapshotstore.ProducerRules) func(topic string) snapshotstore.TopicRules {
+	if r == nil {
+		return nil
+	}
+	return r.Get
+}
+
 // topicRules is the store's topic rules (snapshotstore.TopicRuler), for
 // the key actors' Emit check (keyactor.Env.TopicRules); nil when it has
 // none.

@@ -30,6 +30,13 @@ type Config struct {
 	// AssignedOffset is the consumer's position at assignment: the
 	// committable offset starts here and the first flush commits it.
 	AssignedOffset int64
+	// LogStart is the input partition's log start at assignment. Above
+	// AssignedOffset (records deleted by retention or DeleteRecords before
+	// the group folded them: the fetch resets to the log start), the
+	// committable offset starts there instead: no record below it will
+	// come, and a partition whose log holds none past it would otherwise
+	// never count as caught up (WaitCaughtUp, Get).
+	LogStart int64
 	// Store is the opened partition; the transaction actor owns and closes it.
 	Store   snapshotstore.Partition
 	Handler keyactor.Handler
@@ -86,9 +93,9 @@ type Config struct {
 	// in its transactions instead.
 	DeadLetters *kgo.Client
 	// OutputRules are the rules of records to a topic through the flow's
-	// producer of outputs (keyactor.Env.OutputRules, checked at Emit in the
-	// plain mode; snapshotstore.ProducerTopicRules); nil: unchecked.
-	OutputRules func(topic string) snapshotstore.TopicRules
+	// producer of outputs (keyactor.Env.OutputRules and OutputRefused,
+	// checked at Emit in the plain mode); nil: unchecked.
+	OutputRules *snapshotstore.ProducerRules
 	// SnapshotTopic is the store's snapshot topic, which Context.Emit
 	// refuses as an output's topic (keyflow.ErrEmitToSnapshotTopic); "":
 	// unchecked (a store of the application's).
@@ -408,7 +415,7 @@ func newPartition(cfg Config) *partition {
 		cfg:       cfg,
 		log:       cfg.Logger.With(zap.String("topic", cfg.Topic), zap.Int32("partition", cfg.Partition)),
 		phase:     phaseRecovering,
-		tracker:   NewOffsetTracker(cfg.AssignedOffset),
+		tracker:   NewOffsetTracker(max(cfg.AssignedOffset, cfg.LogStart)),
 		idle:      newIdleFlush(cfg.IdleFlushAfter),
 		keys:      map[string]*keySlot{},
 		committed: cfg.AssignedOffset,
@@ -575,9 +582,12 @@ func (p *partition) start(ctx actor.Context) {
 		TxnOutputs:     p.cfg.Store.CommitsOutputs(),
 		Outbox:         p.outbox,
 		MaxOutputBytes: maxRecordBytes(p.cfg.Store),
-		// What the brokers refuse of an output whatever its producer.
+		// What the brokers refuse of a record: through the store's
+		// producers (TopicRules), through the flow's (OutputRules).
 		TopicRules:  topicRules(p.cfg.Store),
-		OutputRules: p.cfg.OutputRules,
+		OutputRules: outputRules(p.cfg.OutputRules),
+		// A produce the brokers refused for a rule: read them again.
+		OutputRefused: p.cfg.OutputRules.Refused,
 		// A state that outgrows the snapshot producer's record batch is
 		// the fold's error where the policy can undo it, else the key's.
 		MaxSnapshotBytes: maxSnapshotBytes(p.cfg.Store),

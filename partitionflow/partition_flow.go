@@ -475,7 +475,7 @@ func (p *partition) unloaded(ctx actor.Context, um *keyactor.Unloaded) {
 	e.mb = nil
 	c := toCold(m.Snapshot, p.coldSrc)
 	for _, q := range e.queries {
-		p.answerCold(q, m.Snapshot, true)
+		p.answerCold(q, m.Snapshot, true, len(e.pending) > 0) // records that came during the unload wait
 	}
 	e.queries = nil
 	if at, ok := m.Snapshot.NextTimer(); ok {
@@ -706,10 +706,10 @@ func (p *partition) status() Status {
 // query answers a KeyQuery: the key's actor when loaded (queued while it
 // unloads), else the key's persisted snapshot, else no state.
 func (p *partition) query(ctx actor.Context, m *KeyQuery) {
-	q := &keyactor.Query{Reply: m.Reply, PartitionCommitted: p.committed, PartitionCommittable: p.tracker.Committable()}
+	q := &keyactor.Query{Reply: m.Reply, PartitionCommitted: p.committed, PartitionConsumed: p.tracker.LastConsumed() + 1}
 	if p.phase != phaseRunning || p.err != nil {
 		ans := keyactor.QueryAnswer{Phase: p.phase, Offset: -1, PersistedOffset: -1, PartitionCommitted: p.committed,
-			PartitionCommittable: q.PartitionCommittable, Err: p.err}
+			PartitionConsumed: q.PartitionConsumed, Err: p.err}
 		select {
 		case m.Reply <- ans:
 		default:
@@ -724,15 +724,15 @@ func (p *partition) query(ctx actor.Context, m *KeyQuery) {
 	switch {
 	case e == nil:
 		if s == nil {
-			p.answerCold(q, snapshotstore.Snapshot{}, false)
+			p.answerCold(q, snapshotstore.Snapshot{}, false, false)
 		} else {
-			p.answerCold(q, s.cold.snapshot(m.Key, p.coldSrc), true)
+			p.answerCold(q, s.cold.snapshot(m.Key, p.coldSrc), true, false)
 		}
 	case e.held: // its records wait: its persisted snapshot, if any
 		if e.cold != nil {
-			p.answerCold(q, e.cold.snapshot(m.Key, p.coldSrc), true)
+			p.answerCold(q, e.cold.snapshot(m.Key, p.coldSrc), true, true)
 		} else {
-			p.answerCold(q, snapshotstore.Snapshot{}, false)
+			p.answerCold(q, snapshotstore.Snapshot{}, false, true)
 		}
 	case e.unloading:
 		e.queries = append(e.queries, q)
@@ -742,10 +742,10 @@ func (p *partition) query(ctx actor.Context, m *KeyQuery) {
 }
 
 // answerCold answers q from a key's persisted snapshot (found: the
-// partition keeps one).
-func (p *partition) answerCold(q *keyactor.Query, s snapshotstore.Snapshot, found bool) {
+// partition keeps one; waiting: records of the key wait, QueryAnswer.Waiting).
+func (p *partition) answerCold(q *keyactor.Query, s snapshotstore.Snapshot, found, waiting bool) {
 	ans := keyactor.QueryAnswer{Offset: -1, PersistedOffset: -1, PartitionCommitted: q.PartitionCommitted,
-		PartitionCommittable: q.PartitionCommittable, Phase: phaseRunning}
+		PartitionConsumed: q.PartitionConsumed, Waiting: waiting, Phase: phaseRunning}
 	if found {
 		ans.Offset, ans.PersistedOffset, ans.Persisted = s.Offset, s.Offset, true
 		if !s.Tombstone() {

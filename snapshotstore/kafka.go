@@ -83,7 +83,7 @@ func NewKafka(brokers []string, topic string, c KafkaConfig) (*Kafka, error) {
 	}
 	// The rules of the store's own producers' records (in the plain mode
 	// its snapshots and the worker's dead letters; the application's
-	// producer of outputs has its own: ProducerTopicRules).
+	// producer of outputs has its own: ProducerRules).
 	k.rules = producerRules(admin, cfg.log)
 	k.batchLimit = k.rules.batchLimit(producerLimit)
 	if cfg.mode == Plain {
@@ -314,6 +314,7 @@ func (p *plainPartition) Commit(ctx context.Context, b Batch) error {
 		}
 		for _, res := range p.k.producer.ProduceSync(ctx, recs...) {
 			if res.Err != nil {
+				p.k.rules.refused(res.Record, res.Err)
 				return fmt.Errorf("%s: write %d snapshots to %s: %w", p.info, len(recs), p.k.topic, failedRecordError(res.Record, res.Err))
 			}
 		}

@@ -171,7 +171,7 @@ type KafkaConfig struct {
 
 	// SnapshotFormat is the newest snapshot record format written: 0 (the
 	// default) or 3, the newest; 2 for a rolling upgrade from a version
-	// that reads format 2 alone (before 2026-12-06), as Kafka Streams'
+	// that reads format 2 alone (the commits before 7a20bb7, 2026-12-06), as Kafka Streams'
 	// upgrade.from: no format-3 record (a key deleted with timers pending,
 	// HeaderDeleted) is written, which such a version refuses — a key
 	// deleted with timers is a tombstone carrying them, which compaction
@@ -215,8 +215,8 @@ func (c KafkaConfig) resolve(topic string) (kafkaConfig, error) {
 	if c.Mode != Transactional && c.Mode != Plain {
 		return kafkaConfig{}, fmt.Errorf("snapshotstore: KafkaConfig.Mode %v: want Transactional or Plain", c.Mode)
 	}
-	if f := c.SnapshotFormat; f != 0 && f != 2 && f != 3 {
-		return kafkaConfig{}, fmt.Errorf("snapshotstore: KafkaConfig.SnapshotFormat %d: want 2 or 3 (0: the newest, 3)", f)
+	if err := CheckSnapshotFormat(c.SnapshotFormat); err != nil {
+		return kafkaConfig{}, fmt.Errorf("snapshotstore: KafkaConfig.SnapshotFormat: %w", err)
 	}
 	r := kafkaConfig{
 		mode:              c.Mode,
@@ -299,4 +299,13 @@ func (k *Kafka) producerOpts(id string) []kgo.Opt {
 		}
 	}
 	return opts
+}
+
+// CheckSnapshotFormat returns an error unless format is a snapshot format
+// KafkaConfig.SnapshotFormat takes: 2, 3, or 0 (the newest, 3).
+func CheckSnapshotFormat(format int) error {
+	if format != 0 && format != 2 && format != 3 {
+		return fmt.Errorf("format %d: want 2 or 3", format)
+	}
+	return nil
 }

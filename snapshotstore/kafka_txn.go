@@ -556,7 +556,7 @@ func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetad
 	}
 	produce := func() error {
 		t.checkDangling(ctx)
-		err := produceAll(ctx, t.cl, recs)
+		err := produceAll(ctx, t.cl, recs, t.k.rules.refused)
 		if perr := t.parts.panicErr(); perr != nil {
 			// Also after a produce that succeeded: a panic in OnNewBatch
 			// or RequiresConsistency let its record through, placed by a
@@ -647,8 +647,9 @@ func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetad
 // with nothing logged; where it waited is not known.) It returns the first
 // error kgo reported, wrapped with the record it failed (failedRecordError):
 // a record too large for the producer or the topic (MESSAGE_TOO_LARGE) is
-// one key's snapshot or output, and the partition's error must say whose.
-func produceAll(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) error {
+// one key's snapshot or output, and the partition's error must say whose;
+// refused gets it too (topicRules.refused).
+func produceAll(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, refused func(*kgo.Record, error)) error {
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -670,6 +671,7 @@ func produceAll(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) error {
 	}
 	wg.Wait()
 	if first != nil && failed != nil {
+		refused(failed, first)
 		return failedRecordError(failed, first)
 	}
 	return first

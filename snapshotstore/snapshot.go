@@ -19,7 +19,8 @@ const (
 	HeaderOffset = "actorflow.offset"
 	// HeaderFormat carries the format version: "2" is written (it adds
 	// HeaderTimers), "3" on a deleted key's record with timers
-	// (HeaderDeleted); "1" (no timers) is still read.
+	// (HeaderDeleted; under KafkaConfig.SnapshotFormat 2 such a record is
+	// a format-2 tombstone instead); "1" (no timers) is still read.
 	HeaderFormat = "actorflow.format"
 	// HeaderDeleted, on a record of format "3", says the key's state is
 	// deleted although the record is no tombstone: the state of a key

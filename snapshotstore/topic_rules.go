@@ -107,10 +107,14 @@ func (r TopicRules) CheckTimestamp(ts, now time.Time) error {
 }
 
 // TopicRuler is implemented by a Partition that knows its topics' rules:
-// the Kafka partitions, both modes. The key actors check each output
-// against them at Emit (in the transactional mode through the partition's
-// RecordLimiter, whose limit must include them, as the Kafka partitions'
-// does: one lookup per output, not two; RequiresKey directly), and the Kafka store's own producers bound their
+// the Kafka partitions, both modes. The key actors check against them, at
+// Emit, the records that go through the store's cluster: the transactional
+// mode's outputs (through the partition's RecordLimiter, whose limit must
+// include them, as the Kafka partitions' does: one lookup per output, not
+// two; RequiresKey directly) and the plain mode's dead letters through the
+// worker's producer — the plain mode's outputs go through the
+// application's producer, by its own rules (ProducerRules). The Kafka
+// store's own producers bound their
 // record batches by MaxMessageBytes (a topic with a max.message.bytes
 // below the producer's ProducerBatchMaxBytes refused batches of small
 // records too; kgo asks a producer's batch limit once per partition, so
@@ -172,9 +176,13 @@ type rulesEntry struct {
 	// background); it alone writes failing.
 	refreshing atomic.Bool
 	failing    bool // the last read failed: warned once per streak
-	// missingMu: a Missing entry is read again by a caller holding it;
-	// the others wait for that read.
+	// missingMu: a Missing entry (or an urgent one) is read again by a
+	// caller holding it; the others wait for that read.
 	missingMu sync.Mutex
+	// urgent: the brokers refused a record to the topic for a rule
+	// (refusedByRule): the next use reads the rules again itself, as a
+	// Missing entry's does, instead of answering the old ones meanwhile.
+	urgent atomic.Bool
 }
 
 func newTopicRules(describe func(ctx context.Context, topic string, prev TopicRules) (TopicRules, error), log *zap.Logger) *topicRules {
@@ -186,23 +194,48 @@ func newTopicRules(describe func(ctx context.Context, topic string, prev TopicRu
 	}
 }
 
-// ProducerTopicRules returns the rules of records to a topic through the
-// producer cl, read from cl's cluster (its DescribeConfigs and Metadata)
+// ProducerRules are the rules of records to a topic through one producer,
+// read from that producer's cluster (its DescribeConfigs and Metadata)
 // when a topic is first asked for and kept as a Kafka store keeps its own
-// (topicRulesTTL; a missing topic asked again after topicRulesRetry): the
-// plain mode checks its outputs against them, which go through the
-// application's producer (keyflow.WithOutput), maybe to another cluster
-// than the worker's. A topic is Missing only where cl neither creates
-// topics (kgo.AllowAutoTopicCreation) nor waits for them
-// (kgo.UnknownTopicRetries(-1)). Failure mode: a topic whose configs cl
-// cannot read (its cluster unreachable, no DESCRIBE_CONFIGS on the topic)
-// has unknown rules, warned about on log, and is unchecked. Goroutine-safe;
-// call it once per producer (each call has its own cache).
-func ProducerTopicRules(cl *kgo.Client, log *zap.Logger) func(topic string) TopicRules {
+// (read again after 5 minutes; a missing topic after 10 s; at the next use
+// after a refusal the producer reported, Refused): the plain mode checks
+// its outputs against them, which go through the application's producer
+// (keyflow.WithOutput), maybe to another cluster than the worker's. A topic
+// is Missing only where the producer neither creates topics
+// (kgo.AllowAutoTopicCreation) nor waits for them
+// (kgo.UnknownTopicRetries(-1)). Failure mode: a topic whose configs the
+// producer cannot read (its cluster unreachable, no DESCRIBE_CONFIGS on the
+// topic) has unknown rules, warned about on the log, and is unchecked.
+// Goroutine-safe; one per producer (each has its own cache). A nil
+// *ProducerRules knows no rules.
+type ProducerRules struct{ r *topicRules }
+
+// NewProducerRules returns the rules of records produced through cl,
+// logging to log (nil: nowhere).
+func NewProducerRules(cl *kgo.Client, log *zap.Logger) *ProducerRules {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return producerRules(cl, log).get
+	return &ProducerRules{producerRules(cl, log)}
+}
+
+// Get returns topic's rules (the zero value when unknown). The first use
+// of a topic waits up to 5 s for them.
+func (p *ProducerRules) Get(topic string) TopicRules {
+	if p == nil {
+		return TopicRules{}
+	}
+	return p.r.get(topic)
+}
+
+// Refused takes the producer's refusal of rec (err, its promise's): when
+// the brokers refused it for a rule TopicRules holds (its size, timestamp,
+// key, the topic missing), the topic's rules are read again at their next
+// use, which the configs' change behind the refusal may have outdated.
+func (p *ProducerRules) Refused(rec *kgo.Record, err error) {
+	if p != nil {
+		p.r.refused(rec, err)
+	}
 }
 
 // producerRules is the cache of the rules of records produced through cl.
@@ -244,7 +277,7 @@ func (r *topicRules) get(topic string) TopicRules {
 	if !e.loaded.Load() {
 		<-e.ready // another caller's first read is under way: share it
 	}
-	if (e.stale.Load() || e.refreshing.Load()) && e.rules.Load().Missing {
+	if (e.stale.Load() || e.refreshing.Load()) && (e.rules.Load().Missing || e.urgent.Load()) {
 		// Read again here, the other callers waiting for it: a topic
 		// created since must not have a record refused for good (under
 		// Skip or DeadLetter) on the stale answer.
@@ -268,6 +301,7 @@ func (r *topicRules) get(topic string) TopicRules {
 // first failure of a streak is logged at warn.
 func (r *topicRules) refresh(topic string, e *rulesEntry) {
 	defer e.refreshing.Store(false)
+	e.urgent.Store(false)
 	defer func() {
 		if p := recover(); p != nil {
 			r.after(topicRulesRetry, func() { e.stale.Store(true) }) // asked again, as after an error
@@ -303,6 +337,42 @@ func (r *topicRules) refresh(topic string, e *rulesEntry) {
 	}
 	e.rules.Store(&rules)
 	r.after(topicRulesTTL, func() { e.stale.Store(true) })
+}
+
+// refused takes a produce's refusal of rec (err): when its brokers refused
+// it for a rule the rules say (refusedByRule), its topic's rules — read up
+// to topicRulesTTL ago, since when the topic's configs may have changed
+// (a max.message.bytes lowered, a timestamp bound, a compaction policy, the
+// topic deleted) — are read again at their next use, by that use: a
+// partition that failed on the refusal starts again with the topic's
+// present rules (its producer's batch limit, Emit's checks), not stale ones
+// for up to topicRulesTTL, failing at each restart.
+func (r *topicRules) refused(rec *kgo.Record, err error) {
+	if r == nil || rec == nil || rec.Topic == "" || !refusedByRule(err) {
+		return
+	}
+	v, ok := r.m.Load(rec.Topic)
+	if !ok {
+		return // never read: its first use reads it
+	}
+	e := v.(*rulesEntry)
+	if !e.urgent.Swap(true) {
+		r.log.Info("the brokers refused a record to a topic for one of its rules: they are read again at their next use",
+			zap.String("topic", rec.Topic), zap.Error(err))
+	}
+	e.stale.Store(true)
+}
+
+// refusedByRule: err is a refusal of a record by a rule of its topic's
+// configs that TopicRules holds — and that may have changed since they
+// were read.
+func refusedByRule(err error) bool {
+	for _, e := range []error{kerr.MessageTooLarge, kerr.RecordListTooLarge, kerr.InvalidTimestamp, kerr.InvalidRecord, kerr.UnknownTopicOrPartition} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // describeTopicRules reads topic's max.message.bytes, cleanup.policy and

@@ -80,8 +80,8 @@ func TestAMissingTopicsRules(t *testing.T) {
 		{"producers waiting for topics", []kgo.Opt{kgo.UnknownTopicRetries(-1)}, false},
 		{"the plain mode: the store's producers", nil, true},
 		{"the plain mode: the store's producers creating topics", []kgo.Opt{kgo.AllowAutoTopicCreation()}, false},
-		{"an application's producer (ProducerTopicRules)", nil, true},
-		{"an application's producer creating topics (ProducerTopicRules)", []kgo.Opt{kgo.AllowAutoTopicCreation()}, false},
+		{"an application's producer (ProducerRules)", nil, true},
+		{"an application's producer creating topics (ProducerRules)", []kgo.Opt{kgo.AllowAutoTopicCreation()}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := KafkaConfig{ClientOpts: c.opts, TransactionalIDPrefix: "rules"}
@@ -96,13 +96,13 @@ func TestAMissingTopicsRules(t *testing.T) {
 				t.Cleanup(k.Close)
 				return k.rules.get(topic)
 			}
-			if strings.Contains(c.name, "ProducerTopicRules") {
+			if strings.Contains(c.name, "ProducerRules") {
 				cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(f.brokers...)}, c.opts...)...)
 				if err != nil {
 					t.Fatal(err)
 				}
 				t.Cleanup(cl.Close)
-				rules = ProducerTopicRules(cl, zaptest.NewLogger(t))
+				rules = NewProducerRules(cl, zaptest.NewLogger(t)).Get
 			}
 			start := time.Now()
 			got := rules("nope-" + strings.Map(topicChar, c.name))

@@ -3,11 +3,14 @@ package snapshotstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 )
@@ -272,5 +275,40 @@ func TestAMissingTopicsReReadIsWaitedFor(t *testing.T) {
 	}
 	if n := f.spawned.Load(); n != 0 {
 		t.Fatalf("%d reads in the background, want the missing topic's in its use", n)
+	}
+}
+
+// A produce the brokers refused for one of the rules (a record too large,
+// a timestamp out of bounds, a key-less record to a compacted topic, the
+// topic gone) has the topic's rules read again by their next use, in that
+// use: the configs may have changed since they were read (up to
+// topicRulesTTL ago), and a partition started again on the stale ones
+// failed at every restart. Other errors, and topics never read, change
+// nothing.
+func TestTopicRulesReadAgainAfterARefusal(t *testing.T) {
+	f := &rulesFake{rules: TopicRules{MaxMessageBytes: 1 << 20}}
+	r := newRulesForTest(f, zap.NewNop())
+	r.get("out")
+	f.mu.Lock()
+	f.rules = TopicRules{MaxMessageBytes: 1024} // lowered since
+	f.mu.Unlock()
+	for _, err := range []error{errors.New("connection reset"), kerr.NotLeaderForPartition} {
+		r.refused(&kgo.Record{Topic: "out"}, err)
+		if g := r.get("out"); g.MaxMessageBytes != 1<<20 || f.calls.Load() != 1 {
+			t.Fatalf("after a failure that is no rule's (%v): %+v, %d reads; want the cached rules", err, g, f.calls.Load())
+		}
+	}
+	r.refused(&kgo.Record{Topic: "never-read"}, kerr.MessageTooLarge)
+	r.refused(&kgo.Record{Topic: "out"}, fmt.Errorf("record to out with key %q: %w", "k", kerr.MessageTooLarge))
+	if g := r.get("out"); g.MaxMessageBytes != 1024 || f.calls.Load() != 2 || f.spawned.Load() != 0 {
+		t.Fatalf("the next use after a refusal: %+v after %d reads (%d in the background); want the present rules, read by it", g, f.calls.Load(), f.spawned.Load())
+	}
+	if g := r.get("out"); g.MaxMessageBytes != 1024 || f.calls.Load() != 2 {
+		t.Fatalf("the use after it: %+v after %d reads, want the cache", g, f.calls.Load())
+	}
+	var p *ProducerRules // a nil one knows nothing and takes refusals
+	p.Refused(&kgo.Record{Topic: "out"}, kerr.MessageTooLarge)
+	if g := p.Get("out"); g != (TopicRules{}) {
+		t.Fatalf("nil ProducerRules: %+v", g)
 	}
 }

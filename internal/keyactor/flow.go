@@ -199,16 +199,21 @@ type Env struct {
 	// sends to a topic (snapshotstore.RecordLimiter), for Emit's size check
 	// under TxnOutputs; nil or 0: unchecked.
 	MaxOutputBytes func(topic string) int
-	// TopicRules are what the brokers refuse of a record to a topic
-	// (snapshotstore.TopicRuler), for Emit's checks in both modes; nil:
-	// unchecked.
+	// TopicRules are what the brokers refuse of a record to a topic, read
+	// by the store from its cluster (snapshotstore.TopicRuler): Emit's
+	// checks of the transactional mode's outputs, and of the plain mode's
+	// dead letters through DeadLetters; nil: unchecked.
 	TopicRules func(topic string) snapshotstore.TopicRules
 	// OutputRules are the rules of a record to a topic through the flow's
-	// producer of outputs (Config.Output; snapshotstore.ProducerTopicRules,
+	// producer of outputs (Config.Output; snapshotstore.ProducerRules,
 	// read from its cluster), for the plain mode's outputs and the dead
 	// letters that go through it; nil: unchecked. TopicRules are read from
 	// the store's cluster, which Output may not write to.
 	OutputRules func(topic string) snapshotstore.TopicRules
+	// OutputRefused takes Output's failure to produce a record (its
+	// promise's error), so that the rules are read again after a refusal
+	// by one of them (snapshotstore.ProducerRules.Refused); nil: none.
+	OutputRefused func(rec *kgo.Record, err error)
 	// MaxSnapshotBytes is the largest record batch the store's producer
 	// sends to the snapshot topic (snapshotstore.SnapshotLimiter), which a
 	// key's snapshot record must fit (statesize.go); 0: unchecked.

@@ -999,7 +999,7 @@ func (k *Core) timersDueWithin(d time.Duration) bool {
 // encoded with the flow's codec (the undo encoding when it is current).
 func (a *keyActor[S]) query(m *Query) {
 	ans := QueryAnswer{Offset: a.lastFolded, PersistedOffset: a.persistedOffset, Loaded: true,
-		PartitionCommitted: m.PartitionCommitted, PartitionCommittable: m.PartitionCommittable, Phase: "running"}
+		PartitionCommitted: m.PartitionCommitted, PartitionConsumed: m.PartitionConsumed, Phase: "running"}
 	switch {
 	case a.failed != nil:
 		ans.Err = a.failed

@@ -134,12 +134,12 @@ type KeyFailed struct {
 
 // Query asks a key for its current state (an interactive query,
 // actorflow.Get). The key answers on Reply, which must be buffered (the
-// key never blocks on it). PartitionCommitted and PartitionCommittable
-// are filled by the partition and copied into the answer.
+// key never blocks on it). PartitionCommitted and PartitionConsumed are
+// filled by the partition and copied into the answer.
 type Query struct {
-	Reply                chan<- QueryAnswer
-	PartitionCommitted   int64
-	PartitionCommittable int64
+	Reply              chan<- QueryAnswer
+	PartitionCommitted int64
+	PartitionConsumed  int64
 }
 
 // QueryAnswer answers Query, from the key's actor (Loaded) or from the
@@ -161,9 +161,15 @@ type QueryAnswer struct {
 	Loaded bool
 	// PartitionCommitted is the partition's committed input offset.
 	PartitionCommitted int64
-	// PartitionCommittable is the partition's committable input offset:
-	// every record below it is folded and its effects persisted.
-	PartitionCommittable int64
+	// PartitionConsumed is the offset after the last input record the
+	// partition had handed to its keys when it took the query: a key's
+	// records below it are folded before its actor answers (its mailbox
+	// is in order), unless Waiting.
+	PartitionConsumed int64
+	// Waiting: the key's records wait, not handed to it yet (a held key:
+	// the partition's live-key budget, an unload in progress), and the
+	// answer is its persisted snapshot.
+	Waiting bool
 	// Phase is the partition's phase; an answer outside "running" carries
 	// no state.
 	Phase string

@@ -31,7 +31,14 @@ func (k *Core) produceVia(cl *kgo.Client, rec *kgo.Record, at int64) {
 	stop := context.AfterFunc(ctx, func() {
 		self.send(&outputAck{offset: at, topic: topic, err: context.DeadlineExceeded, timedOut: true})
 	})
-	cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
+	refused := k.env.OutputRefused
+	if cl != k.cfg.Output {
+		refused = nil // a dead letter through the worker's producer: the store's rules
+	}
+	cl.Produce(ctx, rec, func(r *kgo.Record, err error) {
+		if err != nil && refused != nil {
+			refused(r, err)
+		}
 		if stop() {
 			// An error after our deadline is the deadline (kgo failed the
 			// buffered record through ctx), even if AfterFunc lost the race.

@@ -317,3 +317,59 @@ func emitting(producer *kgo.Client, out string, outputs func(*keyflow.Context, *
 		return &n, nil
 	}, keyflow.WithOutput(producer, out), keyflow.WithFoldErrorPolicy(keyflow.DeadLetter))
 }
+
+// OutputRulesChangedReadAgain: an output topic's max.message.bytes lowered
+// while the worker runs, below an output the rules read before let pass:
+// its brokers refuse the output (MESSAGE_TOO_LARGE), failing its
+// transaction (or plain-mode produce) and its partition. The refusal has
+// the topic's rules read again at their next use, so the partition started
+// again refuses the output at Emit (the fold error policy: dead-lettered)
+// instead of failing on the stale rules at every restart until they expire
+// (5 minutes).
+func OutputRulesChangedReadAgain(t *testing.T, brokers []string, mode snapshotstore.Mode) {
+	input, snaps, group := Topics(t, brokers, 1)
+	out, dlq := testkit.Name(t, "out"), keyflow.DefaultDeadLetterTopic(input)
+	adm := kadm.NewClient(testkit.Client(t, brokers))
+	for _, topic := range []string{out, dlq} {
+		if _, err := adm.CreateTopic(t.Context(), 1, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pcl := testkit.Client(t, brokers, kgo.DefaultProduceTopic(input))
+	produce := func(key string) {
+		if err := pcl.ProduceSync(t.Context(), &kgo.Record{Key: []byte(key)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var producer *kgo.Client // the transactional mode's outputs go through the worker's
+	if mode == snapshotstore.Plain {
+		producer = testkit.Client(t, brokers)
+	}
+	flow := emitting(producer, out, func(_ *keyflow.Context, rec *kgo.Record) []*kgo.Record {
+		return []*kgo.Record{{Key: rec.Key, Value: incompressible(3000)}}
+	})
+	w := StartWorker(t, flow, brokers, group, input, snaps, mode)
+	produce("before")
+	testkit.WaitCommittedAtEnd(t, brokers, group, input, time.Minute)
+	lowered := "2000"
+	alter := []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "max.message.bytes", Value: &lowered}}
+	if rs, err := adm.AlterTopicConfigs(t.Context(), alter, out); err != nil || rs[0].Err != nil {
+		t.Fatalf("lower %s's max.message.bytes: %v %v", out, err, rs)
+	}
+	produce("after")
+	testkit.WaitCommittedAtEnd(t, brokers, group, input, time.Minute)
+	if got := testkit.ReadTopic(t, brokers, out, true); len(got) != 1 || string(got[0].Key) != "before" {
+		t.Fatalf("read_committed outputs %v: want key before's alone", got)
+	}
+	dls := testkit.ReadTopic(t, brokers, dlq, true)
+	if len(dls) != 1 || string(dls[0].Key) != "after" {
+		t.Fatalf("dead letters %v: want key after's alone", dls)
+	}
+	if msg := deadLetterOf(t, dls[0]).Message; !strings.Contains(msg, "MESSAGE_TOO_LARGE") || !strings.Contains(msg, "2000") {
+		t.Fatalf("the dead letter's error message %q: want it refused at Emit by the lowered limit (MESSAGE_TOO_LARGE, 2000)", msg)
+	}
+	// Run reports the partition's one failure, the brokers' refusal.
+	if err := w.Stop(t); !errors.Is(err, kerr.MessageTooLarge) {
+		t.Fatalf("Run: %v, want the partition's failure on the refused output (MESSAGE_TOO_LARGE)", err)
+	}
+}

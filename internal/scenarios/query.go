@@ -15,6 +15,7 @@ import (
 	"github.com/actorflow/actorflow/internal/testkit"
 	"github.com/actorflow/actorflow/keyflow"
 	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -101,20 +102,23 @@ func QueryOwnerEndpoint(t *testing.T, brokers []string, proto coordinator.Protoc
 
 // GetUnavailableWhileCatchingUp: a partition replaying its input (a new
 // group from the log start here; a takeover, a restart from the committed
-// offset alike) cannot tell that a key has no state until it has folded
-// what its input held when it started: Get answers ErrUnavailable
+// offset alike) cannot tell that a key has no state until it has handed
+// its keys what its input held when it started: Get answers ErrUnavailable
 // meanwhile, not ErrKeyNotFound (which a caller takes as final, though the
-// key's records may be waiting). Once caught up, and on a partition started
-// at its end (no record fetched since: its end listed by Get), a key never
+// key's records may be waiting). Here key a's fold blocks while key b's
+// record is not fetched yet. Once caught up, and on a partition started at
+// its end (no record fetched since: its end listed by Get), a key never
 // seen is ErrKeyNotFound.
 func GetUnavailableWhileCatchingUp(t *testing.T, brokers []string, mode snapshotstore.Mode) {
 	input, snaps, group := Topics(t, brokers, 1)
 	pcl := testkit.Client(t, brokers, kgo.DefaultProduceTopic(input))
-	for _, k := range []string{"a", "b"} {
+	produce := func(k string) {
 		if err := pcl.ProduceSync(t.Context(), &kgo.Record{Key: []byte(k)}).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
 	}
+	produce("a") // two record batches: two fetches
+	produce("b")
 	entered, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	count := func(block bool) *keyflow.Flow[int] {
@@ -143,7 +147,10 @@ func GetUnavailableWhileCatchingUp(t *testing.T, brokers []string, mode snapshot
 			t.Fatal(err)
 		}
 	}
-	w := StartWorker(t, count(true), brokers, group, input, snaps, mode)
+	// One record in flight, one record batch per fetch: key a's record,
+	// folding, keeps key b's from the partition (the fetches pause).
+	w := StartWorker(t, count(true), brokers, group, input, snaps, mode,
+		actorflow.WithMaxInFlight(1), actorflow.WithClientOpts(kgo.FetchMaxPartitionBytes(1), kgo.FetchMaxBytes(1)))
 	select {
 	case <-entered:
 	case <-time.After(time.Minute):
@@ -170,6 +177,28 @@ func GetUnavailableWhileCatchingUp(t *testing.T, brokers []string, mode snapshot
 	if n, _, err := actorflow.Get[int](ctx, w.W, "b"); err != nil || *n != 1 {
 		t.Fatalf("Get(b) after the restart: %v, %v; want 1 from its snapshot", n, err)
 	}
+	if err := w.Stop(t); err != nil {
+		t.Fatal(err)
+	}
+	// Records the group never folded, deleted (retention, DeleteRecords):
+	// the fetch resets to the log start, past the committed offset, and
+	// nothing comes. The partition counts from the log start: caught up,
+	// its offset committed there, a key never seen not found (it waited
+	// for the deleted records for ever, as did WaitCaughtUp).
+	produce("c")
+	produce("d")
+	adm := kadm.NewClient(testkit.Client(t, brokers))
+	end := kadm.Offsets{}
+	end.Add(kadm.Offset{Topic: input, Partition: 0, At: 4})
+	if rs, err := adm.DeleteRecords(t.Context(), end); err != nil || rs.Error() != nil {
+		t.Fatalf("delete records below 4: %v %v", err, rs.Error())
+	}
+	w = StartWorker(t, count(false), brokers, group, input, snaps, mode)
+	caughtUp(w)
+	if err := get(w, "never-seen"); !errors.Is(err, actorflow.ErrKeyNotFound) {
+		t.Fatalf("Get of a key never seen on a partition whose unfolded records were deleted: %v, want ErrKeyNotFound", err)
+	}
+	testkit.WaitCommittedAtEnd(t, brokers, group, input, time.Minute)
 	if err := w.Stop(t); err != nil {
 		t.Fatal(err)
 	}

@@ -43,7 +43,7 @@ func Suite() []Case {
 		{Name: "SupersededForeignSnapshotSkipped", Parallel: true, Run: SupersededForeignSnapshotSkipped},
 		{Name: "AbortedOutputsReemittedOnce", Parallel: true, Run: AbortedOutputsReemittedOnce},
 		{Name: "InactivityAcrossRestart", Parallel: true, Run: InactivityAcrossRestart},
-		{Name: "DeletedKeyTimerKept/format3", Parallel: true, Run: func(t *testing.T, b []string) { DeletedKeyTimerKept(t, b, 0) }},
+		{Name: "DeletedKeyTimerKept/format3", Parallel: true, Run: func(t *testing.T, b []string) { DeletedKeyTimerKept(t, b, 3) }},
 		{Name: "DeletedKeyTimerKept/format2", Parallel: true, Run: func(t *testing.T, b []string) { DeletedKeyTimerKept(t, b, 2) }},
 	}
 	modes := []snapshotstore.Mode{snapshotstore.Plain, snapshotstore.Transactional}
@@ -76,6 +76,8 @@ func Suite() []Case {
 			Run: func(t *testing.T, b []string) { OutputTimestampChecked(t, b, mode) }})
 		cases = append(cases, Case{Name: "OutputToAMissingTopic/" + mode.String(), Parallel: true,
 			Run: func(t *testing.T, b []string) { OutputToAMissingTopic(t, b, mode) }})
+		cases = append(cases, Case{Name: "OutputRulesChangedReadAgain/" + mode.String(), Parallel: true,
+			Run: func(t *testing.T, b []string) { OutputRulesChangedReadAgain(t, b, mode) }})
 		cases = append(cases, Case{Name: "GetUnavailableWhileCatchingUp/" + mode.String(), Parallel: true,
 			Run: func(t *testing.T, b []string) { GetUnavailableWhileCatchingUp(t, b, mode) }})
 		cases = append(cases, Case{Name: "SnapshotTooLargeSkipped/" + mode.String(), Parallel: true,
