@@ -140,7 +140,8 @@ type Status struct {
 	// LastBatch is the records of the last transaction that carried any
 	// (snapshot writes plus their outputs: WithMaxWritesPerTransaction's
 	// unit); Txns counts the transactions committed, offset-only ones
-	// included.
+	// included — in the plain mode, the group commits (a batch of snapshot
+	// writes, or an offset commit) done.
 	LastBatch int   `json:"last_txn_batch"`
 	Txns      int64 `json:"txns"`
 	// OutputBytesPending is the transactional outputs' bytes emitted and
