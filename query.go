@@ -30,8 +30,11 @@ var (
 	// snapshots, revoked, failed and waiting to start again, or owned by no
 	// member during a rebalance; or this member cannot vouch that it still
 	// owns the partition it runs (the brokers did not answer its last
-	// probe, every 5 s; its membership changed or was refused). Retry
-	// after a backoff.
+	// probe, every 5 s; its membership changed or was refused); or the key
+	// has no state yet while its partition catches up since it started
+	// here, or while records of it wait to be handed to it (a held key);
+	// or the context ended before the partition running here answered (the
+	// error wraps the context's too). Retry after a backoff.
 	ErrUnavailable = errors.New("actorflow: key's partition cannot answer here now")
 )
 
@@ -219,29 +222,13 @@ func (w *Worker) Get(ctx context.Context, key string) ([]byte, QueryInfo, error)
 // fetched after the start, or listed here for a partition that brought no
 // records since, once per start).
 func (w *Worker) catchingUp(ctx context.Context, tp coordinator.TopicPartition, key string, consumed int64) error {
-	target, known, token := w.cons.CatchUpTarget(tp)
+	target, known, _ := w.cons.CatchUpTarget(tp)
 	if !known {
-		// One listing per start, however many queries arrive meanwhile.
-		w.catchUpMu.Lock()
-		target, known, token = w.cons.CatchUpTarget(tp)
-		if !known {
-			ends, err := kadm.NewClient(w.cons.Client()).ListCommittedOffsets(ctx, tp.Topic) // the last stable offsets: read_committed's end
-			end, ok := ends.Lookup(tp.Topic, tp.Partition)
-			switch {
-			case err == nil && !ok:
-				err = errors.New("not listed")
-			case err == nil:
-				err = end.Err
-			}
-			if err != nil {
-				w.catchUpMu.Unlock()
-				return fmt.Errorf("%w: key %q has no state in %s[%d] as far as it has consumed (offset %d), and the partition's end could not be read to tell whether it is caught up: %w",
-					ErrUnavailable, key, tp.Topic, tp.Partition, consumed, err)
-			}
-			target = end.Offset
-			w.cons.SetCatchUpTarget(tp, target, token)
+		var err error
+		if target, err = w.listCatchUpTarget(ctx, tp); err != nil {
+			return fmt.Errorf("%w: key %q has no state in %s[%d] as far as it has consumed (offset %d), and the partition's end could not be read to tell whether it is caught up: %w",
+				ErrUnavailable, key, tp.Topic, tp.Partition, consumed, err)
 		}
-		w.catchUpMu.Unlock()
 	}
 	if consumed < target {
 		return fmt.Errorf("%w: %s[%d] is catching up (replaying its input up to offset %d, its end when first fetched or listed since it started here; handed to its keys below %d): key %q has no state yet, and its records may be among those",
@@ -249,6 +236,59 @@ func (w *Worker) catchingUp(ctx context.Context, tp coordinator.TopicPartition, 
 	}
 	return nil
 }
+
+// listCatchUpTarget lists tp's end (its last stable offset: read_committed's
+// end) as its catch-up target for the start under way, once however many
+// queries ask meanwhile: the others wait for that listing, each as long as
+// its own ctx allows. A listing is bounded by listTargetTimeout, so that
+// an unanswered one (brokers down) does not hold the queries behind it
+// past their own deadlines for long.
+func (w *Worker) listCatchUpTarget(ctx context.Context, tp coordinator.TopicPartition) (int64, error) {
+	w.catchUpMu.Lock()
+	if w.catchUpLists == nil {
+		w.catchUpLists = map[coordinator.TopicPartition]chan struct{}{}
+	}
+	if ch, ok := w.catchUpLists[tp]; ok {
+		w.catchUpMu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+		if target, known, _ := w.cons.CatchUpTarget(tp); known {
+			return target, nil
+		}
+		return 0, errors.New("the listing another query made failed")
+	}
+	ch := make(chan struct{})
+	w.catchUpLists[tp] = ch
+	w.catchUpMu.Unlock()
+	defer func() {
+		w.catchUpMu.Lock()
+		delete(w.catchUpLists, tp)
+		w.catchUpMu.Unlock()
+		close(ch)
+	}()
+	_, _, token := w.cons.CatchUpTarget(tp)
+	lctx, cancel := context.WithTimeout(ctx, listTargetTimeout)
+	defer cancel()
+	ends, err := kadm.NewClient(w.cons.Client()).ListCommittedOffsets(lctx, tp.Topic)
+	end, ok := ends.Lookup(tp.Topic, tp.Partition)
+	switch {
+	case err == nil && !ok:
+		err = errors.New("not listed")
+	case err == nil:
+		err = end.Err // its own partition's: another partition's error is not this one's
+	}
+	if err != nil {
+		return 0, err
+	}
+	w.cons.SetCatchUpTarget(tp, end.Offset, token)
+	return end.Offset, nil
+}
+
+// listTargetTimeout bounds a query's listing of a partition's end.
+const listTargetTimeout = 5 * time.Second
 
 // ownershipInDoubt is an ErrUnavailable when this member, running tp,
 // cannot vouch that it still owns it: the binding its writes pass refuses

@@ -596,3 +596,66 @@ func answeringKey(t *testing.T) (*queryEnv, *actorflow.Worker) {
 	}
 	return e, w
 }
+
+// A Get that must list its partition's end (a partition started at its
+// end: nothing fetched since) lists it once however many Gets ask, and a
+// Get waiting for another's listing returns when its own ctx ends: one
+// lock over the listing held every such Get past its deadline while the
+// brokers did not answer (found by a review).
+func TestGetWaitsForAnotherGetsListingWithinItsContext(t *testing.T) {
+	e := newQueryEnv(t, 1)
+	e.produce(t, 2, "k")
+	w1, stop1 := e.start(t, countFlow())
+	if err := w1.WaitCaughtUp(ctxFor(t, 30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	stop1()
+	// A second worker of the group, started at the partition's end.
+	var armed atomic.Bool
+	hit, release := make(chan struct{}, 8), make(chan struct{})
+	e.cluster.ControlKey(kmsg.ListOffsets.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		e.cluster.KeepControl()
+		if armed.Load() {
+			hit <- struct{}{}
+			e.cluster.SleepControl(func() { <-release }) // the other requests go on
+		}
+		return nil, nil, false
+	})
+	w2, _ := e.start(t, countFlow())
+	if err := w2.WaitReady(ctxFor(t, 30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 30*time.Second, "the partition running on the second worker", func() (bool, string) {
+		st := w2.Status(context.Background())
+		return len(st.Partitions) == 1 && st.Partitions[0].Phase == "running", fmt.Sprint(st.Partitions)
+	})
+	armed.Store(true)
+	first := make(chan error, 1)
+	go func() { _, _, err := w2.Get(ctxFor(t, 30*time.Second), "never-seen"); first <- err }()
+	select {
+	case <-hit:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first Get never listed the partition's end")
+	}
+	second := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		_, _, err := w2.Get(ctx, "never-seen")
+		second <- err
+	}()
+	select {
+	case err := <-second:
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, actorflow.ErrUnavailable) {
+			t.Fatalf("the second Get: %v, want ErrUnavailable and its own deadline", err)
+		}
+	case <-hit:
+		t.Fatal("the second Get listed the end again while the first's listing ran")
+	case <-time.After(20 * time.Second):
+		t.Fatal("the second Get waited for the first's listing past its own deadline")
+	}
+	close(release)
+	if err := <-first; !errors.Is(err, actorflow.ErrKeyNotFound) {
+		t.Fatalf("the first Get, its listing answered: %v, want ErrKeyNotFound", err)
+	}
+}

@@ -63,10 +63,12 @@ type Worker struct {
 
 	sup  *actors.Supervisor
 	cons *coordinator.Consumer
-	// catchUpMu serializes Get's listings of a partition's end
-	// (catchingUp): one per start, not one per query.
-	catchUpMu sync.Mutex
-	sys       *actor.ActorSystem
+	// catchUpLists are Get's listings of partitions' ends under way
+	// (listCatchUpTarget: one per partition at a time, not one per query),
+	// guarded by catchUpMu.
+	catchUpMu    sync.Mutex
+	catchUpLists map[coordinator.TopicPartition]chan struct{}
+	sys          *actor.ActorSystem
 	// ready is closed once the worker has joined the consumer loop; done
 	// when Run returns.
 	ready  chan struct{}

@@ -352,9 +352,9 @@ func seqOfPID(pid *actor.PID) (int, bool) {
 }
 
 func (s *Supervisor) fail(tp coordinator.TopicPartition, err error) {
-	// At debug: the partition logged its failure at error, and the
-	// consumer logs what follows (its restart, or the worker's stop) — a
-	// third error line per failure, at every retry, was noise.
+	// At debug: the caller logged the failure at error (the partition, or
+	// the panic's handler), and the consumer logs what follows (its
+	// restart) — a third error line per failure, at every retry, was noise.
 	s.log.Debug("partition failed", zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Error(err))
 	if s.cfg.OnFailure != nil {
 		s.cfg.OnFailure(tp, err)
@@ -601,5 +601,7 @@ type resumeAndReport struct{ s *Supervisor }
 
 func (r resumeAndReport) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, _ *actor.RestartStatistics, reason, _ any) {
 	sup.ResumeChildren(child)
-	r.s.fail(coordinator.TopicPartition{Topic: "(supervisor)", Partition: -1}, fmt.Errorf("supervisor actor panicked: %v", reason))
+	err := fmt.Errorf("supervisor actor panicked: %v", reason)
+	r.s.log.Error("supervisor actor panicked; the worker stops", zap.Error(err)) // fail logs at debug
+	r.s.fail(coordinator.TopicPartition{Topic: "(supervisor)", Partition: -1}, err)
 }
