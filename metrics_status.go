@@ -82,6 +82,23 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, float64(p.Lag), p.Topic, part)
 		}
 	}
+	// A failed partition, its actors gone, keeps its committed offset and
+	// lag (as of its last commit and fetch): an alert on the lag would miss
+	// the one partition stuck at a failing record.
+	running := make(map[coordinator.TopicPartition]bool, len(st.Partitions))
+	for _, p := range st.Partitions {
+		running[coordinator.TopicPartition{Topic: p.Topic, Partition: p.Partition}] = true
+	}
+	for _, f := range st.Failed {
+		if running[coordinator.TopicPartition{Topic: f.Topic, Partition: f.Partition}] || f.Committed < 0 {
+			continue // a stopping one is above
+		}
+		part := partitionLabel(f.Partition)
+		ch <- prometheus.MustNewConstMetric(descCommitted, prometheus.GaugeValue, float64(f.Committed), f.Topic, part)
+		if f.HighWatermark > 0 {
+			ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, float64(f.Lag), f.Topic, part)
+		}
+	}
 	for phase, n := range phaseCounts(st) {
 		ch <- prometheus.MustNewConstMetric(descPartitions, prometheus.GaugeValue, float64(n), phase)
 	}

@@ -316,6 +316,22 @@ func TestWithMetricsCountsFailedRestarts(t *testing.T) {
 	if phases["failed"] != 1 || phases["evicted"] != 0 {
 		t.Errorf("actorflow_partitions %v; want failed 1, evicted 0 (a failure is not an eviction)", phases)
 	}
+	// The failed partition keeps its lag and committed offset (an alert on
+	// the lag missed the one partition stuck at a failing record).
+	if f := st.Failed[0]; f.Committed < 0 || f.HighWatermark <= f.Committed || f.Lag != f.HighWatermark-f.Committed {
+		t.Errorf("Status.Failed %+v; want its committed offset below its high watermark, and the lag between", f)
+	}
+	lag := map[string]float64{}
+	for _, m := range families(t, reg)["actorflow_lag"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "partition" {
+				lag[l.GetValue()] = m.GetGauge().GetValue()
+			}
+		}
+	}
+	if v, ok := lag["0"]; !ok || v < 1 {
+		t.Errorf("actorflow_lag %v; want the failed partition 0's lag (at least its failing record)", lag)
+	}
 }
 
 // A record skipped under a Skip policy is counted, per partition: skips

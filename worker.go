@@ -532,6 +532,13 @@ type FailedPartition struct {
 	// (snapshotstore.ErrEvicted), or from RetryAt on if the coordinator
 	// lists this member again without a rejoin (or will not say).
 	Evicted bool `json:"evicted,omitempty"`
+	// Committed is the partition's committed offset as it last reported it
+	// (or as it was assigned); HighWatermark its high watermark as of its
+	// latest fetch (0: none); Lag = HighWatermark − Committed: a partition
+	// stuck at a failing record keeps showing its lag. -1: unknown.
+	Committed     int64 `json:"committed_offset"`
+	HighWatermark int64 `json:"high_watermark"`
+	Lag           int64 `json:"lag"`
 }
 
 // failedSet is the partitions of st.Failed.
@@ -566,8 +573,13 @@ func (w *Worker) Status(ctx context.Context) Status {
 		p.InFlight, p.InFlightBytes = fc.InFlight(tp), fc.InFlightBytes(tp)
 	}
 	for _, f := range w.cons.Failures() {
-		st.Failed = append(st.Failed, FailedPartition{Topic: f.Topic, Partition: f.Partition, Error: f.Err.Error(),
-			Attempts: f.Attempts, Since: f.Since, RetryAt: f.RetryAt, Evicted: f.Evicted})
+		fp := FailedPartition{Topic: f.Topic, Partition: f.Partition, Error: f.Err.Error(),
+			Attempts: f.Attempts, Since: f.Since, RetryAt: f.RetryAt, Evicted: f.Evicted,
+			Committed: f.Committed, HighWatermark: max(f.HighWatermark, 0), Lag: -1}
+		if f.Committed >= 0 && f.HighWatermark >= 0 {
+			fp.Lag = max(f.HighWatermark-f.Committed, 0)
+		}
+		st.Failed = append(st.Failed, fp)
 	}
 	for _, p := range st.Partitions {
 		if tp := (coordinator.TopicPartition{Topic: p.Topic, Partition: p.Partition}); fc.Paused(tp) {

@@ -33,6 +33,9 @@ type Consumer interface {
 	// (coordinator.RecordBytes) of tp's in-flight budget (backpressure) for
 	// the assignment being started.
 	Releaser(tp coordinator.TopicPartition) func(n, bytes int)
+	// CommitNoter is the function tp's partition calls with each offset
+	// it committed (coordinator.Consumer.CommitNoter).
+	CommitNoter(tp coordinator.TopicPartition) func(offset int64)
 }
 
 // SupervisorConfig configures a Supervisor.
@@ -235,6 +238,7 @@ func (s *Supervisor) Start(ctx context.Context, assigned map[coordinator.TopicPa
 		cfg.Topic, cfg.Partition, cfg.AssignedOffset, cfg.LogStart = tp.Topic, tp.Partition, off, a.LogStart
 		cfg.Store, cfg.Handler = store, s.cfg.Handler
 		cfg.OnProcessed = s.cons.Releaser(tp)
+		cfg.OnCommitted = s.cons.CommitNoter(tp)
 		cfg.OnStopped = func(err error) { s.stopped(tp, h, err) }
 		if cfg.Logger == nil {
 			cfg.Logger = s.log

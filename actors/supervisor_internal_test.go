@@ -45,6 +45,7 @@ func (noConsumer) Writes(coordinator.TopicPartition) coordinator.Writes { return
 func (noConsumer) Releaser(coordinator.TopicPartition) func(n, bytes int) {
 	return func(int, int) {}
 }
+func (noConsumer) CommitNoter(coordinator.TopicPartition) func(int64) { return func(int64) {} }
 
 func awaitFailure(t *testing.T, failures chan failure) failure {
 	t.Helper()

@@ -189,8 +189,12 @@ type Consumer struct {
 	// counts the starts, numbering them.
 	catchUp map[TopicPartition]catchUp
 	starts  uint64
-	fatal   error
-	done    chan struct{}
+	// committed is each owned partition's committed offset as its
+	// partition last reported it (CommitNoter), or as assigned: Failures
+	// carries it, for the lag of a failed partition.
+	committed map[TopicPartition]int64
+	fatal     error
+	done      chan struct{}
 	// stopping is closed when Run begins its shutdown: an assignment
 	// waiting in kgo's callback (whose context only the client's close
 	// ends, after the shutdown) gives up then instead of holding the
@@ -241,7 +245,7 @@ func New(cfg Config, h Handler) (*Consumer, error) {
 		done: make(chan struct{}), ready: make(chan struct{}), stopping: make(chan struct{}),
 		own: NewOwnership(), kick: make(chan struct{}, 1),
 		fence:  newPollFence(),
-		failed: map[TopicPartition]*Failure{}, streak: map[TopicPartition]*Failure{}, hwm: map[TopicPartition]int64{}, catchUp: map[TopicPartition]catchUp{}, retry: make(chan struct{}, 1),
+		failed: map[TopicPartition]*Failure{}, streak: map[TopicPartition]*Failure{}, hwm: map[TopicPartition]int64{}, catchUp: map[TopicPartition]catchUp{}, committed: map[TopicPartition]int64{}, retry: make(chan struct{}, 1),
 	}
 	if c.cfg.RetryBackoff <= 0 {
 		c.cfg.RetryBackoff = DefaultRetryBackoff
@@ -320,6 +324,30 @@ func (c *Consumer) GroupMetadata() (snapshotstore.GroupMetadata, error) { return
 
 // Tracker returns the group-metadata tracker.
 func (c *Consumer) Tracker() *GroupMetadataTracker { return c.meta }
+
+// CommitNoter returns the function tp's partition, as tp is assigned now,
+// calls with each offset it committed: Failures reports the last one (the
+// partition's own Status is gone once it failed).
+func (c *Consumer) CommitNoter(tp TopicPartition) func(offset int64) {
+	return func(offset int64) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.owned[tp] && offset > c.committed[tp] {
+			c.committed[tp] = offset
+		}
+	}
+}
+
+// noteAssigned records offsets as the committed offsets of partitions
+// started from them. Called with c.mu held.
+func (c *Consumer) noteAssigned(offsets map[TopicPartition]snapshotstore.Assignment) {
+	if c.committed == nil {
+		c.committed = map[TopicPartition]int64{} // a Consumer a test built
+	}
+	for tp, a := range offsets {
+		c.committed[tp] = a.Offset
+	}
+}
 
 // Releaser returns the function that releases n processed records of
 // bytes (RecordBytes, summed before the records were processed: a fold may
@@ -766,6 +794,9 @@ func (c *Consumer) assign(ctx context.Context, tps, kept []TopicPartition) error
 	if err != nil {
 		return err
 	}
+	c.mu.Lock()
+	c.noteAssigned(offsets)
+	c.mu.Unlock()
 	// As restart does: sought with no poll's delivery in progress; they
 	// stay paused until they start, and on an error (the worker stops, or
 	// they are failed and restarted, which resumes them).
@@ -1036,6 +1067,7 @@ func (c *Consumer) stop(ctx context.Context, tps []TopicPartition, flush bool) {
 		// assignment's Status would show this one's watermark).
 		delete(c.hwm, tp)
 		delete(c.catchUp, tp)
+		delete(c.committed, tp)
 	}
 	c.mu.Unlock()
 	for _, tp := range paused {

@@ -26,6 +26,10 @@ type Failure struct {
 	Attempts int       // consecutive failures
 	Since    time.Time // first of the consecutive failures
 	RetryAt  time.Time
+	// Committed is the partition's committed offset as it last reported
+	// it (or as it was assigned), HighWatermark its high watermark as of
+	// its latest fetch: -1 when unknown (Failures fills them).
+	Committed, HighWatermark int64
 	// Evicted: not a failure — the group coordinator evicted this member
 	// (PartitionEvicted); the partition waits for the consumer to rejoin.
 	Evicted bool
@@ -402,8 +406,16 @@ func (c *Consumer) Failures() []Failure {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]Failure, 0, len(c.failed))
-	for _, f := range c.failed {
-		out = append(out, *f)
+	for tp, f := range c.failed {
+		g := *f
+		g.Committed, g.HighWatermark = -1, -1
+		if o, ok := c.committed[tp]; ok {
+			g.Committed = o
+		}
+		if h, ok := c.hwm[tp]; ok {
+			g.HighWatermark = h
+		}
+		out = append(out, g)
 	}
 	return out
 }
@@ -584,6 +596,9 @@ func (c *Consumer) restartWith(ctx context.Context, tp TopicPartition, memo memb
 		// Fetch from the committed offset again, with no poll's delivery
 		// in progress (seekAssigned).
 		c.deliver.Lock()
+		c.mu.Lock()
+		c.noteAssigned(offsets)
+		c.mu.Unlock()
 		c.seekAssigned([]TopicPartition{tp}, offsets)
 		c.fc.Track(tp)
 		// Not failed from before the start: a failure the new copy

@@ -104,6 +104,10 @@ type Config struct {
 	// (coordinator.RecordBytes) of the in-flight budget (backpressure). It
 	// is called from key actors' goroutines: it must be goroutine-safe.
 	OnProcessed func(n, bytes int)
+	// OnCommitted is called, on the partition actor, with each committed
+	// offset past the last (nil: none): the consumer keeps it for the lag
+	// of a partition that failed, whose Status is gone.
+	OnCommitted func(offset int64)
 	// OnStopped is called once, after the whole subtree has stopped, with the
 	// partition's failure (nil on a clean stop).
 	OnStopped func(err error)
@@ -454,6 +458,9 @@ func (p *partition) Receive(ctx actor.Context) {
 	case *offsetCommit:
 		if m.err == nil && m.offset > p.committed {
 			p.committed = m.offset
+			if p.cfg.OnCommitted != nil {
+				p.cfg.OnCommitted(m.offset)
+			}
 		}
 	case *keyactor.FlushDone:
 		p.flushAnswered(ctx, m.Key, m.Round, m.Err)
