@@ -90,12 +90,14 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 		running[coordinator.TopicPartition{Topic: p.Topic, Partition: p.Partition}] = true
 	}
 	for _, f := range st.Failed {
-		if running[coordinator.TopicPartition{Topic: f.Topic, Partition: f.Partition}] || f.Committed < 0 {
-			continue // a stopping one is above
+		if running[coordinator.TopicPartition{Topic: f.Topic, Partition: f.Partition}] || f.Committed < 0 || f.Evicted {
+			// A stopping one is above; an evicted one's partition is
+			// another member's by now, whose series count.
+			continue
 		}
 		part := partitionLabel(f.Partition)
 		ch <- prometheus.MustNewConstMetric(descCommitted, prometheus.GaugeValue, float64(f.Committed), f.Topic, part)
-		if f.HighWatermark > 0 {
+		if f.Lag >= 0 {
 			ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, float64(f.Lag), f.Topic, part)
 		}
 	}

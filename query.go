@@ -248,7 +248,11 @@ func (w *Worker) listCatchUpTarget(ctx context.Context, tp coordinator.TopicPart
 	if w.catchUpLists == nil {
 		w.catchUpLists = map[coordinator.TopicPartition]chan struct{}{}
 	}
-	if ch, ok := w.catchUpLists[tp]; ok {
+	for {
+		ch, ok := w.catchUpLists[tp]
+		if !ok {
+			break
+		}
 		w.catchUpMu.Unlock()
 		select {
 		case <-ch:
@@ -258,7 +262,9 @@ func (w *Worker) listCatchUpTarget(ctx context.Context, tp coordinator.TopicPart
 		if target, known, _ := w.cons.CatchUpTarget(tp); known {
 			return target, nil
 		}
-		return 0, errors.New("the listing another query made failed")
+		// That listing failed (its query's ctx was shorter, say), or a
+		// new start came: this query lists, its own ctx permitting.
+		w.catchUpMu.Lock()
 	}
 	ch := make(chan struct{})
 	w.catchUpLists[tp] = ch

@@ -533,9 +533,11 @@ type FailedPartition struct {
 	// lists this member again without a rejoin (or will not say).
 	Evicted bool `json:"evicted,omitempty"`
 	// Committed is the partition's committed offset as it last reported it
-	// (or as it was assigned); HighWatermark its high watermark as of its
-	// latest fetch (0: none); Lag = HighWatermark − Committed: a partition
-	// stuck at a failing record keeps showing its lag. -1: unknown.
+	// (or as it was assigned), -1 when unknown; HighWatermark its high
+	// watermark as of its latest fetch, -1 when it was not fetched (unlike
+	// partitionflow.Status, whose 0 says so); Lag = HighWatermark −
+	// Committed, -1 when either is unknown: a partition stuck at a failing
+	// record keeps showing its lag.
 	Committed     int64 `json:"committed_offset"`
 	HighWatermark int64 `json:"high_watermark"`
 	Lag           int64 `json:"lag"`
@@ -575,7 +577,7 @@ func (w *Worker) Status(ctx context.Context) Status {
 	for _, f := range w.cons.Failures() {
 		fp := FailedPartition{Topic: f.Topic, Partition: f.Partition, Error: f.Err.Error(),
 			Attempts: f.Attempts, Since: f.Since, RetryAt: f.RetryAt, Evicted: f.Evicted,
-			Committed: f.Committed, HighWatermark: max(f.HighWatermark, 0), Lag: -1}
+			Committed: f.Committed, HighWatermark: f.HighWatermark, Lag: -1}
 		if f.Committed >= 0 && f.HighWatermark >= 0 {
 			fp.Lag = max(f.HighWatermark-f.Committed, 0)
 		}

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"testing"
 
+	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -46,5 +47,34 @@ func TestCatchUpTarget(t *testing.T) {
 	c.noteFetchEnd(tp, kgo.FetchTopicPartition{FetchPartition: kgo.FetchPartition{HighWatermark: 50, LastStableOffset: -1}})
 	if target, _, _ := c.CatchUpTarget(tp); target != 8 {
 		t.Fatalf("a fetch moved a known target to %d", target)
+	}
+}
+
+// A partition's committed offsets are noted per start: a late commit of an
+// earlier copy (a revoked one outliving its teardown bound while the
+// partition is assigned here again) does not raise the new copy's, nor
+// does any call after the partition is no longer owned.
+func TestCommitNoterPerStart(t *testing.T) {
+	tp := TopicPartition{"in", 0}
+	c := &Consumer{owned: map[TopicPartition]bool{tp: true}, committed: map[TopicPartition]int64{}}
+	c.resetCatchUp([]TopicPartition{tp})
+	old := c.CommitNoter(tp)
+	old(7)
+	c.resetCatchUp([]TopicPartition{tp}) // assigned again
+	c.noteAssigned(map[TopicPartition]snapshotstore.Assignment{tp: {Offset: 10}})
+	cur := c.CommitNoter(tp)
+	old(50)
+	if got := c.committed[tp]; got != 10 {
+		t.Fatalf("committed %d after an earlier copy's late commit, want 10 (the new start's)", got)
+	}
+	cur(12)
+	cur(11) // never backwards
+	if got := c.committed[tp]; got != 12 {
+		t.Fatalf("committed %d, want 12", got)
+	}
+	delete(c.owned, tp)
+	cur(20)
+	if got := c.committed[tp]; got != 12 {
+		t.Fatalf("committed %d after the partition left, want 12", got)
 	}
 }

@@ -325,14 +325,19 @@ func (c *Consumer) GroupMetadata() (snapshotstore.GroupMetadata, error) { return
 // Tracker returns the group-metadata tracker.
 func (c *Consumer) Tracker() *GroupMetadataTracker { return c.meta }
 
-// CommitNoter returns the function tp's partition, as tp is assigned now,
+// CommitNoter returns the function tp's partition, as tp is started now,
 // calls with each offset it committed: Failures reports the last one (the
-// partition's own Status is gone once it failed).
+// partition's own Status is gone once it failed). Calls of an earlier
+// start's copy (a revoked copy outliving its teardown bound while tp is
+// assigned here again) are ignored: the start is the catch-up token's.
 func (c *Consumer) CommitNoter(tp TopicPartition) func(offset int64) {
+	c.mu.Lock()
+	token := c.catchUp[tp].token
+	c.mu.Unlock()
 	return func(offset int64) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		if c.owned[tp] && offset > c.committed[tp] {
+		if c.owned[tp] && c.catchUp[tp].token == token && offset > c.committed[tp] {
 			c.committed[tp] = offset
 		}
 	}
