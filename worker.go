@@ -112,8 +112,9 @@ func NewWorker(flow keyflow.Handler, opts ...Option) (*Worker, error) {
 		return nil, fmt.Errorf("actorflow: the snapshot topic %q is the input topic: the flow would fold its own snapshots", cfg.input)
 	case cfg.kafka.Mode != snapshotstore.Transactional && cfg.kafka.Mode != snapshotstore.Plain:
 		return nil, fmt.Errorf("actorflow: WithMode(%v): want snapshotstore.Transactional or snapshotstore.Plain", cfg.kafka.Mode)
-	case snapshotstore.CheckSnapshotFormat(cfg.kafka.SnapshotFormat) != nil:
-		return nil, fmt.Errorf("actorflow: WithSnapshotFormat: %w", snapshotstore.CheckSnapshotFormat(cfg.kafka.SnapshotFormat))
+	}
+	if err := snapshotstore.CheckSnapshotFormat(cfg.kafka.SnapshotFormat); err != nil {
+		return nil, fmt.Errorf("actorflow: WithSnapshotFormat: %w", err)
 	}
 	if cfg.queryEndpoint != "" {
 		if err := checkEndpoint(cfg.queryEndpoint); err != nil {

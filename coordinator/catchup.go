@@ -1,6 +1,9 @@
 package coordinator
 
-import "github.com/twmb/franz-go/pkg/kgo"
+import (
+	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
 
 // A partition started here (assigned, or started again after a failure)
 // replays its input from the committed offset: a key whose records lie
@@ -14,22 +17,42 @@ import "github.com/twmb/franz-go/pkg/kgo"
 // start that brought records, or as a caller listed it after the start
 // (SetCatchUpTarget: a partition at its end brings none).
 
-// catchUp is a partition's catch-up target, per start (token).
-type catchUp struct {
-	token  uint64 // the start it belongs to (Consumer.starts)
-	target int64
-	known  bool
+// started is what the consumer keeps of one start of a partition,
+// numbered by token (Consumer.starts): its catch-up target, and its
+// committed offset as the partition last reported it (CommitNoter) or as
+// it was assigned, for the lag of a partition that failed (Failures).
+type started struct {
+	token     uint64
+	target    int64
+	known     bool  // target is known
+	committed int64 // -1: unknown
 }
 
-// resetCatchUp forgets tps' catch-up targets: they start (again). Called
-// with c.mu held.
-func (c *Consumer) resetCatchUp(tps []TopicPartition) {
-	if c.catchUp == nil {
-		c.catchUp = map[TopicPartition]catchUp{} // a Consumer a test built
+// newStart begins tps' starts, their committed offsets those of offsets
+// (nil, or a partition missing: not known yet, noteAssigned). Called with
+// c.mu held.
+func (c *Consumer) newStart(tps []TopicPartition, offsets map[TopicPartition]snapshotstore.Assignment) {
+	if c.started == nil {
+		c.started = map[TopicPartition]started{} // a Consumer a test built
 	}
 	for _, tp := range tps {
 		c.starts++
-		c.catchUp[tp] = catchUp{token: c.starts}
+		s := started{token: c.starts, committed: -1}
+		if a, ok := offsets[tp]; ok {
+			s.committed = a.Offset
+		}
+		c.started[tp] = s
+	}
+}
+
+// noteAssigned records offsets as the committed offsets of the starts
+// under way. Called with c.mu held.
+func (c *Consumer) noteAssigned(offsets map[TopicPartition]snapshotstore.Assignment) {
+	for tp, a := range offsets {
+		if s, ok := c.started[tp]; ok {
+			s.committed = a.Offset
+			c.started[tp] = s
+		}
 	}
 }
 
@@ -37,8 +60,8 @@ func (c *Consumer) resetCatchUp(tps []TopicPartition) {
 // yet (a fetch that brought records since the start). Called with c.mu
 // held.
 func (c *Consumer) noteFetchEnd(tp TopicPartition, fp kgo.FetchTopicPartition) {
-	cu, ok := c.catchUp[tp]
-	if !ok || cu.known {
+	s, ok := c.started[tp]
+	if !ok || s.known {
 		return
 	}
 	end := fp.HighWatermark
@@ -46,8 +69,8 @@ func (c *Consumer) noteFetchEnd(tp TopicPartition, fp kgo.FetchTopicPartition) {
 		end = fp.LastStableOffset
 	}
 	if end >= 0 {
-		cu.target, cu.known = end, true
-		c.catchUp[tp] = cu
+		s.target, s.known = end, true
+		c.started[tp] = s
 	}
 }
 
@@ -58,8 +81,8 @@ func (c *Consumer) noteFetchEnd(tp TopicPartition, fp kgo.FetchTopicPartition) {
 func (c *Consumer) CatchUpTarget(tp TopicPartition) (target int64, known bool, token uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	cu := c.catchUp[tp]
-	return cu.target, cu.known, cu.token
+	s := c.started[tp]
+	return s.target, s.known, s.token
 }
 
 // SetCatchUpTarget sets tp's catch-up target to end (the partition's end
@@ -68,7 +91,27 @@ func (c *Consumer) CatchUpTarget(tp TopicPartition) (target int64, known bool, t
 func (c *Consumer) SetCatchUpTarget(tp TopicPartition, end int64, token uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if cu, ok := c.catchUp[tp]; ok && cu.token == token && !cu.known {
-		c.catchUp[tp] = catchUp{token: token, target: end, known: true}
+	if s, ok := c.started[tp]; ok && s.token == token && !s.known {
+		s.target, s.known = end, true
+		c.started[tp] = s
+	}
+}
+
+// CommitNoter returns the function tp's partition, as tp is started now,
+// calls with each offset it committed: Failures reports the last one (the
+// partition's own Status is gone once it failed). Calls of an earlier
+// start's copy (a revoked copy outliving its teardown bound while tp is
+// assigned here again) are ignored.
+func (c *Consumer) CommitNoter(tp TopicPartition) func(offset int64) {
+	c.mu.Lock()
+	token := c.started[tp].token
+	c.mu.Unlock()
+	return func(offset int64) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if s, ok := c.started[tp]; ok && c.owned[tp] && s.token == token && offset > s.committed {
+			s.committed = offset
+			c.started[tp] = s
+		}
 	}
 }

@@ -13,12 +13,12 @@ import (
 // to fold), later fetches do not move it; a target listed by a caller
 // counts only for the start it was listed after.
 func TestCatchUpTarget(t *testing.T) {
-	c := &Consumer{catchUp: map[TopicPartition]catchUp{}}
+	c := &Consumer{started: map[TopicPartition]started{}}
 	tp := TopicPartition{"in", 0}
 	if _, known, _ := c.CatchUpTarget(tp); known {
 		t.Fatal("a partition never started has a target")
 	}
-	c.resetCatchUp([]TopicPartition{tp})
+	c.newStart([]TopicPartition{tp}, nil)
 	if _, known, _ := c.CatchUpTarget(tp); known {
 		t.Fatal("a target before any fetch")
 	}
@@ -32,9 +32,9 @@ func TestCatchUpTarget(t *testing.T) {
 		t.Fatal("a fetch of a partition not started here set its target")
 	}
 
-	c.resetCatchUp([]TopicPartition{tp}) // started again
+	c.newStart([]TopicPartition{tp}, nil) // started again
 	_, _, old := c.CatchUpTarget(tp)
-	c.resetCatchUp([]TopicPartition{tp}) // and again, before the caller's listing lands
+	c.newStart([]TopicPartition{tp}, nil) // and again, before the caller's listing lands
 	c.SetCatchUpTarget(tp, 7, old)
 	if _, known, tok := c.CatchUpTarget(tp); known {
 		t.Fatal("a target listed for an earlier start was taken")
@@ -56,25 +56,25 @@ func TestCatchUpTarget(t *testing.T) {
 // does any call after the partition is no longer owned.
 func TestCommitNoterPerStart(t *testing.T) {
 	tp := TopicPartition{"in", 0}
-	c := &Consumer{owned: map[TopicPartition]bool{tp: true}, committed: map[TopicPartition]int64{}}
-	c.resetCatchUp([]TopicPartition{tp})
+	c := &Consumer{owned: map[TopicPartition]bool{tp: true}}
+	c.newStart([]TopicPartition{tp}, nil)
 	old := c.CommitNoter(tp)
 	old(7)
-	c.resetCatchUp([]TopicPartition{tp}) // assigned again
+	c.newStart([]TopicPartition{tp}, nil) // assigned again
 	c.noteAssigned(map[TopicPartition]snapshotstore.Assignment{tp: {Offset: 10}})
 	cur := c.CommitNoter(tp)
 	old(50)
-	if got := c.committed[tp]; got != 10 {
+	if got := c.started[tp].committed; got != 10 {
 		t.Fatalf("committed %d after an earlier copy's late commit, want 10 (the new start's)", got)
 	}
 	cur(12)
 	cur(11) // never backwards
-	if got := c.committed[tp]; got != 12 {
+	if got := c.started[tp].committed; got != 12 {
 		t.Fatalf("committed %d, want 12", got)
 	}
 	delete(c.owned, tp)
 	cur(20)
-	if got := c.committed[tp]; got != 12 {
+	if got := c.started[tp].committed; got != 12 {
 		t.Fatalf("committed %d after the partition left, want 12", got)
 	}
 }

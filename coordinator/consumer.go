@@ -185,16 +185,13 @@ type Consumer struct {
 	retry chan struct{}
 	// hwm is each partition's high watermark as of its latest fetch.
 	hwm map[TopicPartition]int64
-	// catchUp is each partition's catch-up target (catchup.go); starts
-	// counts the starts, numbering them.
-	catchUp map[TopicPartition]catchUp
+	// started is what is kept of each owned partition's start (its
+	// catch-up target, its committed offset: catchup.go); starts counts
+	// the starts, numbering them.
+	started map[TopicPartition]started
 	starts  uint64
-	// committed is each owned partition's committed offset as its
-	// partition last reported it (CommitNoter), or as assigned: Failures
-	// carries it, for the lag of a failed partition.
-	committed map[TopicPartition]int64
-	fatal     error
-	done      chan struct{}
+	fatal   error
+	done    chan struct{}
 	// stopping is closed when Run begins its shutdown: an assignment
 	// waiting in kgo's callback (whose context only the client's close
 	// ends, after the shutdown) gives up then instead of holding the
@@ -245,7 +242,7 @@ func New(cfg Config, h Handler) (*Consumer, error) {
 		done: make(chan struct{}), ready: make(chan struct{}), stopping: make(chan struct{}),
 		own: NewOwnership(), kick: make(chan struct{}, 1),
 		fence:  newPollFence(),
-		failed: map[TopicPartition]*Failure{}, streak: map[TopicPartition]*Failure{}, hwm: map[TopicPartition]int64{}, catchUp: map[TopicPartition]catchUp{}, committed: map[TopicPartition]int64{}, retry: make(chan struct{}, 1),
+		failed: map[TopicPartition]*Failure{}, streak: map[TopicPartition]*Failure{}, hwm: map[TopicPartition]int64{}, started: map[TopicPartition]started{}, retry: make(chan struct{}, 1),
 	}
 	if c.cfg.RetryBackoff <= 0 {
 		c.cfg.RetryBackoff = DefaultRetryBackoff
@@ -324,35 +321,6 @@ func (c *Consumer) GroupMetadata() (snapshotstore.GroupMetadata, error) { return
 
 // Tracker returns the group-metadata tracker.
 func (c *Consumer) Tracker() *GroupMetadataTracker { return c.meta }
-
-// CommitNoter returns the function tp's partition, as tp is started now,
-// calls with each offset it committed: Failures reports the last one (the
-// partition's own Status is gone once it failed). Calls of an earlier
-// start's copy (a revoked copy outliving its teardown bound while tp is
-// assigned here again) are ignored: the start is the catch-up token's.
-func (c *Consumer) CommitNoter(tp TopicPartition) func(offset int64) {
-	c.mu.Lock()
-	token := c.catchUp[tp].token
-	c.mu.Unlock()
-	return func(offset int64) {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if c.owned[tp] && c.catchUp[tp].token == token && offset > c.committed[tp] {
-			c.committed[tp] = offset
-		}
-	}
-}
-
-// noteAssigned records offsets as the committed offsets of partitions
-// started from them. Called with c.mu held.
-func (c *Consumer) noteAssigned(offsets map[TopicPartition]snapshotstore.Assignment) {
-	if c.committed == nil {
-		c.committed = map[TopicPartition]int64{} // a Consumer a test built
-	}
-	for tp, a := range offsets {
-		c.committed[tp] = a.Offset
-	}
-}
 
 // Releaser returns the function that releases n processed records of
 // bytes (RecordBytes, summed before the records were processed: a fold may
@@ -757,7 +725,7 @@ func (c *Consumer) assign(ctx context.Context, tps, kept []TopicPartition) error
 		// from before (kgo's own position for a kept one).
 		c.fence.seek(tp)
 	}
-	c.resetCatchUp(tps)
+	c.newStart(tps, nil) // their committed offsets once read (noteAssigned)
 	c.mu.Unlock()
 	c.deliver.Unlock()
 	// Order matters (seed, "Stable transactional.id"): fence first, then
@@ -849,7 +817,7 @@ func (c *Consumer) seekAssigned(tps []TopicPartition, offsets map[TopicPartition
 	for _, tp := range tps {
 		c.fence.seek(tp)
 	}
-	c.resetCatchUp(tps)
+	c.newStart(tps, offsets)
 	c.mu.Unlock()
 }
 
@@ -1071,8 +1039,7 @@ func (c *Consumer) stop(ctx context.Context, tps []TopicPartition, flush bool) {
 		// Its lag is unknown until it is fetched here again (a later
 		// assignment's Status would show this one's watermark).
 		delete(c.hwm, tp)
-		delete(c.catchUp, tp)
-		delete(c.committed, tp)
+		delete(c.started, tp)
 	}
 	c.mu.Unlock()
 	for _, tp := range paused {

@@ -409,8 +409,8 @@ func (c *Consumer) Failures() []Failure {
 	for tp, f := range c.failed {
 		g := *f
 		g.Committed, g.HighWatermark = -1, -1
-		if o, ok := c.committed[tp]; ok {
-			g.Committed = o
+		if s, ok := c.started[tp]; ok {
+			g.Committed = s.committed
 		}
 		if h, ok := c.hwm[tp]; ok {
 			g.HighWatermark = h
@@ -596,10 +596,7 @@ func (c *Consumer) restartWith(ctx context.Context, tp TopicPartition, memo memb
 		// Fetch from the committed offset again, with no poll's delivery
 		// in progress (seekAssigned).
 		c.deliver.Lock()
-		c.mu.Lock()
-		c.noteAssigned(offsets)
-		c.mu.Unlock()
-		c.seekAssigned([]TopicPartition{tp}, offsets)
+		c.seekAssigned([]TopicPartition{tp}, offsets) // a new start, from offsets
 		c.fc.Track(tp)
 		// Not failed from before the start: a failure the new copy
 		// reports during or right after it is its own (it was deleted

@@ -35,7 +35,7 @@ type Config struct {
 	// the group folded them: the fetch resets to the log start), the
 	// committable offset starts there instead: no record below it will
 	// come, and a partition whose log holds none past it would otherwise
-	// never count as caught up (WaitCaughtUp, Get).
+	// never count as caught up (WaitCaughtUp, Get). firstOffset.
 	LogStart int64
 	// Store is the opened partition; the transaction actor owns and closes it.
 	Store   snapshotstore.Partition
@@ -415,12 +415,16 @@ func Props(cfg Config) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor { return newPartition(cfg) }, actor.WithSupervisor(StopAndReport))
 }
 
+// firstOffset is the first input offset that can still come: the assigned
+// one, or the log start above it (LogStart).
+func (c Config) firstOffset() int64 { return max(c.AssignedOffset, c.LogStart) }
+
 func newPartition(cfg Config) *partition {
 	return &partition{
 		cfg:       cfg,
 		log:       cfg.Logger.With(zap.String("topic", cfg.Topic), zap.Int32("partition", cfg.Partition)),
 		phase:     phaseRecovering,
-		tracker:   NewOffsetTracker(max(cfg.AssignedOffset, cfg.LogStart)),
+		tracker:   NewOffsetTracker(cfg.firstOffset()),
 		idle:      newIdleFlush(cfg.IdleFlushAfter),
 		keys:      map[string]*keySlot{},
 		committed: cfg.AssignedOffset,

@@ -48,7 +48,7 @@ func (p *partition) recovered(ctx actor.Context, m *recovered) {
 	// deleted later is cleared and reused (freeSlots).
 	slots, i := make([]keySlot, len(m.snaps)), 0
 	for k, s := range m.snaps {
-		if s.Tombstone() && len(s.Timers) == 0 && s.Offset < max(p.cfg.AssignedOffset, p.cfg.LogStart) {
+		if s.Tombstone() && len(s.Timers) == 0 && s.Offset < p.cfg.firstOffset() {
 			continue
 		}
 		sl := &slots[i]
