@@ -202,19 +202,14 @@ func OutputTimestampChecked(t *testing.T, brokers []string, mode snapshotstore.M
 	w := StartWorker(t, flow, brokers, group, input, snaps, mode, actorflow.WithFailFast())
 	testkit.WaitCommittedAtEnd(t, brokers, group, input, time.Minute)
 
-	if got := testkit.ReadTopic(t, brokers, out, true); len(got) != 1 || string(got[0].Key) != "fresh" {
-		t.Fatalf("read_committed outputs %v: want key fresh's alone", got)
-	}
-	dls := testkit.ReadTopic(t, brokers, dlq, true)
-	if len(dls) != 1 || string(dls[0].Key) != "old" {
-		t.Fatalf("dead letters %v: want key old's alone", dls)
-	}
-	info := deadLetterOf(t, dls[0])
+	soleRecord(t, brokers, out, "fresh")
+	dl := soleRecord(t, brokers, dlq, "old")
+	info := deadLetterOf(t, dl)
 	if !strings.Contains(info.Message, "INVALID_TIMESTAMP") || !strings.Contains(info.Message, out) {
 		t.Fatalf("the dead letter's error message %q: want it to name INVALID_TIMESTAMP and the output topic %s", info.Message, out)
 	}
-	if !info.SourceTime.Equal(old) || dls[0].Timestamp.Before(now.Add(-time.Minute)) {
-		t.Fatalf("the dead letter: timestamp %v, source time %v; want the producer's clock and %v", dls[0].Timestamp, info.SourceTime, old)
+	if !info.SourceTime.Equal(old) || dl.Timestamp.Before(now.Add(-time.Minute)) {
+		t.Fatalf("the dead letter: timestamp %v, source time %v; want the producer's clock and %v", dl.Timestamp, info.SourceTime, old)
 	}
 	if err := w.Stop(t); err != nil {
 		t.Fatal(err)
@@ -266,11 +261,7 @@ func OutputToAMissingTopic(t *testing.T, brokers []string, mode snapshotstore.Mo
 	if got := testkit.ReadTopic(t, brokers, out, true); len(got) != 2 {
 		t.Fatalf("read_committed outputs %v: want keys a's and b's", got)
 	}
-	dls := testkit.ReadTopic(t, brokers, dlq, true)
-	if len(dls) != 1 || string(dls[0].Key) != "typo" {
-		t.Fatalf("dead letters %v: want key typo's alone", dls)
-	}
-	if msg := deadLetterOf(t, dls[0]).Message; !strings.Contains(msg, "UNKNOWN_TOPIC_OR_PARTITION") || !strings.Contains(msg, missing) {
+	if msg := deadLetterOf(t, soleRecord(t, brokers, dlq, "typo")).Message; !strings.Contains(msg, "UNKNOWN_TOPIC_OR_PARTITION") || !strings.Contains(msg, missing) {
 		t.Fatalf("the dead letter's error message %q: want it to name UNKNOWN_TOPIC_OR_PARTITION and the topic %s", msg, missing)
 	}
 	// Created, the topic takes the next output within the store's 10 s.
@@ -358,18 +349,23 @@ func OutputRulesChangedReadAgain(t *testing.T, brokers []string, mode snapshotst
 	}
 	produce("after")
 	testkit.WaitCommittedAtEnd(t, brokers, group, input, time.Minute)
-	if got := testkit.ReadTopic(t, brokers, out, true); len(got) != 1 || string(got[0].Key) != "before" {
-		t.Fatalf("read_committed outputs %v: want key before's alone", got)
-	}
-	dls := testkit.ReadTopic(t, brokers, dlq, true)
-	if len(dls) != 1 || string(dls[0].Key) != "after" {
-		t.Fatalf("dead letters %v: want key after's alone", dls)
-	}
-	if msg := deadLetterOf(t, dls[0]).Message; !strings.Contains(msg, "MESSAGE_TOO_LARGE") || !strings.Contains(msg, "2000") {
+	soleRecord(t, brokers, out, "before")
+	if msg := deadLetterOf(t, soleRecord(t, brokers, dlq, "after")).Message; !strings.Contains(msg, "MESSAGE_TOO_LARGE") || !strings.Contains(msg, "2000") {
 		t.Fatalf("the dead letter's error message %q: want it refused at Emit by the lowered limit (MESSAGE_TOO_LARGE, 2000)", msg)
 	}
 	// Run reports the partition's one failure, the brokers' refusal.
 	if err := w.Stop(t); !errors.Is(err, kerr.MessageTooLarge) {
 		t.Fatalf("Run: %v, want the partition's failure on the refused output (MESSAGE_TOO_LARGE)", err)
 	}
+}
+
+// soleRecord reads topic read_committed and fails t unless it holds one
+// record alone, of key; it returns that record.
+func soleRecord(t *testing.T, brokers []string, topic, key string) *kgo.Record {
+	t.Helper()
+	got := testkit.ReadTopic(t, brokers, topic, true)
+	if len(got) != 1 || string(got[0].Key) != key {
+		t.Fatalf("read_committed %s: %v; want key %s's record alone", topic, got, key)
+	}
+	return got[0]
 }

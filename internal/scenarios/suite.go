@@ -66,22 +66,23 @@ func Suite() []Case {
 			cases = append(cases, Case{Name: "DeadLetters/" + mode.String() + "/" + string(bad), Parallel: true,
 				Run: func(t *testing.T, b []string) { DeadLetters(t, b, mode, bad) }})
 		}
-		cases = append(cases, Case{Name: "DeadLetterOfALargeRecord/" + mode.String(), Parallel: true,
-			Run: func(t *testing.T, b []string) { DeadLetterOfALargeRecord(t, b, mode) }})
-		cases = append(cases, Case{Name: "OutputTopicRulesChecked/" + mode.String(), Parallel: true,
-			Run: func(t *testing.T, b []string) { OutputTopicRulesChecked(t, b, mode) }})
-		cases = append(cases, Case{Name: "HeldCommitNamed/" + mode.String(), Parallel: true,
-			Run: func(t *testing.T, b []string) { HeldCommitNamed(t, b, mode) }})
-		cases = append(cases, Case{Name: "OutputTimestampChecked/" + mode.String(), Parallel: true,
-			Run: func(t *testing.T, b []string) { OutputTimestampChecked(t, b, mode) }})
-		cases = append(cases, Case{Name: "OutputToAMissingTopic/" + mode.String(), Parallel: true,
-			Run: func(t *testing.T, b []string) { OutputToAMissingTopic(t, b, mode) }})
-		cases = append(cases, Case{Name: "OutputRulesChangedReadAgain/" + mode.String(), Parallel: true,
-			Run: func(t *testing.T, b []string) { OutputRulesChangedReadAgain(t, b, mode) }})
-		cases = append(cases, Case{Name: "GetUnavailableWhileCatchingUp/" + mode.String(), Parallel: true,
-			Run: func(t *testing.T, b []string) { GetUnavailableWhileCatchingUp(t, b, mode) }})
-		cases = append(cases, Case{Name: "SnapshotTooLargeSkipped/" + mode.String(), Parallel: true,
-			Run: func(t *testing.T, b []string) { SnapshotTooLargeSkipped(t, b, mode) }})
+		// The bad-input and output-rule scenarios, one case per mode each.
+		for _, sc := range []struct {
+			name string
+			run  func(*testing.T, []string, snapshotstore.Mode)
+		}{
+			{"DeadLetterOfALargeRecord", DeadLetterOfALargeRecord},
+			{"OutputTopicRulesChecked", OutputTopicRulesChecked},
+			{"HeldCommitNamed", HeldCommitNamed},
+			{"OutputTimestampChecked", OutputTimestampChecked},
+			{"OutputToAMissingTopic", OutputToAMissingTopic},
+			{"OutputRulesChangedReadAgain", OutputRulesChangedReadAgain},
+			{"GetUnavailableWhileCatchingUp", GetUnavailableWhileCatchingUp},
+			{"SnapshotTooLargeSkipped", SnapshotTooLargeSkipped},
+		} {
+			cases = append(cases, Case{Name: sc.name + "/" + mode.String(), Parallel: true,
+				Run: func(t *testing.T, b []string) { sc.run(t, b, mode) }})
+		}
 	}
 	for _, mode := range modes {
 		cases = append(cases, Case{Name: "LiveKeyBudgetThroughRebalance/" + mode.String(), Parallel: true,
