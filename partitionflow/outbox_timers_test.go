@@ -44,8 +44,16 @@ func TestOverdueTimersFireAfterHeldRecords(t *testing.T) {
 					s.Offsets = append(s.Offsets, -1)
 					return s, nil
 				}))
-			h := newHarnessWith(t, mem, flow, 2, func(c *partitionflow.Config) { c.MaxPendingOutputBytes = budget })
+			// The record reaches the partition while it recovers (kept
+			// until it runs): else the overdue timer's own load could come
+			// first, and [1 -1 5] would be right.
+			recovered := make(chan struct{})
+			h := newHarnessWith(t, mem, flow, 2, func(c *partitionflow.Config) {
+				c.MaxPendingOutputBytes = budget
+				c.Store = gatedRecovery{Partition: c.Store, gate: recovered}
+			})
 			h.send(rec(5, "a", ""))
+			close(recovered)
 			query(t, h, "a") // the delivery was folded or held
 			close(gate)
 			h.awaitCommitted(6)
@@ -58,4 +66,19 @@ func TestOverdueTimersFireAfterHeldRecords(t *testing.T) {
 			}
 		})
 	}
+}
+
+// gatedRecovery is a partition whose recovery waits for gate.
+type gatedRecovery struct {
+	snapshotstore.Partition
+	gate chan struct{}
+}
+
+func (g gatedRecovery) Recover(ctx context.Context, fn func(snapshotstore.Snapshot) error) error {
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return g.Partition.Recover(ctx, fn)
 }
