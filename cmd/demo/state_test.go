@@ -3,16 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/actorflow/actorflow"
+	"github.com/actorflow/actorflow/httpapi"
 	"github.com/actorflow/actorflow/internal/ledger"
 	"github.com/actorflow/actorflow/internal/testkit"
 )
@@ -95,7 +93,7 @@ func TestWorkerServesStateFromTheKeysOwner(t *testing.T) {
 		var total int64
 		for i := range 20 {
 			key := ledger.AccountKey(i)
-			var answers [2]stateAnswer
+			var answers [2]httpapi.StateAnswer[ledger.State]
 			var resps [2]*http.Response
 			var codes [2]int
 			for j, a := range addrs {
@@ -120,7 +118,7 @@ func TestWorkerServesStateFromTheKeysOwner(t *testing.T) {
 				t.Fatalf("%s: 200 without a local state: %+v", key, answers[owner])
 			}
 			// A client following the redirect gets the owner's answer.
-			var followed stateAnswer
+			var followed httpapi.StateAnswer[ledger.State]
 			if code, err := getJSON("http://"+addrs[other]+"/state?key="+key, &followed); err != nil || code != http.StatusOK ||
 				followed.State == nil || *followed.State != *answers[owner].State {
 				return false, fmt.Sprintf("%s followed from the other worker: %d %v %+v", key, code, err, followed)
@@ -154,7 +152,7 @@ func TestWorkerServesStateFromTheKeysOwner(t *testing.T) {
 	})
 	var codes []int
 	for _, a := range addrs {
-		var ans stateAnswer
+		var ans httpapi.StateAnswer[ledger.State]
 		resp, err := getWith(noRedirects, "http://"+a+"/state?key=nobody", &ans)
 		if err != nil {
 			t.Fatal(err)
@@ -168,80 +166,9 @@ func TestWorkerServesStateFromTheKeysOwner(t *testing.T) {
 	if !slices.Equal(codes, []int{http.StatusTemporaryRedirect, http.StatusNotFound}) {
 		t.Errorf("absent account: codes %v, want 404 from its owner and 307 from the other", codes)
 	}
-	var ans stateAnswer
+	var ans httpapi.StateAnswer[ledger.State]
 	if code, _ := getJSON("http://"+addrs[0]+"/state", &ans); code != http.StatusBadRequest {
 		t.Errorf("missing key: %d, want 400", code)
-	}
-}
-
-// stateHandler's answer to each of Get's outcomes, as its doc says: a key
-// owned elsewhere is a 307 to the owner's endpoint (same path, the query
-// kept, redirected=1 added) when it advertises one, else 421; a redirected
-// request that is not the owner's either is 503 with Retry-After (no
-// second redirect: no loop while the assignment moves), as is
-// ErrUnavailable; every non-200 answer names the owner when there is one.
-func TestStateHandlerAnswers(t *testing.T) {
-	owner := actorflow.Member{MemberID: "m-b", ClientID: "kgo;query=worker-b:8080", Endpoint: "worker-b:8080"}
-	noEndpoint := actorflow.Member{MemberID: "m-c", ClientID: "kgo"}
-	notOwner := func(m actorflow.Member) error {
-		return fmt.Errorf("wrapped: %w", &actorflow.NotOwnerError{Key: "acct-1", Topic: "in", Partition: 3, Owner: m})
-	}
-	for _, c := range []struct {
-		name       string
-		target     string
-		err        error
-		code       int
-		location   string
-		retryAfter string
-		owner      *actorflow.Member
-	}{
-		{name: "local", target: "/state?key=acct-1", code: http.StatusOK},
-		{name: "absent", target: "/state?key=acct-1", err: actorflow.ErrKeyNotFound, code: http.StatusNotFound},
-		{name: "missing key", target: "/state", code: http.StatusBadRequest},
-		{name: "owned elsewhere", target: "/state?key=acct-1", err: notOwner(owner), code: http.StatusTemporaryRedirect,
-			location: "http://worker-b:8080/state?key=acct-1&redirected=1", owner: &owner},
-		{name: "owned elsewhere, key escaped", target: "/state?key=a+b%26c", err: notOwner(owner), code: http.StatusTemporaryRedirect,
-			location: "http://worker-b:8080/state?key=a+b%26c&redirected=1", owner: &owner},
-		{name: "owner advertises no endpoint", target: "/state?key=acct-1", err: notOwner(noEndpoint), code: http.StatusMisdirectedRequest, owner: &noEndpoint},
-		{name: "redirected to a non-owner", target: "/state?key=acct-1&redirected=1", err: notOwner(owner), code: http.StatusServiceUnavailable,
-			retryAfter: "1", owner: &owner},
-		{name: "unavailable", target: "/state?key=acct-1", err: fmt.Errorf("%w: rebalancing", actorflow.ErrUnavailable), code: http.StatusServiceUnavailable, retryAfter: "1"},
-		// The key's answer waited behind its current batch past the handler's
-		// bound: transient, not a server error.
-		{name: "timed out", target: "/state?key=acct-1", err: fmt.Errorf("query: %w", context.DeadlineExceeded), code: http.StatusServiceUnavailable, retryAfter: "1"},
-		{name: "other error", target: "/state?key=acct-1", err: errors.New("decode"), code: http.StatusInternalServerError},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			var asked string
-			h := stateHandler(func(_ context.Context, key string) (*ledger.State, actorflow.QueryInfo, error) {
-				asked = key
-				if c.err != nil {
-					return nil, actorflow.QueryInfo{Partition: 3}, c.err
-				}
-				return &ledger.State{Balance: 7, Count: 2}, actorflow.QueryInfo{Partition: 3, Local: true}, nil
-			})
-			rec := httptest.NewRecorder()
-			h(rec, httptest.NewRequest(http.MethodGet, c.target, nil))
-			var ans stateAnswer
-			if err := json.NewDecoder(rec.Body).Decode(&ans); err != nil {
-				t.Fatal(err)
-			}
-			if rec.Code != c.code || rec.Header().Get("Location") != c.location || rec.Header().Get("Retry-After") != c.retryAfter {
-				t.Fatalf("%d Location %q Retry-After %q, want %d %q %q (body %+v)", rec.Code, rec.Header().Get("Location"),
-					rec.Header().Get("Retry-After"), c.code, c.location, c.retryAfter, ans)
-			}
-			switch {
-			case c.owner == nil && ans.Owner != nil, c.owner != nil && (ans.Owner == nil || *ans.Owner != *c.owner):
-				t.Errorf("owner %+v, want %+v", ans.Owner, c.owner)
-			case c.code == http.StatusOK && (ans.State == nil || ans.State.Balance != 7 || !ans.Info.Local || ans.Key != "acct-1"):
-				t.Errorf("200 body %+v", ans)
-			case c.code != http.StatusOK && ans.Error == "":
-				t.Errorf("%d without an error in the body", c.code)
-			}
-			if c.name == "owned elsewhere, key escaped" && asked != "a b&c" {
-				t.Errorf("asked key %q, want the unescaped %q", asked, "a b&c")
-			}
-		})
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"sync/atomic"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/actorflow/actorflow"
+	"github.com/actorflow/actorflow/httpapi"
 	"github.com/actorflow/actorflow/internal/ledger"
 	"github.com/actorflow/actorflow/keyflow"
 	"github.com/actorflow/actorflow/snapshotstore"
@@ -209,25 +209,9 @@ type workerStatus struct {
 func statusHandler(w *actorflow.Worker, folds *atomic.Int64, reg *prometheus.Registry) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	// Both answer 503 with the Health report when false, so a probe's log
-	// says why (brokers unreachable, a partition failed or recovering).
-	probe := func(ok func(actorflow.Health) bool) http.HandlerFunc {
-		return func(rw http.ResponseWriter, r *http.Request) {
-			ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-			defer cancel()
-			h := w.Health(ctx)
-			rw.Header().Set("Content-Type", "application/json")
-			if !ok(h) {
-				rw.WriteHeader(http.StatusServiceUnavailable)
-			}
-			_ = json.NewEncoder(rw).Encode(h)
-		}
-	}
-	mux.HandleFunc("/healthz", probe(actorflow.Health.Live))
-	mux.HandleFunc("/readyz", probe(actorflow.Health.Ready))
-	mux.HandleFunc("/state", stateHandler(func(ctx context.Context, key string) (*ledger.State, actorflow.QueryInfo, error) {
-		return actorflow.Get[ledger.State](ctx, w, key)
-	}))
+	mux.Handle("/healthz", httpapi.Live(w))
+	mux.Handle("/readyz", httpapi.Ready(w))
+	mux.Handle("/state", httpapi.State[ledger.State](w))
 	mux.HandleFunc("/status", func(rw http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
@@ -252,85 +236,6 @@ func advertised(flag, listen string) string {
 		return ""
 	}
 	return listen
-}
-
-// stateAnswer is /state's body.
-type stateAnswer struct {
-	Key   string              `json:"key"`
-	State *ledger.State       `json:"state,omitempty"`
-	Info  actorflow.QueryInfo `json:"info"`
-	Owner *actorflow.Member   `json:"owner,omitempty"`
-	Error string              `json:"error,omitempty"`
-}
-
-// redirectedParam marks a /state request redirected here by another worker.
-const redirectedParam = "redirected"
-
-// stateHandler is /state?key=K, an interactive query (get: actorflow.Get
-// on the worker):
-//   - 200 with the account's state and how stale it can be (info), when
-//     this worker owns the key's partition;
-//   - 404 when the account has no state;
-//   - 307 Temporary Redirect to the same path on the owning worker,
-//     http://<owner endpoint>/state?key=K&redirected=1, when another
-//     worker owns it and advertises its endpoint (--advertise); the body
-//     names the owner (owner.endpoint) for clients that do not follow
-//     redirects. A redirect rather than a proxied answer: the client
-//     learns the owner and asks it directly next time, and this worker
-//     holds no connection to it;
-//   - 421 Misdirected Request naming the owner when it advertises no
-//     endpoint (a worker without one, e.g. listening on 0.0.0.0 without
-//     --advertise);
-//   - 503 with Retry-After during a rebalance or recovery
-//     (actorflow.ErrUnavailable), and when a redirected request
-//     (redirected=1) lands on a worker that does not own the key either:
-//     the two workers' views of the assignment differ while it moves, and
-//     redirecting again could loop.
-func stateHandler(get func(context.Context, string) (*ledger.State, actorflow.QueryInfo, error)) http.HandlerFunc {
-	return func(rw http.ResponseWriter, r *http.Request) {
-		key := r.URL.Query().Get("key")
-		rw.Header().Set("Content-Type", "application/json")
-		if key == "" {
-			rw.WriteHeader(http.StatusBadRequest)
-			_ = json.NewEncoder(rw).Encode(stateAnswer{Error: "missing ?key="})
-			return
-		}
-		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
-		defer cancel()
-		s, info, err := get(ctx, key)
-		ans := stateAnswer{Key: key, State: s, Info: info}
-		var notOwner *actorflow.NotOwnerError
-		switch {
-		case err == nil:
-		case errors.Is(err, actorflow.ErrKeyNotFound):
-			rw.WriteHeader(http.StatusNotFound)
-		case errors.As(err, &notOwner) && r.URL.Query().Has(redirectedParam):
-			ans.Owner = &notOwner.Owner
-			rw.Header().Set("Retry-After", "1")
-			rw.WriteHeader(http.StatusServiceUnavailable)
-		case errors.As(err, &notOwner) && notOwner.Owner.Endpoint != "":
-			ans.Owner = &notOwner.Owner
-			q := r.URL.Query()
-			q.Set(redirectedParam, "1")
-			to := url.URL{Scheme: "http", Host: notOwner.Owner.Endpoint, Path: r.URL.Path, RawQuery: q.Encode()}
-			rw.Header().Set("Location", to.String())
-			rw.WriteHeader(http.StatusTemporaryRedirect)
-		case errors.As(err, &notOwner):
-			ans.Owner = &notOwner.Owner
-			rw.WriteHeader(http.StatusMisdirectedRequest)
-		case errors.Is(err, actorflow.ErrUnavailable), errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil:
-			// Not running yet, or the key's answer waited behind its
-			// current batch past this handler's bound: try again.
-			rw.Header().Set("Retry-After", "1")
-			rw.WriteHeader(http.StatusServiceUnavailable)
-		default:
-			rw.WriteHeader(http.StatusInternalServerError)
-		}
-		if err != nil {
-			ans.Error = err.Error()
-		}
-		_ = json.NewEncoder(rw).Encode(ans)
-	}
 }
 
 // parseMode reads --mode: the names of snapshotstore.Mode.String.

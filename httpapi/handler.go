@@ -1,0 +1,90 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+
+	"github.com/actorflow/actorflow"
+)
+
+// Handler serves w's routes, each answering JSON to GET and HEAD (405
+// otherwise):
+//   - /healthz: Live — 200, or 503 once Run has returned; the body is the
+//     worker's Health either way, so a probe's log says why;
+//   - /readyz: Ready — 200 when the worker processes everything it owns,
+//     else 503 (brokers unreachable, a partition starting, recovering or
+//     failed, shutting down);
+//   - /status: the worker's Status (partitions, lag, failed partitions);
+//   - /state?key=K: the key's state, an interactive query (State).
+//
+// S is the flow's state type (keyflow.New's); the worker must run a flow
+// over it, else /state answers 500 naming both types.
+func Handler[S any](w *actorflow.Worker, opts ...Option) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/healthz", Live(w, opts...))
+	mux.Handle("/readyz", Ready(w, opts...))
+	mux.Handle("/status", Status(w, opts...))
+	mux.Handle("/state", State[S](w, opts...))
+	return mux
+}
+
+// Live answers 200 while Health.Live holds (Run in progress, shutting down
+// included), else 503, with the Health as the body. Point a liveness probe
+// here: an outage of the brokers does not fail it (a restart would not
+// bring them back).
+func Live(w *actorflow.Worker, opts ...Option) http.Handler {
+	return probe(w, newConfig(opts), actorflow.Health.Live)
+}
+
+// Ready answers 200 while Health.Ready holds, else 503, with the Health as
+// the body. Point a readiness probe (and a load balancer sending queries)
+// here.
+func Ready(w *actorflow.Worker, opts ...Option) http.Handler {
+	return probe(w, newConfig(opts), actorflow.Health.Ready)
+}
+
+func probe(w *actorflow.Worker, c config, ok func(actorflow.Health) bool) http.Handler {
+	return getOnly(func(rw http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), c.probeTimeout)
+		defer cancel()
+		h := w.Health(ctx)
+		code := http.StatusOK
+		if !ok(h) {
+			code = http.StatusServiceUnavailable
+		}
+		writeJSON(rw, code, h)
+	})
+}
+
+// Status answers 200 with the worker's Status: each running partition's
+// offsets and lag, the failed ones with theirs, the group generation.
+func Status(w *actorflow.Worker, opts ...Option) http.Handler {
+	c := newConfig(opts)
+	return getOnly(func(rw http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), c.probeTimeout)
+		defer cancel()
+		writeJSON(rw, http.StatusOK, w.Status(ctx))
+	})
+}
+
+// getOnly answers 405 to methods other than GET and HEAD: every route
+// only reads.
+func getOnly(h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			rw.Header().Set("Allow", "GET, HEAD")
+			writeJSON(rw, http.StatusMethodNotAllowed, map[string]string{"error": r.Method + " not allowed: GET or HEAD"})
+			return
+		}
+		h(rw, r)
+	})
+}
+
+func writeJSON(rw http.ResponseWriter, code int, v any) {
+	rw.Header().Set("Content-Type", "application/json")
+	rw.WriteHeader(code)
+	// The status line is out: an encoding error can only cut the body,
+	// which the client sees as invalid JSON.
+	_ = json.NewEncoder(rw).Encode(v)
+}

@@ -1,0 +1,126 @@
+package httpapi
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/actorflow/actorflow"
+)
+
+type account struct {
+	Balance int64 `json:"balance"`
+}
+
+// State's answer to each of Get's outcomes, as its doc says: a key owned
+// elsewhere is a 307 to the owner's endpoint (same path, the query kept,
+// redirected=1 added) when it advertises one, else 421; a redirected
+// request that is not the owner's either is 503 with Retry-After (no second
+// redirect: no loop while the assignment moves), as is ErrUnavailable and
+// this handler's own bound; every non-200 answer names the error, and the
+// owner when there is one.
+func TestStateAnswers(t *testing.T) {
+	owner := actorflow.Member{MemberID: "m-b", ClientID: "kgo;query=worker-b:8080", Endpoint: "worker-b:8080"}
+	noEndpoint := actorflow.Member{MemberID: "m-c", ClientID: "kgo"}
+	notOwner := func(m actorflow.Member) error {
+		return fmt.Errorf("wrapped: %w", &actorflow.NotOwnerError{Key: "acct-1", Topic: "in", Partition: 3, Owner: m})
+	}
+	for _, c := range []struct {
+		name       string
+		method     string
+		target     string
+		err        error
+		code       int
+		location   string
+		retryAfter string
+		owner      *actorflow.Member
+		opts       []Option
+	}{
+		{name: "local", target: "/state?key=acct-1", code: http.StatusOK},
+		{name: "HEAD", method: http.MethodHead, target: "/state?key=acct-1", code: http.StatusOK},
+		{name: "POST", method: http.MethodPost, target: "/state?key=acct-1", code: http.StatusMethodNotAllowed},
+		{name: "absent", target: "/state?key=acct-1", err: actorflow.ErrKeyNotFound, code: http.StatusNotFound},
+		{name: "missing key", target: "/state", code: http.StatusBadRequest},
+		{name: "owned elsewhere", target: "/state?key=acct-1", err: notOwner(owner), code: http.StatusTemporaryRedirect,
+			location: "http://worker-b:8080/state?key=acct-1&redirected=1", owner: &owner},
+		{name: "owned elsewhere, https", target: "/state?key=acct-1", err: notOwner(owner), code: http.StatusTemporaryRedirect,
+			location: "https://worker-b:8080/state?key=acct-1&redirected=1", owner: &owner, opts: []Option{WithScheme("https")}},
+		{name: "owned elsewhere, key escaped", target: "/state?key=a+b%26c", err: notOwner(owner), code: http.StatusTemporaryRedirect,
+			location: "http://worker-b:8080/state?key=a+b%26c&redirected=1", owner: &owner},
+		{name: "owned elsewhere, escaped path", target: "/api/st%2Fate?key=acct-1", err: notOwner(owner), code: http.StatusTemporaryRedirect,
+			location: "http://worker-b:8080/api/st%2Fate?key=acct-1&redirected=1", owner: &owner},
+		{name: "owner advertises no endpoint", target: "/state?key=acct-1", err: notOwner(noEndpoint), code: http.StatusMisdirectedRequest, owner: &noEndpoint},
+		{name: "redirected to a non-owner", target: "/state?key=acct-1&redirected=1", err: notOwner(owner), code: http.StatusServiceUnavailable,
+			retryAfter: "1", owner: &owner},
+		{name: "unavailable", target: "/state?key=acct-1", err: fmt.Errorf("%w: rebalancing", actorflow.ErrUnavailable), code: http.StatusServiceUnavailable, retryAfter: "1"},
+		// The key's answer waited behind its current batch past the handler's
+		// bound: transient, not a server error.
+		{name: "timed out", target: "/state?key=acct-1", err: fmt.Errorf("query: %w", context.DeadlineExceeded), code: http.StatusServiceUnavailable, retryAfter: "1"},
+		{name: "other error", target: "/state?key=acct-1", err: errors.New("decode"), code: http.StatusInternalServerError},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var asked string
+			h := stateHandler(func(_ context.Context, key string) (*account, actorflow.QueryInfo, error) {
+				asked = key
+				if c.err != nil {
+					return nil, actorflow.QueryInfo{Partition: 3}, c.err
+				}
+				return &account{Balance: 7}, actorflow.QueryInfo{Partition: 3, Local: true}, nil
+			}, newConfig(c.opts))
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(cmp.Or(c.method, http.MethodGet), c.target, nil))
+			if got := rec.Header().Get("Content-Type"); got != "application/json" {
+				t.Errorf("Content-Type %q", got)
+			}
+			var ans StateAnswer[account]
+			if err := json.NewDecoder(rec.Body).Decode(&ans); err != nil {
+				t.Fatal(err)
+			}
+			if rec.Code != c.code || rec.Header().Get("Location") != c.location || rec.Header().Get("Retry-After") != c.retryAfter {
+				t.Fatalf("%d Location %q Retry-After %q, want %d %q %q (body %+v)", rec.Code, rec.Header().Get("Location"),
+					rec.Header().Get("Retry-After"), c.code, c.location, c.retryAfter, ans)
+			}
+			switch {
+			case c.owner == nil && ans.Owner != nil, c.owner != nil && (ans.Owner == nil || *ans.Owner != *c.owner):
+				t.Errorf("owner %+v, want %+v", ans.Owner, c.owner)
+			case c.code == http.StatusOK && (ans.State == nil || ans.State.Balance != 7 || !ans.Info.Local || ans.Key != "acct-1"):
+				t.Errorf("200 body %+v", ans)
+			case c.code != http.StatusOK && ans.Error == "":
+				t.Errorf("%d without an error in the body", c.code)
+			case c.code != http.StatusOK && ans.State != nil:
+				t.Errorf("%d with a state: %+v", c.code, ans)
+			}
+			if c.name == "owned elsewhere, key escaped" && asked != "a b&c" {
+				t.Errorf("asked key %q, want the unescaped %q", asked, "a b&c")
+			}
+		})
+	}
+}
+
+// A handler mounted under a prefix (http.StripPrefix) redirects to the
+// path the client asked for, prefix included: the owner serves the same
+// mount.
+func TestStateRedirectKeepsTheMountsPrefix(t *testing.T) {
+	owner := actorflow.Member{MemberID: "m-b", Endpoint: "worker-b:8080"}
+	h := stateHandler(func(context.Context, string) (*account, actorflow.QueryInfo, error) {
+		return nil, actorflow.QueryInfo{}, &actorflow.NotOwnerError{Key: "k", Owner: owner}
+	}, newConfig(nil))
+	mux := http.NewServeMux()
+	mux.Handle("/api/", http.StripPrefix("/api", h))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	cl := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := cl.Get(srv.URL + "/api/state?key=k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if loc, want := resp.Header.Get("Location"), "http://worker-b:8080/api/state?key=k&redirected=1"; resp.StatusCode != http.StatusTemporaryRedirect || loc != want {
+		t.Fatalf("%d to %q, want 307 to %q", resp.StatusCode, loc, want)
+	}
+}
