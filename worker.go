@@ -310,6 +310,16 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 			m.failures.WithLabelValues(tp.Topic, partitionLabel(tp.Partition)).Inc()
 		}
 		if w.cfg.failFast || errors.Is(err, snapshotstore.ErrFenced) || tp.Partition < 0 {
+			// The one error line of a partition's failure that stops the
+			// worker (the partition's own is at warn; the supervisor's
+			// panic logged its own).
+			switch {
+			case tp.Partition < 0:
+			case errors.Is(err, snapshotstore.ErrFenced):
+				log.Error("partition fenced: another process owns it; stopping the worker", zap.Error(perr))
+			default:
+				log.Error("partition failed; stopping the worker (WithFailFast)", zap.Error(perr))
+			}
 			cons.Fail(perr)
 			return
 		}

@@ -356,9 +356,10 @@ func seqOfPID(pid *actor.PID) (int, bool) {
 }
 
 func (s *Supervisor) fail(tp coordinator.TopicPartition, err error) {
-	// At debug: the caller logged the failure at error (the partition, or
-	// the panic's handler), and the consumer logs what follows (its
-	// restart) — a third error line per failure, at every retry, was noise.
+	// At debug: the caller logged the failure (the partition, or the
+	// panic's handler, at warn; the supervisor's own panic at error), and
+	// the worker logs what follows at error (the consumer's restart, or
+	// the worker's stop) — one error line per failure, not three.
 	s.log.Debug("partition failed", zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Error(err))
 	if s.cfg.OnFailure != nil {
 		s.cfg.OnFailure(tp, err)
@@ -564,7 +565,9 @@ func (a *supervisorActor) Receive(ctx actor.Context) {
 				zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Error(err))
 			return
 		}
-		a.s.log.Error("partition actor panicked", zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Error(err))
+		// At warn, as a partition's failure: the worker logs what follows
+		// at error.
+		a.s.log.Warn("partition actor panicked", zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Error(err))
 		a.s.fail(tp, fmt.Errorf("%s[%d]: %w", tp.Topic, tp.Partition, err))
 	}
 }

@@ -637,7 +637,7 @@ func (c *Consumer) restartWith(ctx context.Context, tp TopicPartition, memo memb
 			// An eviction is not a failure; this is: it becomes the one
 			// reported, through the path of every other failure.
 			ferr := fmt.Errorf("%s[%d]: starting it again after an eviction: %w", tp.Topic, tp.Partition, err)
-			c.log.Error("starting an evicted partition again failed",
+			c.log.Warn("starting an evicted partition again failed", // the failure's path logs it at error
 				zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Error(err))
 			c.failPartition(tp, ferr)
 			return
@@ -647,7 +647,8 @@ func (c *Consumer) restartWith(ctx context.Context, tp TopicPartition, memo memb
 		// as every failure: a restart that keeps failing (a broker down in
 		// Open, an offset fetch held) is counted in the worker's failure
 		// metric, which stood still while the partition was down.
-		c.log.Error("starting a failed partition again failed; retrying after a backoff",
+		// At warn: PartitionFailed logs the retry at error.
+		c.log.Warn("starting a failed partition again failed",
 			zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Error(err))
 		c.failPartition(tp, f.Err)
 		return

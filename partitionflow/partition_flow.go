@@ -677,7 +677,10 @@ func (p *partition) fail(ctx actor.Context, err error) {
 		// supervisor and the consumer take it from here).
 		p.log.Warn("partition no longer owned under this membership; stopping its actors without flushing", zap.Error(err))
 	} else {
-		p.log.Error("partition failed; stopping its actors", zap.Error(err))
+		// At warn: what follows is the worker's to decide and to log at
+		// error (a restart after a backoff, or the worker's stop), once
+		// per failure.
+		p.log.Warn("partition failed; stopping its actors", zap.Error(err))
 	}
 	ctx.Stop(ctx.Self())
 }
