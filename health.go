@@ -49,6 +49,13 @@ type Health struct {
 	// Late lists partitions whose actor did not answer within the call's
 	// ctx (Status.Late): busy in a long step, its state unknown.
 	Late []string `json:"late,omitempty"`
+	// Stopped: Run has returned (for good: a Worker runs once), and
+	// RunError is its error ("" after a clean stop): what a probe's log
+	// shows of a worker that stopped on a failure (WithFailFast, a fence)
+	// and is not running any more — without it its report read as one of
+	// a worker not started yet.
+	Stopped  bool   `json:"stopped,omitempty"`
+	RunError string `json:"run_error,omitempty"`
 	// ShuttingDown: Run is returning (its ctx ended, or a fatal failure):
 	// its partitions are being revoked and the member leaves. Live, not
 	// ready: a load balancer reading Ready sent queries to a worker that
@@ -155,12 +162,17 @@ func (p *probe) watchBrokers(ctx context.Context, cl *kgo.Client, interval time.
 }
 
 // Health returns the worker's health (the zero Health before Run; while Run
-// starts, Running and the brokers' reachability only).
+// starts, Running and the brokers' reachability only; after Run returned,
+// Stopped and RunError).
 func (w *Worker) Health(ctx context.Context) Health {
 	var h Health
 	w.probe.fill(&h)
 	select {
 	case <-w.done:
+		h.Stopped = true
+		if w.runErr != nil {
+			h.RunError = w.runErr.Error()
+		}
 		return h
 	default:
 	}

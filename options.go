@@ -426,11 +426,13 @@ func WithOutputPartitioner(p kgo.Partitioner) Option {
 func WithInputPartitioner(p kgo.Partitioner) Option { return func(c *config) { c.inPartitioner = p } }
 
 // WithQueryEndpoint advertises addr, the "host:port" where this member
-// answers queries (e.g. its HTTP server's address as the other members can
-// reach it), to the whole group: a Get on another member that does not own
-// the key names addr in its *NotOwnerError (Owner.Endpoint), so the query
-// can be routed to the owner, as Kafka Streams' application.server.
-// Default (and an empty addr): none, Owner.Endpoint is empty.
+// answers queries (e.g. its HTTP server's address as whoever routes the
+// query reaches it: the other members when they proxy it, the clients when
+// they follow httpapi.State's redirect), to the whole group: a Get on
+// another member that does not own the key names addr in its
+// *NotOwnerError (Owner.Endpoint), so the query can be routed to the owner,
+// as Kafka Streams' application.server. Default (and an empty addr): none,
+// Owner.Endpoint is empty.
 //
 // addr must be a DNS name or an IP address (IPv6 in brackets) with a port
 // 1-65535, and not a listen address such as ":8080" or "0.0.0.0:8080";

@@ -26,7 +26,9 @@ var (
 	// ErrNotOwner: another member of the group owns the key's partition.
 	ErrNotOwner = errors.New("actorflow: key's partition is owned by another member")
 	// ErrUnavailable: the key's partition cannot answer now — this worker
-	// is not running, or the partition is being assigned, recovering its
+	// is not running (once Run has returned, for good: the error also
+	// matches ErrRunReturned, wrapping Run's), or the partition is being
+	// assigned, recovering its
 	// snapshots, revoked, failed and waiting to start again, or owned by no
 	// member during a rebalance; or this member cannot vouch that it still
 	// owns the partition it runs (the brokers did not answer its last
@@ -155,7 +157,8 @@ func (w *Worker) Get(ctx context.Context, key string) ([]byte, QueryInfo, error)
 	}
 	select {
 	case <-w.done:
-		return nil, info, fmt.Errorf("%w: worker stopped", ErrUnavailable)
+		// For good: ErrRunReturned says so, and why (Run's error).
+		return nil, info, fmt.Errorf("%w: worker stopped: %w", ErrUnavailable, w.runReturned())
 	default:
 	}
 	n, err := w.parts.count(ctx, w.cons.Client(), w.cfg.input)
@@ -375,7 +378,9 @@ func (w *Worker) notOwned(ctx context.Context, key string, tp coordinator.TopicP
 		return fmt.Errorf("%w: %s[%d] is owned by no member of group %q (rebalancing)", ErrUnavailable, tp.Topic, tp.Partition, w.cfg.group)
 	}
 	if w.isSelf(owner.MemberID) {
-		return fmt.Errorf("%w: %s[%d] is being assigned to this member", ErrUnavailable, tp.Topic, tp.Partition)
+		// Assigned here and not running: being started, or, read from the
+		// last stable assignment during a rebalance, moving away.
+		return fmt.Errorf("%w: %s[%d] is assigned to this member and not running here (starting, or moving in a rebalance)", ErrUnavailable, tp.Topic, tp.Partition)
 	}
 	return &NotOwnerError{Key: key, Topic: tp.Topic, Partition: tp.Partition, Owner: owner}
 }
@@ -410,7 +415,8 @@ func (w *Worker) owner(ctx context.Context, tp coordinator.TopicPartition) (Memb
 
 // assignment reads the group's current assignment once (one describe for
 // every partition asked of it): the owner of each partition, false when no
-// member owns it (a rebalance).
+// member owns it (a rebalance; under the classic protocol, a partition with
+// no stable owner still in the group: lastStable).
 func (w *Worker) assignment(ctx context.Context) (func(coordinator.TopicPartition) (Member, bool), error) {
 	adm := kadm.NewClient(w.cons.Client())
 	owners := map[coordinator.TopicPartition]Member{}
@@ -421,7 +427,7 @@ func (w *Worker) assignment(ctx context.Context) (func(coordinator.TopicPartitio
 	}
 	var err error
 	if w.cfg.protocol != coordinator.ConsumerProtocol {
-		err = w.classicAssignment(ctx, adm, add)
+		owners, err = w.classicAssignment(ctx, adm, owners)
 	} else if err848 := w.consumerGroupAssignment(ctx, adm, add); err848 != nil {
 		if ctx.Err() != nil {
 			return nil, err848
@@ -432,7 +438,7 @@ func (w *Worker) assignment(ctx context.Context) (func(coordinator.TopicPartitio
 		// decideListed reads it). Asked only through
 		// ConsumerGroupDescribe, every key owned elsewhere answered
 		// ErrUnavailable for ever (found by a review).
-		if err = w.classicAssignment(ctx, adm, add); err != nil {
+		if owners, err = w.classicAssignment(ctx, adm, owners); err != nil {
 			err = fmt.Errorf("%w (ConsumerGroupDescribe: %w)", err, err848)
 		}
 	}
@@ -446,25 +452,32 @@ func (w *Worker) assignment(ctx context.Context) (func(coordinator.TopicPartitio
 }
 
 // classicAssignment reads the group's assignment from DescribeGroups (the
-// classic protocol's members and their assigned partitions).
-func (w *Worker) classicAssignment(ctx context.Context, adm *kadm.Client, add func(string, []int32, Member)) error {
+// classic protocol's members and their assigned partitions) into owners,
+// with the last stable owners of the partitions a rebalance shows unowned
+// (lastStable).
+func (w *Worker) classicAssignment(ctx context.Context, adm *kadm.Client, owners map[coordinator.TopicPartition]Member) (map[coordinator.TopicPartition]Member, error) {
 	gs, err := adm.DescribeGroups(ctx, w.cfg.group)
 	if err == nil {
 		err = gs.Error()
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
-	for _, m := range gs[w.cfg.group].Members {
+	g := gs[w.cfg.group]
+	members := make(map[string]bool, len(g.Members))
+	for _, m := range g.Members {
+		members[m.MemberID] = true
 		a, ok := m.Assigned.AsConsumer()
 		if !ok {
 			continue
 		}
 		for _, t := range a.Topics {
-			add(t.Topic, t.Partitions, newMember(m.MemberID, m.InstanceID, m.ClientID, m.ClientHost))
+			for _, p := range t.Partitions {
+				owners[coordinator.TopicPartition{Topic: t.Topic, Partition: p}] = newMember(m.MemberID, m.InstanceID, m.ClientID, m.ClientHost)
+			}
 		}
 	}
-	return nil
+	return w.stable.merge(owners, g.State == "Stable", members), nil
 }
 
 // consumerGroupAssignment reads the group's assignment from

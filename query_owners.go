@@ -3,6 +3,7 @@ package actorflow
 import (
 	"context"
 	"errors"
+	"maps"
 	"sync"
 	"time"
 
@@ -100,4 +101,41 @@ func (c *ownerCache) lookup(ctx context.Context, gen int32, read func(context.Co
 		}
 		// The reader's own ctx ended its read: read again under this one.
 	}
+}
+
+// lastStable keeps the classic protocol's last Stable assignment, for the
+// partitions a rebalance's describe shows unowned. DescribeGroups reports
+// members' assignments only while the group is Stable: during a rebalance
+// every partition read unowned, and Get answered ErrUnavailable for every
+// key owned elsewhere — under cooperative-sticky (the default) also for the
+// partitions that do not move, which their owner keeps processing (found
+// by a first-time user's trial). Naming the last stable owner is safe: the
+// owner answers only from a partition it runs under its current membership
+// (Get's ownership check), and a redirected query that finds it not
+// running there answers ErrUnavailable, not a second redirect. A member
+// gone from the group (left, or expired) is not named.
+type lastStable struct {
+	mu     sync.Mutex
+	owners map[coordinator.TopicPartition]Member
+}
+
+// merge is the assignment to answer from a describe that read owners:
+// read as is when the group is stable (and kept), else read with the last
+// stable owner of each partition it shows unowned whose member is still
+// one of the group's (members).
+func (l *lastStable) merge(read map[coordinator.TopicPartition]Member, stable bool, members map[string]bool) map[coordinator.TopicPartition]Member {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if stable {
+		l.owners = read
+		return read
+	}
+	out := make(map[coordinator.TopicPartition]Member, len(l.owners))
+	for tp, m := range l.owners {
+		if members[m.MemberID] {
+			out[tp] = m
+		}
+	}
+	maps.Copy(out, read)
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -177,5 +178,33 @@ func TestOwnerCacheWaiterOfAnotherGenerationReadsAgain(t *testing.T) {
 	close(release)
 	if m := <-got; m != "c<nil>" || reads.Load() != 2 {
 		t.Fatalf("the waiter at generation 2: owner and error %q after %d reads, want c, read at its own generation (2 reads)", m, reads.Load())
+	}
+}
+
+// During a classic rebalance DescribeGroups shows no assignment: a
+// partition it shows unowned is answered with its last stable owner while
+// that member is still in the group (a cooperative rebalance keeps it
+// processing the partitions that do not move); a member gone is not named,
+// the read's own owners win, and the next stable read replaces the whole
+// view.
+func TestLastStableOwnersDuringARebalance(t *testing.T) {
+	tp := func(p int32) coordinator.TopicPartition { return coordinator.TopicPartition{Topic: "in", Partition: p} }
+	a, b, c := Member{MemberID: "a"}, Member{MemberID: "b"}, Member{MemberID: "c"}
+	var l lastStable
+	if got := l.merge(map[coordinator.TopicPartition]Member{}, false, map[string]bool{"a": true}); len(got) != 0 {
+		t.Fatalf("no stable read yet: %v, want no owner", got)
+	}
+	l.merge(map[coordinator.TopicPartition]Member{tp(0): a, tp(1): a, tp(2): b}, true, map[string]bool{"a": true, "b": true})
+	// Rebalancing: b has left, c joined and already shows partition 1
+	// (a read in CompletingRebalance shows none; a read's own owner wins).
+	got := l.merge(map[coordinator.TopicPartition]Member{tp(1): c}, false, map[string]bool{"a": true, "c": true})
+	want := map[coordinator.TopicPartition]Member{tp(0): a, tp(1): c}
+	if !maps.Equal(got, want) {
+		t.Fatalf("during the rebalance %v, want %v (b gone, c's own)", got, want)
+	}
+	// Stable again: its read is the whole view, the earlier one dropped.
+	l.merge(map[coordinator.TopicPartition]Member{tp(2): c}, true, map[string]bool{"a": true, "c": true})
+	if got := l.merge(nil, false, map[string]bool{"a": true, "c": true}); !maps.Equal(got, map[coordinator.TopicPartition]Member{tp(2): c}) {
+		t.Fatalf("after the next stable read %v, want only its owner", got)
 	}
 }

@@ -78,6 +78,7 @@ type Worker struct {
 	probe  probe
 	parts  partitionCount // the input's, for Get
 	owners *ownerCache    // the group's assignment, for Get of keys owned elsewhere
+	stable lastStable     // the classic group's last stable assignment (lastStable)
 }
 
 // NewWorker returns a worker running flow. Required options: WithBrokers,

@@ -1,7 +1,8 @@
 // Package httpapi serves a Worker over HTTP: liveness and readiness probes,
 // its Status, and interactive queries of key state that send a client to the
-// key's owner — what every deployment of a worker otherwise writes itself
-// (the demo's worker is built on it).
+// key's owner (a 307 to the owner's WithQueryEndpoint) — what every
+// deployment of a worker otherwise writes itself (the demo's worker is
+// built on it).
 //
 // Mount it whole with Handler, or its parts on routes of your own (Live,
 // Ready, Status, State). It has no metrics route: serve the registry the

@@ -10,11 +10,17 @@ import (
 
 // Handler serves w's routes, each answering JSON to GET and HEAD (405
 // otherwise):
-//   - /healthz: Live — 200, or 503 once Run has returned; the body is the
-//     worker's Health either way, so a probe's log says why;
+//   - /healthz: Live — 200 while Run runs, else 503 (before Run, and once
+//     it has returned: Health.Stopped, with Run's error in run_error); the
+//     body is the worker's Health either way, so a probe's log says why.
+//     Serve it only once Run is started (or give the probe an initial
+//     delay): before, a liveness probe would restart the process;
 //   - /readyz: Ready — 200 when the worker processes everything it owns,
-//     else 503 (brokers unreachable, a partition starting, recovering or
-//     failed, shutting down);
+//     else 503 (not running, shutting down, brokers unreachable, not joined,
+//     a partition starting, recovering, stopping, failed or late to
+//     answer). A partition failing at a record again and again keeps its
+//     worker unready (and a rolling update waiting on it) until the record
+//     is dealt with: the fold error policies, or WithFailFast;
 //   - /status: the worker's Status (partitions, lag, failed partitions);
 //   - /state?key=K: the key's state, an interactive query (State).
 //

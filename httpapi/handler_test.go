@@ -2,15 +2,19 @@ package httpapi_test
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/actorflow/actorflow"
 	"github.com/actorflow/actorflow/httpapi"
+	"github.com/actorflow/actorflow/internal/scenarios"
 	"github.com/actorflow/actorflow/internal/testkit"
 	"github.com/actorflow/actorflow/keyflow"
+	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -53,5 +57,49 @@ func TestHandlerOfAWorkerNotRunning(t *testing.T) {
 	var ans httpapi.StateAnswer[other]
 	if code := get("/state?key=k", &ans); code != http.StatusInternalServerError || !strings.Contains(ans.Error, "other") || !strings.Contains(ans.Error, "Count") {
 		t.Errorf("/state of the wrong type: %d %+v, want 500 naming both types", code, ans)
+	}
+}
+
+// A worker whose Run returned on a failure (WithFailFast): /healthz and
+// /readyz say it stopped and why (their report read as one of a worker not
+// started yet), and /state answers 503 without Retry-After: it will not
+// answer again, ask another worker.
+func TestHandlerOfAStoppedWorker(t *testing.T) {
+	_, brokers := testkit.Kfake(t)
+	input, snaps, group := scenarios.Topics(t, brokers, 1)
+	cl := testkit.Client(t, brokers, kgo.DefaultProduceTopic(input))
+	if err := cl.ProduceSync(t.Context(), &kgo.Record{Key: []byte("k"), Value: []byte("poison")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	flow := keyflow.New(func(_ *keyflow.Context, s *Count, r *kgo.Record) (*Count, error) {
+		return nil, errors.New("fold refuses " + string(r.Value))
+	})
+	w := scenarios.StartWorker(t, flow, brokers, group, input, snaps, snapshotstore.Transactional, actorflow.WithFailFast())
+	if err := w.Wait(t, time.Minute); err == nil {
+		t.Fatal("Run returned nil, want the partition's failure")
+	}
+	srv := httptest.NewServer(httpapi.Handler[Count](w.W))
+	defer srv.Close()
+	for _, p := range []string{"/healthz", "/readyz"} {
+		resp, err := http.Get(srv.URL + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var h actorflow.Health
+		err = json.NewDecoder(resp.Body).Decode(&h)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusServiceUnavailable || !h.Stopped || !strings.Contains(h.RunError, "fold refuses poison") {
+			t.Errorf("%s: %d %+v %v, want 503 stopped with Run's error", p, resp.StatusCode, h, err)
+		}
+	}
+	resp, err := http.Get(srv.URL + "/state?key=k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ans httpapi.StateAnswer[Count]
+	err = json.NewDecoder(resp.Body).Decode(&ans)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "" || !strings.Contains(ans.Error, "Run returned") {
+		t.Errorf("/state: %d Retry-After %q %+v %v, want 503 without Retry-After saying Run returned", resp.StatusCode, resp.Header.Get("Retry-After"), ans, err)
 	}
 }

@@ -3,8 +3,10 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"maps"
 	"net/http"
 	"net/url"
+	"strconv"
 
 	"github.com/actorflow/actorflow"
 )
@@ -14,8 +16,10 @@ type StateAnswer[S any] struct {
 	Key string `json:"key"`
 	// State is the key's state (encoding/json's encoding of S: give S a
 	// MarshalJSON to shape it), on a 200 only.
-	State *S                  `json:"state,omitempty"`
-	Info  actorflow.QueryInfo `json:"info"`
+	State *S `json:"state,omitempty"`
+	// Info says where the query was answered and how stale the state can
+	// be; absent when the request was refused before asking (a 400).
+	Info *actorflow.QueryInfo `json:"info,omitempty"`
 	// Owner is the member owning the key's partition when another does (a
 	// 307, 421 or 503 after a redirect).
 	Owner *actorflow.Member `json:"owner,omitempty"`
@@ -30,25 +34,36 @@ type StateAnswer[S any] struct {
 // client back and forth.
 const RedirectedParam = "redirected"
 
-// State answers /state?key=K with actorflow.Get[S] on w:
+// State answers /state?key=K with actorflow.Get[S] on w. K is the key
+// URL-escaped (url.QueryEscape: a "+" is a space, a ";" or a malformed
+// escape makes the query a 400); "?key=" asks for the empty key.
 //   - 200 with the key's state and how stale it can be (info), when this
 //     worker owns the key's partition;
 //   - 404 when the key has no state;
-//   - 307 Temporary Redirect to the same path and query (RedirectedParam
-//     added) on the owner's query endpoint, when another worker owns the
-//     partition and advertises one (actorflow.WithQueryEndpoint; mount the
-//     handler at the same path on every worker); the body names the owner
-//     for a client that does not follow redirects. A redirect, not a
-//     proxied answer: the client learns the owner and asks it next time,
-//     and this worker holds no connection to it;
+//   - 307 Temporary Redirect to the same path and query parameters
+//     (RedirectedParam added) on the owner's query endpoint, when another
+//     worker owns the partition and advertises one
+//     (actorflow.WithQueryEndpoint: an address the clients can reach, as
+//     they follow the redirect; mount the handler at the same path on every
+//     worker). The body names the owner and info the key's partition: a
+//     client can send the partition's keys to that endpoint directly until
+//     it answers other than 200 or 404. A redirect, not a proxied answer:
+//     this worker holds no connection to the others;
 //   - 421 Misdirected Request naming the owner when it advertises no
 //     endpoint;
 //   - 503 with Retry-After: 1 when Get says actorflow.ErrUnavailable (a
-//     rebalance, a recovery, a partition catching up; a busy key whose
-//     answer waited past WithQueryTimeout), and for a redirected request
-//     that lands on a worker not owning the key either;
-//   - 400 without a key; 500 for any other error (the flow's state is not
-//     S, the state does not decode), named in the body.
+//     rebalance moving the partition, a recovery, a partition catching up,
+//     a busy key whose answer waited past WithQueryTimeout), and for a
+//     redirected request that lands on a worker not owning the key either;
+//   - 503 without Retry-After once this worker's Run has returned
+//     (actorflow.ErrRunReturned): it answers no query again — ask another;
+//   - 400 for a query without a key, or one that does not parse; 500 for
+//     any other error (the flow's state is not S, the state does not
+//     decode), named in the body.
+//
+// A client following redirects should retry a connection error after a
+// 307 too: a crashed owner is named until the group coordinator notices
+// (the group's session timeout), its endpoint refusing connections.
 func State[S any](w *actorflow.Worker, opts ...Option) http.Handler {
 	return stateHandler(func(ctx context.Context, key string) (*S, actorflow.QueryInfo, error) {
 		return actorflow.Get[S](ctx, w, key)
@@ -58,15 +73,22 @@ func State[S any](w *actorflow.Worker, opts ...Option) http.Handler {
 // stateHandler is State over any get: the seam its tests answer through.
 func stateHandler[S any](get func(context.Context, string) (*S, actorflow.QueryInfo, error), c config) http.Handler {
 	return getOnly(func(rw http.ResponseWriter, r *http.Request) {
-		key := r.URL.Query().Get("key")
-		if key == "" {
+		// Parsed here, not with r.URL.Query, which drops a pair it cannot
+		// parse ("key=a;b": a semicolon) and then read as a missing key.
+		q, err := url.ParseQuery(r.URL.RawQuery)
+		if err != nil {
+			writeJSON(rw, http.StatusBadRequest, StateAnswer[S]{Error: "query " + strconv.Quote(r.URL.RawQuery) + ": " + err.Error() + " (escape the key: url.QueryEscape)"})
+			return
+		}
+		if !q.Has("key") { // an empty key is a key: Kafka's records may have one
 			writeJSON(rw, http.StatusBadRequest, StateAnswer[S]{Error: "missing ?key="})
 			return
 		}
+		key := q.Get("key")
 		ctx, cancel := context.WithTimeout(r.Context(), c.queryTimeout)
 		defer cancel()
 		s, info, err := get(ctx, key)
-		ans := StateAnswer[S]{Key: key, State: s, Info: info}
+		ans := StateAnswer[S]{Key: key, State: s, Info: &info}
 		if err != nil {
 			ans.State = nil
 			ans.Error = err.Error()
@@ -80,15 +102,18 @@ func stateHandler[S any](get func(context.Context, string) (*S, actorflow.QueryI
 		case errors.As(err, &notOwner):
 			ans.Owner = &notOwner.Owner
 			switch {
-			case r.URL.Query().Has(RedirectedParam):
+			case q.Get(RedirectedParam) == "1":
 				rw.Header().Set("Retry-After", "1")
 				code = http.StatusServiceUnavailable
 			case notOwner.Owner.Endpoint != "":
-				rw.Header().Set("Location", redirect(r, c.scheme, notOwner.Owner.Endpoint))
+				rw.Header().Set("Location", redirect(r, q, c.scheme, notOwner.Owner.Endpoint))
 				code = http.StatusTemporaryRedirect
 			default:
 				code = http.StatusMisdirectedRequest
 			}
+		case errors.Is(err, actorflow.ErrRunReturned):
+			// This worker stopped for good: no Retry-After, ask another.
+			code = http.StatusServiceUnavailable
 		case errors.Is(err, actorflow.ErrUnavailable),
 			// This handler's bound, not the client's: try again.
 			errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil:
@@ -104,12 +129,12 @@ func stateHandler[S any](get func(context.Context, string) (*S, actorflow.QueryI
 // redirect is r's URL on the owner's endpoint, with RedirectedParam added.
 // The path is the one the client asked for (RequestURI), not the handler's
 // view of it, which http.StripPrefix shortens.
-func redirect(r *http.Request, scheme, endpoint string) string {
+func redirect(r *http.Request, q url.Values, scheme, endpoint string) string {
 	path := r.URL.EscapedPath()
 	if u, err := url.ParseRequestURI(r.RequestURI); err == nil && r.RequestURI != "" {
 		path = u.EscapedPath()
 	}
-	q := r.URL.Query()
+	q = maps.Clone(q)
 	q.Set(RedirectedParam, "1")
 	to := url.URL{Scheme: scheme, Host: endpoint, RawQuery: q.Encode()}
 	// Opaque keeps the escaped path as the client sent it ("//" + host +

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/actorflow/actorflow"
@@ -40,18 +41,29 @@ func TestStateAnswers(t *testing.T) {
 		retryAfter string
 		owner      *actorflow.Member
 		opts       []Option
+		asked      *string // the key Get is asked, when not acct-1
+		errorHas   string
 	}{
 		{name: "local", target: "/state?key=acct-1", code: http.StatusOK},
 		{name: "HEAD", method: http.MethodHead, target: "/state?key=acct-1", code: http.StatusOK},
 		{name: "POST", method: http.MethodPost, target: "/state?key=acct-1", code: http.StatusMethodNotAllowed},
 		{name: "absent", target: "/state?key=acct-1", err: actorflow.ErrKeyNotFound, code: http.StatusNotFound},
 		{name: "missing key", target: "/state", code: http.StatusBadRequest},
+		// Kafka's records may have an empty key, and Get answers it.
+		{name: "empty key", target: "/state?key=", code: http.StatusOK, asked: new("")},
+		// r.URL.Query drops a pair with a semicolon: not a missing key.
+		{name: "unescaped semicolon", target: "/state?key=a;b", code: http.StatusBadRequest, errorHas: "url.QueryEscape"},
+		{name: "malformed escape", target: "/state?key=a%zz", code: http.StatusBadRequest, errorHas: "url.QueryEscape"},
+		{name: "redirected=0 is no redirect", target: "/state?key=acct-1&redirected=0", err: notOwner(owner), code: http.StatusTemporaryRedirect,
+			location: "http://worker-b:8080/state?key=acct-1&redirected=1", owner: &owner},
+		// Stopped for good: no Retry-After (ask another worker).
+		{name: "run returned", target: "/state?key=acct-1", err: fmt.Errorf("%w: worker stopped: %w", actorflow.ErrUnavailable, actorflow.ErrRunReturned), code: http.StatusServiceUnavailable},
 		{name: "owned elsewhere", target: "/state?key=acct-1", err: notOwner(owner), code: http.StatusTemporaryRedirect,
 			location: "http://worker-b:8080/state?key=acct-1&redirected=1", owner: &owner},
 		{name: "owned elsewhere, https", target: "/state?key=acct-1", err: notOwner(owner), code: http.StatusTemporaryRedirect,
 			location: "https://worker-b:8080/state?key=acct-1&redirected=1", owner: &owner, opts: []Option{WithScheme("https")}},
 		{name: "owned elsewhere, key escaped", target: "/state?key=a+b%26c", err: notOwner(owner), code: http.StatusTemporaryRedirect,
-			location: "http://worker-b:8080/state?key=a+b%26c&redirected=1", owner: &owner},
+			location: "http://worker-b:8080/state?key=a+b%26c&redirected=1", owner: &owner, asked: new("a b&c")},
 		{name: "owned elsewhere, escaped path", target: "/api/st%2Fate?key=acct-1", err: notOwner(owner), code: http.StatusTemporaryRedirect,
 			location: "http://worker-b:8080/api/st%2Fate?key=acct-1&redirected=1", owner: &owner},
 		{name: "owner advertises no endpoint", target: "/state?key=acct-1", err: notOwner(noEndpoint), code: http.StatusMisdirectedRequest, owner: &noEndpoint},
@@ -65,8 +77,9 @@ func TestStateAnswers(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var asked string
+			var called bool
 			h := stateHandler(func(_ context.Context, key string) (*account, actorflow.QueryInfo, error) {
-				asked = key
+				asked, called = key, true
 				if c.err != nil {
 					return nil, actorflow.QueryInfo{Partition: 3}, c.err
 				}
@@ -88,15 +101,23 @@ func TestStateAnswers(t *testing.T) {
 			switch {
 			case c.owner == nil && ans.Owner != nil, c.owner != nil && (ans.Owner == nil || *ans.Owner != *c.owner):
 				t.Errorf("owner %+v, want %+v", ans.Owner, c.owner)
-			case c.code == http.StatusOK && (ans.State == nil || ans.State.Balance != 7 || !ans.Info.Local || ans.Key != "acct-1"):
+			case c.code == http.StatusOK && (ans.State == nil || ans.State.Balance != 7 || !ans.Info.Local || (c.asked == nil && ans.Key != "acct-1")):
 				t.Errorf("200 body %+v", ans)
 			case c.code != http.StatusOK && ans.Error == "":
 				t.Errorf("%d without an error in the body", c.code)
 			case c.code != http.StatusOK && ans.State != nil:
 				t.Errorf("%d with a state: %+v", c.code, ans)
+			case !strings.Contains(ans.Error, c.errorHas):
+				t.Errorf("error %q, want it to say %q", ans.Error, c.errorHas)
+			case c.code == http.StatusBadRequest && (ans.Info != nil || called):
+				t.Errorf("400 after asking Get (%v) or with its info %+v", called, ans.Info)
 			}
-			if c.name == "owned elsewhere, key escaped" && asked != "a b&c" {
-				t.Errorf("asked key %q, want the unescaped %q", asked, "a b&c")
+			want := "acct-1"
+			if c.asked != nil {
+				want = *c.asked
+			}
+			if called && asked != want {
+				t.Errorf("asked key %q, want %q", asked, want)
 			}
 		})
 	}
