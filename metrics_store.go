@@ -6,6 +6,7 @@ import (
 
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // metricsStore decorates a Store so that every opened partition's Commit is
@@ -56,6 +57,21 @@ func (p *metricsPartition) TopicRules(topic string) snapshotstore.TopicRules {
 		return r.TopicRules(topic)
 	}
 	return snapshotstore.TopicRules{}
+}
+
+// The wrapper forwards every optional interface the partition actors look
+// for; one not forwarded is silently off under WithMetrics.
+var (
+	_ snapshotstore.TopicRuler   = (*metricsPartition)(nil)
+	_ snapshotstore.RulesRefuser = (*metricsPartition)(nil)
+)
+
+// TopicRulesRefused forwards to the wrapped partition's
+// snapshotstore.RulesRefuser (none: nothing).
+func (p *metricsPartition) TopicRulesRefused(rec *kgo.Record, err error) {
+	if r, ok := p.Partition.(snapshotstore.RulesRefuser); ok {
+		r.TopicRulesRefused(rec, err)
+	}
 }
 
 // MaxSnapshotBytes forwards the wrapped partition's

@@ -1,6 +1,9 @@
 package partitionflow
 
-import "github.com/actorflow/actorflow/snapshotstore"
+import (
+	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
 
 // maxRecordBytes is the store's record size limit per topic
 // (snapshotstore.RecordLimiter), for the key actors' Emit check
@@ -30,6 +33,16 @@ func outputRules(r *snapshotstore.ProducerRules) func(topic string) snapshotstor
 		return nil
 	}
 	return r.Get
+}
+
+// rulesRefused is the store's snapshotstore.RulesRefuser (nil: none), for
+// the refusals of dead letters through the worker's producer
+// (keyactor.Env.DeadLetterRefused).
+func rulesRefused(s snapshotstore.Partition) func(*kgo.Record, error) {
+	if r, ok := s.(snapshotstore.RulesRefuser); ok {
+		return r.TopicRulesRefused
+	}
+	return nil
 }
 
 // topicRules is the store's topic rules (snapshotstore.TopicRuler), for

@@ -604,6 +604,8 @@ func (p *partition) start(ctx actor.Context) {
 		// the fold's error where the policy can undo it, else the key's.
 		MaxSnapshotBytes: maxSnapshotBytes(p.cfg.Store),
 		DeadLetters:      p.cfg.DeadLetters,
+		// Its refusal for a rule has the store's rules read again.
+		DeadLetterRefused: rulesRefused(p.cfg.Store),
 		// A dead letter near the producer's limit is shrunk to fit it.
 		DeadLetterMaxBytes: recbytes.ProducerLimit(p.cfg.DeadLetters),
 		SnapshotTopic:      p.cfg.SnapshotTopic,

@@ -68,6 +68,12 @@ func (t *txnPartition) TopicRules(topic string) TopicRules { return t.k.rules.ge
 // producer of outputs as well.
 func (p *plainPartition) TopicRules(topic string) TopicRules { return p.k.rules.get(topic) }
 
+// TopicRulesRefused implements RulesRefuser.
+func (t *txnPartition) TopicRulesRefused(rec *kgo.Record, err error) { t.k.rules.refused(rec, err) }
+
+// TopicRulesRefused implements RulesRefuser.
+func (p *plainPartition) TopicRulesRefused(rec *kgo.Record, err error) { p.k.rules.refused(rec, err) }
+
 // MaxSnapshotBytes implements SnapshotLimiter.
 func (t *txnPartition) MaxSnapshotBytes() int { return t.MaxRecordBytes(t.k.topic) }
 

@@ -131,6 +131,17 @@ type TopicRuler interface {
 	TopicRules(topic string) TopicRules
 }
 
+// RulesRefuser is implemented by a TopicRuler (the Kafka partitions, both
+// modes) that takes a refusal of a record to its cluster by a producer the
+// store does not own — the worker's dead-letter producer in the plain mode
+// — as it takes its own producers' (ProducerRules.Refused's doc): the
+// topic's rules are read again at their next use, and a partition failing
+// on the refusal starts again with the topic's present rules, not stale
+// ones for up to 5 minutes. A wrapper should forward it.
+type RulesRefuser interface {
+	TopicRulesRefused(rec *kgo.Record, err error)
+}
+
 const (
 	// topicRulesWait bounds a first lookup: an Emit to a topic not seen
 	// yet waits for it (once per topic and store).

@@ -214,6 +214,10 @@ type Env struct {
 	// promise's error), so that the rules are read again after a refusal
 	// by one of them (snapshotstore.ProducerRules.Refused); nil: none.
 	OutputRefused func(rec *kgo.Record, err error)
+	// DeadLetterRefused takes DeadLetters' failure to produce a dead
+	// letter, so that the store's rules (TopicRules) are read again after
+	// a refusal by one of them (snapshotstore.RulesRefuser); nil: none.
+	DeadLetterRefused func(rec *kgo.Record, err error)
 	// MaxSnapshotBytes is the largest record batch the store's producer
 	// sends to the snapshot topic (snapshotstore.SnapshotLimiter), which a
 	// key's snapshot record must fit (statesize.go); 0: unchecked.

@@ -33,7 +33,7 @@ func (k *Core) produceVia(cl *kgo.Client, rec *kgo.Record, at int64) {
 	})
 	refused := k.env.OutputRefused
 	if cl != k.cfg.Output {
-		refused = nil // a dead letter through the worker's producer: the store's rules
+		refused = k.env.DeadLetterRefused // a dead letter through the worker's producer: the store's rules
 	}
 	cl.Produce(ctx, rec, func(r *kgo.Record, err error) {
 		if err != nil && refused != nil {

@@ -359,6 +359,54 @@ func OutputRulesChangedReadAgain(t *testing.T, brokers []string, mode snapshotst
 	}
 }
 
+// DeadLetterRulesChangedReadAgain: the plain mode's dead letters go through
+// the worker's producer, bounded by the dead-letter topic's rules as the
+// store read them. With max.message.bytes lowered under a running worker,
+// the next dead letter, sized by the stale rules, was refused
+// (MESSAGE_TOO_LARGE) and its partition failed — and failed again at each
+// restart until the rules' 5-minute expiry, as only the store's own
+// producers marked them for a re-read. The refusal now marks them: the
+// restarted partition shrinks the dead letter to the topic's new limit.
+func DeadLetterRulesChangedReadAgain(t *testing.T, brokers []string) {
+	input, snaps, group := Topics(t, brokers, 1)
+	dlq := keyflow.DefaultDeadLetterTopic(input)
+	adm := kadm.NewClient(testkit.Client(t, brokers))
+	if _, err := adm.CreateTopic(t.Context(), 1, 1, nil, dlq); err != nil {
+		t.Fatal(err)
+	}
+	pcl := testkit.Client(t, brokers, kgo.DefaultProduceTopic(input))
+	produce := func(key string) {
+		if err := pcl.ProduceSync(t.Context(), &kgo.Record{Key: []byte(key), Value: incompressible(3000)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flow := keyflow.New(func(_ *keyflow.Context, _ *int, _ *kgo.Record) (*int, error) {
+		return nil, errors.New("refused")
+	}, keyflow.WithFoldErrorPolicy(keyflow.DeadLetter))
+	w := StartWorker(t, flow, brokers, group, input, snaps, snapshotstore.Plain,
+		actorflow.WithPartitionRetryBackoff(50*time.Millisecond, 100*time.Millisecond))
+	produce("before")
+	testkit.WaitCommittedAtEnd(t, brokers, group, input, time.Minute)
+	lowered := "2000"
+	alter := []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "max.message.bytes", Value: &lowered}}
+	if rs, err := adm.AlterTopicConfigs(t.Context(), alter, dlq); err != nil || rs[0].Err != nil {
+		t.Fatalf("lower %s's max.message.bytes: %v %v", dlq, err, rs)
+	}
+	produce("after")
+	testkit.WaitCommittedAtEnd(t, brokers, group, input, time.Minute)
+	dls := testkit.ReadTopic(t, brokers, dlq, true)
+	if len(dls) != 2 || string(dls[1].Key) != "after" {
+		t.Fatalf("dead letters %v, want before's and after's", dls)
+	}
+	if n := len(dls[1].Value); n >= 3000 {
+		t.Fatalf("after's dead letter carries %d bytes of value, want it shrunk below the topic's new limit", n)
+	}
+	// Run reports the partition's one failure, the brokers' refusal.
+	if err := w.Stop(t); !errors.Is(err, kerr.MessageTooLarge) {
+		t.Fatalf("Run: %v, want the partition's failure on the refused dead letter (MESSAGE_TOO_LARGE)", err)
+	}
+}
+
 // soleRecord reads topic read_committed and fails t unless it holds one
 // record alone, of key; it returns that record.
 func soleRecord(t *testing.T, brokers []string, topic, key string) *kgo.Record {

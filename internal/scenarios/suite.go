@@ -40,6 +40,7 @@ func Suite() []Case {
 		{Name: "OversizeOutputDeadLettered", Parallel: true, Run: OversizeOutputDeadLettered},
 		{Name: "DeadLetterTopicChecked", Parallel: true, Run: DeadLetterTopicChecked},
 		{Name: "DeadLettersWithinTheTopicLimit", Parallel: true, Run: DeadLettersWithinTheTopicLimit},
+		{Name: "DeadLetterRulesChangedReadAgain", Parallel: true, Run: DeadLetterRulesChangedReadAgain},
 		{Name: "SupersededForeignSnapshotSkipped", Parallel: true, Run: SupersededForeignSnapshotSkipped},
 		{Name: "AbortedOutputsReemittedOnce", Parallel: true, Run: AbortedOutputsReemittedOnce},
 		{Name: "InactivityAcrossRestart", Parallel: true, Run: InactivityAcrossRestart},
