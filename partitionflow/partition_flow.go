@@ -17,9 +17,11 @@ import (
 )
 
 func (p *partition) recovered(ctx actor.Context, m *recovered) {
-	if p.phase != phaseRecovering || p.err != nil {
-		// Failed meanwhile (stopping): its Stopping already ran, so ticks
-		// started now would never be stopped.
+	if p.phase != phaseRecovering || p.err != nil || p.halting {
+		// Failed or stopped meanwhile (its parent's Stop: the supervisor's
+		// shutdown, a panic's StopAndReport): its Stopping already ran, so
+		// ticks started now would never be stopped (found by a review: the
+		// ticks goroutine outlived its partition).
 		return
 	}
 	if m.err != nil {
@@ -512,7 +514,7 @@ func (p *partition) unloaded(ctx actor.Context, um *keyactor.Unloaded) {
 		s := e.slot
 		s.e, s.cold = nil, c
 		p.coldN++
-		if e.hold.Holding() && p.phase == phaseRunning {
+		if e.hold.Holding() && p.live() { // a failing partition keeps its holds by design
 			// The key reports its records settled before it unloads
 			// (keyactor's maybeEvict; the sweep asks only keys not
 			// holding): the hold stays, so nothing past it commits.
