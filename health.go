@@ -298,7 +298,8 @@ func (w *Worker) WaitCaughtUp(ctx context.Context) error {
 }
 
 // ErrRunReturned is matched by the error of WaitReady and WaitCaughtUp
-// when Run returned before the wait ended; the error wraps Run's too (none
+// when Run returned before the wait ended, and by Get's (with
+// ErrUnavailable) once Run has returned; the error wraps Run's too (none
 // when Run returned nil, after its ctx ended). Check it first: Run's error
 // may match context.DeadlineExceeded (ErrBrokersUnreachable wraps the
 // start timeout's) while the wait's own ctx is live.

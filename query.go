@@ -17,7 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// The errors of Get. ErrUnavailable is retryable; ErrNotOwner is matched by
+// The errors of Get. ErrUnavailable is retryable (unless it also matches ErrRunReturned); ErrNotOwner is matched by
 // a *NotOwnerError naming the member to ask instead.
 var (
 	// ErrKeyNotFound: the key has no state (never seen by the flow, or its
@@ -36,7 +36,8 @@ var (
 	// has no state yet while its partition catches up since it started
 	// here, or while records of it wait to be handed to it (a held key);
 	// or the context ended before the partition running here answered (the
-	// error wraps the context's too). Retry after a backoff.
+	// error wraps the context's too). Retry after a backoff — unless the
+	// error also matches ErrRunReturned: this worker answers no query again.
 	ErrUnavailable = errors.New("actorflow: key's partition cannot answer here now")
 )
 
@@ -131,8 +132,12 @@ type QueryInfo struct {
 //
 // Errors: ErrKeyNotFound (no state), a *NotOwnerError (errors.Is
 // ErrNotOwner) naming the member that owns the partition, ErrUnavailable
-// (retryable: not running, the partition being assigned, recovering,
-// revoked or failed, owned by no member during a rebalance, or run here
+// (retryable, unless it also matches ErrRunReturned — Run has returned,
+// for good: not running, the partition being assigned, recovering,
+// revoked or failed, owned by no member during a rebalance (under the
+// classic cooperative protocol, whose rebalance hides the group's
+// assignment, a partition's last stable owner still in the group is named
+// instead: its owner keeps it unless the rebalance moves it), or run here
 // while the brokers do not answer or the membership is in doubt; or the key
 // has no state while its partition replays the input it held when first
 // fetched after it started here, among which the key's records may wait;
@@ -142,24 +147,25 @@ type QueryInfo struct {
 // worker does not own the partition, and kept for 1 s or until this
 // member's generation changes (one describe per second however many keys
 // are asked): for up to that long after a rebalance that did not move this
-// member's own assignment, a NotOwnerError can name the partition's
-// previous owner, whose Get then answers ErrUnavailable or names the new
-// one.
+// member's own assignment, and through a classic cooperative rebalance, a
+// NotOwnerError can name the partition's previous owner, whose Get then
+// answers ErrUnavailable or names the new one.
 func (w *Worker) Get(ctx context.Context, key string) ([]byte, QueryInfo, error) {
 	info := QueryInfo{Topic: w.cfg.input, Partition: -1, Offset: -1, PersistedOffset: -1, Committed: -1}
 	if snapshotstore.Reserved(key) {
 		return nil, info, fmt.Errorf("%w: key %q is reserved for actorflow's own records", ErrKeyNotFound, key)
 	}
 	select {
+	case <-w.done:
+		// For good: ErrRunReturned says so, and why (Run's error) — also
+		// when Run returned before it was ready (a start that failed).
+		return nil, info, fmt.Errorf("%w: worker stopped: %w", ErrUnavailable, w.runReturned())
+	default:
+	}
+	select {
 	case <-w.ready:
 	default:
 		return nil, info, fmt.Errorf("%w: worker not running", ErrUnavailable)
-	}
-	select {
-	case <-w.done:
-		// For good: ErrRunReturned says so, and why (Run's error).
-		return nil, info, fmt.Errorf("%w: worker stopped: %w", ErrUnavailable, w.runReturned())
-	default:
 	}
 	n, err := w.parts.count(ctx, w.cons.Client(), w.cfg.input)
 	if err != nil {
@@ -405,7 +411,7 @@ func (w *Worker) isSelf(memberID string) bool {
 // owner is the member the group's assignment gives tp, as read within
 // the last ownerCacheTTL (ownerCache).
 func (w *Worker) owner(ctx context.Context, tp coordinator.TopicPartition) (Member, bool, error) {
-	ownerOf, err := w.owners.lookup(ctx, w.cons.Tracker().Now().Generation, w.assignment)
+	ownerOf, err := w.owners.lookup(ctx, w.cons.Tracker().Now().Generation, w.queryAssignment)
 	if err != nil {
 		return Member{}, false, err
 	}
@@ -413,37 +419,20 @@ func (w *Worker) owner(ctx context.Context, tp coordinator.TopicPartition) (Memb
 	return m, ok, nil
 }
 
-// assignment reads the group's current assignment once (one describe for
-// every partition asked of it): the owner of each partition, false when no
-// member owns it (a rebalance; under the classic protocol, a partition with
-// no stable owner still in the group: lastStable).
-func (w *Worker) assignment(ctx context.Context) (func(coordinator.TopicPartition) (Member, bool), error) {
-	adm := kadm.NewClient(w.cons.Client())
-	owners := map[coordinator.TopicPartition]Member{}
-	add := func(topic string, partitions []int32, m Member) {
-		for _, p := range partitions {
-			owners[coordinator.TopicPartition{Topic: topic, Partition: p}] = m
-		}
-	}
-	var err error
-	if w.cfg.protocol != coordinator.ConsumerProtocol {
-		owners, err = w.classicAssignment(ctx, adm, owners)
-	} else if err848 := w.consumerGroupAssignment(ctx, adm, add); err848 != nil {
-		if ctx.Err() != nil {
-			return nil, err848
-		}
-		// No KIP-848 group of that name (GROUP_ID_NOT_FOUND), or a broker
-		// that does not serve the API: kgo fell back to the classic
-		// protocol, and the group is a classic one (as coordinator's
-		// decideListed reads it). Asked only through
-		// ConsumerGroupDescribe, every key owned elsewhere answered
-		// ErrUnavailable for ever (found by a review).
-		if owners, err = w.classicAssignment(ctx, adm, owners); err != nil {
-			err = fmt.Errorf("%w (ConsumerGroupDescribe: %w)", err, err848)
-		}
-	}
+// queryAssignment is the assignment Get names owners from: the group's,
+// and under the classic cooperative protocol, while a rebalance hides it,
+// each partition's last stable owner still in the group (lastStable). Not
+// under the eager protocol, whose rebalance revokes every partition from
+// every member: the last owner runs none of them.
+func (w *Worker) queryAssignment(ctx context.Context) (ownersOf, error) {
+	gen := w.cons.Tracker().Now().Generation
+	read, err := w.readAssignment(ctx)
 	if err != nil {
 		return nil, err
+	}
+	owners := read.owners
+	if read.classic && w.cfg.protocol != coordinator.Eager {
+		owners = w.stable.merge(read.owners, !read.hidden, read.members, gen)
 	}
 	return func(tp coordinator.TopicPartition) (Member, bool) {
 		m, ok := owners[tp]
@@ -451,33 +440,88 @@ func (w *Worker) assignment(ctx context.Context) (func(coordinator.TopicPartitio
 	}, nil
 }
 
+// assignment reads the group's current assignment once (one describe for
+// every partition asked of it): the owner of each partition, false when no
+// member owns it — or, under the classic protocol, while a rebalance hides
+// every member's assignment (WaitCaughtUp's view: the group is not at
+// rest).
+func (w *Worker) assignment(ctx context.Context) (ownersOf, error) {
+	read, err := w.readAssignment(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return func(tp coordinator.TopicPartition) (Member, bool) {
+		m, ok := read.owners[tp]
+		return m, ok
+	}, nil
+}
+
+// groupRead is one read of the group's assignment.
+type groupRead struct {
+	owners map[coordinator.TopicPartition]Member
+	// classic: read from DescribeGroups; hidden: the group was not Stable,
+	// so it showed no member's assignment (members: the ids it listed).
+	classic, hidden bool
+	members         map[string]bool
+}
+
+// readAssignment describes the group once: ConsumerGroupDescribe under
+// KIP-848, else (and for a group kgo fell back to the classic protocol
+// for) DescribeGroups.
+func (w *Worker) readAssignment(ctx context.Context) (groupRead, error) {
+	adm := kadm.NewClient(w.cons.Client())
+	read := groupRead{owners: map[coordinator.TopicPartition]Member{}}
+	add := func(topic string, partitions []int32, m Member) {
+		for _, p := range partitions {
+			read.owners[coordinator.TopicPartition{Topic: topic, Partition: p}] = m
+		}
+	}
+	var err error
+	if w.cfg.protocol != coordinator.ConsumerProtocol {
+		err = w.classicAssignment(ctx, adm, &read)
+	} else if err848 := w.consumerGroupAssignment(ctx, adm, add); err848 != nil {
+		if ctx.Err() != nil {
+			return groupRead{}, err848
+		}
+		// No KIP-848 group of that name (GROUP_ID_NOT_FOUND), or a broker
+		// that does not serve the API: kgo fell back to the classic
+		// protocol, and the group is a classic one (as coordinator's
+		// decideListed reads it). Asked only through
+		// ConsumerGroupDescribe, every key owned elsewhere answered
+		// ErrUnavailable for ever (found by a review).
+		if err = w.classicAssignment(ctx, adm, &read); err != nil {
+			err = fmt.Errorf("%w (ConsumerGroupDescribe: %w)", err, err848)
+		}
+	}
+	return read, err
+}
+
 // classicAssignment reads the group's assignment from DescribeGroups (the
-// classic protocol's members and their assigned partitions) into owners,
-// with the last stable owners of the partitions a rebalance shows unowned
-// (lastStable).
-func (w *Worker) classicAssignment(ctx context.Context, adm *kadm.Client, owners map[coordinator.TopicPartition]Member) (map[coordinator.TopicPartition]Member, error) {
+// classic protocol's members and their assigned partitions) into read.
+func (w *Worker) classicAssignment(ctx context.Context, adm *kadm.Client, read *groupRead) error {
 	gs, err := adm.DescribeGroups(ctx, w.cfg.group)
 	if err == nil {
 		err = gs.Error()
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
 	g := gs[w.cfg.group]
-	members := make(map[string]bool, len(g.Members))
+	read.classic, read.hidden = true, g.State != "Stable"
+	read.members = make(map[string]bool, len(g.Members))
 	for _, m := range g.Members {
-		members[m.MemberID] = true
+		read.members[m.MemberID] = true
 		a, ok := m.Assigned.AsConsumer()
 		if !ok {
 			continue
 		}
 		for _, t := range a.Topics {
 			for _, p := range t.Partitions {
-				owners[coordinator.TopicPartition{Topic: t.Topic, Partition: p}] = newMember(m.MemberID, m.InstanceID, m.ClientID, m.ClientHost)
+				read.owners[coordinator.TopicPartition{Topic: t.Topic, Partition: p}] = newMember(m.MemberID, m.InstanceID, m.ClientID, m.ClientHost)
 			}
 		}
 	}
-	return w.stable.merge(owners, g.State == "Stable", members), nil
+	return nil
 }
 
 // consumerGroupAssignment reads the group's assignment from

@@ -112,22 +112,29 @@ func (c *ownerCache) lookup(ctx context.Context, gen int32, read func(context.Co
 // by a first-time user's trial). Naming the last stable owner is safe: the
 // owner answers only from a partition it runs under its current membership
 // (Get's ownership check), and a redirected query that finds it not
-// running there answers ErrUnavailable, not a second redirect. A member
-// gone from the group (left, or expired) is not named.
+// running there answers ErrUnavailable, not a second redirect. Only the
+// view read at this member's present generation is used (one read before
+// the last completed rebalance is not the assignment this one moves from),
+// and only its members still in the group (left, or expired: not named).
 type lastStable struct {
 	mu     sync.Mutex
 	owners map[coordinator.TopicPartition]Member
+	gen    int32 // this member's generation when owners was read
 }
 
-// merge is the assignment to answer from a describe that read owners:
-// read as is when the group is stable (and kept), else read with the last
-// stable owner of each partition it shows unowned whose member is still
-// one of the group's (members).
-func (l *lastStable) merge(read map[coordinator.TopicPartition]Member, stable bool, members map[string]bool) map[coordinator.TopicPartition]Member {
+// merge is the assignment to answer from a describe that read owners at
+// this member's generation gen: read as is when the group is stable (and
+// kept), else read with the last stable owner of each partition it shows
+// unowned, if that view was read at gen, and whose member is still one of
+// the group's (members).
+func (l *lastStable) merge(read map[coordinator.TopicPartition]Member, stable bool, members map[string]bool, gen int32) map[coordinator.TopicPartition]Member {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if stable {
-		l.owners = read
+		l.owners, l.gen = read, gen
+		return read
+	}
+	if l.gen != gen {
 		return read
 	}
 	out := make(map[coordinator.TopicPartition]Member, len(l.owners))

@@ -191,20 +191,25 @@ func TestLastStableOwnersDuringARebalance(t *testing.T) {
 	tp := func(p int32) coordinator.TopicPartition { return coordinator.TopicPartition{Topic: "in", Partition: p} }
 	a, b, c := Member{MemberID: "a"}, Member{MemberID: "b"}, Member{MemberID: "c"}
 	var l lastStable
-	if got := l.merge(map[coordinator.TopicPartition]Member{}, false, map[string]bool{"a": true}); len(got) != 0 {
+	if got := l.merge(map[coordinator.TopicPartition]Member{}, false, map[string]bool{"a": true}, 1); len(got) != 0 {
 		t.Fatalf("no stable read yet: %v, want no owner", got)
 	}
-	l.merge(map[coordinator.TopicPartition]Member{tp(0): a, tp(1): a, tp(2): b}, true, map[string]bool{"a": true, "b": true})
+	l.merge(map[coordinator.TopicPartition]Member{tp(0): a, tp(1): a, tp(2): b}, true, map[string]bool{"a": true, "b": true}, 1)
 	// Rebalancing: b has left, c joined and already shows partition 1
 	// (a read in CompletingRebalance shows none; a read's own owner wins).
-	got := l.merge(map[coordinator.TopicPartition]Member{tp(1): c}, false, map[string]bool{"a": true, "c": true})
+	got := l.merge(map[coordinator.TopicPartition]Member{tp(1): c}, false, map[string]bool{"a": true, "c": true}, 1)
 	want := map[coordinator.TopicPartition]Member{tp(0): a, tp(1): c}
 	if !maps.Equal(got, want) {
 		t.Fatalf("during the rebalance %v, want %v (b gone, c's own)", got, want)
 	}
+	// A view read at another generation of this member is not used: one
+	// read before a rebalance completed is not what this one moves from.
+	if got := l.merge(map[coordinator.TopicPartition]Member{}, false, map[string]bool{"a": true, "c": true}, 2); len(got) != 0 {
+		t.Fatalf("a view of generation 1 used at generation 2: %v", got)
+	}
 	// Stable again: its read is the whole view, the earlier one dropped.
-	l.merge(map[coordinator.TopicPartition]Member{tp(2): c}, true, map[string]bool{"a": true, "c": true})
-	if got := l.merge(nil, false, map[string]bool{"a": true, "c": true}); !maps.Equal(got, map[coordinator.TopicPartition]Member{tp(2): c}) {
+	l.merge(map[coordinator.TopicPartition]Member{tp(2): c}, true, map[string]bool{"a": true, "c": true}, 2)
+	if got := l.merge(nil, false, map[string]bool{"a": true, "c": true}, 2); !maps.Equal(got, map[coordinator.TopicPartition]Member{tp(2): c}) {
 		t.Fatalf("after the next stable read %v, want only its owner", got)
 	}
 }

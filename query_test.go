@@ -13,6 +13,7 @@ import (
 	"github.com/actorflow/actorflow"
 	"github.com/actorflow/actorflow/coordinator"
 	"github.com/actorflow/actorflow/internal/kgotxn"
+	"github.com/actorflow/actorflow/internal/ledger"
 	"github.com/actorflow/actorflow/internal/testkit"
 	"github.com/actorflow/actorflow/keyflow"
 	"github.com/actorflow/actorflow/snapshotstore"
@@ -21,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
 )
 
 func countFlow(opts ...keyflow.Option) *keyflow.Flow[Count] {
@@ -657,5 +659,25 @@ func TestGetWaitsForAnotherGetsListingWithinItsContext(t *testing.T) {
 	close(release)
 	if err := <-first; !errors.Is(err, actorflow.ErrKeyNotFound) {
 		t.Fatalf("the first Get, its listing answered: %v, want ErrKeyNotFound", err)
+	}
+}
+
+// Get on a worker whose Run returned before it was ready (a start that
+// failed: brokers unreachable) is ErrRunReturned too, not only "not
+// running": a caller retrying ErrUnavailable would retry for ever, and
+// httpapi's /state sent Retry-After (found by a review).
+func TestGetAfterAFailedStartIsRunReturned(t *testing.T) {
+	w, err := actorflow.NewWorker(ledger.Flow(), actorflow.WithBrokers("127.0.0.1:1"), actorflow.WithGroup("g"),
+		actorflow.WithInputTopic("in"), actorflow.WithSnapshotTopic("snaps"), actorflow.WithStartTimeout(500*time.Millisecond),
+		actorflow.WithLogger(zap.NewNop()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Run(t.Context()); !errors.Is(err, actorflow.ErrBrokersUnreachable) {
+		t.Fatalf("Run: %v, want ErrBrokersUnreachable", err)
+	}
+	_, _, err = actorflow.Get[ledger.State](t.Context(), w, "k")
+	if !errors.Is(err, actorflow.ErrRunReturned) || !errors.Is(err, actorflow.ErrUnavailable) || !errors.Is(err, actorflow.ErrBrokersUnreachable) {
+		t.Fatalf("Get after a failed start: %v; want ErrUnavailable, ErrRunReturned and Run's error", err)
 	}
 }

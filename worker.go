@@ -315,7 +315,9 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 			// worker (the partition's own is at warn; the supervisor's
 			// panic logged its own).
 			switch {
+			case tp.Topic == actors.SupervisorTopic: // its panic handler logged it at error
 			case tp.Partition < 0:
+				log.Error("the worker's actors failed; stopping the worker", zap.Error(perr))
 			case errors.Is(err, snapshotstore.ErrFenced):
 				log.Error("partition fenced: another process owns it; stopping the worker", zap.Error(perr))
 			default:

@@ -598,6 +598,10 @@ func partitionOfPID(pid *actor.PID) (coordinator.TopicPartition, bool) {
 	return coordinator.TopicPartition{Topic: name[:j], Partition: int32(p)}, true
 }
 
+// SupervisorTopic is the topic of the supervisor actor's own failure as
+// OnFailure reports it (partition -1): its panic handler logged it.
+const SupervisorTopic = "(supervisor)"
+
 // resumeAndReport is the supervisor actor's guardian strategy: a panic in
 // the supervisor actor resumes it (its children, the partition actors, keep
 // running so the consumer can still revoke them) and fails the worker, once,
@@ -610,5 +614,5 @@ func (r resumeAndReport) HandleFailure(_ *actor.ActorSystem, sup actor.Superviso
 	sup.ResumeChildren(child)
 	err := fmt.Errorf("supervisor actor panicked: %v", reason)
 	r.s.log.Error("supervisor actor panicked; the worker stops", zap.Error(err)) // fail logs at debug
-	r.s.fail(coordinator.TopicPartition{Topic: "(supervisor)", Partition: -1}, err)
+	r.s.fail(coordinator.TopicPartition{Topic: SupervisorTopic, Partition: -1}, err)
 }

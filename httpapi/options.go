@@ -12,7 +12,7 @@ type config struct {
 }
 
 func newConfig(opts []Option) config {
-	c := config{probeTimeout: 2 * time.Second, queryTimeout: 5 * time.Second, scheme: "http"}
+	c := config{probeTimeout: 2 * time.Second, queryTimeout: 5 * time.Second}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -30,7 +30,8 @@ func WithProbeTimeout(d time.Duration) Option { return func(c *config) { c.probe
 // answered 503 with Retry-After. Default 5 s.
 func WithQueryTimeout(d time.Duration) Option { return func(c *config) { c.queryTimeout = d } }
 
-// WithScheme is the scheme of State's redirects to a key's owner, "http" by
-// default: "https" when the workers' query endpoints (WithQueryEndpoint)
-// serve TLS.
+// WithScheme is the scheme of State's redirects to a key's owner ("http"
+// or "https"). Default: the request's own — "https" when it came over TLS,
+// else "http" — for workers that all serve alike; set it when they do not
+// (a TLS-terminating proxy in front: "https"). An empty s is the default.
 func WithScheme(s string) Option { return func(c *config) { c.scheme = s } }

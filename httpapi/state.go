@@ -63,7 +63,10 @@ const RedirectedParam = "redirected"
 //
 // A client following redirects should retry a connection error after a
 // 307 too: a crashed owner is named until the group coordinator notices
-// (the group's session timeout), its endpoint refusing connections.
+// (the group's session timeout), its endpoint refusing connections. A
+// retry goes to the URL the client first asked (or to owner.endpoint
+// without RedirectedParam): the redirected URL answers 503 on a non-owner
+// until the assignment settles.
 func State[S any](w *actorflow.Worker, opts ...Option) http.Handler {
 	return stateHandler(func(ctx context.Context, key string) (*S, actorflow.QueryInfo, error) {
 		return actorflow.Get[S](ctx, w, key)
@@ -130,6 +133,12 @@ func stateHandler[S any](get func(context.Context, string) (*S, actorflow.QueryI
 // The path is the one the client asked for (RequestURI), not the handler's
 // view of it, which http.StripPrefix shortens.
 func redirect(r *http.Request, q url.Values, scheme, endpoint string) string {
+	if scheme == "" {
+		scheme = "http"
+		if r.TLS != nil {
+			scheme = "https"
+		}
+	}
 	path := r.URL.EscapedPath()
 	if u, err := url.ParseRequestURI(r.RequestURI); err == nil && r.RequestURI != "" {
 		path = u.EscapedPath()

@@ -28,6 +28,7 @@ type account struct {
 func TestStateAnswers(t *testing.T) {
 	owner := actorflow.Member{MemberID: "m-b", ClientID: "kgo;query=worker-b:8080", Endpoint: "worker-b:8080"}
 	noEndpoint := actorflow.Member{MemberID: "m-c", ClientID: "kgo"}
+	owner6 := actorflow.Member{MemberID: "m-d", ClientID: "kgo;query=[2001:db8::1]:8080", Endpoint: "[2001:db8::1]:8080"}
 	notOwner := func(m actorflow.Member) error {
 		return fmt.Errorf("wrapped: %w", &actorflow.NotOwnerError{Key: "acct-1", Topic: "in", Partition: 3, Owner: m})
 	}
@@ -66,6 +67,8 @@ func TestStateAnswers(t *testing.T) {
 			location: "http://worker-b:8080/state?key=a+b%26c&redirected=1", owner: &owner, asked: new("a b&c")},
 		{name: "owned elsewhere, escaped path", target: "/api/st%2Fate?key=acct-1", err: notOwner(owner), code: http.StatusTemporaryRedirect,
 			location: "http://worker-b:8080/api/st%2Fate?key=acct-1&redirected=1", owner: &owner},
+		{name: "owned elsewhere, IPv6 endpoint", target: "/state?key=acct-1", err: notOwner(owner6), code: http.StatusTemporaryRedirect,
+			location: "http://[2001:db8::1]:8080/state?key=acct-1&redirected=1", owner: &owner6},
 		{name: "owner advertises no endpoint", target: "/state?key=acct-1", err: notOwner(noEndpoint), code: http.StatusMisdirectedRequest, owner: &noEndpoint},
 		{name: "redirected to a non-owner", target: "/state?key=acct-1&redirected=1", err: notOwner(owner), code: http.StatusServiceUnavailable,
 			retryAfter: "1", owner: &owner},
@@ -143,5 +146,35 @@ func TestStateRedirectKeepsTheMountsPrefix(t *testing.T) {
 	resp.Body.Close()
 	if loc, want := resp.Header.Get("Location"), "http://worker-b:8080/api/state?key=k&redirected=1"; resp.StatusCode != http.StatusTemporaryRedirect || loc != want {
 		t.Fatalf("%d to %q, want 307 to %q", resp.StatusCode, loc, want)
+	}
+}
+
+// A request that came over TLS is redirected to https by default; an
+// explicit WithScheme wins.
+func TestStateRedirectSchemeFollowsTheRequest(t *testing.T) {
+	owner := actorflow.Member{MemberID: "m-b", Endpoint: "worker-b:8443"}
+	get := func(context.Context, string) (*account, actorflow.QueryInfo, error) {
+		return nil, actorflow.QueryInfo{}, &actorflow.NotOwnerError{Key: "k", Owner: owner}
+	}
+	for _, c := range []struct {
+		name string
+		opts []Option
+		want string
+	}{
+		{"default", nil, "https://worker-b:8443/state?key=k&redirected=1"},
+		{"WithScheme(http)", []Option{WithScheme("http")}, "http://worker-b:8443/state?key=k&redirected=1"},
+	} {
+		srv := httptest.NewTLSServer(stateHandler(get, newConfig(c.opts)))
+		cl := srv.Client()
+		cl.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+		resp, err := cl.Get(srv.URL + "/state?key=k")
+		srv.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if loc := resp.Header.Get("Location"); loc != c.want {
+			t.Errorf("%s: Location %q, want %q", c.name, loc, c.want)
+		}
 	}
 }

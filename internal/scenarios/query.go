@@ -203,3 +203,133 @@ func GetUnavailableWhileCatchingUp(t *testing.T, brokers []string, mode snapshot
 		t.Fatal(err)
 	}
 }
+
+// OwnerNamedThroughARebalance: the classic protocol's DescribeGroups shows
+// no member's assignment while the group rebalances, so Get answered
+// ErrUnavailable ("owned by no member") for every key owned elsewhere for
+// the whole rebalance — under cooperative-sticky (the default) also for the
+// partitions that do not move, whose owner keeps processing them. Two
+// workers own one partition each; a third member joins (a plain kgo
+// consumer, given nothing: the sticky assignment is balanced already).
+// Throughout, Get of a key of the other worker's partition names that
+// worker (its last stable owner, still a member), while WaitCaughtUp does
+// not return while the group rebalances.
+func OwnerNamedThroughARebalance(t *testing.T, brokers []string) {
+	const partitions, accounts = 2, 20
+	input, snaps, group := Topics(t, brokers, partitions)
+	testkit.ProduceLedger(t, brokers, input, &ledger.Generator{Accounts: accounts}, 2*accounts, ledger.Expected{})
+	// The workers learn of the rebalance at their next heartbeat: a 5 s
+	// interval makes the window of a hidden assignment outlast the 1 s
+	// owner cache most times (it lasts until the later of the two
+	// heartbeats), so a Get reads the group within it.
+	opts := []actorflow.Option{actorflow.WithProtocol(coordinator.Cooperative), actorflow.WithClientOpts(kgo.HeartbeatInterval(5 * time.Second))}
+	a := StartWorker(t, ledger.Flow(), brokers, group, input, snaps, snapshotstore.Transactional, opts...)
+	b := StartWorker(t, ledger.Flow(), brokers, group, input, snaps, snapshotstore.Transactional, opts...)
+	testkit.Eventually(t, 2*time.Minute, "one partition each, both ready", func() (bool, string) {
+		sa, sb := a.W.Status(t.Context()), b.W.Status(t.Context())
+		return len(sa.Partitions) == 1 && len(sb.Partitions) == 1 && a.W.Health(t.Context()).Ready() && b.W.Health(t.Context()).Ready(),
+			fmt.Sprint(sa.Partitions, sb.Partitions)
+	})
+	bID := b.W.Status(t.Context()).MemberID
+	key := ""
+	testkit.Eventually(t, time.Minute, "a key of b's partition, named b's on a", func() (bool, string) {
+		for i := range accounts {
+			_, _, err := actorflow.Get[ledger.State](t.Context(), a.W, ledger.AccountKey(i))
+			if nerr := (*actorflow.NotOwnerError)(nil); errors.As(err, &nerr) && nerr.Owner.MemberID == bID {
+				key = ledger.AccountKey(i)
+				return true, ""
+			}
+		}
+		return false, "no key named b's"
+	})
+	// Get on a, and the group's state, until the third member has joined
+	// and the group is stable again.
+	adm := kadm.NewClient(testkit.Client(t, brokers))
+	var (
+		mu       sync.Mutex
+		answers  = map[string]int{}
+		unstable bool
+	)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+			_, _, err := actorflow.Get[ledger.State](ctx, a.W, key)
+			cancel()
+			what := "named b"
+			if nerr := (*actorflow.NotOwnerError)(nil); !errors.As(err, &nerr) || nerr.Owner.MemberID != bID {
+				what = fmt.Sprint(err)
+			}
+			mu.Lock()
+			answers[what]++
+			mu.Unlock()
+			time.Sleep(5 * time.Millisecond) // a client's pace, not a wait for an event
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			if gs, err := adm.DescribeGroups(t.Context(), group); err == nil && gs[group].State != "Stable" {
+				mu.Lock()
+				unstable = true
+				mu.Unlock()
+				// WaitCaughtUp reads the group's own view: a group
+				// rebalancing is not caught up (a review found it
+				// reading the last stable owners Get names).
+				ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+				err := a.W.WaitCaughtUp(ctx)
+				cancel()
+				if gs, derr := adm.DescribeGroups(t.Context(), group); err == nil && derr == nil && gs[group].State != "Stable" {
+					mu.Lock()
+					answers["WaitCaughtUp returned while rebalancing"]++
+					mu.Unlock()
+				}
+			}
+		}
+	}()
+	third := testkit.Client(t, brokers, kgo.ConsumerGroup(group), kgo.ConsumeTopics(input),
+		kgo.Balancers(kgo.CooperativeStickyBalancer()))
+	pollCtx, endPoll := context.WithCancel(t.Context())
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		for pollCtx.Err() == nil {
+			third.PollFetches(pollCtx)
+		}
+	}()
+	testkit.Eventually(t, time.Minute, "three members, stable again, the rebalance seen", func() (bool, string) {
+		gs, err := adm.DescribeGroups(t.Context(), group)
+		if err != nil {
+			return false, err.Error()
+		}
+		mu.Lock()
+		seen := unstable
+		mu.Unlock()
+		return seen && gs[group].State == "Stable" && len(gs[group].Members) == 3, fmt.Sprint(gs[group].State, len(gs[group].Members), seen)
+	})
+	close(stop)
+	wg.Wait()
+	endPoll()
+	<-polled
+	mu.Lock()
+	defer mu.Unlock()
+	if len(answers) != 1 || answers["named b"] == 0 {
+		t.Fatalf("Get of %s (b's partition) on a through the rebalance: %v; want b named every time", key, answers)
+	}
+	if n := len(b.W.Status(t.Context()).Partitions); n != 1 {
+		t.Fatalf("b runs %d partitions after the rebalance, want its one kept (the test's premise)", n)
+	}
+}

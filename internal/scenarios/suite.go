@@ -146,6 +146,8 @@ func Suite() []Case {
 		cases = append(cases, Case{Name: "QueryOwnerEndpoint/" + proto.String(), Parallel: true,
 			Run: func(t *testing.T, b []string) { QueryOwnerEndpoint(t, b, proto) }})
 	}
+	// The owner named while a classic rebalance hides the assignment.
+	cases = append(cases, Case{Name: "OwnerNamedThroughARebalance", Parallel: true, Run: OwnerNamedThroughARebalance})
 	return cases
 }
 
