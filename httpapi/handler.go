@@ -20,7 +20,8 @@ import (
 //     a partition starting, recovering, stopping, failed or late to
 //     answer). A partition failing at a record again and again keeps its
 //     worker unready (and a rolling update waiting on it) until the record
-//     is dealt with: the fold error policies, or WithFailFast;
+//     is dealt with: the fold error policies, or WithFailFast — or define
+//     readiness without it (WithReadyWhen);
 //   - /status: the worker's Status (partitions, lag, failed partitions);
 //   - /state?key=K: the key's state, an interactive query (State).
 //
@@ -43,11 +44,12 @@ func Live(w *actorflow.Worker, opts ...Option) http.Handler {
 	return probe(w, newConfig(opts), actorflow.Health.Live)
 }
 
-// Ready answers 200 while Health.Ready holds, else 503, with the Health as
-// the body. Point a readiness probe (and a load balancer sending queries)
-// here.
+// Ready answers 200 while Health.Ready holds (or WithReadyWhen's
+// condition), else 503, with the Health as the body. Point a readiness
+// probe (and a load balancer sending queries) here.
 func Ready(w *actorflow.Worker, opts ...Option) http.Handler {
-	return probe(w, newConfig(opts), actorflow.Health.Ready)
+	c := newConfig(opts)
+	return probe(w, c, c.ready)
 }
 
 func probe(w *actorflow.Worker, c config, ok func(actorflow.Health) bool) http.Handler {

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -101,5 +102,48 @@ func TestHandlerOfAStoppedWorker(t *testing.T) {
 	resp.Body.Close()
 	if err != nil || resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "" || !strings.Contains(ans.Error, "Run returned") {
 		t.Errorf("/state: %d Retry-After %q %+v %v, want 503 without Retry-After saying Run returned", resp.StatusCode, resp.Header.Get("Retry-After"), ans, err)
+	}
+}
+
+// A partition failing at a record keeps /readyz at 503 by default (Health.
+// Ready); WithReadyWhen defines readiness without the failed partitions,
+// and the body still lists them.
+func TestReadyWhenAPartitionFails(t *testing.T) {
+	_, brokers := testkit.Kfake(t)
+	input, snaps, group := scenarios.Topics(t, brokers, 1)
+	cl := testkit.Client(t, brokers, kgo.DefaultProduceTopic(input))
+	if err := cl.ProduceSync(t.Context(), &kgo.Record{Key: []byte("k"), Value: []byte("poison")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	flow := keyflow.New(func(_ *keyflow.Context, s *Count, r *kgo.Record) (*Count, error) {
+		return nil, errors.New("fold refuses " + string(r.Value))
+	})
+	w := scenarios.StartWorker(t, flow, brokers, group, input, snaps, snapshotstore.Transactional,
+		actorflow.WithPartitionRetryBackoff(time.Hour, time.Hour))
+	testkit.Eventually(t, time.Minute, "the partition failed", func() (bool, string) {
+		h := w.W.Health(t.Context())
+		return len(h.Failed) == 1 && h.Joined, fmt.Sprintf("%+v", h)
+	})
+	servingWithout := func(h actorflow.Health) bool { return h.Running && !h.ShuttingDown && h.BrokersReachable && h.Joined }
+	for _, c := range []struct {
+		name string
+		opts []httpapi.Option
+		code int
+	}{
+		{"default", nil, http.StatusServiceUnavailable},
+		{"WithReadyWhen", []httpapi.Option{httpapi.WithReadyWhen(servingWithout)}, http.StatusOK},
+	} {
+		srv := httptest.NewServer(httpapi.Ready(w.W, c.opts...))
+		resp, err := http.Get(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var h actorflow.Health
+		err = json.NewDecoder(resp.Body).Decode(&h)
+		resp.Body.Close()
+		srv.Close()
+		if err != nil || resp.StatusCode != c.code || len(h.Failed) != 1 {
+			t.Errorf("%s: %d %+v %v, want %d with the failed partition in the body", c.name, resp.StatusCode, h, err, c.code)
+		}
 	}
 }
