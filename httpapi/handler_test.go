@@ -66,16 +66,7 @@ func TestHandlerOfAWorkerNotRunning(t *testing.T) {
 // started yet), and /state answers 503 without Retry-After: it will not
 // answer again, ask another worker.
 func TestHandlerOfAStoppedWorker(t *testing.T) {
-	_, brokers := testkit.Kfake(t)
-	input, snaps, group := scenarios.Topics(t, brokers, 1)
-	cl := testkit.Client(t, brokers, kgo.DefaultProduceTopic(input))
-	if err := cl.ProduceSync(t.Context(), &kgo.Record{Key: []byte("k"), Value: []byte("poison")}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	flow := keyflow.New(func(_ *keyflow.Context, s *Count, r *kgo.Record) (*Count, error) {
-		return nil, errors.New("fold refuses " + string(r.Value))
-	})
-	w := scenarios.StartWorker(t, flow, brokers, group, input, snaps, snapshotstore.Transactional, actorflow.WithFailFast())
+	w := poisonedWorker(t, actorflow.WithFailFast())
 	if err := w.Wait(t, time.Minute); err == nil {
 		t.Fatal("Run returned nil, want the partition's failure")
 	}
@@ -109,17 +100,7 @@ func TestHandlerOfAStoppedWorker(t *testing.T) {
 // Ready); WithReadyWhen defines readiness without the failed partitions,
 // and the body still lists them.
 func TestReadyWhenAPartitionFails(t *testing.T) {
-	_, brokers := testkit.Kfake(t)
-	input, snaps, group := scenarios.Topics(t, brokers, 1)
-	cl := testkit.Client(t, brokers, kgo.DefaultProduceTopic(input))
-	if err := cl.ProduceSync(t.Context(), &kgo.Record{Key: []byte("k"), Value: []byte("poison")}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	flow := keyflow.New(func(_ *keyflow.Context, s *Count, r *kgo.Record) (*Count, error) {
-		return nil, errors.New("fold refuses " + string(r.Value))
-	})
-	w := scenarios.StartWorker(t, flow, brokers, group, input, snaps, snapshotstore.Transactional,
-		actorflow.WithPartitionRetryBackoff(time.Hour, time.Hour))
+	w := poisonedWorker(t, actorflow.WithPartitionRetryBackoff(time.Hour, time.Hour))
 	testkit.Eventually(t, time.Minute, "the partition failed", func() (bool, string) {
 		h := w.W.Health(t.Context())
 		return len(h.Failed) == 1 && h.Joined, fmt.Sprintf("%+v", h)
@@ -146,4 +127,19 @@ func TestReadyWhenAPartitionFails(t *testing.T) {
 			t.Errorf("%s: %d %+v %v, want %d with the failed partition in the body", c.name, resp.StatusCode, h, err, c.code)
 		}
 	}
+}
+
+// poisonedWorker runs a worker whose one partition's one record ("poison",
+// key k) its fold refuses (the Fail policy: the partition fails).
+func poisonedWorker(t *testing.T, opts ...actorflow.Option) *scenarios.Worker {
+	_, brokers := testkit.Kfake(t)
+	input, snaps, group := scenarios.Topics(t, brokers, 1)
+	cl := testkit.Client(t, brokers, kgo.DefaultProduceTopic(input))
+	if err := cl.ProduceSync(t.Context(), &kgo.Record{Key: []byte("k"), Value: []byte("poison")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	flow := keyflow.New(func(_ *keyflow.Context, s *Count, r *kgo.Record) (*Count, error) {
+		return nil, errors.New("fold refuses " + string(r.Value))
+	})
+	return scenarios.StartWorker(t, flow, brokers, group, input, snaps, snapshotstore.Transactional, opts...)
 }
