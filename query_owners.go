@@ -104,12 +104,14 @@ func (c *ownerCache) lookup(ctx context.Context, gen int32, read func(context.Co
 }
 
 // lastStable keeps the classic protocol's last Stable assignment, for the
-// partitions a rebalance's describe shows unowned. DescribeGroups reports
-// members' assignments only while the group is Stable: during a rebalance
-// every partition read unowned, and Get answered ErrUnavailable for every
-// key owned elsewhere — under cooperative-sticky (the default) also for the
-// partitions that do not move, which their owner keeps processing (found
-// by a first-time user's trial). Naming the last stable owner is safe: the
+// partitions a rebalance's describe shows unowned. DescribeGroups may
+// report members' assignments only while the group is Stable (the
+// protocol's documentation; kfake does so, Kafka 4.1.2 and 4.4.0 show them
+// in PreparingRebalance too): then during a rebalance every partition read
+// unowned, and Get answered ErrUnavailable for every key owned elsewhere —
+// under cooperative-sticky (the default) also for the partitions that do
+// not move, which their owner keeps processing (found by a first-time
+// user's trial on kfake). Naming the last stable owner is safe: the
 // owner answers only from a partition it runs under its current membership
 // (Get's ownership check), and a redirected query that finds it not
 // running there answers ErrUnavailable, not a second redirect. Only the

@@ -212,9 +212,10 @@ func GetUnavailableWhileCatchingUp(t *testing.T, brokers []string, mode snapshot
 // workers own one partition each; a third member joins (a plain kgo
 // consumer, given nothing: the sticky assignment is balanced already).
 // Throughout, Get of a key of the other worker's partition names that
-// worker (its last stable owner, still a member). Kafka 4.4's coordinator
-// was seen to show the assignment while not Stable too; kfake hides it, as
-// the protocol's documentation says (TestQueryAssignmentNamesTheLastStableOwner
+// worker (its last stable owner, still a member). Kafka 4.1.2 and 4.4.0
+// show the assignment while preparing the rebalance (so there Get names b
+// from the group's own view); kfake hides it, as the protocol's
+// documentation says (TestQueryAssignmentNamesTheLastStableOwner
 // checks the view Get names from, past the owner cache).
 func OwnerNamedThroughARebalance(t *testing.T, brokers []string) {
 	const partitions, accounts = 2, 20
