@@ -500,6 +500,11 @@ func (s *Supervisor) Query(ctx context.Context, tp coordinator.TopicPartition, k
 	if h == nil || h.pid == nil {
 		return keyactor.QueryAnswer{}, ErrNotRunning
 	}
+	if err := ctx.Err(); err != nil {
+		// Not asked: with the reply and ctx both ready the select below
+		// picked either (a Get with an ended ctx answered at random).
+		return keyactor.QueryAnswer{}, err
+	}
 	reply := make(chan keyactor.QueryAnswer, 1)
 	s.sys.Root.Send(h.pid, &partitionflow.KeyQuery{Key: key, Reply: reply})
 	select {
