@@ -434,10 +434,7 @@ func (w *Worker) queryAssignment(ctx context.Context) (ownersOf, error) {
 	if read.classic && w.cfg.protocol != coordinator.Eager {
 		owners = w.stable.merge(read.owners, !read.hidden, read.members, gen)
 	}
-	return func(tp coordinator.TopicPartition) (Member, bool) {
-		m, ok := owners[tp]
-		return m, ok
-	}, nil
+	return ownersIn(owners), nil
 }
 
 // assignment reads the group's current assignment once (one describe for
@@ -450,10 +447,15 @@ func (w *Worker) assignment(ctx context.Context) (ownersOf, error) {
 	if err != nil {
 		return nil, err
 	}
+	return ownersIn(read.owners), nil
+}
+
+// ownersIn answers from owners.
+func ownersIn(owners map[coordinator.TopicPartition]Member) ownersOf {
 	return func(tp coordinator.TopicPartition) (Member, bool) {
-		m, ok := read.owners[tp]
+		m, ok := owners[tp]
 		return m, ok
-	}, nil
+	}
 }
 
 // groupRead is one read of the group's assignment.
@@ -478,7 +480,7 @@ func (w *Worker) readAssignment(ctx context.Context) (groupRead, error) {
 	}
 	var err error
 	if w.cfg.protocol != coordinator.ConsumerProtocol {
-		err = w.classicAssignment(ctx, adm, &read)
+		err = w.classicAssignment(ctx, adm, add, &read)
 	} else if err848 := w.consumerGroupAssignment(ctx, adm, add); err848 != nil {
 		if ctx.Err() != nil {
 			return groupRead{}, err848
@@ -489,7 +491,7 @@ func (w *Worker) readAssignment(ctx context.Context) (groupRead, error) {
 		// decideListed reads it). Asked only through
 		// ConsumerGroupDescribe, every key owned elsewhere answered
 		// ErrUnavailable for ever (found by a review).
-		if err = w.classicAssignment(ctx, adm, &read); err != nil {
+		if err = w.classicAssignment(ctx, adm, add, &read); err != nil {
 			err = fmt.Errorf("%w (ConsumerGroupDescribe: %w)", err, err848)
 		}
 	}
@@ -497,8 +499,9 @@ func (w *Worker) readAssignment(ctx context.Context) (groupRead, error) {
 }
 
 // classicAssignment reads the group's assignment from DescribeGroups (the
-// classic protocol's members and their assigned partitions) into read.
-func (w *Worker) classicAssignment(ctx context.Context, adm *kadm.Client, read *groupRead) error {
+// classic protocol's members and their assigned partitions), each owner
+// through add, the group's state and members into read.
+func (w *Worker) classicAssignment(ctx context.Context, adm *kadm.Client, add func(string, []int32, Member), read *groupRead) error {
 	gs, err := adm.DescribeGroups(ctx, w.cfg.group)
 	if err == nil {
 		err = gs.Error()
@@ -516,9 +519,7 @@ func (w *Worker) classicAssignment(ctx context.Context, adm *kadm.Client, read *
 			continue
 		}
 		for _, t := range a.Topics {
-			for _, p := range t.Partitions {
-				read.owners[coordinator.TopicPartition{Topic: t.Topic, Partition: p}] = newMember(m.MemberID, m.InstanceID, m.ClientID, m.ClientHost)
-			}
+			add(t.Topic, t.Partitions, newMember(m.MemberID, m.InstanceID, m.ClientID, m.ClientHost))
 		}
 	}
 	return nil

@@ -56,16 +56,7 @@ func TestQueryAssignmentNamesTheLastStableOwner(t *testing.T) {
 	} else if m, ok := o(bTP); !ok || m.MemberID != bID {
 		t.Fatalf("stable: %v owned by %+v %v, want b", bTP, m, ok)
 	}
-	third := testkit.Client(t, brokers, kgo.ConsumerGroup(group), kgo.ConsumeTopics(input), kgo.Balancers(kgo.CooperativeStickyBalancer()))
-	pctx, end := context.WithCancel(t.Context())
-	polled := make(chan struct{})
-	go func() {
-		defer close(polled)
-		for pctx.Err() == nil {
-			third.PollFetches(pctx)
-		}
-	}()
-	defer func() { end(); <-polled }()
+	testkit.StartMember(t, brokers, group, input, kgo.Balancers(kgo.CooperativeStickyBalancer()))
 	adm := kadm.NewClient(testkit.Client(t, brokers))
 	checked := 0
 	testkit.Eventually(t, time.Minute, "the rebalance seen, and over", func() (bool, string) {

@@ -93,9 +93,9 @@ func Corruption732(t *testing.T, brokers []string, mode snapshotstore.Mode) {
 	exp := ledger.Expected{}
 	testkit.ProduceLedger(t, brokers, input, &ledger.Generator{Accounts: 1}, 8, exp)
 
-	a := joinMember(t, brokers, group, input)
+	a := testkit.JoinMember(t, brokers, group, input)
 	staleMeta := metaOf(a) // the stale owner never sees the generation move on
-	b := joinMember(t, brokers, group, input)
+	b := testkit.JoinMember(t, brokers, group, input)
 	testkit.Eventually(t, 30*time.Second, "a newer generation", func() (bool, string) {
 		return metaOf(b).Generation > staleMeta.Generation, ""
 	})
@@ -163,7 +163,7 @@ func Corruption732(t *testing.T, brokers []string, mode snapshotstore.Mode) {
 // ErrFenced; nothing of it becomes visible.
 func StaleOwnerFencedOnNextFlush(t *testing.T, brokers []string) {
 	input, snaps, group := Topics(t, brokers, 1)
-	a := joinMember(t, brokers, group, input)
+	a := testkit.JoinMember(t, brokers, group, input)
 	meta := metaOf(a)
 	o := openOwner(t, brokers, snapshotstore.Transactional, group, group, input, snaps, 0, frozenMeta(meta), nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -171,7 +171,7 @@ func StaleOwnerFencedOnNextFlush(t *testing.T, brokers []string) {
 	if err := o.txn.Write(ctx, stateSnapshot(t, "k", ledger.State{Balance: 1, Count: 1, LastSeq: 1}, 0)); err != nil {
 		t.Fatalf("flush while current: %v", err)
 	}
-	b := joinMember(t, brokers, group, input)
+	b := testkit.JoinMember(t, brokers, group, input)
 	testkit.Eventually(t, 30*time.Second, "a newer generation", func() (bool, string) {
 		return metaOf(b).Generation > meta.Generation, ""
 	})
@@ -197,9 +197,9 @@ func StaleOwnerFencedOnNextFlush(t *testing.T, brokers []string) {
 func FirstFlushGatedBySeededOffset(t *testing.T, brokers []string) {
 	input, snaps, group := Topics(t, brokers, 1)
 	testkit.ProduceLedger(t, brokers, input, &ledger.Generator{Accounts: 1}, 5, ledger.Expected{})
-	a := joinMember(t, brokers, group, input)
+	a := testkit.JoinMember(t, brokers, group, input)
 	stale := metaOf(a)
-	b := joinMember(t, brokers, group, input)
+	b := testkit.JoinMember(t, brokers, group, input)
 	testkit.Eventually(t, 30*time.Second, "a newer generation", func() (bool, string) {
 		return metaOf(b).Generation > stale.Generation, ""
 	})
@@ -228,7 +228,7 @@ func FirstFlushGatedBySeededOffset(t *testing.T, brokers []string) {
 func StaleOffsetCommitRejected(t *testing.T, brokers []string) {
 	input, snaps, group := Topics(t, brokers, 1)
 	testkit.ProduceLedger(t, brokers, input, &ledger.Generator{Accounts: 1}, 10, ledger.Expected{})
-	a := joinMember(t, brokers, group, input)
+	a := testkit.JoinMember(t, brokers, group, input)
 	stale := metaOf(a)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -236,7 +236,7 @@ func StaleOffsetCommitRejected(t *testing.T, brokers []string) {
 	if err := o.txn.CommitOffset(ctx, 4); err != nil {
 		t.Fatalf("commit while current: %v", err)
 	}
-	b := joinMember(t, brokers, group, input)
+	b := testkit.JoinMember(t, brokers, group, input)
 	testkit.Eventually(t, 30*time.Second, "a newer generation", func() (bool, string) {
 		return metaOf(b).Generation > stale.Generation, ""
 	})
@@ -274,9 +274,9 @@ func NoGroupMetadataFailsLoudly(t *testing.T, brokers []string) {
 // again and commits — a valid owner is not crashed.
 func StaleGenerationRetriedWhileMember(t *testing.T, brokers []string) {
 	input, snaps, group := Topics(t, brokers, 1)
-	a := joinMember(t, brokers, group, input)
+	a := testkit.JoinMember(t, brokers, group, input)
 	before := metaOf(a)
-	b := joinMember(t, brokers, group, input)
+	b := testkit.JoinMember(t, brokers, group, input)
 	testkit.Eventually(t, 30*time.Second, "a's newer generation", func() (bool, string) {
 		return metaOf(a).Generation > before.Generation && metaOf(b).Generation > before.Generation, ""
 	})

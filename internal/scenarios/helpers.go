@@ -157,30 +157,6 @@ func countingFlow(n *atomic.Int64) *keyflow.Flow[ledger.State] {
 	})
 }
 
-// joinMember starts a consumer-group member and waits until it has joined
-// (generation >= 1). It keeps polling in the background so it stays a
-// healthy member.
-func joinMember(t *testing.T, brokers []string, group, topic string, opts ...kgo.Opt) *kgo.Client {
-	t.Helper()
-	cl := testkit.Client(t, brokers, append([]kgo.Opt{
-		kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit(),
-	}, opts...)...)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ctx.Err() == nil {
-			cl.PollFetches(ctx)
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	testkit.Eventually(t, 30*time.Second, "member joined", func() (bool, string) {
-		m, g := cl.GroupMetadata()
-		return g >= 1 && m != "", m
-	})
-	return cl
-}
-
 // liveMeta reads a member's group metadata live.
 func liveMeta(cl *kgo.Client) snapshotstore.GroupMetadataFunc {
 	return func() (snapshotstore.GroupMetadata, error) {

@@ -292,16 +292,7 @@ func OwnerNamedThroughARebalance(t *testing.T, brokers []string) {
 			}
 		}
 	}()
-	third := testkit.Client(t, brokers, kgo.ConsumerGroup(group), kgo.ConsumeTopics(input),
-		kgo.Balancers(kgo.CooperativeStickyBalancer()))
-	pollCtx, endPoll := context.WithCancel(t.Context())
-	polled := make(chan struct{})
-	go func() {
-		defer close(polled)
-		for pollCtx.Err() == nil {
-			third.PollFetches(pollCtx)
-		}
-	}()
+	testkit.StartMember(t, brokers, group, input, kgo.Balancers(kgo.CooperativeStickyBalancer()))
 	testkit.Eventually(t, time.Minute, "three members, stable again, the rebalance seen", func() (bool, string) {
 		gs, err := adm.DescribeGroups(t.Context(), group)
 		if err != nil {
@@ -314,8 +305,6 @@ func OwnerNamedThroughARebalance(t *testing.T, brokers []string) {
 	})
 	close(stop)
 	wg.Wait()
-	endPoll()
-	<-polled
 	mu.Lock()
 	defer mu.Unlock()
 	if len(answers) != 1 || answers["named b"] == 0 {

@@ -43,7 +43,7 @@ func (c *countingPartition) Commit(ctx context.Context, b snapshotstore.Batch) e
 // with cap 256 they group.
 func ConcurrentWrites(t *testing.T, brokers []string, maxWrites int) {
 	input, snaps, group := Topics(t, brokers, 1)
-	m := joinMember(t, brokers, group, input)
+	m := testkit.JoinMember(t, brokers, group, input)
 	k, err := snapshotstore.NewKafka(brokers, snaps, snapshotstore.KafkaConfig{Mode: snapshotstore.Transactional, TransactionalIDPrefix: group})
 	if err != nil {
 		t.Fatal(err)

@@ -174,3 +174,35 @@ func WaitCommittedAtEnd(t testing.TB, brokers []string, group, topic string, tim
 		return ok, state
 	})
 }
+
+// StartMember starts a consumer-group member of group on topic, polling in
+// the background (so it stays a healthy member) until t ends; it does not
+// wait for the join.
+func StartMember(t testing.TB, brokers []string, group, topic string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl := Client(t, brokers, append([]kgo.Opt{
+		kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit(),
+	}, opts...)...)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			cl.PollFetches(ctx)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return cl
+}
+
+// JoinMember is StartMember, waiting until the member has joined
+// (generation >= 1).
+func JoinMember(t testing.TB, brokers []string, group, topic string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl := StartMember(t, brokers, group, topic, opts...)
+	Eventually(t, 30*time.Second, "member joined", func() (bool, string) {
+		m, g := cl.GroupMetadata()
+		return g >= 1 && m != "", m
+	})
+	return cl
+}
