@@ -509,6 +509,15 @@ func (w *Worker) waitBrokers(ctx context.Context) (*kgo.Client, error) {
 // Status is a worker's state, for status pages.
 type Status struct {
 	Group string `json:"group"`
+	// Running: Run has started and not returned (Health.Running). Before
+	// Run, and once it has returned, the rest is empty or last known: a
+	// status page reading an empty list of partitions as a member owning
+	// none was wrong (found by a review).
+	Running bool `json:"running"`
+	// Stopped: Run has returned, and RunError is its error ("" after a
+	// clean stop), as in Health.
+	Stopped  bool   `json:"stopped,omitempty"`
+	RunError string `json:"run_error,omitempty"`
 	// MemberID and Generation are the group membership the consumer last
 	// published ("" and 0 before it joined).
 	MemberID   string `json:"member_id"`
@@ -566,9 +575,20 @@ func (st Status) failedSet() map[coordinator.TopicPartition]bool {
 	return m
 }
 
-// Status returns the worker's partitions (empty before Run started).
+// Status returns the worker's partitions (empty before Run started; after
+// Run returned, Stopped with Run's error and no partitions).
 func (w *Worker) Status(ctx context.Context) Status {
 	st := Status{Group: w.cfg.group}
+	select {
+	case <-w.done:
+		st.Stopped = true
+		if w.runErr != nil {
+			st.RunError = w.runErr.Error()
+		}
+		return st
+	default:
+	}
+	st.Running = w.ran.Load()
 	select {
 	case <-w.ready:
 	default:

@@ -22,7 +22,9 @@ import (
 //     worker unready (and a rolling update waiting on it) until the record
 //     is dealt with: the fold error policies, or WithFailFast — or define
 //     readiness without it (WithReadyWhen);
-//   - /status: the worker's Status (partitions, lag, failed partitions);
+//   - /status: the worker's Status (partitions, lag, failed partitions):
+//     200 while Run runs, else 503 (Status.Running false; Stopped with
+//     Run's error once it has returned);
 //   - /state?key=K: the key's state, an interactive query (State).
 //
 // S is the flow's state type (keyflow.New's); the worker must run a flow
@@ -65,14 +67,22 @@ func probe(w *actorflow.Worker, c config, ok func(actorflow.Health) bool) http.H
 	})
 }
 
-// Status answers 200 with the worker's Status: each running partition's
-// offsets and lag, the failed ones with theirs, the group generation.
+// Status answers the worker's Status: each running partition's offsets
+// and lag, the failed ones with theirs, the group generation — with 200
+// while Run runs, else 503: a worker not started, or stopped (with Run's
+// error), owns nothing, and a scraper reading its empty list of partitions
+// with a 200 took it for a member owning none.
 func Status(w *actorflow.Worker, opts ...Option) http.Handler {
 	c := newConfig(opts)
 	return getOnly(func(rw http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), c.probeTimeout)
 		defer cancel()
-		writeJSON(rw, http.StatusOK, w.Status(ctx))
+		st := w.Status(ctx)
+		code := http.StatusOK
+		if !st.Running {
+			code = http.StatusServiceUnavailable
+		}
+		writeJSON(rw, code, st)
 	})
 }
 

@@ -20,7 +20,7 @@ import (
 )
 
 // A worker not running: both probes answer 503 with the Health saying so,
-// /status answers (no partitions), and a /state of a type the flow is not
+// /status answers 503 (not running, no partitions), and a /state of a type the flow is not
 // over is a 500 naming both types, not a 404.
 func TestHandlerOfAWorkerNotRunning(t *testing.T) {
 	_, brokers := testkit.Kfake(t)
@@ -52,8 +52,8 @@ func TestHandlerOfAWorkerNotRunning(t *testing.T) {
 		}
 	}
 	var st actorflow.Status
-	if code := get("/status", &st); code != http.StatusOK || len(st.Partitions) != 0 {
-		t.Errorf("/status: %d %+v", code, st)
+	if code := get("/status", &st); code != http.StatusServiceUnavailable || st.Running || st.Stopped || len(st.Partitions) != 0 {
+		t.Errorf("/status: %d %+v, want 503 not running", code, st)
 	}
 	var ans httpapi.StateAnswer[other]
 	if code := get("/state?key=k", &ans); code != http.StatusInternalServerError || !strings.Contains(ans.Error, "other") || !strings.Contains(ans.Error, "Count") {
@@ -72,15 +72,18 @@ func TestHandlerOfAStoppedWorker(t *testing.T) {
 	}
 	srv := httptest.NewServer(httpapi.Handler[Count](w.W))
 	defer srv.Close()
-	for _, p := range []string{"/healthz", "/readyz"} {
+	for _, p := range []string{"/healthz", "/readyz", "/status"} {
 		resp, err := http.Get(srv.URL + p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var h actorflow.Health
+		var h struct { // Health's and Status's fields
+			Running, Stopped bool
+			RunError         string `json:"run_error"`
+		}
 		err = json.NewDecoder(resp.Body).Decode(&h)
 		resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusServiceUnavailable || !h.Stopped || !strings.Contains(h.RunError, "fold refuses poison") {
+		if err != nil || resp.StatusCode != http.StatusServiceUnavailable || h.Running || !h.Stopped || !strings.Contains(h.RunError, "fold refuses poison") {
 			t.Errorf("%s: %d %+v %v, want 503 stopped with Run's error", p, resp.StatusCode, h, err)
 		}
 	}

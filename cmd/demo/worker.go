@@ -215,8 +215,12 @@ func statusHandler(w *actorflow.Worker, folds *atomic.Int64, reg *prometheus.Reg
 	mux.HandleFunc("/status", func(rw http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
+		st := w.Status(ctx)
 		rw.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(rw).Encode(workerStatus{Status: w.Status(ctx), ProcessedTotal: folds.Load()})
+		if !st.Running { // as httpapi.Status
+			rw.WriteHeader(http.StatusServiceUnavailable)
+		}
+		_ = json.NewEncoder(rw).Encode(workerStatus{Status: st, ProcessedTotal: folds.Load()})
 	})
 	return mux
 }
