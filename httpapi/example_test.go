@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -76,5 +77,49 @@ func ExampleHandler() {
 	// live: 200 ready: 200 status: 200
 	// to: 200 2 local: true
 	// question: 404
+	// worker stopped: <nil>
+}
+
+// ExampleClient reads keys' states over HTTP from any worker of the group
+// (or a load balancer in front of them): the Client follows the redirect
+// to the key's owner and waits out a partition moving, as the State route
+// asks, and answers with actorflow.Get's errors.
+func ExampleClient() {
+	cluster, _ := kfake.NewCluster(kfake.NumBrokers(1))
+	defer cluster.Close()
+	brokers := cluster.ListenAddrs()
+	flow := keyflow.New(func(_ *keyflow.Context, s *Count, _ *kgo.Record) (*Count, error) {
+		if s == nil {
+			s = &Count{}
+		}
+		s.N++
+		return s, nil
+	})
+	worker, _ := actorflow.NewWorker(flow,
+		actorflow.WithBrokers(brokers...), actorflow.WithGroup("words"),
+		actorflow.WithInputTopic("words"), actorflow.WithSnapshotTopic("word-counts"),
+		actorflow.WithCreateTopics(3, -1))
+	srv := httptest.NewServer(httpapi.Handler[Count](worker))
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- worker.Run(ctx) }()
+	producer, _ := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic("words"))
+	defer producer.Close()
+	for _, w := range []string{"to", "be", "or", "not", "to", "be"} {
+		producer.ProduceSync(ctx, &kgo.Record{Key: []byte(w), Value: []byte(w)})
+	}
+	_ = worker.WaitCaughtUp(ctx)
+
+	client, _ := httpapi.NewClient[Count](srv.URL+"/state", httpapi.WithRetryFor(10*time.Second))
+	s, info, err := client.Get(ctx, "to")
+	fmt.Println("to:", s.N, "answered by its owner:", info.Local, err)
+	_, _, err = client.Get(ctx, "question")
+	fmt.Println("question:", errors.Is(err, actorflow.ErrKeyNotFound))
+	cancel()
+	fmt.Println("worker stopped:", <-done)
+	// Output:
+	// to: 2 answered by its owner: true <nil>
+	// question: true
 	// worker stopped: <nil>
 }

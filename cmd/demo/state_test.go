@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/actorflow/actorflow"
 	"github.com/actorflow/actorflow/httpapi"
 	"github.com/actorflow/actorflow/internal/ledger"
 	"github.com/actorflow/actorflow/internal/testkit"
@@ -123,6 +125,14 @@ func TestWorkerServesStateFromTheKeysOwner(t *testing.T) {
 				followed.State == nil || *followed.State != *answers[owner].State {
 				return false, fmt.Sprintf("%s followed from the other worker: %d %v %+v", key, code, err, followed)
 			}
+			// As does httpapi's Client given the other worker.
+			c, err := httpapi.NewClient[ledger.State]("http://" + addrs[other] + "/state")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s, info, err := c.Get(context.Background(), key); err != nil || s == nil || *s != *answers[owner].State || !info.Local {
+				return false, fmt.Sprintf("%s through the Client from the other worker: %+v %+v %v", key, s, info, err)
+			}
 			total += answers[owner].State.Count
 		}
 		return total == 200, fmt.Sprintf("%d events folded", total)
@@ -160,6 +170,13 @@ func TestWorkerServesStateFromTheKeysOwner(t *testing.T) {
 		codes = append(codes, resp.StatusCode)
 		if code, err := getJSON("http://"+a+"/state?key=nobody", &ans); err != nil || code != http.StatusNotFound {
 			t.Errorf("absent account through %s, redirects followed: %d, %v; want the owner's 404", a, code, err)
+		}
+		c, err := httpapi.NewClient[ledger.State]("http://" + a + "/state")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := c.Get(context.Background(), "nobody"); !errors.Is(err, actorflow.ErrKeyNotFound) {
+			t.Errorf("absent account through the Client from %s: %v, want ErrKeyNotFound", a, err)
 		}
 	}
 	slices.Sort(codes)
