@@ -10,6 +10,7 @@ import (
 
 	"github.com/actorflow/actorflow/actors"
 	"github.com/actorflow/actorflow/coordinator"
+	"github.com/actorflow/actorflow/internal/keyactor"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -39,6 +40,14 @@ var (
 	// error wraps the context's too). Retry after a backoff — unless the
 	// error also matches ErrRunReturned: this worker answers no query again.
 	ErrUnavailable = errors.New("actorflow: key's partition cannot answer here now")
+	// ErrUndecodableState: the key's persisted state does not decode with
+	// the flow's codec (a state type changed incompatibly since it was
+	// written: see keyflow.WithUndecodableStatePolicy). Get[S]'s error
+	// names the key, its partition and the input offset the state covers.
+	// Under a Skip or DeadLetter policy the key would start from no state
+	// when loaded, and the error also matches ErrKeyNotFound; under Fail
+	// (the default) loading the key fails its partition.
+	ErrUndecodableState = errors.New("actorflow: key's persisted state does not decode")
 )
 
 // Member is a member of the flow's consumer group, as the group coordinator
@@ -330,7 +339,10 @@ func ownershipInDoubt(tp coordinator.TopicPartition, h Health, owned error) erro
 
 // Get is w.Get decoded with the flow's codec into the flow's state type,
 // which S must be (an error otherwise, before asking). The state returned
-// is the caller's copy.
+// is the caller's copy. Beside w.Get's errors, a key not loaded whose
+// persisted state does not decode (its type changed since) answers
+// ErrUndecodableState — also ErrKeyNotFound under a Skip or DeadLetter
+// keyflow.WithUndecodableStatePolicy, the no state it would start from.
 func Get[S any](ctx context.Context, w *Worker, key string) (*S, QueryInfo, error) {
 	if v, _ := w.flow.DecodeState(nil); !isType[*S](v) {
 		return nil, QueryInfo{Topic: w.cfg.input, Partition: -1}, fmt.Errorf("actorflow: Get[%T] on a flow over %T", *new(S), v)
@@ -341,7 +353,16 @@ func Get[S any](ctx context.Context, w *Worker, key string) (*S, QueryInfo, erro
 	}
 	v, err := w.flow.DecodeState(b)
 	if err != nil {
-		return nil, info, fmt.Errorf("actorflow: get key %q: decode: %w", key, err)
+		// Only a key not loaded answers with bytes the codec did not write
+		// itself: a snapshot from before a change of the state's type.
+		err = fmt.Errorf("actorflow: get key %q (%s[%d], its snapshot as of input offset %d): %w: %w",
+			key, info.Topic, info.Partition, info.PersistedOffset, ErrUndecodableState, err)
+		if w.flow.UndecodableStatePolicy() != keyactor.Fail {
+			// What the key starts from once loaded: no state (the policy
+			// drops it, or sets it aside in the dead-letter topic).
+			err = fmt.Errorf("%w: %w", ErrKeyNotFound, err)
+		}
+		return nil, info, err
 	}
 	return v.(*S), info, nil
 }

@@ -681,3 +681,70 @@ func TestGetAfterAFailedStartIsRunReturned(t *testing.T) {
 		t.Fatalf("Get after a failed start: %v; want ErrUnavailable, ErrRunReturned and Run's error", err)
 	}
 }
+
+// CountV2 is Count after an incompatible change of its field's type: a
+// Count's snapshot does not decode as one.
+type CountV2 struct {
+	N string `json:"n"`
+}
+
+// A key not loaded whose persisted state no longer decodes (the state's
+// type changed since it was written) answers ErrUndecodableState naming the
+// key and its partition — a bare decode error matched none of Get's errors
+// (a newcomer's trial) — and, under a Skip policy, also ErrKeyNotFound: the
+// no state the key starts from when loaded.
+func TestGetOfAStateThatNoLongerDecodes(t *testing.T) {
+	e := newQueryEnv(t, 2)
+	e.produce(t, 3, "a")
+	w, stop := e.start(t, countFlow())
+	if err := w.WaitCaughtUp(ctxFor(t, 30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	for _, p := range []keyflow.Policy{keyflow.Fail, keyflow.Skip} {
+		flow := keyflow.New(func(_ *keyflow.Context, s *CountV2, _ *kgo.Record) (*CountV2, error) { return s, nil },
+			keyflow.WithUndecodableStatePolicy(p))
+		w, stop := e.start(t, flow)
+		if err := w.WaitCaughtUp(ctxFor(t, 30*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		s, info, err := actorflow.Get[CountV2](ctxFor(t, 10*time.Second), w, "a")
+		part := fmt.Sprintf("%s[%d]", e.input, e.partitionOfKey["a"])
+		if s != nil || !errors.Is(err, actorflow.ErrUndecodableState) || errors.Is(err, actorflow.ErrKeyNotFound) != (p == keyflow.Skip) ||
+			!strings.Contains(err.Error(), `"a"`) || !strings.Contains(err.Error(), part) || info.Loaded || info.PersistedOffset != 2 {
+			t.Errorf("policy %v: %v, %+v, %+v; want ErrUndecodableState naming the key and %s (ErrKeyNotFound too under Skip), the snapshot's info",
+				p, s, info, err, part)
+		}
+		stop()
+	}
+}
+
+// ReadState leaves out the keys that do not decode and returns the others,
+// with an error naming them: a state the codec refuses
+// (ErrUndecodableState), a record that is not a snapshot
+// (snapshotstore.ErrUndecodableSnapshot, its key's earlier snapshot not
+// returned either). One stale key failed the whole read (a newcomer's
+// trial).
+func TestReadStateLeavesOutTheKeysThatDoNotDecode(t *testing.T) {
+	e := newQueryEnv(t, 2)
+	e.produce(t, 3, "a", "b")
+	w, stop := e.start(t, countFlow())
+	if err := w.WaitCaughtUp(ctxFor(t, 30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	ctx := ctxFor(t, 30*time.Second)
+	st, err := actorflow.ReadState[CountV2](ctx, e.brokers, e.snaps, nil)
+	if !errors.Is(err, actorflow.ErrUndecodableState) || len(st) != 0 || st == nil || !strings.Contains(err.Error(), `"a"`) || !strings.Contains(err.Error(), `"b"`) {
+		t.Errorf("as CountV2: %v, %v; want no key read, an error naming a and b", st, err)
+	}
+	// A record that is not a snapshot (no headers) as b's latest.
+	cl := testkit.Client(t, e.brokers)
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: e.snaps, Partition: e.partitionOfKey["b"], Key: []byte("b"), Value: []byte(`{"n":9}`)}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	counts, err := actorflow.ReadState[Count](ctx, e.brokers, e.snaps, nil)
+	if !errors.Is(err, snapshotstore.ErrUndecodableSnapshot) || errors.Is(err, actorflow.ErrUndecodableState) || len(counts) != 1 || counts["a"].State == nil || counts["a"].State.N != 3 {
+		t.Errorf("with b's latest record not a snapshot: %v, %v; want a's state, b left out, ErrUndecodableSnapshot", counts, err)
+	}
+}

@@ -2,6 +2,7 @@ package actorflow
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/actorflow/actorflow/keyflow"
@@ -29,9 +30,14 @@ type KeyState[S any] struct {
 // Staleness: it shows what was persisted when it started. A running flow's
 // keys are persisted every WithPersistEvery (5 s by default), ~50 ms after
 // a partition's input goes quiet (WithIdleFlush), and at every revoke, so
-// the state of a busy input may trail it by up to WithPersistEvery. A read fails
-// (wrapped snapshotstore.ErrUndecodableSnapshot) when a key's latest record cannot be
-// decoded, and with the codec's error naming the key when its value cannot.
+// the state of a busy input may trail it by up to WithPersistEvery.
+//
+// Keys that do not decode are left out, not the whole read: it returns the
+// others with an error naming them — matching ErrUndecodableState when the
+// codec refuses a key's state (its type changed since it was written), and
+// snapshotstore.ErrUndecodableSnapshot when a key's latest record is not a
+// snapshot at all (a worker refuses to start such a partition). The map is
+// nil only when a partition could not be read.
 func ReadState[S any](ctx context.Context, brokers []string, snapshotTopic string, codec keyflow.Codec[S], opts ...kgo.Opt) (map[string]KeyState[S], error) {
 	if codec == nil {
 		codec = keyflow.JSON[S]()
@@ -46,7 +52,11 @@ func ReadState[S any](ctx context.Context, brokers []string, snapshotTopic strin
 		return nil, fmt.Errorf("actorflow: read state: partitions of %q: %w", snapshotTopic, err)
 	}
 	out := map[string]KeyState[S]{}
-	var ferr error
+	var (
+		ferr      error   // a partition not read: no map
+		bad       []error // keys left out
+		undecoded int
+	)
 	parts.Each(func(o kadm.ListedOffset) {
 		if ferr != nil {
 			return
@@ -56,7 +66,15 @@ func ReadState[S any](ctx context.Context, brokers []string, snapshotTopic strin
 			return
 		}
 		latest, err := snapshotstore.ReadLatest(ctx, brokers, snapshotTopic, o.Partition, true, opts...)
-		if err != nil {
+		var notSnapshots *snapshotstore.UndecodableSnapshotError
+		if errors.As(err, &notSnapshots) {
+			// Read to its end: latest holds the other keys — and an
+			// earlier snapshot of these, superseded.
+			for k := range notSnapshots.Keys {
+				delete(latest, k)
+			}
+			bad = append(bad, fmt.Errorf("records that are not snapshots (a worker refuses to start the partition): %w", err))
+		} else if err != nil {
 			ferr = fmt.Errorf("actorflow: read state: %w", err)
 			return
 		}
@@ -66,8 +84,11 @@ func ReadState[S any](ctx context.Context, brokers []string, snapshotTopic strin
 			}
 			v, err := codec.Decode(s.Value)
 			if err != nil {
-				ferr = fmt.Errorf("actorflow: read state: snapshot %s key %q: decode: %w", s.Source, k, err)
-				return
+				undecoded++
+				if undecoded <= maxNamedKeys {
+					bad = append(bad, fmt.Errorf("key %q (snapshot %s, as of input offset %d): %w: %w", k, s.Source, s.Offset, ErrUndecodableState, err))
+				}
+				continue
 			}
 			out[k] = KeyState[S]{State: v, Offset: s.Offset, Partition: o.Partition}
 		}
@@ -75,5 +96,14 @@ func ReadState[S any](ctx context.Context, brokers []string, snapshotTopic strin
 	if ferr != nil {
 		return nil, ferr
 	}
+	if undecoded > maxNamedKeys {
+		bad = append(bad, fmt.Errorf("%d more keys' states do not decode: %w", undecoded-maxNamedKeys, ErrUndecodableState))
+	}
+	if len(bad) > 0 {
+		return out, fmt.Errorf("actorflow: read state of %s: %d keys read, these left out: %w", snapshotTopic, len(out), errors.Join(bad...))
+	}
 	return out, nil
 }
+
+// maxNamedKeys is how many undecodable keys ReadState's error names.
+const maxNamedKeys = 10

@@ -58,8 +58,10 @@ const RedirectedParam = "redirected"
 //   - 503 without Retry-After once this worker's Run has returned
 //     (actorflow.ErrRunReturned): it answers no query again — ask another;
 //   - 400 for a query without a key, or one that does not parse; 500 for
-//     any other error (the flow's state is not S, the state does not
-//     decode), named in the body.
+//     any other error (the flow's state is not S; the key's persisted state
+//     does not decode, actorflow.ErrUndecodableState, under the flow's
+//     default Fail policy — a 404 under Skip or DeadLetter, where the key
+//     starts from no state), named in the body.
 //
 // A client following redirects should retry a connection error after a
 // 307 too: a crashed owner is named until the group coordinator notices

@@ -164,6 +164,9 @@ type Handler interface {
 	NewKeyActor(key string, snap *snapshotstore.Snapshot, env *Env) actor.Actor
 	// NilKeyPolicy says what a record with no key does.
 	NilKeyPolicy() Policy
+	// UndecodableStatePolicy says what a key does whose snapshot's state
+	// the codec cannot decode (Config.UndecodableState).
+	UndecodableStatePolicy() Policy
 	// DeadLetterTopic is the dead-letter topic of input when a policy of
 	// the flow is DeadLetter, else "": the worker checks (and creates) it
 	// at start.
@@ -295,6 +298,9 @@ func (a *keyActor[S]) init(key string, snap *snapshotstore.Snapshot, env *Env) {
 
 // NilKeyPolicy implements Handler.
 func (f *Flow[S]) NilKeyPolicy() Policy { return f.Config.NilKey }
+
+// UndecodableStatePolicy implements Handler.
+func (f *Flow[S]) UndecodableStatePolicy() Policy { return f.Config.UndecodableState }
 
 // DeadLetterTopic implements Handler.
 func (f *Flow[S]) DeadLetterTopic(input string) string {
