@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -345,7 +346,7 @@ func ownershipInDoubt(tp coordinator.TopicPartition, h Health, owned error) erro
 // keyflow.WithUndecodableStatePolicy, the no state it would start from.
 func Get[S any](ctx context.Context, w *Worker, key string) (*S, QueryInfo, error) {
 	if v, _ := w.flow.DecodeState(nil); !isType[*S](v) {
-		return nil, QueryInfo{Topic: w.cfg.input, Partition: -1}, fmt.Errorf("actorflow: Get[%T] on a flow over %T", *new(S), v)
+		return nil, QueryInfo{Topic: w.cfg.input, Partition: -1}, fmt.Errorf("actorflow: Get[%T] on a flow over %s", *new(S), strings.TrimPrefix(fmt.Sprintf("%T", v), "*"))
 	}
 	b, info, err := w.Get(ctx, key)
 	if err != nil {

@@ -148,8 +148,8 @@ func TestGetLocalHitAbsentKeyAndWrongType(t *testing.T) {
 	if !errors.Is(err, actorflow.ErrKeyNotFound) || !info.Local {
 		t.Errorf("absent key: %v, %+v; want ErrKeyNotFound answered locally", err, info)
 	}
-	if _, _, err := actorflow.Get[string](ctxFor(t, 10*time.Second), w, "to"); err == nil {
-		t.Error("Get[string] on a flow over Count: no error")
+	if _, _, err := actorflow.Get[string](ctxFor(t, 10*time.Second), w, "to"); err == nil || !strings.Contains(err.Error(), "Get[string] on a flow over actorflow_test.Count") {
+		t.Errorf("Get[string] on a flow over Count: %v, want an error naming both types", err)
 	}
 	if _, _, err := w.Get(ctxFor(t, 10*time.Second), snapshotstore.MarkerKey); !errors.Is(err, actorflow.ErrKeyNotFound) {
 		t.Errorf("reserved key: %v", err)

@@ -434,7 +434,7 @@ func (a *keyActor[S]) started(ctx actor.Context) {
 		if !snap.Tombstone() {
 			s, err := a.flow.Codec.Decode(snap.Value)
 			if err != nil {
-				bad = fmt.Errorf("%s[%d] key %q: decode snapshot %s (offset %d): %w",
+				bad = fmt.Errorf("%s[%d] key %q: decode snapshot %s (its state as of input offset %d): %w",
 					a.env.Topic, a.env.Partition, a.key, snapshotWhere(snap.Source), snap.Offset, err)
 				// A panicking codec fails whatever the policy: the state
 				// may be sound and the codec not (a nil map, a registry not
