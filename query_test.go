@@ -748,3 +748,29 @@ func TestReadStateLeavesOutTheKeysThatDoNotDecode(t *testing.T) {
 		t.Errorf("with b's latest record not a snapshot: %v, %v; want a's state, b left out, ErrUndecodableSnapshot", counts, err)
 	}
 }
+
+// ReadState lists each key's pending timers beside its state (a newcomer
+// could not list the sessions a timer would close).
+func TestReadStateListsTheTimers(t *testing.T) {
+	e := newQueryEnv(t, 2)
+	e.produce(t, 1, "a", "b")
+	flow := keyflow.New(func(kc *keyflow.Context, s *Count, rec *kgo.Record) (*Count, error) {
+		if s == nil {
+			s = &Count{}
+		}
+		s.N++
+		if string(rec.Key) == "a" {
+			return s, kc.SetTimer("close", time.UnixMilli(4102444800000)) // 2100-01-01
+		}
+		return s, nil
+	}, keyflow.WithTimers(func(_ *keyflow.Context, s *Count, _ string) (*Count, error) { return s, nil }))
+	w, stop := e.start(t, flow)
+	if err := w.WaitCaughtUp(ctxFor(t, 30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	st, err := actorflow.ReadState[Count](ctxFor(t, 30*time.Second), e.brokers, e.snaps, nil)
+	if err != nil || len(st) != 2 || !st["a"].Timers["close"].Equal(time.UnixMilli(4102444800000)) || len(st["a"].Timers) != 1 || st["b"].Timers != nil {
+		t.Fatalf("%+v, %v; want a's timer close at 2100-01-01, none for b", st, err)
+	}
+}

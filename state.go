@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/actorflow/actorflow/keyflow"
 	"github.com/actorflow/actorflow/snapshotstore"
@@ -18,6 +19,12 @@ type KeyState[S any] struct {
 	Offset int64
 	// Partition is the input (and snapshot) partition holding the key.
 	Partition int32
+	// Timers are the key's pending timers as persisted with State: each
+	// timer's name and due time (millisecond precision), nil when none.
+	// The worker owning the key's partition fires each when due, loading
+	// the key if it is not (keyflow.Context.SetTimer). A deleted key's
+	// timers are not listed: ReadState lists keys with a state.
+	Timers map[string]time.Time
 }
 
 // ReadState reads the persisted state of every key of a flow from its
@@ -90,7 +97,14 @@ func ReadState[S any](ctx context.Context, brokers []string, snapshotTopic strin
 				}
 				continue
 			}
-			out[k] = KeyState[S]{State: v, Offset: s.Offset, Partition: o.Partition}
+			ks := KeyState[S]{State: v, Offset: s.Offset, Partition: o.Partition}
+			if len(s.Timers) > 0 {
+				ks.Timers = make(map[string]time.Time, len(s.Timers))
+				for _, t := range s.Timers {
+					ks.Timers[t.Name] = t.At
+				}
+			}
+			out[k] = ks
 		}
 	})
 	if ferr != nil {
