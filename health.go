@@ -161,28 +161,37 @@ func (p *probe) watchBrokers(ctx context.Context, cl *kgo.Client, interval time.
 	}
 }
 
+// runPhase is where Run is: running from its start (while it still reaches
+// the brokers, checks the topics and joins, the worker is live but not
+// ready: a liveness probe read it as dead for the whole start timeout);
+// stopped, with Run's error, once it returned; ready once its actors run
+// (false when stopped).
+func (w *Worker) runPhase() (running, stopped bool, runErr string, ready bool) {
+	select {
+	case <-w.done:
+		if w.runErr != nil {
+			runErr = w.runErr.Error()
+		}
+		return false, true, runErr, false
+	default:
+	}
+	select {
+	case <-w.ready:
+		ready = true
+	default:
+	}
+	return w.ran.Load(), false, "", ready
+}
+
 // Health returns the worker's health (the zero Health before Run; while Run
 // starts, Running and the brokers' reachability only; after Run returned,
 // Stopped and RunError).
 func (w *Worker) Health(ctx context.Context) Health {
 	var h Health
 	w.probe.fill(&h)
-	select {
-	case <-w.done:
-		h.Stopped = true
-		if w.runErr != nil {
-			h.RunError = w.runErr.Error()
-		}
-		return h
-	default:
-	}
-	// From Run's start: while it still reaches the brokers, checks the
-	// topics and joins, the worker is live but not ready. A liveness probe
-	// read it as dead for the whole start timeout.
-	h.Running = w.ran.Load()
-	select {
-	case <-w.ready:
-	default:
+	var ready bool
+	h.Running, h.Stopped, h.RunError, ready = w.runPhase()
+	if !ready {
 		return h
 	}
 	if m, err := w.cons.GroupMetadata(); err == nil && m.Generation >= 1 {

@@ -579,19 +579,9 @@ func (st Status) failedSet() map[coordinator.TopicPartition]bool {
 // Run returned, Stopped with Run's error and no partitions).
 func (w *Worker) Status(ctx context.Context) Status {
 	st := Status{Group: w.cfg.group}
-	select {
-	case <-w.done:
-		st.Stopped = true
-		if w.runErr != nil {
-			st.RunError = w.runErr.Error()
-		}
-		return st
-	default:
-	}
-	st.Running = w.ran.Load()
-	select {
-	case <-w.ready:
-	default:
+	var ready bool
+	st.Running, st.Stopped, st.RunError, ready = w.runPhase()
+	if !ready {
 		return st
 	}
 	if m, ok := w.cons.Tracker().Published(); ok {
