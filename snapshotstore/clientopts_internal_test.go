@@ -19,10 +19,10 @@ func TestClientOptsCannotMoveThePlainSnapshots(t *testing.T) {
 	}
 	defer k.Close()
 	want := fmt.Sprintf("%T", kgo.ManualPartitioner())
-	if got := fmt.Sprintf("%T", k.producer.OptValue(kgo.RecordPartitioner)); got != want {
+	if got := fmt.Sprintf("%T", k.producer.client().OptValue(kgo.RecordPartitioner)); got != want {
 		t.Errorf("partitioner %s, want %s", got, want)
 	}
-	if got := k.producer.OptValue(kgo.DefaultProduceTopic); got != "snaps" {
+	if got := k.producer.client().OptValue(kgo.DefaultProduceTopic); got != "snaps" {
 		t.Errorf("default topic %v, want snaps", got)
 	}
 }

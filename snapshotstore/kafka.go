@@ -19,7 +19,7 @@ type Kafka struct {
 	brokers  []string
 	topic    string
 	cfg      kafkaConfig
-	producer *kgo.Client // shared, plain mode only
+	producer *plainProducer // shared, plain mode only
 	// hanging ends hanging transactions of this store's transactional ids
 	// (hanging.go); transactional mode only.
 	hanging *hangingResolver
@@ -91,18 +91,21 @@ func NewKafka(brokers []string, topic string, c KafkaConfig) (*Kafka, error) {
 		// change it: a partitioner given there sent input partition N's
 		// snapshots to other partitions, where its recovery never reads
 		// (found by a review).
-		opts := append([]kgo.Opt{
-			kgo.SeedBrokers(brokers...),
-			kgo.ProducerLinger(0),
-			kgo.WithLogger(k.kgoLogger("")),
-		}, k.producerOpts("")...)
-		cl, err := kgo.NewClient(append(opts, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-			kgo.ProducerBatchMaxBytesFn(k.batchLimit))...)
+		newClient := func() (*kgo.Client, error) {
+			opts := append([]kgo.Opt{
+				kgo.SeedBrokers(brokers...),
+				kgo.ProducerLinger(0),
+				kgo.WithLogger(k.kgoLogger("")),
+			}, k.producerOpts("")...)
+			return kgo.NewClient(append(opts, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+				kgo.ProducerBatchMaxBytesFn(k.batchLimit))...)
+		}
+		pp, err := newPlainProducer(newClient, cfg.log)
 		if err != nil {
 			k.admin.Close()
 			return nil, fmt.Errorf("snapshot producer: %w", err)
 		}
-		k.producer = cl
+		k.producer = pp
 	}
 	return k, nil
 }
@@ -160,7 +163,7 @@ func (k *Kafka) ProducerBatchLimit() func(string) int32 { return k.batchLimit }
 // Close stops the shared producer.
 func (k *Kafka) Close() {
 	if k.producer != nil {
-		k.producer.Close()
+		k.producer.close()
 	}
 	if k.admin != nil {
 		k.admin.Close()
@@ -312,7 +315,7 @@ func (p *plainPartition) Commit(ctx context.Context, b Batch) error {
 		if b.OffsetAdvanced {
 			recs = append(recs, markerRecord(p.k.topic, p.info.Partition, b.Offset, p.inputParts.Load()))
 		}
-		for _, res := range p.k.producer.ProduceSync(ctx, recs...) {
+		for _, res := range p.k.producer.produce(ctx, recs...) {
 			if res.Err != nil {
 				p.k.rules.refused(res.Record, res.Err)
 				return fmt.Errorf("%s: write %d snapshots to %s: %w", p.info, len(recs), p.k.topic, failedRecordError(res.Record, res.Err))

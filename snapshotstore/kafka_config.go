@@ -165,7 +165,8 @@ type KafkaConfig struct {
 	// every re-creation of a partition's producer (a re-initialisation
 	// after a bumped epoch, a re-open after a rebalance), possibly before
 	// the previous client of that id has closed — and with "" for the plain
-	// mode's shared producer. Readers and admin clients get none. Default
+	// mode's shared producer (again when it is made anew after the brokers
+	// refused a batch as too large). Readers and admin clients get none. Default
 	// nil.
 	ProducerHooks func(transactionalID string) []kgo.Hook
 

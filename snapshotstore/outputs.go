@@ -80,7 +80,7 @@ func (t *txnPartition) MaxSnapshotBytes() int { return t.MaxRecordBytes(t.k.topi
 // MaxSnapshotBytes implements SnapshotLimiter: the shared producer's limit
 // for the snapshot topic, read when asked (once per partition start).
 func (p *plainPartition) MaxSnapshotBytes() int {
-	if fn := recbytes.ProducerLimit(p.k.producer); fn != nil {
+	if fn := recbytes.ProducerLimit(p.k.producer.client()); fn != nil {
 		return fn(p.k.topic)
 	}
 	return 0

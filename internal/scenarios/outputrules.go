@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/actorflow/actorflow"
+	"github.com/actorflow/actorflow/internal/ledger"
 	"github.com/actorflow/actorflow/internal/testkit"
 	"github.com/actorflow/actorflow/keyflow"
 	"github.com/actorflow/actorflow/snapshotstore"
@@ -416,4 +418,41 @@ func soleRecord(t *testing.T, brokers []string, topic, key string) *kgo.Record {
 		t.Fatalf("read_committed %s: %v; want key %s's record alone", topic, got, key)
 	}
 	return got[0]
+}
+
+// SnapshotRulesChangedReadAgain: the snapshot topic's max.message.bytes
+// lowered under a running worker, below the batches its producer makes. In
+// the plain mode the worker's one snapshot producer kept its batch limit
+// (kgo asks a partition's limit once per client): every restart of the
+// partition was refused again, for ever. The refused producer is now made
+// again and asks the topic's new limit, as the transactional mode's
+// producer, made at each start, always did: the partition fails once and
+// then catches up, every key's snapshot written.
+func SnapshotRulesChangedReadAgain(t *testing.T, brokers []string, mode snapshotstore.Mode) {
+	input, snaps, group := Topics(t, brokers, 1)
+	var n atomic.Int64
+	w := StartWorker(t, countingFlow(&n), brokers, group, input, snaps, mode)
+	pcl := testkit.Client(t, brokers, kgo.DefaultProduceTopic(input))
+	gen := &ledger.Generator{Accounts: 600} // each key's first event in each half
+	exp := ledger.Expected{}
+	produce := func() {
+		if err := pcl.ProduceSync(t.Context(), testkit.LedgerRecords(input, gen, 300, exp)...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produce()
+	testkit.WaitCommittedAtEnd(t, brokers, group, input, time.Minute)
+	// Below a batch of ~300 snapshots (compressed ~4 KB), above one
+	// snapshot record.
+	lowered := "1500"
+	adm := kadm.NewClient(testkit.Client(t, brokers))
+	if rs, err := adm.AlterTopicConfigs(t.Context(), []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "max.message.bytes", Value: &lowered}}, snaps); err != nil || rs[0].Err != nil {
+		t.Fatalf("lower %s's max.message.bytes: %v %v", snaps, err, rs)
+	}
+	produce()
+	testkit.WaitCommittedAtEnd(t, brokers, group, input, time.Minute)
+	if err := w.Stop(t); err != nil && !errors.Is(err, kerr.MessageTooLarge) {
+		t.Fatalf("Run: %v, want nil or the partition's one failure on the refused batch (MESSAGE_TOO_LARGE)", err)
+	}
+	VerifyLedger(t, brokers, snaps, 1, exp)
 }

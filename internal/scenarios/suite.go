@@ -78,6 +78,7 @@ func Suite() []Case {
 			{"OutputTimestampChecked", OutputTimestampChecked},
 			{"OutputToAMissingTopic", OutputToAMissingTopic},
 			{"OutputRulesChangedReadAgain", OutputRulesChangedReadAgain},
+			{"SnapshotRulesChangedReadAgain", SnapshotRulesChangedReadAgain},
 			{"GetUnavailableWhileCatchingUp", GetUnavailableWhileCatchingUp},
 			{"SnapshotTooLargeSkipped", SnapshotTooLargeSkipped},
 		} {
