@@ -161,25 +161,40 @@ type QueryInfo struct {
 // NotOwnerError can name the partition's previous owner, whose Get then
 // answers ErrUnavailable or names the new one.
 func (w *Worker) Get(ctx context.Context, key string) ([]byte, QueryInfo, error) {
+	b, info, _, err := w.get(ctx, key)
+	return b, info, err
+}
+
+// answered is what Get[S] needs of a local answer beside its bytes: to
+// tell, when they do not decode under a policy that drops them, whether
+// the key has no state yet or may be getting one (noState).
+type answered struct {
+	tp       coordinator.TopicPartition
+	waiting  bool  // records of the key wait to be folded
+	consumed int64 // the partition handed its keys every record below
+}
+
+// get is Get, with the answer's facts.
+func (w *Worker) get(ctx context.Context, key string) (_ []byte, _ QueryInfo, a answered, _ error) {
 	info := QueryInfo{Topic: w.cfg.input, Partition: -1, Offset: -1, PersistedOffset: -1, Committed: -1}
 	if snapshotstore.Reserved(key) {
-		return nil, info, fmt.Errorf("%w: key %q is reserved for actorflow's own records", ErrKeyNotFound, key)
+		return nil, info, a, fmt.Errorf("%w: key %q is reserved for actorflow's own records", ErrKeyNotFound, key)
 	}
 	select {
 	case <-w.done:
 		// For good: ErrRunReturned says so, and why (Run's error) — also
 		// when Run returned before it was ready (a start that failed).
-		return nil, info, fmt.Errorf("%w: worker stopped: %w", ErrUnavailable, w.runReturned())
+		return nil, info, a, fmt.Errorf("%w: worker stopped: %w", ErrUnavailable, w.runReturned())
 	default:
 	}
 	select {
 	case <-w.ready:
 	default:
-		return nil, info, fmt.Errorf("%w: worker not running", ErrUnavailable)
+		return nil, info, a, fmt.Errorf("%w: worker not running", ErrUnavailable)
 	}
 	n, err := w.parts.count(ctx, w.cons.Client(), w.cfg.input)
 	if err != nil {
-		return nil, info, fmt.Errorf("%w: partitions of input topic %q: %w", ErrUnavailable, w.cfg.input, err)
+		return nil, info, a, fmt.Errorf("%w: partitions of input topic %q: %w", ErrUnavailable, w.cfg.input, err)
 	}
 	info.Partition = partitionOf(w.cfg.inPartitioner, w.cfg.input, key, n)
 	tp := coordinator.TopicPartition{Topic: w.cfg.input, Partition: info.Partition}
@@ -190,21 +205,21 @@ func (w *Worker) Get(ctx context.Context, key string) ([]byte, QueryInfo, error)
 	switch {
 	case errors.Is(err, actors.ErrNotRunning):
 		if slices.Contains(w.cons.Owned(), tp) {
-			return nil, info, fmt.Errorf("%w: %s[%d] is owned here but not running (starting, or failed and waiting to start again)", ErrUnavailable, tp.Topic, tp.Partition)
+			return nil, info, a, fmt.Errorf("%w: %s[%d] is owned here but not running (starting, or failed and waiting to start again)", ErrUnavailable, tp.Topic, tp.Partition)
 		}
-		return nil, info, w.notOwned(ctx, key, tp)
+		return nil, info, a, w.notOwned(ctx, key, tp)
 	case err != nil && ctx.Err() != nil:
 		// The partition runs here; a loaded key answers in its turn,
 		// after the records already handed to it.
 		info.Local = true
-		return nil, info, fmt.Errorf("%w: key %q (%s[%d]) not answered before the context ended (a key answers after the records already handed to it): %w",
+		return nil, info, a, fmt.Errorf("%w: key %q (%s[%d]) not answered before the context ended (a key answers after the records already handed to it): %w",
 			ErrUnavailable, key, tp.Topic, tp.Partition, err)
 	case err != nil:
-		return nil, info, fmt.Errorf("actorflow: get key %q (%s[%d]): %w", key, tp.Topic, tp.Partition, err)
+		return nil, info, a, fmt.Errorf("actorflow: get key %q (%s[%d]): %w", key, tp.Topic, tp.Partition, err)
 	}
 	info.Committed = ans.PartitionCommitted
 	if ans.Phase != "running" {
-		return nil, info, fmt.Errorf("%w: %s[%d] is %s here", ErrUnavailable, tp.Topic, tp.Partition, ans.Phase)
+		return nil, info, a, fmt.Errorf("%w: %s[%d] is %s here", ErrUnavailable, tp.Topic, tp.Partition, ans.Phase)
 	}
 	var h Health
 	w.probe.fill(&h)
@@ -213,24 +228,33 @@ func (w *Worker) Get(ctx context.Context, key string) ([]byte, QueryInfo, error)
 		owned = w.cons.Ownership().Check(tp, cur) // the binding the partition's writes pass
 	}
 	if err := ownershipInDoubt(tp, h, owned); err != nil {
-		return nil, info, err
+		return nil, info, a, err
 	}
 	if ans.Err != nil {
-		return nil, info, fmt.Errorf("%w: %s[%d] key %q failed (the partition starts again): %w", ErrUnavailable, tp.Topic, tp.Partition, key, ans.Err)
+		return nil, info, a, fmt.Errorf("%w: %s[%d] key %q failed (the partition starts again): %w", ErrUnavailable, tp.Topic, tp.Partition, key, ans.Err)
 	}
 	info.Local, info.Loaded = true, ans.Loaded
 	info.Offset, info.PersistedOffset, info.Persisted = ans.Offset, ans.PersistedOffset, ans.Persisted
+	a = answered{tp: tp, waiting: ans.Waiting, consumed: ans.PartitionConsumed}
 	if ans.Value == nil {
-		if ans.Waiting {
-			return nil, info, fmt.Errorf("%w: key %q has no persisted state in %s[%d], and records of it wait to be folded (its partition's live-key budget, or an unload)",
-				ErrUnavailable, key, tp.Topic, tp.Partition)
+		if err := w.noState(ctx, key, a); err != nil {
+			return nil, info, a, err
 		}
-		if err := w.catchingUp(ctx, tp, key, ans.PartitionConsumed); err != nil {
-			return nil, info, err
-		}
-		return nil, info, fmt.Errorf("%w: key %q (%s[%d])", ErrKeyNotFound, key, tp.Topic, tp.Partition)
+		return nil, info, a, fmt.Errorf("%w: key %q (%s[%d])", ErrKeyNotFound, key, tp.Topic, tp.Partition)
 	}
-	return ans.Value, info, nil
+	return ans.Value, info, a, nil
+}
+
+// noState is an ErrUnavailable when a key answered without a state here
+// (a), or for which a policy drops the state it has, may be getting one:
+// records of it wait to be folded, or its partition is catching up
+// (catchingUp). Nil: it has none.
+func (w *Worker) noState(ctx context.Context, key string, a answered) error {
+	if a.waiting {
+		return fmt.Errorf("%w: key %q has no persisted state in %s[%d], and records of it wait to be folded (its partition's live-key budget, or an unload)",
+			ErrUnavailable, key, a.tp.Topic, a.tp.Partition)
+	}
+	return w.catchingUp(ctx, a.tp, key, a.consumed)
 }
 
 // catchingUp is an ErrUnavailable when key, with no state here, may have
@@ -348,22 +372,30 @@ func Get[S any](ctx context.Context, w *Worker, key string) (*S, QueryInfo, erro
 	if v, _ := w.flow.DecodeState(nil); !isType[*S](v) {
 		return nil, QueryInfo{Topic: w.cfg.input, Partition: -1}, fmt.Errorf("actorflow: Get[%T] on a flow over %s", *new(S), strings.TrimPrefix(fmt.Sprintf("%T", v), "*"))
 	}
-	b, info, err := w.Get(ctx, key)
+	b, info, a, err := w.get(ctx, key)
 	if err != nil {
 		return nil, info, err
 	}
 	v, err := w.flow.DecodeState(b)
-	if err != nil {
-		// Only a key not loaded answers with bytes the codec did not write
-		// itself: a snapshot from before a change of the state's type.
+	switch {
+	case err != nil && info.Loaded:
+		// The key's actor encoded it: a codec that does not read what it
+		// writes (a bug, not an old state).
+		return nil, info, fmt.Errorf("actorflow: get key %q (%s[%d]): decode its loaded state: %w", key, info.Topic, info.Partition, err)
+	case err != nil:
+		// A key not loaded answers with its snapshot, perhaps from before
+		// a change of the state's type.
 		err = fmt.Errorf("actorflow: get key %q (%s[%d], its snapshot as of input offset %d): %w: %w",
 			key, info.Topic, info.Partition, info.PersistedOffset, ErrUndecodableState, err)
-		if w.flow.UndecodableStatePolicy() != keyactor.Fail {
-			// What the key starts from once loaded: no state (the policy
-			// drops it, or sets it aside in the dead-letter topic).
-			err = fmt.Errorf("%w: %w", ErrKeyNotFound, err)
+		if w.flow.UndecodableStatePolicy() == keyactor.Fail {
+			return nil, info, err
 		}
-		return nil, info, err
+		// The policy drops the state when the key loads: it then has none
+		// — unless records of it are on their way.
+		if uerr := w.noState(ctx, key, a); uerr != nil {
+			return nil, info, fmt.Errorf("%w (%w)", uerr, err)
+		}
+		return nil, info, fmt.Errorf("%w: %w", ErrKeyNotFound, err)
 	}
 	return v.(*S), info, nil
 }

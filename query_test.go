@@ -701,7 +701,11 @@ func TestGetOfAStateThatNoLongerDecodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop()
-	for _, p := range []keyflow.Policy{keyflow.Fail, keyflow.Skip} {
+	dlq := keyflow.DefaultDeadLetterTopic(e.input)
+	if _, err := kadm.NewClient(testkit.Client(t, e.brokers)).CreateTopic(ctxFor(t, 10*time.Second), 1, 1, nil, dlq); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []keyflow.Policy{keyflow.Fail, keyflow.Skip, keyflow.DeadLetter} {
 		flow := keyflow.New(func(_ *keyflow.Context, s *CountV2, _ *kgo.Record) (*CountV2, error) { return s, nil },
 			keyflow.WithUndecodableStatePolicy(p))
 		w, stop := e.start(t, flow)
@@ -710,9 +714,9 @@ func TestGetOfAStateThatNoLongerDecodes(t *testing.T) {
 		}
 		s, info, err := actorflow.Get[CountV2](ctxFor(t, 10*time.Second), w, "a")
 		part := fmt.Sprintf("%s[%d]", e.input, e.partitionOfKey["a"])
-		if s != nil || !errors.Is(err, actorflow.ErrUndecodableState) || errors.Is(err, actorflow.ErrKeyNotFound) != (p == keyflow.Skip) ||
+		if s != nil || !errors.Is(err, actorflow.ErrUndecodableState) || errors.Is(err, actorflow.ErrKeyNotFound) != (p != keyflow.Fail) ||
 			!strings.Contains(err.Error(), `"a"`) || !strings.Contains(err.Error(), part) || info.Loaded || info.PersistedOffset != 2 {
-			t.Errorf("policy %v: %v, %+v, %+v; want ErrUndecodableState naming the key and %s (ErrKeyNotFound too under Skip), the snapshot's info",
+			t.Errorf("policy %v: %v, %+v, %+v; want ErrUndecodableState naming the key and %s (ErrKeyNotFound too under Skip and DeadLetter), the snapshot's info",
 				p, s, info, err, part)
 		}
 		stop()
@@ -735,7 +739,9 @@ func TestReadStateLeavesOutTheKeysThatDoNotDecode(t *testing.T) {
 	stop()
 	ctx := ctxFor(t, 30*time.Second)
 	st, err := actorflow.ReadState[CountV2](ctx, e.brokers, e.snaps, nil)
-	if !errors.Is(err, actorflow.ErrUndecodableState) || len(st) != 0 || st == nil || !strings.Contains(err.Error(), `"a"`) || !strings.Contains(err.Error(), `"b"`) {
+	var ue *actorflow.UndecodableStateError
+	if !errors.Is(err, actorflow.ErrUndecodableState) || !errors.As(err, &ue) || len(ue.Keys) != 2 || ue.Keys["a"] == nil || ue.Keys["b"] == nil ||
+		len(st) != 0 || st == nil || !strings.Contains(err.Error(), `"a"`) || !strings.Contains(err.Error(), `"b"`) {
 		t.Errorf("as CountV2: %v, %v; want no key read, an error naming a and b", st, err)
 	}
 	// A record that is not a snapshot (no headers) as b's latest.

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/actorflow/actorflow/keyflow"
@@ -40,8 +43,9 @@ type KeyState[S any] struct {
 // the state of a busy input may trail it by up to WithPersistEvery.
 //
 // Keys that do not decode are left out, not the whole read: it returns the
-// others with an error naming them — matching ErrUndecodableState when the
-// codec refuses a key's state (its type changed since it was written), and
+// others with an error naming them — an *UndecodableStateError (matching
+// ErrUndecodableState) holding every key whose state the codec refuses
+// (its type changed since it was written), and
 // snapshotstore.ErrUndecodableSnapshot when a key's latest record is not a
 // snapshot at all (a worker refuses to start such a partition). The map is
 // nil only when a partition could not be read.
@@ -61,8 +65,8 @@ func ReadState[S any](ctx context.Context, brokers []string, snapshotTopic strin
 	out := map[string]KeyState[S]{}
 	var (
 		ferr      error   // a partition not read: no map
-		bad       []error // keys left out
-		undecoded int
+		bad       []error // records that are not snapshots
+		undecoded = &UndecodableStateError{Snapshots: snapshotTopic, Keys: map[string]error{}}
 	)
 	parts.Each(func(o kadm.ListedOffset) {
 		if ferr != nil {
@@ -91,10 +95,7 @@ func ReadState[S any](ctx context.Context, brokers []string, snapshotTopic strin
 			}
 			v, err := codec.Decode(s.Value)
 			if err != nil {
-				undecoded++
-				if undecoded <= maxNamedKeys {
-					bad = append(bad, fmt.Errorf("key %q (snapshot %s, as of input offset %d): %w: %w", k, s.Source, s.Offset, ErrUndecodableState, err))
-				}
+				undecoded.Keys[k] = fmt.Errorf("snapshot %s, as of input offset %d: %w", s.Source, s.Offset, err)
 				continue
 			}
 			ks := KeyState[S]{State: v, Offset: s.Offset, Partition: o.Partition}
@@ -110,8 +111,8 @@ func ReadState[S any](ctx context.Context, brokers []string, snapshotTopic strin
 	if ferr != nil {
 		return nil, ferr
 	}
-	if undecoded > maxNamedKeys {
-		bad = append(bad, fmt.Errorf("%d more keys' states do not decode: %w", undecoded-maxNamedKeys, ErrUndecodableState))
+	if len(undecoded.Keys) > 0 {
+		bad = append(bad, undecoded)
 	}
 	if len(bad) > 0 {
 		return out, fmt.Errorf("actorflow: read state of %s: %d keys read, these left out: %w", snapshotTopic, len(out), errors.Join(bad...))
@@ -119,5 +120,35 @@ func ReadState[S any](ctx context.Context, brokers []string, snapshotTopic strin
 	return out, nil
 }
 
-// maxNamedKeys is how many undecodable keys ReadState's error names.
+// UndecodableStateError is ReadState's error for the keys whose state the
+// codec does not decode (errors.Is(err, ErrUndecodableState); errors.As
+// finds it in ReadState's error).
+type UndecodableStateError struct {
+	Snapshots string // the snapshot topic
+	// Keys maps each key left out to its decode error, which names its
+	// snapshot record and the input offset it covers.
+	Keys map[string]error
+}
+
+// maxNamedKeys is how many keys UndecodableStateError's message names.
 const maxNamedKeys = 10
+
+func (e *UndecodableStateError) Error() string {
+	keys := slices.Sorted(maps.Keys(e.Keys))
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: the state of %d key(s) does not decode with the codec given: ", e.Snapshots, len(keys))
+	for i, k := range keys {
+		if i == maxNamedKeys {
+			fmt.Fprintf(&b, "; and %d more", len(keys)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "key %q: %v", k, e.Keys[k])
+	}
+	return b.String()
+}
+
+// Is makes errors.Is(err, ErrUndecodableState) true.
+func (e *UndecodableStateError) Is(target error) bool { return target == ErrUndecodableState }

@@ -510,9 +510,10 @@ func (w *Worker) waitBrokers(ctx context.Context) (*kgo.Client, error) {
 type Status struct {
 	Group string `json:"group"`
 	// Running: Run has started and not returned (Health.Running). Before
-	// Run, and once it has returned, the rest is empty or last known: a
-	// status page reading an empty list of partitions as a member owning
-	// none was wrong (found by a review).
+	// Run, and once it has returned, the rest is empty — the failed
+	// partitions too (Run's error names those still failing): a status
+	// page reading an empty list of partitions as a member owning none was
+	// wrong (found by a review).
 	Running bool `json:"running"`
 	// Stopped: Run has returned, and RunError is its error ("" after a
 	// clean stop), as in Health.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -157,11 +158,78 @@ func TestClientFollowsTheStateRoute(t *testing.T) {
 			t.Fatalf("%v (%+v), want a NotOwnerError naming m2", err, nf)
 		}
 	})
-	t.Run("stopped", func(t *testing.T) { // 503 without Retry-After where it began: not retried
+	t.Run("stopped", func(t *testing.T) { // 503 without Retry-After where it began: a load balancer may send the next to another
 		base, n := server(t, unavailable(""), ok(9))
+		s, _, err := newClient(t, base.URL).Get(ctx, "k")
+		if err != nil || s == nil || s.N != 9 || n.Load() != 2 {
+			t.Fatalf("%+v %v after %d requests, want the second's state", s, err, n.Load())
+		}
+		base, _ = server(t, unavailable(""))
+		_, _, err = newClient(t, base.URL, httpapi.WithRetryFor(30*time.Millisecond)).Get(ctx, "k")
+		if !errors.Is(err, actorflow.ErrRunReturned) || !errors.Is(err, actorflow.ErrUnavailable) {
+			t.Fatalf("%v, want ErrRunReturned once the retries are spent", err)
+		}
+	})
+	t.Run("owner paused", func(t *testing.T) { // accepts and never answers: given up after the attempt's timeout
+		release := make(chan struct{})
+		owner, _ := server(t, func(rw http.ResponseWriter, r *http.Request) {
+			select {
+			case <-r.Context().Done():
+			case <-release:
+			}
+		})
+		defer close(release)
+		base, n := server(t, redirectTo(owner.URL), ok(11))
+		s, _, err := newClient(t, base.URL, httpapi.WithAttemptTimeout(50*time.Millisecond)).Get(ctx, "k")
+		if err != nil || s == nil || s.N != 11 || n.Load() != 2 {
+			t.Fatalf("%+v %v after %d requests, want the second's state", s, err, n.Load())
+		}
+	})
+	t.Run("owner crashed, no retry", func(t *testing.T) { // the transport's error is in the chain
+		dead := httptest.NewServer(http.NotFoundHandler())
+		dead.Close()
+		base, _ := server(t, redirectTo(dead.URL))
+		_, _, err := newClient(t, base.URL, httpapi.WithRetryFor(0)).Get(ctx, "k")
+		var re *httpapi.ResponseError
+		var op *net.OpError
+		if !errors.Is(err, actorflow.ErrUnavailable) || !errors.As(err, &re) || re.Code != 0 || !errors.As(err, &op) {
+			t.Fatalf("%v, want ErrUnavailable, no answer (code 0), the transport's error", err)
+		}
+	})
+	t.Run("redirect to itself", func(t *testing.T) { // not followed round and round
+		var base *httptest.Server
+		base, n := server(t, func(rw http.ResponseWriter, r *http.Request) {
+			rw.Header().Set("Location", base.URL+"/state?"+r.URL.RawQuery)
+			answer(rw, http.StatusTemporaryRedirect, "", httpapi.StateAnswer[Count]{})
+		})
 		_, _, err := newClient(t, base.URL).Get(ctx, "k")
-		if !errors.Is(err, actorflow.ErrRunReturned) || !errors.Is(err, actorflow.ErrUnavailable) || n.Load() != 1 {
-			t.Fatalf("%v after %d requests, want ErrRunReturned at once", err, n.Load())
+		if err == nil || n.Load() != 1 {
+			t.Fatalf("%v after %d requests, want an error at once", err, n.Load())
+		}
+	})
+	t.Run("zero backoff", func(t *testing.T) { // floored: not thousands of requests a second
+		base, n := server(t, func(rw http.ResponseWriter, _ *http.Request) { http.Error(rw, "bad gateway", http.StatusBadGateway) })
+		_, _, err := newClient(t, base.URL, httpapi.WithRetryBackoff(0), httpapi.WithRetryFor(100*time.Millisecond)).Get(ctx, "k")
+		if !errors.Is(err, actorflow.ErrUnavailable) || n.Load() < 2 || n.Load() > 15 {
+			t.Fatalf("%v after %d requests in 100 ms, want ErrUnavailable after retries, ~10 at most", err, n.Load())
+		}
+	})
+	t.Run("retry budget's end", func(t *testing.T) { // asked once more at the end, not given up before it
+		base, n := server(t, unavailable("1"))
+		_, _, err := newClient(t, base.URL, httpapi.WithRetryFor(1900*time.Millisecond)).Get(ctx, "k")
+		if !errors.Is(err, actorflow.ErrUnavailable) || n.Load() != 3 {
+			t.Fatalf("%v after %d requests, want 3 (at 0, 1 s and 1.9 s)", err, n.Load())
+		}
+	})
+	t.Run("undecodable state", func(t *testing.T) {
+		for _, code := range []int{http.StatusInternalServerError, http.StatusNotFound} {
+			base, _ := server(t, func(rw http.ResponseWriter, _ *http.Request) {
+				answer(rw, code, "", httpapi.StateAnswer[Count]{Key: "k", Error: "does not decode", UndecodableState: true})
+			})
+			_, _, err := newClient(t, base.URL).Get(ctx, "k")
+			if !errors.Is(err, actorflow.ErrUndecodableState) || errors.Is(err, actorflow.ErrKeyNotFound) != (code == http.StatusNotFound) {
+				t.Errorf("%d: %v, want ErrUndecodableState (and ErrKeyNotFound for a 404)", code, err)
+			}
 		}
 	})
 	t.Run("retry bound", func(t *testing.T) {
@@ -180,13 +248,18 @@ func TestClientFollowsTheStateRoute(t *testing.T) {
 		}
 	})
 	t.Run("ctx ends the wait", func(t *testing.T) {
-		base, _ := server(t, unavailable("3600"))
+		answered := make(chan struct{}, 1)
+		base, _ := server(t, func(rw http.ResponseWriter, r *http.Request) {
+			unavailable("3600")(rw, r)
+			answered <- struct{}{}
+		})
 		ctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() { _, _, err := newClient(t, base.URL).Get(ctx, "k"); done <- err }()
+		<-answered // waiting out the hour's Retry-After
 		cancel()
-		if err := <-done; !errors.Is(err, context.Canceled) {
-			t.Fatalf("%v, want context.Canceled", err)
+		if err := <-done; !errors.Is(err, context.Canceled) || !errors.Is(err, actorflow.ErrUnavailable) {
+			t.Fatalf("%v, want context.Canceled and ErrUnavailable", err)
 		}
 	})
 	t.Run("not a state", func(t *testing.T) { // a 200 that does not decode (S not the flow's state): not retried
@@ -211,7 +284,7 @@ func TestClientFollowsTheStateRoute(t *testing.T) {
 
 // NewClient refuses a URL it cannot ask a key at.
 func TestNewClientRefusesAnUnusableURL(t *testing.T) {
-	for _, u := range []string{"", "ledger:8080/state", "ftp://ledger/state", "http:///state", "http://ledger/state?key=a", "http://ledger/state#x", "http://%zz"} {
+	for _, u := range []string{"", "ledger:8080/state", "http://ledger/state?", "ftp://ledger/state", "http:///state", "http://ledger/state?key=a", "http://ledger/state#x", "http://%zz"} {
 		if _, err := httpapi.NewClient[Count](u); err == nil {
 			t.Errorf("%q accepted", u)
 		}

@@ -5,7 +5,9 @@
 // built on it).
 //
 // Mount it whole with Handler, or its parts on routes of your own (Live,
-// Ready, Status, State). Client is the State route's Go client: it follows
-// the redirect to a key's owner and waits out a partition moving. It has no metrics route: serve the registry the
-// worker's WithMetrics registered on (promhttp.HandlerFor).
+// Ready, Status, State). Handler has no metrics route: serve the registry
+// the worker's WithMetrics registered on (promhttp.HandlerFor).
+//
+// Client is the State route's Go client: it follows the redirect to a
+// key's owner and waits out a partition moving.
 package httpapi

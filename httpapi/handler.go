@@ -23,8 +23,9 @@ import (
 //     is dealt with: the fold error policies, or WithFailFast — or define
 //     readiness without it (WithReadyWhen);
 //   - /status: the worker's Status (partitions, lag, failed partitions):
-//     200 while Run runs, else 503 (Status.Running false; Stopped with
-//     Run's error once it has returned);
+//     200 once Run has joined the group, else 503 (starting: Running, no
+//     generation yet; not running; Stopped with Run's error once Run has
+//     returned);
 //   - /state?key=K: the key's state, an interactive query (State).
 //
 // S is the flow's state type (keyflow.New's); the worker must run a flow
@@ -69,21 +70,26 @@ func probe(w *actorflow.Worker, c config, ok func(actorflow.Health) bool) http.H
 
 // Status answers the worker's Status: each running partition's offsets
 // and lag, the failed ones with theirs, the group generation — with 200
-// while Run runs, else 503: a worker not started, or stopped (with Run's
-// error), owns nothing, and a scraper reading its empty list of partitions
-// with a 200 took it for a member owning none.
+// once Run has joined the group (Status.Generation above 0), else 503: a
+// worker starting, not started or stopped (with Run's error) owns nothing
+// yet or any more, and a scraper reading its empty list of partitions with
+// a 200 took it for a member owning none.
 func Status(w *actorflow.Worker, opts ...Option) http.Handler {
 	c := newConfig(opts)
 	return getOnly(func(rw http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), c.probeTimeout)
 		defer cancel()
 		st := w.Status(ctx)
-		code := http.StatusOK
-		if !st.Running {
-			code = http.StatusServiceUnavailable
-		}
-		writeJSON(rw, code, st)
+		writeJSON(rw, statusCode(st), st)
 	})
+}
+
+// statusCode is Status's answer's code: 200 once joined.
+func statusCode(st actorflow.Status) int {
+	if !st.Running || st.Generation < 1 {
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusOK
 }
 
 // getOnly answers 405 to methods other than GET and HEAD: every route

@@ -1,9 +1,11 @@
 package httpapi_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -145,4 +147,43 @@ func poisonedWorker(t *testing.T, opts ...actorflow.Option) *scenarios.Worker {
 		return nil, errors.New("fold refuses " + string(r.Value))
 	})
 	return scenarios.StartWorker(t, flow, brokers, group, input, snaps, snapshotstore.Transactional, opts...)
+}
+
+// A worker starting (Run waiting for its brokers): /status answers 503,
+// running but not joined — with a 200 its empty list of partitions read as
+// a member owning none (a review).
+func TestStatusOfAStartingWorker(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0") // accepts, never answers: brokers not reachable
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	flow := keyflow.New(func(_ *keyflow.Context, s *Count, _ *kgo.Record) (*Count, error) { return s, nil })
+	w, err := actorflow.NewWorker(flow, actorflow.WithBrokers(ln.Addr().String()), actorflow.WithGroup("g"),
+		actorflow.WithInputTopic("in"), actorflow.WithSnapshotTopic("snaps"), actorflow.WithStartTimeout(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	srv := httptest.NewServer(httpapi.Handler[Count](w))
+	defer srv.Close()
+	testkit.Eventually(t, 30*time.Second, "/status of a running worker", func() (bool, string) {
+		resp, err := http.Get(srv.URL + "/status")
+		if err != nil {
+			return false, err.Error()
+		}
+		var st actorflow.Status
+		err = json.NewDecoder(resp.Body).Decode(&st)
+		resp.Body.Close()
+		if err != nil || !st.Running {
+			return false, fmt.Sprint(resp.StatusCode, st, err)
+		}
+		if resp.StatusCode != http.StatusServiceUnavailable || st.Generation != 0 {
+			t.Fatalf("/status while starting: %d %+v, want 503, generation 0", resp.StatusCode, st)
+		}
+		return true, ""
+	})
 }

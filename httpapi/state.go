@@ -25,6 +25,10 @@ type StateAnswer[S any] struct {
 	Owner *actorflow.Member `json:"owner,omitempty"`
 	// Error is Get's error, on every answer but a 200.
 	Error string `json:"error,omitempty"`
+	// UndecodableState: the key's persisted state does not decode
+	// (actorflow.ErrUndecodableState): a 500 under the flow's default Fail
+	// policy, a 404 under one that drops the state.
+	UndecodableState bool `json:"undecodable_state,omitempty"`
 }
 
 // RedirectedParam is the query parameter State adds to a redirect to the
@@ -97,6 +101,7 @@ func stateHandler[S any](get func(context.Context, string) (*S, actorflow.QueryI
 		if err != nil {
 			ans.State = nil
 			ans.Error = err.Error()
+			ans.UndecodableState = errors.Is(err, actorflow.ErrUndecodableState)
 		}
 		code := http.StatusOK
 		var notOwner *actorflow.NotOwnerError

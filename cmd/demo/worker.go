@@ -217,7 +217,7 @@ func statusHandler(w *actorflow.Worker, folds *atomic.Int64, reg *prometheus.Reg
 		defer cancel()
 		st := w.Status(ctx)
 		rw.Header().Set("Content-Type", "application/json")
-		if !st.Running { // as httpapi.Status
+		if !st.Running || st.Generation < 1 { // as httpapi.Status: 503 until joined
 			rw.WriteHeader(http.StatusServiceUnavailable)
 		}
 		_ = json.NewEncoder(rw).Encode(workerStatus{Status: st, ProcessedTotal: folds.Load()})
