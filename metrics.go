@@ -208,7 +208,11 @@ func (w *Worker) consumerClientOpts(clientID string) (opts []kgo.Opt, release fu
 		return opts, func() {}
 	}
 	reg := &runRegisterer{Registerer: w.cfg.metrics}
-	km := kprom.NewMetrics("actorflow", kprom.Subsystem("kafka_consumer"), kprom.Registerer(reg))
+	// Records beside kprom's default bytes, and request latencies: what the
+	// README promises (an operator's trial found neither exported).
+	km := kprom.NewMetrics("actorflow", kprom.Subsystem("kafka_consumer"), kprom.Registerer(reg),
+		kprom.FetchAndProduceDetail(kprom.ByNode, kprom.ByTopic, kprom.UncompressedBytes, kprom.Records),
+		kprom.Histograms(kprom.RequestDurationE2E))
 	return append(opts, kgo.WithHooks(km)), func() {
 		km.OnClientClosed(nil)
 		reg.ended.Store(true)
@@ -280,7 +284,10 @@ func (p *producerMetrics) Collect(ch chan<- prometheus.Metric) {
 // its own kprom.Metrics (labelled transactional_id unless id is ""), and the
 // hook that publishes them in live while the client is open.
 func (p *producerMetrics) hooks(id string) []kgo.Hook {
-	opts := []kprom.Opt{kprom.Subsystem("kafka_producer"), kprom.Registry(nil)}
+	// Records beside the default bytes; no latency histograms: one set per
+	// owned partition's producer, their buckets times the brokers each.
+	opts := []kprom.Opt{kprom.Subsystem("kafka_producer"), kprom.Registry(nil),
+		kprom.FetchAndProduceDetail(kprom.ByNode, kprom.ByTopic, kprom.UncompressedBytes, kprom.Records)}
 	if id != "" {
 		opts = append(opts, kprom.WithStaticLabel(prometheus.Labels{"transactional_id": id}))
 	}

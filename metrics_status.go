@@ -33,6 +33,10 @@ var (
 		"The partition's committed input offset.", partitionLabels, nil)
 	descCommitHeld = prometheus.NewDesc("actorflow_commit_held_seconds",
 		"How long the partition's committable offset has stood still while records past it wait to be persisted, as of its last commit tick (0: moving, or nothing waits): a fold that never returns, or an output or write that never ends, shows here (WithCommitHeldWarning logs the key).", partitionLabels, nil)
+	descBrokersReachable = prometheus.NewDesc("actorflow_brokers_reachable",
+		"1 when the worker's last probe of its brokers (every 5 s) succeeded, else 0 (Health.BrokersReachable).", nil, nil)
+	descBrokersUnreachable = prometheus.NewDesc("actorflow_brokers_unreachable_seconds",
+		"How long the brokers have not answered the worker's probes, from the first failed probe of the outage (or Run's start until the first answer); 0 while they answer.", nil, nil)
 	descPartitions = prometheus.NewDesc("actorflow_partitions",
 		"Owned partitions by phase (recovering, running, revoking, stopping, failed; evicted: stopped by this member's eviction, waiting for the rejoin, not a failure; late: not answering within the scrape's bound, its other series absent).", []string{"phase"}, nil)
 )
@@ -58,6 +62,8 @@ func (c statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descCommitted
 	ch <- descCommitHeld
 	ch <- descPartitions
+	ch <- descBrokersReachable
+	ch <- descBrokersUnreachable
 }
 
 func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
@@ -104,6 +110,18 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 	for phase, n := range phaseCounts(st) {
 		ch <- prometheus.MustNewConstMetric(descPartitions, prometheus.GaugeValue, float64(n), phase)
 	}
+	// An outage as a series (an operator's trial: it was in /readyz's JSON
+	// only, among the other reasons for a 503).
+	var h Health
+	c.w.probe.fill(&h)
+	reachable, down := 0.0, 0.0
+	if h.BrokersReachable {
+		reachable = 1
+	} else if !h.UnreachableSince.IsZero() {
+		down = time.Since(h.UnreachableSince).Seconds()
+	}
+	ch <- prometheus.MustNewConstMetric(descBrokersReachable, prometheus.GaugeValue, reachable)
+	ch <- prometheus.MustNewConstMetric(descBrokersUnreachable, prometheus.GaugeValue, down)
 }
 
 // phaseCounts is actorflow_partitions' value per phase: the running

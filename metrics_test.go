@@ -3,6 +3,7 @@ package actorflow_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -139,6 +140,17 @@ func TestWithMetricsReportsCommitsRecordsAndLag(t *testing.T) {
 	}
 	if !kafka {
 		t.Errorf("no kprom metric of the consumer (actorflow_kafka_consumer_*) in %v", keys(fs))
+	}
+	if g := fs["actorflow_brokers_reachable"].GetMetric(); len(g) != 1 || g[0].GetGauge().GetValue() != 1 {
+		t.Errorf("actorflow_brokers_reachable %v, want 1", g)
+	}
+	// The records and latencies the README lists (an operator's trial found
+	// them not exported).
+	for _, name := range []string{"actorflow_kafka_consumer_fetch_records_total", "actorflow_kafka_consumer_request_duration_e2e_seconds",
+		"actorflow_kafka_producer_produce_records_total"} {
+		if fs[name] == nil {
+			t.Errorf("no %s in %v", name, keys(fs))
+		}
 	}
 	cancel()
 	if err := <-done; err != nil {
@@ -388,4 +400,42 @@ func runWithMetrics(t *testing.T, flow keyflow.Handler, opts ...actorflow.Option
 	go func() { done <- w.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return ctx, w, reg, brokers, input
+}
+
+// A worker whose brokers do not answer says so in its metrics: reachable 0,
+// and the outage's length growing (it was in /readyz's JSON only).
+func TestWithMetricsReportsUnreachableBrokers(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0") // accepts, never answers
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	reg := prometheus.NewRegistry()
+	flow := keyflow.New(func(_ *keyflow.Context, s *Count, _ *kgo.Record) (*Count, error) { return s, nil })
+	w, err := actorflow.NewWorker(flow, actorflow.WithBrokers(ln.Addr().String()), actorflow.WithGroup("g"),
+		actorflow.WithInputTopic("in"), actorflow.WithSnapshotTopic("snaps"), actorflow.WithStartTimeout(time.Minute),
+		actorflow.WithMetrics(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	var first float64
+	testkit.Eventually(t, 30*time.Second, "the outage growing in actorflow_brokers_unreachable_seconds", func() (bool, string) {
+		fs := families(t, reg)
+		r, d := fs["actorflow_brokers_reachable"].GetMetric(), fs["actorflow_brokers_unreachable_seconds"].GetMetric()
+		if len(r) != 1 || len(d) != 1 {
+			return false, fmt.Sprint(keys(fs))
+		}
+		if r[0].GetGauge().GetValue() != 0 {
+			t.Fatalf("actorflow_brokers_reachable %v while the brokers do not answer", r[0].GetGauge().GetValue())
+		}
+		v := d[0].GetGauge().GetValue()
+		if first == 0 {
+			first = v
+		}
+		return first > 0 && v > first, fmt.Sprint(first, v)
+	})
 }

@@ -291,7 +291,10 @@ func WithProtocol(p coordinator.Protocol) Option { return func(c *config) { c.pr
 // rebalance. Default none (dynamic membership). The id must be unique in
 // the group: a second process with the same id takes the membership over,
 // and this one's next commit or heartbeat is refused with
-// FENCED_INSTANCE_ID (a commit's refusal stops Run as fenced).
+// FENCED_INSTANCE_ID (a commit's refusal stops Run as fenced). Not under
+// WithProtocol(coordinator.ConsumerProtocol): there a restart within the
+// session timeout is refused (UNRELEASED_INSTANCE_ID) until it ends, its
+// partitions unowned meanwhile (Kafka 4.4.0, kgo v1.22.3; Run warns).
 func WithInstanceID(id string) Option { return func(c *config) { c.instanceID = id } }
 
 // WithSessionTimeout sets the group session timeout (kgo default 45 s).

@@ -174,9 +174,13 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 		// the first's fields while Get, Status and Health read them.
 		return ErrRunTwice
 	}
+	start := time.Now()
 	defer func() {
 		w.runErr = err // read after done by WaitReady and WaitCaughtUp
 		close(w.done)
+		// The last line of a Run: an operator's trial found no word that
+		// a SIGTERM's shutdown had finished.
+		w.cfg.log.Info("worker stopped", zap.Duration("ran_for", time.Since(start)), zap.Error(err))
 	}()
 	w.probe.begin()
 	log := w.cfg.log
@@ -386,6 +390,16 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 		// Meant for the first step of a rolling upgrade only.
 		log.Warn("WithSnapshotFormat(2): a key deleted with timers pending is written as a tombstone, which compaction removes after the snapshot topic's delete.retention.ms, its timers with it; deploy without the option once every worker and snapshot reader runs a version that reads format 3",
 			zap.String("snapshots", w.cfg.snapshot))
+	}
+	if w.cfg.protocol == coordinator.ConsumerProtocol {
+		if w.cfg.instanceID != "" {
+			log.Warn("WithInstanceID under the consumer protocol (KIP-848): a restart within the session timeout is refused (UNRELEASED_INSTANCE_ID) until it ends, ~45 s with its partitions unowned, though the old process left with its static leave (seen on Kafka 4.4.0 with kgo v1.22.3, with or without actorflow); under the classic protocol it takes them back at once",
+				zap.String("instance_id", w.cfg.instanceID))
+		}
+		if w.cfg.sessionTimeout != 0 {
+			log.Warn("WithSessionTimeout is ignored under the consumer protocol (KIP-848): the broker's group.consumer.session.timeout.ms applies",
+				zap.Duration("session_timeout", w.cfg.sessionTimeout))
+		}
 	}
 	log.Info("worker running", zap.String("group", w.cfg.group), zap.String("input", w.cfg.input),
 		zap.String("snapshots", w.cfg.snapshot), zap.Stringer("mode", w.cfg.kafka.Mode),

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -664,6 +666,7 @@ func (c *Consumer) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[s
 	if len(tps) == 0 {
 		return
 	}
+	c.log.Info("partitions assigned", zap.Strings("partitions", partitionNames(tps)), zap.Int("kept_across_a_membership_change", len(kept)))
 	actx, cancel := c.untilStopping(ctx)
 	defer cancel()
 	if err := c.assign(actx, tps, kept); err != nil {
@@ -988,6 +991,9 @@ func (c *Consumer) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[str
 	// its flush would commit stale state under the new membership.
 	c.loseStale(ctx, "revoke after a membership change")
 	tps := flatten(revoked)
+	if len(tps) > 0 {
+		c.log.Info("partitions revoked: flushing and stopping them", zap.Strings("partitions", partitionNames(tps)))
+	}
 	c.unhold(tps)
 	c.stop(ctx, tps, c.fatalErr() == nil)
 }
@@ -1009,6 +1015,11 @@ func (c *Consumer) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]
 		return // as in onRevoked
 	}
 	tps := flatten(lost)
+	if len(tps) > 0 {
+		// Another member may own them already: nothing is flushed.
+		c.log.Warn("partitions lost (a session expired or a membership was refused): stopping them without flushing; whoever owns them now replays from the committed offsets",
+			zap.Strings("partitions", partitionNames(tps)))
+	}
 	c.unhold(tps)
 	c.stop(ctx, tps, false)
 }
@@ -1065,6 +1076,16 @@ func (c *Consumer) stop(ctx context.Context, tps []TopicPartition, flush bool) {
 	for _, tp := range mine {
 		c.fc.Remove(tp, func() { c.cl.ResumeFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}}) })
 	}
+}
+
+// partitionNames are tps as "topic[partition]", sorted: for a log line.
+func partitionNames(tps []TopicPartition) []string {
+	out := make([]string, len(tps))
+	for i, tp := range tps {
+		out[i] = tp.Topic + "[" + strconv.Itoa(int(tp.Partition)) + "]"
+	}
+	slices.Sort(out)
+	return out
 }
 
 func flatten(m map[string][]int32) []TopicPartition {

@@ -157,9 +157,13 @@ func (c *Consumer) commitOffset(ctx context.Context, tp TopicPartition, token ui
 			meta := func() (snapshotstore.GroupMetadata, error) { return c.copyMetadata(tp, token) }
 			newer, werr := snapshotstore.AwaitNewerGeneration(ctx, meta, m.Generation, c.cfg.RebalanceTimeout)
 			if werr == nil {
-				c.log.Info("generation moved on while this member kept the partition; committing the offset again",
+				// Every classic rebalance does this to the partitions a
+				// member keeps: without the broker's refusal (a fence's
+				// words, ILLEGAL_GENERATION) at info, where it read as one.
+				c.log.Info("generation moved on while this member kept the partition; committing the offset again (normal in a rebalance)",
 					zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Int64("offset", offset),
-					zap.Int32("rejected_generation", m.Generation), zap.Int32("generation", newer), zap.Error(err))
+					zap.Int32("rejected_generation", m.Generation), zap.Int32("generation", newer))
+				c.log.Debug("the refused commit", zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Error(err))
 				continue
 			}
 			if errors.Is(werr, snapshotstore.ErrNotOwned) || errors.Is(werr, snapshotstore.ErrEvicted) {

@@ -333,8 +333,14 @@ func (t *txnPartition) Commit(ctx context.Context, b Batch) error {
 				}
 				return err
 			}
-			log.Info("generation moved on while this member kept the partition; retrying the transaction",
+			// Every classic rebalance does this to the partitions a member
+			// keeps: the broker's refusal (a fence's words,
+			// ILLEGAL_GENERATION) at debug only, where at info it read as
+			// one (an operator's trial).
+			t.k.cfg.log.Info("generation moved on while this member kept the partition; retrying the transaction (normal in a rebalance)",
+				zap.String("partition", t.info.String()), zap.String("transactional_id", t.id),
 				zap.Int32("rejected_generation", used.Generation), zap.Int32("generation", newer))
+			log.Debug("the refused transaction")
 			continue
 		case TxnRetry:
 			log.Warn("transaction failed on a broker-side change; retrying it (not a fence)")
