@@ -471,6 +471,13 @@ func (c *Consumer) Run(ctx context.Context) error {
 					zap.String("group", c.cfg.Group), zap.String("instance_id", c.cfg.InstanceID), zap.Error(err))
 				return
 			}
+			if t == "" {
+				// kgo's injected errors of the group or the client (a
+				// rejoin refused, a broker gone), tied to no partition:
+				// logged without a "partition 0" that is none.
+				c.log.Warn("group or client error (kgo retries)", zap.String("group", c.cfg.Group), zap.Error(err))
+				return
+			}
 			c.log.Warn("fetch error", zap.String("topic", t), zap.Int32("partition", p), zap.Error(err))
 		})
 		c.handOver(seq, fs)
