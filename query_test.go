@@ -780,3 +780,28 @@ func TestReadStateListsTheTimers(t *testing.T) {
 		t.Fatalf("%+v, %v; want a's timer close at 2100-01-01, none for b", st, err)
 	}
 }
+
+// A partition fetched without records (empty) shows lag 0, not the -1 of
+// a partition not fetched yet (a takeover still recovering: its lag is not
+// known, and a 0 there read as caught up while 500k records waited, in a
+// trial at a million keys).
+func TestStatusLagOfAnEmptyPartition(t *testing.T) {
+	e := newQueryEnv(t, 2)
+	rec := &kgo.Record{Topic: e.input, Partition: 0, Key: []byte("a")}
+	if err := testkit.Client(t, e.brokers, kgo.RecordPartitioner(kgo.ManualPartitioner())).ProduceSync(context.Background(), rec).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	w, _ := e.start(t, countFlow())
+	if err := w.WaitCaughtUp(ctxFor(t, 30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 30*time.Second, "both partitions fetched, lag 0", func() (bool, string) {
+		st := w.Status(context.Background())
+		for _, p := range st.Partitions {
+			if p.Lag != 0 {
+				return false, fmt.Sprintf("%s[%d]: lag %d (high watermark %d)", p.Topic, p.Partition, p.Lag, p.HighWatermark)
+			}
+		}
+		return len(st.Partitions) == 2, fmt.Sprint(st.Partitions)
+	})
+}

@@ -610,6 +610,11 @@ func (w *Worker) Status(ctx context.Context) Status {
 		if h, ok := w.cons.HighWatermark(tp); ok {
 			p.HighWatermark = h
 			p.Lag = max(h-p.Committed, 0)
+		} else {
+			// Not fetched yet (a takeover recovering): unknown, not 0 — a
+			// dashboard read 0 as caught up while 500k records waited (a
+			// trial at a million keys).
+			p.Lag = -1
 		}
 		p.InFlight, p.InFlightBytes = fc.InFlight(tp), fc.InFlightBytes(tp)
 	}
