@@ -62,6 +62,7 @@ type e2eConfig struct {
 	rf          int16
 	verify      bool
 	profileDir  string // heap and CPU profiles of every child, when set
+	recovery    bool   // after a valid drain of an actorflow system, measure a restart's recovery (runRecoveryOf)
 	brokerPIDs  []int  // local broker processes, whose CPU each drain measures
 	childEnv    []string
 }
@@ -72,6 +73,9 @@ type e2eRun struct {
 	ProcCPU float64 `json:"proc_cpu_s"`
 	Valid   bool    `json:"valid"`
 	Note    string  `json:"note,omitempty"`
+	// Recovery is the restart's run (--e2e-recovery), its RSSKiB the
+	// recovering child's peak RSS; nil when not measured.
+	Recovery *e2eRun `json:"recovery,omitempty"`
 }
 
 // e2eRow is one (keys, system) line of the table (and one --json object).
@@ -124,8 +128,16 @@ type e2eRow struct {
 	// TailS is the median over rounds of the drain's end after its last
 	// fold: the last writes' transactions and the offset commit (the raw
 	// pipe: its last produce and commit).
-	TailS float64  `json:"tail_s"`
-	Notes []string `json:"notes,omitempty"`
+	TailS float64 `json:"tail_s"`
+	// A restart's recovery (--e2e-recovery; medians over the valid ones):
+	// start to caught up, the range, peak RSS, live heap after a GC.
+	RecoverS    float64  `json:"recover_s,omitempty"`
+	RecoverMinS float64  `json:"recover_min_s,omitempty"`
+	RecoverMaxS float64  `json:"recover_max_s,omitempty"`
+	RecoverRSS  float64  `json:"recover_peak_rss_mib,omitempty"`
+	RecoverLive float64  `json:"recover_live_heap_mib,omitempty"`
+	RecoverRuns int      `json:"recover_runs,omitempty"`
+	Notes       []string `json:"notes,omitempty"`
 }
 
 func runE2E(ctx context.Context, brokers []string, c e2eConfig, log *zap.Logger) ([]e2eRow, error) {
@@ -274,7 +286,53 @@ func runSystem(ctx context.Context, brokers []string, adm *kadm.Client, c e2eCon
 	}
 	run.Valid = run.Drained && len(notes) == 0
 	run.Note = strings.Join(notes, "; ")
+	if c.recovery && run.Valid && sys != sysRaw && sys != sysRawOut {
+		rec := recoveryOf(ctx, self, args, c.childEnv)
+		run.Recovery = &rec
+		log.Info("e2e recovery", zap.String("system", sys), zap.Int("keys", keys), zap.Bool("valid", rec.Valid), zap.String("note", rec.Note),
+			zap.Float64("recover_s", rec.RecoverMS/1000), zap.Int64("rss_mib", rec.RSSKiB>>10), zap.Int64("live_after_mib", rec.LiveAfterHeap>>20))
+	}
 	return run, nil
+}
+
+// recoveryOf runs the drained system's child again on the same group,
+// snapshot topic and transactional ids with --recover-only: a restart.
+func recoveryOf(ctx context.Context, self string, args, env []string) e2eRun {
+	var a []string
+	for i := 0; i < len(args); i++ { // its own profiles would overwrite the drain's
+		if args[i] == "--heap-profile" || args[i] == "--cpu-profile" {
+			i++
+			continue
+		}
+		a = append(a, args[i])
+	}
+	cmd := exec.CommandContext(ctx, self, append(a, "--recover-only")...)
+	cmd.Env = append(os.Environ(), env...)
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	cmd.Stderr = os.Stderr
+	runErr := cmd.Run()
+	var run e2eRun
+	line := lastLine(stdout.Bytes())
+	if len(line) == 0 {
+		run.Note = fmt.Sprintf("recovery child printed no result: %v", runErr)
+		return run
+	}
+	if err := json.Unmarshal(line, &run.childResult); err != nil {
+		run.Note = fmt.Sprintf("recovery child output %q: %v", line, err)
+		return run
+	}
+	if ps := cmd.ProcessState; ps != nil {
+		if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+			run.RSSKiB = ru.Maxrss
+		}
+	}
+	run.Note = run.Err
+	if run.Processed != 0 && run.Note == "" {
+		run.Note = fmt.Sprintf("folded %d records after the drain committed them all", run.Processed)
+	}
+	run.Valid = run.Drained && run.Note == ""
+	return run
 }
 
 // countOutputs reads topic read_committed to its end offsets and returns
@@ -337,6 +395,23 @@ func summarize(keys int, c e2eConfig, runs map[string][]e2eRun) []e2eRow {
 			row.Commits, row.KeysLoaded, row.KeysCold = median(commits), median(loaded), median(cold)
 			drains[sys], best[sys] = row.DrainS, row.DrainMinS
 		}
+		var rec, recRSS, recLive []float64
+		for _, r := range runs[sys] {
+			if r.Recovery == nil {
+				continue
+			}
+			if !r.Recovery.Valid {
+				row.Notes = append(row.Notes, "recovery: "+r.Recovery.Note)
+				continue
+			}
+			rec = append(rec, r.Recovery.RecoverMS/1000)
+			recRSS = append(recRSS, float64(r.Recovery.RSSKiB)/1024)
+			recLive = append(recLive, float64(r.Recovery.LiveAfterHeap)/(1<<20))
+		}
+		if row.RecoverRuns = len(rec); row.RecoverRuns > 0 {
+			row.RecoverS, row.RecoverMinS, row.RecoverMaxS = median(rec), slices.Min(rec), slices.Max(rec)
+			row.RecoverRSS, row.RecoverLive = median(recRSS), median(recLive)
+		}
 		rows = append(rows, row)
 	}
 	for i := range rows {
@@ -396,6 +471,12 @@ func printE2E(w io.Writer, rows []e2eRow) {
 			r.Keys, r.System, r.DrainS, r.DrainMinS, r.DrainMaxS, r.EventsPerS/1000, r.CPUPerM, r.HostCPUPerM, r.BrokerCPUPerM, r.AllocsPerE, commits, r.RSSMiB, r.RSSMaxMiB, r.HeapMiB, ratio, r.FirstFoldS, r.LastFoldS, r.TailS, r.ShutdownMS, valid)
 	}
 	_ = tw.Flush()
+	for _, r := range rows {
+		if r.RecoverRuns > 0 {
+			fmt.Fprintf(w, "recovery: %s at %d keys, a second worker on the drained group until caught up: %.2f s [%.2f–%.2f], peak RSS %.0f MiB, live heap after %.0f MiB (%d runs)\n",
+				r.System, r.Keys, r.RecoverS, r.RecoverMinS, r.RecoverMaxS, r.RecoverRSS, r.RecoverLive, r.RecoverRuns)
+		}
+	}
 	// The issue's targets, evaluated on these rows.
 	find := func(keys int, sys string) *e2eRow {
 		for i := range rows {

@@ -99,7 +99,12 @@ type childResult struct {
 	// budget's evicted keys). 0 for the raw pipe, whose map holds all.
 	KeysLoaded int64  `json:"keys_loaded"`
 	KeysCold   int64  `json:"keys_cold"`
-	Err        string `json:"error,omitempty"`
+	// A recovery run's (--recover-only): its start until it caught up
+	// (every partition recovered and committed through the input's end),
+	// and the live heap after a GC then.
+	RecoverMS     float64 `json:"recover_ms,omitempty"`
+	LiveAfterHeap int64   `json:"live_heap_after_bytes,omitempty"`
+	Err           string  `json:"error,omitempty"`
 }
 
 type childArgs struct {
@@ -111,6 +116,7 @@ type childArgs struct {
 	persist, timeout, maxIdle                                                  time.Duration
 	maxLive                                                                    int
 	brokerPIDs                                                                 []int
+	recoverOnly                                                                bool
 }
 
 func childMain(args []string) int {
@@ -133,6 +139,7 @@ func childMain(args []string) int {
 	fs.IntVar(&a.maxWrites, "max-writes", 0, "WithMaxWritesPerTransaction (0: the default)")
 	fs.IntVar(&a.maxTxnBytes, "max-txn-bytes", 0, "WithMaxTransactionBytes (0: the default)")
 	fs.IntVar(&a.maxInFlight, "max-in-flight", 0, "WithMaxInFlight (0: the default)")
+	fs.BoolVar(&a.recoverOnly, "recover-only", false, "start a worker on a group that has drained the input, and measure its recovery")
 	brokerPIDs := fs.String("broker-pids", "", "local broker processes whose CPU the drain is measured on (comma-separated)")
 	_ = fs.Parse(args)
 	a.brokers = splitBrokers(*brokers)
@@ -151,6 +158,9 @@ func childMain(args []string) int {
 }
 
 func runChild(a childArgs) (res childResult) {
+	if a.recoverOnly {
+		return runRecovery(a)
+	}
 	res.System = a.system
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -297,6 +307,63 @@ func runChild(a childArgs) (res childResult) {
 		}
 	}
 	res.ShutdownMS = ms(time.Since(t))
+	return res
+}
+
+// runRecovery starts a worker of a.system on a group that has drained the
+// input, as a restart or a takeover does, and measures its recovery: its
+// start until WaitCaughtUp returns (every partition owned, its snapshots
+// read, its offset at the input's end), the peaks meanwhile, and the live
+// heap after a GC at its end (what the recovered keys take).
+func runRecovery(a childArgs) (res childResult) {
+	res.System = a.system
+	var processed atomic.Int64
+	w, producer, err := newWorker(a, &processed)
+	if err != nil {
+		res.Err = err.Error()
+		return res
+	}
+	if producer != nil {
+		defer producer.Close()
+	}
+	sampler := startMemSampler("")
+	cpu0 := cpuTime()
+	start := time.Now()
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	wctx, cancel := context.WithTimeout(ctx, a.timeout)
+	err = w.WaitCaughtUp(wctx)
+	cancel()
+	res.RecoverMS = ms(time.Since(start))
+	res.CPUSeconds = (cpuTime() - cpu0).Seconds()
+	res.PeakHeapObjects, res.PeakGoTotal, res.PeakGoroutines = sampler.stop()
+	res.VmHWMKiB = vmHWM()
+	res.Drained = err == nil
+	if err != nil {
+		res.Err = fmt.Sprintf("recovery: %v", err)
+	}
+	runtime.GC()
+	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(live)
+	res.LiveAfterHeap = int64(live[0].Value.Uint64())
+	for _, p := range w.Status(ctx).Partitions {
+		res.KeysLoaded += int64(p.KeysLoaded)
+		res.KeysCold += int64(p.KeysCold)
+	}
+	res.Processed = processed.Load() // 0: nothing past the committed offsets
+	stop()
+	select {
+	case err := <-done:
+		if err != nil && !errors.Is(err, context.Canceled) && res.Err == "" {
+			res.Err = fmt.Sprintf("%s stopped with: %v", a.system, err)
+		}
+	case <-time.After(2 * time.Minute):
+		if res.Err == "" {
+			res.Err = fmt.Sprintf("%s did not stop within 2 min", a.system)
+		}
+	}
 	return res
 }
 

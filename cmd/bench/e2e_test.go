@@ -62,6 +62,28 @@ func TestSummarizeCountsOnlyValidRunsAndRatesAgainstTheCeiling(t *testing.T) {
 	}
 }
 
+// The recoveries (--e2e-recovery) are summarized over the valid ones, an
+// invalid one noted.
+func TestSummarizeRecoveries(t *testing.T) {
+	c := e2eConfig{events: 1_000_000, systems: []string{sysTxn}}
+	rec := func(s float64, rssMiB, liveMiB int64, note string) *e2eRun {
+		return &e2eRun{childResult: childResult{RecoverMS: s * 1000, LiveAfterHeap: liveMiB << 20, Drained: note == ""}, RSSKiB: rssMiB << 10, Valid: note == "", Note: note}
+	}
+	drained := func(r *e2eRun) e2eRun {
+		return e2eRun{childResult: childResult{DrainMS: 1000, Drained: true}, Valid: true, Recovery: r}
+	}
+	rows := summarize(10000, c, map[string][]e2eRun{
+		sysTxn: {drained(rec(2, 900, 200, "")), drained(rec(9, 5000, 900, "recovery: context deadline exceeded")), drained(rec(4, 1100, 220, "")), drained(nil)},
+	})
+	r := rows[0]
+	if r.RecoverRuns != 2 || r.RecoverS != 3 || r.RecoverMinS != 2 || r.RecoverMaxS != 4 || r.RecoverRSS != 1000 || r.RecoverLive != 210 {
+		t.Errorf("recovery %v s [%v–%v], %v MiB RSS, %v MiB live over %d runs; want 3 [2–4], 1000, 210 over the 2 valid ones", r.RecoverS, r.RecoverMinS, r.RecoverMaxS, r.RecoverRSS, r.RecoverLive, r.RecoverRuns)
+	}
+	if len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "deadline") {
+		t.Errorf("notes %q, want the invalid recovery's", r.Notes)
+	}
+}
+
 func TestParseOrderings(t *testing.T) {
 	if o, err := parseOrderings("all"); err != nil || len(o) != len(allOrderings) {
 		t.Errorf("all: %v %v", o, err)

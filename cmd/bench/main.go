@@ -121,6 +121,7 @@ func main() {
 		e2eMaxIdle = flag.Duration("e2e-max-idle", 0, "experiment E2E: keyflow.WithMaxIdle of the actorflow systems (0: keyflow's default)")
 		e2eBrokerP = flag.String("e2e-broker-pids", "auto", "experiment E2E: local broker processes whose CPU each drain measures (comma-separated pids; auto: every local process running "+brokerMainClass+", with --brokers only — name them when other local brokers run; none: do not measure)")
 		e2eWarmup  = flag.Int("e2e-warmup", 2, "experiment E2E: unmeasured rounds of every system first, at the first key count (a broker's transaction paths take minutes of load to reach their steady cost)")
+		e2eRecover = flag.Bool("e2e-recovery", false, "experiment E2E: after each valid drain of an actorflow system, start a second worker on its group (a restart) and measure its recovery: time to caught up, peak RSS, live heap after")
 		e2eMaxLive = flag.Int("e2e-max-live-keys", 0, "experiment E2E: keyflow.WithMaxLiveKeys of the actorflow systems, per partition (0: keyflow's default; -1: no bound)")
 		latRates   = flag.String("lat-rate", "2000,20000", "experiment L: comma-separated input rates, events/s (each a run of every system)")
 		latWindow  = flag.Duration("lat-duration", 40*time.Second, "experiment L: the measured window of each run")
@@ -209,7 +210,7 @@ func main() {
 			fatalf("--e2e-warmup must not be negative")
 		}
 		c := e2eConfig{events: *e2eEvents, partitions: *e2eParts, rounds: *runs, warmup: *e2eWarmup, persist: *e2ePersist,
-			timeout: *e2eTimeout, maxIdle: *e2eMaxIdle, maxLive: *e2eMaxLive, maxWrites: *e2eMaxWr, maxTxnBytes: *e2eMaxTB, maxInFlight: *e2eMaxIF, rf: int16(*rf), verify: *e2eVerify, profileDir: *e2eProfile}
+			timeout: *e2eTimeout, maxIdle: *e2eMaxIdle, maxLive: *e2eMaxLive, maxWrites: *e2eMaxWr, maxTxnBytes: *e2eMaxTB, maxInFlight: *e2eMaxIF, rf: int16(*rf), verify: *e2eVerify, profileDir: *e2eProfile, recovery: *e2eRecover}
 		c.keys = positiveList("e2e-keys", *e2eKeys)
 		switch *e2eBrokerP {
 		case "auto":
