@@ -97,8 +97,8 @@ type childResult struct {
 	// KeysLoaded and KeysCold are the worker's keys at the end of the
 	// drain (Status): as actors, and held as snapshot bytes (the live-key
 	// budget's evicted keys). 0 for the raw pipe, whose map holds all.
-	KeysLoaded int64  `json:"keys_loaded"`
-	KeysCold   int64  `json:"keys_cold"`
+	KeysLoaded int64 `json:"keys_loaded"`
+	KeysCold   int64 `json:"keys_cold"`
 	// A recovery run's (--recover-only): its start until it caught up
 	// (every partition recovered and committed through the input's end),
 	// and the live heap after a GC then.
