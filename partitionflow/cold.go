@@ -1,6 +1,7 @@
 package partitionflow
 
 import (
+	"bytes"
 	"time"
 
 	"github.com/actorflow/actorflow/snapshotstore"
@@ -68,15 +69,37 @@ func (c coldSnap) nextTimer() (time.Time, bool) {
 	return snapshotstore.Snapshot{Timers: *c.timers}.NextTimer()
 }
 
-// coldSource is where a partition's recovered snapshots were read from
-// (their Source without the offset): the first one's, since a partition's
-// snapshots all come from one partition of one topic; with none, def (the
-// configured snapshot topic's partition; zero when unknown).
-func coldSource(snaps map[string]snapshotstore.Snapshot, def snapshotstore.Position) snapshotstore.Position {
-	for _, s := range snaps {
-		if s.Source != (snapshotstore.Position{}) {
-			return snapshotstore.Position{Topic: s.Source.Topic, Partition: s.Source.Partition}
-		}
+// coldRecovery gathers a partition's recovered snapshots as the cold map
+// keeps them, while the recovery reads (on its own goroutine). A map of
+// whole Snapshots took ~70 B more per key, and their values — sub-slices
+// of kgo's decompressed record batches — kept alive every batch holding a
+// key's latest snapshot: at a million keys ~100 MB of batches at the
+// recovery's peak (a heap profile of `cmd/bench --e2e-recovery`), which
+// the copies here free.
+type coldRecovery struct {
+	// src is where the snapshots were read from (their Source without the
+	// offset): the first one's, since a partition's snapshots all come
+	// from one partition of one topic; zero before one with a Source.
+	src   snapshotstore.Position
+	snaps map[string]coldSnap
+}
+
+func newColdRecovery() *coldRecovery { return &coldRecovery{snaps: map[string]coldSnap{}} }
+
+// add keeps s, the latest snapshot of its key so far.
+func (r *coldRecovery) add(s snapshotstore.Snapshot) {
+	if r.src == (snapshotstore.Position{}) && s.Source != (snapshotstore.Position{}) {
+		r.src = snapshotstore.Position{Topic: s.Source.Topic, Partition: s.Source.Partition}
 	}
-	return def
+	s.Value = bytes.Clone(s.Value) // nil (a tombstone) stays nil
+	r.snaps[s.Key] = toCold(s, r.src)
+}
+
+// source is src, or def (the configured snapshot topic's partition; zero
+// when unknown) when no snapshot named one.
+func (r *coldRecovery) source(def snapshotstore.Position) snapshotstore.Position {
+	if r.src == (snapshotstore.Position{}) {
+		return def
+	}
+	return r.src
 }

@@ -20,15 +20,22 @@ func TestColdSnapshotKeepsWhatALoadNeeds(t *testing.T) {
 			Source: snapshotstore.Position{Topic: "snaps", Partition: 3, Offset: 977}},
 		"gone": {Key: "gone", Value: nil, Offset: 7, Source: snapshotstore.Position{Topic: "snaps", Partition: 3, Offset: 12}},
 	}
-	if got := coldSource(recovered, snapshotstore.Position{}); got != src {
-		t.Fatalf("coldSource = %+v, want %+v", got, src)
+	r := newColdRecovery()
+	for _, s := range recovered {
+		r.add(s)
 	}
-	if def := (snapshotstore.Position{Topic: "snaps", Partition: 3}); coldSource(nil, def) != def {
-		t.Fatalf("coldSource of no snapshot = %+v, want the configured %+v", coldSource(nil, def), def)
+	if got := r.source(snapshotstore.Position{}); got != src {
+		t.Fatalf("recovery's source = %+v, want %+v", got, src)
+	}
+	if def := (snapshotstore.Position{Topic: "snaps", Partition: 3}); newColdRecovery().source(def) != def {
+		t.Fatalf("source of no snapshot = %+v, want the configured %+v", newColdRecovery().source(def), def)
 	}
 	for k, s := range recovered {
-		if got := toCold(s, src).snapshot(k, src); !reflect.DeepEqual(got, s) {
+		if got := r.snaps[k].snapshot(k, src); !reflect.DeepEqual(got, s) {
 			t.Errorf("recovered %q: %+v back as %+v", k, s, got)
+		}
+		if s.Value != nil && &r.snaps[k].value[0] == &s.Value[0] {
+			t.Errorf("recovered %q: its value shares the record's bytes (kgo's batch, kept alive by it)", k)
 		}
 	}
 	unloaded := snapshotstore.Snapshot{Key: "b", Value: []byte{}, Offset: 5}

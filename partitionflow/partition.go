@@ -280,7 +280,7 @@ func (e *keyEntry) send(msg any) { e.mb.PostUserMessage(msg) }
 
 type (
 	recovered struct {
-		snaps map[string]snapshotstore.Snapshot
+		snaps *coldRecovery
 		err   error
 	}
 	tick         struct{ kind int }
@@ -641,10 +641,10 @@ func (p *partition) start(ctx actor.Context) {
 	p.cancel = cancel
 	store := p.cfg.Store
 	go func() {
-		snaps := map[string]snapshotstore.Snapshot{}
+		snaps := newColdRecovery()
 		err := keyactor.Guard(p.log, "recover", func() error {
 			return store.Recover(rctx, func(s snapshotstore.Snapshot) error {
-				snaps[s.Key] = s
+				snaps.add(s)
 				return nil
 			})
 		})

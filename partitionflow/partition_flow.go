@@ -32,11 +32,12 @@ func (p *partition) recovered(ctx actor.Context, m *recovered) {
 	if p.cfg.SnapshotTopic != "" {
 		def = snapshotstore.Position{Topic: p.cfg.SnapshotTopic, Partition: p.cfg.Partition}
 	}
-	p.coldSrc = coldSource(m.snaps, def)
+	p.coldSrc = m.snaps.source(def)
+	snaps := m.snaps.snaps
 	if len(p.keys) == 0 { // no key loads before recovery: sized for the snapshots
-		p.keys = make(map[string]*keySlot, len(m.snaps))
+		p.keys = make(map[string]*keySlot, len(snaps))
 	}
-	p.recoveredN = len(m.snaps)
+	p.recoveredN = len(snaps)
 	p.phase = phaseRunning
 	// A deleted key's tombstone is kept only while a record it covers can
 	// still come (at or past the assigned offset): the compacted snapshot
@@ -48,17 +49,17 @@ func (p *partition) recovered(ctx actor.Context, m *recovered) {
 	// cost more than the array; the slots the forgotten tombstones leave
 	// are the first new keys' (p.slots, newSlot). A slot whose key is
 	// deleted later is cleared and reused (freeSlots).
-	slots, i := make([]keySlot, len(m.snaps)), 0
-	for k, s := range m.snaps {
-		if s.Tombstone() && len(s.Timers) == 0 && s.Offset < p.cfg.firstOffset() {
+	slots, i := make([]keySlot, len(snaps)), 0
+	for k, c := range snaps {
+		if c.deleted() && c.offset < p.cfg.firstOffset() {
 			continue
 		}
 		sl := &slots[i]
 		i++
-		*sl = keySlot{cold: toCold(s, p.coldSrc)}
+		*sl = keySlot{cold: c}
 		p.keys[k] = sl
 		p.coldN++
-		if at, ok := s.NextTimer(); ok {
+		if at, ok := c.nextTimer(); ok {
 			p.ctimers.add(k, at)
 		}
 	}

@@ -299,8 +299,13 @@ func runSystem(ctx context.Context, brokers []string, adm *kadm.Client, c e2eCon
 // snapshot topic and transactional ids with --recover-only: a restart.
 func recoveryOf(ctx context.Context, self string, args, env []string) e2eRun {
 	var a []string
-	for i := 0; i < len(args); i++ { // its own profiles would overwrite the drain's
-		if args[i] == "--heap-profile" || args[i] == "--cpu-profile" {
+	for i := 0; i < len(args); i++ {
+		switch args[i] {
+		case "--cpu-profile": // the drain's
+			i++
+			continue
+		case "--heap-profile": // its own, beside the drain's
+			a = append(a, args[i], strings.TrimSuffix(args[i+1], ".pprof")+"-recovery.pprof")
 			i++
 			continue
 		}

@@ -326,7 +326,11 @@ func runRecovery(a childArgs) (res childResult) {
 	if producer != nil {
 		defer producer.Close()
 	}
-	sampler := startMemSampler("")
+	peakProfile := ""
+	if a.heapProfile != "" {
+		peakProfile = strings.TrimSuffix(a.heapProfile, ".pprof") + "-peak.pprof"
+	}
+	sampler := startMemSampler(peakProfile)
 	cpu0 := cpuTime()
 	start := time.Now()
 	ctx, stop := context.WithCancel(context.Background())
