@@ -3,7 +3,6 @@ package actorflow_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -405,14 +404,9 @@ func runWithMetrics(t *testing.T, flow keyflow.Handler, opts ...actorflow.Option
 // A worker whose brokers do not answer says so in its metrics: reachable 0,
 // and the outage's length growing (it was in /readyz's JSON only).
 func TestWithMetricsReportsUnreachableBrokers(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0") // accepts, never answers
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
 	reg := prometheus.NewRegistry()
 	flow := keyflow.New(func(_ *keyflow.Context, s *Count, _ *kgo.Record) (*Count, error) { return s, nil })
-	w, err := actorflow.NewWorker(flow, actorflow.WithBrokers(ln.Addr().String()), actorflow.WithGroup("g"),
+	w, err := actorflow.NewWorker(flow, actorflow.WithBrokers(testkit.SilentBroker(t)), actorflow.WithGroup("g"),
 		actorflow.WithInputTopic("in"), actorflow.WithSnapshotTopic("snaps"), actorflow.WithStartTimeout(time.Minute),
 		actorflow.WithMetrics(reg))
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -153,13 +152,8 @@ func poisonedWorker(t *testing.T, opts ...actorflow.Option) *scenarios.Worker {
 // running but not joined — with a 200 its empty list of partitions read as
 // a member owning none (a review).
 func TestStatusOfAStartingWorker(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0") // accepts, never answers: brokers not reachable
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
 	flow := keyflow.New(func(_ *keyflow.Context, s *Count, _ *kgo.Record) (*Count, error) { return s, nil })
-	w, err := actorflow.NewWorker(flow, actorflow.WithBrokers(ln.Addr().String()), actorflow.WithGroup("g"),
+	w, err := actorflow.NewWorker(flow, actorflow.WithBrokers(testkit.SilentBroker(t)), actorflow.WithGroup("g"),
 		actorflow.WithInputTopic("in"), actorflow.WithSnapshotTopic("snaps"), actorflow.WithStartTimeout(time.Minute))
 	if err != nil {
 		t.Fatal(err)

@@ -295,16 +295,7 @@ func runChild(a childArgs) (res childResult) {
 	t := time.Now()
 	stop()
 	if early := (*stoppedEarly)(nil); !errors.As(drainErr, &early) { // else it stopped already: its outcome is in res.Err
-		select {
-		case err := <-done:
-			if err != nil && !errors.Is(err, context.Canceled) && res.Err == "" {
-				res.Err = fmt.Sprintf("%s stopped with: %v", a.system, err)
-			}
-		case <-time.After(2 * time.Minute):
-			if res.Err == "" {
-				res.Err = fmt.Sprintf("%s did not stop within 2 min", a.system)
-			}
-		}
+		awaitStopped(a.system, done, &res.Err)
 	}
 	res.ShutdownMS = ms(time.Since(t))
 	return res
@@ -358,17 +349,24 @@ func runRecovery(a childArgs) (res childResult) {
 	}
 	res.Processed = processed.Load() // 0: nothing past the committed offsets
 	stop()
+	awaitStopped(a.system, done, &res.Err)
+	return res
+}
+
+// awaitStopped waits for a system stopped by its ctx (done: its outcome),
+// and sets *errMsg, unless already set, when it failed or did not stop
+// within 2 minutes.
+func awaitStopped(system string, done <-chan error, errMsg *string) {
 	select {
 	case err := <-done:
-		if err != nil && !errors.Is(err, context.Canceled) && res.Err == "" {
-			res.Err = fmt.Sprintf("%s stopped with: %v", a.system, err)
+		if err != nil && !errors.Is(err, context.Canceled) && *errMsg == "" {
+			*errMsg = fmt.Sprintf("%s stopped with: %v", system, err)
 		}
 	case <-time.After(2 * time.Minute):
-		if res.Err == "" {
-			res.Err = fmt.Sprintf("%s did not stop within 2 min", a.system)
+		if *errMsg == "" {
+			*errMsg = fmt.Sprintf("%s did not stop within 2 min", system)
 		}
 	}
-	return res
 }
 
 // newWorker builds the actorflow worker of a system through the public API,

@@ -5,6 +5,7 @@ package testkit
 import (
 	"context"
 	"fmt"
+	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,6 +25,20 @@ func Kfake(t testing.TB, opts ...kfake.Opt) (*kfake.Cluster, []string) {
 	}
 	t.Cleanup(c.Close)
 	return c, c.ListenAddrs()
+}
+
+// SilentBroker is the address of a listener that accepts connections and
+// never answers, closed at the end of the test: brokers that cannot be
+// reached, for a worker kept starting (Run retries until its start
+// timeout).
+func SilentBroker(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln.Addr().String()
 }
 
 var seq atomic.Int64
