@@ -19,20 +19,7 @@ import (
 // fencing token of the transactions under test.
 func member(t *testing.T, brokers []string, group, topic string) snapshotstore.GroupMetadataFunc {
 	t.Helper()
-	cl := testkit.Client(t, brokers, kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit())
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ctx.Err() == nil {
-			cl.PollFetches(ctx)
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	testkit.Eventually(t, 30*time.Second, "member joined", func() (bool, string) {
-		_, g := cl.GroupMetadata()
-		return g >= 1, ""
-	})
+	cl := testkit.JoinMember(t, brokers, group, topic)
 	return func() (snapshotstore.GroupMetadata, error) {
 		m, g := cl.GroupMetadata()
 		return snapshotstore.GroupMetadata{MemberID: m, Generation: g}, nil
