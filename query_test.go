@@ -781,6 +781,61 @@ func TestReadStateListsTheTimers(t *testing.T) {
 	}
 }
 
+// A partition not fetched yet (its fetches held here; a takeover's
+// recovery in a real group) shows lag -1, unknown: not the 0 that a
+// dashboard read as caught up while 500k records waited (a trial at a
+// million keys). Once fetched, its lag is known.
+func TestStatusLagOfAPartitionNotFetchedYet(t *testing.T) {
+	e := newQueryEnv(t, 2)
+	rec := &kgo.Record{Topic: e.input, Partition: 0, Key: []byte("a")}
+	if err := testkit.Client(t, e.brokers, kgo.RecordPartitioner(kgo.ManualPartitioner())).ProduceSync(context.Background(), rec).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	var held atomic.Int32
+	e.cluster.ControlKey(int16(kmsg.Fetch), func(kmsg.Request) (kmsg.Response, error, bool) {
+		e.cluster.KeepControl()
+		select {
+		case <-release:
+		default:
+			held.Add(1)
+			e.cluster.SleepControl(func() { <-release })
+		}
+		return nil, nil, false // then answered as kfake does
+	})
+	w, _ := e.start(t, countFlow())
+	var once bool
+	unhold := func() {
+		if !once {
+			once = true
+			close(release)
+		}
+	}
+	t.Cleanup(unhold) // before the worker's stop (cleanups run last first)
+	testkit.Eventually(t, 30*time.Second, "both partitions started, a fetch held", func() (bool, string) {
+		st := w.Status(context.Background())
+		return len(st.Partitions) == 2 && held.Load() > 0, fmt.Sprintf("%d fetches held, %+v", held.Load(), st.Partitions)
+	})
+	for _, p := range w.Status(context.Background()).Partitions {
+		if p.Lag != -1 {
+			t.Errorf("%s[%d] not fetched yet: lag %d (high watermark %d), want -1", p.Topic, p.Partition, p.Lag, p.HighWatermark)
+		}
+	}
+	unhold()
+	if err := w.WaitCaughtUp(ctxFor(t, 30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 30*time.Second, "both partitions fetched, lag 0", func() (bool, string) {
+		st := w.Status(context.Background())
+		for _, p := range st.Partitions {
+			if p.Lag != 0 {
+				return false, fmt.Sprintf("%s[%d]: lag %d (high watermark %d)", p.Topic, p.Partition, p.Lag, p.HighWatermark)
+			}
+		}
+		return len(st.Partitions) == 2, fmt.Sprint(st.Partitions)
+	})
+}
+
 // A partition fetched without records (empty) shows lag 0, not the -1 of
 // a partition not fetched yet (a takeover still recovering: its lag is not
 // known, and a 0 there read as caught up while 500k records waited, in a
