@@ -34,6 +34,11 @@ settled again (every partition owned exactly once, in phase "running", by a live
                    under-replicated. Recorded: the node's roles before and after, each partition's longest stall
                    of processing (committable offset) and of commits (committed offset) from the kill on, and the
                    workers' exits (log lines and container restarts) during the fault.
+  node_pause       (three brokers only; only when named in --kinds) the node node_kill would pick, frozen instead
+                   (docker pause, or SIGSTOP of its host PID) for --node-pause seconds (20), then resumed: its
+                   connections stay open and unanswered (a GC pause, a stalled VM) past the controller's broker
+                   session (9 s), which moves its leaderships and coordinators; it resumes as a zombie. The same
+                   figures and pass condition as node_kill.
   rolling_restart  docker restart of every worker, one at a time, each waited for (/readyz)
   scale_out        compose up -d worker4 worker5 (3 -> 5 workers)
   scale_in         compose stop + rm worker4 worker5 (5 -> 3)
@@ -63,7 +68,7 @@ without an exit line unless the script killed it (a silent death: an OOM kill) a
 end (the engine clears that flag at a restart), every fault
 as planned (no fatal warning: e.g. a zombie whose partitions nobody took over during its pause); with poison faults also 0 worker exits during them,
 every poison record in the dead-letter topic exactly once (in the plain mode: at least once) and no other
-dead letter nor skipped input; with node_kill faults also 0 worker exits during them.
+dead letter nor skipped input; with node_kill or node_pause faults also 0 worker exits during them.
 """
 
 import argparse
@@ -793,6 +798,34 @@ class Chaos:
         return res
 
     def fault_node_kill(self):
+        return self.node_fault("kill")
+
+    def fault_node_pause(self):
+        return self.node_fault("pause")
+
+    def freeze_node(self, svc):
+        """Freezes a broker container (docker pause: the cgroup freezer; SIGSTOP of its host PID where the engine
+        cannot pause). Returns how, for thaw_node."""
+        try:
+            docker("pause", cid(svc), timeout=30)
+            if inspect(svc)["paused"]:
+                return "docker pause"
+        except Exception as e:  # noqa: BLE001
+            log(f"  docker pause {svc} failed ({e}); using SIGSTOP on the host PID")
+        os.kill(inspect(svc)["pid"], 19)  # SIGSTOP
+        return "SIGSTOP"
+
+    def thaw_node(self, svc, how):
+        if how == "docker pause":
+            docker("unpause", cid(svc), timeout=30)
+        else:
+            os.kill(inspect(svc)["pid"], 18)  # SIGCONT
+
+    def node_fault(self, action):
+        """node_kill (action "kill") and node_pause ("pause") of the node with the most roles: the same choice,
+        figures and pass condition; a killed node restarts (its connections refused), a paused one is frozen with
+        its connections open (a GC pause, a stalled VM: requests to it go unanswered, not refused) and resumes
+        as a zombie whose leadership and coordinators the controller has moved meanwhile."""
         roles = self.node_roles()
         order = [(self.broker_turn + i) % 3 + 1 for i in range(3)]  # round-robin preference for ties
         if roles:
@@ -805,21 +838,30 @@ class Chaos:
         self.broker_turn = node  # the next round-robin start: the node after this one
         svc = BROKER_SVCS[node - 1]
         before = {w: inspect(w) for w in self.active}
-        log(f"node kill: SIGKILL {svc} (node {node}: {why}) for {self.args.node_down:.0f}s")
+        down = self.args.node_down if action == "kill" else self.args.node_pause
         watch = ProgressWatch(self)
         t_kill = time.time()
-        docker("kill", "-s", "KILL", cid(svc))
-        time.sleep(self.args.node_down)
+        if action == "kill":
+            log(f"node kill: SIGKILL {svc} (node {node}: {why}) for {down:.0f}s")
+            docker("kill", "-s", "KILL", cid(svc))
+        else:
+            how = self.freeze_node(svc)
+            log(f"node pause: {how} {svc} (node {node}: {why}) for {down:.0f}s")
+        time.sleep(down)
         t_start = time.time()
-        docker("start", cid(svc), timeout=120)
+        if action == "kill":
+            docker("start", cid(svc), timeout=120)
+        else:
+            self.thaw_node(svc, how)
         back = self.wait_node(node, t_start)
-        log(f"  {svc} started again after {t_start - t_kill:.1f}s down; listed {back['listed_s']}s and in sync "
-            f"{back['in_sync_s']}s after the start")
+        log(f"  {svc} {'started' if action == 'kill' else 'resumed'} after {t_start - t_kill:.1f}s "
+            f"{'down' if action == 'kill' else 'frozen'}; listed {back['listed_s']}s and in sync "
+            f"{back['in_sync_s']}s after that")
         stalls = watch.stop()
         after = self.node_roles()
         restarts = restarted_since(before)
         if restarts:
-            self.warn(f"node_kill {svc}: {', '.join(restarts)} exited/restarted during the fault")
+            self.warn(f"node_{action} {svc}: {', '.join(restarts)} exited/restarted during the fault")
         worst = max(stalls.items(), key=lambda kv: kv[1]["processing_s"], default=(None, None))
         if worst[0] is not None:
             log(f"  longest stall: p{worst[0]} processing {worst[1]['processing_s']}s, commits "
@@ -923,7 +965,8 @@ class Chaos:
             return first[i]
         # Weighted: the faults that exercise the fence and the takeover most often.
         weights = {"kill": 4, "zombie": 4, "zombie_handover": 2, "broker_restart": 1, "rolling_restart": 1,
-                   "scale_out": 1, "scale_in": 1, "poison": 1, "node_kill": 4}
+                   "scale_out": 1, "scale_in": 1, "poison": 1, "node_kill": 4,
+                   "node_pause": 2}
         return self.rng.choices(kinds, [weights.get(k, 1) for k in kinds])[0]
 
     def run(self):
@@ -1062,13 +1105,13 @@ class Chaos:
                 "skipped_inputs": skipped, "dead_letter_topic": (vr or {}).get("dead_letter_topic"),
                 "records": recs, "ok": bool(ok)}
 
-    def node_kill_check(self, events):
-        """The node_kill faults' pass condition beyond the run's: 0 worker exits during them (exit lines in the
-        workers' logs and container restarts, whichever counts more), with each kill's figures."""
-        nk = [f for f in self.faults if f["kind"] == "node_kill"]
+    def node_kill_check(self, events, kind="node_kill"):
+        """The node_kill (or node_pause) faults' pass condition beyond the run's: 0 worker exits during them (exit
+        lines in the workers' logs and container restarts, whichever counts more), with each fault's figures."""
+        nk = [f for f in self.faults if f["kind"] == kind]
         per = []
         for f in nk:
-            tag = f"#{f['n']} node_kill"
+            tag = f"#{f['n']} {kind}"
             lines = sum(1 for e in events if e["kind"].startswith("exit 1") and e["fault"]
                         and e["fault"].startswith(tag + " "))
             exits = max(lines, len(f.get("restarted") or []))
@@ -1105,6 +1148,7 @@ class Chaos:
         mismatches = vr.get("mismatches") if vr else None
         poison = self.poison_check(vr, events)
         nodek = self.node_kill_check(events)
+        nodep = self.node_kill_check(events, "node_pause")
         restarts = self.restart_accounting()
         rep = {
             "mode": self.args.mode, "faults": len(self.faults), "faults_by_kind": by_kind,
@@ -1118,7 +1162,7 @@ class Chaos:
             "takeover_per_partition": self.takeovers,
             "takeover_s_min_median_max": [procs[0], procs[len(procs) // 2], procs[-1]] if procs else None,
             "zombie_outcomes": [f"{f['target']}: {f['outcome']}" for f in zombies],
-            "poison": poison, "brokers": self.args.brokers, "node_kill": nodek,
+            "poison": poison, "brokers": self.args.brokers, "node_kill": nodek, "node_pause": nodep,
             "worker_events": events, "pause_method": self.pause_method, "worker_restarts": restarts,
             "warnings": self.warnings, "fault_log": self.faults,
         }
@@ -1218,10 +1262,12 @@ class Chaos:
                 out.append(f"  {r['kind']:<12} {r['topic']}[{r['partition']}]@{r['offset']} key {r.get('key') or '-'}: "
                            f"passed in {r['passed_s']}s, dead letters {r['dead_letters']} "
                            f"{r['dead_letter_where'] or ''} {r['dead_letter_kinds'] or ''}")
-        if nodek["faults"]:
-            out.append(f"node kills:        {nodek['faults']} (SIGKILL {self.args.node_down:.0f}s), "
-                       f"{nodek['exits']} worker exits during them")
-            for k in nodek["kills"]:
+        for nf, title, how, down in ((nodek, "node kills:       ", "SIGKILL", self.args.node_down),
+                                     (nodep, "node pauses:      ", "frozen", self.args.node_pause)):
+            if not nf["faults"]:
+                continue
+            out.append(f"{title} {nf['faults']} ({how} {down:.0f}s), {nf['exits']} worker exits during them")
+            for k in nf["kills"]:
                 out.append(f"  #{k['n']:<3} {k['target']} (node {k['node']}: {k['why']}): down {k['down_s']}s, listed "
                            f"{k['listed_s']}s / in sync {k['in_sync_s']}s after its start, settled {k['settle_s']}s "
                            f"after; longest stall: processing {k['max_processing_stall_s']}s, commits "
@@ -1292,6 +1338,9 @@ class Chaos:
         if nodek["faults"]:
             ok = ok and nodek["ok"]
             cond += f", node_kill: worker exits = {nodek['exits']}"
+        if nodep["faults"]:
+            ok = ok and nodep["ok"]
+            cond += f", node_pause: worker exits = {nodep['exits']}"
         out.append(f"RESULT: {'PASS' if ok else 'FAIL'} ({cond})")
         out.append(f"details: {self.outdir}/report.json, status.jsonl, verify.out, logs/")
         print("\n".join(out), flush=True)
@@ -1315,6 +1364,8 @@ def main():
     ap.add_argument("--brokers", type=int, default=int(os.environ.get("ACTORFLOW_BROKER_COUNT") or 1),
                     help="brokers of the cluster, 1 or 3 (default $ACTORFLOW_BROKER_COUNT or 1); 3 enables node_kill")
     ap.add_argument("--node-down", type=float, default=15, help="node_kill: seconds the node stays down (15)")
+    ap.add_argument("--node-pause", type=float, default=20,
+                    help="node_pause: seconds the node stays frozen (20: past the controller's 9 s broker session)")
     ap.add_argument("--outdir", required=True)
     a = ap.parse_args()
     a.kinds_given = a.kinds != ap.get_default("kinds")
@@ -1326,8 +1377,9 @@ def main():
     for k in a.kinds:
         if k != "scale" and not hasattr(Chaos, "fault_" + k):
             ap.error(f"unknown fault kind {k}")
-    if "node_kill" in a.kinds and a.brokers != 3:
-        ap.error("node_kill needs three brokers (--brokers 3)")
+    for k in ("node_kill", "node_pause"):
+        if k in a.kinds and a.brokers != 3:
+            ap.error(f"{k} needs three brokers (--brokers 3)")
     if a.faults is None:
         a.faults = 12 if a.short else 50
     if a.pause is None:
