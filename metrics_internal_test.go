@@ -6,6 +6,7 @@ import (
 
 	"github.com/actorflow/actorflow/coordinator"
 	"github.com/actorflow/actorflow/partitionflow"
+	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kprom"
@@ -147,3 +148,27 @@ func TestPhaseCountsSplitEvictionsFromFailures(t *testing.T) {
 		t.Fatalf("phaseCounts = %v, want %v", got, want)
 	}
 }
+
+// abandoner is a partition saying whether its Close abandons a Commit in
+// flight.
+type abandoner struct {
+	snapshotstore.Partition
+	abandons bool
+}
+
+func (a abandoner) AbandonsInFlight() bool { return a.abandons }
+
+// The metrics wrapper forwards snapshotstore.InFlightAbandoner: without it,
+// a stop under WithMetrics waited for a transaction a frozen broker did not
+// answer, as the plain mode's stop does.
+func TestMetricsPartitionForwardsInFlightAbandoner(t *testing.T) {
+	for _, inner := range []snapshotstore.Partition{abandoner{abandons: true}, abandoner{}, nopPartition{}} {
+		want := snapshotstore.AbandonsInFlight(inner)
+		if got := snapshotstore.AbandonsInFlight(&metricsPartition{Partition: inner}); got != want {
+			t.Errorf("wrapping %T (abandons %v): the wrapper says %v", inner, want, got)
+		}
+	}
+}
+
+// nopPartition implements no optional interface.
+type nopPartition struct{ snapshotstore.Partition }

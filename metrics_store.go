@@ -62,9 +62,16 @@ func (p *metricsPartition) TopicRules(topic string) snapshotstore.TopicRules {
 // The wrapper forwards every optional interface the partition actors look
 // for; one not forwarded is silently off under WithMetrics.
 var (
-	_ snapshotstore.TopicRuler   = (*metricsPartition)(nil)
-	_ snapshotstore.RulesRefuser = (*metricsPartition)(nil)
+	_ snapshotstore.TopicRuler        = (*metricsPartition)(nil)
+	_ snapshotstore.RulesRefuser      = (*metricsPartition)(nil)
+	_ snapshotstore.InFlightAbandoner = (*metricsPartition)(nil)
 )
+
+// AbandonsInFlight forwards the wrapped partition's
+// snapshotstore.InFlightAbandoner (none: false).
+func (p *metricsPartition) AbandonsInFlight() bool {
+	return snapshotstore.AbandonsInFlight(p.Partition)
+}
 
 // TopicRulesRefused forwards to the wrapped partition's
 // snapshotstore.RulesRefuser (none: nothing).

@@ -139,7 +139,12 @@ func (t *txnActor) pump(ctx actor.Context) {
 // stop cancels an in-flight transaction (it aborts), waits for it, answers
 // everything still queued with ErrStopped and closes the store, all by the
 // stop deadline: the drain gets 3/4 of the time left, Close the rest (see
-// revoke.go). Queued user messages the actor never received are dropped by
+// revoke.go). A store that abandons its Commit at Close (the transactional
+// one: snapshotstore.InFlightAbandoner) is closed under a transaction still
+// in flight abandonGrace after the cancellation: kgo cancels no request
+// already sent, and a broker frozen with its connections open held the stop
+// (and the rebalance callback, and the rejoin) for kgo's 20 s produce
+// timeout. Queued user messages the actor never received are dropped by
 // protoactor; their senders are siblings stopping with this subtree.
 func (t *txnActor) stop() {
 	t.cancel()
@@ -149,7 +154,19 @@ func (t *txnActor) stop() {
 		by = time.Unix(0, ns)
 	}
 	drainBy := now.Add(max(by.Sub(now), 0) * 3 / 4)
+	cctx, cancel := context.WithDeadline(context.Background(), by)
+	defer cancel()
+	closed := false
 	if fl := t.flying; fl != nil {
+		if snapshotstore.AbandonsInFlight(t.store) && !awaitFlight(fl, now.Add(min(abandonGrace, max(drainBy.Sub(now), 0)))) {
+			// Its cancelled Commit is still waiting on the broker: closing
+			// the producer fails what it waits for, and the partition's next
+			// owner's InitProducerID settles what it had sent.
+			t.log.Warn("transaction still in flight after its cancellation; closing its producer under it (the partition's next owner settles what it sent)",
+				zap.Duration("waited", time.Since(now)))
+			t.closeStore(cctx)
+			closed = true
+		}
 		// Its flightDone will never be received: answer its waiters here.
 		if !t.drain(fl, drainBy) {
 			// The transactional store's Close closes the producer under it
@@ -163,25 +180,43 @@ func (t *txnActor) stop() {
 		t.flying = nil
 	}
 	t.gc.FailPending(fmt.Errorf("%w", ErrStopped))
-	cctx, cancel := context.WithDeadline(context.Background(), by)
-	defer cancel()
-	if err := t.store.Close(cctx); err != nil {
+	if !closed {
+		t.closeStore(cctx)
+	}
+}
+
+// abandonGrace is how long a stopping transaction actor waits for a
+// cancelled transaction to end by itself (its abort takes a round trip)
+// before it closes an abandoning store under it.
+const abandonGrace = time.Second
+
+func (t *txnActor) closeStore(ctx context.Context) {
+	if err := t.store.Close(ctx); err != nil {
 		t.log.Warn("closing partition store", zap.Error(err))
+	}
+}
+
+// awaitFlight reports whether fl returned by by.
+func awaitFlight(fl *flight, by time.Time) bool {
+	select {
+	case <-fl.done: // returned already: never lose that to a spent deadline
+		return true
+	default:
+	}
+	timer := time.NewTimer(time.Until(by))
+	defer timer.Stop()
+	select {
+	case <-fl.done:
+		return true
+	case <-timer.C:
+		return false
 	}
 }
 
 // drain waits until the flight returns (and completes it) or until by.
 func (t *txnActor) drain(fl *flight, by time.Time) bool {
-	select {
-	case <-fl.done: // returned already: never lose that to a spent deadline
-	default:
-		timer := time.NewTimer(time.Until(by))
-		defer timer.Stop()
-		select {
-		case <-fl.done:
-		case <-timer.C:
-			return false
-		}
+	if !awaitFlight(fl, by) {
+		return false
 	}
 	t.gc.Complete(fl.f, fl.err)
 	return true

@@ -479,6 +479,113 @@ func TestTxnStopWaitsForInFlightCommitOutcome(t *testing.T) {
 	}
 }
 
+// abandoning is a store like the transactional one (InFlightAbandoner):
+// its Commit ignores cancellation, as a produce kgo has sent does, and
+// returns once Close closes the producer under it.
+type abandoning struct {
+	entered chan struct{}
+	closing chan struct{} // closed by Close
+	mu      sync.Mutex
+	closes  int
+}
+
+var errProducerClosed = errors.New("client closed")
+
+func newAbandoning() *abandoning {
+	return &abandoning{entered: make(chan struct{}), closing: make(chan struct{})}
+}
+func (s *abandoning) Recover(context.Context, func(snapshotstore.Snapshot) error) error { return nil }
+func (s *abandoning) CommitsOutputs() bool                                              { return false }
+func (s *abandoning) AbandonsInFlight() bool                                            { return true }
+func (s *abandoning) Commit(context.Context, snapshotstore.Batch) error {
+	close(s.entered)
+	<-s.closing
+	return errProducerClosed
+}
+func (s *abandoning) Close(context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closes++; s.closes == 1 {
+		close(s.closing)
+	}
+	return nil
+}
+
+// A stopping transaction actor closes an abandoning store (the
+// transactional one) under a transaction still in flight after its
+// cancellation, instead of waiting its share of the stop deadline (22.5 s
+// of a TxnHandle's 30): a broker frozen with its connections open held a
+// lost partition's stop, the rebalance callback and the member's rejoin
+// for kgo's 20 s produce timeout (deploy/chaos.py's node_pause).
+func TestTxnStopClosesAnAbandoningStoreUnderItsStuckCommit(t *testing.T) {
+	store := newAbandoning()
+	_, h := spawnTxnForTest(t, store, 0, 0)
+	w := enqueueWrite(h, "w")
+	<-store.entered
+	stopped := make(chan struct{})
+	go func() { h.Stop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(txnTestTimeout):
+		t.Fatal("Stop still waits for a commit the broker does not answer: the store was not closed under it")
+	}
+	if err := awaitOutcome(t, "w", w); !errors.Is(err, errProducerClosed) {
+		t.Errorf("the abandoned transaction's write: %v, want its Commit's error", err)
+	}
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	if store.closes != 1 {
+		t.Errorf("store closed %d times, want 1", store.closes)
+	}
+}
+
+// graceful is an abandoning store whose Commit ends at its cancellation
+// (its abort answered): the stop lets it end before closing the store.
+type graceful struct {
+	entered        chan struct{}
+	mu             sync.Mutex
+	closes         int
+	closedInFlight bool
+	returned       bool
+}
+
+func (s *graceful) Recover(context.Context, func(snapshotstore.Snapshot) error) error { return nil }
+func (s *graceful) CommitsOutputs() bool                                              { return false }
+func (s *graceful) AbandonsInFlight() bool                                            { return true }
+func (s *graceful) Commit(ctx context.Context, _ snapshotstore.Batch) error {
+	close(s.entered)
+	<-ctx.Done()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.returned = true
+	return ctx.Err()
+}
+func (s *graceful) Close(context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closes++
+	s.closedInFlight = s.closedInFlight || !s.returned
+	return nil
+}
+
+// The producer is not closed under a cancelled transaction that ends by
+// itself: its abort gets its round trip.
+func TestTxnStopLetsACancelledCommitEndBeforeClosing(t *testing.T) {
+	store := &graceful{entered: make(chan struct{})}
+	_, h := spawnTxnForTest(t, store, 0, 0)
+	w := enqueueWrite(h, "w")
+	<-store.entered
+	h.Stop()
+	if err := awaitOutcome(t, "w", w); !errors.Is(err, context.Canceled) {
+		t.Errorf("the cancelled transaction's write: %v, want context.Canceled", err)
+	}
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	if store.closes != 1 || store.closedInFlight {
+		t.Errorf("store closed %d times (under the commit in flight: %v), want once, after the commit returned", store.closes, store.closedInFlight)
+	}
+}
+
 type ignoringCtx struct {
 	entered, release chan struct{}
 	mu               sync.Mutex

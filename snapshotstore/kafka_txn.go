@@ -530,7 +530,11 @@ func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetad
 			// would refuse: "already in a transaction"): the next attempt
 			// starts on a new producer, whose InitProducerID aborts it.
 			t.reinitFirst = true
-			t.k.cfg.log.Warn("abort transaction failed; the next attempt re-initialises the producer", zap.String("partition", t.info.String()),
+			lvl := zap.WarnLevel
+			if errors.Is(aerr, kgo.ErrClientClosed) {
+				lvl = zap.DebugLevel // a stop closed the producer under it (InFlightAbandoner): no next attempt
+			}
+			t.k.cfg.log.Log(lvl, "abort transaction failed; the next attempt re-initialises the producer", zap.String("partition", t.info.String()),
 				zap.String("transactional_id", t.id), zap.Error(aerr))
 		} else if (rawSent || produced) && t.kgoLog.EndUnsent(mark) {
 			// kgo sent no EndTxn (no partition marked added: the produces
