@@ -2,8 +2,11 @@ package snapshotstore
 
 import (
 	"context"
+	"errors"
 	"testing"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 )
@@ -50,5 +53,67 @@ func TestTxnCommitChecksThePreviousTransactionAfterADisconnect(t *testing.T) {
 	commit(4)
 	if n := len(checks()); n != 1 {
 		t.Fatalf("%d checks after one closed connection and two transactions, want 1", n)
+	}
+}
+
+// A Commit ended by its caller (a stop) while its first raw request waited
+// for an answer skips the previous transaction's check on the way out:
+// nothing follows the abandoned transaction on this producer (the
+// partition's next owner's InitProducerID aborts it), and the check, asking
+// the partitions' leaders, held a lost partition's stop for its whole 5 s
+// bound while a broker was frozen (deploy/chaos.py's node_pause).
+func TestTxnCommitEndedByItsCallerSkipsTheCheckOnItsWayOut(t *testing.T) {
+	f := newTxnFixture(t, true)
+	core, logs := observer.New(zap.DebugLevel)
+	k, p := f.open(t, f.meta)
+	k.cfg.log = zap.New(core)
+	commit := func(ctx context.Context, i int64) error {
+		b := Batch{Writes: []Snapshot{{Key: "k", Value: []byte("v"), Offset: i - 1}}, Offset: i, OffsetAdvanced: true}
+		return p.Commit(ctx, b)
+	}
+	for i := int64(1); i <= 2; i++ {
+		if err := commit(context.Background(), i); err != nil {
+			t.Fatalf("commit %d: %v", i, err)
+		}
+	}
+	release := make(chan struct{})
+	held := make(chan struct{}, 1)
+	for _, key := range []kmsg.Key{kmsg.TxnOffsetCommit, kmsg.AddOffsetsToTxn} {
+		f.c.ControlKey(key.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+			f.c.KeepControl()
+			select {
+			case <-release:
+				return nil, nil, false
+			default:
+			}
+			select {
+			case held <- struct{}{}:
+			default:
+			}
+			f.c.SleepControl(func() { <-release })
+			return nil, nil, false
+		})
+	}
+	defer close(release)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- commit(ctx, 3) }()
+	select {
+	case <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the transaction's first request never reached the broker")
+	}
+	p.disc.n.Add(1) // its connection closed meanwhile: a check would be due
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("commit ended by its caller: %v, want context.Canceled", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the commit did not return after its caller's end")
+	}
+	if got := logs.FilterMessageSnippet("checked the previous transaction's partitions").All(); len(got) != 0 {
+		t.Fatalf("the abandoned transaction checked the previous one on its way out (%v)", got[0].ContextMap())
 	}
 }

@@ -515,7 +515,12 @@ func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetad
 		}
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second) // fits a revoke's drain share (partitionflow, revoke.go); a txn left open is aborted by the next InitProducerID or transaction.timeout.ms
 		defer cancel()
-		if rawSent && !produced {
+		if rawSent && !produced && ctx.Err() == nil {
+			// Not when the Commit's context ended (a stop, the failover
+			// timeout): no transaction follows this one on this producer
+			// (the next one's InitProducerID aborts it), and the check asks
+			// the partitions' leaders — a frozen one held a lost
+			// partition's stop for the whole 5 s (chaos's node_pause).
 			// kgo sends EndTxn only for a transaction it produced in: without
 			// this, a transaction the raw requests began would stay open on
 			// the broker until its timeout, and the next one would join it.
