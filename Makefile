@@ -106,7 +106,7 @@ cluster-status:
 chaos-short:
 	scripts/chaos.sh --short $(if $(BROKERS),--brokers $(BROKERS))
 
-## chaos: the long run, 50 faults (~18 min); FAULTS=N for more; BROKERS=3 adds node_kill to the kinds.
+## chaos: the long run, 50 faults (~18 min); FAULTS=N for more; BROKERS=3 adds node_kill and node_pause to the kinds.
 chaos:
 	scripts/chaos.sh $(if $(FAULTS),--faults $(FAULTS)) $(if $(BROKERS),--brokers $(BROKERS))
 

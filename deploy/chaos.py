@@ -34,7 +34,7 @@ settled again (every partition owned exactly once, in phase "running", by a live
                    under-replicated. Recorded: the node's roles before and after, each partition's longest stall
                    of processing (committable offset) and of commits (committed offset) from the kill on, and the
                    workers' exits (log lines and container restarts) during the fault.
-  node_pause       (three brokers only; only when named in --kinds) the node node_kill would pick, frozen instead
+  node_pause       (three brokers only; not in --short) the node node_kill would pick, frozen instead
                    (docker pause, or SIGSTOP of its host PID) for --node-pause seconds (20), then resumed: its
                    connections stay open and unanswered (a GC pause, a stalled VM) past the controller's broker
                    session (9 s), which moves its leaderships and coordinators; it resumes as a zombie. The same
@@ -957,11 +957,12 @@ class Chaos:
                 return order[i]
         if self.args.kinds_given and i < len(kinds):
             return kinds[i]  # each given kind once first, in the given order (scale: out, then in)
-        if not self.args.kinds_given and i < (9 if self.args.brokers == 3 else 8):
+        if not self.args.kinds_given and i < (10 if self.args.brokers == 3 else 8):
             first = ["kill", "zombie", "broker_restart", "rolling_restart", "scale_out", "scale_in",
                      "zombie_handover", "poison"]
             if self.args.brokers == 3:
                 first.insert(3, "node_kill")
+                first.insert(7, "node_pause")
             return first[i]
         # Weighted: the faults that exercise the fence and the takeover most often.
         weights = {"kill": 4, "zombie": 4, "zombie_handover": 2, "broker_restart": 1, "rolling_restart": 1,
@@ -1362,7 +1363,8 @@ def main():
     ap.add_argument("--takeover-timeout", type=float, default=60)
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--brokers", type=int, default=int(os.environ.get("ACTORFLOW_BROKER_COUNT") or 1),
-                    help="brokers of the cluster, 1 or 3 (default $ACTORFLOW_BROKER_COUNT or 1); 3 enables node_kill")
+                    help="brokers of the cluster, 1 or 3 (default $ACTORFLOW_BROKER_COUNT or 1); 3 enables node_kill "
+                    "and node_pause")
     ap.add_argument("--node-down", type=float, default=15, help="node_kill: seconds the node stays down (15)")
     ap.add_argument("--node-pause", type=float, default=20,
                     help="node_pause: seconds the node stays frozen (20: past the controller's 9 s broker session)")
@@ -1373,7 +1375,7 @@ def main():
     if a.brokers not in (1, 3):
         ap.error(f"--brokers {a.brokers}: want 1 or 3")
     if a.brokers == 3 and not a.kinds_given:
-        a.kinds.append("node_kill")
+        a.kinds += ["node_kill", "node_pause"]
     for k in a.kinds:
         if k != "scale" and not hasattr(Chaos, "fault_" + k):
             ap.error(f"unknown fault kind {k}")

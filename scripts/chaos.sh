@@ -13,8 +13,9 @@
 # Options (the rest go to deploy/chaos.py, see its --help):
 #   --mode transactional|plain   persistence mode of the workers (default transactional)
 #   --brokers 1|3                the cluster's shape (scripts/cluster.sh up --brokers): 3 is a 3-node KRaft
-#                                cluster (RF 3, min.insync.replicas 2) and enables the node_kill fault; with
-#                                --reuse and no --brokers, the running cluster's (saved) count. Default 1.
+#                                cluster (RF 3, min.insync.replicas 2) and enables the node_kill and node_pause
+#                                faults; with --reuse and no --brokers, the running cluster's (saved) count.
+#                                Default 1.
 #   --short                      12 faults covering every kind, 2 s gaps
 #   --faults N                   number of faults (default 50; 12 with --short)
 #   --kinds k1,k2                draw only these: kill, zombie, zombie_handover, broker_restart,
@@ -22,7 +23,7 @@
 #                                the fold cannot take, into the input: the dead-letter policy's test),
 #                                node_kill (3 brokers only: docker kill -s KILL of the broker leading the
 #                                most input partitions and worker transaction coordinators, ~15 s down,
-#                                then started again and waited for), node_pause (3 brokers, only when named:
+#                                then started again and waited for), node_pause (3 brokers, not in --short:
 #                                the same node frozen for --node-pause seconds, 20, then resumed)
 #   --pause S                    zombie pause in seconds (default 2 x the 6 s session timeout)
 #   --seed N                     the random schedule's seed (printed at the start)
