@@ -116,4 +116,8 @@ func TestTxnCommitEndedByItsCallerSkipsTheCheckOnItsWayOut(t *testing.T) {
 	if got := logs.FilterMessageSnippet("checked the previous transaction's partitions").All(); len(got) != 0 {
 		t.Fatalf("the abandoned transaction checked the previous one on its way out (%v)", got[0].ContextMap())
 	}
+	// Nor does it warn about a next attempt that will not come.
+	for _, e := range logs.FilterLevelExact(zap.WarnLevel).All() {
+		t.Errorf("warned on the way out of a commit its caller ended: %q %v", e.Message, e.ContextMap())
+	}
 }

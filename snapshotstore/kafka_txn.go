@@ -550,7 +550,14 @@ func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetad
 			// join it and commit this attempt's records with its own
 			// (found by a review). The re-initialisation aborts it.
 			t.reinitFirst = true
-			t.k.cfg.log.Warn("kgo did not send the abort of a transaction begun on the broker; the next attempt re-initialises the producer", zap.String("partition", t.info.String()),
+			lvl := zap.WarnLevel
+			if ctx.Err() != nil {
+				// The Commit's caller ended it (a stop): no next attempt on
+				// this producer, and the next owner's InitProducerID aborts
+				// the transaction — expected, not worth a warning.
+				lvl = zap.DebugLevel
+			}
+			t.k.cfg.log.Log(lvl, "kgo did not send the abort of a transaction begun on the broker; the next attempt re-initialises the producer", zap.String("partition", t.info.String()),
 				zap.String("transactional_id", t.id), t.kgoLogField())
 		}
 		err = t.fenced(meta, err)
