@@ -63,6 +63,9 @@ func (p *partition) revoke(ctx actor.Context, flush bool) {
 	p.deadlines = splitRevokeBudget(time.Now(), p.cfg.RevokeTimeout)
 	if p.txnA != nil {
 		p.txnA.stopBy(p.deadlines.stop)
+		if !flush || p.err != nil {
+			p.txnA.abandonInFlight() // nothing is flushed: see txnActor.stop
+		}
 	}
 	if p.cancel != nil {
 		p.cancel() // a recovery read in flight

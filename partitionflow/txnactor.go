@@ -56,6 +56,12 @@ type txnActor struct {
 	// Without one, the stop takes at most stopTO from its start.
 	deadline atomic.Int64
 	stopTO   time.Duration
+	// abandon: the stop is abrupt (a lost or failed partition: nothing is
+	// flushed, the partition's next owner settles what is in flight), so a
+	// transaction still in flight after abandonGrace is abandoned to its
+	// store's Close. Set by the partition at a Revoke, from its goroutine.
+	abandon atomic.Bool
+	grace   time.Duration // abandonGrace (tests lengthen it)
 }
 
 // DefaultTxnStopTimeout bounds the stop of a transaction actor that was
@@ -64,11 +70,14 @@ const DefaultTxnStopTimeout = 30 * time.Second
 
 func newTxnActor(store snapshotstore.Partition, maxWrites int, seed int64, log *zap.Logger) *txnActor {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &txnActor{store: store, gc: NewGroupCommit(maxWrites, seed), log: log, ctx: ctx, cancel: cancel, stopTO: DefaultTxnStopTimeout}
+	return &txnActor{store: store, gc: NewGroupCommit(maxWrites, seed), log: log, ctx: ctx, cancel: cancel, stopTO: DefaultTxnStopTimeout, grace: abandonGrace}
 }
 
 // stopBy sets the deadline of the actor's stop (safe from any goroutine).
 func (t *txnActor) stopBy(at time.Time) { t.deadline.Store(at.UnixNano()) }
+
+// abandonInFlight makes the actor's stop abrupt (safe from any goroutine).
+func (t *txnActor) abandonInFlight() { t.abandon.Store(true) }
 
 // write queues w for the next group commit, or fails it at once after a
 // failed transaction.
@@ -139,12 +148,15 @@ func (t *txnActor) pump(ctx actor.Context) {
 // stop cancels an in-flight transaction (it aborts), waits for it, answers
 // everything still queued with ErrStopped and closes the store, all by the
 // stop deadline: the drain gets 3/4 of the time left, Close the rest (see
-// revoke.go). A store that abandons its Commit at Close (the transactional
+// revoke.go). In an abrupt stop (abandonInFlight: a lost or failed
+// partition), a store that abandons its Commit at Close (the transactional
 // one: snapshotstore.InFlightAbandoner) is closed under a transaction still
-// in flight abandonGrace after the cancellation: kgo cancels no request
-// already sent, and a broker frozen with its connections open held the stop
-// (and the rebalance callback, and the rejoin) for kgo's 20 s produce
-// timeout. Queued user messages the actor never received are dropped by
+// in flight abandonGrace after the cancellation: kgo cancels no produce it
+// has sent, and a broker frozen with its connections open held a lost
+// partition's stop (the rebalance callback, the rejoin) for kgo's 20 s
+// produce timeout. A revoke that flushes keeps the drain: its transaction's
+// abort gets its share of the budget, not a read_committed reader's wait
+// for the transaction timeout. Queued user messages the actor never received are dropped by
 // protoactor; their senders are siblings stopping with this subtree.
 func (t *txnActor) stop() {
 	t.cancel()
@@ -158,13 +170,18 @@ func (t *txnActor) stop() {
 	defer cancel()
 	closed := false
 	if fl := t.flying; fl != nil {
-		if snapshotstore.AbandonsInFlight(t.store) && !awaitFlight(fl, now.Add(min(abandonGrace, max(drainBy.Sub(now), 0)))) {
+		if t.abandon.Load() && snapshotstore.AbandonsInFlight(t.store) && !awaitFlight(fl, now.Add(min(t.grace, max(drainBy.Sub(now), 0)))) {
 			// Its cancelled Commit is still waiting on the broker: closing
 			// the producer fails what it waits for, and the partition's next
-			// owner's InitProducerID settles what it had sent.
+			// owner's InitProducerID settles what it had sent. Close too
+			// gets a grace only: it waits for a re-initialisation under way
+			// (its epoch bump could fence the next owner once), and a frozen
+			// coordinator would hold that for the whole stop.
 			t.log.Warn("transaction still in flight after its cancellation; closing its producer under it (the partition's next owner settles what it sent)",
 				zap.Duration("waited", time.Since(now)))
-			t.closeStore(cctx)
+			actx, acancel := context.WithDeadline(cctx, time.Now().Add(t.grace))
+			t.closeStore(actx)
+			acancel()
 			closed = true
 		}
 		// Its flightDone will never be received: answer its waiters here.

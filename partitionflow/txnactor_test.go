@@ -13,6 +13,7 @@ import (
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
 )
 
 // txnTestTimeout bounds every wait of these tests: an event that does not
@@ -519,7 +520,7 @@ func (s *abandoning) Close(context.Context) error {
 // for kgo's 20 s produce timeout (deploy/chaos.py's node_pause).
 func TestTxnStopClosesAnAbandoningStoreUnderItsStuckCommit(t *testing.T) {
 	store := newAbandoning()
-	_, h := spawnTxnForTest(t, store, 0, 0)
+	h := spawnAbruptTxnForTest(t, store, abandonGrace)
 	w := enqueueWrite(h, "w")
 	<-store.entered
 	stopped := make(chan struct{})
@@ -537,6 +538,38 @@ func TestTxnStopClosesAnAbandoningStoreUnderItsStuckCommit(t *testing.T) {
 	if store.closes != 1 {
 		t.Errorf("store closed %d times, want 1", store.closes)
 	}
+}
+
+// A stop that flushes (a revoke, a shutdown) keeps the drain: the
+// transaction's abort gets its share of the stop budget before the store
+// closes, rather than leaving the transaction open for read_committed
+// readers until the transaction timeout when no owner follows.
+func TestTxnStopThatFlushesKeepsTheDrain(t *testing.T) {
+	store := newAbandoning()
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	t.Cleanup(sys.Shutdown)
+	tx := newTxnActor(store, 0, 0, zap.NewNop())
+	tx.stopTO = 2 * time.Second // its drain share: 1.5 s
+	h := spawnHandle(sys, tx)
+	w := enqueueWrite(h, "w")
+	<-store.entered
+	h.Stop()
+	if err := awaitOutcome(t, "w", w); !errors.Is(err, ErrStopped) || errors.Is(err, errProducerClosed) {
+		t.Errorf("the write of a transaction in flight at a flushing stop: %v, want ErrStopped once its drain share passed "+
+			"(the producer closed under it only after)", err)
+	}
+}
+
+// spawnAbruptTxnForTest spawns a transaction actor whose stop is abrupt, as
+// a lost partition's is (abandonInFlight).
+func spawnAbruptTxnForTest(t *testing.T, store snapshotstore.Partition, grace time.Duration) *TxnHandle {
+	t.Helper()
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	t.Cleanup(sys.Shutdown)
+	tx := newTxnActor(store, 0, 0, zap.NewNop())
+	tx.grace = grace
+	tx.abandonInFlight()
+	return spawnHandle(sys, tx)
 }
 
 // graceful is an abandoning store whose Commit ends at its cancellation
@@ -572,7 +605,7 @@ func (s *graceful) Close(context.Context) error {
 // itself: its abort gets its round trip.
 func TestTxnStopLetsACancelledCommitEndBeforeClosing(t *testing.T) {
 	store := &graceful{entered: make(chan struct{})}
-	_, h := spawnTxnForTest(t, store, 0, 0)
+	h := spawnAbruptTxnForTest(t, store, txnTestTimeout) // a grace no loaded machine runs out
 	w := enqueueWrite(h, "w")
 	<-store.entered
 	h.Stop()
