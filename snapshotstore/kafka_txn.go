@@ -46,6 +46,9 @@ type txnPartition struct {
 	// waits for the answer, and cancels it only when its own wait runs out.
 	initing    chan struct{}
 	initCancel context.CancelFunc
+	// closing is closed by Close: it ends the checks on the way out of a
+	// Commit its caller ended, which a stop closes the store under.
+	closing chan struct{}
 	// tv2 is set once a committed EndTxn bumped the producer epoch: kgo and
 	// the broker run transaction version 2 (KIP-890 part 2), where a
 	// TxnOffsetCommit adds the offsets partition to the transaction itself
@@ -114,7 +117,8 @@ func (k *Kafka) openTxn(ctx context.Context, p PartitionInfo) (Partition, error)
 	if err != nil {
 		return nil, err
 	}
-	return &txnPartition{k: k, info: p, id: id, cl: cl, disc: disc, maxBatch: recbytes.ProducerLimit(cl), kgoLog: ring, parts: parts}, nil
+	return &txnPartition{k: k, info: p, id: id, cl: cl, disc: disc, maxBatch: recbytes.ProducerLimit(cl), kgoLog: ring, parts: parts,
+		closing: make(chan struct{})}, nil
 }
 
 // newTxnClient creates the partition's transactional producer and runs
@@ -193,6 +197,9 @@ func (t *txnPartition) Recover(ctx context.Context, fn func(Snapshot) error) err
 // before the revoke returns, before the next owner's own InitProducerID.
 func (t *txnPartition) Close(ctx context.Context) error {
 	t.mu.Lock()
+	if !t.closed && t.closing != nil {
+		close(t.closing)
+	}
 	t.closed = true
 	cl, initing, initCancel := t.cl, t.initing, t.initCancel
 	t.mu.Unlock()
@@ -391,6 +398,22 @@ func (t *txnPartition) Commit(ctx context.Context, b Batch) error {
 	}
 }
 
+// untilClosed is ctx, also ended by Close.
+func (t *txnPartition) untilClosed(ctx context.Context) (context.Context, context.CancelFunc) {
+	cctx, cancel := context.WithCancel(ctx)
+	if t.closing == nil {
+		return cctx, cancel
+	}
+	go func() {
+		select {
+		case <-t.closing:
+			cancel()
+		case <-cctx.Done():
+		}
+	}()
+	return cctx, cancel
+}
+
 // unlessLost is err, joined with the ownership binding's refusal when the
 // partition is lost or evicted meanwhile (not a failure of the worker).
 func (t *txnPartition) unlessLost(err error) error {
@@ -515,19 +538,25 @@ func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetad
 		}
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second) // fits a revoke's drain share (partitionflow, revoke.go); a txn left open is aborted by the next InitProducerID or transaction.timeout.ms
 		defer cancel()
-		if rawSent && !produced && ctx.Err() == nil {
-			// Not when the Commit's context ended (a stop, the failover
-			// timeout): no transaction follows this one on this producer
-			// (the next one's InitProducerID aborts it), and the check asks
-			// the partitions' leaders — a frozen one held a lost
-			// partition's stop for the whole 5 s (chaos's node_pause).
+		if rawSent && !produced {
 			// kgo sends EndTxn only for a transaction it produced in: without
 			// this, a transaction the raw requests began would stay open on
 			// the broker until its timeout, and the next one would join it.
 			// A write like any other: after a broker restart it would join
-			// a transaction the broker left open (dangling.go).
-			t.checkDangling(actx)
-			_ = t.cl.ProduceSync(actx, markerRecord(t.k.topic, t.info.Partition, b.Offset, t.inputParts.Load())).FirstErr()
+			// a transaction the broker left open (dangling.go). The check
+			// runs even when the Commit's caller ended it (the partition's
+			// next owner, knowing no previous transaction, repairs no output
+			// partition's missing marker), but only until a stop closes the
+			// store: asking a frozen leader held a lost partition's stop for
+			// the whole 5 s (chaos's node_pause). The marker is not written
+			// then: no transaction follows on this producer, and the next
+			// owner's InitProducerID aborts this one.
+			cctx, ccancel := t.untilClosed(actx)
+			t.checkDangling(cctx)
+			ccancel()
+			if ctx.Err() == nil {
+				_ = t.cl.ProduceSync(actx, markerRecord(t.k.topic, t.info.Partition, b.Offset, t.inputParts.Load())).FirstErr()
+			}
 		}
 		mark := t.kgoLog.Mark()
 		if aerr := t.cl.EndTransaction(actx, kgo.TryAbort); aerr != nil {
