@@ -34,7 +34,7 @@ settled again (every partition owned exactly once, in phase "running", by a live
                    under-replicated. Recorded: the node's roles before and after, each partition's longest stall
                    of processing (committable offset) and of commits (committed offset) from the kill on, and the
                    workers' exits (log lines and container restarts) during the fault.
-  node_pause       (three brokers only; not in --short) the node node_kill would pick, frozen instead
+  node_pause       (three brokers only; not among --short's 12) the node node_kill would pick, frozen instead
                    (docker pause, or SIGSTOP of its host PID) for --node-pause seconds (20), then resumed: its
                    connections stay open and unanswered (a GC pause, a stalled VM) past the controller's broker
                    session (9 s), which moves its leaderships and coordinators; it resumes as a zombie. The same
@@ -815,11 +815,13 @@ class Chaos:
         os.kill(inspect(svc)["pid"], 19)  # SIGSTOP
         return "SIGSTOP"
 
-    def thaw_node(self, svc, how):
-        if how == "docker pause":
+    def thaw_node(self, svc):
+        """Undoes freeze_node, whichever way it froze (a docker pause that timed out may have paused it too)."""
+        st = inspect(svc)
+        if st and st["paused"]:
             docker("unpause", cid(svc), timeout=30)
-        else:
-            os.kill(inspect(svc)["pid"], 18)  # SIGCONT
+        if st and st["pid"]:
+            os.kill(st["pid"], 18)  # SIGCONT: harmless when not stopped
 
     def node_fault(self, action):
         """node_kill (action "kill") and node_pause ("pause") of the node with the most roles: the same choice,
@@ -845,14 +847,19 @@ class Chaos:
             log(f"node kill: SIGKILL {svc} (node {node}: {why}) for {down:.0f}s")
             docker("kill", "-s", "KILL", cid(svc))
         else:
-            how = self.freeze_node(svc)
-            log(f"node pause: {how} {svc} (node {node}: {why}) for {down:.0f}s")
-        time.sleep(down)
+            try:
+                how = self.freeze_node(svc)
+                log(f"node pause: {how} {svc} (node {node}: {why}) for {down:.0f}s")
+                time.sleep(down)
+            finally:
+                # Resumed whatever ends the wait (Ctrl-C, an error): a --reuse or --keep run must not start
+                # against a frozen node.
+                self.thaw_node(svc)
+        if action == "kill":
+            time.sleep(down)
         t_start = time.time()
         if action == "kill":
             docker("start", cid(svc), timeout=120)
-        else:
-            self.thaw_node(svc, how)
         back = self.wait_node(node, t_start)
         log(f"  {svc} {'started' if action == 'kill' else 'resumed'} after {t_start - t_kill:.1f}s "
             f"{'down' if action == 'kill' else 'frozen'}; listed {back['listed_s']}s and in sync "

@@ -23,7 +23,7 @@
 #                                the fold cannot take, into the input: the dead-letter policy's test),
 #                                node_kill (3 brokers only: docker kill -s KILL of the broker leading the
 #                                most input partitions and worker transaction coordinators, ~15 s down,
-#                                then started again and waited for), node_pause (3 brokers, not in --short:
+#                                then started again and waited for), node_pause (3 brokers, not among --short's 12:
 #                                the same node frozen for --node-pause seconds, 20, then resumed)
 #   --pause S                    zombie pause in seconds (default 2 x the 6 s session timeout)
 #   --seed N                     the random schedule's seed (printed at the start)

@@ -3,8 +3,10 @@ package snapshotstore
 // InFlightAbandoner is implemented by a Partition whose Close makes a
 // Commit still in flight return at once: the transactional Kafka store,
 // whose producer closes under the Commit, failing the requests a broker has
-// not answered (kgo cancels no request already sent, whatever its context:
-// a produce waits out its 10 s timeout plus kgo's 10 s overhead), while the
+// not answered (a produce kgo has sent is not cancelled with its context: it
+// waits out its 10 s timeout plus kgo's 10 s overhead; nor is a
+// re-initialisation's InitProducerID, on purpose, which Close waits for
+// until its context ends), while the
 // partition's next owner's InitProducerID aborts or completes what it had
 // sent. A stopping transaction actor closes such a partition under a
 // transaction that did not end within a short grace after its cancellation,
