@@ -143,7 +143,11 @@ func ReadToTarget(ctx context.Context, r LogReader, o ReadOptions, fn func(*kgo.
 	if log == nil {
 		log = zap.NewNop()
 	}
-	hwm, lso, err := r.Ends(ctx)
+	var hwm, lso int64
+	err := retryTransient(ctx, o, log, "capture high watermark", func() (err error) {
+		hwm, lso, err = r.Ends(ctx)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("%s: recovery: capture high watermark: %w", o.Partition, err)
 	}
@@ -158,7 +162,10 @@ func ReadToTarget(ctx context.Context, r LogReader, o ReadOptions, fn func(*kgo.
 	}); ok {
 		// The position starts at the log start: a log whose records were all
 		// deleted has start = high watermark > 0 and no record to read.
-		if pos, err = sr.Start(ctx); err != nil {
+		if err := retryTransient(ctx, o, log, "log start", func() (err error) {
+			pos, err = sr.Start(ctx)
+			return err
+		}); err != nil {
 			return fmt.Errorf("%s: recovery: log start: %w", o.Partition, err)
 		}
 	}
@@ -298,6 +305,35 @@ func ReadToTarget(ctx context.Context, r LogReader, o ReadOptions, fn func(*kgo.
 		}
 	}
 	return nil
+}
+
+// retryTransient runs a read's first requests (its ends, its start) again
+// after a transient error, with the fetches' backoff, until the stall
+// timeout (none: until ctx ends), as the fetches are: a partition failed at
+// its recovery's first request (CI's chaos run: "lookup kafka: no such
+// host" while the workers' containers restarted).
+func retryTransient(ctx context.Context, o ReadOptions, log *zap.Logger, what string, fn func() error) error {
+	start := time.Now()
+	backoff := minFetchBackoff
+	for n := 1; ; n++ {
+		err := fn()
+		if err == nil || !Transient(err) || ctx.Err() != nil ||
+			(o.StallTimeout > 0 && time.Since(start)+backoff > o.StallTimeout) {
+			return err
+		}
+		lvl := zap.DebugLevel
+		if n == 1 {
+			lvl = zap.WarnLevel // once per read: the retries after it at debug
+		}
+		log.Log(lvl, "recovery read: "+what+" failed; retrying", zap.String("partition", o.Partition),
+			zap.Int("attempt", n), zap.Duration("retry_in", backoff), zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, maxFetchBackoff)
+	}
 }
 
 func later(a, b time.Time) time.Time {

@@ -721,3 +721,39 @@ func testkitEventually(t *testing.T, cond func() bool) {
 		}
 	}
 }
+
+// A transient error of the read's first request (its ends) is retried as a
+// fetch's is: CI's chaos run failed a partition at its recovery's first
+// request ("lookup kafka: no such host" while the workers' containers
+// restarted). Anything else still fails the read at once; a transient one
+// fails it at the stall timeout.
+func TestReadToTargetRetriesATransientErrorOfItsEnds(t *testing.T) {
+	dns := &net.DNSError{Err: "no such host", Name: "kafka", IsNotFound: true}
+	t.Run("transient", func(t *testing.T) {
+		l := newScriptedLog(endsResult{err: fmt.Errorf("unable to dial: %w", dns)}, endsResult{hwm: 2, lso: 2})
+		l.give(dataRec(0), dataRec(1))
+		r := startRead(context.Background(), l, snapshotstore.ReadOptions{StallTimeout: time.Minute})
+		if err := r.wait(t); err != nil {
+			t.Fatalf("read after a transient error of its ends: %v", err)
+		}
+		if got := r.offsets(); got != "[0 1]" || l.endsCalls() != 2 {
+			t.Fatalf("fn saw %s after %d reads of the ends, want [0 1] after 2", got, l.endsCalls())
+		}
+	})
+	t.Run("not transient", func(t *testing.T) {
+		boom := errors.New("boom")
+		l := newScriptedLog(endsResult{err: boom}, endsResult{hwm: 2, lso: 2})
+		err := startRead(context.Background(), l, snapshotstore.ReadOptions{StallTimeout: time.Minute}).wait(t)
+		if !errors.Is(err, boom) || l.endsCalls() != 1 {
+			t.Fatalf("%v after %d reads of the ends, want boom after 1", err, l.endsCalls())
+		}
+	})
+	t.Run("transient past the stall timeout", func(t *testing.T) {
+		l := newScriptedLog(endsResult{err: dns})
+		err := startRead(context.Background(), l, snapshotstore.ReadOptions{StallTimeout: 300 * time.Millisecond}).wait(t)
+		var de *net.DNSError
+		if !errors.As(err, &de) || l.endsCalls() < 2 {
+			t.Fatalf("%v after %d reads of the ends, want the DNS error after retries", err, l.endsCalls())
+		}
+	})
+}
