@@ -781,16 +781,36 @@ func TestReadStateListsTheTimers(t *testing.T) {
 	}
 }
 
+// produceTo produces one record of key to the input's partition.
+func (e *queryEnv) produceTo(t *testing.T, partition int32, key string) {
+	t.Helper()
+	rec := &kgo.Record{Topic: e.input, Partition: partition, Key: []byte(key)}
+	if err := testkit.Client(t, e.brokers, kgo.RecordPartitioner(kgo.ManualPartitioner())).ProduceSync(context.Background(), rec).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// awaitLagZero waits until w's n partitions show lag 0.
+func awaitLagZero(t *testing.T, w *actorflow.Worker, n int) {
+	t.Helper()
+	testkit.Eventually(t, 30*time.Second, "every partition fetched, lag 0", func() (bool, string) {
+		st := w.Status(context.Background())
+		for _, p := range st.Partitions {
+			if p.Lag != 0 {
+				return false, fmt.Sprintf("%s[%d]: lag %d (high watermark %d)", p.Topic, p.Partition, p.Lag, p.HighWatermark)
+			}
+		}
+		return len(st.Partitions) == n, fmt.Sprint(st.Partitions)
+	})
+}
+
 // A partition not fetched yet (its fetches held here; a takeover's
 // recovery in a real group) shows lag -1, unknown: not the 0 that a
 // dashboard read as caught up while 500k records waited (a trial at a
 // million keys). Once fetched, its lag is known.
 func TestStatusLagOfAPartitionNotFetchedYet(t *testing.T) {
 	e := newQueryEnv(t, 2)
-	rec := &kgo.Record{Topic: e.input, Partition: 0, Key: []byte("a")}
-	if err := testkit.Client(t, e.brokers, kgo.RecordPartitioner(kgo.ManualPartitioner())).ProduceSync(context.Background(), rec).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	e.produceTo(t, 0, "a")
 	release := make(chan struct{})
 	var held atomic.Int32
 	e.cluster.ControlKey(int16(kmsg.Fetch), func(kmsg.Request) (kmsg.Response, error, bool) {
@@ -825,15 +845,7 @@ func TestStatusLagOfAPartitionNotFetchedYet(t *testing.T) {
 	if err := w.WaitCaughtUp(ctxFor(t, 30*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	testkit.Eventually(t, 30*time.Second, "both partitions fetched, lag 0", func() (bool, string) {
-		st := w.Status(context.Background())
-		for _, p := range st.Partitions {
-			if p.Lag != 0 {
-				return false, fmt.Sprintf("%s[%d]: lag %d (high watermark %d)", p.Topic, p.Partition, p.Lag, p.HighWatermark)
-			}
-		}
-		return len(st.Partitions) == 2, fmt.Sprint(st.Partitions)
-	})
+	awaitLagZero(t, w, 2)
 }
 
 // A partition fetched without records (empty) shows lag 0, not the -1 of
@@ -842,21 +854,10 @@ func TestStatusLagOfAPartitionNotFetchedYet(t *testing.T) {
 // trial at a million keys).
 func TestStatusLagOfAnEmptyPartition(t *testing.T) {
 	e := newQueryEnv(t, 2)
-	rec := &kgo.Record{Topic: e.input, Partition: 0, Key: []byte("a")}
-	if err := testkit.Client(t, e.brokers, kgo.RecordPartitioner(kgo.ManualPartitioner())).ProduceSync(context.Background(), rec).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	e.produceTo(t, 0, "a")
 	w, _ := e.start(t, countFlow())
 	if err := w.WaitCaughtUp(ctxFor(t, 30*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	testkit.Eventually(t, 30*time.Second, "both partitions fetched, lag 0", func() (bool, string) {
-		st := w.Status(context.Background())
-		for _, p := range st.Partitions {
-			if p.Lag != 0 {
-				return false, fmt.Sprintf("%s[%d]: lag %d (high watermark %d)", p.Topic, p.Partition, p.Lag, p.HighWatermark)
-			}
-		}
-		return len(st.Partitions) == 2, fmt.Sprint(st.Partitions)
-	})
+	awaitLagZero(t, w, 2)
 }
