@@ -317,8 +317,12 @@ func retryTransient(ctx context.Context, o ReadOptions, log *zap.Logger, what st
 	backoff := minFetchBackoff
 	for n := 1; ; n++ {
 		err := fn()
-		if err == nil || !Transient(err) || ctx.Err() != nil ||
-			(o.StallTimeout > 0 && time.Since(start)+backoff > o.StallTimeout) {
+		switch {
+		case err == nil || !Transient(err):
+			return err
+		case ctx.Err() != nil:
+			return stoppedWith(ctx, err)
+		case o.StallTimeout > 0 && time.Since(start)+backoff > o.StallTimeout:
 			return err
 		}
 		lvl := zap.DebugLevel
@@ -329,11 +333,19 @@ func retryTransient(ctx context.Context, o ReadOptions, log *zap.Logger, what st
 			zap.Int("attempt", n), zap.Duration("retry_in", backoff), zap.Error(err))
 		select {
 		case <-ctx.Done():
-			return err
+			return stoppedWith(ctx, err)
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, maxFetchBackoff)
 	}
+}
+
+// stoppedWith is err, matching ctx's end too (a stop, as callers check it).
+func stoppedWith(ctx context.Context, err error) error {
+	if errors.Is(err, ctx.Err()) {
+		return err
+	}
+	return errors.Join(ctx.Err(), err)
 }
 
 func later(a, b time.Time) time.Time {

@@ -748,6 +748,15 @@ func TestReadToTargetRetriesATransientErrorOfItsEnds(t *testing.T) {
 			t.Fatalf("%v after %d reads of the ends, want boom after 1", err, l.endsCalls())
 		}
 	})
+	t.Run("transient when the read is stopped", func(t *testing.T) {
+		l := newScriptedLog(endsResult{err: dns})
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		err := startRead(ctx, l, snapshotstore.ReadOptions{}).wait(t)
+		if !errors.Is(err, context.Canceled) || l.endsCalls() != 1 {
+			t.Fatalf("%v after %d reads of the ends, want it to match the stop (context.Canceled) after 1", err, l.endsCalls())
+		}
+	})
 	t.Run("transient past the stall timeout", func(t *testing.T) {
 		l := newScriptedLog(endsResult{err: dns})
 		err := startRead(context.Background(), l, snapshotstore.ReadOptions{StallTimeout: 300 * time.Millisecond}).wait(t)
