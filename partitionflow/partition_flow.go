@@ -685,6 +685,9 @@ func (p *partition) fail(ctx actor.Context, err error) {
 		// per failure.
 		p.log.Warn("partition failed; stopping its actors", zap.Error(err))
 	}
+	if p.txnA != nil {
+		p.txnA.abandonInFlight() // nothing more is flushed: see txnActor.stop
+	}
 	ctx.Stop(ctx.Self())
 }
 

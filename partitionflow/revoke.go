@@ -63,8 +63,8 @@ func (p *partition) revoke(ctx actor.Context, flush bool) {
 	p.deadlines = splitRevokeBudget(time.Now(), p.cfg.RevokeTimeout)
 	if p.txnA != nil {
 		p.txnA.stopBy(p.deadlines.stop)
-		if !flush || p.err != nil {
-			p.txnA.abandonInFlight() // nothing is flushed: see txnActor.stop
+		if !flush {
+			p.txnA.abandonInFlight() // nothing is flushed: see txnActor.stop (a failure sets it in fail)
 		}
 	}
 	if p.cancel != nil {
@@ -159,6 +159,9 @@ func (p *partition) onRevokeTimeout(ctx actor.Context, stage int) {
 	case stageCommit:
 		p.log.Error("REVOKE BUDGET: the revoke-time offset commit did not finish within its share; stopping (the new owner replays from the last committed offset)",
 			zap.Int64("committable_offset", p.tracker.Committable()), zap.Int64("committed_offset", p.committed), budget)
+	}
+	if p.txnA != nil {
+		p.txnA.abandonInFlight() // nothing more is flushed or committed: see txnActor.stop
 	}
 	ctx.Stop(ctx.Self())
 }

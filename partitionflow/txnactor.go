@@ -56,10 +56,11 @@ type txnActor struct {
 	// Without one, the stop takes at most stopTO from its start.
 	deadline atomic.Int64
 	stopTO   time.Duration
-	// abandon: the stop is abrupt (a lost or failed partition: nothing is
-	// flushed, the partition's next owner settles what is in flight), so a
-	// transaction still in flight after abandonGrace is abandoned to its
-	// store's Close. Set by the partition at a Revoke, from its goroutine.
+	// abandon: the stop is abrupt (a lost or failed partition, a revoke past
+	// its flush or commit share: nothing more is flushed, the partition's
+	// next owner settles what is in flight), so a transaction still in
+	// flight after abandonGrace is abandoned to its store's Close. Set by the
+	// partition before it stops, from its goroutine.
 	abandon atomic.Bool
 	grace   time.Duration // abandonGrace (tests lengthen it)
 }
@@ -149,7 +150,7 @@ func (t *txnActor) pump(ctx actor.Context) {
 // everything still queued with ErrStopped and closes the store, all by the
 // stop deadline: the drain gets 3/4 of the time left, Close the rest (see
 // revoke.go). In an abrupt stop (abandonInFlight: a lost or failed
-// partition), a store that abandons its Commit at Close (the transactional
+// partition, a revoke past its flush or commit share), a store that abandons its Commit at Close (the transactional
 // one: snapshotstore.InFlightAbandoner) is closed under a transaction still
 // in flight abandonGrace after the cancellation: kgo cancels no produce it
 // has sent, and a broker frozen with its connections open held a lost
