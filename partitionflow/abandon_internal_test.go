@@ -73,7 +73,7 @@ func TestAFailedPartitionAbandonsItsTransactionInFlight(t *testing.T) {
 	pid := sys.Root.Spawn(Props(Config{Topic: "in", Store: store, Handler: keyactor.MustOf(keyflow.New(fold)),
 		PersistEvery: 10 * time.Millisecond, CommitOffsetsInterval: 10 * time.Millisecond,
 		RevokeTimeout: 2 * time.Minute, // a failed copy's drain: 3/4 of a quarter, past txnTestTimeout
-		OnStopped: func(err error) { stopped <- err }}))
+		OnStopped:     func(err error) { stopped <- err }}))
 	sys.Root.Send(pid, &Records{Records: []*kgo.Record{{Topic: "in", Offset: 0, Key: []byte("k")}}})
 	select {
 	case <-store.entered:
