@@ -144,7 +144,8 @@ func ReadToTarget(ctx context.Context, r LogReader, o ReadOptions, fn func(*kgo.
 		log = zap.NewNop()
 	}
 	var hwm, lso int64
-	err := retryTransient(ctx, o, log, "capture high watermark", func() (err error) {
+	first := firstRequests{o: o, log: log, start: time.Now()} // one stall budget for both
+	err := first.retry(ctx, "capture high watermark", func() (err error) {
 		hwm, lso, err = r.Ends(ctx)
 		return err
 	})
@@ -162,7 +163,7 @@ func ReadToTarget(ctx context.Context, r LogReader, o ReadOptions, fn func(*kgo.
 	}); ok {
 		// The position starts at the log start: a log whose records were all
 		// deleted has start = high watermark > 0 and no record to read.
-		if err := retryTransient(ctx, o, log, "log start", func() (err error) {
+		if err := first.retry(ctx, "log start", func() (err error) {
 			pos, err = sr.Start(ctx)
 			return err
 		}); err != nil {
@@ -307,30 +308,43 @@ func ReadToTarget(ctx context.Context, r LogReader, o ReadOptions, fn func(*kgo.
 	return nil
 }
 
-// retryTransient runs a read's first requests (its ends, its start) again
-// after a transient error, with the fetches' backoff, until the stall
-// timeout (none: until ctx ends), as the fetches are: a partition failed at
-// its recovery's first request (CI's chaos run: "lookup kafka: no such
-// host" while the workers' containers restarted).
-func retryTransient(ctx context.Context, o ReadOptions, log *zap.Logger, what string, fn func() error) error {
-	start := time.Now()
+// firstRequests retries a read's first requests (its ends, its start) after
+// a transient error, with the fetches' backoff, until one stall timeout from
+// the first of them (none: until ctx ends, warning every WarnEvery), as the
+// fetches are: a partition failed at its recovery's first request (CI's
+// chaos run: "lookup kafka: no such host" while the workers' containers
+// restarted). A topic or partition the broker does not know is not retried:
+// the snapshot topic has fewer partitions than the input (a configuration
+// the start's topic check refuses), which no wait heals.
+type firstRequests struct {
+	o     ReadOptions
+	log   *zap.Logger
+	start time.Time
+}
+
+func (f firstRequests) retry(ctx context.Context, what string, fn func() error) error {
+	warnEvery := f.o.WarnEvery
+	if warnEvery <= 0 {
+		warnEvery = time.Minute
+	}
+	var warned time.Time
 	backoff := minFetchBackoff
 	for n := 1; ; n++ {
 		err := fn()
 		switch {
-		case err == nil || !Transient(err):
+		case err == nil || !Transient(err) || errors.Is(err, kerr.UnknownTopicOrPartition):
 			return err
 		case ctx.Err() != nil:
 			return stoppedWith(ctx, err)
-		case o.StallTimeout > 0 && time.Since(start)+backoff > o.StallTimeout:
+		case f.o.StallTimeout > 0 && time.Since(f.start)+backoff > f.o.StallTimeout:
 			return err
 		}
 		lvl := zap.DebugLevel
-		if n == 1 {
-			lvl = zap.WarnLevel // once per read: the retries after it at debug
+		if time.Since(warned) >= warnEvery {
+			lvl, warned = zap.WarnLevel, time.Now()
 		}
-		log.Log(lvl, "recovery read: "+what+" failed; retrying", zap.String("partition", o.Partition),
-			zap.Int("attempt", n), zap.Duration("retry_in", backoff), zap.Error(err))
+		f.log.Log(lvl, "recovery read: "+what+" failed; retrying", zap.String("partition", f.o.Partition),
+			zap.Int("attempt", n), zap.Duration("failing_for", time.Since(f.start)), zap.Duration("retry_in", backoff), zap.Error(err))
 		select {
 		case <-ctx.Done():
 			return stoppedWith(ctx, err)
@@ -345,7 +359,7 @@ func stoppedWith(ctx context.Context, err error) error {
 	if errors.Is(err, ctx.Err()) {
 		return err
 	}
-	return errors.Join(ctx.Err(), err)
+	return fmt.Errorf("%w (last: %w)", ctx.Err(), err)
 }
 
 func later(a, b time.Time) time.Time {

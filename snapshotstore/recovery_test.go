@@ -748,6 +748,15 @@ func TestReadToTargetRetriesATransientErrorOfItsEnds(t *testing.T) {
 			t.Fatalf("%v after %d reads of the ends, want boom after 1", err, l.endsCalls())
 		}
 	})
+	t.Run("a partition the broker does not know", func(t *testing.T) {
+		// Retriable for Kafka, but no wait heals a snapshot topic with
+		// fewer partitions than the input.
+		l := newScriptedLog(endsResult{err: kerr.UnknownTopicOrPartition}, endsResult{hwm: 2, lso: 2})
+		err := startRead(context.Background(), l, snapshotstore.ReadOptions{StallTimeout: time.Minute}).wait(t)
+		if !errors.Is(err, kerr.UnknownTopicOrPartition) || l.endsCalls() != 1 {
+			t.Fatalf("%v after %d reads of the ends, want UNKNOWN_TOPIC_OR_PARTITION after 1", err, l.endsCalls())
+		}
+	})
 	t.Run("transient when the read is stopped", func(t *testing.T) {
 		l := newScriptedLog(endsResult{err: dns})
 		ctx, cancel := context.WithCancel(context.Background())
