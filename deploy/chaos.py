@@ -805,7 +805,7 @@ class Chaos:
 
     def freeze_node(self, svc):
         """Freezes a broker container (docker pause: the cgroup freezer; SIGSTOP of its host PID where the engine
-        cannot pause). Returns how, for thaw_node."""
+        cannot pause). Returns how, for the log (thaw_node undoes either)."""
         try:
             docker("pause", cid(svc), timeout=30)
             if inspect(svc)["paused"]:
@@ -854,10 +854,11 @@ class Chaos:
             finally:
                 # Resumed whatever ends the wait (Ctrl-C, an error): a --reuse or --keep run must not start
                 # against a frozen node.
+                t_start = time.time()
                 self.thaw_node(svc)
         if action == "kill":
             time.sleep(down)
-        t_start = time.time()
+            t_start = time.time()
         if action == "kill":
             docker("start", cid(svc), timeout=120)
         back = self.wait_node(node, t_start)
