@@ -198,11 +198,7 @@ func runChild(a childArgs) (res childResult) {
 		}
 		defer f.Close()
 	}
-	peakProfile := ""
-	if a.heapProfile != "" {
-		peakProfile = strings.TrimSuffix(a.heapProfile, ".pprof") + "-peak.pprof"
-	}
-	sampler := startMemSampler(peakProfile)
+	sampler := startMemSampler(a.heapProfile)
 	cpu0, host0, allocs0 := cpuTime(), hostCPU(), heapAllocs()
 	broker0, brokerOK := procsCPU(a.brokerPIDs)
 	start := time.Now()
@@ -219,14 +215,12 @@ func runChild(a childArgs) (res childResult) {
 			done <- rawPipe(runCtx, a.brokers, a.input, a.group, a.snapshot, output, a.persist, &processed)
 		}()
 	case sysPlain, sysPlainOut, sysTxn, sysTxnOut:
-		w, producer, err := newWorker(a, &processed)
+		w, closeProducer, err := newWorker(a, &processed)
 		if err != nil {
 			res.Err = err.Error()
 			return res
 		}
-		if producer != nil {
-			defer producer.Close()
-		}
+		defer closeProducer()
 		worker = w
 		go func() { done <- w.Run(runCtx) }()
 		if path := os.Getenv(traceEnv); path != "" {
@@ -309,19 +303,13 @@ func runChild(a childArgs) (res childResult) {
 func runRecovery(a childArgs) (res childResult) {
 	res.System = a.system
 	var processed atomic.Int64
-	w, producer, err := newWorker(a, &processed)
+	w, closeProducer, err := newWorker(a, &processed)
 	if err != nil {
 		res.Err = err.Error()
 		return res
 	}
-	if producer != nil {
-		defer producer.Close()
-	}
-	peakProfile := ""
-	if a.heapProfile != "" {
-		peakProfile = strings.TrimSuffix(a.heapProfile, ".pprof") + "-peak.pprof"
-	}
-	sampler := startMemSampler(peakProfile)
+	defer closeProducer()
+	sampler := startMemSampler(a.heapProfile)
 	cpu0 := cpuTime()
 	start := time.Now()
 	ctx, stop := context.WithCancel(context.Background())
@@ -370,11 +358,11 @@ func awaitStopped(system string, done <-chan error, errMsg *string) {
 }
 
 // newWorker builds the actorflow worker of a system through the public API,
-// as a user would.
-func newWorker(a childArgs, processed *atomic.Int64) (*actorflow.Worker, *kgo.Client, error) {
+// as a user would; closeProducer closes the output producer of a "-out"
+// system (nothing otherwise).
+func newWorker(a childArgs, processed *atomic.Int64) (w *actorflow.Worker, closeProducer func(), err error) {
 	var producer *kgo.Client
 	if strings.HasSuffix(a.system, "-out") {
-		var err error
 		if producer, err = kgo.NewClient(kgo.SeedBrokers(a.brokers...), kgo.DefaultProduceTopic(a.output)); err != nil {
 			return nil, nil, fmt.Errorf("output producer: %w", err)
 		}
@@ -402,14 +390,18 @@ func newWorker(a childArgs, processed *atomic.Int64) (*actorflow.Worker, *kgo.Cl
 	if a.maxInFlight > 0 {
 		opts = append(opts, actorflow.WithMaxInFlight(a.maxInFlight))
 	}
-	w, err := actorflow.NewWorker(ledgerFlow(producer, a.output, a.maxIdle, a.maxLive, processed), opts...)
+	w, err = actorflow.NewWorker(ledgerFlow(producer, a.output, a.maxIdle, a.maxLive, processed), opts...)
 	if err != nil {
 		if producer != nil {
 			producer.Close()
 		}
 		return nil, nil, err
 	}
-	return w, producer, nil
+	return w, func() {
+		if producer != nil {
+			producer.Close()
+		}
+	}, nil
 }
 
 // ledgerFlow is ledger.FlowWithOutput (the ledger fold, one ledger.Output
@@ -601,16 +593,20 @@ func writeHeapProfile(path string) error {
 }
 
 // memSampler records peaks of a few runtime/metrics every 100 ms. With a
-// peakProfile path it also writes a heap profile there each time the heap
-// live after a GC grows by a tenth over the last one written: the profile
-// of the peak, where the one taken when drained shows what stayed.
+// heap profile path (X.pprof) it also writes one to X-peak.pprof each time
+// the heap live after a GC grows by a tenth over the last one written: the
+// profile of the peak, where X, taken when drained, shows what stayed.
 type memSampler struct {
 	stopc               chan struct{}
 	wg                  sync.WaitGroup
 	heap, total, gorout int64
 }
 
-func startMemSampler(peakProfile string) *memSampler {
+func startMemSampler(heapProfile string) *memSampler {
+	peakProfile := ""
+	if heapProfile != "" {
+		peakProfile = strings.TrimSuffix(heapProfile, ".pprof") + "-peak.pprof"
+	}
 	s := &memSampler{stopc: make(chan struct{})}
 	samples := []metrics.Sample{
 		{Name: "/memory/classes/heap/objects:bytes"},
