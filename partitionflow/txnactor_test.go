@@ -103,6 +103,25 @@ func (p *fakePartition) finish(t *testing.T, err error) {
 	}
 }
 
+// stopAsync stops h on a goroutine of its own; the channel closes when
+// Stop returned.
+func stopAsync(h *TxnHandle) <-chan struct{} {
+	stopped := make(chan struct{})
+	go func() { h.Stop(); close(stopped) }()
+	return stopped
+}
+
+// awaitStopped fails the test with why unless stopped closes within
+// txnTestTimeout.
+func awaitStopped(t *testing.T, stopped <-chan struct{}, why string) {
+	t.Helper()
+	select {
+	case <-stopped:
+	case <-time.After(txnTestTimeout):
+		t.Fatal(why)
+	}
+}
+
 // barrier is answered by protoactor itself after the actor's Receive has
 // handled it (actor.AutoRespond): once its future completes, every message
 // enqueued before it has been received.
@@ -421,13 +440,7 @@ func TestTxnStopAnswersQueuedWritesWithErrStopped(t *testing.T) {
 	h.sys.Root.Send(h.pid, &commitReq{offset: 10, done: func(err error) { off <- err }})
 	drainMailbox(t, h) // everything is in the group commit's queue
 
-	stopped := make(chan struct{})
-	go func() { h.Stop(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-time.After(txnTestTimeout):
-		t.Fatal("Stop did not return")
-	}
+	awaitStopped(t, stopAsync(h), "Stop did not return")
 
 	// The flight was cancelled by the stop (the fake returns ctx.Err()):
 	// its waiter gets that outcome, not silence.
@@ -458,8 +471,7 @@ func TestTxnStopWaitsForInFlightCommitOutcome(t *testing.T) {
 	_, h := spawnTxnForTest(t, store, 0, 0)
 	w := enqueueWrite(h, "w")
 	<-store.entered
-	stopped := make(chan struct{})
-	go func() { h.Stop(); close(stopped) }()
+	stopped := stopAsync(h)
 	select {
 	case <-stopped:
 		t.Fatal("Stop returned while the transaction was still in flight")
@@ -473,11 +485,7 @@ func TestTxnStopWaitsForInFlightCommitOutcome(t *testing.T) {
 	if err := awaitOutcome(t, "w", w); err != nil {
 		t.Fatalf("write whose transaction committed during Stop: %v, want nil", err)
 	}
-	select {
-	case <-stopped:
-	case <-time.After(txnTestTimeout):
-		t.Fatal("Stop did not return")
-	}
+	awaitStopped(t, stopped, "Stop did not return")
 }
 
 // abandoning is a store like the transactional one (InFlightAbandoner):
@@ -523,13 +531,7 @@ func TestTxnStopClosesAnAbandoningStoreUnderItsStuckCommit(t *testing.T) {
 	h := spawnAbruptTxnForTest(t, store, abandonGrace)
 	w := enqueueWrite(h, "w")
 	<-store.entered
-	stopped := make(chan struct{})
-	go func() { h.Stop(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-time.After(txnTestTimeout):
-		t.Fatal("Stop still waits for a commit the broker does not answer: the store was not closed under it")
-	}
+	awaitStopped(t, stopAsync(h), "Stop still waits for a commit the broker does not answer: the store was not closed under it")
 	if err := awaitOutcome(t, "w", w); !errors.Is(err, errProducerClosed) {
 		t.Errorf("the abandoned transaction's write: %v, want its Commit's error", err)
 	}
