@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/actorflow/actorflow/internal/kgolog"
+	"github.com/actorflow/actorflow/internal/retry"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -952,30 +953,12 @@ func (c *Consumer) fetchStable(ctx context.Context, tps []TopicPartition, resolv
 // transiently (snapshotstore.Transient: a broker restarting refuses
 // connections for seconds) for fetchStableRetryFor; each retry is logged.
 func (c *Consumer) retryTransient(ctx context.Context, what string, fn func() error) error {
-	var first time.Time
-	backoff := 50 * time.Millisecond
-	for {
-		err := fn()
-		if err == nil {
-			return nil
-		}
-		if !snapshotstore.Transient(err) || ctx.Err() != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		if first.IsZero() {
-			first = time.Now()
-		}
-		if time.Since(first) > fetchStableRetryFor {
-			return fmt.Errorf("%s: failing for %v: %w", what, fetchStableRetryFor, err)
-		}
-		c.log.Warn(what+" failed; retrying", zap.Duration("retry_in", backoff), zap.Error(err))
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s: %w", what, ctx.Err())
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 2*time.Second)
+	err := retry.Do(ctx, retry.Policy{What: what, Retryable: snapshotstore.Transient, Budget: fetchStableRetryFor,
+		MaxBackoff: 2 * time.Second, Log: c.log}, fn)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
+	return nil
 }
 
 const (

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/actorflow/actorflow/internal/retry"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 )
@@ -220,12 +221,20 @@ func (k *Kafka) recover(ctx context.Context, p PartitionInfo, readCommitted bool
 		v := p.Assigned()
 		a = &v
 	}
+	in := ro // the input's requests' retries, logged with its partition
+	in.Partition = p.String()
 	inputEnd := int64(-1)
 	if check.marker >= 0 && p.Topic != "" {
 		// The input's log end, for the check that no marker is past it (a
 		// re-created input). Read after the snapshots: a marker written
 		// meanwhile (a plain-mode zombie still committing) is within it.
-		if inputEnd, err = listOffset(ctx, r.cl, p.Topic, p.Partition, 0, -1); err != nil {
+		// Retried as the read's own requests are (a DNS blip between the
+		// read and this request failed the partition).
+		err = retry.Do(ctx, requestRetry(in, k.cfg.log, time.Now(), "the input's log end"), func() (err error) {
+			inputEnd, err = listOffset(ctx, r.cl, p.Topic, p.Partition, 0, -1)
+			return err
+		})
+		if err != nil {
 			return 0, fmt.Errorf("%s: recovery: the input's log end: %w", p, err)
 		}
 	}
@@ -234,24 +243,26 @@ func (k *Kafka) recover(ctx context.Context, p PartitionInfo, readCommitted bool
 		// The count the keys are partitioned by now, against the one the
 		// latest marker records: partitions added to the input move keys
 		// away from their state.
-		// A few tries in place: a failure with a count recorded fails the
-		// recovery, whose retry reads the whole snapshot partition again.
-		for try := 0; ; try++ {
-			if parts, err = TopicPartitions(ctx, r.cl, p.Topic); err == nil && parts <= 0 {
-				// Not listed, or listed with a topic error: no count.
-				// Taken as 0, the check was skipped and the markers
-				// stopped recording the count, for good (found by a
-				// review).
-				err = fmt.Errorf("topic %q not in the cluster's metadata", p.Topic)
-			}
-			if err == nil || try == 2 || ctx.Err() != nil {
-				break
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Second):
-			}
+		// Retried in place for a while: a failure with a count recorded
+		// fails the recovery, whose retry reads the whole snapshot
+		// partition again. A topic not listed is retried too (a metadata
+		// answer without it: taken as 0, the check was skipped and the
+		// markers stopped recording the count, for good — found by a
+		// review).
+		pol := requestRetry(in, k.cfg.log, time.Now(), "the input's partition count")
+		pol.Budget = partitionCountRetryFor
+		if check.markerParts <= 0 {
+			// Nothing to check it against: without it only the markers
+			// go without a count.
+			pol.Budget = partitionCountRetryForNothing
 		}
+		pol.Retryable = func(err error) bool { return errors.Is(err, errTopicNotListed) || Transient(err) }
+		err = retry.Do(ctx, pol, func() (err error) {
+			if parts, err = TopicPartitions(ctx, r.cl, p.Topic); err == nil && parts <= 0 {
+				err = fmt.Errorf("%w: %q", errTopicNotListed, p.Topic)
+			}
+			return err
+		})
 		if err != nil {
 			if check.markerParts > 0 {
 				return 0, fmt.Errorf("%s: recovery: the input's partition count: %w", p, err)
@@ -272,6 +283,17 @@ func (k *Kafka) recover(ctx context.Context, p PartitionInfo, readCommitted bool
 	}
 	return parts, nil
 }
+
+// partitionCountRetryFor bounds the retries of a recovery's read of the
+// input's partition count when a marker recorded one (its failure fails the
+// recovery), partitionCountRetryForNothing when none did.
+const (
+	partitionCountRetryFor        = 10 * time.Second
+	partitionCountRetryForNothing = 2 * time.Second
+)
+
+// errTopicNotListed: the cluster's metadata answered without the topic.
+var errTopicNotListed = errors.New("topic not in the cluster's metadata")
 
 type plainPartition struct {
 	k    *Kafka

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/actorflow/actorflow/internal/retry"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
@@ -144,8 +145,8 @@ func ReadToTarget(ctx context.Context, r LogReader, o ReadOptions, fn func(*kgo.
 		log = zap.NewNop()
 	}
 	var hwm, lso int64
-	first := firstRequests{o: o, log: log, start: time.Now()} // one stall budget for both
-	err := first.retry(ctx, "capture high watermark", func() (err error) {
+	start := time.Now() // one stall budget for both first requests
+	err := retry.Do(ctx, requestRetry(o, log, start, "capture high watermark"), func() (err error) {
 		hwm, lso, err = r.Ends(ctx)
 		return err
 	})
@@ -163,7 +164,7 @@ func ReadToTarget(ctx context.Context, r LogReader, o ReadOptions, fn func(*kgo.
 	}); ok {
 		// The position starts at the log start: a log whose records were all
 		// deleted has start = high watermark > 0 and no record to read.
-		if err := first.retry(ctx, "log start", func() (err error) {
+		if err := retry.Do(ctx, requestRetry(o, log, start, "log start"), func() (err error) {
 			pos, err = sr.Start(ctx)
 			return err
 		}); err != nil {
@@ -308,58 +309,29 @@ func ReadToTarget(ctx context.Context, r LogReader, o ReadOptions, fn func(*kgo.
 	return nil
 }
 
-// firstRequests retries a read's first requests (its ends, its start) after
-// a transient error, with the fetches' backoff, until one stall timeout from
-// the first of them (none: until ctx ends, warning every WarnEvery), as the
-// fetches are: a partition failed at its recovery's first request (CI's
+// requestRetry is the retry of a recovery's requests other than its
+// fetches (its ends, its start; the input's log end and partition count):
+// a transient error is retried with the fetches' backoff until one stall
+// timeout from start (none: until ctx ends, warning every WarnEvery), as the
+// fetches are — a partition failed at its recovery's first request (CI's
 // chaos run: "lookup kafka: no such host" while the workers' containers
 // restarted). A topic or partition the broker does not know is not retried:
 // the snapshot topic has fewer partitions than the input (a configuration
 // the start's topic check refuses), which no wait heals.
-type firstRequests struct {
-	o     ReadOptions
-	log   *zap.Logger
-	start time.Time
-}
-
-func (f firstRequests) retry(ctx context.Context, what string, fn func() error) error {
-	warnEvery := f.o.WarnEvery
+func requestRetry(o ReadOptions, log *zap.Logger, start time.Time, what string) retry.Policy {
+	warnEvery := o.WarnEvery
 	if warnEvery <= 0 {
 		warnEvery = time.Minute
 	}
-	var warned time.Time
-	backoff := minFetchBackoff
-	for n := 1; ; n++ {
-		err := fn()
-		switch {
-		case err == nil || !Transient(err) || errors.Is(err, kerr.UnknownTopicOrPartition):
-			return err
-		case ctx.Err() != nil:
-			return stoppedWith(ctx, err)
-		case f.o.StallTimeout > 0 && time.Since(f.start)+backoff > f.o.StallTimeout:
-			return err
-		}
-		lvl := zap.DebugLevel
-		if time.Since(warned) >= warnEvery {
-			lvl, warned = zap.WarnLevel, time.Now()
-		}
-		f.log.Log(lvl, "recovery read: "+what+" failed; retrying", zap.String("partition", f.o.Partition),
-			zap.Int("attempt", n), zap.Duration("failing_for", time.Since(f.start)), zap.Duration("retry_in", backoff), zap.Error(err))
-		select {
-		case <-ctx.Done():
-			return stoppedWith(ctx, err)
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, maxFetchBackoff)
+	return retry.Policy{
+		What: "recovery read: " + what,
+		Retryable: func(err error) bool {
+			return Transient(err) && !errors.Is(err, kerr.UnknownTopicOrPartition)
+		},
+		Since: start, Budget: o.StallTimeout,
+		MinBackoff: minFetchBackoff, MaxBackoff: maxFetchBackoff,
+		WarnEvery: warnEvery, Log: log, Fields: []zap.Field{zap.String("partition", o.Partition)},
 	}
-}
-
-// stoppedWith is err, matching ctx's end too (a stop, as callers check it).
-func stoppedWith(ctx context.Context, err error) error {
-	if errors.Is(err, ctx.Err()) {
-		return err
-	}
-	return fmt.Errorf("%w (last: %w)", ctx.Err(), err)
 }
 
 func later(a, b time.Time) time.Time {

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // The recovery reads the input's log end itself, after the snapshots (an
@@ -15,6 +18,54 @@ import (
 // zombie wrote since): a marker within it starts the partition, one past it
 // is refused (ErrSnapshotsAhead), naming the end read.
 func TestSnapshotsAheadReadsTheInputsLogEnd(t *testing.T) {
+	_, cl, recover := aheadFixture(t, 0)
+	ctx := context.Background()
+	// The marker of 80 within the input's 100 records.
+	if err := recover(); err != nil {
+		t.Fatalf("a marker within the input's fresh log end: %v", err)
+	}
+	// A later marker past where the input ends now (100).
+	if err := cl.ProduceSync(ctx, markerRecord("snaps", 0, 500, 0)).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := recover(); !errors.Is(err, ErrSnapshotsAhead) || !strings.Contains(err.Error(), "log ends at 100") {
+		t.Fatalf("a marker past the input's log end: %v, want ErrSnapshotsAhead naming the end 100", err)
+	}
+}
+
+// A transient error of the input's log end (a lost DNS answer, a leader
+// moving) is retried as the read's own requests are; it failed the
+// partition.
+func TestRecoveryRetriesATransientErrorOfTheInputsLogEnd(t *testing.T) {
+	c, _, recover := aheadFixture(t, 0)
+	var failed atomic.Int32
+	c.ControlKey(kmsg.ListOffsets.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		req := kreq.(*kmsg.ListOffsetsRequest)
+		if req.Topics[0].Topic != "in" {
+			return nil, nil, false // the snapshot partition's: kept
+		}
+		failed.Add(1)
+		resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+		resp.Version = req.Version
+		st := kmsg.NewListOffsetsResponseTopic()
+		st.Topic = "in"
+		sp := kmsg.NewListOffsetsResponseTopicPartition()
+		sp.Partition = req.Topics[0].Partitions[0].Partition
+		sp.ErrorCode = kerr.KafkaStorageError.Code // retriable, and kgo hands it back
+		st.Partitions = append(st.Partitions, sp)
+		resp.Topics = append(resp.Topics, st)
+		return resp, nil, true // handled: dropped, the next one is answered
+	})
+	if err := recover(); err != nil || failed.Load() != 1 {
+		t.Fatalf("recovery = %v after %d failed reads of the input's log end, want nil after 1", err, failed.Load())
+	}
+}
+
+// aheadFixture is a cluster with 100 input records and a snapshot
+// partition holding a key and the marker of offset 80 (recording
+// inputPartitions, 0: none), and a recovery of its partition 0 from 80.
+func aheadFixture(t *testing.T, inputPartitions int32) (*kfake.Cluster, *kgo.Client, func() error) {
+	t.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in", "snaps"))
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +85,7 @@ func TestSnapshotsAheadReadsTheInputsLogEnd(t *testing.T) {
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	if err := cl.ProduceSync(ctx, EncodeRecord("snaps", 0, Snapshot{Key: "a", Value: []byte("1"), Offset: 79}), markerRecord("snaps", 0, 80, 0)).FirstErr(); err != nil {
+	if err := cl.ProduceSync(ctx, EncodeRecord("snaps", 0, Snapshot{Key: "a", Value: []byte("1"), Offset: 79}), markerRecord("snaps", 0, 80, inputPartitions)).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	k, err := NewKafka(brokers, "snaps", KafkaConfig{Mode: Plain})
@@ -51,15 +102,5 @@ func TestSnapshotsAheadReadsTheInputsLogEnd(t *testing.T) {
 		defer p.Close(ctx)
 		return p.Recover(ctx, func(Snapshot) error { return nil })
 	}
-	// The marker of 80 within the input's 100 records.
-	if err := recover(); err != nil {
-		t.Fatalf("a marker within the input's fresh log end: %v", err)
-	}
-	// A later marker past where the input ends now (100).
-	if err := cl.ProduceSync(ctx, markerRecord("snaps", 0, 500, 0)).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	if err := recover(); !errors.Is(err, ErrSnapshotsAhead) || !strings.Contains(err.Error(), "log ends at 100") {
-		t.Fatalf("a marker past the input's log end: %v, want ErrSnapshotsAhead naming the end 100", err)
-	}
+	return c, cl, recover
 }
