@@ -255,10 +255,11 @@ func (w *Worker) WaitReady(ctx context.Context) error {
 // (naming the partitions behind) or Run returns first (ErrRunReturned).
 //
 // A partition that consumed its input to the end commits its offset at the
-// idle flush (WithIdleFlush, 50 ms of quiet by default, at most once per
-// WithPersistEvery), else at WithCommitOffsetsInterval (5 s by default): it
-// returns about that long (plus a transaction) after the last record is
-// folded.
+// idle flush (WithIdleFlush: 50 ms of quiet by default, each further idle
+// flush within a WithPersistEvery after twice the quiet of the one before),
+// else at WithCommitOffsetsInterval (5 s by default): it returns about that
+// long (plus a transaction) after the last record is folded — for input that
+// trickled in, up to twice its largest gap since the last persist tick.
 func (w *Worker) WaitCaughtUp(ctx context.Context) error {
 	if err := w.WaitReady(ctx); err != nil {
 		return err

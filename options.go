@@ -195,9 +195,12 @@ func WithPersistEvery(d time.Duration) Option { return func(c *config) { c.persi
 // waits for more before it persists its dirty keys and commits its offset
 // without waiting for WithPersistEvery and WithCommitOffsetsInterval: a
 // quiet input is durable, and shows no consumer lag, that much after its
-// last record. At most once per WithPersistEvery, so gappy traffic costs at
-// most twice the ticks' transactions. Default 50 ms; zero or negative
-// disables it (only the ticks persist).
+// last record. Each further idle flush within a WithPersistEvery waits for
+// twice the quiet of the one before (d, 2d, 4d, ...), so gappy traffic
+// costs at most log2(WithPersistEvery/d)+1 idle flushes per persist
+// interval (8 with the defaults) and trickling traffic is durable within
+// twice its largest gap. Default 50 ms; zero or negative disables it (only
+// the ticks persist).
 func WithIdleFlush(d time.Duration) Option {
 	return func(c *config) {
 		if d <= 0 {

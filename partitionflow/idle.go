@@ -16,9 +16,16 @@ import (
 // input is durable and shows no lag within milliseconds, and a restart
 // replays nothing of it.
 //
-// At most one idle flush per persist tick: traffic with gaps just above
-// IdleFlushAfter would otherwise cost a transaction per gap; this way it
-// costs at most twice the ticks' transactions.
+// Each further idle flush within a persist tick waits for twice the quiet
+// of the one before (50 ms, 100, 200, ...; the tick starts again from
+// IdleFlushAfter): traffic with gaps just above IdleFlushAfter would
+// otherwise cost a transaction per gap, and at most one per tick left
+// trickling traffic's last records unpersisted and its offset uncommitted
+// for up to PersistEvery (a user's trial: WaitCaughtUp returned 4 s after
+// the last record of records 100 ms apart). This way a tick costs at most
+// log2(PersistEvery/IdleFlushAfter)+1 idle flushes (8 with the defaults), and
+// the input's last records are persisted within twice its largest gap
+// since the tick (or at the tick).
 //
 // Free of timers and actors: the ticks goroutine waits on arm and answers
 // with a tickIdle, which the partition hands to due; a backlog's end is
@@ -30,7 +37,7 @@ type idleFlush struct {
 	last  time.Time          // when the last batch came
 	atEnd bool               // it read the input to its end
 	armed bool               // a tickIdle is on its way (or folded will send one)
-	spent bool               // an idle flush ran since the last persist tick
+	quiet time.Duration      // the quiet the next idle flush waits for: after, doubled by each since the tick
 	// foldWait: due found a backlog; the key goroutine whose fold empties
 	// it takes the flag (folded) and sends the tickIdle. A pointer: the
 	// struct is built by value.
@@ -38,7 +45,7 @@ type idleFlush struct {
 }
 
 func newIdleFlush(after time.Duration) idleFlush {
-	return idleFlush{after: after, now: time.Now, arm: make(chan time.Duration, 1), foldWait: new(atomic.Bool)}
+	return idleFlush{after: after, quiet: after, now: time.Now, arm: make(chan time.Duration, 1), foldWait: new(atomic.Bool)}
 }
 
 // batch notes a batch of records.
@@ -47,8 +54,8 @@ func (f *idleFlush) batch(atEnd bool) {
 		return
 	}
 	f.last, f.atEnd = f.now(), atEnd
-	if atEnd && !f.spent && !f.armed {
-		f.request(f.after)
+	if atEnd && !f.armed {
+		f.request(f.quiet)
 	}
 }
 
@@ -60,10 +67,10 @@ func (f *idleFlush) batch(atEnd bool) {
 func (f *idleFlush) due(busy func() bool) bool {
 	f.armed = false
 	switch {
-	case !f.atEnd || f.spent:
+	case !f.atEnd:
 		return false
-	case f.now().Sub(f.last) < f.after:
-		f.request(f.after)
+	case f.now().Sub(f.last) < f.quiet:
+		f.request(f.quiet - f.now().Sub(f.last))
 		return false
 	}
 	if busy() {
@@ -75,7 +82,7 @@ func (f *idleFlush) due(busy func() bool) bool {
 			return false
 		}
 	}
-	f.spent = true
+	f.quiet = min(2*f.quiet, time.Hour) // bounded for persist ticks that never come
 	return true
 }
 
@@ -86,13 +93,25 @@ func (f *idleFlush) folded() bool {
 	return f.foldWait.Load() && f.foldWait.CompareAndSwap(true, false)
 }
 
-// ticked notes a persist tick: the next quiet spell may flush again.
-func (f *idleFlush) ticked() { f.spent = false }
+// ticked notes a persist tick: the next idle flush waits for IdleFlushAfter
+// again, and a wait armed for a longer quiet is shortened.
+func (f *idleFlush) ticked() {
+	if f.quiet == f.after {
+		return
+	}
+	f.quiet = f.after
+	if f.armed && !f.foldWait.Load() {
+		f.request(max(f.after-f.now().Sub(f.last), 0))
+	}
+}
 
+// request asks the ticks goroutine for a tickIdle after d, replacing a
+// request it has not taken yet (the partition is the only sender).
 func (f *idleFlush) request(d time.Duration) {
 	f.armed = true
 	select {
-	case f.arm <- d:
-	default: // one is pending already
+	case <-f.arm:
+	default:
 	}
+	f.arm <- d
 }

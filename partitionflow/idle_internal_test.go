@@ -64,17 +64,53 @@ func TestIdleFlushOnlyAfterTheInputWentQuietAtItsEnd(t *testing.T) {
 	if !f.due(folded) {
 		t.Fatal("no flush 50 ms after the last batch at the end")
 	}
-	// Spent until the next persist tick: gaps do not cost a transaction each.
-	c.t = c.t.Add(time.Second)
-	f.batch(true)
-	if armed(f) || f.due(folded) {
-		t.Fatal("a second idle flush before the persist tick")
+}
+
+// Each idle flush within a persist tick waits for twice the quiet of the one
+// before: gaps just above IdleFlushAfter cost a transaction per doubling,
+// not per gap, and trickling traffic's last records still flush soon after
+// it stops, not at the tick (a user's trial: WaitCaughtUp 4 s after records
+// 100 ms apart, when the second flush waited for the tick).
+func TestIdleFlushDoublesItsQuietWithinATick(t *testing.T) {
+	c, f := quietAfter50ms()
+	flushAfterQuiet := func(quiet time.Duration) {
+		t.Helper()
+		f.batch(true)
+		if !armed(f) {
+			t.Fatalf("a batch at the end armed no idle flush (want one after %v)", quiet)
+		}
+		c.t = c.t.Add(quiet - time.Millisecond)
+		if f.due(folded) {
+			t.Fatalf("flushed after %v of quiet, want %v", quiet-time.Millisecond, quiet)
+		}
+		if !armed(f) {
+			t.Fatal("the early tickIdle asked for no further wait")
+		}
+		c.t = c.t.Add(time.Millisecond)
+		if !f.due(folded) {
+			t.Fatalf("no flush after %v of quiet", quiet)
+		}
 	}
+	flushAfterQuiet(50 * time.Millisecond)
+	flushAfterQuiet(100 * time.Millisecond)
+	flushAfterQuiet(200 * time.Millisecond)
+	// The persist tick starts again from IdleFlushAfter, and shortens a
+	// wait armed for a longer quiet.
+	f.batch(true) // armed for 400 ms
+	<-f.arm
+	c.t = c.t.Add(10 * time.Millisecond)
 	f.ticked()
-	f.batch(true)
-	c.t = c.t.Add(time.Second)
-	if !armed(f) || !f.due(folded) {
-		t.Fatal("no idle flush after the persist tick")
+	select {
+	case d := <-f.arm:
+		if d != 40*time.Millisecond {
+			t.Fatalf("the tick re-armed the wait for %v, want the 40 ms left of 50", d)
+		}
+	default:
+		t.Fatal("the tick left the 400 ms wait armed")
+	}
+	c.t = c.t.Add(40 * time.Millisecond)
+	if !f.due(folded) {
+		t.Fatal("no flush 50 ms after the last batch once the tick came")
 	}
 }
 

@@ -48,9 +48,10 @@ type Config struct {
 	CommitOffsetsInterval time.Duration
 	// IdleFlushAfter: a partition that consumed its input to the end and
 	// then received nothing for this long persists its dirty keys and
-	// commits its offset without waiting for the ticks, at most once per
-	// PersistEvery. Default DefaultIdleFlushAfter (50 ms); negative
-	// disables it.
+	// commits its offset without waiting for the ticks; each further one
+	// within a PersistEvery waits for twice the quiet of the one before
+	// (idle.go). Default DefaultIdleFlushAfter (50 ms); negative disables
+	// it.
 	IdleFlushAfter time.Duration
 	// MaxWritesPerTransaction caps a group commit's records, and
 	// MaxTransactionBytes its bytes. Defaults DefaultMaxWritesPerTransaction

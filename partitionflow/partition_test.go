@@ -872,6 +872,21 @@ func TestIdleInputIsPersistedAndCommittedWithoutTheTicks(t *testing.T) {
 	h.awaitTrace("b", "[1]", "b's snapshot")
 }
 
+// Input that trickles in (each record at the input's end after the last
+// one's idle flush) is persisted and committed after each record, not
+// after the first only: the second idle flush within a tick waited for
+// the tick (a user's trial: WaitCaughtUp 4 s after records 100 ms apart).
+func TestTricklingInputIsCommittedAfterEachQuietSpell(t *testing.T) {
+	h := newHarnessWith(t, nil, keyflow.New(traceFold), 0, func(c *partitionflow.Config) {
+		c.PersistEvery, c.CommitOffsetsInterval = time.Hour, time.Hour
+	})
+	for i := range int64(4) { // quiet spells of 50, 100, 200 and 400 ms
+		h.sys.Root.Send(h.pid, &partitionflow.Records{Records: []*kgo.Record{rec(i, "a", "")}, AtEnd: true})
+		h.awaitCommitted(i + 1)
+	}
+	h.awaitTrace("a", "[0 1 2 3]", "a's snapshot")
+}
+
 // A flow without a timer handler over snapshots written by one with timers
 // (redeployed without keyflow.WithTimers): the due timer was a nil call, a
 // panic naming nothing, at every restart. Now the key fails with

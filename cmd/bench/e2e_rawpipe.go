@@ -29,7 +29,8 @@ import (
 // the client and commits those offsets: at-least-once, the plain mode's
 // guarantee, at the cadence of the worker's flush and commit ticks, and
 // with its idle flush (once every partition's input was read to its end and
-// nothing came for 50 ms).
+// nothing came for 50 ms, each further one within a persist interval after
+// twice the quiet of the one before).
 // processed counts folded records. It returns nil when ctx ends, or the
 // first error.
 func rawPipe(ctx context.Context, brokers []string, input, group, snapshot, output string, persist time.Duration, processed *atomic.Int64) error {
@@ -86,15 +87,16 @@ func rawPipe(ctx context.Context, brokers []string, input, group, snapshot, outp
 
 	// The worker's idle flush (actorflow.WithIdleFlush, its default): once
 	// every partition's last fetch reached its end and nothing came for
-	// idleFlush, flush and commit at once, at most once per persist
-	// interval — without it the ceiling's drain would wait for its tick
-	// while the worker's did not.
+	// idleFlush, flush and commit at once; each further idle flush within
+	// a persist interval waits for twice the quiet (partitionflow/idle.go).
+	// Without it the ceiling's drain would wait for its tick while the
+	// worker's did not.
 	const idleFlush = partitionflow.DefaultIdleFlushAfter
 	var (
 		last      = time.Now()
 		atEnd     = map[int32]bool{}
-		idleSpent bool
-		fresh     bool // records came since the last flush
+		idleQuiet = idleFlush // the quiet the next idle flush waits for
+		fresh     bool        // records came since the last flush
 	)
 	allAtEnd := func() bool {
 		for _, e := range atEnd {
@@ -106,8 +108,8 @@ func rawPipe(ctx context.Context, brokers []string, input, group, snapshot, outp
 	}
 	for {
 		wait := persist // so the persist tick fires when idle
-		if fresh && !idleSpent && allAtEnd() {
-			wait = idleFlush
+		if fresh && allAtEnd() {
+			wait = min(idleQuiet, persist)
 		}
 		pctx, cancel := context.WithTimeout(ctx, wait)
 		fs := cl.PollFetches(pctx)
@@ -137,15 +139,15 @@ func rawPipe(ctx context.Context, brokers []string, input, group, snapshot, outp
 			return err
 		}
 		fresh = fresh || got
-		idle := !got && fresh && !idleSpent && allAtEnd()
+		idle := !got && fresh && allAtEnd()
 		if time.Since(last) < persist && !idle {
 			continue
 		}
 		fresh = false
 		if idle {
-			idleSpent = true
+			idleQuiet *= 2
 		} else {
-			last, idleSpent = time.Now(), false
+			last, idleQuiet = time.Now(), idleFlush
 		}
 		// A barrier: each partition produces its changed keys and reports the
 		// offset after its last folded record.
