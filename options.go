@@ -33,6 +33,7 @@ type config struct {
 	kafka            snapshotstore.KafkaConfig
 	store            snapshotstore.Store
 	topics           snapshotstore.TopicSpec
+	outputTopics     []string // WithOutputTopics
 	allowNonCompact  bool
 	persistEvery     time.Duration
 	idleFlush        time.Duration
@@ -169,6 +170,23 @@ func WithCreateTopics(partitions int32, rf int16) Option {
 		c.topics = snapshotstore.TopicSpec{Create: true, Partitions: partitions, ReplicationFactor: rf}
 		c.storeOpt("WithCreateTopics")
 	}
+}
+
+// WithOutputTopics names the topics the flow emits to besides its default
+// output topic (keyflow.WithOutput; Context.Emit of a record naming its
+// topic): Run checks them at start as it checks that one, on the same
+// cluster, and creates them under WithCreateTopics with the input topic's
+// partition count, so that a missing topic fails Run with
+// snapshotstore.ErrTopicSetup naming it. Default none: a topic first
+// emitted to at run time is checked then, and, missing, fails the emitting
+// call under the flow's fold error policy (under the default Fail, its
+// partition, restarted with a growing backoff until the topic exists).
+// Not checked with WithStore (Run checks no topic then). A name that is
+// empty, the input or the snapshot topic is refused by NewWorker; in the
+// plain mode they need keyflow.WithOutput's producer, which emits them.
+// Calls add to the list.
+func WithOutputTopics(topics ...string) Option {
+	return func(c *config) { c.outputTopics = append(c.outputTopics, topics...) }
 }
 
 // WithAllowNonCompactedSnapshots lets Run start on a snapshot topic whose

@@ -54,6 +54,16 @@ func checkConfig(c *config, flow keyactor.Handler) error {
 			return fmt.Errorf("actorflow: the flow's output topic %q without a producer (keyflow.WithOutput(nil, ...)): the plain mode emits through the application's producer; only the transactional mode needs none", out)
 		}
 	}
+	for _, t := range c.outputTopics {
+		switch {
+		case t == "":
+			return fmt.Errorf("actorflow: WithOutputTopics(%q): an empty topic name", c.outputTopics)
+		case t == c.input || t == snapshots:
+			return fmt.Errorf("actorflow: WithOutputTopics: %q is the input or snapshot topic", t)
+		case c.store == nil && c.kafka.Mode == snapshotstore.Plain && producer == nil:
+			return fmt.Errorf("actorflow: WithOutputTopics(%q) without a producer (keyflow.WithOutput): the plain mode emits through the application's producer", c.outputTopics)
+		}
+	}
 	if dlq := flow.DeadLetterTopic(c.input); dlq != "" && (dlq == c.input || dlq == snapshots) {
 		return fmt.Errorf("actorflow: the flow's dead-letter topic %q (keyflow.WithDeadLetterTopic) is the input or snapshot topic", dlq)
 	}

@@ -90,6 +90,18 @@ func TestNewWorkerRefusesAnOutputToTheInputOrSnapshotTopic(t *testing.T) {
 	wantAccepted(t, "output elsewhere", identity(keyflow.WithOutput(nil, "out")), storeOpts)
 }
 
+// The topics of WithOutputTopics are refused as the default output topic
+// is: empty, the input or the snapshot topic, or in the plain mode without
+// the application's producer that would emit them.
+func TestNewWorkerRefusesBadOutputTopics(t *testing.T) {
+	wantRefused(t, "an empty name", identity(), baseOpts(actorflow.WithOutputTopics("a", "")), "empty topic name")
+	wantRefused(t, "the input", identity(), baseOpts(actorflow.WithOutputTopics("in")), `"in"`, "input or snapshot topic")
+	wantRefused(t, "the snapshots", identity(), baseOpts(actorflow.WithOutputTopics("snaps")), `"snaps"`, "input or snapshot topic")
+	wantRefused(t, "plain, no producer", identity(), baseOpts(actorflow.WithMode(snapshotstore.Plain), actorflow.WithOutputTopics("a")),
+		`"a"`, "without a producer")
+	wantAccepted(t, "transactional", identity(), baseOpts(actorflow.WithOutputTopics("a", "b")))
+}
+
 // An empty broker address is refused by NewWorker (kgo took it, and Run
 // retried it for the start timeout).
 func TestNewWorkerRefusesAnEmptyBrokerAddress(t *testing.T) {

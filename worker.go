@@ -411,13 +411,18 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 	return cons.Run(ctx)
 }
 
-// ensureOutput checks the flow's default output topic at start (and
-// creates it under WithCreateTopics) on the cluster its outputs go to: the
-// worker's in the transactional mode (the partitions' transactional
-// producers write them), the application producer's in the plain mode.
+// ensureOutput checks the flow's default output topic and those of
+// WithOutputTopics at start (and creates them under WithCreateTopics) on
+// the cluster its outputs go to: the worker's in the transactional mode
+// (the partitions' transactional producers write them), the application
+// producer's in the plain mode.
 func (w *Worker) ensureOutput(ctx context.Context, admin *kgo.Client) error {
 	producer, topic := w.flow.Output()
-	if topic == "" {
+	topics := w.cfg.outputTopics
+	if topic != "" {
+		topics = append([]string{topic}, topics...)
+	}
+	if len(topics) == 0 {
 		return nil
 	}
 	// Its name against the input's and the snapshot topic's, and the plain
@@ -434,7 +439,12 @@ func (w *Worker) ensureOutput(ctx context.Context, admin *kgo.Client) error {
 	if err != nil {
 		return err
 	}
-	return snapshotstore.EnsureOutputTopic(ctx, cl, topic, parts, w.cfg.topics)
+	for _, t := range topics {
+		if err := snapshotstore.EnsureOutputTopic(ctx, cl, t, parts, w.cfg.topics); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ensureDeadLetter checks the flow's dead-letter topic at start (and

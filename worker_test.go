@@ -231,6 +231,27 @@ func TestOutputTopicCheckedAtStart(t *testing.T) {
 	if err != nil || parts != 3 {
 		t.Fatalf("created output topic has %d partitions (%v), want the input's 3", parts, err)
 	}
+	// The other topics the flow emits to (WithOutputTopics) likewise: a
+	// user's trial emitted to a second topic it had not created, and its
+	// partitions failed at run time for minutes.
+	for _, mode := range []snapshotstore.Mode{snapshotstore.Transactional, snapshotstore.Plain} {
+		producer := testkit.Client(t, brokers)
+		if mode == snapshotstore.Transactional {
+			producer = nil
+		}
+		if _, err := run(mode, out, producer, actorflow.WithOutputTopics("missing-extra")); !errors.Is(err, snapshotstore.ErrTopicSetup) || !strings.Contains(err.Error(), `"missing-extra"`) {
+			t.Errorf("%s: missing topic of WithOutputTopics: %v, want ErrTopicSetup naming it", mode, err)
+		}
+	}
+	extra := testkit.Name(t, "extra")
+	stop, err = run(snapshotstore.Transactional, out, nil, actorflow.WithOutputTopics(extra), actorflow.WithCreateTopics(3, -1))
+	if err != nil {
+		t.Fatalf("WithOutputTopics with WithCreateTopics: %v", err)
+	}
+	stop()
+	if parts, err := snapshotstore.TopicPartitions(context.Background(), testkit.Client(t, brokers), extra); err != nil || parts != 3 {
+		t.Fatalf("created topic of WithOutputTopics has %d partitions (%v), want the input's 3", parts, err)
+	}
 }
 
 // NewWorker without a flow is an error at construction, not a panic in Run.
