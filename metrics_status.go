@@ -82,9 +82,9 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descInFlightBytes, prometheus.GaugeValue, float64(p.InFlightBytes), p.Topic, part)
 		ch <- prometheus.MustNewConstMetric(descCommitted, prometheus.GaugeValue, float64(p.Committed), p.Topic, part)
 		ch <- prometheus.MustNewConstMetric(descCommitHeld, prometheus.GaugeValue, float64(p.CommitHeldMs)/1000, p.Topic, part)
-		// Absent until the consumer fetched the partition (Status has no
-		// high watermark before), rather than a false 0.
-		if p.HighWatermark > 0 {
+		// Absent while the high watermark is unknown (Status's -1), rather
+		// than a false 0.
+		if p.Lag >= 0 {
 			ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, float64(p.Lag), p.Topic, part)
 		}
 	}

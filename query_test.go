@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -805,47 +806,101 @@ func awaitLagZero(t *testing.T, w *actorflow.Worker, n int) {
 }
 
 // A partition not fetched yet (its fetches held here; a takeover's
-// recovery in a real group) shows lag -1, unknown: not the 0 that a
+// recovery in a real group) shows the lag of the end offsets listed at its
+// assignment; when that list failed, lag -1, unknown: not the 0 that a
 // dashboard read as caught up while 500k records waited (a trial at a
 // million keys). Once fetched, its lag is known.
 func TestStatusLagOfAPartitionNotFetchedYet(t *testing.T) {
+	for _, listed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("end offsets listed %v", listed), func(t *testing.T) {
+			e := newQueryEnv(t, 2)
+			e.produceTo(t, 0, "a")
+			release := make(chan struct{})
+			var held atomic.Int32
+			e.cluster.ControlKey(int16(kmsg.Fetch), func(kmsg.Request) (kmsg.Response, error, bool) {
+				e.cluster.KeepControl()
+				select {
+				case <-release:
+				default:
+					held.Add(1)
+					e.cluster.SleepControl(func() { <-release })
+				}
+				return nil, nil, false // then answered as kfake does
+			})
+			if !listed {
+				e.cluster.ControlKey(int16(kmsg.ListOffsets), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+					e.cluster.KeepControl()
+					req := kreq.(*kmsg.ListOffsetsRequest)
+					if req.Topics[0].Topic != e.input || req.Topics[0].Partitions[0].Timestamp != -1 {
+						return nil, nil, false
+					}
+					resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+					resp.Version = req.Version
+					for _, rt := range req.Topics {
+						st := kmsg.NewListOffsetsResponseTopic()
+						st.Topic = rt.Topic
+						for _, rp := range rt.Partitions {
+							sp := kmsg.NewListOffsetsResponseTopicPartition()
+							sp.Partition, sp.ErrorCode = rp.Partition, kerr.TopicAuthorizationFailed.Code
+							st.Partitions = append(st.Partitions, sp)
+						}
+						resp.Topics = append(resp.Topics, st)
+					}
+					return resp, nil, true
+				})
+			}
+			w, _ := e.start(t, countFlow())
+			var once bool
+			unhold := func() {
+				if !once {
+					once = true
+					close(release)
+				}
+			}
+			t.Cleanup(unhold) // before the worker's stop (cleanups run last first)
+			testkit.Eventually(t, 30*time.Second, "both partitions started, a fetch held", func() (bool, string) {
+				st := w.Status(context.Background())
+				return len(st.Partitions) == 2 && held.Load() > 0, fmt.Sprintf("%d fetches held, %+v", held.Load(), st.Partitions)
+			})
+			for _, p := range w.Status(context.Background()).Partitions {
+				want := int64(-1)
+				if listed {
+					want = 0
+					if p.Partition == 0 {
+						want = 1 // "a" waits
+					}
+				}
+				if p.Lag != want || (!listed && p.HighWatermark != -1) {
+					t.Errorf("%s[%d] not fetched yet: lag %d (high watermark %d), want %d", p.Topic, p.Partition, p.Lag, p.HighWatermark, want)
+				}
+			}
+			unhold()
+			if listed {
+				if err := w.WaitCaughtUp(ctxFor(t, 30*time.Second)); err != nil {
+					t.Fatal(err)
+				}
+				awaitLagZero(t, w, 2)
+			}
+		})
+	}
+}
+
+// A member that takes over partitions caught up fetches no record of them:
+// their lag is the end offsets' listed at the assignment, 0, not -1 until a
+// record comes (a user's trial).
+func TestStatusLagOfAPartitionTakenOverCaughtUp(t *testing.T) {
 	e := newQueryEnv(t, 2)
 	e.produceTo(t, 0, "a")
-	release := make(chan struct{})
-	var held atomic.Int32
-	e.cluster.ControlKey(int16(kmsg.Fetch), func(kmsg.Request) (kmsg.Response, error, bool) {
-		e.cluster.KeepControl()
-		select {
-		case <-release:
-		default:
-			held.Add(1)
-			e.cluster.SleepControl(func() { <-release })
-		}
-		return nil, nil, false // then answered as kfake does
-	})
-	w, _ := e.start(t, countFlow())
-	var once bool
-	unhold := func() {
-		if !once {
-			once = true
-			close(release)
-		}
-	}
-	t.Cleanup(unhold) // before the worker's stop (cleanups run last first)
-	testkit.Eventually(t, 30*time.Second, "both partitions started, a fetch held", func() (bool, string) {
-		st := w.Status(context.Background())
-		return len(st.Partitions) == 2 && held.Load() > 0, fmt.Sprintf("%d fetches held, %+v", held.Load(), st.Partitions)
-	})
-	for _, p := range w.Status(context.Background()).Partitions {
-		if p.Lag != -1 {
-			t.Errorf("%s[%d] not fetched yet: lag %d (high watermark %d), want -1", p.Topic, p.Partition, p.Lag, p.HighWatermark)
-		}
-	}
-	unhold()
+	w, stop := e.start(t, countFlow())
 	if err := w.WaitCaughtUp(ctxFor(t, 30*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	awaitLagZero(t, w, 2)
+	stop()
+	w2, _ := e.start(t, countFlow())
+	if err := w2.WaitReady(ctxFor(t, 30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	awaitLagZero(t, w2, 2)
 }
 
 // A partition fetched without records (empty) shows lag 0, not the -1 of
@@ -860,4 +915,27 @@ func TestStatusLagOfAnEmptyPartition(t *testing.T) {
 		t.Fatal(err)
 	}
 	awaitLagZero(t, w, 2)
+}
+
+// Status lists the partitions by number, at every call (the supervisor's
+// and the consumer's maps gave another order each time; a user's trial).
+func TestStatusListsPartitionsInOrder(t *testing.T) {
+	e := newQueryEnv(t, 8)
+	w, _ := e.start(t, countFlow())
+	if err := w.WaitReady(ctxFor(t, 30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 30*time.Second, "8 partitions", func() (bool, string) {
+		n := len(w.Status(context.Background()).Partitions)
+		return n == 8, fmt.Sprint(n)
+	})
+	for range 5 {
+		var got []int32
+		for _, p := range w.Status(context.Background()).Partitions {
+			got = append(got, p.Partition)
+		}
+		if !slices.IsSorted(got) {
+			t.Fatalf("Status lists partitions %v, want them in order", got)
+		}
+	}
 }

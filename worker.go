@@ -1,6 +1,7 @@
 package actorflow
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -548,7 +549,8 @@ type Status struct {
 	MemberID   string `json:"member_id"`
 	Generation int32  `json:"generation"`
 	// Partitions are the running partitions' own statuses (phase, keys,
-	// offsets, lag, in-flight records), in no particular order.
+	// offsets, lag, in-flight records), by topic and partition; Paused,
+	// Late and Failed are in that order too.
 	Partitions []partitionflow.Status `json:"partitions"`
 	// Paused lists the partitions whose fetches are paused (backpressure:
 	// WithMaxInFlight, WithMaxInFlightBytes) and the failed or evicted ones
@@ -582,8 +584,8 @@ type FailedPartition struct {
 	Evicted bool `json:"evicted,omitempty"`
 	// Committed is the partition's committed offset as it last reported it
 	// (or as it was assigned), -1 when unknown; HighWatermark its high
-	// watermark as of its latest fetch, -1 when it was not fetched (unlike
-	// partitionflow.Status, whose 0 says so); Lag = HighWatermark −
+	// watermark as of its latest fetch, -1 when it was not fetched (as in
+	// Status.Partitions); Lag = HighWatermark −
 	// Committed, -1 when either is unknown: a partition stuck at a failing
 	// record keeps showing its lag.
 	Committed     int64 `json:"committed_offset"`
@@ -621,10 +623,10 @@ func (w *Worker) Status(ctx context.Context) Status {
 			p.HighWatermark = h
 			p.Lag = max(h-p.Committed, 0)
 		} else {
-			// Not fetched yet (a takeover recovering): unknown, not 0 — a
-			// dashboard read 0 as caught up while 500k records waited (a
-			// trial at a million keys).
-			p.Lag = -1
+			// Neither fetched nor listed at its assignment yet: unknown,
+			// not 0 — a dashboard read 0 as caught up while 500k records
+			// waited (a trial at a million keys).
+			p.HighWatermark, p.Lag = -1, -1
 		}
 		p.InFlight, p.InFlightBytes = fc.InFlight(tp), fc.InFlightBytes(tp)
 	}
@@ -650,7 +652,21 @@ func (w *Worker) Status(ctx context.Context) Status {
 			st.Paused = append(st.Paused, tp)
 		}
 	}
+	// In order: the supervisor's and the consumer's maps gave them in a
+	// different order at each call (a user's trial sorted them itself).
+	slices.SortFunc(st.Partitions, func(a, b partitionflow.Status) int { return compareTP(a.Topic, a.Partition, b.Topic, b.Partition) })
+	slices.SortFunc(st.Failed, func(a, b FailedPartition) int { return compareTP(a.Topic, a.Partition, b.Topic, b.Partition) })
+	for _, l := range [][]coordinator.TopicPartition{st.Paused, st.Late} {
+		slices.SortFunc(l, func(a, b coordinator.TopicPartition) int {
+			return compareTP(a.Topic, a.Partition, b.Topic, b.Partition)
+		})
+	}
 	return st
+}
+
+// compareTP orders partitions by topic, then number.
+func compareTP(at string, ap int32, bt string, bp int32) int {
+	return cmp.Or(cmp.Compare(at, bt), cmp.Compare(ap, bp))
 }
 
 // supervisor returns the supervisor once Run has started (tests, through

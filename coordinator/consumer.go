@@ -850,6 +850,21 @@ func (c *Consumer) assignedOffsets(ctx context.Context, tps []TopicPartition, re
 	if err != nil {
 		return nil, err
 	}
+	// The end offsets beside the start offsets (one round trip for both):
+	// the status's lag of a partition taken over caught up, which no fetch
+	// returns records of, was unknown (-1) until a record came (a user's
+	// trial). Best effort: the lag stays unknown on a failure.
+	endsDone := make(chan struct{})
+	go func() {
+		defer close(endsDone)
+		ends, err := c.adm.ListEndOffsets(ctx, c.cfg.Topic)
+		if err != nil {
+			c.log.Debug("list end offsets at assignment failed; the lag stays unknown until a fetch", zap.Error(err))
+			return
+		}
+		c.seedHighWatermarks(tps, ends)
+	}()
+	defer func() { <-endsDone }()
 	var starts kadm.ListedOffsets
 	err = c.retryTransient(ctx, fmt.Sprintf("list start offsets of %q", c.cfg.Topic), func() (err error) {
 		starts, err = c.adm.ListStartOffsets(ctx, c.cfg.Topic)
@@ -885,6 +900,21 @@ func (c *Consumer) assignedOffsets(ctx context.Context, tps []TopicPartition, re
 		}
 	}
 	return out, nil
+}
+
+// seedHighWatermarks records the listed end offsets of tps as their high
+// watermarks where no fetch has recorded one (a fetch's is as fresh) and
+// they are still owned.
+func (c *Consumer) seedHighWatermarks(tps []TopicPartition, ends kadm.ListedOffsets) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, tp := range tps {
+		e, ok := ends.Lookup(tp.Topic, tp.Partition)
+		if _, known := c.hwm[tp]; !ok || e.Err != nil || known || !c.owned[tp] {
+			continue
+		}
+		c.hwm[tp] = e.Offset
+	}
 }
 
 // fetchStable fetches the group's committed offsets with require_stable

@@ -158,10 +158,12 @@ type Status struct {
 	// timers and load hooks failing under DeadLetter (no record to send).
 	Skipped int64 `json:"skipped_records"`
 	// HighWatermark is the input partition's high watermark as of the
-	// consumer's latest fetch (0 before one), Lag = HighWatermark −
-	// Committed (-1 before a fetch: unknown; filled by the worker;
-	// transaction markers count as consumed, so a caught-up partition
-	// shows 0 on a transactionally written input too).
+	// consumer's latest fetch, or of the end offsets listed at its
+	// assignment when no fetch returned it since (a partition taken over
+	// caught up returns no records), Lag = HighWatermark − Committed; both
+	// -1 when unknown (filled by the worker: 0 in a partition's own
+	// status; transaction markers count as consumed, so a caught-up
+	// partition shows 0 on a transactionally written input too).
 	HighWatermark int64 `json:"high_watermark"`
 	Lag           int64 `json:"lag"`
 	// InFlight and InFlightBytes are the records delivered to the partition
