@@ -12,7 +12,11 @@ import (
 // new time, since the latest snapshot is the one the partition checks.
 // Entries are not removed when a key is loaded early by a record: the
 // partition checks an entry against the key's cold snapshot when it comes
-// due (stale entries are dropped then). Before entries were unique, a key
+// due (stale entries are dropped then). A key that unloads without timers
+// (cancelled, fired, or deleted) has its entry removed: kept until its
+// cancelled time, the entries of session keys closed before their expiry
+// grew with the key churn times the timer horizon, each pinning its key's
+// string (found by a review). Before entries were unique, a key
 // with a far timer that was evicted and loaded again N times kept N
 // entries until that time: memory growing with the evictions within the
 // timer horizon (a million keys with hour-long timers under a live-key
@@ -37,6 +41,13 @@ func (c *coldTimers) add(key string, at time.Time) {
 		c.h.idx = map[string]int{}
 	}
 	heap.Push(&c.h, coldTimer{key, at})
+}
+
+// remove drops key's entry, if it has one.
+func (c *coldTimers) remove(key string) {
+	if i, ok := c.h.idx[key]; ok {
+		heap.Remove(&c.h, i)
+	}
 }
 
 // next returns the earliest scheduled time.

@@ -54,3 +54,20 @@ func TestColdTimersOneEntryPerKey(t *testing.T) {
 		t.Fatalf("due = %v, want k once at its latest time (+1h)", d)
 	}
 }
+
+// A key's entry is removed when it unloads without timers; the others stay
+// in order.
+func TestColdTimersRemove(t *testing.T) {
+	var c coldTimers
+	t0 := time.Unix(1000, 0)
+	for i := range 5 {
+		c.add(fmt.Sprint("k", i), t0.Add(time.Duration(i)*time.Second))
+	}
+	c.remove("k0")
+	c.remove("k3")
+	c.remove("absent")
+	d := c.due(t0.Add(time.Hour))
+	if got := fmt.Sprint(d); c.len() != 0 || len(d) != 3 || d[0].key != "k1" || d[1].key != "k2" || d[2].key != "k4" {
+		t.Fatalf("due after removing k0 and k3 = %s, want k1, k2, k4", got)
+	}
+}

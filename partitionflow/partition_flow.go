@@ -484,6 +484,8 @@ func (p *partition) unloaded(ctx actor.Context, um *keyactor.Unloaded) {
 	if at, ok := m.Snapshot.NextTimer(); ok {
 		p.ctimers.add(m.Key, at)
 		p.scheduleCold(ctx)
+	} else {
+		p.ctimers.remove(m.Key) // its timers cancelled or fired while loaded
 	}
 	if p.flushOf[m.Key] {
 		p.flushAnswered(ctx, m.Key, p.round, nil)

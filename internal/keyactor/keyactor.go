@@ -214,7 +214,7 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 			stash := a.stash
 			a.stash = nil
 			for i, d := range stash {
-				a.deliver(ctx, d)
+				a.unstash(ctx, d)
 				if i == 0 {
 					a.fireOverdue(ctx) // after the first delivery, as unheld
 				}
@@ -226,6 +226,9 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 	case *timerFired:
 		if a.timers[m.name] != m.t || a.revoked {
 			return // cancelled or replaced; or the next owner's to fire
+		}
+		if a.holdTimer(m.t) {
+			return
 		}
 		delete(a.timers, m.name)
 		a.fireTimer(ctx, m.name)
@@ -382,6 +385,40 @@ func (a *keyActor[S]) canLeave() bool {
 		len(a.stash) == 0
 }
 
+// holdTimer queues kt, come due, behind the deliveries the key holds
+// (outputs awaiting their acks, the outputs budget used up): true when it
+// did. Fired now, it ran on a state without records delivered before its
+// due time, one of which may have reset it (an inactivity timer closing a
+// session an on-time event kept open), and its outputs went past the
+// budget (a periodic timer under a stuck transaction grew the outbox
+// without bound; both found by a review). unstash fires it in its turn.
+func (a *keyActor[S]) holdTimer(kt *keyTimer) bool {
+	if !a.waitAcks && !a.outboxHeld() && len(a.stash) == 0 {
+		return false
+	}
+	a.stash = append(a.stash, &Deliver{timer: kt})
+	return true
+}
+
+// unstash folds a held delivery, or fires a held timer unless a fold since
+// replaced or cancelled it, or the partition's revoke flush began (the next
+// owner's to fire).
+func (a *keyActor[S]) unstash(ctx actor.Context, d *Deliver) {
+	kt := d.timer
+	if kt == nil {
+		a.deliver(ctx, d)
+		return
+	}
+	if a.timers[kt.name] != kt || a.revoked {
+		return
+	}
+	delete(a.timers, kt.name)
+	a.fireTimer(ctx, kt.name)
+	if a.evicting {
+		a.flushWaiting = true // the eviction's write must cover this too
+	}
+}
+
 // unstashHeld folds the deliveries held by outboxHeld, each batch's outputs
 // going out with the next write at once, until the key holds again (the
 // next write in flight, the budget still used up); true when it folded any.
@@ -393,7 +430,7 @@ func (a *keyActor[S]) unstashHeld(ctx actor.Context) bool {
 	for ; n < len(a.stash) && !a.outboxHeld() && a.failed == nil; n++ {
 		d := a.stash[n]
 		a.stash[n] = nil
-		a.deliver(ctx, d)
+		a.unstash(ctx, d)
 		if n == 0 {
 			a.fireOverdue(ctx) // after the first delivery, as unheld
 		}

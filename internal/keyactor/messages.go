@@ -15,6 +15,9 @@ import (
 // message to an idle actor.
 type Deliver struct {
 	Records []*kgo.Record
+	// timer: a stash entry of the key's own, a timer that came due while
+	// deliveries were held (holdTimer), not records.
+	timer *keyTimer
 }
 
 // Flush asks the key to persist its state if dirty. With Reply it answers
