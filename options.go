@@ -468,11 +468,16 @@ func WithQueryEndpoint(addr string) Option { return func(c *config) { c.queryEnd
 
 // WithPartitionRetryBackoff sets the delay before a failed partition starts
 // again: first, doubling per consecutive failure up to max. Defaults 1 s and
-// 1 min (each also for zero or negative). NewWorker refuses a first delay
-// above max, each taken with its default (WithPartitionRetryBackoff(0, 500*time.Millisecond)
-// is 1 s then 500 ms: refused).
+// 1 min (each also for zero or negative; a default first delay above a max
+// given is the max: WithPartitionRetryBackoff(0, 500*time.Millisecond) is
+// 500 ms each time). NewWorker refuses a first delay given above max.
 func WithPartitionRetryBackoff(first, max time.Duration) Option {
-	return func(c *config) { c.retryBackoff, c.maxRetryBackoff = first, max }
+	return func(c *config) {
+		if first <= 0 && max > 0 && max < coordinator.DefaultRetryBackoff {
+			first = max // what the caller asked for: at most max
+		}
+		c.retryBackoff, c.maxRetryBackoff = first, max
+	}
 }
 
 // WithResetLostState starts a partition whose snapshot history is missing —

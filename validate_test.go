@@ -115,9 +115,10 @@ func TestNewWorkerRefusesAnEmptyBrokerAddress(t *testing.T) {
 	wantAccepted(t, "two addresses", identity(), opts(noBrokers, "127.0.0.1:2"))
 }
 
-// WithPartitionRetryBackoff's first delay above its largest, the defaults
-// of zero or negative values counted, is refused: the delay was capped at
-// the largest, while the restart's bookkeeping took the first.
+// WithPartitionRetryBackoff's first delay above its largest, the default
+// of a zero or negative max counted, is refused: the delay was capped at
+// the largest, while the restart's bookkeeping took the first. A default
+// first delay is capped at the max given.
 func TestNewWorkerRefusesARetryBackoffAboveItsMax(t *testing.T) {
 	for _, tc := range []struct {
 		first, max time.Duration
@@ -125,7 +126,8 @@ func TestNewWorkerRefusesARetryBackoffAboveItsMax(t *testing.T) {
 	}{
 		{2 * time.Second, time.Second, false},
 		{2 * time.Minute, 0, false},        // above the default max, 1 min
-		{0, 500 * time.Millisecond, false}, // the default first, 1 s, above it
+		{0, 500 * time.Millisecond, true},  // the default first, 1 s, capped at the max given (refused before: a user's trial)
+		{-1, 500 * time.Millisecond, true}, // likewise
 		{time.Second, time.Second, true},   // equal: a constant delay
 		{0, 0, true},                       // the defaults
 		{-time.Second, -time.Second, true}, // the defaults
