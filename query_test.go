@@ -13,6 +13,7 @@ import (
 
 	"github.com/actorflow/actorflow"
 	"github.com/actorflow/actorflow/coordinator"
+	"github.com/actorflow/actorflow/internal/kfakeresp"
 	"github.com/actorflow/actorflow/internal/kgotxn"
 	"github.com/actorflow/actorflow/internal/ledger"
 	"github.com/actorflow/actorflow/internal/testkit"
@@ -834,19 +835,7 @@ func TestStatusLagOfAPartitionNotFetchedYet(t *testing.T) {
 					if req.Topics[0].Topic != e.input || req.Topics[0].Partitions[0].Timestamp != -1 {
 						return nil, nil, false
 					}
-					resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
-					resp.Version = req.Version
-					for _, rt := range req.Topics {
-						st := kmsg.NewListOffsetsResponseTopic()
-						st.Topic = rt.Topic
-						for _, rp := range rt.Partitions {
-							sp := kmsg.NewListOffsetsResponseTopicPartition()
-							sp.Partition, sp.ErrorCode = rp.Partition, kerr.TopicAuthorizationFailed.Code
-							st.Partitions = append(st.Partitions, sp)
-						}
-						resp.Topics = append(resp.Topics, st)
-					}
-					return resp, nil, true
+					return kfakeresp.ListOffsetsError(req, kerr.TopicAuthorizationFailed.Code), nil, true
 				})
 			}
 			w, _ := e.start(t, countFlow())

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/actorflow/actorflow/internal/kfakeresp"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -83,20 +84,7 @@ func TestOutOfRangeWithATransientListOffsetsErrorIsRetried(t *testing.T) {
 					return nil, nil, false
 				}
 				transient.Add(1)
-				resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
-				resp.Version = req.Version
-				for _, rt := range req.Topics {
-					st := kmsg.NewListOffsetsResponseTopic()
-					st.Topic = rt.Topic
-					for _, rp := range rt.Partitions {
-						sp := kmsg.NewListOffsetsResponseTopicPartition()
-						sp.Partition = rp.Partition
-						sp.ErrorCode = kerr.LeaderNotAvailable.Code
-						st.Partitions = append(st.Partitions, sp)
-					}
-					resp.Topics = append(resp.Topics, st)
-				}
-				return resp, nil, true // handled: the control is dropped
+				return kfakeresp.ListOffsetsError(req, kerr.LeaderNotAvailable.Code), nil, true // handled: the control is dropped
 			}
 			c.ControlKey(kmsg.Fetch.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
 				if fetched.Add(1) > 1 {
@@ -119,7 +107,7 @@ func TestOutOfRangeWithATransientListOffsetsErrorIsRetried(t *testing.T) {
 					return nil, nil, false
 				}
 				deleted <- nil
-				return FetchError(kreq, kerr.OffsetOutOfRange.Code), nil, true
+				return kfakeresp.FetchError(kreq, kerr.OffsetOutOfRange.Code), nil, true
 			})
 
 			r, err := newKafkaLogReader(brokers, "snaps", 0, true, nil)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/actorflow/actorflow/internal/kfakeresp"
 	"github.com/actorflow/actorflow/internal/kgotxn"
 	"github.com/actorflow/actorflow/internal/testkit"
 	"github.com/actorflow/actorflow/snapshotstore"
@@ -177,7 +178,7 @@ func TestRecoveryRetriesATransientFetchError(t *testing.T) {
 				return nil, nil, false
 			}
 			failed.Add(1)
-			return snapshotstore.FetchError(kreq, kerr.NotLeaderForPartition.Code), nil, true
+			return kfakeresp.FetchError(kreq, kerr.NotLeaderForPartition.Code), nil, true
 		})
 		if got := recoverPartition0(t, brokers, snaps, mode); !maps.Equal(got, map[string]string{"k": "v"}) {
 			t.Errorf("%s recovery returned %v, want k=v", mode, got)

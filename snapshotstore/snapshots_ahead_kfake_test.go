@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/actorflow/actorflow/internal/kfakeresp"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -45,16 +46,9 @@ func TestRecoveryRetriesATransientErrorOfTheInputsLogEnd(t *testing.T) {
 			return nil, nil, false // the snapshot partition's: kept
 		}
 		failed.Add(1)
-		resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
-		resp.Version = req.Version
-		st := kmsg.NewListOffsetsResponseTopic()
-		st.Topic = "in"
-		sp := kmsg.NewListOffsetsResponseTopicPartition()
-		sp.Partition = req.Topics[0].Partitions[0].Partition
-		sp.ErrorCode = kerr.KafkaStorageError.Code // retriable, and kgo hands it back
-		st.Partitions = append(st.Partitions, sp)
-		resp.Topics = append(resp.Topics, st)
-		return resp, nil, true // handled: dropped, the next one is answered
+		// Retriable, and kgo hands it back. Handled: dropped, the next
+		// one is answered.
+		return kfakeresp.ListOffsetsError(req, kerr.KafkaStorageError.Code), nil, true
 	})
 	if err := recover(); err != nil || failed.Load() != 1 {
 		t.Fatalf("recovery = %v after %d failed reads of the input's log end, want nil after 1", err, failed.Load())
