@@ -125,9 +125,10 @@ type QueryInfo struct {
 	// partition replays from there.
 	Committed int64 `json:"committed_offset"`
 	// HighWatermark is the input partition's high watermark as of this
-	// worker's latest fetch that returned records (0 before one: a
-	// partition taken over with nothing left to fetch shows 0). Records
-	// between Offset and it may be the key's, not folded yet.
+	// worker's latest fetch of it, or of the end offsets listed at its
+	// assignment here when no fetch returned it since (-1: neither, e.g.
+	// the partition is not this worker's). Records between Offset and it
+	// may be the key's, not folded yet.
 	HighWatermark int64 `json:"high_watermark"`
 }
 
@@ -198,6 +199,7 @@ func (w *Worker) get(ctx context.Context, key string) (_ []byte, _ QueryInfo, a 
 	}
 	info.Partition = partitionOf(w.cfg.inPartitioner, w.cfg.input, key, n)
 	tp := coordinator.TopicPartition{Topic: w.cfg.input, Partition: info.Partition}
+	info.HighWatermark = -1
 	if h, ok := w.cons.HighWatermark(tp); ok {
 		info.HighWatermark = h
 	}

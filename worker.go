@@ -584,8 +584,9 @@ type FailedPartition struct {
 	Evicted bool `json:"evicted,omitempty"`
 	// Committed is the partition's committed offset as it last reported it
 	// (or as it was assigned), -1 when unknown; HighWatermark its high
-	// watermark as of its latest fetch, -1 when it was not fetched (as in
-	// Status.Partitions); Lag = HighWatermark −
+	// watermark as of its latest fetch, or of the end offsets listed at
+	// its assignment, -1 when neither (as in Status.Partitions); Lag =
+	// HighWatermark −
 	// Committed, -1 when either is unknown: a partition stuck at a failing
 	// record keeps showing its lag.
 	Committed     int64 `json:"committed_offset"`

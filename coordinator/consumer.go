@@ -186,7 +186,8 @@ type Consumer struct {
 	// fence orders the seeks against the polls (pollFence).
 	fence pollFence
 	retry chan struct{}
-	// hwm is each partition's high watermark as of its latest fetch.
+	// hwm is each partition's high watermark as of its latest fetch, or of
+	// the end offsets listed at its assignment until a fetch returns it.
 	hwm map[TopicPartition]int64
 	// started is what is kept of each owned partition's start (its
 	// catch-up target, its committed offset: catchup.go); starts counts
@@ -358,8 +359,9 @@ func (c *Consumer) Owned() []TopicPartition {
 	return out
 }
 
-// HighWatermark returns tp's high watermark as of its latest fetch (false
-// before the first fetch of it).
+// HighWatermark returns tp's high watermark as of its latest fetch, or of
+// the end offsets listed at its assignment (seedHighWatermarks) until a
+// fetch returns it (false: neither yet, or that list failed).
 func (c *Consumer) HighWatermark(tp TopicPartition) (int64, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -850,7 +852,7 @@ func (c *Consumer) assignedOffsets(ctx context.Context, tps []TopicPartition, re
 	if err != nil {
 		return nil, err
 	}
-	// The end offsets beside the start offsets (one round trip for both):
+	// The end offsets beside the start offsets (two requests at once):
 	// the status's lag of a partition taken over caught up, which no fetch
 	// returns records of, was unknown (-1) until a record came (a user's
 	// trial). Best effort: the lag stays unknown on a failure.

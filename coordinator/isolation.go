@@ -28,7 +28,8 @@ type Failure struct {
 	RetryAt  time.Time
 	// Committed is the partition's committed offset as it last reported
 	// it (or as it was assigned), HighWatermark its high watermark as of
-	// its latest fetch: -1 when unknown (Failures fills them).
+	// its latest fetch or its assignment's list of end offsets
+	// (Consumer.HighWatermark): -1 when unknown (Failures fills them).
 	Committed, HighWatermark int64
 	// Evicted: not a failure — the group coordinator evicted this member
 	// (PartitionEvicted); the partition waits for the consumer to rejoin.

@@ -122,7 +122,7 @@ func PoisonRecordIsolated(t *testing.T, brokers []string, mode snapshotstore.Mod
 	testkit.Eventually(t, 30*time.Second, "the healthy partitions report no lag", func() (bool, string) {
 		st = w.W.Status(context.Background())
 		for _, p := range st.Partitions {
-			if p.Partition != poisonP && (p.Lag != 0 || p.HighWatermark == 0) {
+			if p.Partition != poisonP && (p.Lag != 0 || p.HighWatermark <= 0) {
 				return false, fmt.Sprintf("%+v", p)
 			}
 		}
