@@ -3,6 +3,7 @@ package snapshotstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -458,4 +459,36 @@ func TestAnAbortKgoDidNotSendReinitialisesBeforeTheRedo(t *testing.T) {
 		t.Fatalf("%d InitProducerID before the redo; want 1: an abort kgo did not send must re-initialise the producer", inits.Load())
 	}
 	committedOnce(t, f, 5, "k", "")
+}
+
+// INVALID_TXN_STATE at the offset commit (Kafka 4.4.0, right after the
+// hanging transactions a broker restart left on the offsets partition were
+// ended: CI's chaos run failed the partition, whose restart committed)
+// re-initialises the producer and redoes the batch, once.
+func TestAnInvalidTxnStateBeforeTheCommitReinitialisesAndRedoes(t *testing.T) {
+	for _, tv2 := range []bool{false, true} {
+		t.Run(fmt.Sprint("transaction version 2 ", tv2), func(t *testing.T) {
+			f := newTxnFixture(t, tv2)
+			_, p := f.open(t, f.meta)
+			ctx := context.Background()
+			if err := p.Commit(ctx, Batch{Offset: 1, OffsetAdvanced: true}); err != nil {
+				t.Fatal(err)
+			}
+			faults := failTxnOffsetCommitOnce(f, kerr.InvalidTxnState.Code)
+			var inits atomic.Int32
+			f.c.ControlKey(kmsg.InitProducerID.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+				f.c.KeepControl()
+				inits.Add(1)
+				return nil, nil, false
+			})
+			b := Batch{Writes: []Snapshot{{Key: "k", Value: []byte("v2"), Offset: 4}}, Offset: 5, OffsetAdvanced: true}
+			if err := p.Commit(ctx, b); err != nil {
+				t.Fatalf("commit after INVALID_TXN_STATE at its offset commit: %v", err)
+			}
+			if faults.Load() != 1 || inits.Load() != 1 {
+				t.Fatalf("offset commit faults %d, InitProducerID %d; want 1 and 1", faults.Load(), inits.Load())
+			}
+			committedOnce(t, f, 5, "k", "")
+		})
+	}
 }

@@ -85,6 +85,7 @@ func (a TxnAction) String() string {
 //	kgo's retries exhausted, kgo's retryable errors
 //	(kgo.IsRetryableBrokerErr, "unknown broker")            retry      fenced
 //	a commit kgo did not do and said nil (errCommitDropped) reinit     fenced
+//	INVALID_TXN_STATE (a step before EndTxn)                reinit     fenced
 //	context canceled / deadline exceeded                    fail       fail
 //	anything else                                           fail       fail
 func DecideTxn(err error, owned bool) TxnAction {
@@ -118,6 +119,17 @@ func DecideTxn(err error, owned bool) TxnAction {
 		// so nothing is written twice.
 		action = TxnReinit
 	case errors.Is(err, errCommitDropped):
+		action = TxnReinit
+	case errors.Is(err, kerr.InvalidTxnState):
+		// The coordinators' view of this producer's transaction is not the
+		// one its step assumed. Seen on Kafka 4.4.0 at a transaction's
+		// offset commit, its first step, right after the hanging
+		// transactions a broker restart left on the offsets partition were
+		// ended (KIP-664 markers, hanging.go): the partition failed, and
+		// its restart — a new producer, InitProducerID — committed (CI's
+		// chaos run). An error of EndTxn never gets here (a lost commit
+		// answer, settled first), so nothing of the attempt committed: the
+		// re-initialisation aborts what is open and the batch is redone.
 		action = TxnReinit
 	case transientTxnError(err):
 		action = TxnRetry

@@ -38,6 +38,7 @@ func TestDecideTxn(t *testing.T) {
 		{kerr.OutOfOrderSequenceNumber, snapshotstore.TxnReinit, snapshotstore.TxnFenced},
 		{kerr.UnknownProducerID, snapshotstore.TxnReinit, snapshotstore.TxnFenced},
 		{kerr.InvalidProducerIDMapping, snapshotstore.TxnReinit, snapshotstore.TxnFenced},
+		{kerr.InvalidTxnState, snapshotstore.TxnReinit, snapshotstore.TxnFenced},
 		{kerr.ConcurrentTransactions, snapshotstore.TxnRetry, snapshotstore.TxnFenced},
 		{kerr.NotCoordinator, snapshotstore.TxnRetry, snapshotstore.TxnFenced},
 		{kerr.CoordinatorLoadInProgress, snapshotstore.TxnRetry, snapshotstore.TxnFenced},
