@@ -851,17 +851,28 @@ func TestStatusLagOfAPartitionNotFetchedYet(t *testing.T) {
 				st := w.Status(context.Background())
 				return len(st.Partitions) == 2 && held.Load() > 0, fmt.Sprintf("%d fetches held, %+v", held.Load(), st.Partitions)
 			})
-			for _, p := range w.Status(context.Background()).Partitions {
-				want := int64(-1)
-				if listed {
-					want = 0
-					if p.Partition == 0 {
-						want = 1 // "a" waits
+			// The end offsets are listed in the background of the
+			// assignment: awaited when listed; when not, they stay unknown.
+			lags := func() (bool, string) {
+				st := w.Status(context.Background())
+				for _, p := range st.Partitions {
+					want := int64(-1)
+					if listed {
+						want = 0
+						if p.Partition == 0 {
+							want = 1 // "a" waits
+						}
+					}
+					if p.Lag != want || (!listed && p.HighWatermark != -1) {
+						return false, fmt.Sprintf("%s[%d] not fetched yet: lag %d (high watermark %d), want %d", p.Topic, p.Partition, p.Lag, p.HighWatermark, want)
 					}
 				}
-				if p.Lag != want || (!listed && p.HighWatermark != -1) {
-					t.Errorf("%s[%d] not fetched yet: lag %d (high watermark %d), want %d", p.Topic, p.Partition, p.Lag, p.HighWatermark, want)
-				}
+				return true, ""
+			}
+			if listed {
+				testkit.Eventually(t, 30*time.Second, "the lags of the listed end offsets", lags)
+			} else if ok, why := lags(); !ok {
+				t.Error(why)
 			}
 			unhold()
 			if listed {

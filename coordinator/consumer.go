@@ -202,6 +202,11 @@ type Consumer struct {
 	// rebalance lock the shutdown needs.
 	stopping chan struct{}
 	stopOnce sync.Once
+	// seeds are the background lists of end offsets (seedHighWatermarks),
+	// ended by seedCtx's cancel and awaited at Run's shutdown.
+	seeds         sync.WaitGroup
+	seedCtx       context.Context
+	seedCtxCancel context.CancelFunc
 }
 
 // The defaults of Config (and of actorflow.WithMaxInFlight and
@@ -248,6 +253,7 @@ func New(cfg Config, h Handler) (*Consumer, error) {
 		fence:  newPollFence(),
 		failed: map[TopicPartition]*Failure{}, streak: map[TopicPartition]*Failure{}, hwm: map[TopicPartition]int64{}, started: map[TopicPartition]started{}, retry: make(chan struct{}, 1),
 	}
+	c.seedCtx, c.seedCtxCancel = context.WithCancel(context.Background()) // cancelled at Run's shutdown
 	if c.cfg.RetryBackoff <= 0 {
 		c.cfg.RetryBackoff = DefaultRetryBackoff
 	}
@@ -489,6 +495,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 	cancel()                                    // the watcher and the restarter stop before the shutdown takes the partitions
 	<-watched
 	<-restarted
+	if c.seedCtxCancel != nil {
+		c.seedCtxCancel()
+	}
+	c.seeds.Wait()
 	failures := c.stillFailing(time.Now())
 	c.shutdown()
 	if err := c.fatalErr(); err != nil {
@@ -852,21 +862,7 @@ func (c *Consumer) assignedOffsets(ctx context.Context, tps []TopicPartition, re
 	if err != nil {
 		return nil, err
 	}
-	// The end offsets beside the start offsets (two requests at once):
-	// the status's lag of a partition taken over caught up, which no fetch
-	// returns records of, was unknown (-1) until a record came (a user's
-	// trial). Best effort: the lag stays unknown on a failure.
-	endsDone := make(chan struct{})
-	go func() {
-		defer close(endsDone)
-		ends, err := c.adm.ListEndOffsets(ctx, c.cfg.Topic)
-		if err != nil {
-			c.log.Debug("list end offsets at assignment failed; the lag stays unknown until a fetch", zap.Error(err))
-			return
-		}
-		c.seedHighWatermarks(tps, ends)
-	}()
-	defer func() { <-endsDone }()
+	c.seedHighWatermarks(tps)
 	var starts kadm.ListedOffsets
 	err = c.retryTransient(ctx, fmt.Sprintf("list start offsets of %q", c.cfg.Topic), func() (err error) {
 		starts, err = c.adm.ListStartOffsets(ctx, c.cfg.Topic)
@@ -904,20 +900,44 @@ func (c *Consumer) assignedOffsets(ctx context.Context, tps []TopicPartition, re
 	return out, nil
 }
 
-// seedHighWatermarks records the listed end offsets of tps as their high
-// watermarks where no fetch has recorded one (a fetch's is as fresh) and
-// they are still owned.
-func (c *Consumer) seedHighWatermarks(tps []TopicPartition, ends kadm.ListedOffsets) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, tp := range tps {
-		e, ok := ends.Lookup(tp.Topic, tp.Partition)
-		if _, known := c.hwm[tp]; !ok || e.Err != nil || known || !c.owned[tp] {
-			continue
+// seedHighWatermarks lists tps' end offsets in the background and records
+// them as their high watermarks where no fetch has recorded one (a fetch's
+// is as fresh) and they are still owned: the status's lag of a partition
+// taken over caught up, which no fetch returns records of, was unknown (-1)
+// until a record came (a user's trial). Best effort: the lag stays unknown
+// on a failure. Not awaited by the assignment: a rebalance callback held
+// for the list (under CPU load, a hundred ms more) widened the window in
+// which a concurrent query saw the group rebalancing with no owner
+// (scenario OwnerNamedThroughARebalance, 2 runs in 15 under load).
+func (c *Consumer) seedHighWatermarks(tps []TopicPartition) {
+	c.seeds.Add(1)
+	go func() {
+		defer c.seeds.Done()
+		base := c.seedCtx
+		if base == nil {
+			base = context.Background() // a Consumer a test built without NewConsumer
 		}
-		c.hwm[tp] = e.Offset
-	}
+		ctx, cancel := context.WithTimeout(base, seedHighWatermarksFor)
+		defer cancel()
+		ends, err := c.adm.ListEndOffsets(ctx, c.cfg.Topic)
+		if err != nil {
+			c.log.Debug("list end offsets at assignment failed; the lag stays unknown until a fetch", zap.Error(err))
+			return
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, tp := range tps {
+			e, ok := ends.Lookup(tp.Topic, tp.Partition)
+			if _, known := c.hwm[tp]; !ok || e.Err != nil || known || !c.owned[tp] {
+				continue
+			}
+			c.hwm[tp] = e.Offset
+		}
+	}()
 }
+
+// seedHighWatermarksFor bounds a background list of end offsets.
+const seedHighWatermarksFor = 30 * time.Second
 
 // fetchStable fetches the group's committed offsets with require_stable
 // (KIP-447), waiting out UNSTABLE_OFFSET_COMMIT: on Apache Kafka EndTxn
