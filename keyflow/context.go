@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/actorflow/actorflow/internal/keyactor"
+	"github.com/actorflow/actorflow/internal/logkey"
 	"github.com/actorflow/actorflow/internal/recbytes"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -192,16 +193,16 @@ func (c *Context) Emit(rec *kgo.Record) error {
 		rec.Topic = k.OutputTopic()
 	}
 	if rec.Topic == "" {
-		return fmt.Errorf("keyflow: emit for key %q: record has no topic and WithOutput set none", k.Key())
+		return fmt.Errorf("keyflow: emit for key %s: record has no topic and WithOutput set none", logkey.Quote(k.Key()))
 	}
 	if st := k.SnapshotTopic(); st != "" && rec.Topic == st {
-		return fmt.Errorf("%w: emit for key %q to %s", ErrEmitToSnapshotTopic, k.Key(), rec.Topic)
+		return fmt.Errorf("%w: emit for key %s to %s", ErrEmitToSnapshotTopic, logkey.Quote(k.Key()), rec.Topic)
 	}
 	// What the topic's brokers refuse at every attempt: a missing topic, a
 	// key-less record to a compacted one, a timestamp beyond its bounds (a
 	// fold stamping its outputs with event time, replaying old input).
 	if err := k.CheckOutput(rec); err != nil {
-		return fmt.Errorf("keyflow: emit for key %q: output to %s: %w", k.Key(), rec.Topic, err)
+		return fmt.Errorf("keyflow: emit for key %s: output to %s: %w", logkey.Quote(k.Key()), rec.Topic, err)
 	}
 	// A record the producer cannot take would fail its transaction (or its
 	// produce) at every attempt: refused here, it is the fold's error, which
@@ -209,8 +210,8 @@ func (c *Context) Emit(rec *kgo.Record) error {
 	// The producer compares a whole record batch with its limit.
 	if max := k.MaxOutputBytes(rec.Topic); max > 0 {
 		if n := recbytes.Of(rec); !recbytes.FitsBatch(rec, max) {
-			return fmt.Errorf("keyflow: emit for key %q: output to %s of %d bytes (key, value and headers) does not fit a record batch of %d bytes (the producer's ProducerBatchMaxBytes, or the topic's max.message.bytes where lower): %w",
-				k.Key(), rec.Topic, n, max, kerr.MessageTooLarge)
+			return fmt.Errorf("keyflow: emit for key %s: output to %s of %d bytes (key, value and headers) does not fit a record batch of %d bytes (the producer's ProducerBatchMaxBytes, or the topic's max.message.bytes where lower): %w",
+				logkey.Quote(k.Key()), rec.Topic, n, max, kerr.MessageTooLarge)
 		}
 	}
 	k.Emit(rec)

@@ -281,7 +281,10 @@ func WithUndecodableStatePolicy(p Policy) Option {
 
 // WithNilKeyPolicy says what a record without a key does — or with a key
 // reserved for actorflow's own snapshot records (snapshotstore.MarkerKey,
-// snapshotstore.KeylessKey), which is no usable key either. Default Fail:
+// snapshotstore.KeylessKey), or with a key too large for its own snapshot
+// record (a tombstone at the least, which even a skipped record of the key
+// needs) in a record batch of the snapshot producer's ProducerBatchMaxBytes:
+// no usable key either. Default Fail:
 // the partition fails, naming topic, partition and offset. Skip logs it,
 // counts it (the partition's skipped_records, partitionflow.Status.Skipped
 // in the worker's Status.Partitions) and goes on. DeadLetter writes it to the dead-letter

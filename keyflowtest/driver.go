@@ -388,7 +388,7 @@ func (d *Driver[S]) admit(rec *kgo.Record) (*part, string, error) {
 	k := string(rec.Key)
 	// A key reserved for actorflow's own snapshot records is no usable key
 	// either: the nil-key policy decides, as in a partition.
-	what, unusable := keyactor.UnusableKey(rec.Key)
+	what, unusable := keyactor.UnusableKey(rec.Key, driverMaxOutputBytes)
 	switch pol := d.flow.NilKeyPolicy(); {
 	case unusable && pol == keyactor.DeadLetter:
 		k = snapshotstore.KeylessKey // dead-lettered by the reserved key's actor, as in a partition

@@ -305,18 +305,21 @@ const (
 type coldDue struct{ gen uint64 } // the arming's p.ctGen
 
 type partition struct {
-	cfg     Config
-	log     *zap.Logger
-	env     *keyactor.Env
-	phase   string
-	txn     *actor.PID
-	disp    *warmDispatcher // the key actors' (dispatcher.go), released at Stopped
-	tracker *OffsetTracker
-	keys    map[string]*keySlot // loaded, held and cold keys
-	loaded  int                 // the loaded ones (an actor each)
-	coldN   int                 // the cold ones
-	lru     lruList             // loaded keys not unloading, most recently active first
-	held    heldKeys            // keys waiting for the budget to load them, with their records
+	// maxSnapshot is the store's snapshot record limit (0: none): a key
+	// whose tombstone does not fit it goes by the nil-key policy.
+	maxSnapshot int
+	cfg         Config
+	log         *zap.Logger
+	env         *keyactor.Env
+	phase       string
+	txn         *actor.PID
+	disp        *warmDispatcher // the key actors' (dispatcher.go), released at Stopped
+	tracker     *OffsetTracker
+	keys        map[string]*keySlot // loaded, held and cold keys
+	loaded      int                 // the loaded ones (an actor each)
+	coldN       int                 // the cold ones
+	lru         lruList             // loaded keys not unloading, most recently active first
+	held        heldKeys            // keys waiting for the budget to load them, with their records
 	// coldWaiting: cold keys' due timers wait for the budget's admission
 	// (coldDue); admitColdDue loads them as keys leave.
 	coldWaiting bool
@@ -434,6 +437,8 @@ func newPartition(cfg Config) *partition {
 		committed: cfg.AssignedOffset,
 		requested: cfg.AssignedOffset,
 		heldW:     heldWatch{warnAfter: heldWarnAfter(cfg)},
+		// Read once: a key too large for its snapshot is unusable.
+		maxSnapshot: maxSnapshotBytes(cfg.Store),
 	}
 }
 

@@ -203,18 +203,18 @@ func (p *partition) records(ctx actor.Context, recs []*kgo.Record) {
 			// the in-flight budget (the consumer does not count it).
 			p.tracker.Consumed(r.Offset)
 			continue
-		case unusableKey(r.Key) && p.cfg.Handler.NilKeyPolicy() == keyactor.DeadLetter:
+		case p.unusableKey(r.Key) && p.cfg.Handler.NilKeyPolicy() == keyactor.DeadLetter:
 			// The reserved key's actor dead-letters it: its snapshot (a
 			// tombstone carrying the offset) goes with the dead letter, so
 			// the record is held like any key's and never written twice.
 			keyless = true
-		case unusableKey(r.Key):
+		case p.unusableKey(r.Key):
 			// A key reserved for actorflow's own snapshot records has no
 			// usable key either: the nil-key policy decides. It failed the
 			// partition under every policy, again at each restart, and only
 			// moving the group's offset by hand got past it (found by a
 			// review).
-			what, _ := keyactor.UnusableKey(r.Key)
+			what, _ := keyactor.UnusableKey(r.Key, p.maxSnapshot)
 			if p.cfg.Handler.NilKeyPolicy() == keyactor.Skip {
 				p.skipped++
 				p.log.Warn(what+"; record skipped (nil-key policy: skip)", zap.Int64("offset", r.Offset))
@@ -773,4 +773,8 @@ func (p *partition) answerCold(q *keyactor.Query, s snapshotstore.Snapshot, foun
 
 // unusableKey: key cannot be a key actor's (keyactor.UnusableKey, which
 // also says why), checked without a call or a copy for a usable key.
-func unusableKey(key []byte) bool { return key == nil || snapshotstore.ReservedBytes(key) }
+// unusableKey is keyactor.UnusableKey's verdict, cheap for every usable key
+// under half the snapshot limit.
+func (p *partition) unusableKey(key []byte) bool {
+	return key == nil || snapshotstore.ReservedBytes(key) || keyactor.KeyTooLarge(key, p.maxSnapshot)
+}

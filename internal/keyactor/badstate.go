@@ -2,8 +2,10 @@ package keyactor
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
+	"github.com/actorflow/actorflow/internal/logkey"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -66,15 +68,34 @@ func snapshotWhere(p snapshotstore.Position) string {
 }
 
 // UnusableKey says why an input record's key cannot be a key actor's: none
-// (nil), or one reserved for actorflow's own snapshot records
-// (snapshotstore.Reserved); ok false when it is usable. The nil-key policy
-// decides what such a record does (partitionflow, keyflowtest).
-func UnusableKey(key []byte) (why string, unusable bool) {
+// (nil), one reserved for actorflow's own snapshot records
+// (snapshotstore.Reserved), or one whose smallest snapshot record — a
+// tombstone carrying the offset, which even a skipped or dead-lettered
+// record of the key needs — does not fit a record batch of
+// maxSnapshotBytes (Env.MaxSnapshotBytes; 0: no limit); unusable false when
+// it is usable. The nil-key policy decides what such a record does
+// (partitionflow, keyflowtest). A key that large failed its partition under
+// every fold error policy, again at each restart (found by a review: a key of
+// a million bytes, which the input topic's default 1 MiB limit takes).
+func UnusableKey(key []byte, maxSnapshotBytes int) (why string, unusable bool) {
 	switch {
 	case key == nil:
 		return "record has no key", true
 	case snapshotstore.ReservedBytes(key):
 		return fmt.Sprintf("key %q is reserved for actorflow's own snapshot records", key), true
+	case KeyTooLarge(key, maxSnapshotBytes):
+		return fmt.Sprintf("key of %d bytes (%s): its snapshot record, a tombstone at the least, does not fit a record batch of the snapshot producer's ProducerBatchMaxBytes %d",
+			len(key), logkey.Clip(string(key[:min(len(key), 64)])), maxSnapshotBytes), true
 	}
 	return "", false
+}
+
+// KeyTooLarge reports whether key's smallest snapshot record (UnusableKey)
+// does not fit a record batch of maxSnapshotBytes (0: no limit). Cheap for
+// every key under half the limit.
+func KeyTooLarge(key []byte, maxSnapshotBytes int) bool {
+	if maxSnapshotBytes <= 0 || len(key) <= maxSnapshotBytes/2 {
+		return false
+	}
+	return snapshotstore.SnapshotRecordBytes(snapshotstore.Snapshot{Key: string(key), Offset: math.MaxInt64})+snapshotFraming > maxSnapshotBytes
 }

@@ -231,7 +231,7 @@ func (k *Core) deadLetter(ctx actor.Context, rec *kgo.Record, kind Kind, err err
 			zap.String("source", fmt.Sprintf("%s[%d] offset %d", rec.Topic, rec.Partition, rec.Offset)),
 			zap.String("key", logkey.Clip(k.key)), zap.Int("max_bytes", max), zap.String("omitted", omitted))
 	}
-	if !k.sendDeadLetter(ctx, cl, dl, rec.Offset, fmt.Sprintf("%s[%d] offset %d key %q", rec.Topic, rec.Partition, rec.Offset, k.key), err) {
+	if !k.sendDeadLetter(ctx, cl, dl, rec.Offset, fmt.Sprintf("%s[%d] offset %d key %s", rec.Topic, rec.Partition, rec.Offset, logkey.Quote(k.key)), err) {
 		return
 	}
 	k.lastFolded = rec.Offset

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/actorflow/actorflow/internal/logkey"
 	"github.com/actorflow/actorflow/internal/prefetch"
 	"github.com/actorflow/actorflow/internal/recbytes"
 	"github.com/actorflow/actorflow/snapshotstore"
@@ -192,7 +193,7 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 			if first < 0 { // no record's: "from offset -1" said nothing
 				what = "(changed by no record: a timer, the load hook or a dropped undecodable state)"
 			}
-			a.fail(ctx, fmt.Errorf("%s[%d] key %q: the write of its state %s failed: %w", a.env.Topic, a.env.Partition, a.key, what, m.err))
+			a.fail(ctx, fmt.Errorf("%s[%d] key %s: the write of its state %s failed: %w", a.env.Topic, a.env.Partition, logkey.Quote(a.key), what, m.err))
 		}
 		a.reportUnlessLeaving(ctx)
 		a.maybePersist(ctx)
@@ -471,8 +472,8 @@ func (a *keyActor[S]) started(ctx actor.Context) {
 		if !snap.Tombstone() {
 			s, err := a.flow.Codec.Decode(snap.Value)
 			if err != nil {
-				bad = fmt.Errorf("%s[%d] key %q: decode snapshot %s (its state as of input offset %d): %w",
-					a.env.Topic, a.env.Partition, a.key, snapshotWhere(snap.Source), snap.Offset, err)
+				bad = fmt.Errorf("%s[%d] key %s: decode snapshot %s (its state as of input offset %d): %w",
+					a.env.Topic, a.env.Partition, logkey.Quote(a.key), snapshotWhere(snap.Source), snap.Offset, err)
 				// A panicking codec fails whatever the policy: the state
 				// may be sound and the codec not (a nil map, a registry not
 				// set up yet), and Skip or DeadLetter would delete it for
@@ -505,7 +506,7 @@ func (a *keyActor[S]) started(ctx actor.Context) {
 		var ns *S
 		var lerr error
 		if pv, stack := protect(func() { ns, lerr = a.flow.Load(&a.Core, a.state) }); stack != nil {
-			a.panicked(ctx, fmt.Sprintf("%s[%d] key %q: load hook", a.env.Topic, a.env.Partition, a.key), pv, stack)
+			a.panicked(ctx, fmt.Sprintf("%s[%d] key %s: load hook", a.env.Topic, a.env.Partition, logkey.Quote(a.key)), pv, stack)
 			return
 		}
 		changed := ns != a.state || len(a.fx.emits) > 0 || len(a.fx.timers) > 0
@@ -515,7 +516,7 @@ func (a *keyActor[S]) started(ctx actor.Context) {
 		}
 	}
 	if err != nil {
-		a.callFailed(ctx, fmt.Errorf("%s[%d] key %q: load hook: %w", a.env.Topic, a.env.Partition, a.key, err), "load hook")
+		a.callFailed(ctx, fmt.Errorf("%s[%d] key %s: load hook: %w", a.env.Topic, a.env.Partition, logkey.Quote(a.key), err), "load hook")
 	}
 	a.maybePersist(ctx)
 	a.report(ctx)
@@ -601,7 +602,7 @@ func (a *keyActor[S]) deliver(ctx actor.Context, m *Deliver) {
 			continue // a replayed record already in the snapshot
 		}
 		if a.keyless {
-			what, _ := UnusableKey(rec.Key)
+			what, _ := UnusableKey(rec.Key, a.env.MaxSnapshotBytes)
 			err := fmt.Errorf("%s[%d] offset %d: %s (nil-key policy: dead-letter)", rec.Topic, rec.Partition, rec.Offset, what)
 			a.env.Logger.Warn(what+"; record sent to the dead-letter topic (nil-key policy: dead-letter)", zap.Int64("offset", rec.Offset))
 			// Its offset, as a fold's: a dead letter that fails the key
@@ -617,14 +618,14 @@ func (a *keyActor[S]) deliver(ctx actor.Context, m *Deliver) {
 			var ferr error
 			if pv, stack := protect(func() { ns, ferr = a.flow.Fold(&a.Core, a.state, rec) }); stack != nil {
 				a.rec = nil
-				a.panicked(ctx, fmt.Sprintf("%s[%d] offset %d key %q: fold", rec.Topic, rec.Partition, rec.Offset, a.key), pv, stack)
+				a.panicked(ctx, fmt.Sprintf("%s[%d] offset %d key %s: fold", rec.Topic, rec.Partition, rec.Offset, logkey.Quote(a.key)), pv, stack)
 				continue
 			}
 			err = a.endCall(ns, ferr)
 		}
 		a.rec = nil
 		if err != nil {
-			a.recordFailed(ctx, rec, fmt.Errorf("%s[%d] offset %d key %q: %s: %w", rec.Topic, rec.Partition, rec.Offset, a.key, stage(err), err))
+			a.recordFailed(ctx, rec, fmt.Errorf("%s[%d] offset %d key %s: %s: %w", rec.Topic, rec.Partition, rec.Offset, logkey.Quote(a.key), stage(err), err))
 			continue
 		}
 		a.lastFolded = rec.Offset
@@ -642,7 +643,7 @@ func (a *keyActor[S]) fireTimer(ctx actor.Context, name string) {
 		// (redeployed without keyflow.WithTimers): it used to be a nil
 		// call, a panic at every restart that named nothing. The timer
 		// stays persisted: a handler added back fires it.
-		a.fail(ctx, fmt.Errorf("%s[%d] key %q: timer %q is due: %w", a.env.Topic, a.env.Partition, a.key, name, ErrNoTimerHandler))
+		a.fail(ctx, fmt.Errorf("%s[%d] key %s: timer %q is due: %w", a.env.Topic, a.env.Partition, logkey.Quote(a.key), name, ErrNoTimerHandler))
 		return
 	}
 	a.cur = -1
@@ -651,13 +652,13 @@ func (a *keyActor[S]) fireTimer(ctx actor.Context, name string) {
 		var ns *S
 		var terr error
 		if pv, stack := protect(func() { ns, terr = a.flow.Timer(&a.Core, a.state, name) }); stack != nil {
-			a.panicked(ctx, fmt.Sprintf("%s[%d] key %q: timer %q", a.env.Topic, a.env.Partition, a.key, name), pv, stack)
+			a.panicked(ctx, fmt.Sprintf("%s[%d] key %s: timer %q", a.env.Topic, a.env.Partition, logkey.Quote(a.key), name), pv, stack)
 			return
 		}
 		err = a.endCall(ns, terr)
 	}
 	if err != nil {
-		a.callFailed(ctx, fmt.Errorf("%s[%d] key %q: timer %q: %w", a.env.Topic, a.env.Partition, a.key, name, err), "timer")
+		a.callFailed(ctx, fmt.Errorf("%s[%d] key %s: timer %q: %w", a.env.Topic, a.env.Partition, logkey.Quote(a.key), name, err), "timer")
 		if a.failed == nil {
 			// Skipped: the timer is gone as if it had not been there, and
 			// the snapshot must say so, or it fires again after a restart
@@ -712,7 +713,7 @@ func (a *keyActor[S]) encode() (snapshotstore.Snapshot, error) {
 	if a.state != nil {
 		b, err := a.encodeState()
 		if err != nil {
-			return s, fmt.Errorf("%s[%d] key %q: encode state at offset %d: %w", a.env.Topic, a.env.Partition, a.key, a.lastFolded, err)
+			return s, fmt.Errorf("%s[%d] key %s: encode state at offset %d: %w", a.env.Topic, a.env.Partition, logkey.Quote(a.key), a.lastFolded, err)
 		}
 		s.Value = b
 	}
@@ -744,7 +745,7 @@ func (a *keyActor[S]) maybePersist(ctx actor.Context) {
 	snap, err := a.encode()
 	if err == nil {
 		if serr := a.snapshotTooLarge(snap); serr != nil {
-			err = fmt.Errorf("%s[%d] key %q: snapshot at offset %d: %w", a.env.Topic, a.env.Partition, a.key, snap.Offset, serr)
+			err = fmt.Errorf("%s[%d] key %s: snapshot at offset %d: %w", a.env.Topic, a.env.Partition, logkey.Quote(a.key), snap.Offset, serr)
 		}
 	}
 	if err != nil {
@@ -1046,7 +1047,7 @@ func (a *keyActor[S]) query(m *Query) {
 	default:
 		b, err := a.encodeState()
 		if err != nil {
-			ans.Err = fmt.Errorf("%s[%d] key %q: encode state for a query: %w", a.env.Topic, a.env.Partition, a.key, err)
+			ans.Err = fmt.Errorf("%s[%d] key %s: encode state for a query: %w", a.env.Topic, a.env.Partition, logkey.Quote(a.key), err)
 			break
 		}
 		a.undo = undo{valid: true, data: b} // the current state's encoding: reused by the next call or persist

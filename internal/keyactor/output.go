@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/actorflow/actorflow/internal/logkey"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -60,8 +61,8 @@ func (k *Core) outputError(m *outputAck) error {
 		what = "dead letter to"
 	}
 	if m.timedOut {
-		return fmt.Errorf("%s[%d] %s key %q: %s %s: %w within %s (WithOutputTimeout): %w",
-			k.env.Topic, k.env.Partition, where, k.key, what, m.topic, ErrOutputTimeout, k.cfg.OutputTimeout, context.DeadlineExceeded)
+		return fmt.Errorf("%s[%d] %s key %s: %s %s: %w within %s (WithOutputTimeout): %w",
+			k.env.Topic, k.env.Partition, where, logkey.Quote(k.key), what, m.topic, ErrOutputTimeout, k.cfg.OutputTimeout, context.DeadlineExceeded)
 	}
-	return fmt.Errorf("%s[%d] %s key %q: %s %s: %w", k.env.Topic, k.env.Partition, where, k.key, what, m.topic, m.err)
+	return fmt.Errorf("%s[%d] %s key %s: %s %s: %w", k.env.Topic, k.env.Partition, where, logkey.Quote(k.key), what, m.topic, m.err)
 }

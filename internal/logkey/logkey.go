@@ -15,3 +15,13 @@ func Clip(key string) string {
 	}
 	return key
 }
+
+// Quote is key for an error message: key quoted, or when longer than 64
+// bytes its first 64 quoted and its size (a key up to half a record's
+// size reaches the key actors, whose errors name it).
+func Quote(key string) string {
+	if len(key) > maxShown {
+		return fmt.Sprintf("%.*q… (%d bytes)", maxShown, key, len(key))
+	}
+	return fmt.Sprintf("%q", key)
+}
