@@ -177,7 +177,7 @@ type answered struct {
 
 // get is Get, with the answer's facts.
 func (w *Worker) get(ctx context.Context, key string) (_ []byte, _ QueryInfo, a answered, _ error) {
-	info := QueryInfo{Topic: w.cfg.input, Partition: -1, Offset: -1, PersistedOffset: -1, Committed: -1}
+	info := QueryInfo{Topic: w.cfg.input, Partition: -1, Offset: -1, PersistedOffset: -1, Committed: -1, HighWatermark: -1}
 	if snapshotstore.Reserved(key) {
 		return nil, info, a, fmt.Errorf("%w: key %q is reserved for actorflow's own records", ErrKeyNotFound, key)
 	}

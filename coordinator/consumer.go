@@ -203,8 +203,12 @@ type Consumer struct {
 	stopping chan struct{}
 	stopOnce sync.Once
 	// seeds are the background lists of end offsets (seedHighWatermarks),
-	// ended by seedCtx's cancel and awaited at Run's shutdown.
+	// ended by seedCtx's cancel and awaited at Run's shutdown; after it
+	// (seedsClosed, under seedsMu) none starts: a WaitGroup's Add must not
+	// race its Wait.
 	seeds         sync.WaitGroup
+	seedsMu       sync.Mutex
+	seedsClosed   bool
 	seedCtx       context.Context
 	seedCtxCancel context.CancelFunc
 }
@@ -495,6 +499,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 	cancel()                                    // the watcher and the restarter stop before the shutdown takes the partitions
 	<-watched
 	<-restarted
+	c.seedsMu.Lock()
+	c.seedsClosed = true
+	c.seedsMu.Unlock()
 	if c.seedCtxCancel != nil {
 		c.seedCtxCancel()
 	}
@@ -910,6 +917,20 @@ func (c *Consumer) assignedOffsets(ctx context.Context, tps []TopicPartition, re
 // which a concurrent query saw the group rebalancing with no owner
 // (scenario OwnerNamedThroughARebalance, 2 runs in 15 under load).
 func (c *Consumer) seedHighWatermarks(tps []TopicPartition) {
+	c.seedsMu.Lock()
+	defer c.seedsMu.Unlock()
+	if c.seedsClosed {
+		return // Run is shutting down
+	}
+	// Each partition's start as of the list: a list of an earlier
+	// assignment landing after a revoke and the next assignment here would
+	// record an older end, and the fresher one would then be skipped.
+	c.mu.Lock()
+	tokens := make(map[TopicPartition]uint64, len(tps))
+	for _, tp := range tps {
+		tokens[tp] = c.started[tp].token
+	}
+	c.mu.Unlock()
 	c.seeds.Add(1)
 	go func() {
 		defer c.seeds.Done()
@@ -928,7 +949,7 @@ func (c *Consumer) seedHighWatermarks(tps []TopicPartition) {
 		defer c.mu.Unlock()
 		for _, tp := range tps {
 			e, ok := ends.Lookup(tp.Topic, tp.Partition)
-			if _, known := c.hwm[tp]; !ok || e.Err != nil || known || !c.owned[tp] {
+			if _, known := c.hwm[tp]; !ok || e.Err != nil || known || !c.owned[tp] || c.started[tp].token != tokens[tp] {
 				continue
 			}
 			c.hwm[tp] = e.Offset

@@ -368,7 +368,7 @@ func location(from string, h http.Header) (string, error) {
 
 func infoOf[S any](ans StateAnswer[S]) actorflow.QueryInfo {
 	if ans.Info == nil {
-		return actorflow.QueryInfo{Partition: -1, Offset: -1, PersistedOffset: -1, Committed: -1} // as Get's before an answer
+		return actorflow.QueryInfo{Partition: -1, Offset: -1, PersistedOffset: -1, Committed: -1, HighWatermark: -1} // as Get's before an answer
 	}
 	return *ans.Info
 }

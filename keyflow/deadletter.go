@@ -60,7 +60,7 @@ type DeadLetterKind string
 const (
 	KindFoldError   DeadLetterKind = "actorflow.FoldError"        // the fold returned an error
 	KindUndecodable DeadLetterKind = "actorflow.UndecodableInput" // the fold's error wraps ErrUndecodable
-	KindNilKey      DeadLetterKind = "actorflow.NilKey"           // the record has no key
+	KindNilKey      DeadLetterKind = "actorflow.NilKey"           // the record has no usable key (WithNilKeyPolicy)
 	// KindUndecodableState: a key's snapshot whose state the flow's Codec
 	// cannot decode (WithUndecodableStatePolicy); the dead letter holds the
 	// snapshot's key and value, and its __streams.errors.* headers name the

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/actorflow/actorflow/internal/keyactor"
+	"github.com/actorflow/actorflow/internal/logkey"
 	"github.com/actorflow/actorflow/internal/recbytes"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/asynkron/protoactor-go/actor"
@@ -520,7 +521,7 @@ func (p *partition) Receive(ctx actor.Context) {
 		who := "transaction actor"
 		for k, s := range p.keys { // rare: O(keys) is fine
 			if s.e != nil && s.e.mb != nil && s.e.mb.pid.Id == m.Child.Id {
-				who = fmt.Sprintf("key %q", k)
+				who = "key " + logkey.Quote(k)
 			}
 		}
 		p.fail(ctx, fmt.Errorf("%s[%d]: %s: %w", p.cfg.Topic, p.cfg.Partition, who, panicError(m.Reason)))

@@ -5,7 +5,6 @@ import (
 	"math"
 	"strings"
 
-	"github.com/actorflow/actorflow/internal/logkey"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -84,8 +83,8 @@ func UnusableKey(key []byte, maxSnapshotBytes int) (why string, unusable bool) {
 	case snapshotstore.ReservedBytes(key):
 		return fmt.Sprintf("key %q is reserved for actorflow's own snapshot records", key), true
 	case KeyTooLarge(key, maxSnapshotBytes):
-		return fmt.Sprintf("key of %d bytes (%s): its snapshot record, a tombstone at the least, does not fit a record batch of the snapshot producer's ProducerBatchMaxBytes %d",
-			len(key), logkey.Clip(string(key[:min(len(key), 64)])), maxSnapshotBytes), true
+		return fmt.Sprintf("key of %d bytes (%q…): its snapshot record, a tombstone at the least, does not fit a record batch of the snapshot producer's ProducerBatchMaxBytes %d",
+			len(key), key[:min(len(key), 64)], maxSnapshotBytes), true
 	}
 	return "", false
 }

@@ -83,7 +83,7 @@ type Kind int
 const (
 	KindFoldError        Kind = iota // the fold returned an error
 	KindUndecodable                  // the fold's error wraps ErrUndecodable
-	KindNilKey                       // the record has no key
+	KindNilKey                       // the record has no usable key (nil, reserved, too large)
 	KindUndecodableState             // a snapshot's state the codec cannot decode
 )
 
