@@ -95,6 +95,24 @@ func firesWithin(fired <-chan string, d time.Duration) []string {
 	}
 }
 
+// heldSession runs sessionFlow (200-byte outputs, timer idle ahead) under a
+// 100-byte outputs budget over a stuck store, and returns once record 0 of
+// key "a" has its write in flight: the budget used up, the key holds its
+// next deliveries. fired receives the timer's fires.
+func heldSession(t *testing.T, idle time.Duration) (*harness, *stuckOutputs, chan string) {
+	t.Helper()
+	fired := make(chan string, 8)
+	st := newStuckOutputs(t)
+	st.stick()
+	h := newHarnessWith(t, st.mem, sessionFlow(strings.Repeat("x", 200), idle, fired), 0, func(c *partitionflow.Config) {
+		c.MaxPendingOutputBytes = 100
+	})
+	t.Cleanup(st.unstick) // before the harness's stop (cleanups run last first)
+	h.send(rec(0, "a", ""))
+	<-st.entered
+	return h, st, fired
+}
+
 // A timer that comes due while records delivered before it are held (the
 // outputs budget used up, the key's write in flight) fires after them: it
 // fired on the state without them, though the held record resets it (an
@@ -103,17 +121,9 @@ func firesWithin(fired <-chan string, d time.Duration) []string {
 // not fire, and the new one fires at its own due time, not early.
 func TestTimerWaitsForTheRecordsHeldBeforeIt(t *testing.T) {
 	const idle = 300 * time.Millisecond
-	fired := make(chan string, 8)
-	st := newStuckOutputs(t)
-	st.stick()
-	h := newHarnessWith(t, st.mem, sessionFlow(strings.Repeat("x", 200), idle, fired), 0, func(c *partitionflow.Config) {
-		c.MaxPendingOutputBytes = 100
-	})
-	t.Cleanup(st.unstick)   // before the harness's stop (cleanups run last first)
-	h.send(rec(0, "a", "")) // its write blocks: the budget is used up
-	<-st.entered
-	h.send(rec(1, "a", "")) // well before the timer's due time: held
-	query(t, h, "a")        // the delivery was held
+	h, st, fired := heldSession(t, idle) // record 0's write in flight, the budget used up
+	h.send(rec(1, "a", ""))              // well before the timer's due time: held
+	query(t, h, "a")                     // the delivery was held
 	// Past the timer's due time, the key still holding record 1.
 	if got := firesWithin(fired, idle+200*time.Millisecond); len(got) > 0 {
 		t.Fatalf("the timer fired on %v while record 1, delivered before its due time, was held", got)
@@ -129,15 +139,7 @@ func TestTimerWaitsForTheRecordsHeldBeforeIt(t *testing.T) {
 // follows, fires once the hold ends, once.
 func TestHeldTimerFiresOnceTheHoldEnds(t *testing.T) {
 	const idle = 100 * time.Millisecond
-	fired := make(chan string, 8)
-	st := newStuckOutputs(t)
-	st.stick()
-	h := newHarnessWith(t, st.mem, sessionFlow(strings.Repeat("x", 200), idle, fired), 0, func(c *partitionflow.Config) {
-		c.MaxPendingOutputBytes = 100
-	})
-	t.Cleanup(st.unstick) // before the harness's stop (cleanups run last first)
-	h.send(rec(0, "a", ""))
-	<-st.entered // its write in flight and the budget used up: the timer is held
+	h, st, fired := heldSession(t, idle) // the timer comes due held
 	if got := firesWithin(fired, idle+200*time.Millisecond); len(got) > 0 {
 		t.Fatalf("the timer fired on %v while the key's write held its outputs budget", got)
 	}

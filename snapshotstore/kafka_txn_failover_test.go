@@ -56,6 +56,18 @@ func failTxnOffsetCommitOnce(f *txnFixture, code int16) *atomic.Int32 {
 	return &n
 }
 
+// countInitProducerIDs counts the cluster's InitProducerID requests from
+// now on, answering them as kfake does.
+func countInitProducerIDs(f *txnFixture) *atomic.Int32 {
+	var n atomic.Int32
+	f.c.ControlKey(kmsg.InitProducerID.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		f.c.KeepControl()
+		n.Add(1)
+		return nil, nil, false
+	})
+	return &n
+}
+
 // failEndTxnOnce makes the cluster answer the next EndTxn commit with code.
 func failEndTxnOnce(f *txnFixture, code int16) *atomic.Int32 {
 	var n atomic.Int32
@@ -442,12 +454,7 @@ func TestAnAbortKgoDidNotSendReinitialisesBeforeTheRedo(t *testing.T) {
 		}
 		return nil, nil, false
 	})
-	var inits atomic.Int32
-	f.c.ControlKey(kmsg.InitProducerID.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
-		f.c.KeepControl()
-		inits.Add(1)
-		return nil, nil, false
-	})
+	inits := countInitProducerIDs(f)
 	b := Batch{Writes: []Snapshot{{Key: "k", Value: []byte("v2"), Offset: 4}}, Offset: 5, OffsetAdvanced: true}
 	if err := p.Commit(ctx, b); err != nil {
 		t.Fatalf("commit after a failed attempt: %v", err)
@@ -475,12 +482,7 @@ func TestAnInvalidTxnStateBeforeTheCommitReinitialisesAndRedoes(t *testing.T) {
 				t.Fatal(err)
 			}
 			faults := failTxnOffsetCommitOnce(f, kerr.InvalidTxnState.Code)
-			var inits atomic.Int32
-			f.c.ControlKey(kmsg.InitProducerID.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
-				f.c.KeepControl()
-				inits.Add(1)
-				return nil, nil, false
-			})
+			inits := countInitProducerIDs(f)
 			b := Batch{Writes: []Snapshot{{Key: "k", Value: []byte("v2"), Offset: 4}}, Offset: 5, OffsetAdvanced: true}
 			if err := p.Commit(ctx, b); err != nil {
 				t.Fatalf("commit after INVALID_TXN_STATE at its offset commit: %v", err)
