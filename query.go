@@ -199,7 +199,6 @@ func (w *Worker) get(ctx context.Context, key string) (_ []byte, _ QueryInfo, a 
 	}
 	info.Partition = partitionOf(w.cfg.inPartitioner, w.cfg.input, key, n)
 	tp := coordinator.TopicPartition{Topic: w.cfg.input, Partition: info.Partition}
-	info.HighWatermark = -1
 	if h, ok := w.cons.HighWatermark(tp); ok {
 		info.HighWatermark = h
 	}

@@ -121,9 +121,7 @@ func TestGetLocalHitAbsentKeyAndWrongType(t *testing.T) {
 	e.produce(t, 3, keys...)
 	e.produce(t, 2, "to", "be")
 	w, _ := e.start(t, countFlow())
-	if err := w.WaitCaughtUp(ctxFor(t, 30*time.Second)); err != nil {
-		t.Fatal(err)
-	}
+	awaitCaughtUp(t, w)
 	for _, k := range keys {
 		want := 3
 		if k == "to" || k == "be" {
@@ -387,9 +385,7 @@ func TestGetUnavailableWhileRecovering(t *testing.T) {
 	}
 	rcancel()
 	close(release)
-	if err := w.WaitCaughtUp(ctxFor(t, 30*time.Second)); err != nil {
-		t.Fatal(err)
-	}
+	awaitCaughtUp(t, w)
 	s, info, err := actorflow.Get[Count](ctxFor(t, 5*time.Second), w, "x")
 	if err != nil || s.N != 3 || !info.Persisted {
 		t.Fatalf("Get after recovery: %+v, %+v, %v", s, info, err)
@@ -407,9 +403,7 @@ func TestWaitCaughtUp(t *testing.T) {
 	}
 	e.produce(t, 5, keys...)
 	w, _ := e.start(t, countFlow(), actorflow.WithCommitOffsetsInterval(300*time.Millisecond))
-	if err := w.WaitCaughtUp(ctxFor(t, 30*time.Second)); err != nil {
-		t.Fatal(err)
-	}
+	awaitCaughtUp(t, w)
 	adm := kadm.NewClient(testkit.Client(t, e.brokers))
 	ends, err := adm.ListEndOffsets(context.Background(), e.input)
 	if err != nil {
@@ -592,9 +586,7 @@ func answeringKey(t *testing.T) (*queryEnv, *actorflow.Worker) {
 	e := newQueryEnv(t, 1)
 	e.produce(t, 2, "k")
 	w, _ := e.start(t, countFlow())
-	if err := w.WaitCaughtUp(ctxFor(t, 30*time.Second)); err != nil {
-		t.Fatal(err)
-	}
+	awaitCaughtUp(t, w)
 	if _, _, err := w.Get(ctxFor(t, 10*time.Second), "k"); err != nil {
 		t.Fatalf("Get of a caught-up key: %v", err)
 	}
@@ -610,9 +602,7 @@ func TestGetWaitsForAnotherGetsListingWithinItsContext(t *testing.T) {
 	e := newQueryEnv(t, 1)
 	e.produce(t, 2, "k")
 	w1, stop1 := e.start(t, countFlow())
-	if err := w1.WaitCaughtUp(ctxFor(t, 30*time.Second)); err != nil {
-		t.Fatal(err)
-	}
+	awaitCaughtUp(t, w1)
 	stop1()
 	// A second worker of the group, started at the partition's end.
 	var armed atomic.Bool
@@ -699,9 +689,7 @@ func TestGetOfAStateThatNoLongerDecodes(t *testing.T) {
 	e := newQueryEnv(t, 2)
 	e.produce(t, 3, "a")
 	w, stop := e.start(t, countFlow())
-	if err := w.WaitCaughtUp(ctxFor(t, 30*time.Second)); err != nil {
-		t.Fatal(err)
-	}
+	awaitCaughtUp(t, w)
 	stop()
 	dlq := keyflow.DefaultDeadLetterTopic(e.input)
 	if _, err := kadm.NewClient(testkit.Client(t, e.brokers)).CreateTopic(ctxFor(t, 10*time.Second), 1, 1, nil, dlq); err != nil {
@@ -711,9 +699,7 @@ func TestGetOfAStateThatNoLongerDecodes(t *testing.T) {
 		flow := keyflow.New(func(_ *keyflow.Context, s *CountV2, _ *kgo.Record) (*CountV2, error) { return s, nil },
 			keyflow.WithUndecodableStatePolicy(p))
 		w, stop := e.start(t, flow)
-		if err := w.WaitCaughtUp(ctxFor(t, 30*time.Second)); err != nil {
-			t.Fatal(err)
-		}
+		awaitCaughtUp(t, w)
 		s, info, err := actorflow.Get[CountV2](ctxFor(t, 10*time.Second), w, "a")
 		part := fmt.Sprintf("%s[%d]", e.input, e.partitionOfKey["a"])
 		if s != nil || !errors.Is(err, actorflow.ErrUndecodableState) || errors.Is(err, actorflow.ErrKeyNotFound) != (p != keyflow.Fail) ||
@@ -735,9 +721,7 @@ func TestReadStateLeavesOutTheKeysThatDoNotDecode(t *testing.T) {
 	e := newQueryEnv(t, 2)
 	e.produce(t, 3, "a", "b")
 	w, stop := e.start(t, countFlow())
-	if err := w.WaitCaughtUp(ctxFor(t, 30*time.Second)); err != nil {
-		t.Fatal(err)
-	}
+	awaitCaughtUp(t, w)
 	stop()
 	ctx := ctxFor(t, 30*time.Second)
 	st, err := actorflow.ReadState[CountV2](ctx, e.brokers, e.snaps, nil)
@@ -773,9 +757,7 @@ func TestReadStateListsTheTimers(t *testing.T) {
 		return s, nil
 	}, keyflow.WithTimers(func(_ *keyflow.Context, s *Count, _ string) (*Count, error) { return s, nil }))
 	w, stop := e.start(t, flow)
-	if err := w.WaitCaughtUp(ctxFor(t, 30*time.Second)); err != nil {
-		t.Fatal(err)
-	}
+	awaitCaughtUp(t, w)
 	stop()
 	st, err := actorflow.ReadState[Count](ctxFor(t, 30*time.Second), e.brokers, e.snaps, nil)
 	if err != nil || len(st) != 2 || !st["a"].Timers["close"].Equal(time.UnixMilli(4102444800000)) || len(st["a"].Timers) != 1 || st["b"].Timers != nil {
@@ -788,6 +770,14 @@ func (e *queryEnv) produceTo(t *testing.T, partition int32, key string) {
 	t.Helper()
 	rec := &kgo.Record{Topic: e.input, Partition: partition, Key: []byte(key)}
 	if err := testkit.Client(t, e.brokers, kgo.RecordPartitioner(kgo.ManualPartitioner())).ProduceSync(context.Background(), rec).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// awaitCaughtUp waits (30 s at most) for w's WaitCaughtUp.
+func awaitCaughtUp(t *testing.T, w *actorflow.Worker) {
+	t.Helper()
+	if err := w.WaitCaughtUp(ctxFor(t, 30*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -876,9 +866,7 @@ func TestStatusLagOfAPartitionNotFetchedYet(t *testing.T) {
 			}
 			unhold()
 			if listed {
-				if err := w.WaitCaughtUp(ctxFor(t, 30*time.Second)); err != nil {
-					t.Fatal(err)
-				}
+				awaitCaughtUp(t, w)
 				awaitLagZero(t, w, 2)
 			}
 		})
@@ -892,9 +880,7 @@ func TestStatusLagOfAPartitionTakenOverCaughtUp(t *testing.T) {
 	e := newQueryEnv(t, 2)
 	e.produceTo(t, 0, "a")
 	w, stop := e.start(t, countFlow())
-	if err := w.WaitCaughtUp(ctxFor(t, 30*time.Second)); err != nil {
-		t.Fatal(err)
-	}
+	awaitCaughtUp(t, w)
 	stop()
 	w2, _ := e.start(t, countFlow())
 	if err := w2.WaitReady(ctxFor(t, 30*time.Second)); err != nil {
@@ -903,17 +889,14 @@ func TestStatusLagOfAPartitionTakenOverCaughtUp(t *testing.T) {
 	awaitLagZero(t, w2, 2)
 }
 
-// A partition fetched without records (empty) shows lag 0, not the -1 of
-// a partition not fetched yet (a takeover still recovering: its lag is not
-// known, and a 0 there read as caught up while 500k records waited, in a
-// trial at a million keys).
+// A partition with no records shows lag 0, not the -1 of a partition whose
+// high watermark is not known (a 0 there read as caught up while 500k
+// records waited, in a trial at a million keys).
 func TestStatusLagOfAnEmptyPartition(t *testing.T) {
 	e := newQueryEnv(t, 2)
 	e.produceTo(t, 0, "a")
 	w, _ := e.start(t, countFlow())
-	if err := w.WaitCaughtUp(ctxFor(t, 30*time.Second)); err != nil {
-		t.Fatal(err)
-	}
+	awaitCaughtUp(t, w)
 	awaitLagZero(t, w, 2)
 }
 

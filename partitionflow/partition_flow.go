@@ -195,20 +195,21 @@ func (p *partition) records(ctx actor.Context, recs []*kgo.Record) {
 		p.groups, p.routed, p.gidx = groups[:0], routed[:0], gidx[:0]
 	}()
 	for _, r := range recs {
-		keyless := false
-		switch {
-		case r.Attrs.IsControl():
+		if r.Attrs.IsControl() {
 			// A transaction marker (the consumer keeps them): consumed, so
 			// the committable offset passes it; never folded, and not in
 			// the in-flight budget (the consumer does not count it).
 			p.tracker.Consumed(r.Offset)
 			continue
-		case p.unusableKey(r.Key) && p.cfg.Handler.NilKeyPolicy() == keyactor.DeadLetter:
+		}
+		keyless, unusable := false, p.unusableKey(r.Key) // once per record
+		switch {
+		case unusable && p.cfg.Handler.NilKeyPolicy() == keyactor.DeadLetter:
 			// The reserved key's actor dead-letters it: its snapshot (a
 			// tombstone carrying the offset) goes with the dead letter, so
 			// the record is held like any key's and never written twice.
 			keyless = true
-		case p.unusableKey(r.Key):
+		case unusable:
 			// A key reserved for actorflow's own snapshot records has no
 			// usable key either: the nil-key policy decides. It failed the
 			// partition under every policy, again at each restart, and only

@@ -264,7 +264,7 @@ func (a *keyActor[S]) onDeliver(ctx actor.Context, m *Deliver) {
 		// delivered to it settled). One Progress fewer per loaded key.
 		a.reported = m.Records[0].Offset - 1
 	}
-	if a.waitAcks || a.outboxHeld() || len(a.stash) > 0 {
+	if a.holding() {
 		// A copy: m's records share their poll batch's array, which a
 		// stashed slice would pin, with every record of the batch, for as
 		// long as the acks take (up to the output timeout), or the write
@@ -394,12 +394,17 @@ func (a *keyActor[S]) canLeave() bool {
 // budget (a periodic timer under a stuck transaction grew the outbox
 // without bound; both found by a review). unstash fires it in its turn.
 func (a *keyActor[S]) holdTimer(kt *keyTimer) bool {
-	if !a.waitAcks && !a.outboxHeld() && len(a.stash) == 0 {
+	if !a.holding() {
 		return false
 	}
 	a.stash = append(a.stash, &Deliver{timer: kt})
 	return true
 }
+
+// holding: the key holds its deliveries (and timers come due) in its stash —
+// outputs await their acks, the outputs budget is used up under its write in
+// flight, or earlier ones wait there.
+func (a *keyActor[S]) holding() bool { return a.waitAcks || a.outboxHeld() || len(a.stash) > 0 }
 
 // unstash folds a held delivery, or fires a held timer unless a fold since
 // replaced or cancelled it, or the partition's revoke flush began (the next
