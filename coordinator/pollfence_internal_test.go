@@ -36,6 +36,10 @@ func restartableConsumer(t *testing.T, h Handler, tp TopicPartition) (*Consumer,
 	c := testConsumer(cl, h, tp)
 	c.adm = kadm.NewClient(cl)
 	c.log = zaptest.NewLogger(t)
+	// An assignment's background list of end offsets (seedHighWatermarks)
+	// ends before the client closes and the test does: it logged through t
+	// after the test had ended (a race CI's detector caught).
+	t.Cleanup(c.seeds.Wait)
 	c.cfg.Group, c.cfg.Topic, c.cfg.RebalanceTimeout = "g", "in", 30*time.Second
 	c.own.Bind(tp, snapshotstore.GroupMetadata{MemberID: "m1", Generation: 3})
 	var offs kadm.Offsets
