@@ -3,6 +3,7 @@ package snapshotstore
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -82,4 +83,34 @@ func (e *OwnershipError) Error() string {
 // or for an eviction errors.Is(err, ErrEvicted).
 func (e *OwnershipError) Is(target error) bool {
 	return target == ErrFenced || target == ErrNotOwned && !e.Evicted || target == ErrEvicted && e.Evicted
+}
+
+// notAFence is a fence-looking error taken as a failure of the partition
+// (a transaction still failing after the failover timeout while the
+// consumer owns the partition): its message, and the broker's error in it
+// (errors.Is(err, kerr.ProducerFenced) still holds), without what made it
+// match ErrFenced, which stops the worker.
+type notAFence struct {
+	msg    string
+	broker error // the chain's *kerr.Error, or nil
+}
+
+func (e *notAFence) Error() string { return e.msg }
+func (e *notAFence) Unwrap() error { return e.broker }
+
+// stripFence is err as notAFence when it matches ErrFenced: a
+// *FencedError's own error (the partition and generation it names are the
+// caller's to say), FenceError's wrapping dropped from the message.
+func stripFence(err error) error {
+	if fe, ok := errors.AsType[*FencedError](err); ok {
+		err = fe.Err
+	}
+	if !errors.Is(err, ErrFenced) {
+		return err
+	}
+	e := &notAFence{msg: strings.ReplaceAll(err.Error(), ErrFenced.Error()+": ", "")}
+	if ke, ok := errors.AsType[*kerr.Error](err); ok {
+		e.broker = ke
+	}
+	return e
 }

@@ -266,16 +266,13 @@ func (t *txnPartition) Commit(ctx context.Context, b Batch) error {
 	timedOut := func() bool { return !time.Now().Before(deadline) } // ctx's own deadline, moved with it
 	// giveUp ends the Commit at the failover timeout: a failure of the
 	// partition, not a fence — an epoch the coordinator bumped while the
-	// partition is owned here is wrapped as a FencedError, which would
-	// stop the worker; after the timeout the partition restarts like any
-	// other failure.
+	// partition is owned here matches ErrFenced (a FencedError, or a
+	// failed re-initialisation's FenceError), which would stop the worker;
+	// after the timeout the partition restarts like any other failure (the
+	// consumer's ownership, not the producer's epoch, decides a fence).
 	giveUp := func(log *zap.Logger, err error) error {
 		log.Error("transaction still failing after the failover timeout; giving up", zap.Duration("failover_timeout", t.k.cfg.failoverTimeout))
-		cause := err
-		if fe, ok := errors.AsType[*FencedError](err); ok {
-			cause = fe.Err
-		}
-		return fmt.Errorf("%s: transaction still failing after the failover timeout (%v): %w", t.info, t.k.cfg.failoverTimeout, cause)
+		return fmt.Errorf("%s: transaction still failing after the failover timeout (%v): %w", t.info, t.k.cfg.failoverTimeout, stripFence(err))
 	}
 	backoff := 50 * time.Millisecond
 	awaits := 0

@@ -347,39 +347,56 @@ func TestAPartitionLostWhileAwaitingTheGenerationIsNotAFence(t *testing.T) {
 // timeout (the coordinator answering CONCURRENT_TRANSACTIONS, which kgo
 // retried for as long as its context lasted) ends the Commit at the
 // timeout, as a failure of the partition — not a fence, which would stop
-// the worker — and not a wait without end (found by a review).
+// the worker — and not a wait without end (found by a review). So does one
+// the coordinator keeps answering PRODUCER_FENCED while the consumer owns
+// the partition: that error reached the timeout wrapped by FenceError, not
+// as a *FencedError, and matched ErrFenced after it.
 func TestAReinitFailingPastTheFailoverTimeoutFailsThePartition(t *testing.T) {
-	f := newTxnFixture(t, true)
-	p := f.openFailover(t, f.meta, 500*time.Millisecond)
-	ctx := context.Background()
-	if err := p.Commit(ctx, Batch{Offset: 1, OffsetAdvanced: true}); err != nil {
-		t.Fatal(err)
-	}
-	// The coordinator bumped the epoch while the partition is owned here:
-	// re-initialise the producer (not the commit's EndTxn, which would be
-	// a lost commit answer to settle).
-	failTxnOffsetCommitOnce(f, kerr.InvalidProducerEpoch.Code)
-	inits := answerAll(f, kmsg.InitProducerID.Int16(), func(req kmsg.Request) kmsg.Response {
-		resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
-		resp.ErrorCode = kerr.ConcurrentTransactions.Code
-		return resp
-	})
-	done := make(chan error, 1)
-	go func() { done <- p.Commit(ctx, Batch{Offset: 9, OffsetAdvanced: true}) }()
-	var err error
-	select {
-	case err = <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("Commit still waits on the re-initialisation 30 s after its 500 ms failover timeout")
-	}
-	if inits.Load() == 0 {
-		t.Fatal("no InitProducerID was answered CONCURRENT_TRANSACTIONS: the test did not reach the re-initialisation")
-	}
-	if err == nil || errors.Is(err, ErrFenced) {
-		t.Fatalf("Commit = %v; want a failure of the partition that does not match ErrFenced", err)
-	}
-	if !strings.Contains(err.Error(), "failover timeout") || !errors.Is(err, kerr.InvalidProducerEpoch) {
-		t.Fatalf("Commit = %v; want it to name the failover timeout and the epoch error", err)
+	for _, tc := range []struct {
+		name     string
+		code     int16
+		wantKerr error
+	}{
+		{"concurrent transactions", kerr.ConcurrentTransactions.Code, kerr.InvalidProducerEpoch},
+		{"producer fenced", kerr.ProducerFenced.Code, kerr.ProducerFenced},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newTxnFixture(t, true)
+			p := f.openFailover(t, f.meta, 500*time.Millisecond)
+			ctx := context.Background()
+			if err := p.Commit(ctx, Batch{Offset: 1, OffsetAdvanced: true}); err != nil {
+				t.Fatal(err)
+			}
+			// The coordinator bumped the epoch while the partition is owned here:
+			// re-initialise the producer (not the commit's EndTxn, which would be
+			// a lost commit answer to settle).
+			failTxnOffsetCommitOnce(f, kerr.InvalidProducerEpoch.Code)
+			inits := answerAll(f, kmsg.InitProducerID.Int16(), func(req kmsg.Request) kmsg.Response {
+				resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+				resp.ErrorCode = tc.code
+				return resp
+			})
+			done := make(chan error, 1)
+			go func() { done <- p.Commit(ctx, Batch{Offset: 9, OffsetAdvanced: true}) }()
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(30 * time.Second):
+				t.Fatal("Commit still waits on the re-initialisation 30 s after its 500 ms failover timeout")
+			}
+			if inits.Load() == 0 {
+				t.Fatalf("no InitProducerID was answered %s: the test did not reach the re-initialisation", kerr.ErrorForCode(tc.code))
+			}
+			if err == nil || errors.Is(err, ErrFenced) || errors.Is(err, ErrNotOwned) {
+				t.Fatalf("Commit = %v; want a failure of the partition that does not match ErrFenced", err)
+			}
+			if !strings.Contains(err.Error(), "failover timeout") || !errors.Is(err, tc.wantKerr) {
+				t.Fatalf("Commit = %v; want it to name the failover timeout and match %v", err, tc.wantKerr)
+			}
+			if strings.Contains(err.Error(), ErrFenced.Error()) {
+				t.Fatalf("Commit = %v; its message still says it is a fence", err)
+			}
+		})
 	}
 }
 
