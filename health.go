@@ -245,9 +245,10 @@ func (w *Worker) WaitReady(ctx context.Context) error {
 }
 
 // WaitCaughtUp waits until the worker has caught up with its input as of
-// the call: it is ready (WaitReady), every input partition is owned by a
-// member of the group (none is left unowned by a rebalance in progress),
-// and every one it owns has processed and committed everything below the
+// the call: it is ready (WaitReady), the group is at rest (its coordinator
+// names it Stable: no rebalance under way, none about to move a partition
+// it shows as owned), every input partition is owned by a member of the
+// group, and every one it owns has processed and committed everything below the
 // partition's log end offset read at the call (Status: Committed ≥ that offset; a transactionally
 // written input's last commit marker counts as processed). Records produced
 // after the call are not waited for; a partition that moves to another
@@ -279,26 +280,27 @@ func (w *Worker) WaitCaughtUp(ctx context.Context) error {
 	// reviews).
 	const assignmentEvery = 250 * time.Millisecond
 	var (
-		lastRead time.Time
-		last     ownersOf
+		lastRead  time.Time
+		last      ownersOf
+		lastState string
 	)
 	_, err = w.waitFor(ctx, func(h Health, st Status) (bool, string) {
 		return caughtUp(st.Partitions, ends, func() (string, error) {
 			me, err := w.cons.GroupMetadata()
 			return me.MemberID, err
-		}, func() (func(coordinator.TopicPartition) (string, bool), error) {
+		}, func() (groupView, error) {
 			if last == nil || time.Since(lastRead) >= assignmentEvery {
-				o, err := w.assignment(ctx)
+				o, state, err := w.assignment(ctx)
 				if err != nil {
-					return nil, err
+					return groupView{}, err
 				}
-				last, lastRead = o, time.Now()
+				last, lastState, lastRead = o, state, time.Now()
 			}
 			ownerOf := last
-			return func(tp coordinator.TopicPartition) (string, bool) {
+			return groupView{state: lastState, ownerOf: func(tp coordinator.TopicPartition) (string, bool) {
 				m, ok := ownerOf(tp)
 				return m.MemberID, ok
-			}, nil
+			}}, nil
 		})
 	})
 	if err != nil {
@@ -354,17 +356,26 @@ func (w *Worker) waitFor(ctx context.Context, cond func(Health, Status) (bool, s
 	}
 }
 
+// groupView is the group as WaitCaughtUp reads it: its state ("Stable" at
+// rest) and each partition's owner (false when no member owns it).
+type groupView struct {
+	state   string
+	ownerOf func(coordinator.TopicPartition) (string, bool)
+}
+
 // caughtUp is WaitCaughtUp's decision, given the partitions this worker
 // runs (local), the input's end offsets as of the call, this member's id
-// (memberID) and the group's assignment (assignment: read once, only when
-// the local partitions are done; it gives a partition's owner, false when
-// no member owns it). Caught up: every local partition has committed its
-// end offset, and every other partition is owned by another member. A
-// partition owned by no member (a rebalance in progress, or the first
-// assignment not made yet, when a worker owning none is already ready) or
-// assigned here and not started yet is pending.
+// (memberID) and the group (assignment: read once, only when the local
+// partitions are done). Caught up: every local partition has committed its
+// end offset, the group is at rest, and every other partition is owned by
+// another member. A group not at rest is pending even when every partition
+// runs here: a member joining moves some of them away (the coordinator
+// still shows them owned here until its members rejoin or, under KIP-848,
+// reconcile). A partition owned by no member (a rebalance in progress, or
+// the first assignment not made yet, when a worker owning none is already
+// ready) or assigned here and not started yet is pending.
 func caughtUp(local []partitionflow.Status, ends kadm.ListedOffsets, memberID func() (string, error),
-	assignment func() (func(coordinator.TopicPartition) (string, bool), error)) (bool, string) {
+	assignment func() (groupView, error)) (bool, string) {
 	behind := ""
 	runs := map[int32]bool{}
 	for _, p := range local {
@@ -389,20 +400,30 @@ func caughtUp(local []partitionflow.Status, ends kadm.ListedOffsets, memberID fu
 			others = append(others, coordinator.TopicPartition{Topic: o.Topic, Partition: o.Partition})
 		}
 	})
-	if len(others) == 0 {
-		return true, ""
-	}
 	me, err := memberID()
 	if err != nil {
 		return false, "no group metadata: " + err.Error()
 	}
-	ownerOf, err := assignment()
+	group, err := assignment()
 	if err != nil {
 		return false, "owner lookup: " + err.Error()
 	}
+	if group.state != "Stable" {
+		return false, "pending: the group is rebalancing (state " + group.state + ")"
+	}
 	pending := ""
+	for _, p := range local {
+		// At rest with a partition still running here that the group gave
+		// another member (or none): this member has not yet acted on the
+		// assignment it was sent (a cooperative rebalance's first round
+		// takes a partition away; the second gives it to its new owner).
+		tp := coordinator.TopicPartition{Topic: p.Topic, Partition: p.Partition}
+		if owner, ok := group.ownerOf(tp); !ok || owner != me {
+			pending += fmt.Sprintf(" %s[%d] runs here, the group assigns it elsewhere (moving)", p.Topic, p.Partition)
+		}
+	}
 	for _, o := range others {
-		owner, ok := ownerOf(o)
+		owner, ok := group.ownerOf(o)
 		switch {
 		case !ok:
 			pending += fmt.Sprintf(" %s[%d] owned by no member (rebalancing)", o.Topic, o.Partition)

@@ -19,19 +19,20 @@ func TestCaughtUpDecision(t *testing.T) {
 		1: {Topic: "in", Partition: 1, Offset: 20},
 	}}
 	me := func() (string, error) { return "me", nil }
-	owners := func(m map[int32]string) func() (func(coordinator.TopicPartition) (string, bool), error) {
-		return func() (func(coordinator.TopicPartition) (string, bool), error) {
-			return func(tp coordinator.TopicPartition) (string, bool) {
+	inState := func(state string, m map[int32]string) func() (groupView, error) {
+		return func() (groupView, error) {
+			return groupView{state: state, ownerOf: func(tp coordinator.TopicPartition) (string, bool) {
 				o, ok := m[tp.Partition]
 				return o, ok
-			}, nil
+			}}, nil
 		}
 	}
+	owners := func(m map[int32]string) func() (groupView, error) { return inState("Stable", m) }
 	for _, tc := range []struct {
 		name   string
 		local  []partitionflow.Status
 		memb   func() (string, error)
-		owner  func() (func(coordinator.TopicPartition) (string, bool), error)
+		owner  func() (groupView, error)
 		want   bool
 		reason string // a substring of the reason when not caught up
 	}{
@@ -43,15 +44,26 @@ func TestCaughtUpDecision(t *testing.T) {
 		{"assigned here, not started", []partitionflow.Status{{Topic: "in", Partition: 0, Committed: 10, Phase: "running"}}, me,
 			owners(map[int32]string{1: "me"}), false, "in[1] assigned here, not started"},
 		{"owner lookup fails", []partitionflow.Status{{Topic: "in", Partition: 0, Committed: 10, Phase: "running"}}, me,
-			func() (func(coordinator.TopicPartition) (string, bool), error) { return nil, errors.New("boom") }, false, "owner lookup: boom"},
+			func() (groupView, error) { return groupView{}, errors.New("boom") }, false, "owner lookup: boom"},
 		{"no group metadata", []partitionflow.Status{{Topic: "in", Partition: 0, Committed: 10, Phase: "running"}},
 			func() (string, error) { return "", errors.New("not joined") }, owners(nil), false, "no group metadata"},
 		{"the other partition is another member's", []partitionflow.Status{{Topic: "in", Partition: 0, Committed: 10, Phase: "running"}}, me,
-			owners(map[int32]string{1: "other"}), true, ""},
+			owners(map[int32]string{0: "me", 1: "other"}), true, ""},
+		{"at rest, a partition still running here that the group gave another (its revoke not acted on yet)",
+			[]partitionflow.Status{{Topic: "in", Partition: 0, Committed: 10, Phase: "running"}, {Topic: "in", Partition: 1, Committed: 20, Phase: "running"}}, me,
+			owners(map[int32]string{0: "me"}), false, "in[1] runs here, the group assigns it elsewhere"},
 		{"recovering at the end (assigned since the readiness check)", []partitionflow.Status{{Topic: "in", Partition: 0, Committed: 10, Phase: "recovering"}}, me,
 			owners(map[int32]string{1: "other"}), false, "in[0] recovering"},
 		{"both here and done", []partitionflow.Status{{Topic: "in", Partition: 0, Committed: 10, Phase: "running"}, {Topic: "in", Partition: 1, Committed: 20, Phase: "running"}}, me,
-			owners(nil), true, ""},
+			owners(map[int32]string{0: "me", 1: "me"}), true, ""},
+		{"both here and done, a member joining (classic: its join seen, the assignment not yet made)",
+			[]partitionflow.Status{{Topic: "in", Partition: 0, Committed: 10, Phase: "running"}, {Topic: "in", Partition: 1, Committed: 20, Phase: "running"}}, me,
+			inState("PreparingRebalance", nil), false, "rebalancing (state PreparingRebalance)"},
+		{"both here and done, KIP-848 reconciling (the current assignment shown, the target moves one)",
+			[]partitionflow.Status{{Topic: "in", Partition: 0, Committed: 10, Phase: "running"}, {Topic: "in", Partition: 1, Committed: 20, Phase: "running"}}, me,
+			inState("Reconciling", map[int32]string{0: "me", 1: "me"}), false, "rebalancing (state Reconciling)"},
+		{"the other partition shown as another member's while KIP-848 assigns", []partitionflow.Status{{Topic: "in", Partition: 0, Committed: 10, Phase: "running"}}, me,
+			inState("Assigning", map[int32]string{1: "other"}), false, "rebalancing (state Assigning)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, reason := caughtUp(tc.local, ends, tc.memb, tc.owner)
@@ -67,19 +79,24 @@ func TestCaughtUpDecision(t *testing.T) {
 func TestCaughtUpReadsTheAssignmentOnlyWhenLocalPartitionsAreDone(t *testing.T) {
 	ends := kadm.ListedOffsets{"in": {0: {Topic: "in", Partition: 0, Offset: 10}}}
 	reads := 0
-	assignment := func() (func(coordinator.TopicPartition) (string, bool), error) {
+	owners := map[int32]string{0: "me"}
+	assignment := func() (groupView, error) {
 		reads++
-		return func(coordinator.TopicPartition) (string, bool) { return "", false }, nil
+		return groupView{state: "Stable", ownerOf: func(tp coordinator.TopicPartition) (string, bool) {
+			o, ok := owners[tp.Partition]
+			return o, ok
+		}}, nil
 	}
 	me := func() (string, error) { return "me", nil }
 	if ok, _ := caughtUp([]partitionflow.Status{{Topic: "in", Partition: 0, Committed: 9, Phase: "running"}}, ends, me, assignment); ok || reads != 0 {
 		t.Fatalf("behind locally: caught up %v, assignment read %d times; want false, 0", ok, reads)
 	}
-	if ok, _ := caughtUp([]partitionflow.Status{{Topic: "in", Partition: 0, Committed: 10, Phase: "running"}}, ends, me, assignment); !ok || reads != 0 {
-		t.Fatalf("every partition local and done: caught up %v, assignment read %d times; want true, 0", ok, reads)
+	if ok, _ := caughtUp([]partitionflow.Status{{Topic: "in", Partition: 0, Committed: 10, Phase: "running"}}, ends, me, assignment); !ok || reads != 1 {
+		t.Fatalf("every partition local and done: caught up %v, assignment read %d times; want true, 1 (the group at rest?)", ok, reads)
 	}
-	if ok, _ := caughtUp(nil, ends, me, assignment); ok || reads != 1 {
-		t.Fatalf("nothing local, no owner: caught up %v, assignment read %d times; want false, 1", ok, reads)
+	delete(owners, 0)
+	if ok, _ := caughtUp(nil, ends, me, assignment); ok || reads != 2 {
+		t.Fatalf("nothing local, no owner: caught up %v, assignment read %d times; want false, 2", ok, reads)
 	}
 }
 

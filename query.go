@@ -495,14 +495,14 @@ func (w *Worker) queryAssignment(ctx context.Context) (ownersOf, error) {
 // assignment reads the group's current assignment once (one describe for
 // every partition asked of it): the owner of each partition, false when no
 // member owns it — or, under the classic protocol, while a rebalance hides
-// every member's assignment (WaitCaughtUp's view: the group is not at
-// rest).
-func (w *Worker) assignment(ctx context.Context) (ownersOf, error) {
+// every member's assignment —, and the group's state as the coordinator
+// names it (WaitCaughtUp's view: the group is at rest when "Stable").
+func (w *Worker) assignment(ctx context.Context) (ownersOf, string, error) {
 	read, err := w.readAssignment(ctx)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return ownersIn(read.owners), nil
+	return ownersIn(read.owners), read.state, nil
 }
 
 // ownersIn answers from owners.
@@ -520,6 +520,10 @@ type groupRead struct {
 	// so it showed no member's assignment (members: the ids it listed).
 	classic, hidden bool
 	members         map[string]bool
+	// state is the group's state: "Stable" at rest; the classic protocol's
+	// "PreparingRebalance" and "CompletingRebalance", KIP-848's "Assigning"
+	// and "Reconciling" while partitions move.
+	state string
 }
 
 // readAssignment describes the group once: ConsumerGroupDescribe under
@@ -536,7 +540,7 @@ func (w *Worker) readAssignment(ctx context.Context) (groupRead, error) {
 	var err error
 	if w.cfg.protocol != coordinator.ConsumerProtocol {
 		err = w.classicAssignment(ctx, adm, add, &read)
-	} else if err848 := w.consumerGroupAssignment(ctx, adm, add); err848 != nil {
+	} else if err848 := w.consumerGroupAssignment(ctx, adm, add, &read); err848 != nil {
 		if ctx.Err() != nil {
 			return groupRead{}, err848
 		}
@@ -565,7 +569,7 @@ func (w *Worker) classicAssignment(ctx context.Context, adm *kadm.Client, add fu
 		return err
 	}
 	g := gs[w.cfg.group]
-	read.classic, read.hidden = true, g.State != "Stable"
+	read.classic, read.hidden, read.state = true, g.State != "Stable", g.State
 	read.members = make(map[string]bool, len(g.Members))
 	for _, m := range g.Members {
 		read.members[m.MemberID] = true
@@ -583,8 +587,10 @@ func (w *Worker) classicAssignment(ctx context.Context, adm *kadm.Client, add fu
 // consumerGroupAssignment reads the group's assignment from
 // ConsumerGroupDescribe (KIP-848), raw: an assignment may name the input
 // topic by id only (kfake does; kadm's DescribeConsumerGroups reads names
-// only), which add receives as the input topic's name.
-func (w *Worker) consumerGroupAssignment(ctx context.Context, adm *kadm.Client, add func(string, []int32, Member)) error {
+// only), which add receives as the input topic's name; the group's state
+// into read. Each member's assignment is its current one: while the group
+// reconciles it may not be its target yet.
+func (w *Worker) consumerGroupAssignment(ctx context.Context, adm *kadm.Client, add func(string, []int32, Member), read *groupRead) error {
 	topics, err := adm.ListTopics(ctx, w.cfg.input)
 	if err != nil {
 		return err
@@ -600,6 +606,7 @@ func (w *Worker) consumerGroupAssignment(ctx context.Context, adm *kadm.Client, 
 		if err := kerr.ErrorForCode(g.ErrorCode); err != nil {
 			return err
 		}
+		read.state = g.State
 		for _, m := range g.Members {
 			for _, t := range m.Assignment.TopicPartitions {
 				topic := t.Topic

@@ -71,7 +71,7 @@ func TestQueryAssignmentNamesTheLastStableOwner(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		raw, err := a.assignment(t.Context())
+		raw, _, err := a.assignment(t.Context())
 		if err != nil {
 			return false, err.Error()
 		}

@@ -149,6 +149,11 @@ func Suite() []Case {
 	}
 	// The owner named while a classic rebalance hides the assignment.
 	cases = append(cases, Case{Name: "OwnerNamedThroughARebalance", Parallel: true, Run: OwnerNamedThroughARebalance})
+	// WaitCaughtUp returns at rest, not in the middle of a member's join.
+	for _, proto := range []coordinator.Protocol{coordinator.Cooperative, coordinator.ConsumerProtocol} {
+		cases = append(cases, Case{Name: "WaitCaughtUpIsARestPoint/" + proto.String(), Parallel: true,
+			Run: func(t *testing.T, b []string) { WaitCaughtUpIsARestPoint(t, b, proto) }})
+	}
 	return cases
 }
 
