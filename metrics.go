@@ -79,7 +79,8 @@ import (
 //     owns the partition; in the plain mode the shared snapshot producer's,
 //     without that label. Absent under WithStore.
 //
-// actorflow_lag is absent for a partition until the consumer fetched it.
+// actorflow_lag is absent for a partition until its high watermark is
+// known: the end offset listed at its assignment, or a fetch's.
 func WithMetrics(reg prometheus.Registerer) Option { return func(c *config) { c.metrics = reg } }
 
 var partitionLabels = []string{"topic", "partition"}

@@ -143,11 +143,14 @@ func WithTransactionalIDPrefix(p string) Option {
 // to have, and NewWorker refuses them beside WithStore, naming the option:
 // WithCreateTopics, WithAllowNonCompactedSnapshots,
 // WithRecoveryStallTimeout, WithOutputPartitioner, WithResetLostState,
-// WithAcceptInputRepartition and WithDropUndecodableSnapshots (a
-// snapshotstore.KafkaConfig has fields for the last five). WithSnapshotTopic, WithMode and WithTransactionalIDPrefix
-// describe the store: they are refused when the store says it has another
-// value (a *snapshotstore.Kafka says all three), and otherwise not checked
-// (logged at warn when the store cannot say: its own apply).
+// WithAcceptInputRepartition, WithDropUndecodableSnapshots and
+// WithSnapshotFormat (a snapshotstore.KafkaConfig has fields for the last
+// six). WithSnapshotTopic, WithMode and WithTransactionalIDPrefix describe
+// the store: they are refused when the store says it has another value (a
+// *snapshotstore.Kafka says all three), and otherwise not checked
+// (WithMode and WithTransactionalIDPrefix logged at warn when the store
+// cannot say; WithSnapshotTopic then names the store's topic for the
+// worker).
 //
 // Defaults differ: the worker's transactional.id prefix is its group id
 // (WithTransactionalIDPrefix), snapshotstore.KafkaConfig's is the snapshot
