@@ -33,27 +33,48 @@ var (
 	// partitions were added to the input, and its keys hash to other
 	// partitions than the ones their state is in — each moved key would
 	// restart from nothing on its new partition while its state sits in
-	// the old one. The partition refuses to start; WithResetLostState
-	// starts it anyway.
+	// the old one; or by one with no snapshot history whose number is at
+	// or above the count partition 0's latest marker records (added since:
+	// InputRepartitionedError.Added). The partition refuses to start;
+	// WithResetLostState starts it anyway.
 	ErrInputRepartitioned = errors.New("actorflow: input topic repartitioned")
 )
 
 // InputRepartitionedError names a partition whose snapshots were written
-// under another input partition count (ErrInputRepartitioned).
+// under another input partition count (ErrInputRepartitioned), or one
+// added to the input after the group's state was built (Added).
 type InputRepartitionedError struct {
 	Snapshots string // the snapshot partition, "topic[p]"
 	Input     string // the input partition, "topic[p]"
 	Recorded  int32  // the partition count the latest marker records
 	Now       int32  // the input's partition count now
+	// Added: the partition has no snapshot history and its number is at or
+	// above the count the latest marker of the snapshot topic's partition
+	// 0 records (Snapshots names that partition): it was added since.
+	Added bool
 }
 
+// repartitionRemedy is what InputRepartitionedError tells the operator.
+// A new group and snapshot topic over the same input do not rebuild it:
+// a moved key's older records stay in its old partition, and the rebuild
+// folds them there and its newer ones on the new partition, a second
+// state (a day-2 trial).
+const repartitionRemedy = "Rebuild the state under the new count: copy the input into a topic created with the new count " +
+	"(re-produced by key, each key's records then in its new partition) and run a new group and snapshot topic over it. " +
+	"Or start anyway with actorflow.WithResetLostState (moved keys restart from nothing, their old state left behind); " +
+	"if the input's producers do not partition by the count, start with actorflow.WithAcceptInputRepartition. Either " +
+	"option is needed until every partition has committed once under the new count (its markers then record it)"
+
 func (e *InputRepartitionedError) Error() string {
+	if e.Added {
+		return fmt.Sprintf("%s: the partition was added to the input after the group's state was built (the latest offset marker of %s "+
+			"records the input partitioned %d ways; it has %d partitions now): keys that hash here now have their state in other "+
+			"partitions, and each would restart from nothing here; refusing to start the partition. "+repartitionRemedy,
+			e.Input, e.Snapshots, e.Recorded, e.Now)
+	}
 	return fmt.Sprintf("%s: the latest offset marker of %s records the input partitioned %d ways, but it has %d partitions now: "+
 		"keys hash to other partitions than the ones their state is in, and each moved key would restart from nothing; "+
-		"refusing to start the partition. Rebuild the state under the new count (a new group and snapshot topic, reading "+
-		"the input from its start), or start anyway with actorflow.WithResetLostState (moved keys restart from nothing); "+
-		"if the input's producers do not partition by the count, start with actorflow.WithAcceptInputRepartition. Either "+
-		"option is needed until every partition has committed once under the new count (its markers then record it)",
+		"refusing to start the partition. "+repartitionRemedy,
 		e.Input, e.Snapshots, e.Recorded, e.Now)
 }
 
@@ -158,6 +179,15 @@ type IntegrityOptions struct {
 	AcceptRepartitioned bool
 }
 
+// recordedCount is what the latest offset marker of the snapshot topic's
+// partition 0 (snaps) records, read for a partition with no history of its
+// own (partition): the input's partition count then (parts, 0: unknown).
+type recordedCount struct {
+	snaps     string
+	partition int32
+	parts     int32
+}
+
 // recoveryCheck follows a recovery read record by record and decides, at the
 // end, whether what it saw is complete. Plain Go: no I/O.
 type recoveryCheck struct {
@@ -193,14 +223,7 @@ func (c *recoveryCheck) add(r *kgo.Record) (s Snapshot, ok bool) {
 				zap.String("snapshots", c.snaps), zap.Int64("offset", r.Offset), zap.ByteString("value", r.Value), zap.Error(err))
 			return Snapshot{}, false
 		}
-		c.marker, c.markerParts = v, 0
-		for _, h := range r.Headers {
-			if h.Key == HeaderInputPartitions {
-				if n, err := strconv.ParseInt(string(h.Value), 10, 32); err == nil && n > 0 {
-					c.markerParts = int32(n)
-				}
-			}
-		}
+		c.marker, c.markerParts = v, markerInputParts(r)
 		return Snapshot{}, false
 	}
 	s, ok, err := DecodeRecord(r)
@@ -223,8 +246,11 @@ func (c *recoveryCheck) add(r *kgo.Record) (s Snapshot, ok bool) {
 // finish decides. drop lists keys whose state the caller must forget (apply
 // a tombstone), when DropUndecodable allows it. inputEnd is the input
 // partition's log end, read after the snapshots (-1: unknown);
-// inputPartitions the input's partition count now (0: unknown).
-func (c *recoveryCheck) finish(input string, a *Assignment, inputEnd int64, inputPartitions int32) (drop []string, err error) {
+// inputPartitions the input's partition count now (0: unknown); first, for
+// a partition with no snapshot history, the count the latest marker of
+// the snapshot topic's partition 0 records (firstSnaps names it; 0:
+// unknown, not read).
+func (c *recoveryCheck) finish(input string, a *Assignment, inputEnd int64, inputPartitions int32, first recordedCount) (drop []string, err error) {
 	if len(c.bad) > 0 {
 		if !c.opts.DropUndecodable {
 			return nil, &UndecodableSnapshotError{Snapshots: c.snaps, Keys: c.bad}
@@ -244,8 +270,18 @@ func (c *recoveryCheck) finish(input string, a *Assignment, inputEnd int64, inpu
 		// deleted topic are deleted with it.
 		return drop, &SnapshotsAheadError{Snapshots: c.snaps, Input: input, Marker: c.marker, InputEnd: inputEnd}
 	}
-	if c.markerParts > 0 && inputPartitions > 0 && c.markerParts != inputPartitions {
-		rep := &InputRepartitionedError{Snapshots: c.snaps, Input: input, Recorded: c.markerParts, Now: inputPartitions}
+	var rep *InputRepartitionedError
+	switch {
+	case c.markerParts > 0 && inputPartitions > 0 && c.markerParts != inputPartitions:
+		rep = &InputRepartitionedError{Snapshots: c.snaps, Input: input, Recorded: c.markerParts, Now: inputPartitions}
+	case c.records == 0 && first.parts > 0 && first.partition >= first.parts && inputPartitions > first.parts:
+		// No history here, and the partition's number was not among the
+		// input's when partition 0 last recorded the count: added since —
+		// while the group ran, or while it was down. Its markers, once it
+		// commits, would record the new count and pass every later check.
+		rep = &InputRepartitionedError{Snapshots: first.snaps, Input: input, Recorded: first.parts, Now: inputPartitions, Added: true}
+	}
+	if rep != nil {
 		switch {
 		case c.opts.AcceptRepartitioned:
 			c.log.Warn("the input's partition count changed; starting (WithAcceptInputRepartition: its producers do not partition by the count)",

@@ -37,7 +37,7 @@ func runEnd(t *testing.T, opts IntegrityOptions, a *Assignment, inputEnd int64, 
 			got[s.Key] = s
 		}
 	}
-	drop, err := c.finish("in[0]", a, inputEnd, 0)
+	drop, err := c.finish("in[0]", a, inputEnd, 0, recordedCount{})
 	return got, drop, err
 }
 
@@ -123,7 +123,7 @@ func TestRecoveryCheckSaysWhatItCannotJudge(t *testing.T) {
 				r.Offset = int64(i)
 				c.add(r)
 			}
-			if _, err := c.finish("in[0]", &Assignment{Offset: 500, Committed: true}, -1, 0); err != nil {
+			if _, err := c.finish("in[0]", &Assignment{Offset: 500, Committed: true}, -1, 0, recordedCount{}); err != nil {
 				t.Fatalf("finish = %v, want no refusal", err)
 			}
 			if logs.FilterMessageSnippet(tc.warning).Len() != 1 {
@@ -181,7 +181,7 @@ func TestRecoveryCheckInputRepartitioned(t *testing.T) {
 		c := newRecoveryCheck("snaps[0]", opts, zap.NewNop())
 		c.add(snapRec("a", 400, "v"))
 		c.add(markerRecord("snaps", 0, 500, recorded))
-		_, err := c.finish("in[0]", committed, 600, now)
+		_, err := c.finish("in[0]", committed, 600, now, recordedCount{})
 		return err
 	}
 	err := finish(IntegrityOptions{}, 8, 16)
@@ -202,6 +202,53 @@ func TestRecoveryCheckInputRepartitioned(t *testing.T) {
 		{"producers that do not partition by the count", IntegrityOptions{AcceptRepartitioned: true}, 8, 16},
 	} {
 		if err := finish(tc.opts, tc.recorded, tc.now); err != nil {
+			t.Errorf("%s: %v, want no refusal", tc.name, err)
+		}
+	}
+}
+
+// A partition with no snapshot history whose number is at or above the
+// count partition 0's latest marker records was added to the input since
+// the group's state was built: it refuses to start like a repartitioned
+// one (it started from nothing, folding the moved keys into second states,
+// and its markers then recorded the new count: no later check saw it). A
+// partition that was among the input's, or one with history of its own,
+// or a group with no marker on partition 0 (its first start) starts.
+func TestRecoveryCheckAddedPartition(t *testing.T) {
+	finish := func(opts IntegrityOptions, history bool, first recordedCount, now int32) error {
+		c := newRecoveryCheck(fmt.Sprintf("snaps[%d]", first.partition), opts, zap.NewNop())
+		if history {
+			c.add(snapRec("a", 40, "v"))
+			c.add(markerRecord("snaps", first.partition, 50, now))
+		}
+		_, err := c.finish(fmt.Sprintf("in[%d]", first.partition), &Assignment{Offset: 0, LogStart: 0}, 60, now, first)
+		return err
+	}
+	added := recordedCount{snaps: "snaps[0]", partition: 9, parts: 8}
+	err := finish(IntegrityOptions{}, false, added, 12)
+	var re *InputRepartitionedError
+	if !errors.Is(err, ErrInputRepartitioned) || !errors.As(err, &re) || !re.Added || re.Recorded != 8 || re.Now != 12 ||
+		!strings.Contains(err.Error(), "in[9]") || !strings.Contains(err.Error(), "snaps[0]") || !strings.Contains(err.Error(), "added") {
+		t.Fatalf("in[9], no history, partition 0 recording 8 of 12 now: %v; want ErrInputRepartitioned (added) naming in[9], snaps[0] and both counts", err)
+	}
+	if err := finish(IntegrityOptions{}, false, recordedCount{snaps: "snaps[0]", partition: 8, parts: 8}, 12); !errors.Is(err, ErrInputRepartitioned) {
+		t.Fatalf("in[8], the first added: %v; want ErrInputRepartitioned", err)
+	}
+	for _, tc := range []struct {
+		name    string
+		opts    IntegrityOptions
+		history bool
+		first   recordedCount
+		now     int32
+	}{
+		{"among the input's then (never written)", IntegrityOptions{}, false, recordedCount{snaps: "snaps[0]", partition: 7, parts: 8}, 12},
+		{"history of its own under the new count", IntegrityOptions{}, true, added, 12},
+		{"partition 0 records no count (its first start, or a marker before counts)", IntegrityOptions{}, false, recordedCount{snaps: "snaps[0]", partition: 9}, 12},
+		{"the count unknown now", IntegrityOptions{}, false, added, 0},
+		{"started anyway", IntegrityOptions{ResetLostState: true}, false, added, 12},
+		{"producers that do not partition by the count", IntegrityOptions{AcceptRepartitioned: true}, false, added, 12},
+	} {
+		if err := finish(tc.opts, tc.history, tc.first, tc.now); err != nil {
 			t.Errorf("%s: %v, want no refusal", tc.name, err)
 		}
 	}

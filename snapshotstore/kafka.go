@@ -272,7 +272,22 @@ func (k *Kafka) recover(ctx context.Context, p PartitionInfo, readCommitted bool
 			parts = 0
 		}
 	}
-	drop, err := check.finish(p.String(), a, inputEnd, parts)
+	first := recordedCount{snaps: fmt.Sprintf("%s[0]", k.topic), partition: p.Partition}
+	if p.Topic != "" && p.Partition > 0 && parts > 0 && check.records == 0 && !k.cfg.integrity.AcceptRepartitioned {
+		// No history here: was this partition among the input's when the
+		// group's state was built? Partition 0's latest marker says the
+		// count then (a partition added while the group ran was started
+		// from nothing, and the moved keys' state was split, unseen: a
+		// day-2 trial). Best effort: unread, the partition starts as
+		// before, said.
+		if first.parts, err = k.recordedInputParts(ctx, 0); err != nil {
+			k.cfg.log.Warn("recovery: the input partition count partition 0's latest marker records could not be read; "+
+				"a partition added to the input since cannot be told from one never written",
+				zap.String("partition", p.String()), zap.String("snapshots", first.snaps), zap.Error(err))
+			first.parts = 0
+		}
+	}
+	drop, err := check.finish(p.String(), a, inputEnd, parts, first)
 	if err != nil {
 		return 0, err
 	}

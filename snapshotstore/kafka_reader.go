@@ -276,6 +276,6 @@ func ReadLatest(ctx context.Context, brokers []string, topic string, partition i
 	if err != nil {
 		return out, err
 	}
-	_, err = check.finish(name, nil, -1, 0)
+	_, err = check.finish(name, nil, -1, 0, recordedCount{})
 	return out, err
 }

@@ -3,6 +3,7 @@ package snapshotstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -33,32 +34,7 @@ func TestARepartitionedInputIsRefusedAtRecovery(t *testing.T) {
 			}
 			t.Cleanup(k.Close)
 			committed := int64(-1)
-			cycle := func(commit bool) error {
-				p, err := k.Open(ctx, PartitionInfo{Topic: f.input, Partition: 0, Group: f.group,
-					GroupMetadata:  f.meta,
-					ConsumerCommit: func(context.Context, int64) error { return nil },
-					Assigned: func() Assignment {
-						if committed < 0 {
-							return Assignment{Offset: 0, LogStart: 0}
-						}
-						return Assignment{Offset: committed, Committed: true}
-					}})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer p.Close(ctx)
-				if err := p.Recover(ctx, func(Snapshot) error { return nil }); err != nil {
-					return err
-				}
-				if commit {
-					b := Batch{Writes: []Snapshot{{Key: "a", Value: []byte("1"), Offset: 0}}, Offset: 1, OffsetAdvanced: true}
-					if err := p.Commit(ctx, b); err != nil {
-						t.Fatalf("commit: %v", err)
-					}
-					committed = 1
-				}
-				return nil
-			}
+			cycle := func(commit bool) error { return recoverPartition(t, k, f, 0, &committed, commit) }
 			if err := cycle(true); err != nil {
 				t.Fatalf("the first recovery: %v", err)
 			}
@@ -72,6 +48,79 @@ func TestARepartitionedInputIsRefusedAtRecovery(t *testing.T) {
 			if err := cycle(false); !errors.Is(err, ErrInputRepartitioned) || !errors.As(err, &re) || re.Recorded != 1 || re.Now != 3 {
 				t.Fatalf("a recovery after the input went from 1 to 3 partitions: %v, want ErrInputRepartitioned (1 recorded, 3 now)", err)
 			}
+			// The partitions added have no history: before, they started
+			// from nothing (folding moved keys into second states), and
+			// their markers then recorded the new count.
+			for _, added := range []int32{1, 2} {
+				none := int64(-1)
+				err := recoverPartition(t, k, f, added, &none, false)
+				if !errors.Is(err, ErrInputRepartitioned) || !errors.As(err, &re) || !re.Added || re.Recorded != 1 || re.Now != 3 {
+					t.Fatalf("the recovery of the added partition %d: %v, want ErrInputRepartitioned (added: 1 recorded by %s[0], 3 now)", added, err, f.snaps)
+				}
+			}
 		})
+	}
+}
+
+// recoverPartition opens input partition p of f on k, recovers it and, with
+// commit, commits a batch (committed: the offset its assignment starts at,
+// -1 for none; set to the commit's).
+func recoverPartition(t *testing.T, k *Kafka, f *txnFixture, p int32, committed *int64, commit bool) error {
+	t.Helper()
+	ctx := context.Background()
+	part, err := k.Open(ctx, PartitionInfo{Topic: f.input, Partition: p, Group: f.group,
+		GroupMetadata:  f.meta,
+		ConsumerCommit: func(context.Context, int64) error { return nil },
+		Assigned: func() Assignment {
+			if *committed < 0 {
+				return Assignment{Offset: 0, LogStart: 0}
+			}
+			return Assignment{Offset: *committed, Committed: true}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer part.Close(ctx)
+	if err := part.Recover(ctx, func(Snapshot) error { return nil }); err != nil {
+		return err
+	}
+	if commit {
+		b := Batch{Writes: []Snapshot{{Key: "a", Value: []byte("1"), Offset: 0}}, Offset: 1, OffsetAdvanced: true}
+		if err := part.Commit(ctx, b); err != nil {
+			t.Fatalf("commit: %v", err)
+		}
+		*committed = 1
+	}
+	return nil
+}
+
+// The count partition 0's latest marker records is found below records
+// that followed it (another writer's, or aborted transactions'): the first
+// span read misses it, a wider one finds it; no marker: 0.
+func TestRecordedInputPartsReadsBackToTheLatestMarker(t *testing.T) {
+	f := newTxnFixture(t, true)
+	k, err := NewKafka(f.brokers, f.snaps, KafkaConfig{Mode: Plain})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.Close)
+	ctx := context.Background()
+	if n, err := k.recordedInputParts(ctx, 0); err != nil || n != 0 {
+		t.Fatalf("no marker: %d, %v; want 0", n, err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(f.brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	recs := []*kgo.Record{markerRecord(f.snaps, 0, 5, 4), markerRecord(f.snaps, 0, 9, 6)}
+	for i := range 2 * markerTailWindows[0] {
+		recs = append(recs, &kgo.Record{Topic: f.snaps, Partition: 0, Key: fmt.Appendf(nil, "other-%d", i), Value: []byte("v")})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := k.recordedInputParts(ctx, 0); err != nil || n != 6 {
+		t.Fatalf("the latest marker %d records behind it: %d, %v; want its count 6", 2*markerTailWindows[0], n, err)
 	}
 }
