@@ -285,3 +285,51 @@ func InputRepartitionedRefused(t *testing.T, brokers []string, mode snapshotstor
 	}
 	VerifyLedger(t, brokers, snaps, 1, exp)
 }
+
+// InputPartitionAddedWhileRunning: a worker runs on a one-partition input
+// (its state built, a marker recording the count); partitions are added to
+// the input and the snapshot topic while it runs, and records arrive on
+// the new one, some of them for keys whose state is in partition 0. The
+// new partition has no history of its own: it used to start from nothing,
+// folding those keys into second states, unseen (a day-2 trial). It
+// refuses to start — Status.Failed names it with ErrInputRepartitioned's
+// "added" words and both counts — writes no snapshot, and partition 0 keeps
+// running.
+func InputPartitionAddedWhileRunning(t *testing.T, brokers []string, mode snapshotstore.Mode) {
+	input, snaps, group := Topics(t, brokers, 1)
+	testkit.ProduceLedger(t, brokers, input, &ledger.Generator{Accounts: 20}, 100, ledger.Expected{})
+	// The worker's clients refresh their metadata every second: kgo's 5
+	// minutes would leave the new partition unseen for the test's length.
+	w := StartWorker(t, ledger.Flow(), brokers, group, input, snaps, mode,
+		actorflow.WithClientOpts(kgo.MetadataMaxAge(time.Second), kgo.MetadataMinAge(100*time.Millisecond)))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := w.W.WaitCaughtUp(ctx); err != nil {
+		t.Fatalf("WaitCaughtUp before the partition is added: %v", err)
+	}
+	adm := kadm.NewClient(testkit.Client(t, brokers))
+	if _, err := adm.CreatePartitions(ctx, 1, input, snaps); err != nil {
+		t.Fatalf("add a partition: %v", err)
+	}
+	// Accounts hashed over two partitions now: some land on the new one.
+	testkit.ProduceLedger(t, brokers, input, &ledger.Generator{Accounts: 20}, 100, ledger.Expected{})
+	testkit.Eventually(t, time.Minute, "the added partition refused", func() (bool, string) {
+		st := w.W.Status(ctx)
+		for _, f := range st.Failed {
+			if f.Partition == 1 && strings.Contains(f.Error, "added to the input") &&
+				strings.Contains(f.Error, "partitioned 1 ways; it has 2 partitions now") {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprint(st.Partitions, st.Failed)
+	})
+	hwm, _ := listEnds(t, brokers, snaps)
+	if e, _ := hwm.Lookup(snaps, 1); e.Offset != 0 {
+		t.Fatalf("%s[1] holds %d records: the added partition wrote snapshots", snaps, e.Offset)
+	}
+	for _, p := range w.W.Status(ctx).Partitions {
+		if p.Partition == 0 && p.Phase != "running" {
+			t.Fatalf("partition 0 is %s, want it running beside the refused one", p.Phase)
+		}
+	}
+}

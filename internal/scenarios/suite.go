@@ -55,6 +55,8 @@ func Suite() []Case {
 			Run: func(t *testing.T, b []string) { SnapshotsAheadRefused(t, b, mode) }})
 		cases = append(cases, Case{Name: "InputRepartitionedRefused/" + mode.String(), Parallel: true,
 			Run: func(t *testing.T, b []string) { InputRepartitionedRefused(t, b, mode) }})
+		cases = append(cases, Case{Name: "InputPartitionAddedWhileRunning/" + mode.String(), Parallel: true,
+			Run: func(t *testing.T, b []string) { InputPartitionAddedWhileRunning(t, b, mode) }})
 		cases = append(cases, Case{Name: "UndecodableStateDeadLettered/" + mode.String(), Parallel: true,
 			Run: func(t *testing.T, b []string) { UndecodableStateDeadLettered(t, b, mode) }})
 	}
