@@ -47,8 +47,10 @@ type KeyState[S any] struct {
 // ErrUndecodableState) holding every key whose state the codec refuses
 // (its type changed since it was written), and
 // snapshotstore.ErrUndecodableSnapshot when a key's latest record is not a
-// snapshot at all (a worker refuses to start such a partition). The map is
-// nil only when a partition could not be read.
+// snapshot at all (a worker refuses to start such a partition), and a
+// *SplitStateError (matching snapshotstore.ErrInputRepartitioned) holding
+// every key with a state in more than one partition. The map is nil only
+// when a partition could not be read.
 func ReadState[S any](ctx context.Context, brokers []string, snapshotTopic string, codec keyflow.Codec[S], opts ...kgo.Opt) (map[string]KeyState[S], error) {
 	if codec == nil {
 		codec = keyflow.JSON[S]()
@@ -67,6 +69,7 @@ func ReadState[S any](ctx context.Context, brokers []string, snapshotTopic strin
 		ferr      error   // a partition not read: no map
 		bad       []error // records that are not snapshots
 		undecoded = &UndecodableStateError{Snapshots: snapshotTopic, Keys: map[string]error{}}
+		split     = &SplitStateError{Snapshots: snapshotTopic, Keys: map[string][]int32{}}
 	)
 	parts.Each(func(o kadm.ListedOffset) {
 		if ferr != nil {
@@ -98,6 +101,16 @@ func ReadState[S any](ctx context.Context, brokers []string, snapshotTopic strin
 				undecoded.Keys[k] = fmt.Errorf("snapshot %s, as of input offset %d: %w", s.Source, s.Offset, err)
 				continue
 			}
+			if prev, ok := out[k]; ok || split.Keys[k] != nil {
+				// A state in two partitions: which one is the key's cannot
+				// be told here (it answered one of them, by map order).
+				if ok {
+					split.Keys[k] = append(split.Keys[k], prev.Partition)
+					delete(out, k)
+				}
+				split.Keys[k] = append(split.Keys[k], o.Partition)
+				continue
+			}
 			ks := KeyState[S]{State: v, Offset: s.Offset, Partition: o.Partition}
 			if len(s.Timers) > 0 {
 				ks.Timers = make(map[string]time.Time, len(s.Timers))
@@ -114,11 +127,48 @@ func ReadState[S any](ctx context.Context, brokers []string, snapshotTopic strin
 	if len(undecoded.Keys) > 0 {
 		bad = append(bad, undecoded)
 	}
+	if len(split.Keys) > 0 {
+		for _, ps := range split.Keys {
+			slices.Sort(ps)
+		}
+		bad = append(bad, split)
+	}
 	if len(bad) > 0 {
 		return out, fmt.Errorf("actorflow: read state of %s: %d keys read, these left out: %w", snapshotTopic, len(out), errors.Join(bad...))
 	}
 	return out, nil
 }
+
+// SplitStateError is ReadState's error for the keys with a state in more
+// than one partition of the snapshot topic: partitions were added to the
+// input under the flow (snapshotstore.ErrInputRepartitioned, which it
+// matches), and a key's records were folded on its old partition and on its
+// new one. Such keys are left out: neither state is the key's whole.
+type SplitStateError struct {
+	Snapshots string // the snapshot topic
+	// Keys maps each key left out to the partitions holding a state of it.
+	Keys map[string][]int32
+}
+
+func (e *SplitStateError) Error() string {
+	keys := slices.Sorted(maps.Keys(e.Keys))
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %d key(s) have a state in more than one partition (the input was repartitioned under the flow): ", e.Snapshots, len(keys))
+	for i, k := range keys {
+		if i == maxNamedKeys {
+			fmt.Fprintf(&b, "; and %d more", len(keys)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "key %q in partitions %v", k, e.Keys[k])
+	}
+	return b.String()
+}
+
+// Is makes errors.Is(err, snapshotstore.ErrInputRepartitioned) true.
+func (e *SplitStateError) Is(target error) bool { return target == snapshotstore.ErrInputRepartitioned }
 
 // UndecodableStateError is ReadState's error for the keys whose state the
 // codec does not decode (errors.Is(err, ErrUndecodableState); errors.As
