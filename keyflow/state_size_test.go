@@ -89,7 +89,7 @@ func TestStateTooLargeForItsSnapshotFailsTheKey(t *testing.T) {
 	if !errors.Is(err, keyflowtest.ErrPartitionFailed) || !errors.Is(err, kerr.MessageTooLarge) {
 		t.Fatalf("third record: %v; want ErrPartitionFailed and MESSAGE_TOO_LARGE", err)
 	}
-	for _, want := range []string{`key "k"`, "snapshot at offset 2", "ProducerBatchMaxBytes 1000012"} {
+	for _, want := range []string{`key "k"`, "snapshot at offset 2", "limit 1000012", "max.message.bytes"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Fatalf("third record: %v; want it to name %s", err, want)
 		}

@@ -83,7 +83,7 @@ func UnusableKey(key []byte, maxSnapshotBytes int) (why string, unusable bool) {
 	case snapshotstore.ReservedBytes(key):
 		return fmt.Sprintf("key %q is reserved for actorflow's own snapshot records", key), true
 	case KeyTooLarge(key, maxSnapshotBytes):
-		return fmt.Sprintf("key of %d bytes (%q…): its snapshot record, a tombstone at the least, does not fit a record batch of the snapshot producer's ProducerBatchMaxBytes %d",
+		return fmt.Sprintf("key of %d bytes (%q…): its snapshot record, a tombstone at the least, does not fit a record batch of the snapshot topic's limit %d (the snapshot producer's ProducerBatchMaxBytes, or the topic's max.message.bytes where lower)",
 			len(key), key[:min(len(key), 64)], maxSnapshotBytes), true
 	}
 	return "", false

@@ -105,6 +105,6 @@ func stateTooLarge(value []byte, rec *kgo.Record, max int) error {
 	if value == nil {
 		state = "state deleted, its timers kept"
 	}
-	return fmt.Errorf("%s: its snapshot record (key, value and headers: %d bytes) does not fit a record batch of the snapshot producer's ProducerBatchMaxBytes %d: %w",
+	return fmt.Errorf("%s: its snapshot record (key, value and headers: %d bytes) does not fit a record batch of the snapshot topic's limit %d (the snapshot producer's ProducerBatchMaxBytes, or the topic's max.message.bytes where lower): %w",
 		state, record, max, kerr.MessageTooLarge)
 }
