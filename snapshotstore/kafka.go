@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/actorflow/actorflow/internal/retry"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 )
@@ -213,6 +214,16 @@ func (k *Kafka) recover(ctx context.Context, p PartitionInfo, readCommitted bool
 		}
 		return nil
 	})
+	if errors.Is(err, kerr.UnknownTopicOrPartition) && p.Topic != "" {
+		// Partitions added to the input and not to the snapshot topic while
+		// the group ran: the start's check (EnsureTopics) says so, but a
+		// partition assigned since failed here, again and again, on a bare
+		// UNKNOWN_TOPIC_OR_PARTITION (a day-2 trial).
+		if n, nerr := TopicPartitions(ctx, r.cl, k.topic); nerr == nil && n <= p.Partition {
+			return 0, fmt.Errorf("%w: snapshot topic %q has %d partitions, none for input partition %s (snapshot partition N serves input partition N): "+
+				"add partitions to it too: %w", ErrTopicSetup, k.topic, n, p, err)
+		}
+	}
 	if err != nil {
 		return 0, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -122,5 +123,25 @@ func TestRecordedInputPartsReadsBackToTheLatestMarker(t *testing.T) {
 	}
 	if n, err := k.recordedInputParts(ctx, 0); err != nil || n != 6 {
 		t.Fatalf("the latest marker %d records behind it: %d, %v; want its count 6", 2*markerTailWindows[0], n, err)
+	}
+}
+
+// Partitions added to the input and not to the snapshot topic: the added
+// partition's recovery says so (ErrTopicSetup naming the snapshot topic and
+// its count), not a bare UNKNOWN_TOPIC_OR_PARTITION at every restart.
+func TestAnInputPartitionWithoutItsSnapshotPartitionSaysSo(t *testing.T) {
+	f := newTxnFixture(t, true)
+	k, err := NewKafka(f.brokers, f.snaps, KafkaConfig{Mode: Plain})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.Close)
+	if _, err := f.adm.CreatePartitions(context.Background(), 1, f.input); err != nil {
+		t.Fatal(err)
+	}
+	none := int64(-1)
+	err = recoverPartition(t, k, f, 1, &none, false)
+	if !errors.Is(err, ErrTopicSetup) || !strings.Contains(err.Error(), f.snaps) || !strings.Contains(err.Error(), "has 1 partitions, none for input partition") {
+		t.Fatalf("input partition 1 without snapshot partition 1: %v; want ErrTopicSetup naming %s and its 1 partition", err, f.snaps)
 	}
 }
