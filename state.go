@@ -70,6 +70,10 @@ func ReadState[S any](ctx context.Context, brokers []string, snapshotTopic strin
 		bad       []error // records that are not snapshots
 		undecoded = &UndecodableStateError{Snapshots: snapshotTopic, Keys: map[string]error{}}
 		split     = &SplitStateError{Snapshots: snapshotTopic, Keys: map[string][]int32{}}
+		// holders: the partitions whose latest record of a key is not a
+		// tombstone — decodable or not: a key split across partitions is
+		// left out whatever each copy holds.
+		holders = map[string][]int32{}
 	)
 	parts.Each(func(o kadm.ListedOffset) {
 		if ferr != nil {
@@ -86,6 +90,7 @@ func ReadState[S any](ctx context.Context, brokers []string, snapshotTopic strin
 			// earlier snapshot of these, superseded.
 			for k := range notSnapshots.Keys {
 				delete(latest, k)
+				holders[k] = append(holders[k], o.Partition)
 			}
 			bad = append(bad, fmt.Errorf("records that are not snapshots (a worker refuses to start the partition): %w", err))
 		} else if err != nil {
@@ -96,19 +101,10 @@ func ReadState[S any](ctx context.Context, brokers []string, snapshotTopic strin
 			if s.Tombstone() {
 				continue
 			}
+			holders[k] = append(holders[k], o.Partition)
 			v, err := codec.Decode(s.Value)
 			if err != nil {
 				undecoded.Keys[k] = fmt.Errorf("snapshot %s, as of input offset %d: %w", s.Source, s.Offset, err)
-				continue
-			}
-			if prev, ok := out[k]; ok || split.Keys[k] != nil {
-				// A state in two partitions: which one is the key's cannot
-				// be told here (it answered one of them, by map order).
-				if ok {
-					split.Keys[k] = append(split.Keys[k], prev.Partition)
-					delete(out, k)
-				}
-				split.Keys[k] = append(split.Keys[k], o.Partition)
 				continue
 			}
 			ks := KeyState[S]{State: v, Offset: s.Offset, Partition: o.Partition}
@@ -124,13 +120,20 @@ func ReadState[S any](ctx context.Context, brokers []string, snapshotTopic strin
 	if ferr != nil {
 		return nil, ferr
 	}
+	for k, ps := range holders {
+		if len(ps) > 1 {
+			// A state in two partitions: which one is the key's cannot be
+			// told here (it answered one of them, by map order).
+			slices.Sort(ps)
+			split.Keys[k] = ps
+			delete(out, k)
+			delete(undecoded.Keys, k)
+		}
+	}
 	if len(undecoded.Keys) > 0 {
 		bad = append(bad, undecoded)
 	}
 	if len(split.Keys) > 0 {
-		for _, ps := range split.Keys {
-			slices.Sort(ps)
-		}
 		bad = append(bad, split)
 	}
 	if len(bad) > 0 {
