@@ -1,6 +1,7 @@
 package snapshotstore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -91,17 +92,23 @@ func (e *OwnershipError) Is(target error) bool {
 // (errors.Is(err, kerr.ProducerFenced) still holds), without what made it
 // match ErrFenced, which stops the worker.
 type notAFence struct {
-	msg    string
-	broker error // the chain's *kerr.Error, or nil
+	msg string
+	// kept: the chain's *kerr.Error and context error, where it has them.
+	kept []error
 }
 
-func (e *notAFence) Error() string { return e.msg }
-func (e *notAFence) Unwrap() error { return e.broker }
+func (e *notAFence) Error() string   { return e.msg }
+func (e *notAFence) Unwrap() []error { return e.kept }
 
 // stripFence is err as notAFence when it matches ErrFenced: a
 // *FencedError's own error (the partition and generation it names are the
-// caller's to say), FenceError's wrapping dropped from the message.
+// caller's to say), FenceError's wrapping dropped from the message. An
+// error that says the partition is not owned here (ErrNotOwned,
+// ErrEvicted: the consumer's word, which decides) is kept whole.
 func stripFence(err error) error {
+	if errors.Is(err, ErrNotOwned) || errors.Is(err, ErrEvicted) {
+		return err
+	}
 	if fe, ok := errors.AsType[*FencedError](err); ok {
 		err = fe.Err
 	}
@@ -110,7 +117,12 @@ func stripFence(err error) error {
 	}
 	e := &notAFence{msg: strings.ReplaceAll(err.Error(), ErrFenced.Error()+": ", "")}
 	if ke, ok := errors.AsType[*kerr.Error](err); ok {
-		e.broker = ke
+		e.kept = append(e.kept, ke)
+	}
+	for _, c := range []error{context.DeadlineExceeded, context.Canceled} {
+		if errors.Is(err, c) {
+			e.kept = append(e.kept, c)
+		}
 	}
 	return e
 }

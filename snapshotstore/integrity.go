@@ -50,8 +50,9 @@ type InputRepartitionedError struct {
 	Now       int32  // the input's partition count now
 	// Added: the partition has no snapshot history and its number is at or
 	// above the count the latest marker of the snapshot topic's partition
-	// 0 records (Snapshots names that partition): it was added since.
-	Added bool
+	// 0 records (RecordedBy names that partition): it was added since.
+	Added      bool
+	RecordedBy string
 }
 
 // repartitionRemedy is what InputRepartitionedError tells the operator.
@@ -70,7 +71,7 @@ func (e *InputRepartitionedError) Error() string {
 		return fmt.Sprintf("%s: the partition was added to the input after the group's state was built (the latest offset marker of %s "+
 			"records the input partitioned %d ways; it has %d partitions now): keys that hash here now have their state in other "+
 			"partitions, and each would restart from nothing here; refusing to start the partition. "+repartitionRemedy,
-			e.Input, e.Snapshots, e.Recorded, e.Now)
+			e.Input, e.RecordedBy, e.Recorded, e.Now)
 	}
 	return fmt.Sprintf("%s: the latest offset marker of %s records the input partitioned %d ways, but it has %d partitions now: "+
 		"keys hash to other partitions than the ones their state is in, and each moved key would restart from nothing; "+
@@ -279,7 +280,7 @@ func (c *recoveryCheck) finish(input string, a *Assignment, inputEnd int64, inpu
 		// input's when partition 0 last recorded the count: added since —
 		// while the group ran, or while it was down. Its markers, once it
 		// commits, would record the new count and pass every later check.
-		rep = &InputRepartitionedError{Snapshots: first.snaps, Input: input, Recorded: first.parts, Now: inputPartitions, Added: true}
+		rep = &InputRepartitionedError{Snapshots: c.snaps, Input: input, Recorded: first.parts, Now: inputPartitions, Added: true, RecordedBy: first.snaps}
 	}
 	if rep != nil {
 		switch {

@@ -219,7 +219,7 @@ func (k *Kafka) recover(ctx context.Context, p PartitionInfo, readCommitted bool
 		// the group ran: the start's check (EnsureTopics) says so, but a
 		// partition assigned since failed here, again and again, on a bare
 		// UNKNOWN_TOPIC_OR_PARTITION (a day-2 trial).
-		if n, nerr := TopicPartitions(ctx, r.cl, k.topic); nerr == nil && n <= p.Partition {
+		if n, nerr := TopicPartitions(ctx, r.cl, k.topic); nerr == nil && n > 0 && n <= p.Partition { // 0: not listed, another story
 			return 0, fmt.Errorf("%w: snapshot topic %q has %d partitions, none for input partition %s (snapshot partition N serves input partition N): "+
 				"add partitions to it too: %w", ErrTopicSetup, k.topic, n, p, err)
 		}
@@ -289,13 +289,12 @@ func (k *Kafka) recover(ctx context.Context, p PartitionInfo, readCommitted bool
 		// group's state was built? Partition 0's latest marker says the
 		// count then (a partition added while the group ran was started
 		// from nothing, and the moved keys' state was split, unseen: a
-		// day-2 trial). Best effort: unread, the partition starts as
-		// before, said.
-		if first.parts, err = k.recordedInputParts(ctx, 0); err != nil {
-			k.cfg.log.Warn("recovery: the input partition count partition 0's latest marker records could not be read; "+
-				"a partition added to the input since cannot be told from one never written",
-				zap.String("partition", p.String()), zap.String("snapshots", first.snaps), zap.Error(err))
-			first.parts = 0
+		// day-2 trial). Unread, the recovery fails (its restart asks
+		// again): started unchecked, the partition's own markers would
+		// pass every later check (a review).
+		if first.parts, err = k.recordedInputParts(ctx, 0, in); err != nil {
+			return 0, fmt.Errorf("%s: recovery: the input partition count %s's latest marker records (was this partition added since?): %w",
+				p, first.snaps, err)
 		}
 	}
 	drop, err := check.finish(p.String(), a, inputEnd, parts, first)

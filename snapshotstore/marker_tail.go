@@ -6,62 +6,70 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/actorflow/actorflow/internal/retry"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// markerTailWindows are the spans below a snapshot partition's last stable
-// offset read, one after the other, for its latest offset marker: the
-// marker is the last record of every transactional commit (and written
-// just before the plain mode's offset commit), so the first span finds it
-// unless aborted transactions or another writer's records followed it; the
-// last reads the whole partition.
-var markerTailWindows = []int64{64, 1 << 16, -1}
-
-// markerTailReadFor bounds the whole read.
-const markerTailReadFor = 10 * time.Second
+// The spans of a snapshot partition read for its latest offset marker,
+// newest first: the first markerTailFirst offsets below the last stable
+// offset, then each span twice the one before, ending where that one began,
+// until a marker is found or markerTailMax offsets were read. Every commit
+// ends with its marker (the transaction's last record; the plain mode's is
+// written just before its offset commit), so the first span finds it
+// unless aborted transactions or another writer's records followed it; a
+// partition with no marker within markerTailMax judges nothing.
+const (
+	markerTailFirst = 64
+	markerTailMax   = 1 << 20
+)
 
 // recordedInputParts reads the latest offset marker of snapshot partition
 // q from the partition's tail (read_committed) and returns the input
-// partition count it records: 0 when the partition has no marker or its
-// marker records none.
-func (k *Kafka) recordedInputParts(ctx context.Context, q int32) (int32, error) {
-	ctx, cancel := context.WithTimeout(ctx, markerTailReadFor)
-	defer cancel()
+// partition count it records: 0 when no marker is within reach or the
+// marker records none. A transient error is retried as the recovery read's
+// requests are (ro: its options, ro.Partition naming the partition
+// recovering).
+func (k *Kafka) recordedInputParts(ctx context.Context, q int32, ro ReadOptions) (int32, error) {
 	r, err := newKafkaLogReader(k.brokers, k.topic, q, true, k.cfg.clientOpts)
 	if err != nil {
 		return 0, err
 	}
 	defer r.Close()
-	start, err := r.Start(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("%s[%d]: log start: %w", k.topic, q, err)
-	}
-	_, lso, err := r.Ends(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("%s[%d]: log end: %w", k.topic, q, err)
-	}
-	for _, w := range markerTailWindows {
-		from := start
-		if w > 0 {
-			from = max(start, lso-w)
+	name := fmt.Sprintf("%s[%d]", k.topic, q)
+	began := time.Now()
+	try := func(what string, fn func() error) error {
+		if err := retry.Do(ctx, requestRetry(ro, k.cfg.log, began, name+"'s "+what), fn); err != nil {
+			return fmt.Errorf("%s: %s: %w", name, what, err)
 		}
+		return nil
+	}
+	var start, lso int64
+	if err := try("log start", func() (err error) { start, err = r.Start(ctx); return err }); err != nil {
+		return 0, err
+	}
+	if err := try("log end", func() (err error) { _, lso, err = r.Ends(ctx); return err }); err != nil {
+		return 0, err
+	}
+	to, span := lso, int64(markerTailFirst)
+	for to > start && lso-to < markerTailMax {
+		from := max(start, to-span)
 		r.pos = from
 		parts, found := int32(0), false
-		for r.pos < lso {
-			recs, _, err := r.Poll(ctx)
-			if err != nil {
+		for r.pos < to {
+			var recs []*kgo.Record
+			if err := try("tail", func() (err error) { recs, _, err = r.Poll(ctx); return err }); err != nil {
 				return 0, err
 			}
 			for _, rec := range recs {
-				if rec.Offset >= lso || string(rec.Key) != MarkerKey {
-					continue
+				if rec.Offset < to && string(rec.Key) == MarkerKey { // past to: a span read before
+					parts, found = markerInputParts(rec), true
 				}
-				parts, found = markerInputParts(rec), true
 			}
 		}
-		if found || from == start {
+		if found {
 			return parts, nil
 		}
+		to, span = from, 2*span
 	}
 	return 0, nil
 }

@@ -5,9 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/actorflow/actorflow/internal/kfakeresp"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Through the Kafka store, in both modes: a partition's markers record the
@@ -96,8 +101,9 @@ func recoverPartition(t *testing.T, k *Kafka, f *txnFixture, p int32, committed 
 }
 
 // The count partition 0's latest marker records is found below records
-// that followed it (another writer's, or aborted transactions'): the first
-// span read misses it, a wider one finds it; no marker: 0.
+// that followed it (another writer's, or aborted transactions'): the spans
+// read newest first reach back to it, past a fetch's transient error; the
+// later of two markers decides; no marker: 0.
 func TestRecordedInputPartsReadsBackToTheLatestMarker(t *testing.T) {
 	f := newTxnFixture(t, true)
 	k, err := NewKafka(f.brokers, f.snaps, KafkaConfig{Mode: Plain})
@@ -106,7 +112,8 @@ func TestRecordedInputPartsReadsBackToTheLatestMarker(t *testing.T) {
 	}
 	t.Cleanup(k.Close)
 	ctx := context.Background()
-	if n, err := k.recordedInputParts(ctx, 0); err != nil || n != 0 {
+	ro := ReadOptions{Partition: f.input + "[1]", StallTimeout: 30 * time.Second}
+	if n, err := k.recordedInputParts(ctx, 0, ro); err != nil || n != 0 {
 		t.Fatalf("no marker: %d, %v; want 0", n, err)
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(f.brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
@@ -115,14 +122,20 @@ func TestRecordedInputPartsReadsBackToTheLatestMarker(t *testing.T) {
 	}
 	t.Cleanup(cl.Close)
 	recs := []*kgo.Record{markerRecord(f.snaps, 0, 5, 4), markerRecord(f.snaps, 0, 9, 6)}
-	for i := range 2 * markerTailWindows[0] {
+	// Behind the third span: 64, then 128, then 256 offsets.
+	for i := range 4 * markerTailFirst {
 		recs = append(recs, &kgo.Record{Topic: f.snaps, Partition: 0, Key: fmt.Appendf(nil, "other-%d", i), Value: []byte("v")})
 	}
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := k.recordedInputParts(ctx, 0); err != nil || n != 6 {
-		t.Fatalf("the latest marker %d records behind it: %d, %v; want its count 6", 2*markerTailWindows[0], n, err)
+	var failed atomic.Int32
+	f.c.ControlKey(kmsg.Fetch.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		failed.Add(1)
+		return kfakeresp.FetchError(kreq, kerr.NotLeaderForPartition.Code), nil, true // once: the control is dropped
+	})
+	if n, err := k.recordedInputParts(ctx, 0, ro); err != nil || n != 6 || failed.Load() != 1 {
+		t.Fatalf("the latest marker %d records deep, one fetch failing: %d, %v (failed %d); want its count 6", 4*markerTailFirst, n, err, failed.Load())
 	}
 }
 
