@@ -505,6 +505,7 @@ func (w *Worker) waitBrokers(ctx context.Context) (*kgo.Client, error) {
 	sctx, cancel := context.WithTimeout(ctx, w.cfg.startTimeout)
 	defer cancel()
 	backoff := 100 * time.Millisecond
+	var last error // the last attempt's error that the start timeout did not cut
 	for {
 		_, lerr := kadm.NewClient(cl).ListBrokers(sctx)
 		if lerr != nil && ctx.Err() != nil {
@@ -512,6 +513,14 @@ func (w *Worker) waitBrokers(ctx context.Context) (*kgo.Client, error) {
 			cl.Close()
 			return nil, fmt.Errorf("actorflow: stopped while reaching the brokers: %w", ctx.Err())
 		}
+		if lerr != nil && sctx.Err() != nil && errors.Is(lerr, context.DeadlineExceeded) && last != nil {
+			// An attempt the start timeout cut (begun at its end, or a
+			// retry's timer that fired with it on a busy machine) says
+			// nothing about the brokers: the error keeps the previous
+			// attempt's cause, not "context deadline exceeded".
+			lerr = last
+		}
+		last = lerr
 		w.probe.record(lerr)
 		if lerr == nil {
 			return cl, nil
