@@ -406,17 +406,22 @@ func TestAReinitFailingPastTheFailoverTimeoutFailsThePartition(t *testing.T) {
 // bare rejection stopped the worker: found by a review).
 func TestAGenerationWaitOutlastsTheFailoverTimeout(t *testing.T) {
 	f := newTxnFixture(t, true)
+	// The failover timeout also bounds every healthy commit of the test:
+	// 300 ms cut the first one under CPU load (the whole suite with two
+	// busy loops on 2 cores). The newer generation comes twice the
+	// timeout after the rejection, so the wait still outlasts it.
+	const failover = time.Second
 	var moved atomic.Bool
 	var rejectedAt atomic.Int64
 	meta := func() (GroupMetadata, error) {
 		m, err := f.meta()
-		if at := rejectedAt.Load(); at != 0 && time.Since(time.Unix(0, at)) > time.Second {
+		if at := rejectedAt.Load(); at != 0 && time.Since(time.Unix(0, at)) > 2*failover {
 			m.Generation++ // the consumer learns the newer generation past the failover timeout
 			moved.Store(true)
 		}
 		return m, err
 	}
-	p := f.openFailover(t, meta, 300*time.Millisecond)
+	p := f.openFailover(t, meta, failover)
 	ctx := context.Background()
 	if err := p.Commit(ctx, Batch{Offset: 1, OffsetAdvanced: true}); err != nil {
 		t.Fatal(err)
