@@ -202,10 +202,14 @@ func TestLastStableOwnersDuringARebalance(t *testing.T) {
 	if !maps.Equal(got, want) {
 		t.Fatalf("during the rebalance %v, want %v (b gone, c's own)", got, want)
 	}
-	// A view read at another generation of this member is not used: one
-	// read before a rebalance completed is not what this one moves from.
-	if got := l.merge(map[coordinator.TopicPartition]Member{}, false, map[string]bool{"a": true, "c": true}, 2); len(got) != 0 {
-		t.Fatalf("a view of generation 1 used at generation 2: %v", got)
+	// A view of the generation before is used: a cooperative rebalance's
+	// second round follows a Stable no read may have seen. An older one is
+	// not: not what this rebalance moves from.
+	if got := l.merge(map[coordinator.TopicPartition]Member{}, false, map[string]bool{"a": true, "c": true}, 2); !maps.Equal(got, map[coordinator.TopicPartition]Member{tp(0): a, tp(1): a}) {
+		t.Fatalf("the view of generation 1 at generation 2 (a cooperative rebalance's second round): %v, want a's partitions", got)
+	}
+	if got := l.merge(map[coordinator.TopicPartition]Member{}, false, map[string]bool{"a": true, "c": true}, 3); len(got) != 0 {
+		t.Fatalf("a view of generation 1 used at generation 3: %v", got)
 	}
 	// Stable again: its read is the whole view, the earlier one dropped.
 	l.merge(map[coordinator.TopicPartition]Member{tp(2): c}, true, map[string]bool{"a": true, "c": true}, 2)
