@@ -154,20 +154,8 @@ type SplitStateError struct {
 }
 
 func (e *SplitStateError) Error() string {
-	keys := slices.Sorted(maps.Keys(e.Keys))
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %d key(s) have a state in more than one partition (the input was repartitioned under the flow): ", e.Snapshots, len(keys))
-	for i, k := range keys {
-		if i == maxNamedKeys {
-			fmt.Fprintf(&b, "; and %d more", len(keys)-i)
-			break
-		}
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		fmt.Fprintf(&b, "key %q in partitions %v", k, e.Keys[k])
-	}
-	return b.String()
+	head := fmt.Sprintf("%s: %d key(s) have a state in more than one partition (the input was repartitioned under the flow): ", e.Snapshots, len(e.Keys))
+	return namingKeys(head, e.Keys, func(k string, ps []int32) string { return fmt.Sprintf("key %q in partitions %v", k, ps) })
 }
 
 // Is makes errors.Is(err, snapshotstore.ErrInputRepartitioned) true.
@@ -183,14 +171,20 @@ type UndecodableStateError struct {
 	Keys map[string]error
 }
 
-// maxNamedKeys is how many keys UndecodableStateError's message names.
+// maxNamedKeys is how many keys ReadState's errors name.
 const maxNamedKeys = 10
 
 func (e *UndecodableStateError) Error() string {
-	keys := slices.Sorted(maps.Keys(e.Keys))
+	head := fmt.Sprintf("%s: the state of %d key(s) does not decode with the codec given: ", e.Snapshots, len(e.Keys))
+	return namingKeys(head, e.Keys, func(k string, err error) string { return fmt.Sprintf("key %q: %v", k, err) })
+}
+
+// namingKeys is head followed by the first maxNamedKeys of keys, in order,
+// each as name says, and how many more there are.
+func namingKeys[V any](head string, keys map[string]V, name func(string, V) string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: the state of %d key(s) does not decode with the codec given: ", e.Snapshots, len(keys))
-	for i, k := range keys {
+	b.WriteString(head)
+	for i, k := range slices.Sorted(maps.Keys(keys)) {
 		if i == maxNamedKeys {
 			fmt.Fprintf(&b, "; and %d more", len(keys)-i)
 			break
@@ -198,7 +192,7 @@ func (e *UndecodableStateError) Error() string {
 		if i > 0 {
 			b.WriteString("; ")
 		}
-		fmt.Fprintf(&b, "key %q: %v", k, e.Keys[k])
+		b.WriteString(name(k, keys[k]))
 	}
 	return b.String()
 }
