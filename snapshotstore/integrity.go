@@ -249,8 +249,8 @@ func (c *recoveryCheck) add(r *kgo.Record) (s Snapshot, ok bool) {
 // partition's log end, read after the snapshots (-1: unknown);
 // inputPartitions the input's partition count now (0: unknown); first, for
 // a partition with no snapshot history, the count the latest marker of
-// the snapshot topic's partition 0 records (firstSnaps names it; 0:
-// unknown, not read).
+// the snapshot topic's partition 0 records (first.parts 0: unknown, not
+// read).
 func (c *recoveryCheck) finish(input string, a *Assignment, inputEnd int64, inputPartitions int32, first recordedCount) (drop []string, err error) {
 	if len(c.bad) > 0 {
 		if !c.opts.DropUndecodable {

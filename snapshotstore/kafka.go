@@ -292,7 +292,7 @@ func (k *Kafka) recover(ctx context.Context, p PartitionInfo, readCommitted bool
 		// day-2 trial). Unread, the recovery fails (its restart asks
 		// again): started unchecked, the partition's own markers would
 		// pass every later check (a review).
-		if first.parts, err = k.recordedInputParts(ctx, 0, in); err != nil {
+		if first.parts, err = k.recordedInputParts(ctx, r.sibling(0), in); err != nil {
 			return 0, fmt.Errorf("%s: recovery: the input partition count %s's latest marker records (was this partition added since?): %w",
 				p, first.snaps, err)
 		}

@@ -68,6 +68,14 @@ func newKafkaLogReader(brokers []string, topic string, partition int32, readComm
 
 func (r *kafkaLogReader) Close() { r.cl.Close() }
 
+// sibling is a reader of partition q of the same topic on r's client (not
+// to be closed: r's Close closes the client), positioned nowhere yet: a
+// recovery's other read costs no client of its own (no dial, no metadata).
+func (r *kafkaLogReader) sibling(q int32) *kafkaLogReader {
+	return &kafkaLogReader{cl: r.cl, topic: r.topic, partition: q, isolation: r.isolation, isoLevel: r.isoLevel,
+		decomp: r.decomp, leader: -1}
+}
+
 func (r *kafkaLogReader) Ends(ctx context.Context) (hwm, lso int64, err error) {
 	// Isolation level 0 (read_uncommitted) lists the high watermark; 1
 	// (read_committed) lists the last stable offset.

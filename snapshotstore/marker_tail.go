@@ -23,19 +23,14 @@ const (
 	markerTailMax   = 1 << 20
 )
 
-// recordedInputParts reads the latest offset marker of snapshot partition
-// q from the partition's tail (read_committed) and returns the input
-// partition count it records: 0 when no marker is within reach or the
-// marker records none. A transient error is retried as the recovery read's
-// requests are (ro: its options, ro.Partition naming the partition
-// recovering).
-func (k *Kafka) recordedInputParts(ctx context.Context, q int32, ro ReadOptions) (int32, error) {
-	r, err := newKafkaLogReader(k.brokers, k.topic, q, true, k.cfg.clientOpts)
-	if err != nil {
-		return 0, err
-	}
-	defer r.Close()
-	name := fmt.Sprintf("%s[%d]", k.topic, q)
+// recordedInputParts reads the latest offset marker of the snapshot
+// partition r reads from the partition's tail (r read_committed) and
+// returns the input partition count it records: 0 when no marker is within
+// reach or the marker records none. A transient error is retried as the
+// recovery read's requests are (ro: its options, ro.Partition naming the
+// partition recovering).
+func (k *Kafka) recordedInputParts(ctx context.Context, r *kafkaLogReader, ro ReadOptions) (int32, error) {
+	name := fmt.Sprintf("%s[%d]", r.topic, r.partition)
 	began := time.Now()
 	try := func(what string, fn func() error) error {
 		if err := retry.Do(ctx, requestRetry(ro, k.cfg.log, began, name+"'s "+what), fn); err != nil {
@@ -47,7 +42,7 @@ func (k *Kafka) recordedInputParts(ctx context.Context, q int32, ro ReadOptions)
 	if err := try("log start", func() (err error) { start, err = r.Start(ctx); return err }); err != nil {
 		return 0, err
 	}
-	if err := try("log end", func() (err error) { _, lso, err = r.Ends(ctx); return err }); err != nil {
+	if err := try("last stable offset", func() (err error) { lso, err = listOffset(ctx, r.cl, r.topic, r.partition, 1, -1); return err }); err != nil {
 		return 0, err
 	}
 	to, span := lso, int64(markerTailFirst)

@@ -113,7 +113,12 @@ func TestRecordedInputPartsReadsBackToTheLatestMarker(t *testing.T) {
 	t.Cleanup(k.Close)
 	ctx := context.Background()
 	ro := ReadOptions{Partition: f.input + "[1]", StallTimeout: 30 * time.Second}
-	if n, err := k.recordedInputParts(ctx, 0, ro); err != nil || n != 0 {
+	r, err := newKafkaLogReader(f.brokers, f.snaps, 0, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	if n, err := k.recordedInputParts(ctx, r, ro); err != nil || n != 0 {
 		t.Fatalf("no marker: %d, %v; want 0", n, err)
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(f.brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
@@ -134,7 +139,7 @@ func TestRecordedInputPartsReadsBackToTheLatestMarker(t *testing.T) {
 		failed.Add(1)
 		return kfakeresp.FetchError(kreq, kerr.NotLeaderForPartition.Code), nil, true // once: the control is dropped
 	})
-	if n, err := k.recordedInputParts(ctx, 0, ro); err != nil || n != 6 || failed.Load() != 1 {
+	if n, err := k.recordedInputParts(ctx, r.sibling(0), ro); err != nil || n != 6 || failed.Load() != 1 {
 		t.Fatalf("the latest marker %d records deep, one fetch failing: %d, %v (failed %d); want its count 6", 4*markerTailFirst, n, err, failed.Load())
 	}
 }
