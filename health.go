@@ -280,27 +280,26 @@ func (w *Worker) WaitCaughtUp(ctx context.Context) error {
 	// reviews).
 	const assignmentEvery = 250 * time.Millisecond
 	var (
-		lastRead  time.Time
-		last      ownersOf
-		lastState string
+		lastRead time.Time
+		view     groupView
 	)
 	_, err = w.waitFor(ctx, func(h Health, st Status) (bool, string) {
 		return caughtUp(st.Partitions, ends, func() (string, error) {
 			me, err := w.cons.GroupMetadata()
 			return me.MemberID, err
 		}, func() (groupView, error) {
-			if last == nil || time.Since(lastRead) >= assignmentEvery {
-				o, state, err := w.assignment(ctx)
+			if view.ownerOf == nil || time.Since(lastRead) >= assignmentEvery {
+				ownerOf, state, err := w.assignment(ctx)
 				if err != nil {
 					return groupView{}, err
 				}
-				last, lastState, lastRead = o, state, time.Now()
+				view = groupView{state: state, ownerOf: func(tp coordinator.TopicPartition) (string, bool) {
+					m, ok := ownerOf(tp)
+					return m.MemberID, ok
+				}}
+				lastRead = time.Now()
 			}
-			ownerOf := last
-			return groupView{state: lastState, ownerOf: func(tp coordinator.TopicPartition) (string, bool) {
-				m, ok := ownerOf(tp)
-				return m.MemberID, ok
-			}}, nil
+			return view, nil
 		})
 	})
 	if err != nil {

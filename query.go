@@ -487,7 +487,7 @@ func (w *Worker) queryAssignment(ctx context.Context) (ownersOf, error) {
 	}
 	owners := read.owners
 	if read.classic && w.cfg.protocol != coordinator.Eager {
-		owners = w.stable.merge(read.owners, !read.hidden, read.members, gen)
+		owners = w.stable.merge(read.owners, read.state == "Stable", read.members, gen)
 	}
 	return ownersIn(owners), nil
 }
@@ -516,10 +516,10 @@ func ownersIn(owners map[coordinator.TopicPartition]Member) ownersOf {
 // groupRead is one read of the group's assignment.
 type groupRead struct {
 	owners map[coordinator.TopicPartition]Member
-	// classic: read from DescribeGroups; hidden: the group was not Stable,
-	// so it showed no member's assignment (members: the ids it listed).
-	classic, hidden bool
-	members         map[string]bool
+	// classic: read from DescribeGroups (members: the ids it listed),
+	// which may show no member's assignment while the group is not Stable.
+	classic bool
+	members map[string]bool
 	// state is the group's state: "Stable" at rest; the classic protocol's
 	// "PreparingRebalance" and "CompletingRebalance", KIP-848's "Assigning"
 	// and "Reconciling" while partitions move.
@@ -569,7 +569,7 @@ func (w *Worker) classicAssignment(ctx context.Context, adm *kadm.Client, add fu
 		return err
 	}
 	g := gs[w.cfg.group]
-	read.classic, read.hidden, read.state = true, g.State != "Stable", g.State
+	read.classic, read.state = true, g.State
 	read.members = make(map[string]bool, len(g.Members))
 	for _, m := range g.Members {
 		read.members[m.MemberID] = true
