@@ -711,6 +711,19 @@ func TestGetOfAStateThatNoLongerDecodes(t *testing.T) {
 	}
 }
 
+// countsPersisted runs the count flow over three records each of keys a and
+// b on two partitions until they are committed, and stops it: the
+// snapshots ReadState's tests read.
+func countsPersisted(t *testing.T) (*queryEnv, context.Context) {
+	t.Helper()
+	e := newQueryEnv(t, 2)
+	e.produce(t, 3, "a", "b")
+	w, stop := e.start(t, countFlow())
+	awaitCaughtUp(t, w)
+	stop()
+	return e, ctxFor(t, 30*time.Second)
+}
+
 // ReadState leaves out the keys that do not decode and returns the others,
 // with an error naming them: a state the codec refuses
 // (ErrUndecodableState), a record that is not a snapshot
@@ -718,12 +731,7 @@ func TestGetOfAStateThatNoLongerDecodes(t *testing.T) {
 // returned either). One stale key failed the whole read (a newcomer's
 // trial).
 func TestReadStateLeavesOutTheKeysThatDoNotDecode(t *testing.T) {
-	e := newQueryEnv(t, 2)
-	e.produce(t, 3, "a", "b")
-	w, stop := e.start(t, countFlow())
-	awaitCaughtUp(t, w)
-	stop()
-	ctx := ctxFor(t, 30*time.Second)
+	e, ctx := countsPersisted(t)
 	st, err := actorflow.ReadState[CountV2](ctx, e.brokers, e.snaps, nil)
 	var ue *actorflow.UndecodableStateError
 	if !errors.Is(err, actorflow.ErrUndecodableState) || !errors.As(err, &ue) || len(ue.Keys) != 2 || ue.Keys["a"] == nil || ue.Keys["b"] == nil ||
@@ -747,12 +755,7 @@ func TestReadStateLeavesOutTheKeysThatDoNotDecode(t *testing.T) {
 // ErrInputRepartitioned: it answered one of the two by map order, without
 // a word (a day-2 trial: 1 of 10 reads the old one).
 func TestReadStateNamesAKeySplitAcrossPartitions(t *testing.T) {
-	e := newQueryEnv(t, 2)
-	e.produce(t, 3, "a", "b")
-	w, stop := e.start(t, countFlow())
-	awaitCaughtUp(t, w)
-	stop()
-	ctx := ctxFor(t, 30*time.Second)
+	e, ctx := countsPersisted(t)
 	other := 1 - e.partitionOfKey["a"]
 	cl := testkit.Client(t, e.brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	rec := snapshotstore.EncodeRecord(e.snaps, other, snapshotstore.Snapshot{Key: "a", Value: []byte(`{"n":7}`), Offset: 0})

@@ -106,11 +106,7 @@ func recoverPartition(t *testing.T, k *Kafka, f *txnFixture, p int32, committed 
 // later of two markers decides; no marker: 0.
 func TestRecordedInputPartsReadsBackToTheLatestMarker(t *testing.T) {
 	f := newTxnFixture(t, true)
-	k, err := NewKafka(f.brokers, f.snaps, KafkaConfig{Mode: Plain})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(k.Close)
+	k := plainKafka(t, f)
 	ctx := context.Background()
 	ro := ReadOptions{Partition: f.input + "[1]", StallTimeout: 30 * time.Second}
 	r, err := newKafkaLogReader(f.brokers, f.snaps, 0, true, nil)
@@ -149,17 +145,25 @@ func TestRecordedInputPartsReadsBackToTheLatestMarker(t *testing.T) {
 // its count), not a bare UNKNOWN_TOPIC_OR_PARTITION at every restart.
 func TestAnInputPartitionWithoutItsSnapshotPartitionSaysSo(t *testing.T) {
 	f := newTxnFixture(t, true)
+	k := plainKafka(t, f)
+	if _, err := f.adm.CreatePartitions(context.Background(), 1, f.input); err != nil {
+		t.Fatal(err)
+	}
+	none := int64(-1)
+	err := recoverPartition(t, k, f, 1, &none, false)
+	if !errors.Is(err, ErrTopicSetup) || !strings.Contains(err.Error(), f.snaps) || !strings.Contains(err.Error(), "has 1 partitions, none for input partition") {
+		t.Fatalf("input partition 1 without snapshot partition 1: %v; want ErrTopicSetup naming %s and its 1 partition", err, f.snaps)
+	}
+}
+
+// plainKafka is a plain-mode store over f's snapshot topic, closed at the
+// test's end.
+func plainKafka(t *testing.T, f *txnFixture) *Kafka {
+	t.Helper()
 	k, err := NewKafka(f.brokers, f.snaps, KafkaConfig{Mode: Plain})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(k.Close)
-	if _, err := f.adm.CreatePartitions(context.Background(), 1, f.input); err != nil {
-		t.Fatal(err)
-	}
-	none := int64(-1)
-	err = recoverPartition(t, k, f, 1, &none, false)
-	if !errors.Is(err, ErrTopicSetup) || !strings.Contains(err.Error(), f.snaps) || !strings.Contains(err.Error(), "has 1 partitions, none for input partition") {
-		t.Fatalf("input partition 1 without snapshot partition 1: %v; want ErrTopicSetup naming %s and its 1 partition", err, f.snaps)
-	}
+	return k
 }
