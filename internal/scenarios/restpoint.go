@@ -45,7 +45,7 @@ func WaitCaughtUpIsARestPoint(t *testing.T, brokers []string, proto coordinator.
 	// before a describe sees it (about 1 run in 100). Then the second
 	// member leaves and joins again, up to five times.
 	seen := false
-	for attempt := 1; !seen; attempt++ {
+	for attempt := 1; ; attempt++ {
 		b := StartWorker(t, ledger.Flow(), brokers, group, input, snaps, snapshotstore.Transactional, opts...)
 		testkit.Eventually(t, time.Minute, "the second member's join seen: the group rebalancing, or at rest with both", func() (bool, string) {
 			state, assigned, err := describeGroup(ctx, adm, group, proto)
