@@ -500,13 +500,6 @@ func withoutCancel(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithCancel(d)
 }
 
-// staleGeneration: the broker rejected an older generation of a member it
-// still knows (KIP-848's STALE_MEMBER_EPOCH is ILLEGAL_GENERATION below
-// TxnOffsetCommit v6).
-func staleGeneration(err error) bool {
-	return errors.Is(err, kerr.IllegalGeneration) || errors.Is(err, kerr.StaleMemberEpoch)
-}
-
 // commitOnce runs one transaction: the batch's snapshot writes and
 // outputs, a marker record, and the committable offset committed with the consumer's
 // generation. The coordinator rejects a stale generation (KIP-447), which

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -105,15 +104,13 @@ func loadSettings(t *testing.T) settings {
 	return s
 }
 
-func (s settings) has(system string) bool { return slices.Contains(s.systems, system) }
-
 // kill is one fault: a node SIGKILLed, down for a while, restarted.
 type kill struct {
-	N                  int
-	Node               int32
-	Why                string
-	At, Restart, Back  time.Time // SIGKILL sent; restart begun; the node listed again
-	restartErr, isrErr error
+	N                 int
+	Node              int32
+	Why               string
+	At, Restart, Back time.Time // SIGKILL sent; restart begun; the node listed again
+	restartErr        error
 }
 
 // system is one system under test: its members, its output topic as a reader saw it, its
