@@ -65,7 +65,12 @@ var (
 	_ snapshotstore.TopicRuler        = (*metricsPartition)(nil)
 	_ snapshotstore.RulesRefuser      = (*metricsPartition)(nil)
 	_ snapshotstore.InFlightAbandoner = (*metricsPartition)(nil)
+	_ snapshotstore.Restater          = (*metricsPartition)(nil)
 )
+
+// NeedsRestate forwards the wrapped partition's snapshotstore.Restater
+// (none: false).
+func (p *metricsPartition) NeedsRestate() bool { return snapshotstore.NeedsRestate(p.Partition) }
 
 // AbandonsInFlight forwards the wrapped partition's
 // snapshotstore.InFlightAbandoner (none: false).

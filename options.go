@@ -491,7 +491,10 @@ func WithPartitionRetryBackoff(first, max time.Duration) Option {
 // Also the way to start a group whose offsets were set by hand (above 0)
 // with no snapshot history, and a partition whose input was repartitioned
 // (snapshotstore.ErrInputRepartitioned: keys that moved restart from
-// nothing).
+// nothing). A partition it started writes an offset marker at once, of
+// its assigned offset and the input's count (snapshotstore.Restater), so
+// the option can go once every partition has started under it, an idle
+// one too; left on, it hides a later real loss.
 // Default: such a partition refuses to start (errors.Is(err,
 // snapshotstore.ErrLostState)), naming topic, partition and offsets.
 func WithResetLostState() Option {
@@ -507,9 +510,8 @@ func WithResetLostState() Option {
 // input's producers do not partition by the count (explicit partitions, or
 // a partitioner that moves no key when partitions are added), where the
 // check's premise does not hold. Keep it until every partition has
-// committed once under the new count (a marker records the count at each
-// commit of the partition, so one that gets no input keeps the old count:
-// for such inputs, keep the option for good).
+// started once under it: a partition it started writes a marker of the new
+// count at once (snapshotstore.Restater), an idle one too.
 func WithAcceptInputRepartition() Option {
 	return func(c *config) {
 		c.kafka.Integrity.AcceptRepartitioned = true

@@ -73,6 +73,7 @@ type GroupCommit struct {
 	committed     int64 // the offset of the last successful transaction
 	offsetWaiters []func(error)
 	inFlight      bool
+	restate       bool // Restate: the next transaction is due, and says its offset again
 }
 
 // Write is one queued snapshot write; Done is called exactly once with the
@@ -176,6 +177,12 @@ func (g *GroupCommit) CommitOffset(offset int64, done func(error)) {
 	}
 }
 
+// Restate makes the next transaction due even with nothing to write and the
+// offset committed, and marks its batch OffsetAdvanced so that the store
+// writes its offset marker (snapshotstore.Restater: a recovery that started
+// past a finding an option accepted).
+func (g *GroupCommit) Restate() { g.restate = true }
+
 // Pending reports queued writes and offset waiters.
 func (g *GroupCommit) Pending() int { return len(g.queue) - g.head + len(g.offsetWaiters) }
 
@@ -191,7 +198,7 @@ func (g *GroupCommit) Next() (*Flight, bool) {
 		return nil, false
 	}
 	q := g.queue[g.head:]
-	if len(q) == 0 && g.offset == g.committed {
+	if len(q) == 0 && g.offset == g.committed && !g.restate {
 		w := g.offsetWaiters
 		g.offsetWaiters = nil
 		for _, d := range w {
@@ -206,7 +213,7 @@ func (g *GroupCommit) Next() (*Flight, bool) {
 		n++
 	}
 	f := &Flight{
-		Batch: snapshotstore.Batch{Offset: g.offset, OffsetAdvanced: g.offset != g.committed},
+		Batch: snapshotstore.Batch{Offset: g.offset, OffsetAdvanced: g.offset != g.committed || g.restate},
 		done:  make([]func(error), 0, n+len(g.offsetWaiters)),
 	}
 	if n > 0 {
@@ -227,7 +234,7 @@ func (g *GroupCommit) Next() (*Flight, bool) {
 	}
 	f.done = append(f.done, g.offsetWaiters...)
 	g.offsetWaiters = nil
-	g.inFlight = true
+	g.inFlight, g.restate = true, false
 	return f, true
 }
 

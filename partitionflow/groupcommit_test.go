@@ -203,6 +203,33 @@ func TestGroupCommitOffsetOnlyCommitForcesTransactionWithoutWrites(t *testing.T)
 	}
 }
 
+// A restate (snapshotstore.Restater: a recovery started past a finding an
+// option accepted) is one transaction with nothing new — the seed
+// committed again, marked advanced so that the store writes its marker —
+// and only one: the marker then records the count, and nothing else is due.
+func TestGroupCommitRestateCommitsTheSeedOnce(t *testing.T) {
+	c := newGCRecorder(t, 4, 10)
+	c.g.Restate()
+	f := c.next()
+	if len(f.Batch.Writes) != 0 || f.Batch.Offset != 10 || !f.Batch.OffsetAdvanced {
+		t.Fatalf("restate batch = {%d writes, Offset %d, Advanced %v}, want {0, 10, true}", len(f.Batch.Writes), f.Batch.Offset, f.Batch.OffsetAdvanced)
+	}
+	c.g.Complete(f, nil)
+	if f, ok := c.g.Next(); ok {
+		t.Fatalf("a second transaction after the restate: %+v", f.Batch)
+	}
+	// Writes queued behind a restate in flight go in the next transaction,
+	// which is not marked advanced (the seed is committed).
+	c.g.Restate()
+	f = c.next()
+	c.add("a")
+	c.g.Complete(f, nil)
+	f = c.next()
+	if got := gcKeys(f.Batch); len(got) != 1 || got[0] != "a" || f.Batch.OffsetAdvanced {
+		t.Fatalf("after the restate: %v advanced %v, want [a] not advanced", got, f.Batch.OffsetAdvanced)
+	}
+}
+
 func TestGroupCommitOffsetCommitsDoNotConsumeTheCap(t *testing.T) {
 	c := newGCRecorder(t, 2, 0)
 	c.add("a")

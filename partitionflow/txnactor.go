@@ -22,6 +22,8 @@ type (
 	commitReq struct {
 		offset int64
 		done   func(error)
+		// restate: commit even with nothing new (GroupCommit.Restate).
+		restate bool
 	}
 	flightDone struct {
 		f   *Flight
@@ -107,6 +109,9 @@ func (t *txnActor) Receive(ctx actor.Context) {
 			return
 		}
 		t.gc.CommitOffset(m.offset, m.done)
+		if m.restate {
+			t.gc.Restate()
+		}
 		t.pump(ctx)
 	case *flightDone:
 		if t.flying == nil || t.flying.f != m.f {

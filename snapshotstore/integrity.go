@@ -64,7 +64,7 @@ const repartitionRemedy = "Rebuild the state under the new count: copy the input
 	"(re-produced by key, each key's records then in its new partition) and run a new group and snapshot topic over it. " +
 	"Or start anyway with actorflow.WithResetLostState (moved keys restart from nothing, their old state left behind); " +
 	"if the input's producers do not partition by the count, start with actorflow.WithAcceptInputRepartition. Either " +
-	"option is needed until every partition has committed once under the new count (its markers then record it)"
+	"option is needed until every partition has started once under it (each then writes a marker of the new count)"
 
 func (e *InputRepartitionedError) Error() string {
 	if e.Added {
@@ -204,6 +204,10 @@ type recoveryCheck struct {
 	// emitted: keys handed to fn; a key dropped at the end needs a
 	// tombstone to forget an earlier valid snapshot.
 	emitted map[string]bool
+	// restate: finish started the partition past a finding an option
+	// accepted (a repartition, lost history), which its latest marker
+	// still records (Restater).
+	restate bool
 }
 
 func newRecoveryCheck(snaps string, opts IntegrityOptions, log *zap.Logger) *recoveryCheck {
@@ -293,6 +297,7 @@ func (c *recoveryCheck) finish(input string, a *Assignment, inputEnd int64, inpu
 		default:
 			return drop, rep
 		}
+		c.restate = true
 	}
 	if a == nil || !a.Committed {
 		return drop, nil
@@ -328,5 +333,6 @@ func (c *recoveryCheck) finish(input string, a *Assignment, inputEnd int64, inpu
 	}
 	c.log.Error("snapshot history lost; starting anyway (WithResetLostState): keys restart from their surviving snapshots or from nothing",
 		zap.Error(lost))
+	c.restate = true
 	return drop, nil
 }

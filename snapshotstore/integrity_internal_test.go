@@ -207,6 +207,45 @@ func TestRecoveryCheckInputRepartitioned(t *testing.T) {
 	}
 }
 
+// A partition started past a finding an option accepted restates its
+// marker (Restater): otherwise an idle partition's marker kept the finding,
+// and removing the option refused the partition again. Nothing found, or a
+// finding refused, restates nothing.
+func TestRecoveryCheckRestatesWhatAnOptionAccepted(t *testing.T) {
+	committed := &Assignment{Offset: 500, Committed: true, LogStart: 0}
+	for _, tc := range []struct {
+		name    string
+		opts    IntegrityOptions
+		marker  int64 // -1: no history at all
+		parts   int32 // recorded by the marker
+		restate bool
+	}{
+		{"nothing found", IntegrityOptions{}, 500, 8, false},
+		{"nothing found, options set", IntegrityOptions{AcceptRepartitioned: true, ResetLostState: true}, 500, 8, false},
+		{"repartition accepted", IntegrityOptions{AcceptRepartitioned: true}, 500, 4, true},
+		{"repartition reset", IntegrityOptions{ResetLostState: true}, 500, 4, true},
+		{"history lost, reset", IntegrityOptions{ResetLostState: true}, -1, 8, true},
+		{"truncated, reset", IntegrityOptions{ResetLostState: true}, 400, 8, true},
+	} {
+		c := newRecoveryCheck("snaps[0]", tc.opts, zap.NewNop())
+		if tc.marker >= 0 {
+			c.add(snapRec("a", tc.marker-1, "v"))
+			c.add(markerRecord("snaps", 0, tc.marker, tc.parts))
+		}
+		if _, err := c.finish("in[0]", committed, 600, 8, recordedCount{}); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if c.restate != tc.restate {
+			t.Errorf("%s: restate %v, want %v", tc.name, c.restate, tc.restate)
+		}
+	}
+	c := newRecoveryCheck("snaps[0]", IntegrityOptions{}, zap.NewNop())
+	c.add(markerRecord("snaps", 0, 500, 4))
+	if _, err := c.finish("in[0]", committed, 600, 8, recordedCount{}); !errors.Is(err, ErrInputRepartitioned) || c.restate {
+		t.Fatalf("refused: err %v, restate %v; want ErrInputRepartitioned and no restate", err, c.restate)
+	}
+}
+
 // A partition with no snapshot history whose number is at or above the
 // count partition 0's latest marker records was added to the input since
 // the group's state was built: it refuses to start like a repartitioned

@@ -188,13 +188,20 @@ func (k *Kafka) Open(ctx context.Context, p PartitionInfo) (Partition, error) {
 	return &plainPartition{k: k, info: p}, nil
 }
 
-// recover is the recovery read of both modes (both read_committed). It
-// returns the input's partition count (0: unknown), which the partition's
-// markers record from then on (HeaderInputPartitions).
-func (k *Kafka) recover(ctx context.Context, p PartitionInfo, readCommitted bool, stall time.Duration, fn func(Snapshot) error) (int32, error) {
+// recovered is what a recovery tells the partition's commits: the input's
+// partition count (0: unknown), which its markers record from then on
+// (HeaderInputPartitions), and whether its first commit must restate the
+// marker (Restater).
+type recovered struct {
+	parts   int32
+	restate bool
+}
+
+// recover is the recovery read of both modes (both read_committed).
+func (k *Kafka) recover(ctx context.Context, p PartitionInfo, readCommitted bool, stall time.Duration, fn func(Snapshot) error) (recovered, error) {
 	r, err := newKafkaLogReader(k.brokers, k.topic, p.Partition, readCommitted, k.cfg.clientOpts)
 	if err != nil {
-		return 0, err
+		return recovered{}, err
 	}
 	defer r.Close()
 	snaps := fmt.Sprintf("%s[%d]", k.topic, p.Partition)
@@ -220,12 +227,12 @@ func (k *Kafka) recover(ctx context.Context, p PartitionInfo, readCommitted bool
 		// partition assigned since failed here, again and again, on a bare
 		// UNKNOWN_TOPIC_OR_PARTITION (a day-2 trial).
 		if n, nerr := TopicPartitions(ctx, r.cl, k.topic); nerr == nil && n > 0 && n <= p.Partition { // 0: not listed, another story
-			return 0, fmt.Errorf("%w: snapshot topic %q has %d partitions, none for input partition %s (snapshot partition N serves input partition N): "+
+			return recovered{}, fmt.Errorf("%w: snapshot topic %q has %d partitions, none for input partition %s (snapshot partition N serves input partition N): "+
 				"add partitions to it too: %w", ErrTopicSetup, k.topic, n, p, err)
 		}
 	}
 	if err != nil {
-		return 0, err
+		return recovered{}, err
 	}
 	var a *Assignment
 	if p.Assigned != nil {
@@ -246,7 +253,7 @@ func (k *Kafka) recover(ctx context.Context, p PartitionInfo, readCommitted bool
 			return err
 		})
 		if err != nil {
-			return 0, fmt.Errorf("%s: recovery: the input's log end: %w", p, err)
+			return recovered{}, fmt.Errorf("%s: recovery: the input's log end: %w", p, err)
 		}
 	}
 	var parts int32
@@ -276,7 +283,7 @@ func (k *Kafka) recover(ctx context.Context, p PartitionInfo, readCommitted bool
 		})
 		if err != nil {
 			if check.markerParts > 0 {
-				return 0, fmt.Errorf("%s: recovery: the input's partition count: %w", p, err)
+				return recovered{}, fmt.Errorf("%s: recovery: the input's partition count: %w", p, err)
 			}
 			k.cfg.log.Warn("recovery: the input's partition count could not be read; the partition's markers will not record it",
 				zap.String("partition", p.String()), zap.Error(err))
@@ -293,20 +300,20 @@ func (k *Kafka) recover(ctx context.Context, p PartitionInfo, readCommitted bool
 		// again): started unchecked, the partition's own markers would
 		// pass every later check (a review).
 		if first.parts, err = k.recordedInputParts(ctx, r.sibling(0), in); err != nil {
-			return 0, fmt.Errorf("%s: recovery: the input partition count %s's latest marker records (was this partition added since?): %w",
+			return recovered{}, fmt.Errorf("%s: recovery: the input partition count %s's latest marker records (was this partition added since?): %w",
 				p, first.snaps, err)
 		}
 	}
 	drop, err := check.finish(p.String(), a, inputEnd, parts, first)
 	if err != nil {
-		return 0, err
+		return recovered{}, err
 	}
 	for _, key := range drop {
 		if err := fn(Snapshot{Key: key, Offset: -1}); err != nil {
-			return 0, err
+			return recovered{}, err
 		}
 	}
-	return parts, nil
+	return recovered{parts: parts, restate: check.restate}, nil
 }
 
 // partitionCountRetryFor bounds the retries of a recovery's read of the
@@ -326,6 +333,7 @@ type plainPartition struct {
 	// inputParts is the input's partition count at the recovery, which
 	// every marker records (0: unknown).
 	inputParts atomic.Int32
+	restate    bool // Restater: set by Recover, read after it
 }
 
 // Recover reads read_committed too: a topic once written in the
@@ -336,9 +344,13 @@ type plainPartition struct {
 // transaction can hold the read, and then waiting is the only correct answer.
 func (p *plainPartition) Recover(ctx context.Context, fn func(Snapshot) error) error {
 	n, err := p.k.recover(ctx, p.info, true, 0, fn)
-	p.inputParts.Store(n)
+	p.inputParts.Store(n.parts)
+	p.restate = n.restate
 	return err
 }
+
+// NeedsRestate implements Restater.
+func (p *plainPartition) NeedsRestate() bool { return p.restate }
 
 func (p *plainPartition) Commit(ctx context.Context, b Batch) error {
 	if len(b.Outputs) > 0 {

@@ -33,6 +33,7 @@ type txnPartition struct {
 	// inputParts is the input's partition count at the recovery, which
 	// every marker records (0: unknown).
 	inputParts atomic.Int32
+	restate    bool // Restater: set by Recover, read after it
 	// parts routes the producer's records; it keeps a panic of the
 	// application's output partitioner (outputs.go).
 	parts *txnPartitioner
@@ -186,9 +187,13 @@ func (k *Kafka) newTxnClient(ctx context.Context, p PartitionInfo, id string, di
 func (t *txnPartition) Recover(ctx context.Context, fn func(Snapshot) error) error {
 	// read_committed: a fenced writer's aborted records stay invisible.
 	n, err := t.k.recover(ctx, t.info, true, t.k.cfg.stallTimeout, fn)
-	t.inputParts.Store(n)
+	t.inputParts.Store(n.parts)
+	t.restate = n.restate
 	return err
 }
+
+// NeedsRestate implements Restater.
+func (t *txnPartition) NeedsRestate() bool { return t.restate }
 
 // Close closes the producer. A re-initialisation under way is waited for
 // (until ctx ends): its InitProducerID bumps the stable transactional.id's

@@ -61,8 +61,9 @@ type Batch struct {
 	// Every batch carries it: the transactional mode re-commits it with the
 	// writes so that they are generation-gated.
 	Offset int64
-	// OffsetAdvanced reports whether Offset moved since the last batch. The
-	// plain mode commits through the consumer only then.
+	// OffsetAdvanced reports whether Offset moved since the last batch, or
+	// the partition restates it (Restater). The plain mode writes its
+	// offset marker and commits through the consumer only then.
 	OffsetAdvanced bool
 }
 

@@ -269,21 +269,39 @@ func InputRepartitionedRefused(t *testing.T, brokers []string, mode snapshotstor
 		})
 	VerifyLedger(t, brokers, snaps, 1, exp)
 	// Accepted: the partition starts, from its snapshots (verified again
-	// after the stop).
+	// after the stop), and — with no input to commit — restates its marker
+	// at once (snapshotstore.Restater): its first transaction.
 	w3 := StartWorker(t, ledger.Flow(), brokers, group, input, snaps, mode, actorflow.WithAcceptInputRepartition())
-	testkit.Eventually(t, time.Minute, "the partition running under WithAcceptInputRepartition", func() (bool, string) {
-		st := w3.W.Status(context.Background())
-		for _, p := range st.Partitions {
-			if p.Partition == 0 && p.Phase == "running" {
-				return len(st.Failed) == 0, fmt.Sprint(st.Failed)
-			}
-		}
-		return false, fmt.Sprint(st.Partitions, st.Failed)
-	})
+	bothRunning(t, w3, "under WithAcceptInputRepartition", 1)
 	if err := w3.Stop(t); err != nil {
 		t.Fatalf("with WithAcceptInputRepartition: %v", err)
 	}
 	VerifyLedger(t, brokers, snaps, 1, exp)
+	// The option removed: both partitions start, the idle partition 0 too
+	// (its marker restated the count; it used to be refused again), and
+	// the added partition 1 (partition 0's marker records 2 now).
+	w4 := StartWorker(t, ledger.Flow(), brokers, group, input, snaps, mode)
+	bothRunning(t, w4, "with WithAcceptInputRepartition removed", 0)
+	if err := w4.Stop(t); err != nil {
+		t.Fatalf("with WithAcceptInputRepartition removed: %v", err)
+	}
+	VerifyLedger(t, brokers, snaps, 1, exp)
+}
+
+// bothRunning waits until partitions 0 and 1 of w's input run with none
+// failed, and partition 0 has committed txns transactions or more.
+func bothRunning(t *testing.T, w *Worker, what string, txns int64) {
+	t.Helper()
+	testkit.Eventually(t, time.Minute, "partitions 0 and 1 running "+what, func() (bool, string) {
+		st := w.W.Status(context.Background())
+		running := 0
+		for _, p := range st.Partitions {
+			if p.Phase == "running" && (p.Partition == 1 || p.Partition == 0 && p.Txns >= txns) {
+				running++
+			}
+		}
+		return running == 2 && len(st.Failed) == 0, fmt.Sprint(st.Partitions, st.Failed)
+	})
 }
 
 // InputPartitionAddedWhileRunning: a worker runs on a one-partition input
