@@ -172,3 +172,23 @@ func TestMetricsPartitionForwardsInFlightAbandoner(t *testing.T) {
 
 // nopPartition implements no optional interface.
 type nopPartition struct{ snapshotstore.Partition }
+
+type restater struct {
+	snapshotstore.Partition
+	restate bool
+}
+
+func (r restater) NeedsRestate() bool { return r.restate }
+
+// The metrics wrapper forwards snapshotstore.Restater: without it, a
+// partition started under WithAcceptInputRepartition or WithResetLostState
+// with WithMetrics on did not restate its marker, and an idle one was
+// refused again once the option was removed.
+func TestMetricsPartitionForwardsRestater(t *testing.T) {
+	for _, inner := range []snapshotstore.Partition{restater{restate: true}, restater{}, nopPartition{}} {
+		want := snapshotstore.NeedsRestate(inner)
+		if got := snapshotstore.NeedsRestate(&metricsPartition{Partition: inner}); got != want {
+			t.Errorf("wrapping %T (restate %v): the wrapper says %v", inner, want, got)
+		}
+	}
+}
