@@ -528,7 +528,9 @@ func WithAcceptInputRepartition() Option {
 // values: a state the flow's codec cannot decode (a flow redeployed with an
 // incompatible state type) is keyflow.WithUndecodableStatePolicy's (default:
 // it fails its key when the key is loaded, naming the key and the record's
-// position).
+// position). A partition it started writes the dropped keys' tombstones at
+// once (snapshotstore.Restater), so the option can go once every partition
+// has started under it.
 func WithDropUndecodableSnapshots() Option {
 	return func(c *config) { c.kafka.Integrity.DropUndecodable = true; c.storeOpt("WithDropUndecodableSnapshots") }
 }

@@ -3,6 +3,7 @@ package snapshotstore
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -208,6 +209,11 @@ type recoveryCheck struct {
 	// accepted (a repartition, lost history), which its latest marker
 	// still records (Restater).
 	restate bool
+	// dropped: every key whose state finish dropped (DropUndecodable),
+	// whose undecodable record stays the latest of its key until a
+	// tombstone supersedes it (Restater) — drop names only those with an
+	// earlier valid snapshot to forget.
+	dropped []string
 }
 
 func newRecoveryCheck(snaps string, opts IntegrityOptions, log *zap.Logger) *recoveryCheck {
@@ -266,7 +272,9 @@ func (c *recoveryCheck) finish(input string, a *Assignment, inputEnd int64, inpu
 			if c.emitted[k] {
 				drop = append(drop, k)
 			}
+			c.dropped = append(c.dropped, k)
 		}
+		slices.Sort(c.dropped)
 	}
 	if inputEnd >= 0 && c.marker > inputEnd {
 		// A marker records the committed offset (the next to consume): at

@@ -193,8 +193,8 @@ func (k *Kafka) Open(ctx context.Context, p PartitionInfo) (Partition, error) {
 // (HeaderInputPartitions), and whether its first commit must restate the
 // marker (Restater).
 type recovered struct {
-	parts   int32
-	restate bool
+	parts int32
+	restatement
 }
 
 // recover is the recovery read of both modes (both read_committed).
@@ -313,7 +313,7 @@ func (k *Kafka) recover(ctx context.Context, p PartitionInfo, readCommitted bool
 			return recovered{}, err
 		}
 	}
-	return recovered{parts: parts, restate: check.restate}, nil
+	return recovered{parts: parts, restatement: restatement{marker: check.restate, dropped: check.dropped}}, nil
 }
 
 // partitionCountRetryFor bounds the retries of a recovery's read of the
@@ -332,8 +332,8 @@ type plainPartition struct {
 	info PartitionInfo
 	// inputParts is the input's partition count at the recovery, which
 	// every marker records (0: unknown).
-	inputParts atomic.Int32
-	restate    bool // Restater: set by Recover, read after it
+	inputParts  atomic.Int32
+	restatement // Restater: set by Recover, used by the first Commit
 }
 
 // Recover reads read_committed too: a topic once written in the
@@ -345,12 +345,9 @@ type plainPartition struct {
 func (p *plainPartition) Recover(ctx context.Context, fn func(Snapshot) error) error {
 	n, err := p.k.recover(ctx, p.info, true, 0, fn)
 	p.inputParts.Store(n.parts)
-	p.restate = n.restate
+	p.restatement = n.restatement
 	return err
 }
-
-// NeedsRestate implements Restater.
-func (p *plainPartition) NeedsRestate() bool { return p.restate }
 
 func (p *plainPartition) Commit(ctx context.Context, b Batch) error {
 	if len(b.Outputs) > 0 {
@@ -367,6 +364,7 @@ func (p *plainPartition) Commit(ctx context.Context, b Batch) error {
 			return fmt.Errorf("%s: write %d snapshots: %w", p.info, len(b.Writes), err)
 		}
 	}
+	b = p.restated(b)
 	if len(b.Writes) > 0 || b.OffsetAdvanced {
 		recs := encodeBatch(p.k.topic, p.info.Partition, b.Writes, nil, 1, p.k.cfg.tombstoneDeleted)
 		// The marker before the consumer commit: a committed offset above
@@ -386,6 +384,7 @@ func (p *plainPartition) Commit(ctx context.Context, b Batch) error {
 			return fmt.Errorf("%s: commit offset %d: %w", p.info, b.Offset, err)
 		}
 	}
+	p.restatement = restatement{}
 	return nil
 }
 

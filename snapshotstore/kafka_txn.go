@@ -32,8 +32,8 @@ type txnPartition struct {
 	id   string
 	// inputParts is the input's partition count at the recovery, which
 	// every marker records (0: unknown).
-	inputParts atomic.Int32
-	restate    bool // Restater: set by Recover, read after it
+	inputParts  atomic.Int32
+	restatement // Restater: set by Recover, used by the first Commit
 	// parts routes the producer's records; it keeps a panic of the
 	// application's output partitioner (outputs.go).
 	parts *txnPartitioner
@@ -188,12 +188,9 @@ func (t *txnPartition) Recover(ctx context.Context, fn func(Snapshot) error) err
 	// read_committed: a fenced writer's aborted records stay invisible.
 	n, err := t.k.recover(ctx, t.info, true, t.k.cfg.stallTimeout, fn)
 	t.inputParts.Store(n.parts)
-	t.restate = n.restate
+	t.restatement = n.restatement
 	return err
 }
-
-// NeedsRestate implements Restater.
-func (t *txnPartition) NeedsRestate() bool { return t.restate }
 
 // Close closes the producer. A re-initialisation under way is waited for
 // (until ctx ends): its InitProducerID bumps the stable transactional.id's
@@ -246,6 +243,14 @@ func (t *txnPartition) Close(ctx context.Context) error {
 // commit is then rejected, UNKNOWN_MEMBER_ID). The cost, in the eviction
 // case, is one aborted transaction of the new owner, which redoes it.
 func (t *txnPartition) Commit(ctx context.Context, b Batch) error {
+	err := t.commit(ctx, t.restated(b))
+	if err == nil {
+		t.restatement = restatement{}
+	}
+	return err
+}
+
+func (t *txnPartition) commit(ctx context.Context, b Batch) error {
 	start := time.Now()
 	// Every attempt, re-initialisation and settlement ends by the failover
 	// timeout, not only the retries between them: kgo retries an

@@ -150,8 +150,10 @@ func SupersededForeignSnapshotSkipped(t *testing.T, brokers []string) {
 	}
 	VerifyLedger(t, brokers, snaps, 1, exp)
 
-	// Now a foreign record is the latest of its key.
+	// Now a foreign record is the latest of its key; and of a key no input
+	// names, which no fold writes again.
 	foreign(ledger.AccountKey(1))
+	foreign("no-input")
 	late := ledger.Expected{}
 	testkit.ProduceLedger(t, brokers, input, gen, 20, late)
 	// After the drop, the dropped key's state is the fold of its events past
@@ -185,6 +187,18 @@ func SupersededForeignSnapshotSkipped(t *testing.T, brokers []string) {
 	testkit.WaitCommittedAtEnd(t, brokers, group, input, time.Minute)
 	if err := w3.Stop(t); err != nil {
 		t.Fatalf("with WithDropUndecodableSnapshots: %v", err)
+	}
+	VerifyLedger(t, brokers, snaps, 1, final)
+	// The option removed: the partition starts — the keys it dropped got
+	// tombstones at its first commit (snapshotstore.Restater), the one no
+	// input names too (its undecodable record refused the partition again).
+	w4 := StartWorker(t, ledger.Flow(), brokers, group, input, snaps, snapshotstore.Transactional)
+	testkit.Eventually(t, time.Minute, "the partition running with WithDropUndecodableSnapshots removed", func() (bool, string) {
+		st := w4.W.Status(context.Background())
+		return len(st.Partitions) == 1 && st.Partitions[0].Phase == "running" && len(st.Failed) == 0, fmt.Sprint(st.Partitions, st.Failed)
+	})
+	if err := w4.Stop(t); err != nil {
+		t.Fatalf("with WithDropUndecodableSnapshots removed: %v", err)
 	}
 	VerifyLedger(t, brokers, snaps, 1, final)
 }
