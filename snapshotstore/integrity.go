@@ -35,7 +35,8 @@ var (
 	// partitions than the ones their state is in — each moved key would
 	// restart from nothing on its new partition while its state sits in
 	// the old one; or by one with no snapshot history whose number is at
-	// or above the count partition 0's latest marker records (added since:
+	// or above the count partition 0's latest marker records (or, with none
+	// there, the first partition's below it that has one; added since:
 	// InputRepartitionedError.Added). The partition refuses to start;
 	// WithResetLostState starts it anyway.
 	ErrInputRepartitioned = errors.New("actorflow: input topic repartitioned")
@@ -182,8 +183,10 @@ type IntegrityOptions struct {
 }
 
 // recordedCount is what the latest offset marker of the snapshot topic's
-// partition 0 (snaps) records, read for a partition with no history of its
-// own (partition): the input's partition count then (parts, 0: unknown).
+// partition 0 (snaps) records — or of the first partition below partition
+// with one (recordedInputCount) — read for a partition with no history of
+// its own (partition): the input's partition count then (parts, 0:
+// unknown).
 type recordedCount struct {
 	snaps     string
 	partition int32
@@ -259,8 +262,8 @@ func (c *recoveryCheck) add(r *kgo.Record) (s Snapshot, ok bool) {
 // partition's log end, read after the snapshots (-1: unknown);
 // inputPartitions the input's partition count now (0: unknown); first, for
 // a partition with no snapshot history, the count the latest marker of
-// the snapshot topic's partition 0 records (first.parts 0: unknown, not
-// read).
+// the snapshot topic's partition 0 (or the first below it with one)
+// records (first.parts 0: unknown, not read).
 func (c *recoveryCheck) finish(input string, a *Assignment, inputEnd int64, inputPartitions int32, first recordedCount) (drop []string, err error) {
 	if len(c.bad) > 0 {
 		if !c.opts.DropUndecodable {

@@ -290,16 +290,17 @@ func (k *Kafka) recover(ctx context.Context, p PartitionInfo, readCommitted bool
 			parts = 0
 		}
 	}
-	first := recordedCount{snaps: fmt.Sprintf("%s[0]", k.topic), partition: p.Partition}
+	var first recordedCount
 	if p.Topic != "" && p.Partition > 0 && parts > 0 && check.records == 0 && !k.cfg.integrity.AcceptRepartitioned {
 		// No history here: was this partition among the input's when the
-		// group's state was built? Partition 0's latest marker says the
-		// count then (a partition added while the group ran was started
-		// from nothing, and the moved keys' state was split, unseen: a
-		// day-2 trial). Unread, the recovery fails (its restart asks
-		// again): started unchecked, the partition's own markers would
-		// pass every later check (a review).
-		if first.parts, err = k.recordedInputParts(ctx, r.sibling(0), in); err != nil {
+		// group's state was built? The latest marker of partition 0 (or of
+		// the first below this one that has one) says the count then (a
+		// partition added while the group ran was started from nothing,
+		// and the moved keys' state was split, unseen: a day-2 trial).
+		// Unread, the recovery fails (its restart asks again): started
+		// unchecked, the partition's own markers would pass every later
+		// check (a review).
+		if first, err = k.recordedInputCount(ctx, r, in, p.Partition); err != nil {
 			return recovered{}, fmt.Errorf("%s: recovery: the input partition count %s's latest marker records (was this partition added since?): %w",
 				p, first.snaps, err)
 		}

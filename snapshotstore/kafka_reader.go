@@ -233,6 +233,42 @@ func (r *kafkaLogReader) lookupLeader(ctx context.Context) error {
 	return fmt.Errorf("metadata: %w", kerr.UnknownTopicOrPartition)
 }
 
+// listOffsets lists one offset of each of a topic's partitions at an
+// isolation level (timestamp as listOffset's), in one request: kgo's
+// client splits it by leader and merges the answers.
+func listOffsets(ctx context.Context, cl *kgo.Client, topic string, partitions []int32, isolation int8, timestamp int64) (map[int32]int64, error) {
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.IsolationLevel = isolation
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	for _, p := range partitions {
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition = p
+		rp.Timestamp = timestamp
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, fmt.Errorf("%s: list offsets: %w", topic, err)
+	}
+	out := make(map[int32]int64, len(partitions))
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return nil, fmt.Errorf("%s[%d]: list offsets: %w", topic, p.Partition, err)
+			}
+			out[p.Partition] = p.Offset
+		}
+	}
+	for _, p := range partitions {
+		if _, ok := out[p]; !ok {
+			return nil, fmt.Errorf("%s[%d]: list offsets: partition missing from response", topic, p)
+		}
+	}
+	return out, nil
+}
+
 // listOffset lists one offset of a partition at an isolation level:
 // timestamp -1 is the end, -2 the log start.
 func listOffset(ctx context.Context, cl *kgo.Client, topic string, partition int32, isolation int8, timestamp int64) (int64, error) {

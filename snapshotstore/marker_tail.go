@@ -23,6 +23,44 @@ const (
 	markerTailMax   = 1 << 20
 )
 
+// recordedInputCount is the input partition count the latest marker of the
+// lowest-numbered snapshot partition below p that has one records, for a
+// partition p with no history of its own (recordedCount). Partition 0 first,
+// where a marker is nearly always (every commit writes one), then the next:
+// a group whose partition 0 got no input never wrote one there, and an added
+// partition then started unchecked (a review). One request lists the
+// partitions' last stable offsets; only those with records are read. None
+// with a count: parts 0 (a group's first start).
+func (k *Kafka) recordedInputCount(ctx context.Context, r *kafkaLogReader, ro ReadOptions, p int32) (recordedCount, error) {
+	rc := recordedCount{snaps: fmt.Sprintf("%s[0]", r.topic), partition: p}
+	below := make([]int32, p)
+	for i := range below {
+		below[i] = int32(i)
+	}
+	began := time.Now()
+	var lsos map[int32]int64
+	err := retry.Do(ctx, requestRetry(ro, k.cfg.log, began, r.topic+"'s last stable offsets"), func() (err error) {
+		lsos, err = listOffsets(ctx, r.cl, r.topic, below, 1, -1)
+		return err
+	})
+	if err != nil {
+		return rc, fmt.Errorf("%s: last stable offsets: %w", r.topic, err)
+	}
+	for _, q := range below {
+		if lsos[q] <= 0 {
+			continue // never written (a log start above 0 is read below)
+		}
+		parts, err := k.recordedInputParts(ctx, r.sibling(q), ro)
+		if err != nil {
+			return recordedCount{snaps: fmt.Sprintf("%s[%d]", r.topic, q), partition: p}, err
+		}
+		if parts > 0 {
+			return recordedCount{snaps: fmt.Sprintf("%s[%d]", r.topic, q), partition: p, parts: parts}, nil
+		}
+	}
+	return rc, nil
+}
+
 // recordedInputParts reads the latest offset marker of the snapshot
 // partition r reads from the partition's tail (r read_committed) and
 // returns the input partition count it records: 0 when no marker is within

@@ -167,3 +167,48 @@ func plainKafka(t *testing.T, f *txnFixture) *Kafka {
 	t.Cleanup(k.Close)
 	return k
 }
+
+// The count an added partition is judged against comes from partition 0's
+// latest marker, or, where partition 0 never got a commit (its input had no
+// record), from the first partition below the one recovering that has a
+// marker: an added partition then started unchecked (a review). Partitions
+// at or above it are not asked, and none with a marker judges nothing.
+func TestRecordedInputCountFallsBackBelowAnEmptyPartitionZero(t *testing.T) {
+	f := newTxnFixture(t, true)
+	k := plainKafka(t, f)
+	ctx := context.Background()
+	if _, err := f.adm.CreatePartitions(ctx, 3, f.snaps); err != nil {
+		t.Fatal(err)
+	}
+	ro := ReadOptions{Partition: f.input + "[3]", StallTimeout: 30 * time.Second}
+	r, err := newKafkaLogReader(f.brokers, f.snaps, 3, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	if rc, err := k.recordedInputCount(ctx, r, ro, 3); err != nil || rc.parts != 0 {
+		t.Fatalf("no marker anywhere: %+v, %v; want no count", rc, err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(f.brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	produce := func(recs ...*kgo.Record) {
+		t.Helper()
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produce(markerRecord(f.snaps, 2, 7, 3), &kgo.Record{Topic: f.snaps, Partition: 1, Key: []byte("a"), Value: []byte("v")})
+	if rc, err := k.recordedInputCount(ctx, r, ro, 3); err != nil || rc.parts != 3 || rc.snaps != f.snaps+"[2]" || rc.partition != 3 {
+		t.Fatalf("partition 0 empty, 1 without a marker, 2 recording 3: %+v, %v; want 3 by %s[2]", rc, err, f.snaps)
+	}
+	if rc, err := k.recordedInputCount(ctx, r, ro, 2); err != nil || rc.parts != 0 {
+		t.Fatalf("recovering partition 2 itself: %+v, %v; want no count (partitions at or above it are not asked)", rc, err)
+	}
+	produce(markerRecord(f.snaps, 0, 5, 2))
+	if rc, err := k.recordedInputCount(ctx, r, ro, 3); err != nil || rc.parts != 2 || rc.snaps != f.snaps+"[0]" {
+		t.Fatalf("partition 0 recording 2: %+v, %v; want 2 by %s[0]", rc, err, f.snaps)
+	}
+}
