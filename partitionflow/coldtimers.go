@@ -10,9 +10,11 @@ import (
 // them, is loaded again when its earliest timer is due. A key has at most
 // one entry: a later add for it (its next unload) moves the entry to the
 // new time, since the latest snapshot is the one the partition checks.
-// Entries are not removed when a key is loaded early by a record: the
-// partition checks an entry against the key's cold snapshot when it comes
-// due (stale entries are dropped then). A key that unloads without timers
+// A key loaded before its time (by a record) has its entry removed — its
+// actor arms its timers — and the partition still checks an entry against
+// the key's cold snapshot when it comes due. Kept while the key was
+// loaded, an entry counted a loaded key's timers, cancelled ones too, as
+// cold (Status.TimersCold; a review). A key that unloads without timers
 // (cancelled, fired, or deleted) has its entry removed: kept until its
 // cancelled time, the entries of session keys closed before their expiry
 // grew with the key churn times the timer horizon, each pinning its key's
@@ -21,16 +23,23 @@ import (
 // entries until that time: memory growing with the evictions within the
 // timer horizon (a million keys with hour-long timers under a live-key
 // budget). Plain Go, not safe for concurrent use.
-type coldTimers struct{ h timerHeap }
+type coldTimers struct {
+	h      timerHeap
+	timers int // the entries' timers (Status.TimersCold)
+}
 
 type coldTimer struct {
 	key string
 	at  time.Time
+	n   int // the key's timers
 }
 
-// add schedules key at `at`, replacing its entry if it has one.
-func (c *coldTimers) add(key string, at time.Time) {
+// add schedules key, with n timers, at `at` (its earliest), replacing its
+// entry if it has one.
+func (c *coldTimers) add(key string, at time.Time, n int) {
 	if i, ok := c.h.idx[key]; ok {
+		c.timers += n - c.h.items[i].n
+		c.h.items[i].n = n
 		if !c.h.items[i].at.Equal(at) {
 			c.h.items[i].at = at
 			heap.Fix(&c.h, i)
@@ -40,13 +49,14 @@ func (c *coldTimers) add(key string, at time.Time) {
 	if c.h.idx == nil {
 		c.h.idx = map[string]int{}
 	}
-	heap.Push(&c.h, coldTimer{key, at})
+	heap.Push(&c.h, coldTimer{key, at, n})
+	c.timers += n
 }
 
 // remove drops key's entry, if it has one.
 func (c *coldTimers) remove(key string) {
 	if i, ok := c.h.idx[key]; ok {
-		heap.Remove(&c.h, i)
+		c.timers -= heap.Remove(&c.h, i).(coldTimer).n
 	}
 }
 
@@ -78,7 +88,7 @@ func (c *coldTimers) firstDue(now time.Time) (coldTimer, bool) {
 }
 
 // pop removes the earliest entry (there must be one).
-func (c *coldTimers) pop() { heap.Pop(&c.h) }
+func (c *coldTimers) pop() { c.timers -= heap.Pop(&c.h).(coldTimer).n }
 
 func (c *coldTimers) len() int { return len(c.h.items) }
 

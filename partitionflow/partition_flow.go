@@ -60,7 +60,7 @@ func (p *partition) recovered(ctx actor.Context, m *recovered) {
 		p.keys[k] = sl
 		p.coldN++
 		if at, ok := c.nextTimer(); ok {
-			p.ctimers.add(k, at)
+			p.ctimers.add(k, at, len(*c.timers))
 		}
 	}
 	if len(p.slots) == 0 {
@@ -352,6 +352,9 @@ func (p *partition) load(ctx actor.Context, e *keyEntry, rs []*kgo.Record) {
 	if e.cold != nil {
 		s := e.cold.snapshot(k, p.coldSrc)
 		snap = &s
+		if len(s.Timers) > 0 {
+			p.ctimers.remove(k) // the actor arms them now
+		}
 		e.cold = nil
 		// The actor has it now: the slot lets go of the bytes (an unload
 		// hands back the snapshot of the moment).
@@ -492,7 +495,7 @@ func (p *partition) unloaded(ctx actor.Context, um *keyactor.Unloaded) {
 	}
 	e.queries = nil
 	if at, ok := m.Snapshot.NextTimer(); ok {
-		p.ctimers.add(m.Key, at)
+		p.ctimers.add(m.Key, at, len(m.Snapshot.Timers))
 		p.scheduleCold(ctx)
 	} else {
 		p.ctimers.remove(m.Key) // its timers cancelled or fired while loaded
@@ -715,7 +718,7 @@ func (p *partition) status() Status {
 		Topic: p.cfg.Topic, Partition: p.cfg.Partition, Phase: phase,
 		Keys: len(p.keys), KeysLoaded: p.loaded, KeysCold: p.coldN,
 		Committable: p.tracker.Committable(), Committed: p.committed,
-		Recovered: p.recoveredN, Skipped: p.skipped + p.keySkips.Load(), Outputs: p.outputs, TimersCold: p.ctimers.len(),
+		Recovered: p.recoveredN, Skipped: p.skipped + p.keySkips.Load(), Outputs: p.outputs, TimersCold: p.ctimers.timers,
 		LastBatch: p.lastBatch, Txns: p.txns, OutputBytesPending: p.outbox.Bytes(), Evictions: p.evictions, KeysHeld: p.held.len(),
 	}
 	if phase == phaseRunning { // the watch runs at the running phase's ticks: stale after it
