@@ -893,7 +893,10 @@ func TestTricklingInputIsCommittedAfterEachQuietSpell(t *testing.T) {
 // ErrNoTimerHandler naming the key and the timer. Found by a review.
 func TestDueTimerWithoutHandlerNamesTheCause(t *testing.T) {
 	fold := func(kc *keyflow.Context, s *trace, r *kgo.Record) (*trace, error) {
-		if err := kc.SetTimer("t", time.Now().Add(50*time.Millisecond)); err != nil {
+		// An hour away: a timer due soon fired under the first partition,
+		// which has a handler, when its commit and revoke took longer (2
+		// runs in 15 on a loaded machine; helper-109).
+		if err := kc.SetTimer("t", time.Now().Add(time.Hour)); err != nil {
 			return nil, err
 		}
 		return traceFold(kc, s, r)
@@ -907,9 +910,22 @@ func TestDueTimerWithoutHandlerNamesTheCause(t *testing.T) {
 		t.Fatalf("revoke: %v", err)
 	}
 	h.stopped <- nil // for the cleanup
+	// Due now: the persisted timer rewritten into the past (no sleep).
+	s := h.mem.Latest(topic, 0)["a"]
+	if len(s.Timers) != 1 {
+		t.Fatalf("a's snapshot holds timers %v, want t", s.Timers)
+	}
+	s.Timers[0].At = time.Now().Add(-time.Minute)
+	p, err := h.mem.Open(context.Background(), snapshotstore.PartitionInfo{Topic: topic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Commit(context.Background(), snapshotstore.Batch{Writes: []snapshotstore.Snapshot{s}, Offset: h.mem.Committed(topic, 0)}); err != nil {
+		t.Fatal(err)
+	}
 
 	h2 := newHarness(t, h.mem, keyflow.New(traceFold), 1)
-	err := h2.awaitFailure()
+	err = h2.awaitFailure()
 	if !errors.Is(err, keyflow.ErrNoTimerHandler) || !strings.Contains(err.Error(), `key "a": timer "t"`) {
 		t.Fatalf("partition failed with %v; want ErrNoTimerHandler naming key a's timer t", err)
 	}
