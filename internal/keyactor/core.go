@@ -38,7 +38,7 @@ func (k *Core) Now() time.Time {
 	if c := k.env.Clock; c != nil {
 		return c.Now()
 	}
-	return time.Now()
+	return wallNow()
 }
 
 // Record returns the input record of the fold in progress (nil in a timer

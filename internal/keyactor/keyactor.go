@@ -228,6 +228,9 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 		if a.timers[m.name] != m.t || a.revoked {
 			return // cancelled or replaced; or the next owner's to fire
 		}
+		if a.early(m.t) {
+			return // re-armed for its time
+		}
 		if a.holdTimer(m.t) {
 			return
 		}
@@ -995,9 +998,31 @@ func (k *Core) setTimer(name string, at time.Time) {
 	if c := k.env.Clock; c != nil {
 		t.stop = c.AfterFunc(k.key, at, fire)
 	} else {
-		t.stop = time.AfterFunc(max(time.Until(at), 0), fire).Stop
+		t.stop = time.AfterFunc(max(at.Sub(wallNow()), 0), fire).Stop
 	}
 	k.timers[name] = t
+}
+
+// wallNow is the wall clock of the key actors without Env.Clock (a test
+// steps it back).
+var wallNow = time.Now
+
+// early re-arms t when the wall clock has not reached its time: a runtime
+// timer counts monotonic time, so one armed for a wall-clock instant ran
+// early by as much as the wall clock stepped back meanwhile (an NTP step),
+// and the handler saw Now() before the time it set — never, says
+// SetTimer (helper-109). An Env.Clock keeps "at or after" itself.
+func (k *Core) early(t *keyTimer) bool {
+	if k.env.Clock != nil {
+		return false
+	}
+	d := t.at.Sub(wallNow())
+	if d <= 0 {
+		return false
+	}
+	self := k.toSelf()
+	t.stop = time.AfterFunc(d, func() { self.send(&timerFired{name: t.name, t: t}) }).Stop
+	return true
 }
 
 func (k *Core) cancelTimer(name string) {
