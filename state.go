@@ -26,7 +26,8 @@ type KeyState[S any] struct {
 	// timer's name and due time (millisecond precision), nil when none.
 	// The worker owning the key's partition fires each when due, loading
 	// the key if it is not (keyflow.Context.SetTimer). A deleted key's
-	// timers are not listed: ReadState lists keys with a state.
+	// timers are not listed: ReadState lists keys with a state (ReadTimers
+	// lists them).
 	Timers map[string]time.Time
 }
 
