@@ -22,7 +22,10 @@ type Health struct {
 	// Running: Run has started and not returned.
 	Running bool `json:"running"`
 	// BrokersReachable: the last probe of the cluster (every 5 s, and the
-	// start-up retries) succeeded. LastBrokerError is the cause when not.
+	// start-up retries) succeeded — any broker answered: every broker the
+	// cluster lists is asked at once, so one frozen broker does not make a
+	// cluster with others up unreachable (health_ping.go). LastBrokerError
+	// is the cause when not, naming each broker's failure.
 	// Ready requires it; Live does not (a restart does not bring brokers
 	// back).
 	BrokersReachable bool   `json:"brokers_reachable"`
@@ -137,6 +140,7 @@ func (p *probe) fill(h *Health) {
 func (p *probe) watchBrokers(ctx context.Context, cl *kgo.Client, interval time.Duration, log *zap.Logger) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
+	var bp brokerPing
 	for {
 		select {
 		case <-ctx.Done():
@@ -144,7 +148,7 @@ func (p *probe) watchBrokers(ctx context.Context, cl *kgo.Client, interval time.
 		case <-tick.C:
 		}
 		pctx, cancel := context.WithTimeout(ctx, interval)
-		err := cl.Ping(pctx)
+		err := bp.ping(pctx, cl)
 		cancel()
 		if ctx.Err() != nil || errors.Is(err, kgo.ErrClientClosed) {
 			return // Run is ending (a fatal failure closes the consumer first): not an outage
