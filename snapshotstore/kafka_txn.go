@@ -317,8 +317,19 @@ func (t *txnPartition) commit(ctx context.Context, b Batch) error {
 			if _, merr := t.info.GroupMetadata(); merr != nil {
 				return errors.Join(err, merr) // lost, not a failure: the new owner recovers what committed
 			}
-			log.Error("the outcome of a transaction whose commit answer was lost cannot be settled; failing the partition (its restart recovers from what committed)",
-				zap.NamedError("settle_error", serr))
+			if parent.Err() != nil {
+				// The Commit's caller ended it (the partition stopping: its
+				// own failure, a revoke) under the EndTxn, and the settle's
+				// reads with it: the next owner's recovery reads what
+				// committed. Expected, not a person's to look at (it was
+				// logged at error beside the failure that stopped the
+				// partition: helper-110).
+				log.Debug("a transaction whose commit answer was lost was interrupted by the partition's stop; its next owner recovers what committed",
+					zap.NamedError("settle_error", serr))
+			} else {
+				log.Error("the outcome of a transaction whose commit answer was lost cannot be settled; failing the partition (its restart recovers from what committed)",
+					zap.NamedError("settle_error", serr))
+			}
 			return fmt.Errorf("%w (settling its outcome: %w)", err, serr)
 		}
 		_, merr := t.info.GroupMetadata()

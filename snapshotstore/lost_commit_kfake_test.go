@@ -2,6 +2,7 @@ package snapshotstore
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -9,6 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // loseEndTxnAnswerOnce lets the cluster commit the next EndTxn commit (sent
@@ -143,4 +146,43 @@ func committedSnapshotsOf(t *testing.T, f *txnFixture, key string) int {
 		t.Fatalf("reading %s: %v", f.snaps, err)
 	}
 	return n
+}
+
+// A Commit its caller ends under the EndTxn (the partition stopping: its
+// own failure, a revoke) cannot settle the lost answer — its reads end with
+// it — and says nothing at error: the next owner's recovery reads what
+// committed. It logged "cannot be settled", the line that needs a person,
+// beside the failure that had stopped the partition (helper-110).
+func TestALostCommitCutByItsCallerIsNotAnError(t *testing.T) {
+	f := newTxnFixture(t, true)
+	core, logs := observer.New(zap.ErrorLevel)
+	_, p := f.openConfig(t, f.meta, KafkaConfig{Logger: zap.New(core)})
+	if err := p.Commit(context.Background(), Batch{Offset: 1, OffsetAdvanced: true}); err != nil {
+		t.Fatal(err)
+	}
+	held, cut := make(chan struct{}), make(chan struct{})
+	var once atomic.Bool
+	f.c.ControlKey(kmsg.EndTxn.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		f.c.KeepControl()
+		if r := req.(*kmsg.EndTxnRequest); r.Commit && once.CompareAndSwap(false, true) {
+			close(held)
+			f.c.SleepControl(func() { <-cut })
+		}
+		return nil, nil, false
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- p.Commit(ctx, Batch{Writes: []Snapshot{{Key: "k", Value: []byte("v"), Offset: 4}}, Offset: 5, OffsetAdvanced: true})
+	}()
+	<-held
+	cancel()
+	err := <-done
+	close(cut)
+	if err == nil || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Commit cut by its caller: %v; want context.Canceled", err)
+	}
+	for _, e := range logs.All() {
+		t.Errorf("logged at error: %s %v", e.Message, e.ContextMap())
+	}
 }
