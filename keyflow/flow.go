@@ -259,7 +259,8 @@ func WithUndecodablePolicy(p Policy) Option {
 // fails when the key is loaded, naming the key and the snapshot record's
 // position, and again at each restart while the key gets records — make the
 // codec read the old form, or choose another policy. Skip drops the state,
-// logged at error: the key starts from no state (its timers kept), and its
+// logged at error and counted as a skip (Status.Skipped,
+// actorflow_skipped_total): the key starts from no state (its timers kept), and its
 // next write deletes the record's state, so no later load meets it again;
 // the records the snapshot covered are not folded again. DeadLetter does
 // the same after writing the snapshot's key and value to the dead-letter

@@ -155,7 +155,8 @@ type Status struct {
 	OutputBytesPending int64 `json:"output_bytes_pending"`
 	// Skipped counts the records and calls skipped under a Skip policy:
 	// folds (keyflow.WithFoldErrorPolicy, WithUndecodablePolicy), timers,
-	// load hooks, and records without a usable key (WithNilKeyPolicy); and
+	// load hooks, records without a usable key (WithNilKeyPolicy), and
+	// states dropped as undecodable (WithUndecodableStatePolicy); and
 	// timers and load hooks failing under DeadLetter (no record to send).
 	Skipped int64 `json:"skipped_records"`
 	// HighWatermark is the input partition's high watermark as of the

@@ -339,6 +339,11 @@ func TestUndecodableStateSkipStartsTheKeyFromNoState(t *testing.T) {
 	if outs := mem.Outputs(topic, 0); len(outs) != 0 {
 		t.Fatalf("Skip wrote %d records, want none", len(outs))
 	}
+	// The dropped state and the skipped fold, each a skip (the drop was
+	// counted nowhere: helper-110).
+	if st := h.status(); st.Skipped != 2 {
+		t.Fatalf("Skipped %d, want 2 (the dropped state and the fold of offset 6)", st.Skipped)
+	}
 }
 
 // panickyCodec is JSON whose Decode panics: a codec bug, not a bad state.

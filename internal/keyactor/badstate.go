@@ -47,6 +47,14 @@ func (a *keyActor[S]) dropUndecodableState(ctx actor.Context, snap *snapshotstor
 		if !a.sendDeadLetter(ctx, cl, dl, -1, snapshotWhere(snap.Source)+" key "+a.key, err) {
 			return
 		}
+	} else {
+		// Counted as a skip: a state dropped under Skip was a loss that only
+		// its log line showed (Status.Skipped and actorflow_skipped_total
+		// stayed 0: helper-110). Under DeadLetter it is a dead letter.
+		a.skipped++
+		if a.env.OnSkip != nil {
+			a.env.OnSkip(a.key, err)
+		}
 	}
 	a.markDirty(-1)
 	a.reportDirty = true
