@@ -187,8 +187,11 @@ type Consumer struct {
 	fence pollFence
 	retry chan struct{}
 	// hwm is each partition's high watermark as of its latest fetch, or of
-	// the end offsets listed at its assignment until a fetch returns it.
-	hwm map[TopicPartition]int64
+	// the end offsets listed at its assignment until a fetch returns it, or
+	// listed since while no fetch did (refreshHighWatermarks); hwmAt when
+	// it was last set.
+	hwm   map[TopicPartition]int64
+	hwmAt map[TopicPartition]time.Time
 	// started is what is kept of each owned partition's start (its
 	// catch-up target, its committed offset: catchup.go); starts counts
 	// the starts, numbering them.
@@ -255,7 +258,7 @@ func New(cfg Config, h Handler) (*Consumer, error) {
 		done: make(chan struct{}), ready: make(chan struct{}), stopping: make(chan struct{}),
 		own: NewOwnership(), kick: make(chan struct{}, 1),
 		fence:  newPollFence(),
-		failed: map[TopicPartition]*Failure{}, streak: map[TopicPartition]*Failure{}, hwm: map[TopicPartition]int64{}, started: map[TopicPartition]started{}, retry: make(chan struct{}, 1),
+		failed: map[TopicPartition]*Failure{}, streak: map[TopicPartition]*Failure{}, hwm: map[TopicPartition]int64{}, hwmAt: map[TopicPartition]time.Time{}, started: map[TopicPartition]started{}, retry: make(chan struct{}, 1),
 	}
 	c.seedCtx, c.seedCtxCancel = context.WithCancel(context.Background()) // cancelled at Run's shutdown
 	if c.cfg.RetryBackoff <= 0 {
@@ -371,7 +374,9 @@ func (c *Consumer) Owned() []TopicPartition {
 
 // HighWatermark returns tp's high watermark as of its latest fetch, or of
 // the end offsets listed at its assignment (seedHighWatermarks) until a
-// fetch returns it (false: neither yet, or that list failed).
+// fetch returns it, or listed since while no fetch did for hwmStaleAfter
+// (refreshHighWatermarks: a paused or failed partition is not fetched)
+// (false: none yet, or the lists failed).
 func (c *Consumer) HighWatermark(tp TopicPartition) (int64, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -447,7 +452,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 	go func() { defer close(watched); c.watchMembership(pctx) }()
 	restarted := make(chan struct{})
 	go func() { defer close(restarted); c.restartFailed(pctx) }()
-	defer func() { <-watched; <-restarted }()
+	refreshed := make(chan struct{})
+	go func() { defer close(refreshed); c.refreshHighWatermarks(pctx) }()
+	defer func() { <-watched; <-restarted; <-refreshed }()
 	for pctx.Err() == nil {
 		wctx, wake, seq := c.beginPoll(pctx)
 		fs := c.cl.PollFetches(wctx)
@@ -544,7 +551,7 @@ func (c *Consumer) handOver(seq uint64, fs kgo.Fetches) {
 		if fp.HighWatermark >= 0 {
 			c.mu.Lock()
 			if c.owned[tp] { // a fetch buffered before a revoke must not bring it back
-				c.hwm[tp] = fp.HighWatermark
+				c.hwm[tp], c.hwmAt[tp] = fp.HighWatermark, time.Now()
 			}
 			c.mu.Unlock()
 		}
@@ -952,9 +959,65 @@ func (c *Consumer) seedHighWatermarks(tps []TopicPartition) {
 			if _, known := c.hwm[tp]; !ok || e.Err != nil || known || !c.owned[tp] || c.started[tp].token != tokens[tp] {
 				continue
 			}
-			c.hwm[tp] = e.Offset
+			c.hwm[tp], c.hwmAt[tp] = e.Offset, time.Now()
 		}
 	}()
+}
+
+// hwmStaleAfter is how old an owned partition's high watermark may get
+// before refreshHighWatermarks lists it (and how often it looks).
+const hwmStaleAfter = 5 * time.Second
+
+// refreshHighWatermarks lists, every hwmStaleAfter until ctx ends, the end
+// offsets of the owned partitions no fetch has told the high watermark of
+// for that long, and records them where no fetch recorded a newer one. A
+// partition's fetches stop while it is paused (its in-flight budget full
+// behind a stuck key) or failed, and its lag froze at the last fetch's
+// while the input grew: 106 instead of 506, still 106 ten seconds later, in
+// an operator's trial (helper-110) — the lag alert understated the backlog
+// exactly when the partition stalled. An idle partition is listed too (a
+// request every hwmStaleAfter, answered by the same value). Best effort: a
+// failed list leaves the values as they were.
+func (c *Consumer) refreshHighWatermarks(ctx context.Context) {
+	tick := time.NewTicker(hwmStaleAfter)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		now := time.Now()
+		c.mu.Lock()
+		var stale []TopicPartition
+		tokens := map[TopicPartition]uint64{}
+		for tp, own := range c.owned {
+			if at, ok := c.hwmAt[tp]; own && (!ok || now.Sub(at) >= hwmStaleAfter) {
+				stale = append(stale, tp)
+				tokens[tp] = c.started[tp].token
+			}
+		}
+		c.mu.Unlock()
+		if len(stale) == 0 {
+			continue
+		}
+		lctx, cancel := context.WithTimeout(ctx, hwmStaleAfter)
+		ends, err := c.adm.ListEndOffsets(lctx, c.cfg.Topic)
+		cancel()
+		if err != nil {
+			c.log.Debug("list end offsets for the lag of partitions not fetched lately failed", zap.Error(err))
+			continue
+		}
+		c.mu.Lock()
+		for _, tp := range stale {
+			e, ok := ends.Lookup(tp.Topic, tp.Partition)
+			if !ok || e.Err != nil || !c.owned[tp] || c.started[tp].token != tokens[tp] || c.hwmAt[tp].After(now) {
+				continue // a fetch told it since (as fresh), or the partition moved
+			}
+			c.hwm[tp], c.hwmAt[tp] = e.Offset, time.Now()
+		}
+		c.mu.Unlock()
+	}
 }
 
 // seedHighWatermarksFor bounds a background list of end offsets.
@@ -1113,6 +1176,7 @@ func (c *Consumer) stop(ctx context.Context, tps []TopicPartition, flush bool) {
 		// Its lag is unknown until it is fetched here again (a later
 		// assignment's Status would show this one's watermark).
 		delete(c.hwm, tp)
+		delete(c.hwmAt, tp)
 		delete(c.started, tp)
 	}
 	c.mu.Unlock()

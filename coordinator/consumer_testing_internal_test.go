@@ -30,7 +30,7 @@ func testConsumer(cl *kgo.Client, h Handler, tps ...TopicPartition) *Consumer {
 		meta:  NewGroupMetadataTracker(fixedMember{}, ""),
 		cfg:   Config{RetryBackoff: time.Second, MaxRetryBackoff: time.Minute, TeardownTimeout: time.Second, SessionTimeout: 20 * time.Second},
 		fence: newPollFence(), owned: map[TopicPartition]bool{}, failed: map[TopicPartition]*Failure{}, streak: map[TopicPartition]*Failure{},
-		hwm: map[TopicPartition]int64{}, retry: make(chan struct{}, 1), kick: make(chan struct{}, 1), done: make(chan struct{}),
+		hwm: map[TopicPartition]int64{}, hwmAt: map[TopicPartition]time.Time{}, retry: make(chan struct{}, 1), kick: make(chan struct{}, 1), done: make(chan struct{}),
 		// The coordinator lists the member (a refusal it never confirmed).
 		probeMember: func(context.Context, snapshotstore.GroupMetadata) (bool, error) { return true, nil }}
 	for _, tp := range tps {
