@@ -177,8 +177,13 @@ type Status struct {
 	InFlight      int `json:"in_flight"`
 	InFlightBytes int `json:"in_flight_bytes"`
 	// Outputs counts the outputs committed in this partition's
-	// transactions (transactional mode).
+	// transactions (transactional mode), dead letters left out.
 	Outputs int64 `json:"outputs_committed"`
+	// DeadLetters counts the dead letters of this partition's records and
+	// calls written: committed in its transactions (transactional mode),
+	// acknowledged by the producer (plain mode). Like the other counts, of
+	// this start of the partition (actorflow_dead_letters_total counts on).
+	DeadLetters int64 `json:"dead_letters"`
 	// TimersCold counts the scheduled timers of unloaded keys.
 	TimersCold int `json:"timers_cold"`
 	// Evictions counts the keys asked to unload because the partition's
@@ -390,9 +395,14 @@ type partition struct {
 	skipped    int64
 	// keySkips counts the calls the keys skipped under the Skip policy
 	// (keyactor.Env.OnSkip, called on the key actors' goroutines).
-	keySkips  atomic.Int64
-	outputs   int64
-	evictions int64
+	keySkips atomic.Int64
+	// keyDeadLetters counts the plain mode's dead letters acknowledged
+	// (keyactor.Env.OnDeadLetter, on the key actors' goroutines);
+	// deadLetters the transactional mode's committed.
+	keyDeadLetters atomic.Int64
+	deadLetters    int64
+	outputs        int64
+	evictions      int64
 	// The committable offset's watch (heldcommit.go): how long it has been
 	// held, and the key a warning named.
 	heldW   heldWatch
@@ -469,7 +479,8 @@ func (p *partition) Receive(ctx actor.Context) {
 			p.lastBatch = n
 		}
 		p.txns++
-		p.outputs += int64(m.outputs)
+		p.outputs += int64(m.outputs - m.deadLetters)
+		p.deadLetters += int64(m.deadLetters)
 	case *coldDue:
 		p.coldDue(ctx, -1, m.gen)
 	case *offsetCommit:
@@ -603,10 +614,12 @@ func (p *partition) start(ctx actor.Context) {
 		},
 		// Exactly-once outputs where the store commits them (the
 		// transactional mode): Emit enrolls them in the transaction.
-		OnSkip:         func(string, error) { p.keySkips.Add(1) },
-		TxnOutputs:     p.cfg.Store.CommitsOutputs(),
-		Outbox:         p.outbox,
-		MaxOutputBytes: maxRecordBytes(p.cfg.Store),
+		OnSkip:          func(string, error) { p.keySkips.Add(1) },
+		OnDeadLetter:    func() { p.keyDeadLetters.Add(1) },
+		DeadLetterTopic: p.cfg.Handler.DeadLetterTopic(p.cfg.Topic),
+		TxnOutputs:      p.cfg.Store.CommitsOutputs(),
+		Outbox:          p.outbox,
+		MaxOutputBytes:  maxRecordBytes(p.cfg.Store),
 		// What the brokers refuse of a record: through the store's
 		// producers (TopicRules), through the flow's (OutputRules).
 		TopicRules:  topicRules(p.cfg.Store),
@@ -625,6 +638,7 @@ func (p *partition) start(ctx actor.Context) {
 		Reuse:              true, // keypool.go
 	}
 	txn := newTxnActor(p.cfg.Store, p.cfg.MaxWritesPerTransaction, p.cfg.AssignedOffset, p.log)
+	txn.deadLetterTopic = p.env.DeadLetterTopic
 	txn.gc.SetMaxBytes(p.cfg.MaxTransactionBytes)
 	txn.stopTO = p.cfg.RevokeTimeout / 4 // a stop without a Revoke (a failure): the last share
 	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return txn }), "txn")

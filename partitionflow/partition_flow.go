@@ -718,7 +718,7 @@ func (p *partition) status() Status {
 		Topic: p.cfg.Topic, Partition: p.cfg.Partition, Phase: phase,
 		Keys: len(p.keys), KeysLoaded: p.loaded, KeysCold: p.coldN,
 		Committable: p.tracker.Committable(), Committed: p.committed,
-		Recovered: p.recoveredN, Skipped: p.skipped + p.keySkips.Load(), Outputs: p.outputs, TimersCold: p.ctimers.timers,
+		Recovered: p.recoveredN, Skipped: p.skipped + p.keySkips.Load(), Outputs: p.outputs, DeadLetters: p.deadLetters + p.keyDeadLetters.Load(), TimersCold: p.ctimers.timers,
 		LastBatch: p.lastBatch, Txns: p.txns, OutputBytesPending: p.outbox.Bytes(), Evictions: p.evictions, KeysHeld: p.held.len(),
 	}
 	if phase == phaseRunning { // the watch runs at the running phase's ticks: stale after it

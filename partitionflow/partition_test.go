@@ -401,6 +401,11 @@ func TestUndecodableStateDeadLetterSetsTheStateAside(t *testing.T) {
 		!strings.Contains(hs[keyflow.HeaderErrorMessage], `key "bad": decode snapshot`) {
 		t.Fatalf("dead letter %s %q=%q headers %v", dl.Topic, dl.Key, dl.Value, hs)
 	}
+	// The status counts it as a dead letter, not an output of the flow (it
+	// said outputs_committed 1 for a flow that emits nothing: helper-110).
+	if st := h.status(); st.DeadLetters != 1 || st.Outputs != 0 {
+		t.Fatalf("status: %d dead letters, %d outputs; want 1 and 0", st.DeadLetters, st.Outputs)
+	}
 }
 
 // limitedStore is a store partition whose producer sends record batches of

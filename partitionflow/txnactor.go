@@ -38,7 +38,7 @@ type (
 	// partition's persisted state and offset can no longer advance.
 	txnFailed struct{ err error }
 	// txnCommitted tells the partition a transaction's size (status).
-	txnCommitted struct{ writes, outputs int }
+	txnCommitted struct{ writes, outputs, deadLetters int }
 )
 
 // txnActor owns the partition's store (its producer in the transactional
@@ -46,13 +46,15 @@ type (
 // transaction runs on its own goroutine and reports back with flightDone,
 // and whatever queued meanwhile goes into the next one.
 type txnActor struct {
-	store  snapshotstore.Partition
-	gc     *GroupCommit
-	log    *zap.Logger
-	ctx    context.Context
-	cancel context.CancelFunc
-	flying *flight // the transaction in flight, nil if none
-	failed error
+	store snapshotstore.Partition
+	// deadLetterTopic: the outputs to it are dead letters (Status.DeadLetters).
+	deadLetterTopic string
+	gc              *GroupCommit
+	log             *zap.Logger
+	ctx             context.Context
+	cancel          context.CancelFunc
+	flying          *flight // the transaction in flight, nil if none
+	failed          error
 	// deadline (Unix ns; 0: none) ends the Stopping's drain and Close. The
 	// partition sets it at a Revoke, from its own goroutine: hence atomic.
 	// Without one, the stop takes at most stopTO from its start.
@@ -128,7 +130,15 @@ func (t *txnActor) Receive(ctx actor.Context) {
 			return
 		}
 		if parent := ctx.Parent(); parent != nil {
-			ctx.Send(parent, &txnCommitted{writes: len(m.f.Batch.Writes), outputs: len(m.f.Batch.Outputs)})
+			dl := 0
+			if t.deadLetterTopic != "" {
+				for _, r := range m.f.Batch.Outputs {
+					if r.Topic == t.deadLetterTopic {
+						dl++
+					}
+				}
+			}
+			ctx.Send(parent, &txnCommitted{writes: len(m.f.Batch.Writes), outputs: len(m.f.Batch.Outputs), deadLetters: dl})
 		}
 		t.pump(ctx)
 	case *actor.Stopping:

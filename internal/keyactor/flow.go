@@ -256,6 +256,11 @@ type Env struct {
 	// each call skipped under Skip (or DeadLetter, for a timer or a load
 	// hook, which have no record): package keyflowtest reports them.
 	OnSkip func(key string, err error)
+	// OnDeadLetter, when set, is called on the key's actor for each dead
+	// letter to DeadLetterTopic the plain mode's producer acknowledged (the
+	// transactional mode's are counted by their transaction).
+	OnDeadLetter    func()
+	DeadLetterTopic string
 	// Reuse: an unloading key's actor does not stop; it empties itself and
 	// waits for a Load of another key (the partition pools it). Spawning
 	// and stopping an actor per load was a quarter of the CPU of a

@@ -208,6 +208,9 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 			a.fail(ctx, a.outputError(m))
 		} else {
 			a.ackOutput(m.offset)
+			if a.env.OnDeadLetter != nil && m.topic == a.env.DeadLetterTopic && m.topic != "" {
+				a.env.OnDeadLetter()
+			}
 		}
 		if a.waitAcks && !a.outputsPending() {
 			a.waitAcks = false
