@@ -10,9 +10,13 @@ import (
 // the partition's copies: each copy (a restart after a failure, the
 // partition assigned here again) counts from 0, and a counter that went
 // back made Prometheus' increase() miss what the earlier copy had counted
-// (found by a review). A value below the last one read starts a new copy:
-// the last one read is added to its base. What a copy counted between the
-// last scrape and its end is not seen; the counter never goes back.
+// (found by a review). Another Status.Start starts a new copy — and, where
+// none is known (0), a value below the last one read: the last one read is
+// added to its base. Told by the value alone, a new copy that counted past
+// the last value read before a scrape went unseen, and the earlier copy's
+// count was lost (helper-110: 7 evictions after 5, scraped 7 not 12). What
+// a copy counted between the last scrape and its end is not seen; the
+// counter never goes back.
 type monotonic struct {
 	mu sync.Mutex
 	m  map[monotonicKey]*monotonicState
@@ -23,10 +27,15 @@ type monotonicKey struct {
 	tp   coordinator.TopicPartition
 }
 
-type monotonicState struct{ base, last int64 }
+type monotonicState struct {
+	base, last int64
+	start      uint64 // the copy last read (Status.Start)
+	seen       bool
+}
 
-// value is name's counter for tp, given the current copy's count cur.
-func (m *monotonic) value(name string, tp coordinator.TopicPartition, cur int64) int64 {
+// value is name's counter for tp, given the current copy's (start) count
+// cur.
+func (m *monotonic) value(name string, tp coordinator.TopicPartition, start uint64, cur int64) int64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.m == nil {
@@ -38,9 +47,9 @@ func (m *monotonic) value(name string, tp coordinator.TopicPartition, cur int64)
 		s = &monotonicState{}
 		m.m[k] = s
 	}
-	if cur < s.last {
+	if s.seen && (start != s.start || cur < s.last) {
 		s.base += s.last
 	}
-	s.last = cur
+	s.seen, s.start, s.last = true, start, cur
 	return s.base + cur
 }

@@ -75,8 +75,8 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descKeys, prometheus.GaugeValue, float64(p.Keys), p.Topic, part)
 		ch <- prometheus.MustNewConstMetric(descKeysLoaded, prometheus.GaugeValue, float64(p.KeysLoaded), p.Topic, part)
 		tp := coordinator.TopicPartition{Topic: p.Topic, Partition: p.Partition}
-		ch <- prometheus.MustNewConstMetric(descKeysEvicted, prometheus.CounterValue, float64(c.counters.value("evicted", tp, p.Evictions)), p.Topic, part)
-		ch <- prometheus.MustNewConstMetric(descSkipped, prometheus.CounterValue, float64(c.counters.value("skipped", tp, p.Skipped)), p.Topic, part)
+		ch <- prometheus.MustNewConstMetric(descKeysEvicted, prometheus.CounterValue, float64(c.counters.value("evicted", tp, p.Start, p.Evictions)), p.Topic, part)
+		ch <- prometheus.MustNewConstMetric(descSkipped, prometheus.CounterValue, float64(c.counters.value("skipped", tp, p.Start, p.Skipped)), p.Topic, part)
 		ch <- prometheus.MustNewConstMetric(descKeysHeld, prometheus.GaugeValue, float64(p.KeysHeld), p.Topic, part)
 		ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(p.InFlight), p.Topic, part)
 		ch <- prometheus.MustNewConstMetric(descInFlightBytes, prometheus.GaugeValue, float64(p.InFlightBytes), p.Topic, part)

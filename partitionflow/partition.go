@@ -133,6 +133,11 @@ type Status struct {
 	Topic     string `json:"topic"`
 	Partition int32  `json:"partition"`
 	Phase     string `json:"phase"`
+	// Start numbers this start of the partition in the process: a restart
+	// after a failure, or the partition assigned here again, is a new one,
+	// whose counts (Txns, Skipped, Evictions, DeadLetters, ...) start from
+	// 0.
+	Start uint64 `json:"start"`
 	// Keys counts the keys the partition keeps: loaded, held or cold. A
 	// deleted key (a tombstone without timers) leaves once no record it
 	// covers can come: at its unload, and at recovery below the assigned
@@ -408,6 +413,7 @@ type partition struct {
 	heldW   heldWatch
 	heldFor time.Duration
 	heldBy  string
+	startN  uint64 // Status.Start
 }
 
 // Props returns the props of a partition actor.
@@ -440,8 +446,12 @@ func Props(cfg Config) *actor.Props {
 // one, or the log start above it (LogStart).
 func (c Config) firstOffset() int64 { return max(c.AssignedOffset, c.LogStart) }
 
+// starts numbers the partition actors of the process (Status.Start).
+var starts atomic.Uint64
+
 func newPartition(cfg Config) *partition {
 	return &partition{
+		startN:    starts.Add(1),
 		cfg:       cfg,
 		log:       cfg.Logger.With(zap.String("topic", cfg.Topic), zap.Int32("partition", cfg.Partition)),
 		phase:     phaseRecovering,

@@ -715,7 +715,7 @@ func (p *partition) status() Status {
 		phase = phaseStopping
 	}
 	st := Status{
-		Topic: p.cfg.Topic, Partition: p.cfg.Partition, Phase: phase,
+		Topic: p.cfg.Topic, Partition: p.cfg.Partition, Phase: phase, Start: p.startN,
 		Keys: len(p.keys), KeysLoaded: p.loaded, KeysCold: p.coldN,
 		Committable: p.tracker.Committable(), Committed: p.committed,
 		Recovered: p.recoveredN, Skipped: p.skipped + p.keySkips.Load(), Outputs: p.outputs, DeadLetters: p.deadLetters + p.keyDeadLetters.Load(), TimersCold: p.ctimers.timers,
