@@ -2,6 +2,7 @@ package scenarios
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/actorflow/actorflow/internal/testkit"
 	"github.com/actorflow/actorflow/keyflow"
 	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -65,6 +67,62 @@ func HeldCommitNamed(t *testing.T, brokers []string, mode snapshotstore.Mode) {
 		p := st.Partitions[0]
 		return p.CommitHeldMs == 0 && p.CommitHeldBy == "", fmt.Sprintf("%+v", p)
 	})
+	if err := w.Stop(t); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// PausedPartitionLagFollowsTheInput: a partition whose fetches are paused
+// (its in-flight budget full behind a stuck key) is not fetched, and its
+// lag froze at the last fetch's high watermark while the input grew — an
+// operator's lag alert understated the backlog exactly when the partition
+// stalled (helper-110: 106 instead of 506, ten seconds later still). The
+// worker lists the end offsets of partitions not fetched lately: the
+// status's high watermark reaches the log end and the lag says the backlog.
+func PausedPartitionLagFollowsTheInput(t *testing.T, brokers []string, mode snapshotstore.Mode) {
+	input, snaps, group := Topics(t, brokers, 1)
+	release := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free) // on a failure; after the worker's stop, whose revoke then waits out its bound
+	flow := keyflow.New(func(kc *keyflow.Context, s *int, _ *kgo.Record) (*int, error) {
+		<-release // every record is the stuck key's: each stays in flight
+		return s, nil
+	})
+	w := StartWorker(t, flow, brokers, group, input, snaps, mode, actorflow.WithMaxInFlight(20))
+	pcl := testkit.Client(t, brokers, kgo.DefaultProduceTopic(input))
+	produce := func(n int) {
+		t.Helper()
+		recs := make([]*kgo.Record, n)
+		for i := range recs {
+			recs[i] = &kgo.Record{Key: []byte("stuck"), Value: []byte("v")}
+		}
+		if err := pcl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produce(100)
+	testkit.Eventually(t, time.Minute, "the partition paused", func() (bool, string) {
+		st := w.W.Status(t.Context())
+		return len(st.Paused) == 1, fmt.Sprint(st.Paused)
+	})
+	produce(300)
+	ends, err := kadm.NewClient(pcl).ListEndOffsets(t.Context(), input)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, _ := ends.Lookup(input, 0)
+	testkit.Eventually(t, time.Minute, "the paused partition's high watermark at the log end", func() (bool, string) {
+		st := w.W.Status(t.Context())
+		if len(st.Partitions) != 1 {
+			return false, fmt.Sprint(st.Partitions)
+		}
+		p := st.Partitions[0]
+		return p.HighWatermark == end.Offset && p.Lag == end.Offset-p.Committed,
+			fmt.Sprintf("high watermark %d, lag %d, committed %d; the log end %d", p.HighWatermark, p.Lag, p.Committed, end.Offset)
+	})
+	free()
+	testkit.WaitCommittedAtEnd(t, brokers, group, input, time.Minute)
 	if err := w.Stop(t); err != nil {
 		t.Fatal(err)
 	}

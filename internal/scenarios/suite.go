@@ -77,6 +77,7 @@ func Suite() []Case {
 			{"DeadLetterOfALargeRecord", DeadLetterOfALargeRecord},
 			{"OutputTopicRulesChecked", OutputTopicRulesChecked},
 			{"HeldCommitNamed", HeldCommitNamed},
+			{"PausedPartitionLagFollowsTheInput", PausedPartitionLagFollowsTheInput},
 			{"OutputTimestampChecked", OutputTimestampChecked},
 			{"OutputToAMissingTopic", OutputToAMissingTopic},
 			{"OutputRulesChangedReadAgain", OutputRulesChangedReadAgain},
