@@ -62,6 +62,11 @@ func (p *brokerPing) ping(ctx context.Context, cl *kgo.Client) error {
 		}
 		failed = append(failed, a.err)
 	}
+	// None answered: the next probe goes through kgo's routing again and
+	// learns the brokers anew. Kept, a list whose brokers were all gone (a
+	// cluster replaced behind the same seeds, new node ids) was asked for
+	// ever while the cluster answered (helper-111).
+	p.known = nil
 	return failed
 }
 
