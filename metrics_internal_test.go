@@ -2,6 +2,7 @@ package actorflow
 
 import (
 	"maps"
+	"slices"
 	"testing"
 
 	"github.com/actorflow/actorflow/coordinator"
@@ -175,20 +176,22 @@ type nopPartition struct{ snapshotstore.Partition }
 
 type restater struct {
 	snapshotstore.Partition
-	restate bool
+	restate    bool
+	tombstones []string
 }
 
-func (r restater) NeedsRestate() bool { return r.restate }
+func (r restater) NeedsRestate() bool          { return r.restate }
+func (r restater) RestateTombstones() []string { return r.tombstones }
 
 // The metrics wrapper forwards snapshotstore.Restater: without it, a
 // partition started under WithAcceptInputRepartition or WithResetLostState
 // with WithMetrics on did not restate its marker, and an idle one was
 // refused again once the option was removed.
 func TestMetricsPartitionForwardsRestater(t *testing.T) {
-	for _, inner := range []snapshotstore.Partition{restater{restate: true}, restater{}, nopPartition{}} {
-		want := snapshotstore.NeedsRestate(inner)
-		if got := snapshotstore.NeedsRestate(&metricsPartition{Partition: inner}); got != want {
-			t.Errorf("wrapping %T (restate %v): the wrapper says %v", inner, want, got)
+	for _, inner := range []snapshotstore.Partition{restater{restate: true, tombstones: []string{"k"}}, restater{}, nopPartition{}} {
+		wantTs, want := snapshotstore.NeedsRestate(inner)
+		if ts, got := snapshotstore.NeedsRestate(&metricsPartition{Partition: inner}); got != want || !slices.Equal(ts, wantTs) {
+			t.Errorf("wrapping %T (restate %v, tombstones %v): the wrapper says %v, %v", inner, want, wantTs, got, ts)
 		}
 	}
 }

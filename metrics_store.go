@@ -70,7 +70,17 @@ var (
 
 // NeedsRestate forwards the wrapped partition's snapshotstore.Restater
 // (none: false).
-func (p *metricsPartition) NeedsRestate() bool { return snapshotstore.NeedsRestate(p.Partition) }
+func (p *metricsPartition) NeedsRestate() bool {
+	_, due := snapshotstore.NeedsRestate(p.Partition)
+	return due
+}
+
+// RestateTombstones forwards the wrapped partition's
+// snapshotstore.Restater (none: none).
+func (p *metricsPartition) RestateTombstones() []string {
+	ts, _ := snapshotstore.NeedsRestate(p.Partition)
+	return ts
+}
 
 // AbandonsInFlight forwards the wrapped partition's
 // snapshotstore.InFlightAbandoner (none: false).

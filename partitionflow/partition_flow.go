@@ -69,14 +69,15 @@ func (p *partition) recovered(ctx actor.Context, m *recovered) {
 	m.snaps = nil
 	p.log.Info("partition recovered", zap.Int("snapshots", p.recoveredN), zap.Int("keys_with_timers", p.ctimers.len()),
 		zap.Int64("assigned_offset", p.cfg.AssignedOffset))
-	if snapshotstore.NeedsRestate(p.cfg.Store) {
-		// Started past a finding an option accepted, which the latest
-		// marker still records: a commit now rewrites it, so that the
-		// option can go even where no input comes (a day-2 trial's trap:
-		// an idle partition refused again once the option was removed).
-		// Before any record's write, in the transaction actor's mailbox;
-		// its failure fails the partition as any commit's does.
-		ctx.Send(p.txn, &commitReq{offset: p.cfg.AssignedOffset, restate: true})
+	if tombstones, due := snapshotstore.NeedsRestate(p.cfg.Store); due {
+		// Started past a finding an option accepted, which the topic still
+		// holds (the latest marker, undecodable records): commits now
+		// rewrite it, so that the option can go even where no input comes
+		// (a day-2 trial's trap: an idle partition refused again once the
+		// option was removed). Before any record's write, in the
+		// transaction actor's mailbox; a failure fails the partition as
+		// any commit's does.
+		ctx.Send(p.txn, &restateReq{offset: p.cfg.AssignedOffset, tombstones: tombstones})
 	}
 	p.startTicks(ctx)
 	waiting := p.waiting

@@ -22,8 +22,13 @@ type (
 	commitReq struct {
 		offset int64
 		done   func(error)
-		// restate: commit even with nothing new (GroupCommit.Restate).
-		restate bool
+	}
+	// restateReq: commit offset even with nothing new
+	// (GroupCommit.Restate), after tombstones of these keys, each a queued
+	// write (snapshotstore.Restater).
+	restateReq struct {
+		offset     int64
+		tombstones []string
 	}
 	flightDone struct {
 		f   *Flight
@@ -111,10 +116,9 @@ func (t *txnActor) Receive(ctx actor.Context) {
 			return
 		}
 		t.gc.CommitOffset(m.offset, m.done)
-		if m.restate {
-			t.gc.Restate()
-		}
 		t.pump(ctx)
+	case *restateReq:
+		t.restate(ctx, m)
 	case *flightDone:
 		if t.flying == nil || t.flying.f != m.f {
 			return
@@ -144,6 +148,33 @@ func (t *txnActor) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		t.stop()
 	}
+}
+
+// restate queues m's tombstones as writes (the caps split them into
+// transactions like any writes) and a restate of the offset, and logs at
+// info once all have committed: the word an operator waits for before
+// removing the option that accepted the recovery's finding. The waiters
+// run on this actor (GroupCommit's Complete and FailPending).
+func (t *txnActor) restate(ctx actor.Context, m *restateReq) {
+	if t.failed != nil {
+		return
+	}
+	left, failed := len(m.tombstones)+1, false
+	done := func(err error) {
+		if failed = failed || err != nil; failed {
+			return // the partition fails, and its restart restates again
+		}
+		if left--; left == 0 {
+			t.log.Info("recovery findings an option accepted are restated: the offset marker records the input's partition count now, and the dropped keys have tombstones; the option can be removed once every partition has logged this",
+				zap.Int64("offset", m.offset), zap.Int("tombstones", len(m.tombstones)))
+		}
+	}
+	for _, k := range m.tombstones {
+		t.gc.Add(Write{Snapshot: snapshotstore.Snapshot{Key: k, Offset: -1}, Done: done})
+	}
+	t.gc.CommitOffset(m.offset, done)
+	t.gc.Restate()
+	t.pump(ctx)
 }
 
 func (t *txnActor) pump(ctx actor.Context) {

@@ -334,7 +334,7 @@ type plainPartition struct {
 	// inputParts is the input's partition count at the recovery, which
 	// every marker records (0: unknown).
 	inputParts  atomic.Int32
-	restatement // Restater: set by Recover, used by the first Commit
+	restatement // Restater: set by Recover
 }
 
 // Recover reads read_committed too: a topic once written in the
@@ -365,7 +365,6 @@ func (p *plainPartition) Commit(ctx context.Context, b Batch) error {
 			return fmt.Errorf("%s: write %d snapshots: %w", p.info, len(b.Writes), err)
 		}
 	}
-	b = p.restated(b)
 	if len(b.Writes) > 0 || b.OffsetAdvanced {
 		recs := encodeBatch(p.k.topic, p.info.Partition, b.Writes, nil, 1, p.k.cfg.tombstoneDeleted)
 		// The marker before the consumer commit: a committed offset above
@@ -385,7 +384,6 @@ func (p *plainPartition) Commit(ctx context.Context, b Batch) error {
 			return fmt.Errorf("%s: commit offset %d: %w", p.info, b.Offset, err)
 		}
 	}
-	p.restatement = restatement{}
 	return nil
 }
 

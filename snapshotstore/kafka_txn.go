@@ -33,7 +33,7 @@ type txnPartition struct {
 	// inputParts is the input's partition count at the recovery, which
 	// every marker records (0: unknown).
 	inputParts  atomic.Int32
-	restatement // Restater: set by Recover, used by the first Commit
+	restatement // Restater: set by Recover
 	// parts routes the producer's records; it keeps a panic of the
 	// application's output partitioner (outputs.go).
 	parts *txnPartitioner
@@ -243,14 +243,6 @@ func (t *txnPartition) Close(ctx context.Context) error {
 // commit is then rejected, UNKNOWN_MEMBER_ID). The cost, in the eviction
 // case, is one aborted transaction of the new owner, which redoes it.
 func (t *txnPartition) Commit(ctx context.Context, b Batch) error {
-	err := t.commit(ctx, t.restated(b))
-	if err == nil {
-		t.restatement = restatement{}
-	}
-	return err
-}
-
-func (t *txnPartition) commit(ctx context.Context, b Batch) error {
 	start := time.Now()
 	// Every attempt, re-initialisation and settlement ends by the failover
 	// timeout, not only the retries between them: kgo retries an

@@ -6,32 +6,40 @@ package snapshotstore
 // WithResetLostState for it), missing snapshot history
 // (WithResetLostState), or keys whose latest snapshot record does not
 // decode (WithDropUndecodableSnapshots). The topic still holds what was
-// found — the old marker, the undecodable records — and only a commit
-// rewrites it, which a partition that gets no input (or no record of those
+// found — the old marker, the undecodable records — and only commits
+// rewrite it, which a partition that gets no input (or no record of those
 // keys) never made: removing the option refused the partition again. The
-// partition therefore commits once as soon as it runs, with nothing new:
-// tombstones of the dropped keys, then a marker of the input's count now
-// at its assigned offset (KIP-447's generation check gates it like any
-// commit). The Kafka partitions of both modes implement it; a wrapper
-// should forward it (actorflow's metrics wrapper does): without it the
-// option must stay until every partition has committed on its own.
+// partition therefore commits as soon as it runs, with nothing new: the
+// dropped keys' tombstones, queued as any write (the transaction caps split
+// them), and a marker of the input's count now at its assigned offset
+// (KIP-447's generation check gates it like any commit); once all have
+// committed it logs so at info, and the option can go. The Kafka partitions
+// of both modes implement it; a wrapper should forward it (actorflow's
+// metrics wrapper does): without it the option must stay until every
+// partition has committed on its own and every dropped key was written
+// again.
 type Restater interface {
 	// NeedsRestate reports, after Recover, whether the partition's first
 	// commit is due at once.
 	NeedsRestate() bool
+	// RestateTombstones lists, after Recover, the keys whose tombstones
+	// that commit writes (covering no input record: Offset -1).
+	RestateTombstones() []string
 }
 
-// NeedsRestate reports whether p implements Restater and says so.
-func NeedsRestate(p Partition) bool {
+// NeedsRestate reports whether p implements Restater and says so, and the
+// tombstones it asks for.
+func NeedsRestate(p Partition) (tombstones []string, due bool) {
 	r, ok := p.(Restater)
-	return ok && r.NeedsRestate()
+	if !ok || !r.NeedsRestate() {
+		return nil, false
+	}
+	return r.RestateTombstones(), true
 }
 
-// restatement is what a Kafka partition's first commit after its recovery
-// restates (Restater): its marker, which every commit writes, and
-// tombstones of the keys the recovery dropped. Set by Recover, cleared by
-// the first Commit that succeeds (a failed one is retried by the
-// partition's restart, which recovers again).
+// restatement is what a Kafka partition's recovery asks its first commit to
+// restate (Restater): its marker, which every commit writes, and the keys
+// the recovery dropped.
 type restatement struct {
 	marker  bool
 	dropped []string
@@ -40,17 +48,5 @@ type restatement struct {
 // NeedsRestate implements Restater.
 func (r *restatement) NeedsRestate() bool { return r.marker || len(r.dropped) > 0 }
 
-// restated returns b with the dropped keys' tombstones before its writes (a
-// write of such a key in b then supersedes its tombstone). Offset -1: a
-// tombstone that covers no input record, as the recovery applied it.
-func (r *restatement) restated(b Batch) Batch {
-	if len(r.dropped) == 0 {
-		return b
-	}
-	ws := make([]Snapshot, 0, len(r.dropped)+len(b.Writes))
-	for _, k := range r.dropped {
-		ws = append(ws, Snapshot{Key: k, Offset: -1})
-	}
-	b.Writes = append(ws, b.Writes...)
-	return b
-}
+// RestateTombstones implements Restater.
+func (r *restatement) RestateTombstones() []string { return r.dropped }
