@@ -493,8 +493,9 @@ func WithPartitionRetryBackoff(first, max time.Duration) Option {
 // (snapshotstore.ErrInputRepartitioned: keys that moved restart from
 // nothing). A partition it started writes an offset marker at once, of
 // its assigned offset and the input's count (snapshotstore.Restater), so
-// the option can go once every partition has started under it, an idle
-// one too; left on, it hides a later real loss.
+// the option can go once every partition it started has logged "recovery
+// findings an option accepted are restated", an idle one too; left on, it
+// hides a later real loss.
 // Default: such a partition refuses to start (errors.Is(err,
 // snapshotstore.ErrLostState)), naming topic, partition and offsets.
 func WithResetLostState() Option {
@@ -509,9 +510,10 @@ func WithResetLostState() Option {
 // adding partitions moves keys away from their state. Set it when the
 // input's producers do not partition by the count (explicit partitions, or
 // a partitioner that moves no key when partitions are added), where the
-// check's premise does not hold. Keep it until every partition has
-// started once under it: a partition it started writes a marker of the new
-// count at once (snapshotstore.Restater), an idle one too.
+// check's premise does not hold. Keep it until every partition it started
+// has logged "recovery findings an option accepted are restated": a partition
+// it started writes a marker of the new count at once
+// (snapshotstore.Restater), an idle one too.
 func WithAcceptInputRepartition() Option {
 	return func(c *config) {
 		c.kafka.Integrity.AcceptRepartitioned = true
@@ -530,7 +532,8 @@ func WithAcceptInputRepartition() Option {
 // it fails its key when the key is loaded, naming the key and the record's
 // position). A partition it started writes the dropped keys' tombstones at
 // once (snapshotstore.Restater), so the option can go once every partition
-// has started under it.
+// it started has logged "recovery findings an option accepted are
+// restated".
 func WithDropUndecodableSnapshots() Option {
 	return func(c *config) { c.kafka.Integrity.DropUndecodable = true; c.storeOpt("WithDropUndecodableSnapshots") }
 }

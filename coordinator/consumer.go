@@ -503,9 +503,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 		c.handOver(seq, fs)
 	}
 	c.stopOnce.Do(func() { close(c.stopping) }) // an assignment still waiting gives up
-	cancel()                                    // the watcher and the restarter stop before the shutdown takes the partitions
+	cancel()                                    // the watcher, the restarter and the refresh stop before the shutdown takes the partitions
 	<-watched
 	<-restarted
+	<-refreshed
 	c.seedsMu.Lock()
 	c.seedsClosed = true
 	c.seedsMu.Unlock()
@@ -964,20 +965,22 @@ func (c *Consumer) seedHighWatermarks(tps []TopicPartition) {
 	}()
 }
 
-// hwmStaleAfter is how old an owned partition's high watermark may get
-// before refreshHighWatermarks lists it (and how often it looks).
+// hwmStaleAfter is how old a paused or failed partition's high watermark
+// may get before refreshHighWatermarks lists it (and how often it looks:
+// a value is 5–10 s old at most).
 const hwmStaleAfter = 5 * time.Second
 
 // refreshHighWatermarks lists, every hwmStaleAfter until ctx ends, the end
-// offsets of the owned partitions no fetch has told the high watermark of
-// for that long, and records them where no fetch recorded a newer one. A
-// partition's fetches stop while it is paused (its in-flight budget full
-// behind a stuck key) or failed, and its lag froze at the last fetch's
-// while the input grew: 106 instead of 506, still 106 ten seconds later, in
-// an operator's trial (helper-110) — the lag alert understated the backlog
-// exactly when the partition stalled. An idle partition is listed too (a
-// request every hwmStaleAfter, answered by the same value). Best effort: a
-// failed list leaves the values as they were.
+// offsets of the owned partitions that are paused or failed and that no
+// fetch has told the high watermark of for that long, and records them
+// where no fetch recorded a newer one. Such a partition is not fetched, and
+// its lag froze at the last fetch's while the input grew: 106 instead of
+// 506, still 106 ten seconds later, in an operator's trial (helper-110) —
+// the lag alert understated the backlog exactly when the partition stalled.
+// A partition that is fetched is left alone: an idle one's next record
+// comes with its high watermark (listing every partition not fetched
+// lately made every worker list the topic every 5 s for good: a review).
+// Best effort: a failed list leaves the values as they were.
 func (c *Consumer) refreshHighWatermarks(ctx context.Context) {
 	tick := time.NewTicker(hwmStaleAfter)
 	defer tick.Stop()
@@ -991,13 +994,17 @@ func (c *Consumer) refreshHighWatermarks(ctx context.Context) {
 		c.mu.Lock()
 		var stale []TopicPartition
 		tokens := map[TopicPartition]uint64{}
+		failed := map[TopicPartition]bool{}
 		for tp, own := range c.owned {
 			if at, ok := c.hwmAt[tp]; own && (!ok || now.Sub(at) >= hwmStaleAfter) {
 				stale = append(stale, tp)
 				tokens[tp] = c.started[tp].token
+				failed[tp] = c.failed[tp] != nil
 			}
 		}
 		c.mu.Unlock()
+		// Outside c.mu: FlowControl's lock is its own.
+		stale = slices.DeleteFunc(stale, func(tp TopicPartition) bool { return !failed[tp] && !c.fc.Paused(tp) })
 		if len(stale) == 0 {
 			continue
 		}

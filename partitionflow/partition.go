@@ -167,9 +167,9 @@ type Status struct {
 	// HighWatermark is the input partition's high watermark as of the
 	// consumer's latest fetch, or of the end offsets listed at its
 	// assignment when no fetch returned it since (a partition taken over
-	// caught up returns no records), or listed every 5 s while no fetch
-	// returns it (a paused or failed partition is not fetched: its lag
-	// froze while the input grew), Lag = HighWatermark − Committed; both
+	// caught up returns no records), or listed every 5–10 s while the
+	// partition is paused or failed and so not fetched (its lag froze
+	// while the input grew), Lag = HighWatermark − Committed; both
 	// -1 when unknown (filled by the worker: 0 in a partition's own
 	// status; transaction markers count as consumed, so a caught-up
 	// partition shows 0 on a transactionally written input too).

@@ -66,7 +66,8 @@ const repartitionRemedy = "Rebuild the state under the new count: copy the input
 	"(re-produced by key, each key's records then in its new partition) and run a new group and snapshot topic over it. " +
 	"Or start anyway with actorflow.WithResetLostState (moved keys restart from nothing, their old state left behind); " +
 	"if the input's producers do not partition by the count, start with actorflow.WithAcceptInputRepartition. Either " +
-	"option is needed until every partition has started once under it (each then writes a marker of the new count)"
+	"option is needed until every partition it started has logged \"recovery findings an option accepted are restated\" " +
+	"(each writes a marker of the new count at once)"
 
 func (e *InputRepartitionedError) Error() string {
 	if e.Added {
