@@ -35,8 +35,9 @@ var (
 	// partitions than the ones their state is in — each moved key would
 	// restart from nothing on its new partition while its state sits in
 	// the old one; or by one with no snapshot history whose number is at
-	// or above the count partition 0's latest marker records (or, with none
-	// there, the first partition's below it that has one; added since:
+	// or above the count partition 0's latest marker records (or, with no
+	// record there, the first partition's below it that holds records;
+	// added since:
 	// InputRepartitionedError.Added). The partition refuses to start;
 	// WithResetLostState starts it anyway.
 	ErrInputRepartitioned = errors.New("actorflow: input topic repartitioned")

@@ -250,7 +250,11 @@ func listOffsets(ctx context.Context, cl *kgo.Client, topic string, partitions [
 	req.Topics = append(req.Topics, rt)
 	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
-		return nil, fmt.Errorf("%s: list offsets: %w", topic, err)
+		name := topic
+		if len(partitions) == 1 {
+			name = fmt.Sprintf("%s[%d]", topic, partitions[0])
+		}
+		return nil, fmt.Errorf("%s: list offsets: %w", name, err)
 	}
 	out := make(map[int32]int64, len(partitions))
 	for _, t := range resp.Topics {
@@ -272,28 +276,11 @@ func listOffsets(ctx context.Context, cl *kgo.Client, topic string, partitions [
 // listOffset lists one offset of a partition at an isolation level:
 // timestamp -1 is the end, -2 the log start.
 func listOffset(ctx context.Context, cl *kgo.Client, topic string, partition int32, isolation int8, timestamp int64) (int64, error) {
-	req := kmsg.NewPtrListOffsetsRequest()
-	req.IsolationLevel = isolation
-	rt := kmsg.NewListOffsetsRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewListOffsetsRequestTopicPartition()
-	rp.Partition = partition
-	rp.Timestamp = timestamp
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, cl)
+	offs, err := listOffsets(ctx, cl, topic, []int32{partition}, isolation, timestamp)
 	if err != nil {
-		return 0, fmt.Errorf("%s[%d]: list offsets: %w", topic, partition, err)
+		return 0, err
 	}
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				return 0, fmt.Errorf("%s[%d]: list offsets: %w", topic, partition, err)
-			}
-			return p.Offset, nil
-		}
-	}
-	return 0, fmt.Errorf("%s[%d]: list offsets: partition missing from response", topic, partition)
+	return offs[partition], nil
 }
 
 // ReadLatest reads one snapshot partition up to its high watermark and

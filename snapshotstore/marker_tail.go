@@ -24,13 +24,16 @@ const (
 )
 
 // recordedInputCount is the input partition count the latest marker of the
-// lowest-numbered snapshot partition below p that has one records, for a
-// partition p with no history of its own (recordedCount). Partition 0 first,
-// where a marker is nearly always (every commit writes one), then the next:
-// a group whose partition 0 got no input never wrote one there, and an added
-// partition then started unchecked (a review). One request lists the
-// partitions' last stable offsets; only those with records are read. None
-// with a count: parts 0 (a group's first start).
+// lowest-numbered snapshot partition below p that has records records, for
+// a partition p with no history of its own (recordedCount). Partition 0
+// first, where records nearly always are; the next only where partition 0
+// has none: a group whose partition 0 got no input never wrote a marker
+// there, and an added partition then started unchecked. Only that one
+// partition is read (its tail, up to markerTailMax offsets): reading on
+// past one with records but no counted marker (history from before
+// markers counted) cost up to p such reads per recovery (a review). One
+// request lists the partitions' last stable offsets. None with records, or
+// no count where there are: parts 0 (a group's first start).
 func (k *Kafka) recordedInputCount(ctx context.Context, r *kafkaLogReader, ro ReadOptions, p int32) (recordedCount, error) {
 	rc := recordedCount{snaps: fmt.Sprintf("%s[0]", r.topic), partition: p}
 	below := make([]int32, p)
@@ -51,12 +54,7 @@ func (k *Kafka) recordedInputCount(ctx context.Context, r *kafkaLogReader, ro Re
 			continue // never written (a log start above 0 is read below)
 		}
 		parts, err := k.recordedInputParts(ctx, r.sibling(q), ro)
-		if err != nil {
-			return recordedCount{snaps: fmt.Sprintf("%s[%d]", r.topic, q), partition: p}, err
-		}
-		if parts > 0 {
-			return recordedCount{snaps: fmt.Sprintf("%s[%d]", r.topic, q), partition: p, parts: parts}, nil
-		}
+		return recordedCount{snaps: fmt.Sprintf("%s[%d]", r.topic, q), partition: p, parts: parts}, err
 	}
 	return rc, nil
 }

@@ -170,9 +170,11 @@ func plainKafka(t *testing.T, f *txnFixture) *Kafka {
 
 // The count an added partition is judged against comes from partition 0's
 // latest marker, or, where partition 0 never got a commit (its input had no
-// record), from the first partition below the one recovering that has a
-// marker: an added partition then started unchecked (a review). Partitions
-// at or above it are not asked, and none with a marker judges nothing.
+// record), from the first partition below the one recovering that has
+// records: an added partition then started unchecked (a review). Partitions
+// at or above it are not asked; none with records judges nothing, nor does
+// the first with records but no counted marker (no further partition is
+// read: each read may be a million offsets).
 func TestRecordedInputCountFallsBackBelowAnEmptyPartitionZero(t *testing.T) {
 	f := newTxnFixture(t, true)
 	k := plainKafka(t, f)
@@ -200,12 +202,16 @@ func TestRecordedInputCountFallsBackBelowAnEmptyPartitionZero(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	produce(markerRecord(f.snaps, 2, 7, 3), &kgo.Record{Topic: f.snaps, Partition: 1, Key: []byte("a"), Value: []byte("v")})
+	produce(markerRecord(f.snaps, 2, 7, 3))
 	if rc, err := k.recordedInputCount(ctx, r, ro, 3); err != nil || rc.parts != 3 || rc.snaps != f.snaps+"[2]" || rc.partition != 3 {
-		t.Fatalf("partition 0 empty, 1 without a marker, 2 recording 3: %+v, %v; want 3 by %s[2]", rc, err, f.snaps)
+		t.Fatalf("partitions 0 and 1 empty, 2 recording 3: %+v, %v; want 3 by %s[2]", rc, err, f.snaps)
 	}
 	if rc, err := k.recordedInputCount(ctx, r, ro, 2); err != nil || rc.parts != 0 {
 		t.Fatalf("recovering partition 2 itself: %+v, %v; want no count (partitions at or above it are not asked)", rc, err)
+	}
+	produce(&kgo.Record{Topic: f.snaps, Partition: 1, Key: []byte("a"), Value: []byte("v")})
+	if rc, err := k.recordedInputCount(ctx, r, ro, 3); err != nil || rc.parts != 0 || rc.snaps != f.snaps+"[1]" {
+		t.Fatalf("partition 1 with records but no marker: %+v, %v; want no count, read there only", rc, err)
 	}
 	produce(markerRecord(f.snaps, 0, 5, 2))
 	if rc, err := k.recordedInputCount(ctx, r, ro, 3); err != nil || rc.parts != 2 || rc.snaps != f.snaps+"[0]" {
