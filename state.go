@@ -56,19 +56,8 @@ func ReadState[S any](ctx context.Context, brokers []string, snapshotTopic strin
 	if codec == nil {
 		codec = keyflow.JSON[S]()
 	}
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, opts...)...)
-	if err != nil {
-		return nil, fmt.Errorf("actorflow: read state: %w", err)
-	}
-	defer cl.Close()
-	parts, err := kadm.NewClient(cl).ListStartOffsets(ctx, snapshotTopic)
-	if err != nil {
-		return nil, fmt.Errorf("actorflow: read state: partitions of %q: %w", snapshotTopic, err)
-	}
 	out := map[string]KeyState[S]{}
 	var (
-		ferr      error   // a partition not read: no map
-		bad       []error // records that are not snapshots
 		undecoded = &UndecodableStateError{Snapshots: snapshotTopic, Keys: map[string]error{}}
 		split     = &SplitStateError{Snapshots: snapshotTopic, Keys: map[string][]int32{}}
 		// holders: the partitions whose latest record of a key is not a
@@ -76,39 +65,21 @@ func ReadState[S any](ctx context.Context, brokers []string, snapshotTopic strin
 		// left out whatever each copy holds.
 		holders = map[string][]int32{}
 	)
-	parts.Each(func(o kadm.ListedOffset) {
-		if ferr != nil {
-			return
-		}
-		if o.Err != nil {
-			ferr = fmt.Errorf("actorflow: read state: %s[%d]: %w", snapshotTopic, o.Partition, o.Err)
-			return
-		}
-		latest, err := snapshotstore.ReadLatest(ctx, brokers, snapshotTopic, o.Partition, true, opts...)
-		var notSnapshots *snapshotstore.UndecodableSnapshotError
-		if errors.As(err, &notSnapshots) {
-			// Read to its end: latest holds the other keys — and an
-			// earlier snapshot of these, superseded.
-			for k := range notSnapshots.Keys {
-				delete(latest, k)
-				holders[k] = append(holders[k], o.Partition)
-			}
-			bad = append(bad, fmt.Errorf("records that are not snapshots (a worker refuses to start the partition): %w", err))
-		} else if err != nil {
-			ferr = fmt.Errorf("actorflow: read state: %w", err)
-			return
+	bad, ferr := eachPartitionLatest(ctx, brokers, snapshotTopic, opts, "read state", func(partition int32, latest map[string]snapshotstore.Snapshot, notSnapshots []string) {
+		for _, k := range notSnapshots {
+			holders[k] = append(holders[k], partition)
 		}
 		for k, s := range latest {
 			if s.Tombstone() {
 				continue
 			}
-			holders[k] = append(holders[k], o.Partition)
+			holders[k] = append(holders[k], partition)
 			v, err := codec.Decode(s.Value)
 			if err != nil {
 				undecoded.Keys[k] = fmt.Errorf("snapshot %s, as of input offset %d: %w", s.Source, s.Offset, err)
 				continue
 			}
-			ks := KeyState[S]{State: v, Offset: s.Offset, Partition: o.Partition}
+			ks := KeyState[S]{State: v, Offset: s.Offset, Partition: partition}
 			if len(s.Timers) > 0 {
 				ks.Timers = make(map[string]time.Time, len(s.Timers))
 				for _, t := range s.Timers {
@@ -200,3 +171,50 @@ func namingKeys[V any](head string, keys map[string]V, name func(string, V) stri
 
 // Is makes errors.Is(err, ErrUndecodableState) true.
 func (e *UndecodableStateError) Is(target error) bool { return target == ErrUndecodableState }
+
+// eachPartitionLatest reads every partition of snapshotTopic as ReadLatest
+// does (read_committed, to the high watermark captured at its start) and
+// hands fn each partition's latest record of every key, with the keys
+// whose latest record is not a snapshot (left out of latest, their earlier
+// snapshot superseded), for ReadState and ReadTimers. bad holds an error
+// per partition with such records; err is a partition not read (what:
+// the caller's words for its errors).
+func eachPartitionLatest(ctx context.Context, brokers []string, snapshotTopic string, opts []kgo.Opt, what string,
+	fn func(partition int32, latest map[string]snapshotstore.Snapshot, notSnapshots []string)) (bad []error, err error) {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("actorflow: %s: %w", what, err)
+	}
+	defer cl.Close()
+	parts, err := kadm.NewClient(cl).ListStartOffsets(ctx, snapshotTopic)
+	if err != nil {
+		return nil, fmt.Errorf("actorflow: %s: partitions of %q: %w", what, snapshotTopic, err)
+	}
+	var ferr error
+	parts.Each(func(o kadm.ListedOffset) {
+		if ferr != nil {
+			return
+		}
+		if o.Err != nil {
+			ferr = fmt.Errorf("actorflow: %s: %s[%d]: %w", what, snapshotTopic, o.Partition, o.Err)
+			return
+		}
+		latest, err := snapshotstore.ReadLatest(ctx, brokers, snapshotTopic, o.Partition, true, opts...)
+		var notSnapshots *snapshotstore.UndecodableSnapshotError
+		var keys []string
+		if errors.As(err, &notSnapshots) {
+			// Read to its end: latest holds the other keys — and an
+			// earlier snapshot of these, superseded.
+			for k := range notSnapshots.Keys {
+				delete(latest, k)
+				keys = append(keys, k)
+			}
+			bad = append(bad, fmt.Errorf("records that are not snapshots (a worker refuses to start the partition): %w", err))
+		} else if err != nil {
+			ferr = fmt.Errorf("actorflow: %s: %w", what, err)
+			return
+		}
+		fn(o.Partition, latest, keys)
+	})
+	return bad, ferr
+}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/actorflow/actorflow/snapshotstore"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -26,39 +25,8 @@ import (
 // naming them (snapshotstore.ErrUndecodableSnapshot) beside the map; the
 // map is nil only when a partition could not be read.
 func ReadTimers(ctx context.Context, brokers []string, snapshotTopic string, opts ...kgo.Opt) (map[string]map[string]time.Time, error) {
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, opts...)...)
-	if err != nil {
-		return nil, fmt.Errorf("actorflow: read timers: %w", err)
-	}
-	defer cl.Close()
-	parts, err := kadm.NewClient(cl).ListStartOffsets(ctx, snapshotTopic)
-	if err != nil {
-		return nil, fmt.Errorf("actorflow: read timers: partitions of %q: %w", snapshotTopic, err)
-	}
 	out := map[string]map[string]time.Time{}
-	var (
-		ferr error
-		bad  []error
-	)
-	parts.Each(func(o kadm.ListedOffset) {
-		if ferr != nil {
-			return
-		}
-		if o.Err != nil {
-			ferr = fmt.Errorf("actorflow: read timers: %s[%d]: %w", snapshotTopic, o.Partition, o.Err)
-			return
-		}
-		latest, err := snapshotstore.ReadLatest(ctx, brokers, snapshotTopic, o.Partition, true, opts...)
-		var notSnapshots *snapshotstore.UndecodableSnapshotError
-		if errors.As(err, &notSnapshots) {
-			for k := range notSnapshots.Keys {
-				delete(latest, k) // an earlier snapshot of it, superseded
-			}
-			bad = append(bad, err)
-		} else if err != nil {
-			ferr = fmt.Errorf("actorflow: read timers: %w", err)
-			return
-		}
+	bad, ferr := eachPartitionLatest(ctx, brokers, snapshotTopic, opts, "read timers", func(_ int32, latest map[string]snapshotstore.Snapshot, _ []string) {
 		for k, s := range latest {
 			if len(s.Timers) == 0 {
 				continue
