@@ -97,9 +97,13 @@ type metrics struct {
 	producers *producerMetrics
 	// dlqTopic is the flow's dead-letter topic ("" when no policy writes one).
 	dlqTopic string
+	// input and snapshots name the worker's topics: an undecodable state's
+	// dead letter names its snapshot record's topic (and partition, the
+	// input partition's number) as its source.
+	input, snapshots string
 }
 
-func newMetrics(dlqTopic string) *metrics {
+func newMetrics(dlqTopic, input, snapshots string) *metrics {
 	return &metrics{
 		commitSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "actorflow_commit_seconds",
@@ -131,6 +135,7 @@ func newMetrics(dlqTopic string) *metrics {
 		}, partitionLabels),
 		producers: &producerMetrics{live: map[string]*kprom.Metrics{}},
 		dlqTopic:  dlqTopic,
+		input:     input, snapshots: snapshots,
 	}
 }
 
@@ -151,6 +156,13 @@ func (m *metrics) deadLetter(r *kgo.Record) {
 		case keyflow.HeaderErrorPartition:
 			part = string(h.Value)
 		}
+	}
+	if topic == m.snapshots && topic != "" {
+		// An undecodable state's (keyflow.KindUndecodableState): counted
+		// under the input partition whose key it is, as every other dead
+		// letter, not under a topic no dashboard of the input filters on
+		// (helper-110).
+		topic = m.input
 	}
 	m.deadLetters.WithLabelValues(topic, part).Inc()
 }
@@ -173,7 +185,7 @@ func (w *Worker) registerMetrics() (m *metrics, unregister func(), err error) {
 	if reg == nil {
 		return nil, func() {}, nil
 	}
-	m = newMetrics(w.flow.DeadLetterTopic(w.cfg.input))
+	m = newMetrics(w.flow.DeadLetterTopic(w.cfg.input), w.cfg.input, w.cfg.snapshot)
 	cs := append(m.collectors(), statusCollector{w: w, counters: &monotonic{}})
 	var done []prometheus.Collector
 	unregister = func() {
