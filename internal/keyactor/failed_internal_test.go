@@ -20,6 +20,17 @@ func (intCodec) Decode(b []byte) (*int, error) {
 	return &s, json.Unmarshal(b, &s)
 }
 
+// committingEnv is a key actor's environment on sys whose writes commit
+// at once: the outcome is posted to the key's mailbox behind the messages
+// already there.
+func committingEnv(sys *actor.ActorSystem) *Env {
+	return &Env{Topic: "in", System: sys, Logger: zap.NewNop(), Persist: func(w *WriteMsg) {
+		done := w.Done
+		w.Release()
+		done(nil)
+	}, Processed: func(int, int) {}}
+}
+
 // failedSettled runs key's actor of flow under a parent that sends it the
 // messages send gives, waits for its KeyFailed, and returns the Settled of
 // the last Progress the parent received (-2: none) and the key's error.
@@ -27,13 +38,7 @@ func failedSettled[S any](t *testing.T, flow *Flow[S], key string, send func(ctx
 	t.Helper()
 	sys := actor.NewActorSystem()
 	defer sys.Shutdown()
-	env := &Env{Topic: "in", System: sys, Logger: zap.NewNop(), Persist: func(w *WriteMsg) {
-		// Committed at once: the outcome is posted to the key's mailbox
-		// behind the messages already there.
-		done := w.Done
-		w.Release()
-		done(nil)
-	}, Processed: func(int, int) {}}
+	env := committingEnv(sys)
 	failed := make(chan error, 1)
 	type lastSettled struct{ reply chan int64 }
 	var child *actor.PID

@@ -7,7 +7,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"go.uber.org/zap"
 )
 
 // A timer whose runtime timer fires before the wall clock reaches its time
@@ -39,11 +38,7 @@ func TestATimerNeverRunsBeforeItsWallClockTime(t *testing.T) {
 		}}
 	sys := actor.NewActorSystem()
 	defer sys.Shutdown()
-	env := &Env{Topic: "in", System: sys, Logger: zap.NewNop(), Persist: func(w *WriteMsg) {
-		done := w.Done
-		w.Release()
-		done(nil)
-	}, Processed: func(int, int) {}}
+	env := committingEnv(sys)
 	parent := sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
 		if _, ok := ctx.Message().(*actor.Started); ok {
 			child := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return flow.NewKeyActor("k", nil, env) }))
