@@ -51,7 +51,6 @@ func (a *keyActor[S]) dropUndecodableState(ctx actor.Context, snap *snapshotstor
 		// Counted as a skip: a state dropped under Skip was a loss that only
 		// its log line showed (Status.Skipped and actorflow_skipped_total
 		// stayed 0: helper-110). Under DeadLetter it is a dead letter.
-		a.skipped++
 		if a.env.OnSkip != nil {
 			a.env.OnSkip(a.key, err)
 		}

@@ -174,7 +174,6 @@ func (a *keyActor[S]) callFailed(ctx actor.Context, err error, what string) {
 		a.fail(ctx, err)
 		return
 	}
-	a.skipped++
 	if a.env.OnSkip != nil {
 		a.env.OnSkip(a.key, err)
 	}
@@ -268,7 +267,6 @@ func (k *Core) restamp(rules func(string) snapshotstore.TopicRules, topic string
 // acknowledged (plain mode); false when the key failed (no producer; where
 // names the source in the error).
 func (k *Core) sendDeadLetter(ctx actor.Context, cl *kgo.Client, dl *kgo.Record, at int64, where string, err error) bool {
-	k.deadLettered++
 	if k.env.TxnOutputs {
 		k.toOutbox(dl) // the key's next write carries it
 		return true

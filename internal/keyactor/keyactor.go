@@ -86,8 +86,6 @@ type Core struct {
 	overdue []*keyTimer
 	fx      effects // of the call in progress (effects.go)
 
-	skipped      int
-	deadLettered int
 	// keyless: the reserved actor of key-less records
 	// (snapshotstore.KeylessKey), which dead-letters each and folds none.
 	keyless     bool
@@ -208,7 +206,7 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 			a.fail(ctx, a.outputError(m))
 		} else {
 			a.ackOutput(m.offset)
-			if a.env.OnDeadLetter != nil && m.topic == a.env.DeadLetterTopic && m.topic != "" {
+			if a.env.DeadLetterTopic != "" && m.topic == a.env.DeadLetterTopic && a.env.OnDeadLetter != nil {
 				a.env.OnDeadLetter()
 			}
 		}
