@@ -916,8 +916,8 @@ func (c *Consumer) assignedOffsets(ctx context.Context, tps []TopicPartition, re
 }
 
 // seedHighWatermarks lists tps' end offsets in the background and records
-// them as their high watermarks where no fetch has recorded one (a fetch's
-// is as fresh) and they are still owned: the status's lag of a partition
+// them as their high watermarks where no fetch has recorded one since the
+// list began and they are still owned (listHighWatermarks): the status's lag of a partition
 // taken over caught up, which no fetch returns records of, was unknown (-1)
 // until a record came (a user's trial). Best effort: the lag stays unknown
 // on a failure. Not awaited by the assignment: a rebalance callback held
@@ -948,21 +948,30 @@ func (c *Consumer) seedHighWatermarks(tps []TopicPartition) {
 		}
 		ctx, cancel := context.WithTimeout(base, seedHighWatermarksFor)
 		defer cancel()
-		ends, err := c.adm.ListEndOffsets(ctx, c.cfg.Topic)
-		if err != nil {
-			c.log.Debug("list end offsets at assignment failed; the lag stays unknown until a fetch", zap.Error(err))
-			return
-		}
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		for _, tp := range tps {
-			e, ok := ends.Lookup(tp.Topic, tp.Partition)
-			if _, known := c.hwm[tp]; !ok || e.Err != nil || known || !c.owned[tp] || c.started[tp].token != tokens[tp] {
-				continue
-			}
-			c.hwm[tp], c.hwmAt[tp] = e.Offset, time.Now()
-		}
+		c.listHighWatermarks(ctx, tps, tokens, "list end offsets at assignment failed; the lag stays unknown until a fetch")
 	}()
+}
+
+// listHighWatermarks lists the input's end offsets and records them as the
+// high watermarks of tps still owned under the same start (tokens), where
+// no fetch recorded one since the list began (a fetch's is as fresh).
+// Best effort: a failure is logged at debug (failed: its words).
+func (c *Consumer) listHighWatermarks(ctx context.Context, tps []TopicPartition, tokens map[TopicPartition]uint64, failed string) {
+	began := time.Now()
+	ends, err := c.adm.ListEndOffsets(ctx, c.cfg.Topic)
+	if err != nil {
+		c.log.Debug(failed, zap.Error(err))
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, tp := range tps {
+		e, ok := ends.Lookup(tp.Topic, tp.Partition)
+		if !ok || e.Err != nil || !c.owned[tp] || c.started[tp].token != tokens[tp] || c.hwmAt[tp].After(began) {
+			continue // a fetch told it since, or the partition moved
+		}
+		c.hwm[tp], c.hwmAt[tp] = e.Offset, time.Now()
+	}
 }
 
 // hwmStaleAfter is how old a paused or failed partition's high watermark
@@ -1009,21 +1018,8 @@ func (c *Consumer) refreshHighWatermarks(ctx context.Context) {
 			continue
 		}
 		lctx, cancel := context.WithTimeout(ctx, hwmStaleAfter)
-		ends, err := c.adm.ListEndOffsets(lctx, c.cfg.Topic)
+		c.listHighWatermarks(lctx, stale, tokens, "list end offsets for the lag of partitions not fetched lately failed")
 		cancel()
-		if err != nil {
-			c.log.Debug("list end offsets for the lag of partitions not fetched lately failed", zap.Error(err))
-			continue
-		}
-		c.mu.Lock()
-		for _, tp := range stale {
-			e, ok := ends.Lookup(tp.Topic, tp.Partition)
-			if !ok || e.Err != nil || !c.owned[tp] || c.started[tp].token != tokens[tp] || c.hwmAt[tp].After(now) {
-				continue // a fetch told it since (as fresh), or the partition moved
-			}
-			c.hwm[tp], c.hwmAt[tp] = e.Offset, time.Now()
-		}
-		c.mu.Unlock()
 	}
 }
 
