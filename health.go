@@ -21,8 +21,8 @@ import (
 type Health struct {
 	// Running: Run has started and not returned.
 	Running bool `json:"running"`
-	// BrokersReachable: the last probe of the cluster (every 5 s, and the
-	// start-up retries) succeeded — any broker answered: every broker the
+	// BrokersReachable: the last probe of the cluster (every 5 s, at once
+	// when the group session is lost, and the start-up retries) succeeded — any broker answered: every broker the
 	// cluster lists is asked at once, so one frozen broker does not make a
 	// cluster with others up unreachable (health_ping.go). LastBrokerError
 	// is the cause when not, naming each broker's failure.
@@ -35,7 +35,10 @@ type Health struct {
 	// and then left out of the JSON): how long the outage has lasted, for
 	// an alert.
 	UnreachableSince time.Time `json:"unreachable_since,omitzero"`
-	// Joined: the consumer is a member of its group (generation ≥ 1).
+	// Joined: the consumer is a member of its group (generation ≥ 1), and
+	// has not lost that session since (a heartbeat failed for good: the
+	// consumer logs its partitions lost) — false from then until it joins
+	// again (coordinator.Consumer.InGroup).
 	Joined bool `json:"joined"`
 	// Recovering lists partitions still reading their snapshots; Failed the
 	// failed partitions waiting to start again, and those stopped by an
@@ -136,8 +139,11 @@ func (p *probe) fill(h *Health) {
 }
 
 // watchBrokers pings the cluster through cl every interval until ctx ends,
-// logging each change of reachability with its cause.
-func (p *probe) watchBrokers(ctx context.Context, cl *kgo.Client, interval time.Duration, log *zap.Logger) {
+// and at once when the group session is lost (lost: an outage shows there
+// first, and BrokersReachable read true for up to an interval after the
+// consumer had logged its partitions lost: found by a review), logging each
+// change of reachability with its cause.
+func (p *probe) watchBrokers(ctx context.Context, cl *kgo.Client, interval time.Duration, lost <-chan struct{}, log *zap.Logger) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	var bp brokerPing
@@ -146,6 +152,8 @@ func (p *probe) watchBrokers(ctx context.Context, cl *kgo.Client, interval time.
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		case <-lost:
+			tick.Reset(interval)
 		}
 		pctx, cancel := context.WithTimeout(ctx, interval)
 		err := bp.ping(pctx, cl)
@@ -198,9 +206,7 @@ func (w *Worker) Health(ctx context.Context) Health {
 	if !ready {
 		return h
 	}
-	if m, err := w.cons.GroupMetadata(); err == nil && m.Generation >= 1 {
-		h.Joined = true
-	}
+	h.Joined = w.cons.InGroup()
 	h.ShuttingDown = w.cons.ShuttingDown()
 	st := w.Status(ctx)
 	failed := st.failedSet()

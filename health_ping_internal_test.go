@@ -3,14 +3,17 @@ package actorflow
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/actorflow/actorflow/internal/testkit"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
 )
 
 // The broker probe answers reachable while any broker answers: with every
@@ -115,4 +118,35 @@ func TestBrokerPingRecoversFromAStaleBrokerList(t *testing.T) {
 		t.Fatalf("kgo's Ping fails too: %v", err)
 	}
 	t.Fatal("the cluster answers kgo's Ping, but the probe said unreachable three times in a row: its stale list is never dropped")
+}
+
+// A lost group session makes the probe look at the cluster at once, not at
+// its next tick: BrokersReachable read true for up to the 5 s interval
+// after the consumer had logged its partitions lost in an outage (found by
+// a review). The interval here is an hour: only the signal can ping.
+func TestALostSessionProbesTheBrokersAtOnce(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	c.Close() // the outage
+	var p probe
+	p.begin()
+	p.record(nil)
+	lost := make(chan struct{}, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); p.watchBrokers(ctx, cl, time.Hour, lost, zap.NewNop()) }()
+	t.Cleanup(func() { cancel(); <-done })
+	lost <- struct{}{}
+	testkit.Eventually(t, 20*time.Second, "the outage seen after the session was lost", func() (bool, string) {
+		var h Health
+		p.fill(&h)
+		return !h.BrokersReachable && h.LastBrokerError != "", fmt.Sprintf("%+v", h)
+	})
 }

@@ -384,7 +384,7 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 	probed := make(chan struct{})
 	go func() {
 		defer close(probed)
-		w.probe.watchBrokers(pctx, cons.Client(), 5*time.Second, log)
+		w.probe.watchBrokers(pctx, cons.Client(), 5*time.Second, cons.SessionLost(), log)
 	}()
 	defer func() { stopProbe(); <-probed; w.parts.wait() }() // Run leaves no goroutine behind
 	if w.cfg.store == nil && w.cfg.kafka.SnapshotFormat == 2 {

@@ -516,3 +516,63 @@ func TestAWorkerShuttingDownIsNotReady(t *testing.T) {
 		t.Fatalf("Run = %v", err)
 	}
 }
+
+// A member whose group session kgo gave up on (a heartbeat failed for good:
+// the consumer logs its partitions lost) is not Joined, and not ready,
+// until it joins again — kgo keeps the lost member id and generation while
+// it rejoins, and Joined read them: true through a 30 s outage (found by a
+// review). Here the coordinator answers heartbeats ILLEGAL_GENERATION and
+// refuses joins; once it lets the member in again the worker is ready.
+func TestALostGroupSessionIsNotJoined(t *testing.T) {
+	c, brokers := testkit.Kfake(t)
+	input, snaps := testkit.Name(t, "in"), testkit.Name(t, "snap")
+	testkit.CreateTopics(t, brokers, input, snaps, 2)
+	var refuse atomic.Bool
+	c.ControlKey(int16(kmsg.Heartbeat), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !refuse.Load() {
+			return nil, nil, false
+		}
+		resp := kreq.ResponseKind().(*kmsg.HeartbeatResponse)
+		resp.ErrorCode = kerr.IllegalGeneration.Code
+		return resp, nil, true
+	})
+	c.ControlKey(int16(kmsg.JoinGroup), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !refuse.Load() {
+			return nil, nil, false
+		}
+		resp := kreq.ResponseKind().(*kmsg.JoinGroupResponse)
+		resp.ErrorCode = kerr.UnknownServerError.Code
+		return resp, nil, true
+	})
+	flow := keyflow.New(func(_ *keyflow.Context, s *int, _ *kgo.Record) (*int, error) { return s, nil })
+	w, err := actorflow.NewWorker(flow, actorflow.WithBrokers(brokers...), actorflow.WithGroup(testkit.Name(t, "g")),
+		actorflow.WithInputTopic(input), actorflow.WithSnapshotTopic(snaps))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v", err)
+		}
+	})
+	wctx, wcancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer wcancel()
+	if err := w.WaitReady(wctx); err != nil {
+		t.Fatal(err)
+	}
+	refuse.Store(true)
+	testkit.Eventually(t, 30*time.Second, "the lost session read as not joined", func() (bool, string) {
+		h := w.Health(wctx)
+		return !h.Joined && !h.Ready(), fmt.Sprintf("%+v", h)
+	})
+	refuse.Store(false)
+	if err := w.WaitReady(wctx); err != nil {
+		t.Fatalf("after the coordinator let the member in again: %v", err)
+	}
+}

@@ -152,6 +152,8 @@ type Consumer struct {
 	// kick wakes the membership watcher at once (a refused write saw a
 	// membership change before the watcher's next tick).
 	kick chan struct{}
+	// sessionLost is signalled at each lost session (SessionLost).
+	sessionLost chan struct{}
 
 	// rebalance serializes the rebalance callbacks with the shutdown, so a
 	// shutdown never stops partitions under an assignment in progress.
@@ -197,8 +199,12 @@ type Consumer struct {
 	// the starts, numbering them.
 	started map[TopicPartition]started
 	starts  uint64
-	fatal   error
-	done    chan struct{}
+	// lostAs is the membership whose session kgo gave up on (its
+	// OnPartitionsLost), until the next assignment (lostSession: InGroup).
+	lostAs      snapshotstore.GroupMetadata
+	lostSession bool
+	fatal       error
+	done        chan struct{}
 	// stopping is closed when Run begins its shutdown: an assignment
 	// waiting in kgo's callback (whose context only the client's close
 	// ends, after the shutdown) gives up then instead of holding the
@@ -256,7 +262,7 @@ func New(cfg Config, h Handler) (*Consumer, error) {
 		kgoLog: kgolog.NewMutable(cfg.Logger.Named("kgo")),
 		owned:  map[TopicPartition]bool{}, held: map[TopicPartition]bool{},
 		done: make(chan struct{}), ready: make(chan struct{}), stopping: make(chan struct{}),
-		own: NewOwnership(), kick: make(chan struct{}, 1),
+		own: NewOwnership(), kick: make(chan struct{}, 1), sessionLost: make(chan struct{}, 1),
 		fence:  newPollFence(),
 		failed: map[TopicPartition]*Failure{}, streak: map[TopicPartition]*Failure{}, hwm: map[TopicPartition]int64{}, hwmAt: map[TopicPartition]time.Time{}, started: map[TopicPartition]started{}, retry: make(chan struct{}, 1),
 	}
@@ -335,6 +341,29 @@ func (c *Consumer) Client() *kgo.Client { return c.cl }
 // GroupMetadata returns the consumer's group metadata now (see
 // GroupMetadataTracker.Current). Writes use PartitionMetadata instead.
 func (c *Consumer) GroupMetadata() (snapshotstore.GroupMetadata, error) { return c.meta.Current() }
+
+// InGroup reports whether the consumer is a member of its group now: it
+// has joined (generation ≥ 1) and kgo has not given up on that session. kgo
+// keeps the member id and generation of a session it lost (a heartbeat that
+// failed for good, in an outage or once the coordinator forgot the member)
+// while it rejoins, so GroupMetadata alone read a member through a 30 s
+// outage (found by a review). A lost session counts until the next
+// assignment (kgo calls OnPartitionsAssigned after every join, the empty
+// ones included) or a membership other than the lost one.
+func (c *Consumer) InGroup() bool {
+	m, err := c.meta.Current()
+	if err != nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.lostSession || m != c.lostAs
+}
+
+// SessionLost is signalled (at most one pending) each time kgo gives up on
+// the group session: what watches the cluster may look again at once
+// rather than at its next tick.
+func (c *Consumer) SessionLost() <-chan struct{} { return c.sessionLost }
 
 // Tracker returns the group-metadata tracker.
 func (c *Consumer) Tracker() *GroupMetadataTracker { return c.meta }
@@ -676,6 +705,9 @@ func (c *Consumer) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[s
 		return
 	}
 	c.meta.Refresh()
+	c.mu.Lock()
+	c.lostSession = false // joined again (InGroup)
+	c.mu.Unlock()
 	c.loseStale(ctx, "assignment under a new membership")
 	// kgo calls this after every SyncGroup (cooperative: with the delta,
 	// often empty). Besides the new partitions, start again those kgo still
@@ -1136,6 +1168,16 @@ func (c *Consumer) unhold(tps []TopicPartition) {
 }
 
 func (c *Consumer) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
+	// kgo calls this, with or without partitions, whenever it gives up on
+	// the session (manageFailWait, abandonAssignment), and still holds the
+	// lost membership meanwhile: not a member until it joins again.
+	c.mu.Lock()
+	c.lostAs, c.lostSession = c.meta.Now(), true
+	c.mu.Unlock()
+	select {
+	case c.sessionLost <- struct{}{}:
+	default:
+	}
 	// Ownership may already have moved: abort, don't flush.
 	<-c.ready
 	c.rebalance.Lock()
