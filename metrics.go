@@ -101,6 +101,9 @@ type metrics struct {
 	// dead letter names its snapshot record's topic (and partition, the
 	// input partition's number) as its source.
 	input, snapshots string
+	// counters are the counters read from the partitions' Status (the
+	// status collector's), ended with each copy's final Status (OnFinal).
+	counters *monotonic
 }
 
 func newMetrics(dlqTopic, input, snapshots string) *metrics {
@@ -186,7 +189,8 @@ func (w *Worker) registerMetrics() (m *metrics, unregister func(), err error) {
 		return nil, func() {}, nil
 	}
 	m = newMetrics(w.flow.DeadLetterTopic(w.cfg.input), w.cfg.input, w.cfg.snapshot)
-	cs := append(m.collectors(), statusCollector{w: w, counters: &monotonic{}})
+	m.counters = &monotonic{}
+	cs := append(m.collectors(), statusCollector{w: w, counters: m.counters})
 	var done []prometheus.Collector
 	unregister = func() {
 		for _, c := range done {

@@ -40,3 +40,40 @@ func TestMonotonicAcrossCopies(t *testing.T) {
 		t.Fatalf("another counter of the same partition = %d, want its own 2", got)
 	}
 }
+
+// A copy's end replaces its last value read with its final count (what it
+// counted after the last scrape was lost, helper-110); a read of the copy
+// made before its end and recorded after it counts nothing more; an
+// earlier copy outliving its revoke ends beside the new one.
+func TestMonotonicEndKeepsACopysFinalCount(t *testing.T) {
+	var m monotonic
+	tp := coordinator.TopicPartition{Topic: "in", Partition: 0}
+	check := func(step string, got, want int64) {
+		t.Helper()
+		if got != want {
+			t.Fatalf("%s: %d, want %d", step, got, want)
+		}
+	}
+	check("copy 1 read", m.value("skipped", tp, 1, 5), 5)
+	m.end("skipped", tp, 1, 8)
+	check("a read of copy 1 made before its end", m.value("skipped", tp, 1, 5), 8)
+	check("copy 2 read", m.value("skipped", tp, 2, 2), 10)
+	check("copy 3 read beside copy 2, still stopping", m.value("skipped", tp, 3, 1), 11)
+	m.end("skipped", tp, 2, 4)
+	m.end("skipped", tp, 2, 4) // once only
+	check("copy 2 ended", m.value("skipped", tp, 3, 1), 13)
+	m.end("skipped", tp, 4, 6) // never read
+	check("copy 4 ended unread", m.value("skipped", tp, 3, 1), 19)
+	var n int64
+	m.each("skipped", func(got coordinator.TopicPartition, total int64) {
+		if got != tp {
+			t.Fatalf("each: %v, want %v", got, tp)
+		}
+		n = total
+	})
+	check("each", n, 19)
+	for s := uint64(5); s < 5+2*maxLiveCopies; s++ { // copies whose end never comes
+		m.value("skipped", tp, s, 1)
+	}
+	check("copies never ended, folded at their last read", m.value("skipped", tp, 99, 0), 19+2*maxLiveCopies)
+}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/actorflow/actorflow/coordinator"
+	"github.com/actorflow/actorflow/partitionflow"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -18,7 +19,7 @@ var (
 	descKeysLoaded = prometheus.NewDesc("actorflow_keys_loaded",
 		"Keys whose actor is loaded, per owned partition.", partitionLabels, nil)
 	descKeysEvicted = prometheus.NewDesc("actorflow_keys_evicted_total",
-		"Keys asked to unload because the partition's live-key budget was full (keyflow.WithMaxLiveKeys), in this process (each restart of the partition counts on; what a copy counted after the last scrape before its end is not seen).", partitionLabels, nil)
+		"Keys asked to unload because the partition's live-key budget was full (keyflow.WithMaxLiveKeys), in this process (each restart of the partition counts on, and a partition that left this worker keeps its final count).", partitionLabels, nil)
 	descSkipped = prometheus.NewDesc("actorflow_skipped_total",
 		"Records and calls skipped under a Skip policy (folds, undecodable records, timers, load hooks, records without a usable key; and timers and load hooks failing under DeadLetter, which have no record to dead-letter), in this process (as actorflow_keys_evicted_total): each left no effect, logged at warn.", partitionLabels, nil)
 	descKeysHeld = prometheus.NewDesc("actorflow_keys_held",
@@ -40,6 +41,25 @@ var (
 	descPartitions = prometheus.NewDesc("actorflow_partitions",
 		"Owned partitions by phase (recovering, running, revoking, stopping, failed; evicted: stopped by this member's eviction, waiting for the rejoin, not a failure; late: not answering within the scrape's bound, its other series absent).", []string{"phase"}, nil)
 )
+
+// statusCounters are the counters read from a partition's Status.
+var statusCounters = []struct {
+	name  string
+	desc  *prometheus.Desc
+	count func(partitionflow.Status) int64
+}{
+	{"evicted", descKeysEvicted, func(p partitionflow.Status) int64 { return p.Evictions }},
+	{"skipped", descSkipped, func(p partitionflow.Status) int64 { return p.Skipped }},
+}
+
+// final records a partition copy's final counts (partitionflow.Config's
+// OnFinal), which hold what it counted after the last scrape.
+func (m *monotonic) final(p partitionflow.Status) {
+	tp := coordinator.TopicPartition{Topic: p.Topic, Partition: p.Partition}
+	for _, sc := range statusCounters {
+		m.end(sc.name, tp, p.Start, sc.count(p))
+	}
+}
 
 // statusCollector reads Worker.Status at scrape time, so that the gauges
 // cost nothing between scrapes and no hot path is instrumented.
@@ -75,8 +95,9 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descKeys, prometheus.GaugeValue, float64(p.Keys), p.Topic, part)
 		ch <- prometheus.MustNewConstMetric(descKeysLoaded, prometheus.GaugeValue, float64(p.KeysLoaded), p.Topic, part)
 		tp := coordinator.TopicPartition{Topic: p.Topic, Partition: p.Partition}
-		ch <- prometheus.MustNewConstMetric(descKeysEvicted, prometheus.CounterValue, float64(c.counters.value("evicted", tp, p.Start, p.Evictions)), p.Topic, part)
-		ch <- prometheus.MustNewConstMetric(descSkipped, prometheus.CounterValue, float64(c.counters.value("skipped", tp, p.Start, p.Skipped)), p.Topic, part)
+		for _, sc := range statusCounters {
+			c.counters.value(sc.name, tp, p.Start, sc.count(p))
+		}
 		ch <- prometheus.MustNewConstMetric(descKeysHeld, prometheus.GaugeValue, float64(p.KeysHeld), p.Topic, part)
 		ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(p.InFlight), p.Topic, part)
 		ch <- prometheus.MustNewConstMetric(descInFlightBytes, prometheus.GaugeValue, float64(p.InFlightBytes), p.Topic, part)
@@ -87,6 +108,13 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 		if p.Lag >= 0 {
 			ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, float64(p.Lag), p.Topic, part)
 		}
+	}
+	// Every partition counted here, owned still or not (a revoked one's
+	// final count stays, as a CounterVec keeps its labels).
+	for _, sc := range statusCounters {
+		c.counters.each(sc.name, func(tp coordinator.TopicPartition, n int64) {
+			ch <- prometheus.MustNewConstMetric(sc.desc, prometheus.CounterValue, float64(n), tp.Topic, partitionLabel(tp.Partition))
+		})
 	}
 	// A failed partition, its actors gone, keeps its committed offset and
 	// lag (as of its last commit and fetch): an alert on the lag would miss

@@ -442,3 +442,64 @@ func TestWithMetricsReportsUnreachableBrokers(t *testing.T) {
 		return first > 0 && v > first, fmt.Sprint(first, v)
 	})
 }
+
+// A partition that leaves the worker keeps its counters at their final
+// counts, and what it counted after the last scrape is in them: here no
+// scrape comes before the rebalance that moves one of the two partitions,
+// skips counted in both. Before, the moved partition's series went with it
+// and its skip was counted nowhere (helper-110: a skip just before a
+// rebalance never showed).
+func TestWithMetricsKeepsAMovedPartitionsFinalCounts(t *testing.T) {
+	_, brokers := testkit.Kfake(t)
+	input, snaps, group := testkit.Name(t, "in"), testkit.Name(t, "snap"), testkit.Name(t, "g")
+	testkit.CreateTopics(t, brokers, input, snaps, 2)
+	flow := ledger.Flow(keyflow.WithFoldErrorPolicy(keyflow.Skip))
+	start := func(reg prometheus.Registerer) *actorflow.Worker {
+		opts := []actorflow.Option{actorflow.WithBrokers(brokers...), actorflow.WithGroup(group),
+			actorflow.WithInputTopic(input), actorflow.WithSnapshotTopic(snaps)}
+		if reg != nil {
+			opts = append(opts, actorflow.WithMetrics(reg))
+		}
+		w, err := actorflow.NewWorker(flow, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- w.Run(ctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+		return w
+	}
+	reg := prometheus.NewRegistry()
+	a := start(reg)
+	ctx := ctxFor(t, 60*time.Second)
+	if err := a.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cl := testkit.Client(t, brokers, kgo.DefaultProduceTopic(input), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for p := range int32(2) {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Partition: p, Key: []byte("acct-poison"), Value: []byte("{not json")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testkit.Eventually(t, 60*time.Second, "a skip in each partition (Status, not a scrape)", func() (bool, string) {
+		st := a.Status(ctx)
+		n := 0
+		for _, p := range st.Partitions {
+			n += int(p.Skipped)
+		}
+		return len(st.Partitions) == 2 && n == 2, fmt.Sprintf("%+v", st.Partitions)
+	})
+	b := start(nil)
+	testkit.Eventually(t, 60*time.Second, "one partition moved to the second worker", func() (bool, string) {
+		sa, sb := a.Status(ctx), b.Status(ctx)
+		return len(sa.Partitions) == 1 && len(sb.Partitions) == 1 && len(sa.Failed) == 0, fmt.Sprint(sa.Partitions, sb.Partitions)
+	})
+	got := map[string]float64{}
+	for _, m := range families(t, reg)["actorflow_skipped_total"].GetMetric() {
+		got[label(m, "partition")] = m.GetCounter().GetValue()
+	}
+	if got["0"] != 1 || got["1"] != 1 || len(got) != 2 {
+		t.Fatalf("actorflow_skipped_total by partition = %v, want 1 in each of 0 and 1 (the moved one's final count kept)", got)
+	}
+}

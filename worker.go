@@ -333,9 +333,14 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 		}
 		cons.PartitionFailed(tp, perr)
 	}
+	var onFinal func(partitionflow.Status)
+	if m != nil {
+		onFinal = m.counters.final
+	}
 	sup, err := actors.NewSupervisor(w.sys, actors.SupervisorConfig{
 		Group: w.cfg.group, Store: store, Handler: w.flow, Logger: log,
 		Partition: partitionflow.Config{
+			OnFinal: onFinal,
 			// 3/4 of the teardown bound (2/3 of the rebalance timeout), so
 			// that the revoke's flush, final commit and drain end before the
 			// callback gives up on them; the default fits the default bound.

@@ -113,6 +113,11 @@ type Config struct {
 	// OnStopped is called once, after the whole subtree has stopped, with the
 	// partition's failure (nil on a clean stop).
 	OnStopped func(err error)
+	// OnFinal (nil: none) is called once, after the whole subtree has
+	// stopped and before OnStopped, with the partition's last Status: its
+	// counts are final (what the copy counted after the last Status read,
+	// which a counter read from Status alone would miss).
+	OnFinal func(Status)
 }
 
 // Records is one poll batch of the partition, in offset order. AtEnd: the
@@ -591,6 +596,9 @@ func (p *partition) Receive(ctx actor.Context) {
 		p.releaseDispatcher() // the key actors have stopped
 		if p.err == nil && p.phase != phaseRevoking {
 			p.log.Info("partition stopped")
+		}
+		if p.cfg.OnFinal != nil {
+			p.cfg.OnFinal(p.status())
 		}
 		if p.cfg.OnStopped != nil {
 			p.cfg.OnStopped(p.err)
