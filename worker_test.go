@@ -528,24 +528,19 @@ func TestALostGroupSessionIsNotJoined(t *testing.T) {
 	input, snaps := testkit.Name(t, "in"), testkit.Name(t, "snap")
 	testkit.CreateTopics(t, brokers, input, snaps, 2)
 	var refuse atomic.Bool
-	c.ControlKey(int16(kmsg.Heartbeat), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		if !refuse.Load() {
-			return nil, nil, false
-		}
-		resp := kreq.ResponseKind().(*kmsg.HeartbeatResponse)
-		resp.ErrorCode = kerr.IllegalGeneration.Code
-		return resp, nil, true
-	})
-	c.ControlKey(int16(kmsg.JoinGroup), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		if !refuse.Load() {
-			return nil, nil, false
-		}
-		resp := kreq.ResponseKind().(*kmsg.JoinGroupResponse)
-		resp.ErrorCode = kerr.UnknownServerError.Code
-		return resp, nil, true
-	})
+	refusing := func(key kmsg.Key, refused func(kmsg.Response)) {
+		c.ControlKey(int16(key), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+			c.KeepControl()
+			if !refuse.Load() {
+				return nil, nil, false
+			}
+			resp := kreq.ResponseKind()
+			refused(resp)
+			return resp, nil, true
+		})
+	}
+	refusing(kmsg.Heartbeat, func(r kmsg.Response) { r.(*kmsg.HeartbeatResponse).ErrorCode = kerr.IllegalGeneration.Code })
+	refusing(kmsg.JoinGroup, func(r kmsg.Response) { r.(*kmsg.JoinGroupResponse).ErrorCode = kerr.UnknownServerError.Code })
 	flow := keyflow.New(func(_ *keyflow.Context, s *int, _ *kgo.Record) (*int, error) { return s, nil })
 	w, err := actorflow.NewWorker(flow, actorflow.WithBrokers(brokers...), actorflow.WithGroup(testkit.Name(t, "g")),
 		actorflow.WithInputTopic(input), actorflow.WithSnapshotTopic(snaps))
