@@ -38,7 +38,9 @@ type Health struct {
 	// Joined: the consumer is a member of its group (generation ≥ 1), and
 	// has not lost that session since (a heartbeat failed for good: the
 	// consumer logs its partitions lost) — false from then until it joins
-	// again (coordinator.Consumer.InGroup).
+	// again (coordinator.Consumer.InGroup). Under the KIP-848 consumer
+	// protocol kgo keeps the session through an outage: it shows in
+	// BrokersReachable only.
 	Joined bool `json:"joined"`
 	// Recovering lists partitions still reading their snapshots; Failed the
 	// failed partitions waiting to start again, and those stopped by an

@@ -94,10 +94,17 @@ func (m *monotonic) value(name string, tp coordinator.TopicPartition, start uint
 	if start != 0 && s.isEnded(start) {
 		return s.total() // read before the copy's end: its final count is in
 	}
-	if last, ok := s.live[start]; ok && cur < last {
-		s.done += last // start 0: a value below the last starts a copy
+	last, ok := s.live[start]
+	switch {
+	case !ok || cur >= last:
+		s.live[start] = cur
+	case start == 0: // a value below the last starts a copy
+		s.done += last
+		s.live[start] = cur
 	}
-	s.live[start] = cur
+	// Else a read of this copy older than the last one recorded (two
+	// scrapes at once: the later read recorded first): counted already
+	// (found by a review: it was added again).
 	if len(s.live) > maxLiveCopies {
 		oldest := start
 		for st := range s.live {

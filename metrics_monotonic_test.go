@@ -77,3 +77,19 @@ func TestMonotonicEndKeepsACopysFinalCount(t *testing.T) {
 	}
 	check("copies never ended, folded at their last read", m.value("skipped", tp, 99, 0), 19+2*maxLiveCopies)
 }
+
+// Two scrapes at once read one copy and record their reads out of order
+// (the later read first): the older, lower read is not a new copy, and
+// counts nothing more — it added the whole last value again (found by a
+// review: 15 for a copy that counted 8).
+func TestMonotonicOutOfOrderReadsOfOneCopy(t *testing.T) {
+	var m monotonic
+	tp := coordinator.TopicPartition{Topic: "in", Partition: 0}
+	m.value("skipped", tp, 7, 7) // the later read, recorded first
+	if got := m.value("skipped", tp, 7, 5); got != 7 {
+		t.Fatalf("the older read recorded second: %d, want 7", got)
+	}
+	if got := m.value("skipped", tp, 7, 8); got != 8 {
+		t.Fatalf("the copy counted 8: %d", got)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -569,5 +570,85 @@ func TestALostGroupSessionIsNotJoined(t *testing.T) {
 	refuse.Store(false)
 	if err := w.WaitReady(wctx); err != nil {
 		t.Fatalf("after the coordinator let the member in again: %v", err)
+	}
+}
+
+// A member the coordinator forgot rejoins under a new member id (its
+// JoinGroup answered UNKNOWN_MEMBER_ID, the next one MEMBER_ID_REQUIRED):
+// kgo stores the new id with the old generation while the JoinGroup is
+// pending — up to the rebalance timeout with a slow member in the group —
+// and that read as joined, and ready owning nothing (found by a review).
+// It is joined once the join ends.
+func TestAMemberRejoiningUnderANewIDIsNotJoinedUntilItsJoinEnds(t *testing.T) {
+	c, brokers := testkit.Kfake(t)
+	input, snaps := testkit.Name(t, "in"), testkit.Name(t, "snap")
+	testkit.CreateTopics(t, brokers, input, snaps, 2)
+	var lose atomic.Bool
+	var oldMember atomic.Value
+	oldMember.Store("")
+	held, release := make(chan struct{}), make(chan struct{})
+	var holding sync.Once
+	c.ControlKey(int16(kmsg.Heartbeat), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := kreq.(*kmsg.HeartbeatRequest)
+		if !lose.Load() {
+			oldMember.Store(req.MemberID)
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+		resp.ErrorCode = kerr.IllegalGeneration.Code
+		return resp, nil, true
+	})
+	c.ControlKey(int16(kmsg.JoinGroup), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := kreq.(*kmsg.JoinGroupRequest)
+		switch {
+		case !lose.Load() || req.MemberID == "": // kfake answers MEMBER_ID_REQUIRED with a new id
+			return nil, nil, false
+		case req.MemberID == oldMember.Load().(string):
+			resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+			resp.ErrorCode = kerr.UnknownMemberID.Code
+			return resp, nil, true
+		}
+		holding.Do(func() { close(held) })
+		c.SleepControl(func() { <-release }) // the new member's join, pending
+		return nil, nil, false
+	})
+	flow := keyflow.New(func(_ *keyflow.Context, s *int, _ *kgo.Record) (*int, error) { return s, nil })
+	// The forgotten member's session ends the join it is pending in.
+	w, err := actorflow.NewWorker(flow, actorflow.WithBrokers(brokers...), actorflow.WithGroup(testkit.Name(t, "g")),
+		actorflow.WithInputTopic(input), actorflow.WithSnapshotTopic(snaps), actorflow.WithSessionTimeout(6*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	var released sync.Once
+	t.Cleanup(func() {
+		released.Do(func() { close(release) })
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v", err)
+		}
+	})
+	wctx, wcancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer wcancel()
+	if err := w.WaitReady(wctx); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 20*time.Second, "a heartbeat seen", func() (bool, string) { return oldMember.Load().(string) != "", "" })
+	lose.Store(true)
+	select {
+	case <-held:
+	case <-wctx.Done():
+		t.Fatal("no rejoin under a new member id")
+	}
+	if h := w.Health(wctx); h.Joined || h.Ready() {
+		t.Fatalf("the new member's JoinGroup pending: %+v, ready %v; want not joined, not ready", h, h.Ready())
+	}
+	released.Do(func() { close(release) })
+	if err := w.WaitReady(wctx); err != nil {
+		t.Fatalf("after the join ended: %v", err)
 	}
 }

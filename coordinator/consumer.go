@@ -349,7 +349,12 @@ func (c *Consumer) GroupMetadata() (snapshotstore.GroupMetadata, error) { return
 // while it rejoins, so GroupMetadata alone read a member through a 30 s
 // outage (found by a review). A lost session counts until the next
 // assignment (kgo calls OnPartitionsAssigned after every join, the empty
-// ones included) or a membership other than the lost one.
+// ones included) or a generation other than the lost one: a rejoin the
+// coordinator answered UNKNOWN_MEMBER_ID then MEMBER_ID_REQUIRED stores a
+// new member id with the old generation while its JoinGroup is pending, up
+// to the rebalance timeout (found by a review). Under KIP-848 kgo restarts
+// the session after a transient error (a broker down) without giving up
+// on it: such an outage shows in the broker probe, not here.
 func (c *Consumer) InGroup() bool {
 	m, err := c.meta.Current()
 	if err != nil {
@@ -357,7 +362,7 @@ func (c *Consumer) InGroup() bool {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return !c.lostSession || m != c.lostAs
+	return !c.lostSession || m.Generation != c.lostAs.Generation
 }
 
 // SessionLost is signalled (at most one pending) each time kgo gives up on
