@@ -35,7 +35,7 @@ var (
 	descCommitHeld = prometheus.NewDesc("actorflow_commit_held_seconds",
 		"How long the partition's committable offset has stood still while records past it wait to be persisted, as of its last commit tick (0: moving, or nothing waits): a fold that never returns, or an output or write that never ends, shows here (WithCommitHeldWarning logs the key).", partitionLabels, nil)
 	descBrokersReachable = prometheus.NewDesc("actorflow_brokers_reachable",
-		"1 when the worker's last probe of its brokers (every 5 s) succeeded, else 0 (Health.BrokersReachable).", nil, nil)
+		"1 when the worker's last probe of its brokers (every 5 s, and at once when the group session is lost) succeeded, else 0 (Health.BrokersReachable).", nil, nil)
 	descBrokersUnreachable = prometheus.NewDesc("actorflow_brokers_unreachable_seconds",
 		"How long the brokers have not answered the worker's probes, from the first failed probe of the outage (or Run's start until the first answer); 0 while they answer.", nil, nil)
 	descPartitions = prometheus.NewDesc("actorflow_partitions",
