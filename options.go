@@ -449,7 +449,12 @@ func WithOutputPartitioner(p kgo.Partitioner) Option {
 // (LeastBackupPartitioner, UniformBytesPartitioner with keys off) makes Get
 // ask an arbitrary partition. With another one a Get asks the wrong
 // partition: it answers ErrKeyNotFound or ErrNotOwner for a key that has a
-// state elsewhere.
+// state elsewhere. The consumer routes each delivered record's key with it
+// too: a running partition stops at the first record of a key that moved
+// into it when partitions are added to the input (ErrInputRepartitioned),
+// and records routed otherwise under an unchanged count turn that check off
+// (logged once), the input's count read every 10 s stopping the partitions
+// instead.
 func WithInputPartitioner(p kgo.Partitioner) Option { return func(c *config) { c.inPartitioner = p } }
 
 // WithQueryEndpoint advertises addr, the "host:port" where this member

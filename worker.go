@@ -365,7 +365,7 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 	consumerOpts, releaseConsumerMetrics := w.consumerClientOpts(consumerID)
 	defer releaseConsumerMetrics()
 	cons, err = coordinator.New(coordinator.Config{
-		Brokers: w.cfg.brokers, Group: w.cfg.group, Topic: w.cfg.input,
+		Brokers: w.cfg.brokers, Group: w.cfg.group, Topic: w.cfg.input, InputPartitioner: w.cfg.inPartitioner,
 		InstanceID: w.cfg.instanceID, Protocol: w.cfg.protocol,
 		MaxInFlight: w.cfg.maxInFlight, MaxInFlightBytes: w.cfg.maxInFlightBytes, SessionTimeout: w.cfg.sessionTimeout,
 		RebalanceTimeout: w.cfg.rebalanceTimeout, LeaveTimeout: w.cfg.leaveTimeout, ClientOpts: consumerOpts,

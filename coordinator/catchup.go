@@ -26,6 +26,9 @@ type started struct {
 	target    int64
 	known     bool  // target is known
 	committed int64 // -1: unknown
+	// inputParts is the input's partition count at the start (0: not read
+	// yet): the one its records' keys are routed by (routeCheck).
+	inputParts int32
 }
 
 // newStart begins tps' starts, their committed offsets those of offsets
@@ -35,9 +38,10 @@ func (c *Consumer) newStart(tps []TopicPartition, offsets map[TopicPartition]sna
 	if c.started == nil {
 		c.started = map[TopicPartition]started{} // a Consumer a test built
 	}
+	parts := c.route.count()
 	for _, tp := range tps {
 		c.starts++
-		s := started{token: c.starts, committed: -1}
+		s := started{token: c.starts, committed: -1, inputParts: parts}
 		if a, ok := offsets[tp]; ok {
 			s.committed = a.Offset
 		}

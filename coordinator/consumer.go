@@ -73,6 +73,14 @@ type Config struct {
 	Topic   string
 	// InstanceID enables static membership (KIP-345). Default none.
 	InstanceID string
+	// InputPartitioner is the partitioner the input's producers use: a
+	// record whose key it routes to another partition under the input's
+	// partition count tells partitions added while the group runs before a
+	// running partition folds a key that moved into it (routeCheck). Nil:
+	// kgo.StickyKeyPartitioner(nil), murmur2 as the Java client's default.
+	// Producers that partition otherwise turn that check off (logged once);
+	// the count, read every 10 s, still tells, later.
+	InputPartitioner kgo.Partitioner
 	// Protocol defaults to Cooperative.
 	Protocol Protocol
 	// MaxInFlight bounds records delivered but not yet processed, per
@@ -154,6 +162,9 @@ type Consumer struct {
 	kick chan struct{}
 	// sessionLost is signalled at each lost session (SessionLost).
 	sessionLost chan struct{}
+	// route checks the delivered records' keys against the input's
+	// partition count (repartition.go).
+	route *routeCheck
 
 	// rebalance serializes the rebalance callbacks with the shutdown, so a
 	// shutdown never stops partitions under an assignment in progress.
@@ -332,6 +343,7 @@ func New(cfg Config, h Handler) (*Consumer, error) {
 	}
 	c.cl, c.adm = cl, kadm.NewClient(cl)
 	c.meta = NewGroupMetadataTracker(cl, cfg.InstanceID)
+	c.route = newRouteCheck(cfg.InputPartitioner, cfg.Topic)
 	return c, nil
 }
 
@@ -472,7 +484,8 @@ func (c *Consumer) fatalErr() error {
 // partition (flushing them) and leaves the group. It returns the fatal
 // error, or nil after a clean stop. Call it once.
 func (c *Consumer) Run(ctx context.Context) error {
-	close(c.ready) // the callbacks may run from here on
+	c.readInputCount(ctx) // the count the first partitions start under (routeCheck); else the watcher's
+	close(c.ready)        // the callbacks may run from here on
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -488,7 +501,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 	go func() { defer close(restarted); c.restartFailed(pctx) }()
 	refreshed := make(chan struct{})
 	go func() { defer close(refreshed); c.refreshHighWatermarks(pctx) }()
-	defer func() { <-watched; <-restarted; <-refreshed }()
+	counted := make(chan struct{})
+	go func() { defer close(counted); c.watchInputPartitions(pctx) }()
+	defer func() { <-watched; <-restarted; <-refreshed; <-counted }()
 	for pctx.Err() == nil {
 		wctx, wake, seq := c.beginPoll(pctx)
 		fs := c.cl.PollFetches(wctx)
@@ -541,6 +556,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	<-watched
 	<-restarted
 	<-refreshed
+	<-counted
 	c.seedsMu.Lock()
 	c.seedsClosed = true
 	c.seedsMu.Unlock()
@@ -598,9 +614,13 @@ func (c *Consumer) handOver(seq uint64, fs kgo.Fetches) {
 		if owned {
 			c.noteFetchEnd(tp, fp)
 		}
+		parts := c.started[tp].inputParts
 		c.mu.Unlock()
 		if !owned {
 			return // revoked, failed, or sought since the poll began
+		}
+		if !c.routed(tp, parts, fp.Records) {
+			return // partitions added to the input: failed (repartition.go)
 		}
 		// Transaction markers (KeepControlRecords) are not in flight:
 		// the partition counts them consumed without releasing budget.

@@ -56,6 +56,13 @@ type InputRepartitionedError struct {
 	// 0 records (RecordedBy names that partition): it was added since.
 	Added      bool
 	RecordedBy string
+	// Running: the partitions were added while the partition ran here
+	// (Recorded: the count it started under), found before it folded a
+	// key that moved into it; Evidence says how (a record of such a key,
+	// or the input's count read). The partition stops, and its restart's
+	// recovery refuses it as above.
+	Running  bool
+	Evidence string
 }
 
 // repartitionRemedy is what InputRepartitionedError tells the operator.
@@ -71,6 +78,12 @@ const repartitionRemedy = "Rebuild the state under the new count: copy the input
 	"(each writes a marker of the new count at once)"
 
 func (e *InputRepartitionedError) Error() string {
+	if e.Running {
+		return fmt.Sprintf("%s: partitions were added to the input while the partition ran (%d partitions when it started, %d now; %s): "+
+			"keys hash to other partitions than the ones their state is in, and a running partition would fold each key that moved "+
+			"into it from nothing; stopping the partition before it does. "+repartitionRemedy,
+			e.Input, e.Recorded, e.Now, e.Evidence)
+	}
 	if e.Added {
 		return fmt.Sprintf("%s: the partition was added to the input after the group's state was built (the latest offset marker of %s "+
 			"records the input partitioned %d ways; it has %d partitions now): keys that hash here now have their state in other "+

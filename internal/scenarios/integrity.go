@@ -365,3 +365,49 @@ func InputPartitionAddedWhileRunning(t *testing.T, brokers []string, mode snapsh
 		}
 	}
 }
+
+// InputPartitionAddedMovesKeysIntoRunning: a worker runs on a two-partition
+// input; a partition is added to the input and the snapshot topic while it
+// runs, and records arrive under three: keys move between the two old
+// partitions too (murmur2 modulo 3 against modulo 2), into partitions that
+// run. Each used to fold every key that moved into it from nothing while
+// its state sat in the other — wrong states and outputs, seen only at the
+// next restart (a newcomer's trial). A running partition stops at the
+// first record of a key that moved into it, before folding it (Status.Failed
+// names ErrInputRepartitioned's "while the partition ran", both counts and
+// the record), and no key's state is split across partitions.
+func InputPartitionAddedMovesKeysIntoRunning(t *testing.T, brokers []string, mode snapshotstore.Mode) {
+	input, snaps, group := Topics(t, brokers, 2)
+	testkit.ProduceLedger(t, brokers, input, &ledger.Generator{Accounts: 40}, 200, ledger.Expected{})
+	w := StartWorker(t, ledger.Flow(), brokers, group, input, snaps, mode)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := w.W.WaitCaughtUp(ctx); err != nil {
+		t.Fatalf("WaitCaughtUp before the partition is added: %v", err)
+	}
+	adm := kadm.NewClient(testkit.Client(t, brokers))
+	if _, err := adm.CreatePartitions(ctx, 1, input, snaps); err != nil {
+		t.Fatalf("add a partition: %v", err)
+	}
+	// A new producer: its metadata has the three partitions.
+	testkit.ProduceLedger(t, brokers, input, &ledger.Generator{Accounts: 40}, 200, ledger.Expected{})
+	testkit.Eventually(t, time.Minute, "both old partitions stopped at a moved key", func() (bool, string) {
+		st := w.W.Status(ctx)
+		stopped := 0
+		for _, f := range st.Failed {
+			// Stopped running, or, its restart due, refused by its recovery.
+			if f.Partition < 2 && (strings.Contains(f.Error, "added to the input while the partition ran (2 partitions when it started, 3 now") &&
+				strings.Contains(f.Error, "under 2 partitions") || strings.Contains(f.Error, "partitioned 2 ways, but it has 3 partitions now")) {
+				stopped++
+			}
+		}
+		return stopped == 2, fmt.Sprint(st.Partitions, st.Failed)
+	})
+	if _, err := actorflow.ReadState[ledger.State](ctx, brokers, snaps, nil); err != nil {
+		var split *actorflow.SplitStateError
+		if errors.As(err, &split) {
+			t.Fatalf("a moved key was folded from nothing in a running partition: %v", err)
+		}
+		t.Fatalf("ReadState: %v", err)
+	}
+}

@@ -57,6 +57,8 @@ func Suite() []Case {
 			Run: func(t *testing.T, b []string) { InputRepartitionedRefused(t, b, mode) }})
 		cases = append(cases, Case{Name: "InputPartitionAddedWhileRunning/" + mode.String(), Parallel: true,
 			Run: func(t *testing.T, b []string) { InputPartitionAddedWhileRunning(t, b, mode) }})
+		cases = append(cases, Case{Name: "InputPartitionAddedMovesKeysIntoRunning/" + mode.String(), Parallel: true,
+			Run: func(t *testing.T, b []string) { InputPartitionAddedMovesKeysIntoRunning(t, b, mode) }})
 		cases = append(cases, Case{Name: "UndecodableStateDeadLettered/" + mode.String(), Parallel: true,
 			Run: func(t *testing.T, b []string) { UndecodableStateDeadLettered(t, b, mode) }})
 	}

@@ -1,0 +1,60 @@
+package coordinator
+
+import (
+	"strconv"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// keyRoutedTo returns a key murmur2 routes to partition want of n.
+func keyRoutedTo(t *testing.T, want, n int) string {
+	t.Helper()
+	tp := kgo.StickyKeyPartitioner(nil).ForTopic("in")
+	for i := range 10000 {
+		k := "k" + strconv.Itoa(i)
+		if tp.Partition(&kgo.Record{Key: []byte(k)}, n) == want {
+			return k
+		}
+	}
+	t.Fatalf("no key routed to %d of %d", want, n)
+	return ""
+}
+
+// The record check: nothing without the count a partition started under;
+// under it, the first record whose key routes elsewhere (records without
+// a key not checked); off once the producers are found to route otherwise.
+// The count read only grows.
+func TestRouteCheck(t *testing.T) {
+	r := newRouteCheck(nil, "in")
+	here, there := keyRoutedTo(t, 0, 2), keyRoutedTo(t, 1, 2)
+	recs := []*kgo.Record{{Key: []byte(here), Offset: 1}, {Offset: 2}, {Key: []byte(there), Offset: 3}}
+	if rec, _ := r.misrouted(0, 0, recs); rec != nil {
+		t.Fatalf("no count at the start: %+v misrouted", rec)
+	}
+	if rec, to := r.misrouted(0, 2, recs); rec == nil || rec.Offset != 3 || to != 1 {
+		t.Fatalf("misrouted = %+v, %d; want offset 3's record, routed to 1", rec, to)
+	}
+	if rec, _ := r.misrouted(0, 2, recs[:2]); rec != nil {
+		t.Fatalf("a key routed here and one without a key: %+v misrouted", rec)
+	}
+	if was := r.read(2); was != 0 || r.count() != 2 {
+		t.Fatalf("the first read: was %d, count %d", was, r.count())
+	}
+	if was := r.read(3); was != 2 || r.count() != 3 {
+		t.Fatalf("a count grown to 3: was %d, count %d", was, r.count())
+	}
+	if was := r.read(2); was != 3 || r.count() != 3 {
+		t.Fatalf("an older answer: was %d, count %d; counts only grow", was, r.count())
+	}
+	if r.isUnverified() || !r.otherwiseRouted() || r.otherwiseRouted() || !r.isUnverified() {
+		t.Fatal("otherwiseRouted: want true once, and the check off from then")
+	}
+	if rec, _ := r.misrouted(0, 2, recs); rec != nil {
+		t.Fatalf("the check off: %+v misrouted", rec)
+	}
+	var none *routeCheck
+	if rec, _ := none.misrouted(0, 2, recs); rec != nil || none.count() != 0 {
+		t.Fatal("a nil check misrouted a record, or counted")
+	}
+}
