@@ -1,0 +1,71 @@
+package actorflow_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/actorflow/actorflow"
+	"github.com/actorflow/actorflow/internal/testkit"
+	"github.com/actorflow/actorflow/keyflow"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Producers that place records by hand (not by the input's partitioner)
+// turn the record check off at the first record it routes elsewhere under
+// an unchanged count; partitions added later still stop every running
+// partition, at the input's count's next read (every 10 s), since any of
+// them may now get keys that moved (a newcomer's trial: they folded such
+// keys from nothing).
+func TestPartitionsAddedStopRunningPartitionsOfProducersThatPlaceByHand(t *testing.T) {
+	_, brokers := testkit.Kfake(t)
+	input, snaps := testkit.Name(t, "in"), testkit.Name(t, "snap")
+	testkit.CreateTopics(t, brokers, input, snaps, 2)
+	flow := keyflow.New(func(_ *keyflow.Context, s *int, _ *kgo.Record) (*int, error) {
+		n := 1
+		if s != nil {
+			n = *s + 1
+		}
+		return &n, nil
+	})
+	w, err := actorflow.NewWorker(flow, actorflow.WithBrokers(brokers...), actorflow.WithGroup(testkit.Name(t, "g")),
+		actorflow.WithInputTopic(input), actorflow.WithSnapshotTopic(snaps))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	wctx := ctxFor(t, 90*time.Second)
+	cl := testkit.Client(t, brokers, kgo.DefaultProduceTopic(input), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	var recs []*kgo.Record
+	for i := range 20 { // every key in both partitions: most are where murmur2 would not put them
+		for p := range int32(2) {
+			recs = append(recs, &kgo.Record{Partition: p, Key: []byte(fmt.Sprintf("k%d", i))})
+		}
+	}
+	if err := cl.ProduceSync(wctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WaitCaughtUp(wctx); err != nil {
+		t.Fatalf("the records placed by hand are folded: %v", err)
+	}
+	if _, err := kadm.NewClient(testkit.Client(t, brokers)).CreatePartitions(wctx, 1, input, snaps); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 60*time.Second, "both running partitions stopped at the count's read", func() (bool, string) {
+		st := w.Status(wctx)
+		stopped := 0
+		for _, f := range st.Failed {
+			if f.Partition < 2 && (strings.Contains(f.Error, "2 partitions when it started, 3 now; the input's partition count, read every 10 s") ||
+				strings.Contains(f.Error, "partitioned 2 ways, but it has 3 partitions now")) {
+				stopped++
+			}
+		}
+		return stopped == 2, fmt.Sprint(st.Partitions, st.Failed)
+	})
+}
