@@ -472,6 +472,9 @@ func WithInputPartitioner(p kgo.Partitioner) Option { return func(c *config) { c
 // which becomes "<client.id>;query=<addr>" (<client.id>: the one of
 // WithClientOpts, default kgo's "kgo"): a client-id quota on the consumer
 // must name that id. The worker's other clients keep their client.id.
+// With WithInstanceID, addr must stay the same across restarts (a stable
+// DNS name): the broker keeps a static member's first client.id when a
+// restart takes its place, and a new addr would not be seen.
 func WithQueryEndpoint(addr string) Option { return func(c *config) { c.queryEndpoint = addr } }
 
 // WithPartitionRetryBackoff sets the delay before a failed partition starts

@@ -34,9 +34,11 @@ var ErrRunTwice = errors.New("actorflow: Run called twice on one Worker")
 // ErrMemberRejected is matched (errors.Is) by Run's error when the group
 // coordinator refuses to let this member join for a setting of its own: a
 // session timeout outside the broker's group.min/max.session.timeout.ms, a
-// group protocol or assignor the group does not use, a full group, or no
-// authorization for the group. kgo would retry such a join forever; Run
-// stops instead.
+// group protocol or assignor the group does not use, a full group, no
+// authorization for the group, or its static instance id (WithInstanceID)
+// given to a newer process with the same one (kerr.FencedInstanceID: the
+// older process stops). kgo would retry such a join forever; Run stops
+// instead.
 var ErrMemberRejected = coordinator.ErrMemberRejected
 
 // PartitionError is Run's error when a partition failed: a fold error, an

@@ -652,3 +652,49 @@ func TestAMemberRejoiningUnderANewIDIsNotJoinedUntilItsJoinEnds(t *testing.T) {
 		t.Fatalf("after the join ended: %v", err)
 	}
 }
+
+// A worker whose static instance id a newer process took (the same
+// WithInstanceID: the coordinator gives the id to the member that joined
+// last, KIP-345) ends Run with ErrMemberRejected wrapping
+// FENCED_INSTANCE_ID; it used to retry its join for ever, live, owning
+// nothing, an error line every few seconds (a newcomer's trial). The newer
+// process keeps running.
+func TestAWorkerWhoseInstanceIDANewerProcessTookStops(t *testing.T) {
+	_, brokers := testkit.Kfake(t)
+	input, snaps, group := testkit.Name(t, "in"), testkit.Name(t, "snap"), testkit.Name(t, "g")
+	testkit.CreateTopics(t, brokers, input, snaps, 2)
+	start := func() (*actorflow.Worker, chan error, context.CancelFunc) {
+		w, err := actorflow.NewWorker(ledger.Flow(), actorflow.WithBrokers(brokers...), actorflow.WithGroup(group),
+			actorflow.WithInputTopic(input), actorflow.WithSnapshotTopic(snaps), actorflow.WithInstanceID("pod-0"),
+			actorflow.WithSessionTimeout(6*time.Second), actorflow.WithClientOpts(kgo.HeartbeatInterval(200*time.Millisecond)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- w.Run(ctx) }()
+		return w, done, cancel
+	}
+	wctx := ctxFor(t, 60*time.Second)
+	older, olderDone, cancelOlder := start()
+	defer cancelOlder()
+	if err := older.WaitReady(wctx); err != nil {
+		t.Fatal(err)
+	}
+	newer, newerDone, cancelNewer := start()
+	select {
+	case err := <-olderDone:
+		if !errors.Is(err, actorflow.ErrMemberRejected) || !errors.Is(err, kerr.FencedInstanceID) {
+			t.Fatalf("the older worker's Run = %v, want ErrMemberRejected wrapping FENCED_INSTANCE_ID", err)
+		}
+	case <-wctx.Done():
+		t.Fatalf("the older worker still runs: %+v", older.Health(wctx))
+	}
+	if err := newer.WaitReady(wctx); err != nil {
+		t.Fatalf("the newer worker: %v", err)
+	}
+	cancelNewer()
+	if err := <-newerDone; err != nil {
+		t.Fatalf("the newer worker's Run = %v", err)
+	}
+}

@@ -433,8 +433,11 @@ func (c *Consumer) HighWatermark(tp TopicPartition) (int64, bool) {
 // ErrMemberRejected is Run's error when the group coordinator refuses to
 // let this member join for a setting of its own: a session timeout outside
 // the broker's group.min/max.session.timeout.ms, a group protocol or
-// assignor the group does not use, a full group, or no authorization for
-// the group. kgo would retry such a join forever; Run stops instead.
+// assignor the group does not use, a full group, no authorization for the
+// group, or its static instance id given to a newer process
+// (FENCED_INSTANCE_ID: the member that joined last with an instance id
+// holds it, KIP-345). kgo would retry such a join forever; Run stops
+// instead.
 var ErrMemberRejected = errors.New("actorflow: the group coordinator rejects this member")
 
 // rejectedMember: err (a group session error of kgo, topic "") is the
@@ -533,11 +536,17 @@ func (c *Consumer) Run(ctx context.Context) error {
 				return
 			}
 			if t == "" && errors.Is(err, kerr.FencedInstanceID) {
-				// Not fatal here (the commit path's refusal is): said at
-				// error, for the fight two processes with one static
-				// instance id wage at every rejoin.
-				c.log.Error("the group coordinator gave this member's static instance id to another member: is a second process running with the same WithInstanceID?",
+				// A newer process joined with this one's static instance
+				// id, which the coordinator gave it (KIP-345): this one can
+				// never rejoin. It used to retry the join for ever, live and
+				// owning nothing, logging this every few seconds (a
+				// newcomer's trial); the Java consumer fails as well
+				// (FencedInstanceIdException). Only the older process ends:
+				// its every join is refused, and none of its joins can take
+				// the id back.
+				c.log.Error("the group coordinator gave this member's static instance id to a newer process (the same WithInstanceID); stopping this one",
 					zap.String("group", c.cfg.Group), zap.String("instance_id", c.cfg.InstanceID), zap.Error(err))
+				c.Fail(fmt.Errorf("%w: group %q: static instance id %q taken by a newer process: %w", ErrMemberRejected, c.cfg.Group, c.cfg.InstanceID, err))
 				return
 			}
 			if t == "" {
