@@ -18,11 +18,19 @@ type metricsStore struct {
 }
 
 func (s metricsStore) Open(ctx context.Context, p snapshotstore.PartitionInfo) (snapshotstore.Partition, error) {
+	part := partitionLabel(p.Partition)
+	// The event counters' series exist from the partition's first open, at
+	// 0: one that appeared at 1 with its first event made increase() miss
+	// that event, and an alert on it the first dead letter or failure of
+	// each partition in each process (a newcomer's trial).
+	s.m.failures.WithLabelValues(p.Topic, part)
+	if s.m.dlqTopic != "" {
+		s.m.deadLetters.WithLabelValues(p.Topic, part)
+	}
 	inner, err := s.Store.Open(ctx, p)
 	if err != nil {
 		return nil, err
 	}
-	part := partitionLabel(p.Partition)
 	return &metricsPartition{
 		Partition: inner, m: s.m,
 		seconds: s.m.commitSeconds.WithLabelValues(p.Topic, part),

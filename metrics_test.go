@@ -503,3 +503,26 @@ func TestWithMetricsKeepsAMovedPartitionsFinalCounts(t *testing.T) {
 		t.Fatalf("actorflow_skipped_total by partition = %v, want 1 in each of 0 and 1 (the moved one's final count kept)", got)
 	}
 }
+
+// The event counters (dead letters under a policy that writes them, and
+// partition failures) have a series at 0 from the partition's start: one
+// that appeared at 1 with its first event made increase() miss it, and an
+// alert on it the first dead letter or failure (a newcomer's trial).
+func TestWithMetricsEventCountersStartAtZero(t *testing.T) {
+	ctx, w, reg, _, input := runWithMetrics(t, ledger.Flow(keyflow.WithFoldErrorPolicy(keyflow.DeadLetter)), actorflow.WithCreateTopics(1, 1))
+	if err := w.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 30*time.Second, "both counters at 0 for the input's partition", func() (bool, string) {
+		fs := families(t, reg)
+		found := 0
+		for _, name := range []string{"actorflow_dead_letters_total", "actorflow_partition_failures_total"} {
+			for _, m := range fs[name].GetMetric() {
+				if label(m, "topic") == input && label(m, "partition") == "0" && m.GetCounter().GetValue() == 0 {
+					found++
+				}
+			}
+		}
+		return found == 2, fmt.Sprint(keys(fs))
+	})
+}

@@ -343,7 +343,9 @@ func InputPartitionAddedWhileRunning(t *testing.T, brokers []string, mode snapsh
 	if _, err := adm.CreatePartitions(ctx, 1, input, snaps); err != nil {
 		t.Fatalf("add a partition: %v", err)
 	}
-	// Accounts hashed over two partitions now: some land on the new one.
+	// Accounts hashed over two partitions now: some land on the new one
+	// (a new producer, once the broker lists both).
+	testkit.AwaitTopics(t, adm, 2, input)
 	testkit.ProduceLedger(t, brokers, input, &ledger.Generator{Accounts: 20}, 100, ledger.Expected{})
 	testkit.Eventually(t, time.Minute, "the added partition refused", func() (bool, string) {
 		st := w.W.Status(ctx)
@@ -389,7 +391,9 @@ func InputPartitionAddedMovesKeysIntoRunning(t *testing.T, brokers []string, mod
 	if _, err := adm.CreatePartitions(ctx, 1, input, snaps); err != nil {
 		t.Fatalf("add a partition: %v", err)
 	}
-	// A new producer: its metadata has the three partitions.
+	// A new producer: its metadata has the three partitions, once the
+	// broker lists them (a real one answers CreatePartitions first).
+	testkit.AwaitTopics(t, adm, 3, input)
 	testkit.ProduceLedger(t, brokers, input, &ledger.Generator{Accounts: 40}, 200, ledger.Expected{})
 	testkit.Eventually(t, time.Minute, "both old partitions stopped at a moved key", func() (bool, string) {
 		st := w.W.Status(ctx)
