@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -138,10 +139,10 @@ type Status struct {
 	Topic     string `json:"topic"`
 	Partition int32  `json:"partition"`
 	Phase     string `json:"phase"`
-	// Start numbers this start of the partition in the process: a restart
-	// after a failure, or the partition assigned here again, is a new one,
-	// whose counts (Txns, Skipped, Evictions, DeadLetters, ...) start from
-	// 0.
+	// Start numbers this start of the partition in the process: 1 for its
+	// first here; a restart after a failure, or the partition assigned here
+	// again, is the next one, whose counts (Txns, Skipped, Evictions,
+	// DeadLetters, ...) start from 0.
 	Start uint64 `json:"start"`
 	// Keys counts the keys the partition keeps: loaded, held or cold. A
 	// deleted key (a tombstone without timers) leaves once no record it
@@ -451,12 +452,31 @@ func Props(cfg Config) *actor.Props {
 // one, or the log start above it (LogStart).
 func (c Config) firstOffset() int64 { return max(c.AssignedOffset, c.LogStart) }
 
-// starts numbers the partition actors of the process (Status.Start).
-var starts atomic.Uint64
+// starts numbers each partition's starts in the process (Status.Start):
+// 1 for its first here. Numbered across all partitions, the first start of
+// a partition read as a restart (a newcomer's trial).
+var starts struct {
+	mu sync.Mutex
+	n  map[string]map[int32]uint64
+}
+
+// nextStart numbers a start of topic's partition p.
+func nextStart(topic string, p int32) uint64 {
+	starts.mu.Lock()
+	defer starts.mu.Unlock()
+	if starts.n == nil {
+		starts.n = map[string]map[int32]uint64{}
+	}
+	if starts.n[topic] == nil {
+		starts.n[topic] = map[int32]uint64{}
+	}
+	starts.n[topic][p]++
+	return starts.n[topic][p]
+}
 
 func newPartition(cfg Config) *partition {
 	return &partition{
-		startN:    starts.Add(1),
+		startN:    nextStart(cfg.Topic, cfg.Partition),
 		cfg:       cfg,
 		log:       cfg.Logger.With(zap.String("topic", cfg.Topic), zap.Int32("partition", cfg.Partition)),
 		phase:     phaseRecovering,
