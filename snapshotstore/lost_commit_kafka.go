@@ -54,6 +54,11 @@ func (t *txnPartition) settleLostCommit(ctx context.Context, lc *lostCommitError
 		if rerr == nil {
 			break
 		}
+		if ctx.Err() != nil {
+			// The caller gave up (the partition stopping: a poison
+			// record's failure), not the broker: no warning pointing at it.
+			return false, errors.Join(ctx.Err(), rerr)
+		}
 		t.k.cfg.log.Warn("re-initialising the producer to settle a lost commit answer failed; retrying",
 			zap.String("partition", t.info.String()), zap.String("transactional_id", t.id), zap.Error(rerr))
 		if werr := wait(); werr != nil {

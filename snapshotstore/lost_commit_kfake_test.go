@@ -155,7 +155,7 @@ func committedSnapshotsOf(t *testing.T, f *txnFixture, key string) int {
 // beside the failure that had stopped the partition (helper-110).
 func TestALostCommitCutByItsCallerIsNotAnError(t *testing.T) {
 	f := newTxnFixture(t, true)
-	core, logs := observer.New(zap.ErrorLevel)
+	core, logs := observer.New(zap.WarnLevel)
 	_, p := f.openConfig(t, f.meta, KafkaConfig{Logger: zap.New(core)})
 	if err := p.Commit(context.Background(), Batch{Offset: 1, OffsetAdvanced: true}); err != nil {
 		t.Fatal(err)
@@ -182,7 +182,10 @@ func TestALostCommitCutByItsCallerIsNotAnError(t *testing.T) {
 	if err == nil || !errors.Is(err, context.Canceled) {
 		t.Fatalf("Commit cut by its caller: %v; want context.Canceled", err)
 	}
+	// Nor at warn: its settle's re-initialisation, cut by the same ctx,
+	// said it failed and was retried (a newcomer's trial: a poison
+	// record's failure pointed at the broker).
 	for _, e := range logs.All() {
-		t.Errorf("logged at error: %s %v", e.Message, e.ContextMap())
+		t.Errorf("logged at %s: %s %v", e.Level, e.Message, e.ContextMap())
 	}
 }
