@@ -2,6 +2,7 @@ package actorflow
 
 import (
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -96,9 +97,22 @@ func defaultLoggerTo(w zapcore.WriteSyncer) *zap.Logger {
 	return zap.New(core, zap.AddCaller(), zap.ErrorOutput(w))
 }
 
-// WithBrokers sets the seed brokers. Required; NewWorker refuses an empty
-// address.
-func WithBrokers(b ...string) Option { return func(c *config) { c.brokers = b } }
+// WithBrokers sets the seed brokers, "host:port" each. An argument may hold
+// several, comma-separated as in the Java client's bootstrap.servers
+// ("h1:9092,h2:9092", spaces around each ignored): kgo takes each argument
+// for one address, and such a list failed only after WithStartTimeout, as a
+// host it could not look up (a newcomer's trial). Required; NewWorker
+// refuses an empty address.
+func WithBrokers(b ...string) Option {
+	return func(c *config) {
+		c.brokers = nil
+		for _, arg := range b {
+			for _, addr := range strings.Split(arg, ",") {
+				c.brokers = append(c.brokers, strings.TrimSpace(addr))
+			}
+		}
+	}
+}
 
 // WithGroup sets the consumer group. Required.
 func WithGroup(g string) Option { return func(c *config) { c.group = g } }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -73,4 +74,20 @@ func withOpts(opts ...Option) config {
 		o(&c)
 	}
 	return c
+}
+
+// WithBrokers takes comma-separated lists as the Java client's
+// bootstrap.servers does: kgo took "h1:p,h2:p" for one host it could not
+// look up, and Run failed only after the start timeout (a newcomer's
+// trial).
+func TestWithBrokersSplitsCommaSeparatedLists(t *testing.T) {
+	var c config
+	WithBrokers("h1:9092, h2:9092", "h3:9092")(&c)
+	if want := []string{"h1:9092", "h2:9092", "h3:9092"}; !slices.Equal(c.brokers, want) {
+		t.Fatalf("brokers = %q, want %q", c.brokers, want)
+	}
+	WithBrokers("h1:9092,,h2:9092")(&c)
+	if !slices.Contains(c.brokers, "") {
+		t.Fatalf("brokers = %q: the empty address between the commas is lost, and not refused", c.brokers)
+	}
 }

@@ -210,13 +210,20 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 		tctx, cancel := context.WithTimeout(ctx, w.cfg.startTimeout)
 		start := time.Now()
 		err = snapshotstore.EnsureTopics(tctx, admin, w.cfg.input, w.cfg.snapshot, w.cfg.topics)
-		log.Info("topics checked", zap.String("input", w.cfg.input), zap.String("snapshots", w.cfg.snapshot),
-			zap.Duration("took", time.Since(start)), zap.Error(err))
 		// The cleanup.policy check is EnsureTopics' last: every other one passed.
 		if pe := (*snapshotstore.CleanupPolicyError)(nil); errors.As(err, &pe) && w.cfg.allowNonCompact {
 			log.Warn("snapshot topic is not compacted, or retention deletes from it: idle keys' state may expire (allowed by WithAllowNonCompactedSnapshots)",
 				zap.String("topic", pe.Topic), zap.Error(err))
 			err = nil
+		}
+		if err != nil {
+			// At error: at info, the default logger (warn) left only Run's
+			// error to say it (a newcomer's trial).
+			log.Error("topic check failed", zap.String("input", w.cfg.input), zap.String("snapshots", w.cfg.snapshot),
+				zap.Duration("took", time.Since(start)), zap.Error(err))
+		} else {
+			log.Info("topics checked", zap.String("input", w.cfg.input), zap.String("snapshots", w.cfg.snapshot),
+				zap.Duration("took", time.Since(start)))
 		}
 		if err == nil {
 			err = w.ensureOutput(tctx, admin)

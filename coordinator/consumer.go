@@ -51,7 +51,9 @@ const (
 	// rebalance revokes and reassigns the full set.
 	Eager
 	// ConsumerProtocol is KIP-848 (group.protocol=consumer, Kafka 4.0+;
-	// recommended only on brokers 4.3+, see the seed and kgo's docs).
+	// recommended only on brokers 4.3+, as kgo's ServerSideBalancer docs say:
+	// before KIP-1251 a commit under a lagging member epoch is refused,
+	// STALE_MEMBER_EPOCH; ARCHITECTURE.md, "Which broker ships what").
 	ConsumerProtocol
 )
 
