@@ -54,6 +54,7 @@ type Option interface {
 type building struct {
 	cfg           *keyactor.Config
 	undecodableOn bool // WithUndecodablePolicy was given; else the fold policy applies
+	nilKeyOn      bool // WithNilKeyPolicy was given; else the fold policy applies
 	flow          any  // *Flow[S]
 }
 
@@ -113,6 +114,9 @@ func New[S any](fold FoldFunc[S], opts ...Option) *Flow[S] {
 	}
 	if !b.undecodableOn {
 		c.Undecodable = c.FoldPolicy
+	}
+	if !b.nilKeyOn {
+		c.NilKey = c.FoldPolicy
 	}
 	c.DefaultDLQ = DefaultDeadLetterTopic
 	c.DeadLetterRecord = runtimeDeadLetter
@@ -285,8 +289,10 @@ func WithUndecodableStatePolicy(p Policy) Option {
 // snapshotstore.KeylessKey), or with a key too large for its own snapshot
 // record (a tombstone at the least, which even a skipped record of the key
 // needs) in a record batch of the snapshot producer's ProducerBatchMaxBytes:
-// no usable key either. Default Fail:
-// the partition fails, naming topic, partition and offset. Skip logs it,
+// no usable key either. Default: the fold error policy
+// (WithFoldErrorPolicy; a flow that dead-lettered its bad records stalled a
+// partition on its first key-less one, a newcomer's trial). Fail: the
+// partition fails, naming topic, partition and offset. Skip logs it,
 // counts it (the partition's skipped_records, partitionflow.Status.Skipped
 // in the worker's Status.Partitions) and goes on. DeadLetter writes it to the dead-letter
 // topic (kind KindNilKey): a key-less record has no key actor, so the
@@ -295,7 +301,7 @@ func WithUndecodableStatePolicy(p Policy) Option {
 // handled, written with the dead letter: the input offset passes the record
 // only with its dead letter, and a replay does not write it again.
 func WithNilKeyPolicy(p Policy) Option {
-	return policyOption{"WithNilKeyPolicy", p, func(b *building, p keyactor.Policy) { b.cfg.NilKey = p }}
+	return policyOption{"WithNilKeyPolicy", p, func(b *building, p keyactor.Policy) { b.cfg.NilKey, b.nilKeyOn = p, true }}
 }
 
 // policyOption is an option setting a policy: New panics when it is none

@@ -169,3 +169,22 @@ func TestAnUnknownPolicyPanicsAtConstruction(t *testing.T) {
 		}
 	}
 }
+
+// The nil-key policy follows the fold error policy unless given, as the
+// undecodable one does: a flow that dead-lettered its bad records stalled
+// a partition on its first key-less one (a newcomer's trial).
+func TestNilKeyPolicyDefaultsToTheFoldErrorPolicy(t *testing.T) {
+	for _, c := range []struct {
+		opts []keyflow.Option
+		want keyactor.Policy
+	}{
+		{nil, keyactor.Fail},
+		{[]keyflow.Option{keyflow.WithFoldErrorPolicy(keyflow.DeadLetter)}, keyactor.DeadLetter},
+		{[]keyflow.Option{keyflow.WithFoldErrorPolicy(keyflow.Skip)}, keyactor.Skip},
+		{[]keyflow.Option{keyflow.WithFoldErrorPolicy(keyflow.DeadLetter), keyflow.WithNilKeyPolicy(keyflow.Fail)}, keyactor.Fail},
+	} {
+		if got := keyactor.MustOf(keyflow.New(countFold, c.opts...)).NilKeyPolicy(); got != c.want {
+			t.Errorf("%d options: NilKeyPolicy = %v, want %v", len(c.opts), got, c.want)
+		}
+	}
+}
