@@ -277,7 +277,7 @@ func (t *txnPartition) Commit(ctx context.Context, b Batch) error {
 		return fmt.Errorf("%s: transaction still failing after the failover timeout (%v): %w", t.info, t.k.cfg.failoverTimeout, stripFence(err))
 	}
 	backoff := 50 * time.Millisecond
-	awaits := 0
+	awaits, reinits := 0, 0
 	checkedPrevious := false
 	for attempt := 1; ; attempt++ {
 		used, err := t.commitOnce(ctx, b)
@@ -391,13 +391,16 @@ func (t *txnPartition) Commit(ctx context.Context, b Batch) error {
 				// both batches (found by a review).
 				t.reinitFirst = true
 				log.Warn("re-initialising the producer failed; retrying", zap.NamedError("reinit_error", rerr))
-			} else if !invalidState {
+			} else if reinits++; !invalidState && reinits == 1 {
 				continue
 			}
 			// INVALID_TXN_STATE's cause is not known (seen once): its redo
 			// waits the retries' backoff, so that a state that keeps coming
 			// back does not make a new producer every few ms until the
-			// failover timeout (found by a review).
+			// failover timeout (found by a review). So does any second
+			// re-initialisation of one commit: a broker answering a fenced
+			// epoch again and again made a new producer, its client and
+			// connections, every ~20 ms (a soak).
 		default:
 			if merr != nil && (errors.Is(merr, ErrNotOwned) || errors.Is(merr, ErrEvicted)) {
 				return errors.Join(err, merr) // a lost or evicted partition, not a failure of the worker

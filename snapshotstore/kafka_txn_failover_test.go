@@ -516,3 +516,30 @@ func TestAnInvalidTxnStateBeforeTheCommitReinitialisesAndRedoes(t *testing.T) {
 		})
 	}
 }
+
+// A commit the broker answers with a bumped epoch again and again
+// re-initialises the producer at once the first time, then after the
+// retries' growing backoff: each attempt made a new producer, its client
+// and connections, every ~20 ms until the failover timeout (a soak).
+func TestRepeatedReinitialisationsBackOff(t *testing.T) {
+	f := newTxnFixture(t, true)
+	_, p := f.open(t, f.meta)
+	if err := p.Commit(context.Background(), Batch{Offset: 1, OffsetAdvanced: true}); err != nil {
+		t.Fatal(err)
+	}
+	f.c.ControlKey(kmsg.TxnOffsetCommit.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		f.c.KeepControl()
+		return txnOffsetCommitError(req, kerr.InvalidProducerEpoch.Code), nil, true
+	})
+	inits := countInitProducerIDs(f)
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	if err := p.Commit(ctx, Batch{Offset: 5, OffsetAdvanced: true}); err == nil {
+		t.Fatal("Commit = nil under an epoch bumped at every attempt")
+	}
+	// At once, then after 50, 100, 200, 400 and 800 ms: 6 or 7 within the
+	// 1.5 s; dozens without a backoff.
+	if n := inits.Load(); n < 2 || n > 10 {
+		t.Fatalf("%d InitProducerID in 1.5 s; want 2 to 10 (the first at once, the next ones backed off)", n)
+	}
+}
