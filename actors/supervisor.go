@@ -528,7 +528,8 @@ func (s *Supervisor) Running() []coordinator.TopicPartition {
 	return out
 }
 
-// Events returns the recorded partition lifecycle events.
+// Events returns the recorded partition lifecycle events: the most recent
+// ones, between maxEvents/2 and maxEvents of them once that many came.
 func (s *Supervisor) Events() []Event {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -537,9 +538,12 @@ func (s *Supervisor) Events() []Event {
 
 func (s *Supervisor) event(e Event) {
 	e.At = time.Now()
-	if len(s.events) < maxEvents {
-		s.events = append(s.events, e)
+	if len(s.events) == maxEvents {
+		// The most recent kept: at the cap it stopped recording, for the
+		// rest of a long-running worker's life (a soak).
+		s.events = append(s.events[:0], s.events[maxEvents/2:]...)
 	}
+	s.events = append(s.events, e)
 }
 
 // Shutdown stops the supervisor actor (after the consumer stopped every

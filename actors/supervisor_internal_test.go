@@ -483,3 +483,19 @@ func TestAPanicInAStoresOpenIsAnError(t *testing.T) {
 		t.Fatalf("Open: %v, want the store's panic (ErrPanicked) naming the partition", err)
 	}
 }
+
+// The lifecycle events keep the most recent ones: at the cap the record
+// stopped for the rest of a long-running worker's life (a soak).
+func TestEventsKeepTheMostRecent(t *testing.T) {
+	var s Supervisor
+	for i := range maxEvents + 10 {
+		s.event(Event{Kind: "started", TP: coordinator.TopicPartition{Topic: "in", Partition: int32(i)}})
+	}
+	ev := s.Events()
+	if n := len(ev); n < maxEvents/2 || n > maxEvents {
+		t.Fatalf("%d events kept, want %d to %d", n, maxEvents/2, maxEvents)
+	}
+	if last := ev[len(ev)-1].TP.Partition; last != maxEvents+9 {
+		t.Fatalf("the last event kept is of partition %d, want the last recorded, %d", last, maxEvents+9)
+	}
+}
