@@ -465,10 +465,11 @@ func WithOutputPartitioner(p kgo.Partitioner) Option {
 // partition: it answers ErrKeyNotFound or ErrNotOwner for a key that has a
 // state elsewhere. The consumer routes each delivered record's key with it
 // too: a running partition stops at the first record of a key that moved
-// into it when partitions are added to the input (ErrInputRepartitioned),
+// into it when partitions are added to the input (ErrInputRepartitioned;
+// under WithAcceptInputRepartition or WithResetLostState it goes on, warned),
 // and records routed otherwise under an unchanged count turn that check off
-// (logged once), the input's count read every 10 s stopping the partitions
-// instead.
+// for their partition (logged once), the input's count read every 10 s
+// stopping it instead.
 func WithInputPartitioner(p kgo.Partitioner) Option { return func(c *config) { c.inPartitioner = p } }
 
 // WithQueryEndpoint advertises addr, the "host:port" where this member

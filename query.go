@@ -411,21 +411,8 @@ func partitionOf(p kgo.Partitioner, topic, key string, n int) int32 {
 	}
 	// A non-nil key, "" included: a nil key is partitioned at random.
 	r := &kgo.Record{Topic: topic, Key: append([]byte{}, key...)}
-	tp := p.ForTopic(topic)
-	if bp, ok := tp.(kgo.TopicBackupPartitioner); ok {
-		// kgo calls only this one of such partitioners (its default,
-		// UniformBytesPartitioner, panics in Partition); a keyed record is
-		// hashed whatever the backup says.
-		return int32(bp.PartitionByBackup(r, n, &noBackup{n: n}))
-	}
-	return int32(tp.Partition(r, n))
+	return coordinator.KeyPartition(p.ForTopic(topic), r, n)
 }
-
-// noBackup is a TopicBackupIter of n partitions with nothing buffered.
-type noBackup struct{ i, n int }
-
-func (b *noBackup) Next() (int, int64) { b.i++; return b.i - 1, 0 }
-func (b *noBackup) Rem() int           { return b.n - b.i }
 
 // notOwned is Get's error for a partition not owned here: the member the
 // group coordinator says owns it, or ErrUnavailable when none does (a

@@ -8,10 +8,13 @@ import (
 	"time"
 
 	"github.com/actorflow/actorflow"
+	"github.com/actorflow/actorflow/internal/ledger"
 	"github.com/actorflow/actorflow/internal/testkit"
 	"github.com/actorflow/actorflow/keyflow"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // Producers that place records by hand (not by the input's partitioner)
@@ -68,4 +71,49 @@ func TestPartitionsAddedStopRunningPartitionsOfProducersThatPlaceByHand(t *testi
 		}
 		return stopped == 2, fmt.Sprint(st.Partitions, st.Failed)
 	})
+}
+
+// Under an option that accepts partitions added to the input
+// (WithAcceptInputRepartition here), a running partition that gets a key
+// that moved into it goes on: it used to fail, which ended a WithFailFast
+// worker (found by a review). It says so at warn.
+func TestAcceptedPartitionsAddedDoNotStopARunningPartition(t *testing.T) {
+	_, brokers := testkit.Kfake(t)
+	input, snaps := testkit.Name(t, "in"), testkit.Name(t, "snap")
+	testkit.CreateTopics(t, brokers, input, snaps, 2)
+	core, logs := observer.New(zap.WarnLevel)
+	w, err := actorflow.NewWorker(ledger.Flow(), actorflow.WithBrokers(brokers...), actorflow.WithGroup(testkit.Name(t, "g")),
+		actorflow.WithInputTopic(input), actorflow.WithSnapshotTopic(snaps), actorflow.WithLogger(zap.New(core)),
+		actorflow.WithAcceptInputRepartition(), actorflow.WithFailFast())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	wctx := ctxFor(t, 90*time.Second)
+	testkit.ProduceLedger(t, brokers, input, &ledger.Generator{Accounts: 40}, 200, ledger.Expected{})
+	if err := w.WaitCaughtUp(wctx); err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(testkit.Client(t, brokers))
+	if _, err := adm.CreatePartitions(wctx, 1, input, snaps); err != nil {
+		t.Fatal(err)
+	}
+	testkit.AwaitTopics(t, adm, 3, input)
+	testkit.ProduceLedger(t, brokers, input, &ledger.Generator{Accounts: 40}, 200, ledger.Expected{})
+	testkit.Eventually(t, 60*time.Second, "a running partition's accepted moved key", func() (bool, string) {
+		return logs.FilterMessageSnippet("an option accepts it").Len() > 0, fmt.Sprint(w.Status(wctx).Failed)
+	})
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned under WithFailFast: %v", err)
+	default:
+	}
+	for _, f := range w.Status(wctx).Failed {
+		if f.Partition < 2 {
+			t.Fatalf("partition %d failed: %s", f.Partition, f.Error)
+		}
+	}
 }

@@ -375,7 +375,8 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 	defer releaseConsumerMetrics()
 	cons, err = coordinator.New(coordinator.Config{
 		Brokers: w.cfg.brokers, Group: w.cfg.group, Topic: w.cfg.input, InputPartitioner: w.cfg.inPartitioner,
-		InstanceID: w.cfg.instanceID, Protocol: w.cfg.protocol,
+		AcceptRepartition: w.cfg.kafka.Integrity.AcceptRepartitioned || w.cfg.kafka.Integrity.ResetLostState,
+		InstanceID:        w.cfg.instanceID, Protocol: w.cfg.protocol,
 		MaxInFlight: w.cfg.maxInFlight, MaxInFlightBytes: w.cfg.maxInFlightBytes, SessionTimeout: w.cfg.sessionTimeout,
 		RebalanceTimeout: w.cfg.rebalanceTimeout, LeaveTimeout: w.cfg.leaveTimeout, ClientOpts: consumerOpts,
 		RetryBackoff: w.cfg.retryBackoff, MaxRetryBackoff: w.cfg.maxRetryBackoff,

@@ -83,6 +83,10 @@ type Config struct {
 	// Producers that partition otherwise turn that check off (logged once);
 	// the count, read every 10 s, still tells, later.
 	InputPartitioner kgo.Partitioner
+	// AcceptRepartition: an option accepts partitions added to the input
+	// (the store's AcceptRepartitioned or ResetLostState): a running
+	// partition goes on when they are added, not stopped (routeCheck).
+	AcceptRepartition bool
 	// Protocol defaults to Cooperative.
 	Protocol Protocol
 	// MaxInFlight bounds records delivered but not yet processed, per
@@ -822,6 +826,7 @@ func (c *Consumer) assign(ctx context.Context, tps, kept []TopicPartition) error
 	// and a poll's delivery in progress (c.deliver) sees them not owned,
 	// so none is counted in a budget nobody releases.
 	c.cl.PauseFetchPartitions(kgoPartitions(tps))
+	c.readInputCount(ctx) // the count they start under (routeCheck)
 	c.deliver.Lock()
 	c.mu.Lock()
 	for _, tp := range tps {

@@ -588,6 +588,7 @@ func (c *Consumer) restartWith(ctx context.Context, tp TopicPartition, memo memb
 	scancel()
 	// Not bound again: the restarted copy writes under its assignment's
 	// token (Consumer.Writes), as the failed copy did, which has stopped.
+	c.readInputCount(rctx) // the count it starts under (routeCheck)
 	err = c.h.Open(rctx, []TopicPartition{tp})
 	var offsets map[TopicPartition]snapshotstore.Assignment
 	if err == nil {

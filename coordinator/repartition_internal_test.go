@@ -47,14 +47,46 @@ func TestRouteCheck(t *testing.T) {
 	if was := r.read(2); was != 3 || r.count() != 3 {
 		t.Fatalf("an older answer: was %d, count %d; counts only grow", was, r.count())
 	}
-	if r.isUnverified() || !r.otherwiseRouted() || r.otherwiseRouted() || !r.isUnverified() {
-		t.Fatal("otherwiseRouted: want true once, and the check off from then")
+	if r.isOtherwise(0) || !r.otherwiseRouted(0) || r.otherwiseRouted(0) || !r.isOtherwise(0) {
+		t.Fatal("otherwiseRouted: want true once, and the partition's check off from then")
 	}
 	if rec, _ := r.misrouted(0, 2, recs); rec != nil {
 		t.Fatalf("the check off: %+v misrouted", rec)
+	}
+	if rec, _ := r.misrouted(1, 2, []*kgo.Record{{Key: []byte(here)}}); rec == nil || r.isOtherwise(1) {
+		t.Fatal("another partition's check went off with partition 0's")
 	}
 	var none *routeCheck
 	if rec, _ := none.misrouted(0, 2, recs); rec != nil || none.count() != 0 {
 		t.Fatal("a nil check misrouted a record, or counted")
 	}
 }
+
+// The partitioners kgo asks by backup (its default, UniformBytesPartitioner,
+// and LeastBackupPartitioner) panic in Partition: the check asks them as
+// kgo does, and a keyed record routes by its key's hash. It crashed the
+// worker at its first keyed record (found by a review). A partitioner that
+// panics anyway reports -1.
+func TestRouteCheckAsksAsKgoDoes(t *testing.T) {
+	here, there := keyRoutedTo(t, 0, 2), keyRoutedTo(t, 1, 2)
+	for name, p := range map[string]kgo.Partitioner{
+		"UniformBytesPartitioner": kgo.UniformBytesPartitioner(64<<10, true, true, nil),
+		"StickyKeyPartitioner":    kgo.StickyKeyPartitioner(nil),
+	} {
+		r := newRouteCheck(p, "in")
+		if rec, to := r.misrouted(0, 2, []*kgo.Record{{Key: []byte(here)}, {Key: []byte(there), Offset: 7}}); rec == nil || rec.Offset != 7 || to != 1 {
+			t.Errorf("%s: misrouted = %+v, %d; want offset 7, routed to 1", name, rec, to)
+		}
+	}
+	r := newRouteCheck(panicking{}, "in")
+	if rec, to := r.misrouted(0, 2, []*kgo.Record{{Key: []byte(here), Offset: 3}}); rec == nil || to != -1 {
+		t.Errorf("a panicking partitioner: misrouted = %+v, %d; want the record and -1", rec, to)
+	}
+}
+
+// panicking is a partitioner whose every call panics.
+type panicking struct{}
+
+func (panicking) ForTopic(string) kgo.TopicPartitioner { return panicking{} }
+func (panicking) RequiresConsistency(*kgo.Record) bool { return true }
+func (panicking) Partition(*kgo.Record, int) int       { panic("a partitioner bug") }

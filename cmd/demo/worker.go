@@ -53,8 +53,8 @@ func worker(ctx context.Context, args []string) (code int) {
 	parts := fs.Int("partitions", envInt("ACTORFLOW_PARTITIONS", 6), "partitions of topics created when missing (ACTORFLOW_PARTITIONS)")
 	persist := fs.Duration("persist-every", envDuration("ACTORFLOW_PERSIST_EVERY", time.Second), "snapshot flush interval (ACTORFLOW_PERSIST_EVERY)")
 	foldPolicy := fs.String("fold-error-policy", env("ACTORFLOW_FOLD_ERROR_POLICY", "fail"), "a fold error: fail | skip | dead-letter (ACTORFLOW_FOLD_ERROR_POLICY)")
-	undecodable := fs.String("undecodable-policy", env("ACTORFLOW_UNDECODABLE_POLICY", "fail"), "an undecodable (non-JSON, out-of-range) event: fail | skip | dead-letter (ACTORFLOW_UNDECODABLE_POLICY)")
-	nilKey := fs.String("nil-key-policy", env("ACTORFLOW_NIL_KEY_POLICY", "fail"), "a record without key: fail | skip | dead-letter (ACTORFLOW_NIL_KEY_POLICY)")
+	undecodable := fs.String("undecodable-policy", env("ACTORFLOW_UNDECODABLE_POLICY", ""), "an undecodable (non-JSON, out-of-range) event: fail | skip | dead-letter; default the fold error policy (ACTORFLOW_UNDECODABLE_POLICY)")
+	nilKey := fs.String("nil-key-policy", env("ACTORFLOW_NIL_KEY_POLICY", ""), "a record without key: fail | skip | dead-letter; default the fold error policy (ACTORFLOW_NIL_KEY_POLICY)")
 	badState := fs.String("undecodable-state-policy", env("ACTORFLOW_UNDECODABLE_STATE_POLICY", "fail"), "a key's snapshot whose state does not decode: fail | skip | dead-letter (ACTORFLOW_UNDECODABLE_STATE_POLICY)")
 	maxLive := fs.Int("max-live-keys", envInt("ACTORFLOW_MAX_LIVE_KEYS", 0), "key actors loaded per partition, keyflow.WithMaxLiveKeys; 0: its default (ACTORFLOW_MAX_LIVE_KEYS)")
 	dlq := fs.String("dead-letter-topic", env("ACTORFLOW_DEAD_LETTER_TOPIC", ""), "dead-letter topic, default <input>.dlq; created when missing (ACTORFLOW_DEAD_LETTER_TOPIC)")
@@ -95,6 +95,9 @@ func worker(ctx context.Context, args []string) (code int) {
 		{*nilKey, keyflow.WithNilKeyPolicy},
 		{*badState, keyflow.WithUndecodableStatePolicy},
 	} {
+		if p.flag == "" {
+			continue // the flow's default: the fold error policy
+		}
 		pol, err := keyflow.ParsePolicy(p.flag)
 		if err != nil {
 			log.Error("bad flag", zap.Error(err))
