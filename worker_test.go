@@ -698,3 +698,31 @@ func TestAWorkerWhoseInstanceIDANewerProcessTookStops(t *testing.T) {
 		t.Fatalf("the newer worker's Run = %v", err)
 	}
 }
+
+// Status.Start numbers a partition's starts per worker: two workers of one
+// process over one input (two groups) each start its partitions at 1 (the
+// process-wide numbering interleaved them: found by a review).
+func TestStartsAreNumberedPerWorker(t *testing.T) {
+	_, brokers := testkit.Kfake(t)
+	input, snaps := testkit.Name(t, "in"), testkit.Name(t, "snap")
+	testkit.CreateTopics(t, brokers, input, snaps, 1)
+	ctx := ctxFor(t, 60*time.Second)
+	for i := range 2 {
+		w, err := actorflow.NewWorker(ledger.Flow(), actorflow.WithBrokers(brokers...), actorflow.WithGroup(testkit.Name(t, "g")),
+			actorflow.WithInputTopic(input), actorflow.WithSnapshotTopic(snaps+strconv.Itoa(i)), actorflow.WithCreateTopics(1, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- w.Run(rctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+		testkit.Eventually(t, 30*time.Second, "the worker's partition running", func() (bool, string) {
+			st := w.Status(ctx)
+			return len(st.Partitions) == 1 && st.Partitions[0].Phase == "running", fmt.Sprint(st.Partitions)
+		})
+		if got := w.Status(ctx).Partitions[0].Start; got != 1 {
+			t.Fatalf("worker %d: its partition's first start numbered %d, want 1", i, got)
+		}
+	}
+}

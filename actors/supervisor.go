@@ -70,6 +70,10 @@ type Supervisor struct {
 	// stopping, the next one's. A copy below it is an earlier copy, whose
 	// failure is not the current assignment's (earlier).
 	latest map[coordinator.TopicPartition]int
+	// starts numbers each partition's starts by this supervisor
+	// (partitionflow.Status.Start): process-wide, two workers of one
+	// process over one input interleaved them (found by a review).
+	starts map[coordinator.TopicPartition]uint64
 	opened map[coordinator.TopicPartition]snapshotstore.Partition
 	// assigned is each partition's latest assignment, for its recovery.
 	assigned map[coordinator.TopicPartition]snapshotstore.Assignment
@@ -116,6 +120,7 @@ func NewSupervisor(sys *actor.ActorSystem, cfg SupervisorConfig) (*Supervisor, e
 		parts:     map[coordinator.TopicPartition]*handle{},
 		reporting: map[coordinator.TopicPartition]*handle{},
 		latest:    map[coordinator.TopicPartition]int{},
+		starts:    map[coordinator.TopicPartition]uint64{},
 	}
 	// The guardian of the supervisor actor itself: protoactor's default
 	// would restart it on a panic, which stops every partition actor
@@ -247,6 +252,8 @@ func (s *Supervisor) Start(ctx context.Context, assigned map[coordinator.TopicPa
 		s.mu.Lock()
 		s.seq++ // a unique name: the previous incarnation may still be deregistering
 		name := partitionName(tp, s.seq)
+		s.starts[tp]++
+		cfg.Start = s.starts[tp]
 		h.seq = s.seq
 		s.latest[tp] = s.seq
 		s.mu.Unlock()

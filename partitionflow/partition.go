@@ -114,6 +114,9 @@ type Config struct {
 	// OnStopped is called once, after the whole subtree has stopped, with the
 	// partition's failure (nil on a clean stop).
 	OnStopped func(err error)
+	// Start numbers this start of the partition (Status.Start; 0: the
+	// process numbers it, per partition).
+	Start uint64
 	// OnFinal (nil: none) is called once, after the whole subtree has
 	// stopped and before OnStopped, with the partition's last Status: its
 	// counts are final (what the copy counted after the last Status read,
@@ -475,8 +478,11 @@ func nextStart(topic string, p int32) uint64 {
 }
 
 func newPartition(cfg Config) *partition {
+	if cfg.Start == 0 {
+		cfg.Start = nextStart(cfg.Topic, cfg.Partition)
+	}
 	return &partition{
-		startN:    nextStart(cfg.Topic, cfg.Partition),
+		startN:    cfg.Start,
 		cfg:       cfg,
 		log:       cfg.Logger.With(zap.String("topic", cfg.Topic), zap.Int32("partition", cfg.Partition)),
 		phase:     phaseRecovering,
