@@ -460,14 +460,7 @@ func TestWithMetricsKeepsAMovedPartitionsFinalCounts(t *testing.T) {
 		if reg != nil {
 			opts = append(opts, actorflow.WithMetrics(reg))
 		}
-		w, err := actorflow.NewWorker(flow, opts...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- w.Run(ctx) }()
-		t.Cleanup(func() { cancel(); <-done })
+		w, _ := runWorker(t, flow, opts...)
 		return w
 	}
 	reg := prometheus.NewRegistry()

@@ -1,7 +1,6 @@
 package actorflow_test
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -34,15 +33,7 @@ func TestPartitionsAddedStopRunningPartitionsOfProducersThatPlaceByHand(t *testi
 		}
 		return &n, nil
 	})
-	w, err := actorflow.NewWorker(flow, actorflow.WithBrokers(brokers...), actorflow.WithGroup(testkit.Name(t, "g")),
-		actorflow.WithInputTopic(input), actorflow.WithSnapshotTopic(snaps))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	w, _ := kfakeWorker(t, flow, brokers, input, snaps)
 	wctx := ctxFor(t, 90*time.Second)
 	cl := testkit.Client(t, brokers, kgo.DefaultProduceTopic(input), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	var recs []*kgo.Record
@@ -82,16 +73,8 @@ func TestAcceptedPartitionsAddedDoNotStopARunningPartition(t *testing.T) {
 	input, snaps := testkit.Name(t, "in"), testkit.Name(t, "snap")
 	testkit.CreateTopics(t, brokers, input, snaps, 2)
 	core, logs := observer.New(zap.WarnLevel)
-	w, err := actorflow.NewWorker(ledger.Flow(), actorflow.WithBrokers(brokers...), actorflow.WithGroup(testkit.Name(t, "g")),
-		actorflow.WithInputTopic(input), actorflow.WithSnapshotTopic(snaps), actorflow.WithLogger(zap.New(core)),
+	w, done := kfakeWorker(t, ledger.Flow(), brokers, input, snaps, actorflow.WithLogger(zap.New(core)),
 		actorflow.WithAcceptInputRepartition(), actorflow.WithFailFast())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
 	wctx := ctxFor(t, 90*time.Second)
 	testkit.ProduceLedger(t, brokers, input, &ledger.Generator{Accounts: 40}, 200, ledger.Expected{})
 	if err := w.WaitCaughtUp(wctx); err != nil {

@@ -543,22 +543,8 @@ func TestALostGroupSessionIsNotJoined(t *testing.T) {
 	refusing(kmsg.Heartbeat, func(r kmsg.Response) { r.(*kmsg.HeartbeatResponse).ErrorCode = kerr.IllegalGeneration.Code })
 	refusing(kmsg.JoinGroup, func(r kmsg.Response) { r.(*kmsg.JoinGroupResponse).ErrorCode = kerr.UnknownServerError.Code })
 	flow := keyflow.New(func(_ *keyflow.Context, s *int, _ *kgo.Record) (*int, error) { return s, nil })
-	w, err := actorflow.NewWorker(flow, actorflow.WithBrokers(brokers...), actorflow.WithGroup(testkit.Name(t, "g")),
-		actorflow.WithInputTopic(input), actorflow.WithSnapshotTopic(snaps))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run = %v", err)
-		}
-	})
-	wctx, wcancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer wcancel()
+	w, _ := kfakeWorker(t, flow, brokers, input, snaps)
+	wctx := ctxFor(t, 60*time.Second)
 	if err := w.WaitReady(wctx); err != nil {
 		t.Fatal(err)
 	}
@@ -616,24 +602,10 @@ func TestAMemberRejoiningUnderANewIDIsNotJoinedUntilItsJoinEnds(t *testing.T) {
 	})
 	flow := keyflow.New(func(_ *keyflow.Context, s *int, _ *kgo.Record) (*int, error) { return s, nil })
 	// The forgotten member's session ends the join it is pending in.
-	w, err := actorflow.NewWorker(flow, actorflow.WithBrokers(brokers...), actorflow.WithGroup(testkit.Name(t, "g")),
-		actorflow.WithInputTopic(input), actorflow.WithSnapshotTopic(snaps), actorflow.WithSessionTimeout(6*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
+	w, _ := kfakeWorker(t, flow, brokers, input, snaps, actorflow.WithSessionTimeout(6*time.Second))
 	var released sync.Once
-	t.Cleanup(func() {
-		released.Do(func() { close(release) })
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run = %v", err)
-		}
-	})
-	wctx, wcancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer wcancel()
+	t.Cleanup(func() { released.Do(func() { close(release) }) }) // before the worker's stop: cleanups run last first
+	wctx := ctxFor(t, 60*time.Second)
 	if err := w.WaitReady(wctx); err != nil {
 		t.Fatal(err)
 	}
@@ -663,25 +635,17 @@ func TestAWorkerWhoseInstanceIDANewerProcessTookStops(t *testing.T) {
 	_, brokers := testkit.Kfake(t)
 	input, snaps, group := testkit.Name(t, "in"), testkit.Name(t, "snap"), testkit.Name(t, "g")
 	testkit.CreateTopics(t, brokers, input, snaps, 2)
-	start := func() (*actorflow.Worker, chan error, context.CancelFunc) {
-		w, err := actorflow.NewWorker(ledger.Flow(), actorflow.WithBrokers(brokers...), actorflow.WithGroup(group),
+	start := func() (*actorflow.Worker, <-chan error) {
+		return runWorker(t, ledger.Flow(), actorflow.WithBrokers(brokers...), actorflow.WithGroup(group),
 			actorflow.WithInputTopic(input), actorflow.WithSnapshotTopic(snaps), actorflow.WithInstanceID("pod-0"),
 			actorflow.WithSessionTimeout(6*time.Second), actorflow.WithClientOpts(kgo.HeartbeatInterval(200*time.Millisecond)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- w.Run(ctx) }()
-		return w, done, cancel
 	}
 	wctx := ctxFor(t, 60*time.Second)
-	older, olderDone, cancelOlder := start()
-	defer cancelOlder()
+	older, olderDone := start()
 	if err := older.WaitReady(wctx); err != nil {
 		t.Fatal(err)
 	}
-	newer, newerDone, cancelNewer := start()
+	newer, _ := start()
 	select {
 	case err := <-olderDone:
 		if !errors.Is(err, actorflow.ErrMemberRejected) || !errors.Is(err, kerr.FencedInstanceID) {
@@ -692,10 +656,6 @@ func TestAWorkerWhoseInstanceIDANewerProcessTookStops(t *testing.T) {
 	}
 	if err := newer.WaitReady(wctx); err != nil {
 		t.Fatalf("the newer worker: %v", err)
-	}
-	cancelNewer()
-	if err := <-newerDone; err != nil {
-		t.Fatalf("the newer worker's Run = %v", err)
 	}
 }
 
@@ -708,15 +668,7 @@ func TestStartsAreNumberedPerWorker(t *testing.T) {
 	testkit.CreateTopics(t, brokers, input, snaps, 1)
 	ctx := ctxFor(t, 60*time.Second)
 	for i := range 2 {
-		w, err := actorflow.NewWorker(ledger.Flow(), actorflow.WithBrokers(brokers...), actorflow.WithGroup(testkit.Name(t, "g")),
-			actorflow.WithInputTopic(input), actorflow.WithSnapshotTopic(snaps+strconv.Itoa(i)), actorflow.WithCreateTopics(1, 1))
-		if err != nil {
-			t.Fatal(err)
-		}
-		rctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- w.Run(rctx) }()
-		t.Cleanup(func() { cancel(); <-done })
+		w, _ := kfakeWorker(t, ledger.Flow(), brokers, input, snaps+strconv.Itoa(i), actorflow.WithCreateTopics(1, 1))
 		testkit.Eventually(t, 30*time.Second, "the worker's partition running", func() (bool, string) {
 			st := w.Status(ctx)
 			return len(st.Partitions) == 1 && st.Partitions[0].Phase == "running", fmt.Sprint(st.Partitions)
