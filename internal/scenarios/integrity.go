@@ -328,25 +328,11 @@ func bothRunning(t *testing.T, w *Worker, what string, txns int64) {
 // "added" words and both counts — writes no snapshot, and partition 0 keeps
 // running.
 func InputPartitionAddedWhileRunning(t *testing.T, brokers []string, mode snapshotstore.Mode) {
-	input, snaps, group := Topics(t, brokers, 1)
-	testkit.ProduceLedger(t, brokers, input, &ledger.Generator{Accounts: 20}, 100, ledger.Expected{})
 	// The worker's clients refresh their metadata every second: kgo's 5
 	// minutes would leave the new partition unseen for the test's length.
-	w := StartWorker(t, ledger.Flow(), brokers, group, input, snaps, mode,
+	// Accounts hashed over two partitions after: some land on the new one.
+	ctx, w, snaps := partitionAddedUnder(t, brokers, mode, 1, 20,
 		actorflow.WithClientOpts(kgo.MetadataMaxAge(time.Second), kgo.MetadataMinAge(100*time.Millisecond)))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if err := w.W.WaitCaughtUp(ctx); err != nil {
-		t.Fatalf("WaitCaughtUp before the partition is added: %v", err)
-	}
-	adm := kadm.NewClient(testkit.Client(t, brokers))
-	if _, err := adm.CreatePartitions(ctx, 1, input, snaps); err != nil {
-		t.Fatalf("add a partition: %v", err)
-	}
-	// Accounts hashed over two partitions now: some land on the new one
-	// (a new producer, once the broker lists both).
-	testkit.AwaitTopics(t, adm, 2, input)
-	testkit.ProduceLedger(t, brokers, input, &ledger.Generator{Accounts: 20}, 100, ledger.Expected{})
 	testkit.Eventually(t, time.Minute, "the added partition refused", func() (bool, string) {
 		st := w.W.Status(ctx)
 		for _, f := range st.Failed {
@@ -379,22 +365,7 @@ func InputPartitionAddedWhileRunning(t *testing.T, brokers []string, mode snapsh
 // names ErrInputRepartitioned's "while the partition ran", both counts and
 // the record), and no key's state is split across partitions.
 func InputPartitionAddedMovesKeysIntoRunning(t *testing.T, brokers []string, mode snapshotstore.Mode) {
-	input, snaps, group := Topics(t, brokers, 2)
-	testkit.ProduceLedger(t, brokers, input, &ledger.Generator{Accounts: 40}, 200, ledger.Expected{})
-	w := StartWorker(t, ledger.Flow(), brokers, group, input, snaps, mode)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if err := w.W.WaitCaughtUp(ctx); err != nil {
-		t.Fatalf("WaitCaughtUp before the partition is added: %v", err)
-	}
-	adm := kadm.NewClient(testkit.Client(t, brokers))
-	if _, err := adm.CreatePartitions(ctx, 1, input, snaps); err != nil {
-		t.Fatalf("add a partition: %v", err)
-	}
-	// A new producer: its metadata has the three partitions, once the
-	// broker lists them (a real one answers CreatePartitions first).
-	testkit.AwaitTopics(t, adm, 3, input)
-	testkit.ProduceLedger(t, brokers, input, &ledger.Generator{Accounts: 40}, 200, ledger.Expected{})
+	ctx, w, snaps := partitionAddedUnder(t, brokers, mode, 2, 40)
 	testkit.Eventually(t, time.Minute, "both old partitions stopped at a moved key", func() (bool, string) {
 		st := w.W.Status(ctx)
 		stopped := 0
@@ -414,4 +385,30 @@ func InputPartitionAddedMovesKeysIntoRunning(t *testing.T, brokers []string, mod
 		}
 		t.Fatalf("ReadState: %v", err)
 	}
+}
+
+// partitionAddedUnder runs a worker (mode, opts) over an input of parts
+// partitions and 5 ledger events per account of accounts, caught up; adds a
+// partition to the input and the snapshot topic; and produces as many
+// events again through a new producer, once the broker lists the new
+// partition (a real one answers CreatePartitions first), so that they are
+// hashed over parts+1. ctx ends with the test.
+func partitionAddedUnder(t *testing.T, brokers []string, mode snapshotstore.Mode, parts int32, accounts int,
+	opts ...actorflow.Option) (ctx context.Context, w *Worker, snaps string) {
+	t.Helper()
+	input, snaps, group := Topics(t, brokers, parts)
+	testkit.ProduceLedger(t, brokers, input, &ledger.Generator{Accounts: accounts}, 5*accounts, ledger.Expected{})
+	w = StartWorker(t, ledger.Flow(), brokers, group, input, snaps, mode, opts...)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	if err := w.W.WaitCaughtUp(ctx); err != nil {
+		t.Fatalf("WaitCaughtUp before the partition is added: %v", err)
+	}
+	adm := kadm.NewClient(testkit.Client(t, brokers))
+	if _, err := adm.CreatePartitions(ctx, 1, input, snaps); err != nil {
+		t.Fatalf("add a partition: %v", err)
+	}
+	testkit.AwaitTopics(t, adm, parts+1, input)
+	testkit.ProduceLedger(t, brokers, input, &ledger.Generator{Accounts: accounts}, 5*accounts, ledger.Expected{})
+	return ctx, w, snaps
 }
