@@ -80,8 +80,8 @@ type Config struct {
 	// partition count tells partitions added while the group runs before a
 	// running partition folds a key that moved into it (routeCheck). Nil:
 	// kgo.StickyKeyPartitioner(nil), murmur2 as the Java client's default.
-	// Producers that partition otherwise turn that check off (logged once);
-	// the count, read every 10 s, still tells, later.
+	// A partition whose records are placed otherwise has that check turned
+	// off (logged once); the count, read every 10 s, still tells, later.
 	InputPartitioner kgo.Partitioner
 	// AcceptRepartition: an option accepts partitions added to the input
 	// (the store's AcceptRepartitioned or ResetLostState): a running
