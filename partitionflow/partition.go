@@ -114,8 +114,8 @@ type Config struct {
 	// OnStopped is called once, after the whole subtree has stopped, with the
 	// partition's failure (nil on a clean stop).
 	OnStopped func(err error)
-	// Start numbers this start of the partition (Status.Start; 0: the
-	// process numbers it, per partition).
+	// Start numbers this start of the partition (Status.Start; the
+	// supervisor's, per worker; 0: the process numbers it, per partition).
 	Start uint64
 	// OnFinal (nil: none) is called once, after the whole subtree has
 	// stopped and before OnStopped, with the partition's last Status: its
@@ -142,7 +142,7 @@ type Status struct {
 	Topic     string `json:"topic"`
 	Partition int32  `json:"partition"`
 	Phase     string `json:"phase"`
-	// Start numbers this start of the partition in the process: 1 for its
+	// Start numbers this start of the partition by its worker: 1 for its
 	// first here; a restart after a failure, or the partition assigned here
 	// again, is the next one, whose counts (Txns, Skipped, Evictions,
 	// DeadLetters, ...) start from 0.
