@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -114,8 +113,8 @@ type Config struct {
 	// OnStopped is called once, after the whole subtree has stopped, with the
 	// partition's failure (nil on a clean stop).
 	OnStopped func(err error)
-	// Start numbers this start of the partition (Status.Start; the
-	// supervisor's, per worker; 0: the process numbers it, per partition).
+	// Start numbers this start of the partition (Status.Start): the
+	// supervisor numbers each partition's starts, per worker. 0: 1.
 	Start uint64
 	// OnFinal (nil: none) is called once, after the whole subtree has
 	// stopped and before OnStopped, with the partition's last Status: its
@@ -455,31 +454,9 @@ func Props(cfg Config) *actor.Props {
 // one, or the log start above it (LogStart).
 func (c Config) firstOffset() int64 { return max(c.AssignedOffset, c.LogStart) }
 
-// starts numbers each partition's starts in the process (Status.Start):
-// 1 for its first here. Numbered across all partitions, the first start of
-// a partition read as a restart (a newcomer's trial).
-var starts struct {
-	mu sync.Mutex
-	n  map[string]map[int32]uint64
-}
-
-// nextStart numbers a start of topic's partition p.
-func nextStart(topic string, p int32) uint64 {
-	starts.mu.Lock()
-	defer starts.mu.Unlock()
-	if starts.n == nil {
-		starts.n = map[string]map[int32]uint64{}
-	}
-	if starts.n[topic] == nil {
-		starts.n[topic] = map[int32]uint64{}
-	}
-	starts.n[topic][p]++
-	return starts.n[topic][p]
-}
-
 func newPartition(cfg Config) *partition {
 	if cfg.Start == 0 {
-		cfg.Start = nextStart(cfg.Topic, cfg.Partition)
+		cfg.Start = 1 // spawned outside a supervisor, which numbers them
 	}
 	return &partition{
 		startN:    cfg.Start,
