@@ -178,8 +178,10 @@ func WithStore(s snapshotstore.Store) Option { return func(c *config) { c.store 
 // partitions (1 when partitions ≤ 0), the snapshot topic compacted with as
 // many, and the flow's default output topic (keyflow.WithOutput) and
 // dead-letter topic (keyflow.WithDeadLetterTopic, when a policy writes one)
-// with as many as the input topic. Default: a missing topic is an error
-// at start (snapshotstore.ErrTopicSetup), the output topic included. rf -1 takes the broker default. The output
+// with as many as the input topic. An existing topic is not changed: an
+// input topic of another partition count keeps it, logged at warn. Default:
+// a missing topic is an error at start (snapshotstore.ErrTopicSetup), the
+// output topic included. rf -1 takes the broker default. The output
 // topic is checked on the cluster the outputs go to: the worker's in the
 // transactional mode, the application producer's in the plain mode.
 func WithCreateTopics(partitions int32, rf int16) Option {

@@ -209,7 +209,9 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 		// but not the topic requests fails Run instead of hanging it.
 		tctx, cancel := context.WithTimeout(ctx, w.cfg.startTimeout)
 		start := time.Now()
-		err = snapshotstore.EnsureTopics(tctx, admin, w.cfg.input, w.cfg.snapshot, w.cfg.topics)
+		spec := w.cfg.topics
+		spec.Logger = log
+		err = snapshotstore.EnsureTopics(tctx, admin, w.cfg.input, w.cfg.snapshot, spec)
 		// The cleanup.policy check is EnsureTopics' last: every other one passed.
 		if pe := (*snapshotstore.CleanupPolicyError)(nil); errors.As(err, &pe) && w.cfg.allowNonCompact {
 			log.Warn("snapshot topic is not compacted, or retention deletes from it: idle keys' state may expire (allowed by WithAllowNonCompactedSnapshots)",

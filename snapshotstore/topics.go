@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
 )
 
 // ErrTopicSetup is matched by every EnsureTopics failure.
@@ -26,6 +27,10 @@ type TopicSpec struct {
 	Partitions int32
 	// ReplicationFactor of created topics; -1 takes the broker default.
 	ReplicationFactor int16
+	// Logger hears, at warn, of an input topic that exists with another
+	// partition count than Partitions (Create creates only missing topics:
+	// the existing count stands). Default nil: not said.
+	Logger *zap.Logger
 }
 
 // CleanupPolicyError is EnsureTopics' error for a snapshot topic whose
@@ -206,6 +211,12 @@ func EnsureTopics(ctx context.Context, cl *kgo.Client, input, snapshot string, s
 		return err == nil, nil
 	}
 	in := count(input)
+	if in > 0 && spec.Create && spec.Partitions > 0 && in != spec.Partitions && spec.Logger != nil {
+		// Said, not refused: a newcomer's trial read the silence as its
+		// count taken (helper-112).
+		spec.Logger.Warn("input topic exists with another partition count than WithCreateTopics asks; it is not changed",
+			zap.String("topic", input), zap.Int32("partitions", in), zap.Int32("asked", spec.Partitions))
+	}
 	if in == 0 {
 		parts := spec.Partitions
 		if parts <= 0 {

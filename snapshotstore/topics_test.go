@@ -15,6 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // A snapshot topic that is not compacted loses the state of idle keys when
@@ -274,4 +276,39 @@ func createdFirstByAnother(t *testing.T, c *kfake.Cluster, brokers []string, top
 		return resp, nil, true
 	})
 	return raced
+}
+
+// WithCreateTopics creates only missing topics: an existing input topic of
+// another partition count keeps it, and the worker says so at warn (a
+// newcomer's trial read the silence as its count taken). The snapshot topic
+// is created with the existing count.
+func TestEnsureTopicsSaysAnExistingInputKeepsItsCount(t *testing.T) {
+	_, brokers := testkit.Kfake(t)
+	cl := testkit.Client(t, brokers)
+	ctx := context.Background()
+	input, snaps := testkit.Name(t, "in"), testkit.Name(t, "snaps")
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 2, 1, nil, input); err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zap.WarnLevel)
+	spec := snapshotstore.TopicSpec{Create: true, Partitions: 4, ReplicationFactor: -1, Logger: zap.New(core)}
+	if err := snapshotstore.EnsureTopics(ctx, cl, input, snaps, spec); err != nil {
+		t.Fatal(err)
+	}
+	warned := logs.FilterMessageSnippet("another partition count").All()
+	if len(warned) != 1 {
+		t.Fatalf("warnings %v; want one naming the existing count", logs.All())
+	}
+	if f := warned[0].ContextMap(); f["topic"] != input || f["partitions"] != int32(2) || f["asked"] != int32(4) {
+		t.Fatalf("warning's fields %v; want topic %s, partitions 2, asked 4", f, input)
+	}
+	if n, err := snapshotstore.TopicPartitions(ctx, cl, snaps); err != nil || n != 2 {
+		t.Fatalf("snapshot topic's partitions = %d, %v; want the input's 2", n, err)
+	}
+	// The count asked, or none asked: nothing to say.
+	logs.TakeAll()
+	spec.Partitions = 2
+	if err := snapshotstore.EnsureTopics(ctx, cl, input, snaps, spec); err != nil || logs.Len() != 0 {
+		t.Fatalf("EnsureTopics with the existing count = %v, logged %v; want nil and nothing", err, logs.All())
+	}
 }
