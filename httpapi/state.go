@@ -2,7 +2,9 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"net/http"
 	"net/url"
@@ -65,7 +67,8 @@ const RedirectedParam = "redirected"
 //     any other error (the flow's state is not S; the key's persisted state
 //     does not decode, actorflow.ErrUndecodableState, under the flow's
 //     default Fail policy — a 404 under Skip or DeadLetter, where the key
-//     starts from no state), named in the body.
+//     starts from no state; a state encoding/json cannot encode, such as
+//     a NaN float), named in the body.
 //
 // A client following redirects should retry a connection error after a
 // 307 too: a crashed owner is named until the group coordinator notices
@@ -132,7 +135,16 @@ func stateHandler[S any](get func(context.Context, string) (*S, actorflow.QueryI
 		default:
 			code = http.StatusInternalServerError
 		}
-		writeJSON(rw, code, ans)
+		b, err := json.Marshal(ans)
+		if err != nil {
+			// The state does not encode as JSON (a NaN or ±Inf float, a
+			// chan, a MarshalJSON that fails): /state encodes S with
+			// encoding/json whatever the flow's codec.
+			code = http.StatusInternalServerError
+			b = mustJSON(StateAnswer[S]{Key: key, Info: &info,
+				Error: fmt.Sprintf("encode key %s's state as JSON (/state's encoding, whatever the flow's codec): %v", strconv.Quote(key), err)})
+		}
+		writeBody(rw, code, b)
 	})
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -176,5 +177,50 @@ func TestStateRedirectSchemeFollowsTheRequest(t *testing.T) {
 		if loc := resp.Header.Get("Location"); loc != c.want {
 			t.Errorf("%s: Location %q, want %q", c.name, loc, c.want)
 		}
+	}
+}
+
+// A state encoding/json cannot encode (a mean of no samples, 0/0) is a 500
+// naming the key and why, which the Client returns as the error. The body
+// was encoded after the status line went out: a 200 with an empty body, its
+// cause said nowhere (a lint sweep).
+func TestAStateThatDoesNotEncodeIsA500NamingWhy(t *testing.T) {
+	type mean struct {
+		Avg float64 `json:"avg"`
+	}
+	h := stateHandler(func(context.Context, string) (*mean, actorflow.QueryInfo, error) {
+		return &mean{Avg: math.NaN()}, actorflow.QueryInfo{Topic: "in", Partition: 2}, nil
+	}, newConfig(nil))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/state?key=acct-1", nil))
+	var ans StateAnswer[mean]
+	if err := json.NewDecoder(rec.Body).Decode(&ans); err != nil {
+		t.Fatalf("%d, body does not decode: %v", rec.Code, err)
+	}
+	if rec.Code != http.StatusInternalServerError || ans.Key != "acct-1" || ans.State != nil || ans.Info == nil || ans.Info.Partition != 2 ||
+		!strings.Contains(ans.Error, "NaN") || !strings.Contains(ans.Error, `"acct-1"`) {
+		t.Fatalf("%d %+v, want a 500 naming the key and the NaN, with the query's info", rec.Code, ans)
+	}
+
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	cl, err := NewClient[mean](srv.URL + "/state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = cl.Get(context.Background(), "acct-1")
+	if re := (*ResponseError)(nil); !errors.As(err, &re) || re.Code != http.StatusInternalServerError || !strings.Contains(re.Message, "NaN") {
+		t.Fatalf("the client's error %v, want a *ResponseError, 500, saying NaN", err)
+	}
+}
+
+// An answer other than a state that does not encode is a 500 saying so,
+// not a status line with an empty body.
+func TestWriteJSONOfAValueThatDoesNotEncode(t *testing.T) {
+	rec := httptest.NewRecorder()
+	writeJSON(rec, http.StatusOK, map[string]any{"c": make(chan int)})
+	var body map[string]string
+	if err := json.NewDecoder(rec.Body).Decode(&body); err != nil || rec.Code != http.StatusInternalServerError || !strings.Contains(body["error"], "chan") {
+		t.Fatalf("%d %v (%v), want a 500 whose error names the chan", rec.Code, body, err)
 	}
 }
