@@ -356,13 +356,21 @@ func EnsureOutputTopic(ctx context.Context, cl *kgo.Client, topic string, partit
 }
 
 // TopicPartitions returns the partition count of topic on the cluster of
-// cl (0 when it does not exist).
+// cl: 0 when it does not exist or is not listed yet (a retriable error);
+// any other error of the topic's metadata (INVALID_TOPIC_EXCEPTION, an
+// authorization failure) is the error, matching ErrTopicSetup and the kerr.
 func TopicPartitions(ctx context.Context, cl *kgo.Client, topic string) (int32, error) {
 	details, err := kadm.NewClient(cl).ListTopics(ctx, topic)
 	if err != nil {
 		return 0, fmt.Errorf("%w: list topic %q: %w", ErrTopicSetup, topic, err)
 	}
 	d, ok := details[topic]
+	if ok && d.Err != nil && !errors.Is(d.Err, kerr.UnknownTopicOrPartition) && !kerr.IsRetriable(d.Err) {
+		// Not "missing": the callers looked again until their budget
+		// ran out and then said the topic was not in the metadata, the
+		// broker's answer said nowhere (a lint sweep).
+		return 0, fmt.Errorf("%w: list topic %q: %w", ErrTopicSetup, topic, d.Err)
+	}
 	if !ok || d.Err != nil {
 		// Not listed (yet): a fresh answer in kgo's cache, so that the
 		// next call does not repeat this one for MetadataMinAge. Not

@@ -312,3 +312,31 @@ func TestEnsureTopicsSaysAnExistingInputKeepsItsCount(t *testing.T) {
 		t.Fatalf("EnsureTopics with the existing count = %v, logged %v; want nil and nothing", err, logs.All())
 	}
 }
+
+// A topic the metadata answers with an error other than "unknown" or a
+// retriable one (here INVALID_TOPIC_EXCEPTION: a name the broker refuses)
+// is that error, not "0 partitions": the callers looked again until their
+// budget ran out and said the topic was not in the metadata, the broker's
+// answer said nowhere (a lint sweep).
+func TestTopicPartitionsKeepsAMetadataError(t *testing.T) {
+	c, brokers := testkit.Kfake(t)
+	topic := testkit.Name(t, "in")
+	c.ControlKey(kmsg.Metadata.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := kreq.(*kmsg.MetadataRequest)
+		if len(req.Topics) != 1 || req.Topics[0].Topic == nil || *req.Topics[0].Topic != topic {
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.MetadataResponse)
+		resp.Version = req.Version
+		rt := kmsg.NewMetadataResponseTopic()
+		rt.Topic = kmsg.StringPtr(topic)
+		rt.ErrorCode = kerr.InvalidTopicException.Code
+		resp.Topics = append(resp.Topics, rt)
+		return resp, nil, true
+	})
+	n, err := snapshotstore.TopicPartitions(context.Background(), testkit.Client(t, brokers), topic)
+	if !errors.Is(err, kerr.InvalidTopicException) || !errors.Is(err, snapshotstore.ErrTopicSetup) || !strings.Contains(err.Error(), topic) {
+		t.Fatalf("TopicPartitions of a topic the cluster refuses to describe = (%d, %v), want INVALID_TOPIC_EXCEPTION naming it", n, err)
+	}
+}
