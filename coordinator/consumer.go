@@ -964,8 +964,11 @@ func (c *Consumer) assignedOffsets(ctx context.Context, tps []TopicPartition, re
 	}
 	for _, tp := range tps {
 		st, ok := starts.Lookup(tp.Topic, tp.Partition)
-		if !ok || st.Err != nil {
-			return nil, fmt.Errorf("list start offset of %s[%d]: %v", tp.Topic, tp.Partition, st.Err)
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("list start offset of %s[%d]: not in the answer", tp.Topic, tp.Partition)
+		case st.Err != nil:
+			return nil, fmt.Errorf("list start offset of %s[%d]: %w", tp.Topic, tp.Partition, st.Err)
 		}
 		switch o, ok := committed.Lookup(tp.Topic, tp.Partition); {
 		case ok && o.Err != nil:

@@ -55,8 +55,13 @@ func (h *hangingResolver) offsetsPartitionOf(ctx context.Context, group string) 
 		return topicPartition{}, fmt.Errorf("describe %s: %w", offsetsTopic, err)
 	}
 	t, ok := td[offsetsTopic]
-	if !ok || t.Err != nil || len(t.Partitions) == 0 {
-		return topicPartition{}, fmt.Errorf("describe %s: %v", offsetsTopic, t.Err)
+	switch {
+	case !ok:
+		return topicPartition{}, fmt.Errorf("describe %s: not in the answer", offsetsTopic)
+	case t.Err != nil:
+		return topicPartition{}, fmt.Errorf("describe %s: %w", offsetsTopic, t.Err)
+	case len(t.Partitions) == 0:
+		return topicPartition{}, fmt.Errorf("describe %s: no partitions listed", offsetsTopic)
 	}
 	return topicPartition{Topic: offsetsTopic, Partition: OffsetsPartition(group, int32(len(t.Partitions)))}, nil
 }
@@ -198,8 +203,11 @@ func (h *hangingResolver) describeTxn(ctx context.Context, id string, tp topicPa
 		return CoordinatorView{DescribeError: fmt.Errorf("describe transaction %q: %w", id, err)}
 	}
 	d, ok := dt[id]
-	if !ok || d.Err != nil {
-		return CoordinatorView{DescribeError: fmt.Errorf("describe transaction %q: %v", id, d.Err)}
+	switch {
+	case !ok:
+		return CoordinatorView{DescribeError: fmt.Errorf("describe transaction %q: not in the answer", id)}
+	case d.Err != nil:
+		return CoordinatorView{DescribeError: fmt.Errorf("describe transaction %q: %w", id, d.Err)}
 	}
 	return CoordinatorView{Known: true, TxnID: id, ProducerID: d.ProducerID, Epoch: d.ProducerEpoch,
 		State: d.State, HasPartition: d.Topics.Lookup(tp.Topic, tp.Partition)}
