@@ -354,7 +354,7 @@ const listTargetTimeout = 5 * time.Second
 func ownershipInDoubt(tp coordinator.TopicPartition, h Health, owned error) error {
 	switch {
 	case owned != nil:
-		return fmt.Errorf("%w: %s[%d]: this member cannot vouch that it still owns the partition: %v",
+		return fmt.Errorf("%w: %s[%d]: this member cannot vouch that it still owns the partition: %w",
 			ErrUnavailable, tp.Topic, tp.Partition, owned)
 	case !h.BrokersReachable:
 		return fmt.Errorf("%w: %s[%d]: the brokers have not answered since %s (%s): this member cannot tell whether it still owns the partition",

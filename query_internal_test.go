@@ -180,6 +180,8 @@ func TestOwnershipInDoubt(t *testing.T) {
 			t.Errorf("%s: %v, want no doubt", c.name, err)
 		case c.want != "" && (!errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "in[3]")):
 			t.Errorf("%s: %v, want ErrUnavailable naming in[3] and %q", c.name, err, c.want)
+		case c.owned != nil && !errors.Is(err, c.owned):
+			t.Errorf("%s: %v does not match its cause %v (errors.Is)", c.name, err, c.owned)
 		}
 	}
 }
