@@ -2,6 +2,8 @@
 # command and what CI (.ci/run) runs.
 SHELL := /usr/bin/env bash
 GO    ?= go
+# check's linter (.golangci.yml says which linters and why), fetched through the Go module proxy.
+GOLANGCI_LINT := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 
 # The supported broker versions (KAFKA_VERSION_NEWEST, KAFKA_VERSION_OLDEST), written once for the
 # scripts and this file. KAFKA_VERSION is the one switch: every target that starts a broker
@@ -39,12 +41,13 @@ test-itest-all:
 	done; \
 	[ $$rc = 0 ] && echo "=== make test-itest-all: passed on $(KAFKA_VERSION_NEWEST) and $(KAFKA_VERSION_OLDEST)"; exit $$rc
 
-## check: gofmt, go vet, and go.mod/go.sum tidy.
+## check: gofmt, go vet, go.mod/go.sum tidy, and golangci-lint's nilerr and errorlint (.golangci.yml).
 check:
 	@unformatted="$$(gofmt -l $$(git ls-files '*.go'))"; \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum not tidy: run go mod tidy"; exit 1; }
+	$(GO) run $(GOLANGCI_LINT) run -c .golangci.yml ./...
 
 ## demo: the ledger demo on an embedded cluster (transactional mode).
 demo:

@@ -310,7 +310,7 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 	cons := (*coordinator.Consumer)(nil)
 	// Every partition failure, the supervisor's and the consumer's own.
 	onFailure := func(tp coordinator.TopicPartition, err error) {
-		perr, ok := err.(*PartitionError)
+		perr, ok := err.(*PartitionError) //nolint:errorlint // only the error itself: a wrapped one keeps its own context, wrapped again
 		if !ok || perr.Topic != tp.Topic || perr.Partition != tp.Partition {
 			// A failed restart reports the partition's own failure again,
 			// wrapped once already.

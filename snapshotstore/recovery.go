@@ -368,7 +368,7 @@ func Transient(err error) bool {
 // which failed an assignment's ListOffsets while a node of a 3-node cluster
 // was down). kgo does not export it: it is matched by its message.
 func unknownBroker(err error) bool {
-	switch e := err.(type) {
+	switch e := err.(type) { //nolint:errorlint // walks the wrapped errors itself, the joined ones too
 	case nil:
 		return false
 	case interface{ Unwrap() []error }:

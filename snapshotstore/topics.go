@@ -379,7 +379,7 @@ func TopicPartitions(ctx context.Context, cl *kgo.Client, topic string) (int32, 
 		// topic from its subscription for good — a metadata blip during a
 		// query stopped the worker consuming (found by a review).
 		refreshTopics(ctx, cl, topic)
-		return 0, nil
+		return 0, nil //nolint:nilerr // unknown or retriable: not there yet, the callers look again
 	}
 	return int32(len(d.Partitions)), nil
 }
