@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/actorflow/actorflow"
+	"github.com/actorflow/actorflow/coordinator"
 	"github.com/actorflow/actorflow/internal/ledger"
 	"github.com/actorflow/actorflow/internal/testkit"
 	"github.com/actorflow/actorflow/keyflow"
@@ -67,7 +68,9 @@ func TestPartitionsAddedStopRunningPartitionsOfProducersThatPlaceByHand(t *testi
 // Under an option that accepts partitions added to the input
 // (WithAcceptInputRepartition here), a running partition that gets a key
 // that moved into it goes on: it used to fail, which ended a WithFailFast
-// worker (found by a review). It says so at warn.
+// worker (found by a review). It says so at warn. Get routes the moved key
+// with the new count once the consumer has read it, not with its own
+// cached one (up to 30 s old).
 func TestAcceptedPartitionsAddedDoNotStopARunningPartition(t *testing.T) {
 	_, brokers := testkit.Kfake(t)
 	input, snaps := testkit.Name(t, "in"), testkit.Name(t, "snap")
@@ -80,6 +83,11 @@ func TestAcceptedPartitionsAddedDoNotStopARunningPartition(t *testing.T) {
 	if err := w.WaitCaughtUp(wctx); err != nil {
 		t.Fatal(err)
 	}
+	// Get reads the count (2) now, and caches it for 30 s.
+	moved := keyRoutedTo(t, input, 2, 3)
+	if _, info, _ := actorflow.Get[ledger.State](wctx, w, moved); info.Partition < 0 || info.Partition >= 2 {
+		t.Fatalf("Get routed key %q to partition %d under 2", moved, info.Partition)
+	}
 	adm := kadm.NewClient(testkit.Client(t, brokers))
 	if _, err := adm.CreatePartitions(wctx, 1, input, snaps); err != nil {
 		t.Fatal(err)
@@ -89,6 +97,11 @@ func TestAcceptedPartitionsAddedDoNotStopARunningPartition(t *testing.T) {
 	testkit.Eventually(t, 60*time.Second, "a running partition's accepted moved key", func() (bool, string) {
 		return logs.FilterMessageSnippet("an option accepts it").Len() > 0, fmt.Sprint(w.Status(wctx).Failed)
 	})
+	// The consumer has read the new count: Get routes with it, not with
+	// its own cached one (30 s stale).
+	if _, info, _ := actorflow.Get[ledger.State](wctx, w, moved); info.Partition != 2 {
+		t.Fatalf("Get routed key %q to partition %d after the consumer read 3 partitions; want 2", moved, info.Partition)
+	}
 	select {
 	case err := <-done:
 		t.Fatalf("Run returned under WithFailFast: %v", err)
@@ -99,4 +112,19 @@ func TestAcceptedPartitionsAddedDoNotStopARunningPartition(t *testing.T) {
 			t.Fatalf("partition %d failed: %s", f.Partition, f.Error)
 		}
 	}
+}
+
+// keyRoutedTo is a key the input's default partitioner routes to partition
+// p among n.
+func keyRoutedTo(t *testing.T, topic string, p int32, n int) string {
+	t.Helper()
+	part := kgo.StickyKeyPartitioner(nil).ForTopic(topic)
+	for i := range 10_000 {
+		k := fmt.Sprintf("acct-%d", i)
+		if coordinator.KeyPartition(part, &kgo.Record{Topic: topic, Key: []byte(k)}, n) == p {
+			return k
+		}
+	}
+	t.Fatalf("no key of 10 000 routed to partition %d of %d", p, n)
+	return ""
 }

@@ -356,6 +356,11 @@ func New(cfg Config, h Handler) (*Consumer, error) {
 // Client returns the underlying kgo client.
 func (c *Consumer) Client() *kgo.Client { return c.cl }
 
+// InputPartitions is the input's partition count as the consumer last read
+// it: at Run's start, at each assignment and restart, every 10 s, and at a
+// record routed to another partition. 0 before the first read.
+func (c *Consumer) InputPartitions() int32 { return c.route.count() }
+
 // GroupMetadata returns the consumer's group metadata now (see
 // GroupMetadataTracker.Current). Writes use PartitionMetadata instead.
 func (c *Consumer) GroupMetadata() (snapshotstore.GroupMetadata, error) { return c.meta.Current() }
