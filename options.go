@@ -216,9 +216,15 @@ func WithOutputTopics(topics ...string) Option {
 // naming the topic and its policy, because with delete retention removes the
 // snapshots of keys idle longer than retention.ms, and their state is
 // silently lost at the next recovery. Only for topics whose retention is
-// known to outlive every key's idle time.
+// known to outlive every key's idle time: it also turns off the recovery's
+// check that no snapshot record was deleted (the snapshot partition's log
+// start, snapshotstore.ErrLostState).
 func WithAllowNonCompactedSnapshots() Option {
-	return func(c *config) { c.allowNonCompact = true; c.storeOpt("WithAllowNonCompactedSnapshots") }
+	return func(c *config) {
+		c.allowNonCompact = true
+		c.kafka.Integrity.SnapshotsMayExpire = true // records expire by design: the recovery's log-start check is off
+		c.storeOpt("WithAllowNonCompactedSnapshots")
+	}
 }
 
 // WithPersistEvery sets how often dirty keys' snapshots are flushed. Default
@@ -511,8 +517,11 @@ func WithPartitionRetryBackoff(first, max time.Duration) Option {
 // WithResetLostState starts a partition whose snapshot history is missing —
 // a committed input offset but no offset marker and no snapshot (the
 // snapshot topic was deleted and re-created, or its records expired), or a
-// committed offset above the latest marker (a truncated topic) — logging it
-// at error; its keys restart from their surviving snapshots or from nothing.
+// committed offset above the latest marker (a truncated topic), or a
+// snapshot partition whose log start moved up (records deleted by retention
+// or DeleteRecords; its markers then record the log start accepted) —
+// logging it at error; its keys restart from their surviving snapshots or
+// from nothing.
 // Also the way to start a group whose offsets were set by hand (above 0)
 // with no snapshot history, and a partition whose input was repartitioned
 // (snapshotstore.ErrInputRepartitioned: keys that moved restart from
@@ -544,6 +553,22 @@ func WithAcceptInputRepartition() Option {
 		c.kafka.Integrity.AcceptRepartitioned = true
 		c.storeOpt("WithAcceptInputRepartition")
 	}
+}
+
+// WithTakeOverSnapshotsOf starts a partition whose snapshot partition's
+// latest offset marker consumer group group wrote, logging it at warn: a
+// renamed group taking over the state of a group stopped for good. A
+// partition it started writes a marker of this group at once
+// (snapshotstore.Restater), so the option can go once every partition it
+// started has logged "recovery findings an option accepted are restated".
+// Default: such a partition refuses to start (errors.Is(err,
+// snapshotstore.ErrForeignSnapshots)), naming both groups — a snapshot
+// topic serves one group: two groups over it (a worker started with
+// another group id by mistake) each fold every record, emit every output
+// and write over each other's snapshots. Markers written before this
+// check (actorflow before 2026-12-07) name no group and are not judged.
+func WithTakeOverSnapshotsOf(group string) Option {
+	return func(c *config) { c.kafka.Integrity.TakeOverFrom = group; c.storeOpt("WithTakeOverSnapshotsOf") }
 }
 
 // WithDropUndecodableSnapshots drops (logged at error) the state of keys

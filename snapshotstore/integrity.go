@@ -41,7 +41,36 @@ var (
 	// InputRepartitionedError.Added). The partition refuses to start;
 	// WithResetLostState starts it anyway.
 	ErrInputRepartitioned = errors.New("actorflow: input topic repartitioned")
+	// ErrForeignSnapshots is matched by a recovery whose latest offset
+	// marker was written by another consumer group than the partition's:
+	// a snapshot topic serves one group. Two groups over it each fold
+	// every record, emit every output, and write over each other's
+	// snapshots. The partition refuses to start unless
+	// WithTakeOverSnapshotsOf names that group.
+	ErrForeignSnapshots = errors.New("actorflow: snapshot topic written by another group")
 )
+
+// ForeignSnapshotsError names a partition whose snapshot partition's
+// latest offset marker another consumer group wrote (ErrForeignSnapshots).
+type ForeignSnapshotsError struct {
+	Snapshots string // the snapshot partition, "topic[p]"
+	Input     string // the input partition, "topic[p]"
+	Group     string // the partition's consumer group
+	Writer    string // the group the latest marker records
+}
+
+func (e *ForeignSnapshotsError) Error() string {
+	return fmt.Sprintf("%s: the latest offset marker of %s was written by consumer group %q, and this worker's group is %q: "+
+		"a snapshot topic serves one group (two groups over it each fold every record, emit every output and write over "+
+		"each other's snapshots); refusing to start the partition. Check the worker's group id and snapshot topic. If group %q "+
+		"is stopped for good and this group takes its state over (a renamed group), start with "+
+		"actorflow.WithTakeOverSnapshotsOf(%q) until every partition it started has logged \"recovery findings an option "+
+		"accepted are restated\" (each writes a marker of this group at once)",
+		e.Input, e.Snapshots, e.Writer, e.Group, e.Writer, e.Writer)
+}
+
+// Is makes errors.Is(err, ErrForeignSnapshots) true.
+func (e *ForeignSnapshotsError) Is(target error) bool { return target == ErrForeignSnapshots }
 
 // InputRepartitionedError names a partition whose snapshots were written
 // under another input partition count (ErrInputRepartitioned), or one
@@ -116,9 +145,24 @@ type LostStateError struct {
 	Assigned  Assignment
 	// Marker is the input offset of the latest offset marker found (-1: none).
 	Marker int64
+	// LogStart, when above 0, is the finding: the snapshot partition starts
+	// at this offset, above the one its latest marker accepted
+	// (HeaderSnapshotsLogStart; 0 when none did): the records below it
+	// were deleted (retention under cleanup.policy delete, DeleteRecords).
+	LogStart int64
+	// Accepted is the log start the latest marker records (0: none).
+	Accepted int64
 }
 
 func (e *LostStateError) Error() string {
+	if e.LogStart > 0 {
+		return fmt.Sprintf("%s: %s starts at offset %d (its latest offset marker accepted %d): the snapshot records below it were deleted "+
+			"(retention under a cleanup.policy with delete, or DeleteRecords), and every key whose latest snapshot was among them "+
+			"would silently restart from nothing; refusing to start the partition. Restore the snapshot topic, or reset the group's "+
+			"offsets (to rebuild from the input, if it still holds every record), or start anyway with actorflow.WithResetLostState "+
+			"(keys restart from their surviving snapshots or from nothing; the partition's markers then record the log start accepted)",
+			e.Input, e.Snapshots, e.LogStart, e.Accepted)
+	}
 	if e.Marker < 0 {
 		return fmt.Sprintf("%s: committed input offset %d (log start %d) but %s holds no snapshot history (no offset marker, no snapshot): "+
 			"the snapshot topic was deleted and re-created, or its records expired; refusing to start the partition "+
@@ -195,6 +239,15 @@ type IntegrityOptions struct {
 	// moves no key when partitions are added), where the check's premise
 	// does not hold.
 	AcceptRepartitioned bool
+	// TakeOverFrom starts a partition whose latest offset marker group
+	// TakeOverFrom wrote (logged at warn) instead of failing with
+	// ErrForeignSnapshots: a renamed group taking over the state of one
+	// stopped for good.
+	TakeOverFrom string
+	// SnapshotsMayExpire skips the check of the snapshot partition's log
+	// start (ErrLostState): retention may delete from the topic
+	// (WithAllowNonCompactedSnapshots).
+	SnapshotsMayExpire bool
 }
 
 // recordedCount is what the latest offset marker of the snapshot topic's
@@ -219,7 +272,14 @@ type recoveryCheck struct {
 	// markerParts is the input partition count the latest marker records
 	// (HeaderInputPartitions; 0: none recorded).
 	markerParts int32
-	bad         map[string]error
+	// markerGroup and markerLogStart are the group and the accepted log
+	// start the latest marker records ("" and 0: none).
+	markerGroup    string
+	markerLogStart int64
+	// logStart is the snapshot partition's log start finish accepted,
+	// which the partition's markers record from then on.
+	logStart int64
+	bad      map[string]error
 	// emitted: keys handed to fn; a key dropped at the end needs a
 	// tombstone to forget an earlier valid snapshot.
 	emitted map[string]bool
@@ -253,6 +313,7 @@ func (c *recoveryCheck) add(r *kgo.Record) (s Snapshot, ok bool) {
 			return Snapshot{}, false
 		}
 		c.marker, c.markerParts = v, markerInputParts(r)
+		c.markerGroup, c.markerLogStart = markerOwner(r)
 		return Snapshot{}, false
 	}
 	s, ok, err := DecodeRecord(r)
@@ -273,13 +334,27 @@ func (c *recoveryCheck) add(r *kgo.Record) (s Snapshot, ok bool) {
 }
 
 // finish decides. drop lists keys whose state the caller must forget (apply
-// a tombstone), when DropUndecodable allows it. inputEnd is the input
-// partition's log end, read after the snapshots (-1: unknown);
-// inputPartitions the input's partition count now (0: unknown); first, for
-// a partition with no snapshot history, the count the latest marker of
-// the snapshot topic's partition 0 (or the first below it with one)
-// records (first.parts 0: unknown, not read).
-func (c *recoveryCheck) finish(input string, a *Assignment, inputEnd int64, inputPartitions int32, first recordedCount) (drop []string, err error) {
+// a tombstone), when DropUndecodable allows it. group is the partition's
+// consumer group ("": unknown); logStart the snapshot partition's log start
+// (-1: unknown); inputEnd is the input partition's log end, read after the
+// snapshots (-1: unknown); inputPartitions the input's partition count now
+// (0: unknown); first, for a partition with no snapshot history, the count
+// the latest marker of the snapshot topic's partition 0 (or the first below
+// it with one) records (first.parts 0: unknown, not read).
+func (c *recoveryCheck) finish(input, group string, logStart int64, a *Assignment, inputEnd int64, inputPartitions int32, first recordedCount) (drop []string, err error) {
+	c.logStart = c.markerLogStart
+	if c.markerGroup != "" && group != "" && c.markerGroup != group {
+		// Before every other finding: the history read is another
+		// group's (a worker started with another group id over the same
+		// topics: outputs doubled, snapshots overwritten, unseen — a
+		// day-2 trial).
+		foreign := &ForeignSnapshotsError{Snapshots: c.snaps, Input: input, Group: group, Writer: c.markerGroup}
+		if c.opts.TakeOverFrom != c.markerGroup {
+			return nil, foreign
+		}
+		c.log.Warn("taking over the snapshots of another group (WithTakeOverSnapshotsOf)", zap.Error(foreign))
+		c.restate = true
+	}
 	if len(c.bad) > 0 {
 		if !c.opts.DropUndecodable {
 			return nil, &UndecodableSnapshotError{Snapshots: c.snaps, Keys: c.bad}
@@ -324,6 +399,24 @@ func (c *recoveryCheck) finish(input string, a *Assignment, inputEnd int64, inpu
 			return drop, rep
 		}
 		c.restate = true
+	}
+	if logStart > c.markerLogStart && !c.opts.SnapshotsMayExpire {
+		// A compacted topic's log start stays put (compaction removes
+		// records, never the log's start): above the accepted one, records
+		// were deleted, and with them the state of every key whose latest
+		// snapshot they held. The checks below see only a loss that reaches
+		// the latest marker (a day-2 trial: retention set and reverted,
+		// 214 235 of 300 000 keys restarted from nothing, unsaid).
+		lost := &LostStateError{Snapshots: c.snaps, Input: input, Marker: c.marker, LogStart: logStart, Accepted: c.markerLogStart}
+		if a != nil {
+			lost.Assigned = *a
+		}
+		if !c.opts.ResetLostState {
+			return drop, lost
+		}
+		c.log.Error("snapshot records deleted; starting anyway (WithResetLostState): keys restart from their surviving snapshots or from nothing",
+			zap.Error(lost))
+		c.logStart, c.restate = logStart, true
 	}
 	if a == nil || !a.Committed {
 		return drop, nil

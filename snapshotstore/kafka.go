@@ -189,11 +189,14 @@ func (k *Kafka) Open(ctx context.Context, p PartitionInfo) (Partition, error) {
 }
 
 // recovered is what a recovery tells the partition's commits: the input's
-// partition count (0: unknown), which its markers record from then on
-// (HeaderInputPartitions), and whether its first commit must restate the
+// partition count (0: unknown) and the accepted log start, which its
+// markers record from then on, and whether its first commit must restate the
 // marker (Restater).
 type recovered struct {
 	parts int32
+	// logStart is the snapshot partition's accepted log start, which its
+	// markers record from then on (HeaderSnapshotsLogStart; 0: none).
+	logStart int64
 	restatement
 }
 
@@ -305,7 +308,9 @@ func (k *Kafka) recover(ctx context.Context, p PartitionInfo, readCommitted bool
 				p, first.snaps, err)
 		}
 	}
-	drop, err := check.finish(p.String(), a, inputEnd, parts, first)
+	// r.start: the log start the read began at; the recovery's history
+	// starts there.
+	drop, err := check.finish(p.String(), p.Group, r.start, a, inputEnd, parts, first)
 	if err != nil {
 		return recovered{}, err
 	}
@@ -314,7 +319,7 @@ func (k *Kafka) recover(ctx context.Context, p PartitionInfo, readCommitted bool
 			return recovered{}, err
 		}
 	}
-	return recovered{parts: parts, restatement: restatement{marker: check.restate, dropped: check.dropped}}, nil
+	return recovered{parts: parts, logStart: check.logStart, restatement: restatement{marker: check.restate, dropped: check.dropped}}, nil
 }
 
 // partitionCountRetryFor bounds the retries of a recovery's read of the
@@ -334,7 +339,12 @@ type plainPartition struct {
 	// inputParts is the input's partition count at the recovery, which
 	// every marker records (0: unknown).
 	inputParts  atomic.Int32
-	restatement // Restater: set by Recover
+	logStart    atomic.Int64 // the snapshot partition's accepted log start, which every marker records
+	restatement              // Restater: set by Recover
+}
+
+func (p *plainPartition) markerMeta() markerMeta {
+	return markerMeta{inputPartitions: p.inputParts.Load(), group: p.info.Group, logStart: p.logStart.Load()}
 }
 
 // Recover reads read_committed too: a topic once written in the
@@ -346,6 +356,7 @@ type plainPartition struct {
 func (p *plainPartition) Recover(ctx context.Context, fn func(Snapshot) error) error {
 	n, err := p.k.recover(ctx, p.info, true, 0, fn)
 	p.inputParts.Store(n.parts)
+	p.logStart.Store(n.logStart)
 	p.restatement = n.restatement
 	return err
 }
@@ -370,7 +381,7 @@ func (p *plainPartition) Commit(ctx context.Context, b Batch) error {
 		// The marker before the consumer commit: a committed offset above
 		// the latest marker then means lost snapshots (recoveryCheck).
 		if b.OffsetAdvanced {
-			recs = append(recs, markerRecord(p.k.topic, p.info.Partition, b.Offset, p.inputParts.Load()))
+			recs = append(recs, markerRecord(p.k.topic, p.info.Partition, b.Offset, p.markerMeta()))
 		}
 		for _, res := range p.k.producer.produce(ctx, recs...) {
 			if res.Err != nil {

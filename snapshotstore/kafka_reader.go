@@ -41,6 +41,7 @@ type kafkaLogReader struct {
 	keepControl bool
 
 	pos     int64    // the next offset to fetch
+	start   int64    // the log start Start read; -1: not read
 	leader  int32    // the partition's leader; -1: look it up before the next fetch
 	topicID [16]byte // Fetch v13+ names topics by id
 }
@@ -63,7 +64,7 @@ func newKafkaLogReader(brokers []string, topic string, partition int32, readComm
 		return nil, fmt.Errorf("%s[%d]: recovery reader: %w", topic, partition, err)
 	}
 	return &kafkaLogReader{cl: cl, topic: topic, partition: partition, isolation: iso, isoLevel: level,
-		decomp: kgo.DefaultDecompressor(), leader: -1}, nil
+		decomp: kgo.DefaultDecompressor(), leader: -1, start: -1}, nil
 }
 
 func (r *kafkaLogReader) Close() { r.cl.Close() }
@@ -73,7 +74,7 @@ func (r *kafkaLogReader) Close() { r.cl.Close() }
 // recovery's other read costs no client of its own (no dial, no metadata).
 func (r *kafkaLogReader) sibling(q int32) *kafkaLogReader {
 	return &kafkaLogReader{cl: r.cl, topic: r.topic, partition: q, isolation: r.isolation, isoLevel: r.isoLevel,
-		decomp: r.decomp, leader: -1}
+		decomp: r.decomp, leader: -1, start: -1}
 }
 
 func (r *kafkaLogReader) Ends(ctx context.Context) (hwm, lso int64, err error) {
@@ -93,7 +94,7 @@ func (r *kafkaLogReader) Ends(ctx context.Context) (hwm, lso int64, err error) {
 func (r *kafkaLogReader) Start(ctx context.Context) (int64, error) {
 	start, err := listOffset(ctx, r.cl, r.topic, r.partition, 0, -2)
 	if err == nil {
-		r.pos = start
+		r.pos, r.start = start, start
 	}
 	return start, err
 }
@@ -307,6 +308,6 @@ func ReadLatest(ctx context.Context, brokers []string, topic string, partition i
 	if err != nil {
 		return out, err
 	}
-	_, err = check.finish(name, nil, -1, 0, recordedCount{})
+	_, err = check.finish(name, "", -1, nil, -1, 0, recordedCount{}) // no group, no log start: ReadState judges no ownership
 	return out, err
 }

@@ -65,13 +65,17 @@ func writeSnapshot(t *testing.T, brokers []string, snaps string, s snapshotstore
 
 // recoverPartition0 runs a store's recovery of snapshot partition 0 and
 // returns the live keys' values.
-func recoverPartition0(t *testing.T, brokers []string, snaps string, mode snapshotstore.Mode) map[string]string {
+func recoverPartition0(t *testing.T, brokers []string, snaps string, mode snapshotstore.Mode, integrity ...snapshotstore.IntegrityOptions) map[string]string {
 	t.Helper()
+	var io snapshotstore.IntegrityOptions
+	if len(integrity) > 0 {
+		io = integrity[0]
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	k, err := snapshotstore.NewKafka(brokers, snaps, snapshotstore.KafkaConfig{Mode: mode,
 		TransactionalIDPrefix: testkit.Name(t, "txn"),
-		RecoveryStallTimeout:  5 * time.Second, Logger: zaptest.NewLogger(t)})
+		RecoveryStallTimeout:  5 * time.Second, Logger: zaptest.NewLogger(t), Integrity: io})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +138,12 @@ func TestRecoveryOfACompactedLog(t *testing.T) {
 	}
 	t.Logf("compaction: %d records before, %d after", before, after)
 	for _, mode := range modes {
-		if got := recoverPartition0(t, brokers, snaps, mode); !maps.Equal(got, map[string]string{"k0": "v1", "k1": "v1"}) {
+		// kfake's compaction moves the log start to the first batch it
+		// keeps; Apache Kafka's does not (KAFKA-7556, asserted by the
+		// itest TestRecoveryCompactedTail), and the recovery takes a moved
+		// log start for deleted records (ErrLostState) unless told records
+		// may expire.
+		if got := recoverPartition0(t, brokers, snaps, mode, snapshotstore.IntegrityOptions{SnapshotsMayExpire: true}); !maps.Equal(got, map[string]string{"k0": "v1", "k1": "v1"}) {
 			t.Errorf("%s recovery of the compacted log returned %v, want k0=v1 k1=v1", mode, got)
 		}
 	}

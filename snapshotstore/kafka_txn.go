@@ -33,7 +33,8 @@ type txnPartition struct {
 	// inputParts is the input's partition count at the recovery, which
 	// every marker records (0: unknown).
 	inputParts  atomic.Int32
-	restatement // Restater: set by Recover
+	logStart    atomic.Int64 // the snapshot partition's accepted log start, which every marker records
+	restatement              // Restater: set by Recover
 	// parts routes the producer's records; it keeps a panic of the
 	// application's output partitioner (outputs.go).
 	parts *txnPartitioner
@@ -184,10 +185,15 @@ func (k *Kafka) newTxnClient(ctx context.Context, p PartitionInfo, id string, di
 	return cl, nil
 }
 
+func (t *txnPartition) markerMeta() markerMeta {
+	return markerMeta{inputPartitions: t.inputParts.Load(), group: t.info.Group, logStart: t.logStart.Load()}
+}
+
 func (t *txnPartition) Recover(ctx context.Context, fn func(Snapshot) error) error {
 	// read_committed: a fenced writer's aborted records stay invisible.
 	n, err := t.k.recover(ctx, t.info, true, t.k.cfg.stallTimeout, fn)
 	t.inputParts.Store(n.parts)
+	t.logStart.Store(n.logStart)
 	t.restatement = n.restatement
 	return err
 }
@@ -569,7 +575,7 @@ func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetad
 			t.checkDangling(cctx)
 			ccancel()
 			if ctx.Err() == nil {
-				_ = t.cl.ProduceSync(actx, markerRecord(t.k.topic, t.info.Partition, b.Offset, t.inputParts.Load())).FirstErr()
+				_ = t.cl.ProduceSync(actx, markerRecord(t.k.topic, t.info.Partition, b.Offset, t.markerMeta())).FirstErr()
 			}
 		}
 		mark := t.kgoLog.Mark()
@@ -612,7 +618,7 @@ func (t *txnPartition) commitOnce(ctx context.Context, b Batch) (meta GroupMetad
 	}
 	// The marker makes kgo send EndTxn even when the batch has no writes
 	// (see ../shared/notes/franz-go.md, "offset-only transactions").
-	recs = append(recs, markerRecord(t.k.topic, t.info.Partition, b.Offset, t.inputParts.Load()))
+	recs = append(recs, markerRecord(t.k.topic, t.info.Partition, b.Offset, t.markerMeta()))
 	// Under transaction version 2 (KIP-890) the epoch changes after every
 	// EndTxn: read it inside each transaction.
 	pid, epoch, err := t.cl.ProducerID(ctx)

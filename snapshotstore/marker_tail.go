@@ -118,3 +118,19 @@ func markerInputParts(marker *kgo.Record) int32 {
 	}
 	return parts
 }
+
+// markerOwner is the group and the accepted snapshot log start an offset
+// marker records (HeaderGroup, HeaderSnapshotsLogStart; "" and 0: none).
+func markerOwner(marker *kgo.Record) (group string, logStart int64) {
+	for _, h := range marker.Headers {
+		switch h.Key {
+		case HeaderGroup:
+			group = string(h.Value)
+		case HeaderSnapshotsLogStart:
+			if n, err := strconv.ParseInt(string(h.Value), 10, 64); err == nil && n > 0 {
+				logStart = n
+			}
+		}
+	}
+	return group, logStart
+}

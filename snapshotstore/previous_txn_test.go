@@ -209,7 +209,7 @@ func TestRingSeesKgoDropACommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	failProduceOnce(f, kerr.MessageTooLarge.Code)
-	if err := p.cl.ProduceSync(ctx, markerRecord(f.snaps, 0, 2, 0)).FirstErr(); err == nil {
+	if err := p.cl.ProduceSync(ctx, markerRecord(f.snaps, 0, 2, markerMeta{})).FirstErr(); err == nil {
 		t.Fatal("precondition: the produce did not fail")
 	}
 	mark := p.kgoLog.Mark()

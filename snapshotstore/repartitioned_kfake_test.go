@@ -122,7 +122,7 @@ func TestRecordedInputPartsReadsBackToTheLatestMarker(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
-	recs := []*kgo.Record{markerRecord(f.snaps, 0, 5, 4), markerRecord(f.snaps, 0, 9, 6)}
+	recs := []*kgo.Record{markerRecord(f.snaps, 0, 5, markerMeta{inputPartitions: 4}), markerRecord(f.snaps, 0, 9, markerMeta{inputPartitions: 6})}
 	// Behind the third span: 64, then 128, then 256 offsets.
 	for i := range 4 * markerTailFirst {
 		recs = append(recs, &kgo.Record{Topic: f.snaps, Partition: 0, Key: fmt.Appendf(nil, "other-%d", i), Value: []byte("v")})
@@ -202,7 +202,7 @@ func TestRecordedInputCountFallsBackBelowAnEmptyPartitionZero(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	produce(markerRecord(f.snaps, 2, 7, 3))
+	produce(markerRecord(f.snaps, 2, 7, markerMeta{inputPartitions: 3}))
 	if rc, err := k.recordedInputCount(ctx, r, ro, 3); err != nil || rc.parts != 3 || rc.snaps != f.snaps+"[2]" || rc.partition != 3 {
 		t.Fatalf("partitions 0 and 1 empty, 2 recording 3: %+v, %v; want 3 by %s[2]", rc, err, f.snaps)
 	}
@@ -213,7 +213,7 @@ func TestRecordedInputCountFallsBackBelowAnEmptyPartitionZero(t *testing.T) {
 	if rc, err := k.recordedInputCount(ctx, r, ro, 3); err != nil || rc.parts != 0 || rc.snaps != f.snaps+"[1]" {
 		t.Fatalf("partition 1 with records but no marker: %+v, %v; want no count, read there only", rc, err)
 	}
-	produce(markerRecord(f.snaps, 0, 5, 2))
+	produce(markerRecord(f.snaps, 0, 5, markerMeta{inputPartitions: 2}))
 	if rc, err := k.recordedInputCount(ctx, r, ro, 3); err != nil || rc.parts != 2 || rc.snaps != f.snaps+"[0]" {
 		t.Fatalf("partition 0 recording 2: %+v, %v; want 2 by %s[0]", rc, err, f.snaps)
 	}

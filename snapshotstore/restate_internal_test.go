@@ -15,7 +15,7 @@ func TestRestatementTombstonesTheDroppedKeysFirst(t *testing.T) {
 	c.add(snapRec("b", 3, "v"))
 	c.add(foreignRec("b"))
 	c.add(foreignRec("a"))
-	drop, err := c.finish("in[0]", nil, -1, 0, recordedCount{})
+	drop, err := c.finish("in[0]", "g", 0, nil, -1, 0, recordedCount{})
 	if err != nil || !slices.Equal(drop, []string{"b"}) || !slices.Equal(c.dropped, []string{"a", "b"}) {
 		t.Fatalf("finish: drop %v, dropped %v, err %v; want [b], [a b], nil", drop, c.dropped, err)
 	}

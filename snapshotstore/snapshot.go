@@ -46,6 +46,17 @@ const (
 	// refuses to start (ErrInputRepartitioned). Absent when unknown (the
 	// count could not be read; markers before it).
 	HeaderInputPartitions = "actorflow.input-partitions"
+	// HeaderGroup carries, on a marker record, the consumer group whose
+	// commit wrote it: a snapshot topic serves one group, and a recovery
+	// under another group refuses to start (ErrForeignSnapshots). Absent
+	// on markers written before it, and when the group is unknown.
+	HeaderGroup = "actorflow.group"
+	// HeaderSnapshotsLogStart carries, on a marker record, the snapshot
+	// partition's log start offset as decimal ASCII once WithResetLostState
+	// accepted the deletion of the records below it: a recovery refuses a
+	// log start above the one its latest marker records (ErrLostState).
+	// Absent when 0.
+	HeaderSnapshotsLogStart = "actorflow.snapshots-log-start"
 
 	formatVersion = "2"
 	// formatV1 is the format before durable timers: read, never written.
@@ -243,12 +254,23 @@ var formatVersionBytes = []byte(formatVersion)
 // values of a deleted key's record with timers (read-only).
 var formatDeletedBytes, deletedBytes = []byte(formatDeleted), []byte("1")
 
+// markerMeta is what a partition's every offset marker records besides the
+// offset: the input's partition count its keys were partitioned by
+// (HeaderInputPartitions; 0: unknown, no header), the group whose commits
+// write it (HeaderGroup; "": none), and the snapshot partition's accepted
+// log start (HeaderSnapshotsLogStart; 0: none).
+type markerMeta struct {
+	inputPartitions int32
+	group           string
+	logStart        int64
+}
+
 // markerRecord is written in every transaction of the transactional mode so
 // that kgo always sends EndTxn (see ../shared/notes/franz-go.md: an
-// offset-only transaction is otherwise never ended). Compaction keeps one.
-// inputPartitions is the input's partition count its keys were
-// partitioned by (0: unknown, no header).
-func markerRecord(topic string, partition int32, committed int64, inputPartitions int32) *kgo.Record {
+// offset-only transaction is otherwise never ended), and by every commit of
+// the plain mode. Compaction keeps the latest.
+func markerRecord(topic string, partition int32, committed int64, m markerMeta) *kgo.Record {
+	inputPartitions := m.inputPartitions
 	r := &kgo.Record{
 		Topic:     topic,
 		Partition: partition,
@@ -261,6 +283,12 @@ func markerRecord(topic string, partition int32, committed int64, inputPartition
 	}
 	if inputPartitions > 0 {
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderInputPartitions, Value: strconv.AppendInt(nil, int64(inputPartitions), 10)})
+	}
+	if m.group != "" {
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderGroup, Value: []byte(m.group)})
+	}
+	if m.logStart > 0 {
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderSnapshotsLogStart, Value: strconv.AppendInt(nil, m.logStart, 10)})
 	}
 	return r
 }

@@ -85,7 +85,7 @@ func TestDecodeRecordSkipsMarkers(t *testing.T) {
 		name string
 		rec  *kgo.Record
 	}{
-		{"the marker the transactional mode writes", markerRecord("snaps", 2, 500, 0)},
+		{"the marker the transactional mode writes", markerRecord("snaps", 2, 500, markerMeta{})},
 		{"marker kind header", &kgo.Record{Key: []byte("any"), Headers: []kgo.RecordHeader{{Key: HeaderKind, Value: []byte("offset-marker")}}}},
 		{"marker key, no headers", &kgo.Record{Key: []byte(MarkerKey), Value: []byte("500")}},
 	} {
@@ -99,7 +99,7 @@ func TestDecodeRecordSkipsMarkers(t *testing.T) {
 }
 
 func TestMarkerRecordShape(t *testing.T) {
-	m := markerRecord("snaps", 2, 500, 0)
+	m := markerRecord("snaps", 2, 500, markerMeta{})
 	if m.Topic != "snaps" || m.Partition != 2 || string(m.Key) != MarkerKey || string(m.Value) != "500" {
 		t.Fatalf("marker = %s[%d] key %q value %q", m.Topic, m.Partition, m.Key, m.Value)
 	}

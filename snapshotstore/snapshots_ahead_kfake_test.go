@@ -26,7 +26,7 @@ func TestSnapshotsAheadReadsTheInputsLogEnd(t *testing.T) {
 		t.Fatalf("a marker within the input's fresh log end: %v", err)
 	}
 	// A later marker past where the input ends now (100).
-	if err := cl.ProduceSync(ctx, markerRecord("snaps", 0, 500, 0)).FirstErr(); err != nil {
+	if err := cl.ProduceSync(ctx, markerRecord("snaps", 0, 500, markerMeta{})).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	if err := recover(); !errors.Is(err, ErrSnapshotsAhead) || !strings.Contains(err.Error(), "log ends at 100") {
@@ -79,7 +79,7 @@ func aheadFixture(t *testing.T, inputPartitions int32) (*kfake.Cluster, *kgo.Cli
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	if err := cl.ProduceSync(ctx, EncodeRecord("snaps", 0, Snapshot{Key: "a", Value: []byte("1"), Offset: 79}), markerRecord("snaps", 0, 80, inputPartitions)).FirstErr(); err != nil {
+	if err := cl.ProduceSync(ctx, EncodeRecord("snaps", 0, Snapshot{Key: "a", Value: []byte("1"), Offset: 79}), markerRecord("snaps", 0, 80, markerMeta{inputPartitions: inputPartitions})).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	k, err := NewKafka(brokers, "snaps", KafkaConfig{Mode: Plain})
