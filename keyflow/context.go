@@ -93,10 +93,14 @@ func (c *Context) Now() time.Time { return c.k.Now() }
 // written after the call) and re-armed whenever the key is loaded again; a
 // timer due while its partition was away — moved, restarting — or while the
 // key was unloaded fires on load, after the records delivered with the
-// load (they were produced before it). The due time is wall-clock time:
-// after a long outage a timer fires late, possibly after records produced
-// past its due time were consumed; compare record timestamps in the state
-// where that matters. A key deleted (its fold returned nil) keeps its
+// load — records produced after its due time among them. The due time is
+// wall-clock time: after an outage (a crash's failover of a few seconds is
+// enough) a timer fires late, after records produced past its due time
+// were folded; so does a timer that fired live but whose key wrote no
+// snapshot before a crash (a key that emitted nothing persists every
+// WithPersistEvery): it fires again on load. Where that matters (a dedup
+// window, a session gap), compare the record's timestamp with a due time
+// kept in the state, and let the timer only clean up. A key deleted (its fold returned nil) keeps its
 // timers: they fire with a nil state (its snapshot is then an empty value
 // marked deleted, which compaction keeps, and a tombstone once no timer is
 // left). Cancel them (CancelTimer) in the call that deletes the key where
