@@ -12,6 +12,7 @@
 #   scripts/kafka-cluster.sh brokers            # the bootstrap list: 127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3
 #   scripts/kafka-cluster.sh kill-node N        # SIGKILL node N (1..3) and wait until it is gone
 #   scripts/kafka-cluster.sh restart-node N     # (stop N if alive, then) start N; wait until it is listed again
+#                                               # (with another KAFKA_VERSION: one step of a rolling upgrade)
 #   scripts/kafka-cluster.sh leader-of TOPIC P  # node id leading TOPIC[P]
 #   scripts/kafka-cluster.sh leader-of --txn ID # node id of the transaction coordinator of transactional.id ID
 #   scripts/kafka-cluster.sh leader-of --group G   # node id of group G's coordinator
@@ -272,7 +273,7 @@ cmd_start() {
     sv="$(sed -n 's/^VERSION=//p' "$STATE/cluster.env")"
     sb="$(sed -n 's/^BASE=//p' "$STATE/cluster.env")"
     [[ "$sv" == "$VERSION" && "$sb" == "$BASE" ]] ||
-      die "the cluster in $STATE is Kafka $sv on port base $sb (asked: $VERSION, $BASE): use start --fresh"
+      die "the cluster in $STATE is Kafka $sv on port base $sb (asked: $VERSION, $BASE): use start --fresh (wipes its data), or KAFKA_VERSION=$VERSION restart-node N for each node to roll it to $VERSION"
     id="$(sed -n 's/^CLUSTER_ID=//p' "$STATE/cluster.env")"
   else
     id="$(cluster_id)"
@@ -350,6 +351,16 @@ cmd_restart() {
   wait_listening "$n"
   tool ready -n 3 -node "$n" -timeout "${READY_TIMEOUT}s" || die "node $n did not rejoin the cluster"
   log "node $n restarted and listed again in $(since "$t0")s"
+  local sv
+  sv="$(sed -n 's/^VERSION=//p' "$STATE/cluster.env")"
+  if [[ "$sv" != "$VERSION" ]]; then
+    # A rolling upgrade (or downgrade), one node at a time: the cluster is
+    # recorded at the version its nodes move to, so that a later start,
+    # status or restart goes on with it (a trial's start refused the
+    # upgraded cluster, and --fresh wipes the data).
+    sed -i "s/^VERSION=.*/VERSION=$VERSION/" "$STATE/cluster.env"
+    log "node $n now runs Kafka $VERSION (the cluster was $sv): restart the other nodes with the same KAFKA_VERSION to finish the roll"
+  fi
 }
 
 cmd_status() {
