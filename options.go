@@ -557,7 +557,10 @@ func WithAcceptInputRepartition() Option {
 
 // WithTakeOverSnapshotsOf starts a partition whose snapshot partition's
 // latest offset marker consumer group group wrote, logging it at warn: a
-// renamed group taking over the state of a group stopped for good. A
+// renamed group taking over the state of a group stopped for good, its
+// committed offsets copied to this group first (without them it starts at
+// the input's log start, and a key with no snapshot left folds its whole
+// history again, emitting its outputs again). A
 // partition it started writes a marker of this group at once
 // (snapshotstore.Restater), so the option can go once every partition it
 // started has logged "recovery findings an option accepted are restated".

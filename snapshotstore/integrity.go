@@ -63,9 +63,10 @@ func (e *ForeignSnapshotsError) Error() string {
 	return fmt.Sprintf("%s: the latest offset marker of %s was written by consumer group %q, and this worker's group is %q: "+
 		"a snapshot topic serves one group (two groups over it each fold every record, emit every output and write over "+
 		"each other's snapshots); refusing to start the partition. Check the worker's group id and snapshot topic. If group %q "+
-		"is stopped for good and this group takes its state over (a renamed group), start with "+
-		"actorflow.WithTakeOverSnapshotsOf(%q) until every partition it started has logged \"recovery findings an option "+
-		"accepted are restated\" (each writes a marker of this group at once)",
+		"is stopped for good and this group takes its state over (a renamed group), copy its committed offsets to this group "+
+		"(kafka-consumer-groups.sh --reset-offsets --to-offset) and start with actorflow.WithTakeOverSnapshotsOf(%q) until "+
+		"every partition it started has logged \"recovery findings an option accepted are restated\" (each writes a marker "+
+		"of this group at once)",
 		e.Input, e.Snapshots, e.Writer, e.Group, e.Writer, e.Writer)
 }
 
