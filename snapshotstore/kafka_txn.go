@@ -387,7 +387,8 @@ func (t *txnPartition) Commit(ctx context.Context, b Batch) error {
 			case invalidState:
 				log.Warn("the coordinators answered INVALID_TXN_STATE before the commit; re-initialising the producer and redoing the transaction after a backoff (not a fence)")
 			default:
-				log.Warn("the coordinator bumped the producer epoch while this member owns the partition; re-initialising the producer and redoing the transaction (not a fence)")
+				log.Warn("the coordinator bumped the producer epoch while this member owns the partition; re-initialising the producer and redoing the transaction (not a fence) — " +
+					"if this repeats, a process outside this group may share the transactional.id (another group's worker with the same WithTransactionalIDPrefix)")
 			}
 			if rerr := t.reinit(ctx); rerr != nil {
 				// The next attempt must not run on this producer: a
