@@ -159,9 +159,11 @@ func (e *LostStateError) Error() string {
 	if e.LogStart > 0 {
 		return fmt.Sprintf("%s: %s starts at offset %d (its latest offset marker accepted %d): the snapshot records below it were deleted "+
 			"(retention under a cleanup.policy with delete, or DeleteRecords), and every key whose latest snapshot was among them "+
-			"would silently restart from nothing; refusing to start the partition. Restore the snapshot topic, or reset the group's "+
-			"offsets (to rebuild from the input, if it still holds every record), or start anyway with actorflow.WithResetLostState "+
-			"(keys restart from their surviving snapshots or from nothing; the partition's markers then record the log start accepted)",
+			"would silently restart from nothing; refusing to start the partition. Restore the snapshot topic; or start once with "+
+			"actorflow.WithResetLostState (keys restart from their surviving snapshots or from nothing; the partition's markers then "+
+			"record the log start accepted), its group's offsets reset to the input's start first to rebuild from the input if it "+
+			"still holds every record. On a broker whose compaction moves a partition's log start (not Apache Kafka's, KAFKA-7556) "+
+			"this is a false alarm: start with actorflow.WithAllowNonCompactedSnapshots",
 			e.Input, e.Snapshots, e.LogStart, e.Accepted)
 	}
 	if e.Marker < 0 {
@@ -344,6 +346,12 @@ func (c *recoveryCheck) add(r *kgo.Record) (s Snapshot, ok bool) {
 // it with one) records (first.parts 0: unknown, not read).
 func (c *recoveryCheck) finish(input, group string, logStart int64, a *Assignment, inputEnd int64, inputPartitions int32, first recordedCount) (drop []string, err error) {
 	c.logStart = c.markerLogStart
+	if logStart >= 0 && logStart < c.logStart {
+		// A lower log start than the one accepted (a topic restored or
+		// mirrored, its markers copied): accepting the higher one would let
+		// a later deletion below it pass (a review).
+		c.logStart = logStart
+	}
 	if c.markerGroup != "" && group != "" && c.markerGroup != group {
 		// Before every other finding: the history read is another
 		// group's (a worker started with another group id over the same
@@ -401,7 +409,10 @@ func (c *recoveryCheck) finish(input, group string, logStart int64, a *Assignmen
 		}
 		c.restate = true
 	}
-	if logStart > c.markerLogStart && !c.opts.SnapshotsMayExpire {
+	if logStart > c.markerLogStart && !c.opts.SnapshotsMayExpire && c.records > 0 {
+		// c.records 0: no history at all, nothing to lose here (a topic
+		// emptied by DeleteRecords between runs, or as ErrSnapshotsAhead's
+		// remedy says); with a committed offset the check below refuses it.
 		// A compacted topic's log start stays put (compaction removes
 		// records, never the log's start): above the accepted one, records
 		// were deleted, and with them the state of every key whose latest

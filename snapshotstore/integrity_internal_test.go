@@ -375,4 +375,23 @@ func TestRecoveryCheckSnapshotsLogStart(t *testing.T) {
 			t.Fatalf("log start %d: %v, want a start as usual", start, err)
 		}
 	}
+	// A lower log start than the one accepted (a topic restored, its
+	// markers copied) is the one recorded from then on: a later deletion
+	// below the old one is seen (a review).
+	if c, err := check(IntegrityOptions{}, 1000, 500, committed); err != nil || c.logStart != 500 {
+		t.Fatalf("log start 500 under an accepted 1000: %v (log start recorded %d), want a start recording 500", err, c.logStart)
+	}
+	// No history at all: nothing here to lose (a topic emptied between
+	// runs, ErrSnapshotsAhead's remedy), with no committed offset; with one,
+	// the no-history check refuses it (a review).
+	for _, a := range []*Assignment{nil, {Offset: 0}, {Offset: 0, Committed: true}} {
+		c := newRecoveryCheck("snaps[0]", IntegrityOptions{}, zap.NewNop())
+		if _, err := c.finish("in[0]", "g", 7, a, 600, 0, recordedCount{}); err != nil {
+			t.Fatalf("no history, log start 7, assignment %+v: %v, want a start", a, err)
+		}
+	}
+	c = newRecoveryCheck("snaps[0]", IntegrityOptions{}, zap.NewNop())
+	if _, err := c.finish("in[0]", "g", 7, committed, 600, 0, recordedCount{}); !errors.Is(err, ErrLostState) {
+		t.Fatalf("no history under a committed offset 500: %v, want ErrLostState", err)
+	}
 }

@@ -186,7 +186,9 @@ func (r *kafkaLogReader) outOfRange(ctx context.Context, err error) error {
 		return fmt.Errorf("%w (log start unknown: %v)", err, serr)
 	}
 	if start > r.pos {
-		r.pos = start
+		// Records not read yet were deleted: the recovery's check of the
+		// log start judges the start the read ended up at (a review).
+		r.pos, r.start = start, max(r.start, start)
 		return nil
 	}
 	end, eerr := listOffset(ctx, r.cl, r.topic, r.partition, 0, -1)

@@ -43,7 +43,7 @@ func runLatency(args []string) int {
 	defer stop()
 	brokers := splitBrokers(*brokersF)
 	if len(brokers) == 0 {
-		c, err := kfake.NewCluster(kfake.NumBrokers(1))
+		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.BrokerConfigs(map[string]string{"log.cleaner.backoff.ms": kfakeNoCleaner}))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "latency:", err)
 			return 2
