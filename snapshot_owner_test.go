@@ -147,3 +147,26 @@ func TestDeletedSnapshotRecordsAreLostState(t *testing.T) {
 	}
 	e.folds(group) // the option gone: the markers record the log start accepted
 }
+
+// A snapshot topic emptied (DeleteRecords to its end: staging between
+// runs, or ErrSnapshotsAhead's remedy) has nothing to lose for a group
+// with no committed offset: it starts, and its markers record the log
+// start, so its next start is not taken for a deletion (a review: the
+// second start was refused).
+func TestAnEmptiedSnapshotTopicStartsAFreshGroupAgainAndAgain(t *testing.T) {
+	e := newOwnerEnv(t)
+	e.folds(testkit.Name(t, "old"))
+	adm := kadm.NewClient(testkit.Client(t, e.brokers))
+	ends, err := adm.ListEndOffsets(e.ctx, e.snaps)
+	if err != nil || ends.Error() != nil {
+		t.Fatal(err, ends.Error())
+	}
+	offs := kadm.Offsets{}
+	ends.Each(func(o kadm.ListedOffset) { offs.Add(kadm.Offset{Topic: o.Topic, Partition: o.Partition, At: o.Offset}) })
+	if rs, err := adm.DeleteRecords(e.ctx, offs); err != nil || rs.Error() != nil {
+		t.Fatal(err, rs.Error())
+	}
+	fresh := testkit.Name(t, "fresh")
+	e.folds(fresh)
+	e.folds(fresh)
+}

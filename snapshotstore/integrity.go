@@ -409,10 +409,16 @@ func (c *recoveryCheck) finish(input, group string, logStart int64, a *Assignmen
 		}
 		c.restate = true
 	}
-	if logStart > c.markerLogStart && !c.opts.SnapshotsMayExpire && c.records > 0 {
-		// c.records 0: no history at all, nothing to lose here (a topic
-		// emptied by DeleteRecords between runs, or as ErrSnapshotsAhead's
-		// remedy says); with a committed offset the check below refuses it.
+	switch {
+	case logStart <= c.markerLogStart || c.opts.SnapshotsMayExpire:
+	case c.records == 0:
+		// No history at all: nothing to lose here (a topic emptied by
+		// DeleteRecords between runs, or as ErrSnapshotsAhead's remedy
+		// says; with a committed offset the check below refuses it). The
+		// markers record this log start from now on, or the next recovery,
+		// reading them, would take it for a deletion (a review).
+		c.logStart = logStart
+	default:
 		// A compacted topic's log start stays put (compaction removes
 		// records, never the log's start): above the accepted one, records
 		// were deleted, and with them the state of every key whose latest

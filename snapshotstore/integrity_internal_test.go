@@ -386,8 +386,8 @@ func TestRecoveryCheckSnapshotsLogStart(t *testing.T) {
 	// the no-history check refuses it (a review).
 	for _, a := range []*Assignment{nil, {Offset: 0}, {Offset: 0, Committed: true}} {
 		c := newRecoveryCheck("snaps[0]", IntegrityOptions{}, zap.NewNop())
-		if _, err := c.finish("in[0]", "g", 7, a, 600, 0, recordedCount{}); err != nil {
-			t.Fatalf("no history, log start 7, assignment %+v: %v, want a start", a, err)
+		if _, err := c.finish("in[0]", "g", 7, a, 600, 0, recordedCount{}); err != nil || c.logStart != 7 {
+			t.Fatalf("no history, log start 7, assignment %+v: %v (log start recorded %d), want a start whose markers record 7", a, err, c.logStart)
 		}
 	}
 	c = newRecoveryCheck("snaps[0]", IntegrityOptions{}, zap.NewNop())
