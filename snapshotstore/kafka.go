@@ -308,8 +308,9 @@ func (k *Kafka) recover(ctx context.Context, p PartitionInfo, readCommitted bool
 				p, first.snaps, err)
 		}
 	}
-	// r.start: the log start the read began at; the recovery's history
-	// starts there.
+	// r.start: the log start the read began at, or moved to when records
+	// not read yet were deleted meanwhile; the recovery's history starts
+	// there.
 	drop, err := check.finish(p.String(), p.Group, r.start, a, inputEnd, parts, first)
 	if err != nil {
 		return recovered{}, err

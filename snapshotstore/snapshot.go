@@ -52,10 +52,10 @@ const (
 	// on markers written before it, and when the group is unknown.
 	HeaderGroup = "actorflow.group"
 	// HeaderSnapshotsLogStart carries, on a marker record, the snapshot
-	// partition's log start offset as decimal ASCII once WithResetLostState
-	// accepted the deletion of the records below it: a recovery refuses a
-	// log start above the one its latest marker records (ErrLostState).
-	// Absent when 0.
+	// partition's log start offset a recovery accepted, as decimal ASCII:
+	// WithResetLostState's after records below it were deleted, or the one
+	// a partition with no history found. A recovery refuses a log start
+	// above the one its latest marker records (ErrLostState). Absent when 0.
 	HeaderSnapshotsLogStart = "actorflow.snapshots-log-start"
 
 	formatVersion = "2"
