@@ -53,6 +53,12 @@ func Suite() []Case {
 			Run: func(t *testing.T, b []string) { LostStateRefused(t, b, mode) }})
 		cases = append(cases, Case{Name: "SnapshotsAheadRefused/" + mode.String(), Parallel: true,
 			Run: func(t *testing.T, b []string) { SnapshotsAheadRefused(t, b, mode) }})
+		cases = append(cases, Case{Name: "ForeignGroupRefused/" + mode.String(), Parallel: true,
+			Run: func(t *testing.T, b []string) { ForeignGroupRefused(t, b, mode) }})
+		cases = append(cases, Case{Name: "DeletedSnapshotsRefused/" + mode.String(), Parallel: true,
+			Run: func(t *testing.T, b []string) { DeletedSnapshotsRefused(t, b, mode) }})
+		cases = append(cases, Case{Name: "EmptiedSnapshotsStartAFreshGroup/" + mode.String(), Parallel: true,
+			Run: func(t *testing.T, b []string) { EmptiedSnapshotsStartAFreshGroup(t, b, mode) }})
 		cases = append(cases, Case{Name: "InputRepartitionedRefused/" + mode.String(), Parallel: true,
 			Run: func(t *testing.T, b []string) { InputRepartitionedRefused(t, b, mode) }})
 		cases = append(cases, Case{Name: "InputPartitionAddedWhileRunning/" + mode.String(), Parallel: true,
