@@ -2,6 +2,7 @@ package scenarios
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"strings"
@@ -118,14 +119,31 @@ func snapshotEnds(t *testing.T, brokers []string, snaps string) map[int32]int64 
 }
 
 // deleteSnapshotsTo deletes the records of each partition of snaps below
-// to(its end).
+// to(its end), as an operator's retention set and reverted does: Kafka
+// refuses DeleteRecords on a topic whose cleanup.policy lacks delete
+// (POLICY_VIOLATION), so the policy is compact,delete meanwhile.
 func deleteSnapshotsTo(t *testing.T, brokers []string, snaps string, to func(end int64) int64) {
 	t.Helper()
+	adm := kadm.NewClient(testkit.Client(t, brokers))
+	policy := func(v string) {
+		t.Helper()
+		rs, err := adm.AlterTopicConfigs(t.Context(), []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "cleanup.policy", Value: &v}}, snaps)
+		if err == nil {
+			for _, r := range rs {
+				err = errors.Join(err, r.Err)
+			}
+		}
+		if err != nil {
+			t.Fatalf("cleanup.policy=%s on %s: %v", v, snaps, err)
+		}
+	}
+	policy("compact,delete")
 	offs := kadm.Offsets{}
 	for p, end := range snapshotEnds(t, brokers, snaps) {
 		offs.Add(kadm.Offset{Topic: snaps, Partition: p, At: to(end)})
 	}
-	if rs, err := kadm.NewClient(testkit.Client(t, brokers)).DeleteRecords(t.Context(), offs); err != nil || rs.Error() != nil {
+	if rs, err := adm.DeleteRecords(t.Context(), offs); err != nil || rs.Error() != nil {
 		t.Fatalf("delete records of %s: %v %v", snaps, err, rs.Error())
 	}
+	policy("compact")
 }
