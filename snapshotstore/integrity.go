@@ -272,13 +272,10 @@ type recoveryCheck struct {
 	log     *zap.Logger
 	records int
 	marker  int64 // latest marker's input offset, -1 none
-	// markerParts is the input partition count the latest marker records
-	// (HeaderInputPartitions; 0: none recorded).
-	markerParts int32
-	// markerGroup and markerLogStart are the group and the accepted log
-	// start the latest marker records ("" and 0: none).
-	markerGroup    string
-	markerLogStart int64
+	// latest is what the latest marker records besides its offset: the
+	// input partition count, the group, the accepted log start (zero
+	// values: none recorded).
+	latest markerMeta
 	// logStart is the snapshot partition's log start finish accepted,
 	// which the partition's markers record from then on.
 	logStart int64
@@ -315,8 +312,7 @@ func (c *recoveryCheck) add(r *kgo.Record) (s Snapshot, ok bool) {
 				zap.String("snapshots", c.snaps), zap.Int64("offset", r.Offset), zap.ByteString("value", r.Value), zap.Error(err))
 			return Snapshot{}, false
 		}
-		c.marker, c.markerParts = v, markerInputParts(r)
-		c.markerGroup, c.markerLogStart = markerOwner(r)
+		c.marker, c.latest = v, readMarkerMeta(r)
 		return Snapshot{}, false
 	}
 	s, ok, err := DecodeRecord(r)
@@ -345,20 +341,20 @@ func (c *recoveryCheck) add(r *kgo.Record) (s Snapshot, ok bool) {
 // the latest marker of the snapshot topic's partition 0 (or the first below
 // it with one) records (first.parts 0: unknown, not read).
 func (c *recoveryCheck) finish(input, group string, logStart int64, a *Assignment, inputEnd int64, inputPartitions int32, first recordedCount) (drop []string, err error) {
-	c.logStart = c.markerLogStart
+	c.logStart = c.latest.logStart
 	if logStart >= 0 && logStart < c.logStart {
 		// A lower log start than the one accepted (a topic restored or
 		// mirrored, its markers copied): accepting the higher one would let
 		// a later deletion below it pass (a review).
 		c.logStart = logStart
 	}
-	if c.markerGroup != "" && group != "" && c.markerGroup != group {
+	if c.latest.group != "" && group != "" && c.latest.group != group {
 		// Before every other finding: the history read is another
 		// group's (a worker started with another group id over the same
 		// topics: outputs doubled, snapshots overwritten, unseen — a
 		// day-2 trial).
-		foreign := &ForeignSnapshotsError{Snapshots: c.snaps, Input: input, Group: group, Writer: c.markerGroup}
-		if c.opts.TakeOverFrom != c.markerGroup {
+		foreign := &ForeignSnapshotsError{Snapshots: c.snaps, Input: input, Group: group, Writer: c.latest.group}
+		if c.opts.TakeOverFrom != c.latest.group {
 			return nil, foreign
 		}
 		c.log.Warn("taking over the snapshots of another group (WithTakeOverSnapshotsOf)", zap.Error(foreign))
@@ -387,8 +383,8 @@ func (c *recoveryCheck) finish(input, group string, logStart int64, a *Assignmen
 	}
 	var rep *InputRepartitionedError
 	switch {
-	case c.markerParts > 0 && inputPartitions > 0 && c.markerParts != inputPartitions:
-		rep = &InputRepartitionedError{Snapshots: c.snaps, Input: input, Recorded: c.markerParts, Now: inputPartitions}
+	case c.latest.inputPartitions > 0 && inputPartitions > 0 && c.latest.inputPartitions != inputPartitions:
+		rep = &InputRepartitionedError{Snapshots: c.snaps, Input: input, Recorded: c.latest.inputPartitions, Now: inputPartitions}
 	case c.records == 0 && first.parts > 0 && first.partition >= first.parts && inputPartitions > first.parts:
 		// No history here, and the partition's number was not among the
 		// input's when partition 0 last recorded the count: added since —
@@ -410,7 +406,7 @@ func (c *recoveryCheck) finish(input, group string, logStart int64, a *Assignmen
 		c.restate = true
 	}
 	switch {
-	case logStart <= c.markerLogStart || c.opts.SnapshotsMayExpire:
+	case logStart <= c.latest.logStart || c.opts.SnapshotsMayExpire:
 	case c.records == 0:
 		// No history at all: nothing to lose here (a topic emptied by
 		// DeleteRecords between runs, or as ErrSnapshotsAhead's remedy
@@ -425,7 +421,7 @@ func (c *recoveryCheck) finish(input, group string, logStart int64, a *Assignmen
 		// snapshot they held. The checks below see only a loss that reaches
 		// the latest marker (a day-2 trial: retention set and reverted,
 		// 214 235 of 300 000 keys restarted from nothing, unsaid).
-		lost := &LostStateError{Snapshots: c.snaps, Input: input, Marker: c.marker, LogStart: logStart, Accepted: c.markerLogStart}
+		lost := &LostStateError{Snapshots: c.snaps, Input: input, Marker: c.marker, LogStart: logStart, Accepted: c.latest.logStart}
 		if a != nil {
 			lost.Assigned = *a
 		}

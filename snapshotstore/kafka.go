@@ -272,7 +272,7 @@ func (k *Kafka) recover(ctx context.Context, p PartitionInfo, readCommitted bool
 		// review).
 		pol := requestRetry(in, k.cfg.log, time.Now(), "the input's partition count")
 		pol.Budget = partitionCountRetryFor
-		if check.markerParts <= 0 {
+		if check.latest.inputPartitions <= 0 {
 			// Nothing to check it against: without it only the markers
 			// go without a count.
 			pol.Budget = partitionCountRetryForNothing
@@ -285,7 +285,7 @@ func (k *Kafka) recover(ctx context.Context, p PartitionInfo, readCommitted bool
 			return err
 		})
 		if err != nil {
-			if check.markerParts > 0 {
+			if check.latest.inputPartitions > 0 {
 				return recovered{}, fmt.Errorf("%s: recovery: the input's partition count: %w", p, err)
 			}
 			k.cfg.log.Warn("recovery: the input's partition count could not be read; the partition's markers will not record it",

@@ -93,7 +93,7 @@ func (k *Kafka) recordedInputParts(ctx context.Context, r *kafkaLogReader, ro Re
 			}
 			for _, rec := range recs {
 				if rec.Offset < to && string(rec.Key) == MarkerKey { // past to: a span read before
-					parts, found = markerInputParts(rec), true
+					parts, found = readMarkerMeta(rec).inputPartitions, true
 				}
 			}
 		}
@@ -105,32 +105,23 @@ func (k *Kafka) recordedInputParts(ctx context.Context, r *kafkaLogReader, ro Re
 	return 0, nil
 }
 
-// markerInputParts is the input partition count an offset marker records
-// (HeaderInputPartitions; 0: none).
-func markerInputParts(marker *kgo.Record) int32 {
-	parts := int32(0)
-	for _, h := range marker.Headers {
-		if h.Key == HeaderInputPartitions {
-			if n, err := strconv.ParseInt(string(h.Value), 10, 32); err == nil && n > 0 {
-				parts = int32(n)
-			}
-		}
-	}
-	return parts
-}
-
-// markerOwner is the group and the accepted snapshot log start an offset
-// marker records (HeaderGroup, HeaderSnapshotsLogStart; "" and 0: none).
-func markerOwner(marker *kgo.Record) (group string, logStart int64) {
+// readMarkerMeta is what an offset marker records besides its offset
+// (markerMeta; zero values for headers it lacks or cannot parse).
+func readMarkerMeta(marker *kgo.Record) markerMeta {
+	var m markerMeta
 	for _, h := range marker.Headers {
 		switch h.Key {
+		case HeaderInputPartitions:
+			if n, err := strconv.ParseInt(string(h.Value), 10, 32); err == nil && n > 0 {
+				m.inputPartitions = int32(n)
+			}
 		case HeaderGroup:
-			group = string(h.Value)
+			m.group = string(h.Value)
 		case HeaderSnapshotsLogStart:
 			if n, err := strconv.ParseInt(string(h.Value), 10, 64); err == nil && n > 0 {
-				logStart = n
+				m.logStart = n
 			}
 		}
 	}
-	return group, logStart
+	return m
 }
