@@ -193,14 +193,16 @@ func (w *Worker) get(ctx context.Context, key string) (_ []byte, _ QueryInfo, a 
 	default:
 		return nil, info, a, fmt.Errorf("%w: worker not running", ErrUnavailable)
 	}
-	n, err := w.parts.count(ctx, w.cons.Client(), w.cfg.input)
-	if err != nil {
-		return nil, info, a, fmt.Errorf("%w: partitions of input topic %q: %w", ErrUnavailable, w.cfg.input, err)
+	// The consumer's count, read at Run's start, every 10 s and when a
+	// record says it grew; Get's own read (cached 30 s) only while the
+	// consumer has none (its reads failed so far).
+	n := int(w.cons.InputPartitions())
+	if n == 0 {
+		var err error
+		if n, err = w.parts.count(ctx, w.cons.Client(), w.cfg.input); err != nil {
+			return nil, info, a, fmt.Errorf("%w: partitions of input topic %q: %w", ErrUnavailable, w.cfg.input, err)
+		}
 	}
-	// The consumer reads the count every 10 s, and sooner when a record
-	// says it grew; a count only grows (Kafka adds partitions, never
-	// removes them): Get's own can be 30 s old.
-	n = max(n, int(w.cons.InputPartitions()))
 	info.Partition = partitionOf(w.cfg.inPartitioner, w.cfg.input, key, n)
 	tp := coordinator.TopicPartition{Topic: w.cfg.input, Partition: info.Partition}
 	if h, ok := w.cons.HighWatermark(tp); ok {
