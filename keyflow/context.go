@@ -92,15 +92,18 @@ func (c *Context) Now() time.Time { return c.k.Now() }
 // Timers are durable: persisted with the key's snapshot (the snapshot
 // written after the call) and re-armed whenever the key is loaded again; a
 // timer due while its partition was away — moved, restarting — or while the
-// key was unloaded fires on load, after the records delivered with the
-// load — records produced after its due time among them. The due time is
-// wall-clock time: after an outage (a crash's failover of a few seconds is
-// enough) a timer fires late, after records produced past its due time
-// were folded; so does a timer that fired live but whose key wrote no
-// snapshot before a crash (a key that emitted nothing persists every
-// WithPersistEvery): it fires again on load. Where that matters (a dedup
-// window, a session gap), compare the record's timestamp with a due time
-// kept in the state, and let the timer only clean up. A key deleted (its fold returned nil) keeps its
+// key was unloaded fires on load among the records delivered with the
+// load, by their timestamps: after those produced up to its due time
+// (which may reset or cancel it), before the first one produced after it.
+// So does a timer that fired live but whose key wrote no snapshot before a
+// crash (a key that emitted nothing persists every WithPersistEvery): it
+// fires again on load, in the same place. The due time is wall-clock time
+// all the same: a lagging consumer fires a live timer before records
+// produced before its due time that it has not read yet, and a key loaded
+// by its due timer alone after a restart fires it before its records of
+// later polls. Where that matters (a dedup window, a session gap), compare
+// the record's timestamp with a due time kept in the state, and let the
+// timer only clean up. A key deleted (its fold returned nil) keeps its
 // timers: they fire with a nil state (its snapshot is then an empty value
 // marked deleted, which compaction keeps, and a tombstone once no timer is
 // left). Cancel them (CancelTimer) in the call that deletes the key where

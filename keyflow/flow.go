@@ -147,8 +147,9 @@ func WithCodec[S any](c Codec[S]) Option {
 // error. Timers are durable: a key's pending timers (name, due time) are
 // persisted with its snapshot and re-armed when the key is loaded again —
 // after a rebalance, a restart or an idle unload — and a timer that fell
-// due while the key was away fires on load (after the records delivered
-// with the load). A timer's outputs and state changes are persisted like a
+// due while the key was away fires on load (among the records delivered
+// with the load, before the first produced after its due time: see
+// Context.SetTimer). A timer's outputs and state changes are persisted like a
 // fold's; in the transactional mode its outputs are exactly-once.
 func WithTimers[S any](fn TimerFunc[S]) Option {
 	return typedOption[S]{"WithTimers", func(f *Flow[S]) { f.onTimer = fn }}

@@ -109,9 +109,14 @@ func TestTimerSurvivesRestartAndFiresOnce(t *testing.T) {
 	}
 }
 
-// A timer that fell due while the partition was away fires on load, after
-// the records that loaded the key (they were produced before the load).
-func TestOverdueTimerFiresOnLoadAfterTheLoadingRecords(t *testing.T) {
+// A timer that fell due while the partition was away fires on load among
+// the records that loaded the key by their timestamps: after those
+// produced before its due time (which may reset it), before those
+// produced after it. It fired after all of them, so the records of a whole
+// outage folded into a window its timer should have closed (helper-118's
+// trial: a dedup flow lost outputs across a kill -9, two sessions 40 s
+// apart merged).
+func TestOverdueTimerFiresOnLoadAmongTheLoadingRecordsByTimestamp(t *testing.T) {
 	m := newTxnMem()
 	j := newJournal()
 	due := time.Now().Add(time.Hour)
@@ -123,7 +128,8 @@ func TestOverdueTimerFiresOnLoadAfterTheLoadingRecords(t *testing.T) {
 	// Away past its due time: rewrite the persisted timer into the past
 	// (no sleep), as if the restart had taken an hour.
 	s := m.Latest(inTopic, 0)["a"]
-	s.Timers[0].At = time.Now().Add(-time.Minute)
+	dueAt := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
+	s.Timers[0].At = dueAt
 	if err := commitSnapshot(m.Memory, s); err != nil {
 		t.Fatal(err)
 	}
@@ -133,14 +139,17 @@ func TestOverdueTimerFiresOnLoadAfterTheLoadingRecords(t *testing.T) {
 	p2 := runPartitionWrapped(t, m.Memory, flow, 10*time.Millisecond, 1, func(s snapshotstore.Partition) snapshotstore.Partition {
 		return gatedRecovery{Partition: s, release: release}
 	})
-	p2.send(rec(1, "a", ""), rec(2, "a", ""))
+	// 1 and 2 produced before the due time, 3 at it, 4 after it.
+	stamped := func(r *kgo.Record, at time.Time) *kgo.Record { r.Timestamp = at; return r }
+	p2.send(stamped(rec(1, "a", ""), dueAt.Add(-time.Second)), rec(2, "a", ""),
+		stamped(rec(3, "a", ""), dueAt), stamped(rec(4, "a", ""), dueAt.Add(time.Millisecond)))
 	p2.awaitPhase("recovering") // the records are buffered: the actor handled them before the status request
 	close(release)
-	j.await(t, "timer a:t")
+	j.await(t, "fold a@4")
 	p2.awaitOutputs(1)
 	calls := j.list()
-	if got := fmt.Sprint(calls[len(calls)-3:]); got != "[fold a@1 fold a@2 timer a:t]" {
-		t.Fatalf("calls after the load %s: want the loading records folded, then the overdue timer", got)
+	if got := fmt.Sprint(calls[len(calls)-5:]); got != "[fold a@1 fold a@2 fold a@3 timer a:t fold a@4]" {
+		t.Fatalf("calls after the load %s: want the records produced up to the due time folded, then the overdue timer, then the later record", got)
 	}
 	checkExactlyOnce(t, m.outputValues(), "a:t")
 }

@@ -406,8 +406,8 @@ func (d *Driver[S]) admit(rec *kgo.Record) (*part, string, error) {
 }
 
 // deliver hands recs, key k's, to its actor in one Deliver (a worker's
-// poll batch of the key: a cold key's overdue timers fire after all of
-// them), and returns when their effects are done and persisted.
+// poll batch of the key: a cold key's overdue timers fire among them by
+// timestamp), and returns when their effects are done and persisted.
 func (d *Driver[S]) deliver(p *part, k string, recs []*kgo.Record) error {
 	if p.failed != nil {
 		return p.failed
@@ -482,14 +482,18 @@ func (d *Driver[S]) Restart() error { return d.RestartAfter(0) }
 // moves on by down (in whole milliseconds, the remainder carried, as
 // Advance's) while no key is loaded and no timer fires. Then the
 // records that arrived meanwhile (arrived, taken as PipeRecord takes them,
-// in order; each key's in one delivery) are folded first, and each key's
-// timers that fell due while it was away fire after them — as on a
-// worker, whose first poll after the restart usually brings the waiting
-// records before the cold keys' overdue timers load them (the two race
-// there): a record that resets a timer (an inactivity flow's click)
-// replaces it before it fires. Then every other key whose
-// persisted timers fell due is loaded and fires them, late, with
-// Context.Now at the restart's time, once. Such keys are loaded in the
+// in order; each key's in one delivery; one without a Timestamp stamped
+// with the time the partitions went down) are folded first, and each
+// key's timers that fell due while it was away fire among them by due
+// time: before the first of its records stamped after the timer's due
+// time, after those stamped at or before it — as on a worker, whose first
+// poll after the restart usually brings the waiting records before the
+// cold keys' overdue timers load them (the two race there). So a record
+// produced before the due time that resets a timer (an inactivity flow's
+// click) replaces it before it fires, and one produced after it folds
+// after the timer fired, as it would have had the partition stayed. Then
+// every other key whose persisted timers fell due is loaded and fires
+// them, late, with Context.Now at the restart's time, once. Such keys are loaded in the
 // order of their earliest timer, and each fires its overdue timers in due
 // order. The error joins those of the partitions that failed while loading
 // or folding (each matching ErrPartitionFailed). down < 0 is an error.
@@ -519,9 +523,11 @@ func (d *Driver[S]) RestartAfter(down time.Duration, arrived ...*kgo.Record) err
 			d.armCold(p, k)
 		}
 	}
+	wentDown := d.clock.Now()
 	d.clock.set(d.clock.advance(down))
 	// Each key's arrived records in one Deliver, as a worker's first poll
-	// brings them: its overdue timers fire after all of them.
+	// brings them: its overdue timers fire before the first one stamped
+	// after their due time, the others after all of them.
 	var errs []error
 	type group struct {
 		p    *part
@@ -535,6 +541,9 @@ func (d *Driver[S]) RestartAfter(down time.Duration, arrived ...*kgo.Record) err
 	var groups []*group
 	byKey := map[id]*group{}
 	for _, r := range arrived {
+		if r != nil && r.Timestamp.IsZero() {
+			r.Timestamp = wentDown
+		}
 		p, k, err := d.admit(r)
 		if err != nil {
 			if errors.Is(err, ErrClosed) {

@@ -577,6 +577,35 @@ func TestRestartAfterFoldsTheRecordsThatArrivedBeforeTheOverdueTimers(t *testing
 	}
 }
 
+// A record that arrived while the partitions were down but was produced
+// after a key's overdue timer was due folds after the timer fires, as it
+// would have had the partition stayed (a worker orders them by the
+// record's timestamp); one without a timestamp counts as produced when the
+// partitions went down. The driver folded every arrived record first, so a
+// click after the due time kept an inactivity timer from firing at all.
+func TestRestartAfterFiresAnOverdueTimerBeforeARecordProducedAfterItsDueTime(t *testing.T) {
+	var log []fired
+	d := newDriver(t, timerFlow(&log))
+	must(t, d.Pipe("k", "idle@30m"))
+	must(t, d.Pipe("j", "idle@30m"))
+	must(t, d.Advance(20*time.Minute))
+	// Down 20 minutes; k's record produced at 35m, after its timer's due
+	// time (30m); j's at 25m, before it.
+	at := func(m time.Duration) time.Time { return keyflowtest.DefaultStart.Add(m) }
+	must(t, d.RestartAfter(20*time.Minute,
+		&kgo.Record{Key: []byte("k"), Value: []byte("idle@30m"), Timestamp: at(35 * time.Minute)},
+		&kgo.Record{Key: []byte("j"), Value: []byte("idle@30m"), Timestamp: at(25 * time.Minute)}))
+	want := []fired{{"k", "idle", 40 * time.Minute}}
+	if fmt.Sprint(log) != fmt.Sprint(want) {
+		t.Fatalf("fired %v, want %v: k's timer was due before its record was produced, j's record replaced j's", log, want)
+	}
+	for _, k := range []string{"k", "j"} {
+		if got, ok := d.Timer(k, "idle"); !ok || !got.Equal(at(70*time.Minute)) {
+			t.Fatalf("%s's idle timer %v (%v), want at 70m: set again by the record", k, got, ok)
+		}
+	}
+}
+
 // A start between two milliseconds is truncated: timers are kept at
 // millisecond precision, and one set for Now fired only at the next Advance,
 // one for Now+1m only after Advance(1m+1ms).

@@ -82,8 +82,9 @@ func (p *partition) recovered(ctx actor.Context, m *recovered) {
 	p.startTicks(ctx)
 	waiting := p.waiting
 	p.waiting = nil
-	// Records first: the keys they load fire their overdue timers after
-	// them; the other keys with timers are loaded when these are due.
+	// Records first: the keys they load fire their overdue timers among
+	// them (by timestamp); the other keys with timers are loaded when
+	// these are due.
 	p.records(ctx, waiting)
 	p.scheduleCold(ctx)
 }

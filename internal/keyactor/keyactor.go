@@ -551,24 +551,43 @@ func (k *Core) restoreTimers(ts []snapshotstore.Timer) {
 	sort.SliceStable(k.overdue, func(i, j int) bool { return k.overdue[i].at.Before(k.overdue[j].at) })
 }
 
-// fireOverdue fires the timers that were due while the key was away, in due
-// order, unless a fold of this load replaced or cancelled them: after the
-// records that loaded the key, which were produced before the load.
+// fireOverdue fires the timers that were due while the key was away and
+// are still to fire, in due order, unless a fold of this load replaced or
+// cancelled them: after the records that loaded the key (those produced
+// after a timer's due time folded after it: deliver).
 func (a *keyActor[S]) fireOverdue(ctx actor.Context) {
 	if len(a.overdue) == 0 || a.revoked {
 		return
 	}
-	due := a.overdue
-	a.overdue = nil
-	for _, kt := range due {
+	a.fireOverdueBefore(ctx, time.Time{})
+	a.maybePersist(ctx)
+	a.report(ctx)
+}
+
+// fireOverdueBefore fires, in due order, the overdue timers due before t
+// (all of them when t is zero). deliver calls it before each record it
+// folds, with the record's timestamp: a timer due while the key was away
+// (a crash, a rebalance, an idle unload) fires before the records produced
+// after its due time, as it would have had the key stayed, and after those
+// produced before it, which may replace or cancel it (an inactivity
+// timer's click). Firing every overdue timer after the load's records
+// folded the records of the whole outage first: a dedup window closed late,
+// two sessions merged (helper-118's trial).
+func (a *keyActor[S]) fireOverdueBefore(ctx actor.Context, t time.Time) {
+	n := 0
+	for ; n < len(a.overdue) && !a.revoked && (t.IsZero() || a.overdue[n].at.Before(t)); n++ {
+		kt := a.overdue[n]
+		a.overdue[n] = nil
 		if a.timers[kt.name] != kt {
 			continue
 		}
 		delete(a.timers, kt.name)
 		a.fireTimer(ctx, kt.name)
 	}
-	a.maybePersist(ctx)
-	a.report(ctx)
+	a.overdue = a.overdue[n:]
+	if len(a.overdue) == 0 {
+		a.overdue = nil
+	}
 }
 
 func (a *keyActor[S]) deliver(ctx actor.Context, m *Deliver) {
@@ -602,6 +621,11 @@ func (a *keyActor[S]) deliver(ctx actor.Context, m *Deliver) {
 			// Not seen: a failed key's Settled must not pass the records
 			// it did not fold (KeyFailed stops the partition first today).
 			continue
+		}
+		if rec.Offset > a.lastFolded && len(a.overdue) > 0 && a.overdue[0].at.Before(rec.Timestamp) {
+			if a.fireOverdueBefore(ctx, rec.Timestamp); a.failed != nil {
+				continue // the timer failed the key: rec not folded, not seen
+			}
 		}
 		if rec.Offset > a.lastSeen {
 			a.lastSeen = rec.Offset
