@@ -326,6 +326,9 @@ const (
 // coldDue: the earliest timer of an unloaded key may be due.
 type coldDue struct{ gen uint64 } // the arming's p.ctGen
 
+// gateCheck: the backlog may have been read (timergate.go's quiet check).
+type gateCheck struct{}
+
 type partition struct {
 	// maxSnapshot is the store's snapshot record limit (0: none): a key
 	// whose tombstone does not fit it goes by the nil-key policy.
@@ -392,6 +395,12 @@ type partition struct {
 	ctT     *time.Timer
 	ctAt    time.Time
 	ctGen   uint64 // counts ctT's armings: a coldDue of an older one is stale
+	// gate holds the cold keys' due timers back while the partition reads
+	// its backlog (timergate.go); coldGated: coldDue stopped at it, and the
+	// gate's next opening runs coldDue again. gateT is the quiet check's.
+	gate      timerGate
+	coldGated bool
+	gateT     *time.Timer
 	// halting: Stopping has run; the turns protoactor still runs after it
 	// arm no timer and load no key.
 	halting bool
@@ -479,6 +488,11 @@ func (p *partition) Receive(ctx actor.Context) {
 	case *Records:
 		p.records(ctx, m.Records)
 		p.idle.batch(m.AtEnd)
+		if p.gate.batch(m.Records, m.AtEnd, time.Now()) {
+			p.ungated(ctx)
+		}
+	case *gateCheck:
+		p.checkGate(ctx)
 	case *keyactor.Progress:
 		if e := p.entry(m.Key, m.Tag); e != nil {
 			p.tracker.Settle(&e.hold, m.Settled)
@@ -583,6 +597,9 @@ func (p *partition) Receive(ctx actor.Context) {
 		p.halting = true
 		if p.ctT != nil {
 			p.ctT.Stop()
+		}
+		if p.gateT != nil {
+			p.gateT.Stop()
 		}
 		if p.cancel != nil {
 			p.cancel()

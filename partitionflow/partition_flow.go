@@ -80,6 +80,8 @@ func (p *partition) recovered(ctx actor.Context, m *recovered) {
 		ctx.Send(p.txn, &restateReq{offset: p.cfg.AssignedOffset, tombstones: tombstones})
 	}
 	p.startTicks(ctx)
+	p.gate.started(time.Now())
+	p.checkGate(ctx)
 	waiting := p.waiting
 	p.waiting = nil
 	// Records first: the keys they load fire their overdue timers among
@@ -94,6 +96,9 @@ func (p *partition) recovered(ctx actor.Context, m *recovered) {
 func (p *partition) scheduleCold(ctx actor.Context) {
 	if p.coldWaiting {
 		return // due already: coldDue runs again when the budget admits (admitColdDue)
+	}
+	if p.coldGated {
+		return // due already: coldDue runs again when the gate lets it (ungated)
 	}
 	if !p.live() {
 		return // no cold key loads any more
@@ -135,6 +140,12 @@ func (p *partition) coldDue(ctx actor.Context, max int, gen uint64) {
 	}
 	now := time.Now()
 	for t, ok := p.ctimers.firstDue(now); ok && max != 0; t, ok = p.ctimers.firstDue(now) {
+		if !p.gate.admits(t.at) {
+			// The backlog's records up to t.at are still to come (the
+			// heap's later entries are due later still).
+			p.coldGated = true
+			return
+		}
 		// A held key loads at its admission (its overdue timers fire after
 		// those records); a loaded one's entry is stale.
 		s := p.keys[t.key]
@@ -161,6 +172,32 @@ func (p *partition) coldDue(ctx actor.Context, max int, gen uint64) {
 		return
 	}
 	p.scheduleCold(ctx)
+}
+
+// ungated runs coldDue again after the timer gate let more timers through.
+func (p *partition) ungated(ctx actor.Context) {
+	if p.coldGated && p.live() {
+		p.coldGated = false
+		p.coldDue(ctx, -1, 0)
+	}
+}
+
+// checkGate is the gate's quiet check: it opens the gate once the partition
+// has gone backlogQuiet without a batch, and arms itself again until then.
+func (p *partition) checkGate(ctx actor.Context) {
+	p.gateT = nil
+	if !p.live() {
+		return
+	}
+	left, ok := p.gate.quietLeft(time.Now())
+	switch {
+	case !ok:
+	case left == 0:
+		p.ungated(ctx)
+	default:
+		root, self := ctx.ActorSystem().Root, ctx.Self()
+		p.gateT = time.AfterFunc(left, func() { root.Send(self, &gateCheck{}) })
+	}
 }
 
 // admitColdDue loads up to max (< 0: all) cold keys whose timers are due

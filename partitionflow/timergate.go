@@ -1,0 +1,78 @@
+package partitionflow
+
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// backlogQuiet is how long a partition that has not read its input to the
+// end may go without a batch before timerGate takes it for caught up: a
+// partition with nothing to read at its start gets no batch at all (the
+// consumer hands over records only), and a backlog's batches come far
+// closer than this (the consumer's fetches wait at most 500 ms,
+// coordinator.Consumer's kgo.FetchMaxWait). A variable for tests.
+var backlogQuiet = time.Second
+
+// timerGate holds the cold keys' due timers back while the partition reads
+// the backlog it started with (a restart, a rebalance, a failover: the
+// records produced while no one owned it), until the records it delivered
+// reach the timer's due time. A key with no record in the first batches
+// and an overdue timer was loaded for it right after the first batch and
+// fired it before its own records of the later batches, produced before the
+// due time, which would have reset or cancelled it (an inactivity timer's
+// click): a session closed early, a dedup window cleared before a
+// duplicate. Under the gate a cold key's timer due at t fires once a record
+// stamped after t was delivered (records are appended in about their
+// timestamps' order), or once the partition has caught up: a batch that
+// read to the input's end (Records.AtEnd), or backlogQuiet without a batch.
+// From then on, for the rest of the partition's life, timers go by the
+// wall clock alone. A key loaded by its records fires its overdue timers
+// among them by timestamp (internal/keyactor's fireOverdueBefore).
+//
+// Plain logic, without time of its own: the partition passes the batches
+// and the clock, and arms the quiet check (gateCheck) when quietLeft asks.
+type timerGate struct {
+	open   bool      // caught up once: the wall clock alone
+	stream time.Time // the latest record timestamp delivered
+	last   time.Time // when the last batch came, or the partition started
+}
+
+// started notes the partition's start (its recovery done) at now.
+func (g *timerGate) started(now time.Time) { g.last = now }
+
+// batch notes a batch of records at now; true when it lets more timers
+// through (the stream time moved on, or the partition caught up).
+func (g *timerGate) batch(recs []*kgo.Record, atEnd bool, now time.Time) bool {
+	if g.open {
+		return false
+	}
+	g.last = now
+	if atEnd {
+		g.open = true
+		return true
+	}
+	// The batch's last record: records are in offset order, and their
+	// timestamps nearly so; the gate needs no more precision than that.
+	if n := len(recs); n > 0 && recs[n-1].Timestamp.After(g.stream) {
+		g.stream = recs[n-1].Timestamp
+		return true
+	}
+	return false
+}
+
+// admits: a cold key's timer due at at may fire now.
+func (g *timerGate) admits(at time.Time) bool { return g.open || at.Before(g.stream) }
+
+// quietLeft is how long until the quiet check may open the gate at now
+// (0: it opens it now, and the gate is open after); ok false once open.
+func (g *timerGate) quietLeft(now time.Time) (left time.Duration, ok bool) {
+	if g.open {
+		return 0, false
+	}
+	if left = backlogQuiet - now.Sub(g.last); left <= 0 {
+		g.open = true
+		return 0, true
+	}
+	return left, true
+}

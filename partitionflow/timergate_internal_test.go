@@ -1,0 +1,152 @@
+package partitionflow
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/actorflow/actorflow/internal/keyactor"
+	"github.com/actorflow/actorflow/keyflow"
+	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func TestTimerGate(t *testing.T) {
+	t0 := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	stamped := func(secs ...int) []*kgo.Record {
+		var recs []*kgo.Record
+		for _, s := range secs {
+			recs = append(recs, &kgo.Record{Timestamp: at(s)})
+		}
+		return recs
+	}
+	var g timerGate
+	g.started(at(0))
+	if g.admits(at(-100)) {
+		t.Fatal("admits a timer before any record was delivered")
+	}
+	if !g.batch(stamped(1, 5), false, at(0)) || !g.admits(at(4)) || g.admits(at(5)) || g.admits(at(6)) {
+		t.Fatalf("after records up to 5 s: admits 4 s %v, 5 s %v, 6 s %v; want only a timer due before the latest record",
+			g.admits(at(4)), g.admits(at(5)), g.admits(at(6)))
+	}
+	if g.batch(stamped(3), false, at(0)) || g.admits(at(5)) {
+		t.Fatal("a batch stamped earlier moved the stream time back or let more through")
+	}
+	if left, ok := g.quietLeft(at(0).Add(backlogQuiet / 2)); !ok || left != backlogQuiet/2 {
+		t.Fatalf("quietLeft half-way = %v %v, want %v", left, ok, backlogQuiet/2)
+	}
+	if left, ok := g.quietLeft(at(0).Add(backlogQuiet)); !ok || left != 0 || !g.admits(at(1000)) {
+		t.Fatalf("quietLeft after backlogQuiet without a batch = %v %v, admits later timers %v: want the gate open", left, ok, g.admits(at(1000)))
+	}
+	if _, ok := g.quietLeft(at(10000)); ok {
+		t.Fatal("an open gate asks for another quiet check")
+	}
+
+	var h timerGate
+	h.started(at(0))
+	if !h.batch(stamped(1), true, at(0)) || !h.admits(at(1000)) {
+		t.Fatal("a batch that read to the input's end left the gate closed")
+	}
+	if h.batch(stamped(2000), false, at(1)) {
+		t.Fatal("an open gate reports a change")
+	}
+}
+
+// gateJournal records a flow's folds and timers in order.
+type gateJournal struct {
+	mu    sync.Mutex
+	calls []string
+	ch    chan string
+}
+
+func (j *gateJournal) add(s string) {
+	j.mu.Lock()
+	j.calls = append(j.calls, s)
+	j.mu.Unlock()
+	j.ch <- s
+}
+
+func (j *gateJournal) await(t *testing.T, want string) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case got := <-j.ch:
+			if got == want {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("%s never happened (calls: %v)", want, j.list())
+		}
+	}
+}
+
+func (j *gateJournal) list() []string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return slices.Clone(j.calls)
+}
+
+// After a restart, a cold key's overdue timer waits for the backlog's
+// records up to its due time: its own records there, produced before the
+// due time, fold first (they would have reset an inactivity timer), and it
+// fires once a record stamped after its due time was delivered, or once
+// the partition read to the input's end. It was loaded and fired right
+// after the first batch, before its records of the later batches.
+func TestAColdKeysOverdueTimerWaitsForTheBacklogUpToItsDueTime(t *testing.T) {
+	defer func(q time.Duration) { backlogQuiet = q }(backlogQuiet)
+	backlogQuiet = time.Hour // caught up only by AtEnd here
+	due := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
+	mem := snapshotstore.NewMemory()
+	store, err := mem.Open(context.Background(), snapshotstore.PartitionInfo{Topic: "in"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var writes []snapshotstore.Snapshot
+	for _, k := range []string{"c", "d"} { // due at due
+		writes = append(writes, snapshotstore.Snapshot{Key: k, Value: []byte("1"), Offset: 0, Timers: []snapshotstore.Timer{{Name: "t", At: due}}})
+	}
+	// e's timer is due after every record below: only the input's end lets it.
+	writes = append(writes, snapshotstore.Snapshot{Key: "e", Value: []byte("1"), Offset: 0, Timers: []snapshotstore.Timer{{Name: "t", At: due.Add(30 * time.Second)}}})
+	if err := store.Commit(context.Background(), snapshotstore.Batch{Writes: writes, Offset: 1}); err != nil {
+		t.Fatal(err)
+	}
+	j := &gateJournal{ch: make(chan string, 64)}
+	fold := func(kc *keyflow.Context, s *int, r *kgo.Record) (*int, error) {
+		j.add(fmt.Sprintf("fold %s@%d", kc.Key(), r.Offset))
+		return s, nil
+	}
+	onTimer := func(kc *keyflow.Context, s *int, name string) (*int, error) {
+		j.add("timer " + kc.Key() + ":" + name)
+		return s, nil
+	}
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	t.Cleanup(sys.Shutdown)
+	pid := sys.Root.Spawn(Props(Config{Topic: "in", Store: store, AssignedOffset: 1,
+		Handler:      keyactor.MustOf(keyflow.New(fold, keyflow.WithTimers(onTimer))),
+		PersistEvery: 10 * time.Millisecond, CommitOffsetsInterval: 10 * time.Millisecond}))
+	send := func(atEnd bool, off int64, key string, ts time.Time) {
+		sys.Root.Send(pid, &Records{Records: []*kgo.Record{{Topic: "in", Offset: off, Key: []byte(key), Timestamp: ts}}, AtEnd: atEnd})
+	}
+	fired := func(key string) bool { return slices.Contains(j.list(), "timer "+key+":t") }
+	send(false, 1, "b", due.Add(-10*time.Second))
+	j.await(t, "fold b@1")
+	send(false, 2, "c", due.Add(-5*time.Second)) // c's own record, produced before its due time
+	j.await(t, "timer c:t")
+	if calls := j.list(); slices.Index(calls, "fold c@2") > slices.Index(calls, "timer c:t") || fired("d") || fired("e") {
+		t.Fatalf("calls %v: want c's record, produced before c's due time, folded before c's timer, and d's and e's timers held (no record past their due time yet)", calls)
+	}
+	send(false, 3, "b", due.Add(time.Second)) // the stream passes the due time: d's timer goes
+	j.await(t, "timer d:t")
+	if fired("e") {
+		t.Fatalf("calls %v: e's timer, due after every record delivered, fired before the input's end", j.list())
+	}
+	send(true, 4, "b", due.Add(2*time.Second)) // the input's end: e's goes
+	j.await(t, "timer e:t")
+}
