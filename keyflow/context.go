@@ -98,15 +98,14 @@ func (c *Context) Now() time.Time { return c.k.Now() }
 // So does a timer that fired live but whose key wrote no snapshot before a
 // crash (a key that emitted nothing persists every WithPersistEvery): it
 // fires again on load, in the same place. While a partition reads the
-// backlog it started with, an unloaded key's due timer waits until a
-// record stamped after its due time was delivered, or the input was read
-// to its end (or no record came for a second), so that the key's own
-// records produced before it fold first. The due time is wall-clock time
-// all the same: a lagging consumer fires a live timer before records
-// produced before its due time that it has not read yet, and a key loaded
-// by its records in the backlog's first batches fires its remaining
-// overdue timers after them, before its records of later batches. Where
-// that matters (a dedup window, a session gap), compare
+// backlog it started with (a restart, a rebalance, a takeover), an
+// overdue timer waits until a record stamped after its due time was
+// delivered, or the input was read to its end (or no record came for a
+// second), so that the key's own records produced before it fold first,
+// whichever batch they come in. The due time is wall-clock time all the
+// same: a lagging consumer fires a live timer before records produced
+// before its due time that it has not read yet, and Now during a catch-up
+// is the fold's time, not the record's. Where that matters (a dedup window, a session gap), compare
 // the record's timestamp with a due time kept in the state, and let the
 // timer only clean up. A key deleted (its fold returned nil) keeps its
 // timers: they fire with a nil state (its snapshot is then an empty value

@@ -395,12 +395,16 @@ type partition struct {
 	ctT     *time.Timer
 	ctAt    time.Time
 	ctGen   uint64 // counts ctT's armings: a coldDue of an older one is stale
-	// gate holds the cold keys' due timers back while the partition reads
-	// its backlog (timergate.go); coldGated: coldDue stopped at it, and the
+	// gate holds the overdue timers back while the partition reads its
+	// backlog (timergate.go); coldGated: coldDue stopped at it, and the
 	// gate's next opening runs coldDue again. gateT is the quiet check's.
-	gate      timerGate
-	coldGated bool
-	gateT     *time.Timer
+	// heldTimers: the loaded keys holding overdue timers back
+	// (OverdueHeld), each at its earliest, woken (Wake) as the gate lets
+	// them through.
+	gate       timerGate
+	coldGated  bool
+	gateT      *time.Timer
+	heldTimers coldTimers
 	// halting: Stopping has run; the turns protoactor still runs after it
 	// arm no timer and load no key.
 	halting bool
@@ -486,13 +490,29 @@ func newPartition(cfg Config) *partition {
 func (p *partition) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *Records:
+		// The keys read the gate as they fold the batch; the cold and
+		// held keys it lets through are woken after the batch's records
+		// are sent, so that a key with records here is loaded by them and
+		// fires its overdue timers among them (keyactor.fireOverdueBefore).
+		more := p.gate.batch(m.Records, m.AtEnd, time.Now())
+		if more {
+			p.env.Backlog.Set(p.gate.stream, p.gate.open)
+		}
 		p.records(ctx, m.Records)
 		p.idle.batch(m.AtEnd)
-		if p.gate.batch(m.Records, m.AtEnd, time.Now()) {
+		if more {
 			p.ungated(ctx)
 		}
 	case *gateCheck:
 		p.checkGate(ctx)
+	case *keyactor.OverdueHeld:
+		if e := p.entry(m.Key, m.Tag); e != nil {
+			if p.gate.admits(m.At) {
+				e.send(&keyactor.Wake{}) // the gate moved on since the key read it
+			} else {
+				p.heldTimers.add(m.Key, m.At, 0)
+			}
+		}
 	case *keyactor.Progress:
 		if e := p.entry(m.Key, m.Tag); e != nil {
 			p.tracker.Settle(&e.hold, m.Settled)
@@ -673,7 +693,8 @@ func (p *partition) start(ctx actor.Context) {
 		// A dead letter near the producer's limit is shrunk to fit it.
 		DeadLetterMaxBytes: recbytes.ProducerLimit(p.cfg.DeadLetters),
 		SnapshotTopic:      p.cfg.SnapshotTopic,
-		Reuse:              true, // keypool.go
+		Reuse:              true,                  // keypool.go
+		Backlog:            keyactor.NewBacklog(), // the timer gate's (timergate.go)
 	}
 	txn := newTxnActor(p.cfg.Store, p.cfg.MaxWritesPerTransaction, p.cfg.AssignedOffset, p.log)
 	txn.deadLetterTopic = p.env.DeadLetterTopic

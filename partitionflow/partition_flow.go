@@ -174,9 +174,19 @@ func (p *partition) coldDue(ctx actor.Context, max int, gen uint64) {
 	p.scheduleCold(ctx)
 }
 
-// ungated runs coldDue again after the timer gate let more timers through.
+// ungated wakes the loaded keys holding overdue timers the timer gate now
+// lets through, and runs coldDue again for the cold keys'.
 func (p *partition) ungated(ctx actor.Context) {
-	if p.coldGated && p.live() {
+	if !p.live() {
+		return
+	}
+	for t, ok := p.heldTimers.firstDue(time.Now()); ok && p.gate.admits(t.at); t, ok = p.heldTimers.firstDue(time.Now()) {
+		p.heldTimers.pop()
+		if s := p.keys[t.key]; s != nil && s.e != nil {
+			s.e.send(&keyactor.Wake{}) // a key unloaded since took its timers along (its cold entry)
+		}
+	}
+	if p.coldGated {
 		p.coldGated = false
 		p.coldDue(ctx, -1, 0)
 	}
@@ -193,6 +203,7 @@ func (p *partition) checkGate(ctx actor.Context) {
 	switch {
 	case !ok:
 	case left == 0:
+		p.env.Backlog.Set(p.gate.stream, p.gate.open)
 		p.ungated(ctx)
 	default:
 		root, self := ctx.ActorSystem().Root, ctx.Self()

@@ -14,21 +14,26 @@ import (
 // coordinator.Consumer's kgo.FetchMaxWait). A variable for tests.
 var backlogQuiet = time.Second
 
-// timerGate holds the cold keys' due timers back while the partition reads
-// the backlog it started with (a restart, a rebalance, a failover: the
-// records produced while no one owned it), until the records it delivered
-// reach the timer's due time. A key with no record in the first batches
-// and an overdue timer was loaded for it right after the first batch and
-// fired it before its own records of the later batches, produced before the
-// due time, which would have reset or cancelled it (an inactivity timer's
-// click): a session closed early, a dedup window cleared before a
-// duplicate. Under the gate a cold key's timer due at t fires once a record
+// timerGate holds the overdue timers back while the partition reads the
+// backlog it started with (a restart, a rebalance, a takeover: the records
+// produced while no one owned it), until the records it delivered reach
+// the timer's due time. Without it a key with an overdue timer fired it
+// before its own records of the backlog's later batches, produced before
+// the due time, which would have reset or cancelled it (an inactivity
+// timer's click): a session closed early, a dedup window cleared before a
+// duplicate. At a takeover that was every such key: the partition recovers
+// before its first fetch returns, and the cold keys' due timers loaded
+// them at once (helper-120's trial on Kafka 4.4.0: 67 timers fired before
+// the first record). Under the gate a timer due at t fires once a record
 // stamped after t was delivered (records are appended in about their
 // timestamps' order), or once the partition has caught up: a batch that
 // read to the input's end (Records.AtEnd), or backlogQuiet without a batch.
 // From then on, for the rest of the partition's life, timers go by the
-// wall clock alone. A key loaded by its records fires its overdue timers
-// among them by timestamp (internal/keyactor's fireOverdueBefore).
+// wall clock alone. The cold keys' timers wait in their heap (coldDue); a
+// loaded key keeps its own past its delivery and says so
+// (keyactor.OverdueHeld), reading the gate through keyactor.Backlog, and
+// the partition wakes it (heldTimers); a key's record stamped after its
+// timer's due time fires it first (internal/keyactor's fireOverdueBefore).
 //
 // Plain logic, without time of its own: the partition passes the batches
 // and the clock, and arms the quiet check (gateCheck) when quietLeft asks.

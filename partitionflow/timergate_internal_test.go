@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/actorflow/actorflow/internal/keyactor"
+	"github.com/actorflow/actorflow/internal/testkit"
 	"github.com/actorflow/actorflow/keyflow"
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/asynkron/protoactor-go/actor"
@@ -93,13 +94,14 @@ func (j *gateJournal) list() []string {
 	return slices.Clone(j.calls)
 }
 
-// After a restart, a cold key's overdue timer waits for the backlog's
-// records up to its due time: its own records there, produced before the
-// due time, fold first (they would have reset an inactivity timer), and it
-// fires once a record stamped after its due time was delivered, or once
-// the partition read to the input's end. It was loaded and fired right
-// after the first batch, before its records of the later batches.
-func TestAColdKeysOverdueTimerWaitsForTheBacklogUpToItsDueTime(t *testing.T) {
+// After a restart, an overdue timer waits for the backlog's records up to
+// its due time, so that its key's records there, produced before the due
+// time, fold first (they would have reset an inactivity timer): it fires
+// once a record stamped after its due time was delivered, or once the
+// partition read to the input's end. A cold key's (d) was loaded and fired
+// right after the first batch; a key loaded by its records (c, h) fired
+// right after its first delivery, before its records of later batches.
+func TestOverdueTimersWaitForTheBacklogUpToTheirDueTime(t *testing.T) {
 	defer func(q time.Duration) { backlogQuiet = q }(backlogQuiet)
 	backlogQuiet = time.Hour // caught up only by AtEnd here
 	due := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
@@ -109,7 +111,7 @@ func TestAColdKeysOverdueTimerWaitsForTheBacklogUpToItsDueTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	var writes []snapshotstore.Snapshot
-	for _, k := range []string{"c", "d"} { // due at due
+	for _, k := range []string{"c", "d", "h"} { // due at due
 		writes = append(writes, snapshotstore.Snapshot{Key: k, Value: []byte("1"), Offset: 0, Timers: []snapshotstore.Timer{{Name: "t", At: due}}})
 	}
 	// e's timer is due after every record below: only the input's end lets it.
@@ -135,18 +137,22 @@ func TestAColdKeysOverdueTimerWaitsForTheBacklogUpToItsDueTime(t *testing.T) {
 		sys.Root.Send(pid, &Records{Records: []*kgo.Record{{Topic: "in", Offset: off, Key: []byte(key), Timestamp: ts}}, AtEnd: atEnd})
 	}
 	fired := func(key string) bool { return slices.Contains(j.list(), "timer "+key+":t") }
-	send(false, 1, "b", due.Add(-10*time.Second))
-	j.await(t, "fold b@1")
-	send(false, 2, "c", due.Add(-5*time.Second)) // c's own record, produced before its due time
-	j.await(t, "timer c:t")
-	if calls := j.list(); slices.Index(calls, "fold c@2") > slices.Index(calls, "timer c:t") || fired("d") || fired("e") {
-		t.Fatalf("calls %v: want c's record, produced before c's due time, folded before c's timer, and d's and e's timers held (no record past their due time yet)", calls)
+	send(false, 1, "h", due.Add(-10*time.Second)) // loads h
+	j.await(t, "fold h@1")
+	send(false, 2, "c", due.Add(-5*time.Second)) // loads c: its own record, produced before its due time
+	j.await(t, "fold c@2")
+	send(false, 3, "h", due.Add(-4*time.Second)) // h's second record, before its due time too
+	j.await(t, "fold h@3")
+	if fired("c") || fired("d") || fired("e") || fired("h") {
+		t.Fatalf("calls %v: a timer fired before the records delivered reached its due time", j.list())
 	}
-	send(false, 3, "b", due.Add(time.Second)) // the stream passes the due time: d's timer goes
-	j.await(t, "timer d:t")
+	send(false, 4, "b", due.Add(time.Second)) // the stream passes the due time: c's, d's and h's timers go
+	testkit.Eventually(t, 10*time.Second, "c's, d's and h's timers fired", func() (bool, string) {
+		return fired("c") && fired("d") && fired("h"), fmt.Sprint(j.list())
+	})
 	if fired("e") {
 		t.Fatalf("calls %v: e's timer, due after every record delivered, fired before the input's end", j.list())
 	}
-	send(true, 4, "b", due.Add(2*time.Second)) // the input's end: e's goes
+	send(true, 5, "b", due.Add(2*time.Second)) // the input's end: e's goes
 	j.await(t, "timer e:t")
 }

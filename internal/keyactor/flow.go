@@ -248,6 +248,9 @@ type Env struct {
 	// partition's in-flight budget (backpressure). Called from key actors:
 	// goroutine-safe.
 	Processed func(n, bytes int)
+	// Backlog is the partition's timer gate as the keys read it (nil:
+	// every overdue timer fires after the delivery that loaded the key).
+	Backlog *Backlog
 	// Clock is the key actors' processing time (timers, Context.Now, dead
 	// letters' time); nil: the wall clock (a worker). Package keyflowtest
 	// sets a fake one.

@@ -84,7 +84,10 @@ type Core struct {
 	// key was away; they fire after the first delivery (or Wake) of this
 	// load, in due order.
 	overdue []*keyTimer
-	fx      effects // of the call in progress (effects.go)
+	// heldAt: the due time the partition was last told the key holds
+	// overdue timers back from (OverdueHeld; zero: none).
+	heldAt time.Time
+	fx     effects // of the call in progress (effects.go)
 
 	// keyless: the reserved actor of key-less records
 	// (snapshotstore.KeylessKey), which dead-letters each and folds none.
@@ -172,6 +175,7 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 	case *Deliver:
 		a.onDeliver(ctx, m)
 	case *Wake:
+		a.heldAt = time.Time{}
 		a.fireOverdue(ctx)
 	case *Query:
 		a.query(m)
@@ -554,29 +558,42 @@ func (k *Core) restoreTimers(ts []snapshotstore.Timer) {
 // fireOverdue fires the timers that were due while the key was away and
 // are still to fire, in due order, unless a fold of this load replaced or
 // cancelled them: after the records that loaded the key (those produced
-// after a timer's due time folded after it: deliver).
+// after a timer's due time folded after it: deliver). While the partition
+// reads its backlog, those the backlog's records have not reached wait
+// (Env.Backlog): the partition is told, and sends Wake when they are.
 func (a *keyActor[S]) fireOverdue(ctx actor.Context) {
 	if len(a.overdue) == 0 || a.revoked {
 		return
 	}
 	a.fireOverdueBefore(ctx, time.Time{})
+	if len(a.overdue) > 0 && a.failed == nil && !a.overdue[0].at.Equal(a.heldAt) {
+		a.heldAt = a.overdue[0].at
+		ctx.Send(ctx.Parent(), &OverdueHeld{Key: a.key, Tag: a.tag, At: a.heldAt})
+	}
 	a.maybePersist(ctx)
 	a.report(ctx)
 }
 
 // fireOverdueBefore fires, in due order, the overdue timers due before t
-// (all of them when t is zero). deliver calls it before each record it
-// folds, with the record's timestamp: a timer due while the key was away
-// (a crash, a rebalance, an idle unload) fires before the records produced
-// after its due time, as it would have had the key stayed, and after those
-// produced before it, which may replace or cancel it (an inactivity
-// timer's click). Firing every overdue timer after the load's records
-// folded the records of the whole outage first: a dedup window closed late,
-// two sessions merged (helper-118's trial).
+// (t zero: those Env.Backlog admits). deliver calls it before each record
+// it folds, with the record's timestamp: a timer due while the key was
+// away (a crash, a rebalance, an idle unload) fires before the records
+// produced after its due time, as it would have had the key stayed, and
+// after those produced before it, which may replace or cancel it (an
+// inactivity timer's click). Firing every overdue timer after the load's
+// records folded the records of the whole outage first: a dedup window
+// closed late, two sessions merged (helper-118's trial).
 func (a *keyActor[S]) fireOverdueBefore(ctx actor.Context, t time.Time) {
 	n := 0
-	for ; n < len(a.overdue) && !a.revoked && (t.IsZero() || a.overdue[n].at.Before(t)); n++ {
+	for ; n < len(a.overdue) && !a.revoked; n++ {
 		kt := a.overdue[n]
+		due := kt.at.Before(t)
+		if t.IsZero() {
+			due = a.env.Backlog.Admits(kt.at)
+		}
+		if !due {
+			break
+		}
 		a.overdue[n] = nil
 		if a.timers[kt.name] != kt {
 			continue

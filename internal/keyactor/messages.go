@@ -2,6 +2,7 @@ package keyactor
 
 import (
 	"sync"
+	"time"
 
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -33,9 +34,20 @@ type Flush struct {
 }
 
 // Wake is sent to a key loaded only because one of its persisted timers is
-// due (the partition keeps the timers of unloaded keys): the key fires its
-// overdue timers.
+// due (the partition keeps the timers of unloaded keys), or holding overdue
+// timers the partition's backlog now reaches (OverdueHeld): the key fires
+// its overdue timers that Env.Backlog admits.
 type Wake struct{}
+
+// OverdueHeld tells the partition that the key holds overdue timers, the
+// earliest due at At, until the records of the partition's backlog reach
+// it (Env.Backlog): the partition sends it Wake when they do. Tag is the
+// key's (Core.SetTag), as in Progress.
+type OverdueHeld struct {
+	Key string
+	Tag any
+	At  time.Time
+}
 
 // Unload asks a key to stop. It answers Unloaded (and stops) or Busy.
 //
