@@ -98,9 +98,9 @@ func (c *Context) Now() time.Time { return c.k.Now() }
 // So does a timer that fired live but whose key wrote no snapshot before a
 // crash (a key that emitted nothing persists every WithPersistEvery): it
 // fires again on load, in the same place. While a partition reads the
-// backlog it started with (a restart, a rebalance, a takeover), an
-// overdue timer waits until a record stamped after its due time was
-// delivered, or the input was read to its end (or no record came for two
+// backlog it started with (a restart, a rebalance, a takeover), a due
+// timer (overdue at its key's load, or coming due meanwhile) waits until
+// a record stamped after its due time was delivered, or the input was read to its end (or no record came for two
 // seconds), so that the key's own records produced before it fold first,
 // whichever batch they come in. The due time is wall-clock time all the
 // same: a lagging consumer fires a live timer before records produced

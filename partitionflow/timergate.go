@@ -31,7 +31,8 @@ var backlogQuiet = 2 * time.Second
 // read to the input's end (Records.AtEnd), or backlogQuiet without a batch.
 // From then on, for the rest of the partition's life, timers go by the
 // wall clock alone. The cold keys' timers wait in their heap (coldDue); a
-// loaded key keeps its own past its delivery and says so
+// loaded key keeps its own past its delivery (and an armed timer coming
+// due meanwhile: keyactor's holdForBacklog) and says so
 // (keyactor.OverdueHeld), reading the gate through keyactor.Backlog, and
 // the partition wakes it (heldTimers); a key's record stamped after its
 // timer's due time fires it first (internal/keyactor's fireOverdueBefore).

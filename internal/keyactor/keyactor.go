@@ -239,6 +239,10 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 		if a.holdTimer(m.t) {
 			return
 		}
+		if !a.env.Backlog.Admits(m.t.at) {
+			a.holdForBacklog(ctx, m.t)
+			return
+		}
 		delete(a.timers, m.name)
 		a.fireTimer(ctx, m.name)
 		if a.evicting {
@@ -426,10 +430,39 @@ func (a *keyActor[S]) unstash(ctx actor.Context, d *Deliver) {
 	if a.timers[kt.name] != kt || a.revoked {
 		return
 	}
+	if !a.env.Backlog.Admits(kt.at) {
+		a.holdForBacklog(ctx, kt)
+		return
+	}
 	delete(a.timers, kt.name)
 	a.fireTimer(ctx, kt.name)
 	if a.evicting {
 		a.flushWaiting = true // the eviction's write must cover this too
+	}
+}
+
+// holdForBacklog keeps kt, come due while the partition reads its backlog
+// before the records delivered reached its due time, with the overdue
+// timers: the key's records produced before it, still to come, fold first
+// (a record stamped after it fires it: fireOverdueBefore), and the
+// partition wakes the key when the backlog reaches it (OverdueHeld). An
+// armed timer coming due during a long catch-up fired before them.
+func (a *keyActor[S]) holdForBacklog(ctx actor.Context, kt *keyTimer) {
+	i, _ := slices.BinarySearchFunc(a.overdue, kt.at, func(o *keyTimer, at time.Time) int { return o.at.Compare(at) })
+	// After those due at the same time: in due order, ties as they came.
+	for i < len(a.overdue) && a.overdue[i].at.Equal(kt.at) {
+		i++
+	}
+	a.overdue = slices.Insert(a.overdue, i, kt)
+	a.tellHeld(ctx)
+}
+
+// tellHeld tells the partition the earliest overdue timer the key holds
+// for the backlog, unless it was told that one already.
+func (a *keyActor[S]) tellHeld(ctx actor.Context) {
+	if len(a.overdue) > 0 && a.failed == nil && !a.overdue[0].at.Equal(a.heldAt) {
+		a.heldAt = a.overdue[0].at
+		ctx.Send(ctx.Parent(), &OverdueHeld{Key: a.key, Tag: a.tag, At: a.heldAt})
 	}
 }
 
@@ -566,10 +599,7 @@ func (a *keyActor[S]) fireOverdue(ctx actor.Context) {
 		return
 	}
 	a.fireOverdueBefore(ctx, time.Time{})
-	if len(a.overdue) > 0 && a.failed == nil && !a.overdue[0].at.Equal(a.heldAt) {
-		a.heldAt = a.overdue[0].at
-		ctx.Send(ctx.Parent(), &OverdueHeld{Key: a.key, Tag: a.tag, At: a.heldAt})
-	}
+	a.tellHeld(ctx)
 	a.maybePersist(ctx)
 	a.report(ctx)
 }
