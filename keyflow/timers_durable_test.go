@@ -3,11 +3,11 @@ package keyflow_test
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/actorflow/actorflow/internal/keyactor"
+	"github.com/actorflow/actorflow/internal/testkit"
 	"github.com/actorflow/actorflow/keyflow"
 	"github.com/actorflow/actorflow/partitionflow"
 	"github.com/actorflow/actorflow/snapshotstore"
@@ -17,48 +17,11 @@ import (
 // Durable timers: a key's pending timers are persisted with its snapshot
 // and re-armed when it is loaded again.
 
-// journal records the calls of a flow, in order, across partitions.
-type journal struct {
-	mu    sync.Mutex
-	calls []string
-	ch    chan string
-}
-
-func newJournal() *journal { return &journal{ch: make(chan string, 64)} }
-
-func (j *journal) add(s string) {
-	j.mu.Lock()
-	j.calls = append(j.calls, s)
-	j.mu.Unlock()
-	j.ch <- s
-}
-
-func (j *journal) await(t *testing.T, want string) {
-	t.Helper()
-	timeout := time.After(10 * time.Second)
-	for {
-		select {
-		case got := <-j.ch:
-			if got == want {
-				return
-			}
-		case <-timeout:
-			t.Fatalf("%s never happened (calls: %v)", want, j.list())
-		}
-	}
-}
-
-func (j *journal) list() []string {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	return append([]string(nil), j.calls...)
-}
-
 // timerFlow sets timer "t" at due(record) on records whose value is "arm",
 // and emits "key:t" when it fires (transactional outputs: no producer).
-func timerFlow(j *journal, due func() time.Time, opts ...keyflow.Option) *keyflow.Flow[counter] {
+func timerFlow(j *testkit.Journal, due func() time.Time, opts ...keyflow.Option) *keyflow.Flow[counter] {
 	fold := func(kc *keyflow.Context, s *counter, r *kgo.Record) (*counter, error) {
-		j.add(fmt.Sprintf("fold %s@%d", kc.Key(), r.Offset))
+		j.Add(fmt.Sprintf("fold %s@%d", kc.Key(), r.Offset))
 		if string(r.Value) == "arm" {
 			if err := kc.SetTimer("t", due()); err != nil {
 				return nil, err
@@ -67,7 +30,7 @@ func timerFlow(j *journal, due func() time.Time, opts ...keyflow.Option) *keyflo
 		return countFold(kc, s, r)
 	}
 	onTimer := func(kc *keyflow.Context, s *counter, name string) (*counter, error) {
-		j.add("timer " + kc.Key() + ":" + name)
+		j.Add("timer " + kc.Key() + ":" + name)
 		return s, kc.Emit(&kgo.Record{Key: []byte(kc.Key()), Value: []byte(kc.Key() + ":" + name)})
 	}
 	return keyflow.New(fold, append([]keyflow.Option{keyflow.WithTimers(onTimer), keyflow.WithOutput(nil, "out")}, opts...)...)
@@ -87,7 +50,7 @@ func (p *part) stop() {
 // the key — and it fires once, at its due time, emitting once.
 func TestTimerSurvivesRestartAndFiresOnce(t *testing.T) {
 	m := newTxnMem()
-	j := newJournal()
+	j := testkit.NewJournal()
 	due := time.Now().Add(300 * time.Millisecond)
 	flow := timerFlow(j, func() time.Time { return due })
 	p := runPartitionOn(t, m.Memory, flow, 10*time.Millisecond, 0)
@@ -118,7 +81,7 @@ func TestTimerSurvivesRestartAndFiresOnce(t *testing.T) {
 // apart merged).
 func TestOverdueTimerFiresOnLoadAmongTheLoadingRecordsByTimestamp(t *testing.T) {
 	m := newTxnMem()
-	j := newJournal()
+	j := testkit.NewJournal()
 	due := time.Now().Add(time.Hour)
 	flow := timerFlow(j, func() time.Time { return due })
 	p := runPartitionOn(t, m.Memory, flow, 10*time.Millisecond, 0)
@@ -145,9 +108,9 @@ func TestOverdueTimerFiresOnLoadAmongTheLoadingRecordsByTimestamp(t *testing.T) 
 		stamped(rec(3, "a", ""), dueAt), stamped(rec(4, "a", ""), dueAt.Add(time.Millisecond)))
 	p2.awaitPhase("recovering") // the records are buffered: the actor handled them before the status request
 	close(release)
-	j.await(t, "fold a@4")
+	j.Await(t, "fold a@4")
 	p2.awaitOutputs(1)
-	calls := j.list()
+	calls := j.List()
 	if got := fmt.Sprint(calls[len(calls)-5:]); got != "[fold a@1 fold a@2 fold a@3 timer a:t fold a@4]" {
 		t.Fatalf("calls after the load %s: want the records produced up to the due time folded, then the overdue timer, then the later record", got)
 	}
@@ -170,7 +133,7 @@ func commitSnapshot(m *snapshotstore.Memory, s snapshotstore.Snapshot) error {
 func TestKeyWithFarTimerUnloadsAndIsReloadedWhenDue(t *testing.T) {
 	t.Cleanup(keyactor.SetMinTimerUnloadHorizon(50 * time.Millisecond))
 	m := newTxnMem()
-	j := newJournal()
+	j := testkit.NewJournal()
 	var due time.Time
 	flow := timerFlow(j, func() time.Time { due = time.Now().Add(400 * time.Millisecond); return due }, keyflow.WithMaxIdle(20*time.Millisecond))
 	p := runPartitionOn(t, m.Memory, flow, 10*time.Millisecond, 0)
@@ -180,7 +143,7 @@ func TestKeyWithFarTimerUnloadsAndIsReloadedWhenDue(t *testing.T) {
 	if st := p.status(); st.TimersCold != 1 {
 		t.Fatalf("status %+v: want the unloaded key's timer scheduled", st)
 	}
-	j.await(t, "timer a:t")
+	j.Await(t, "timer a:t")
 	if time.Now().Before(due) {
 		t.Fatal("fired before its due time")
 	}
@@ -192,7 +155,7 @@ func TestKeyWithFarTimerUnloadsAndIsReloadedWhenDue(t *testing.T) {
 // visible, before any record is folded.
 func TestOnLoadSeesStateAndTimers(t *testing.T) {
 	m := newTxnMem()
-	j := newJournal()
+	j := testkit.NewJournal()
 	due := time.Now().Add(time.Hour)
 	onLoad := keyflow.WithOnLoad(func(kc *keyflow.Context, s *counter) (*counter, error) {
 		at, ok := kc.Timer("t")
@@ -200,7 +163,7 @@ func TestOnLoadSeesStateAndTimers(t *testing.T) {
 		if s != nil {
 			n = s.N
 		}
-		j.add(fmt.Sprintf("load %s n=%d timer=%v", kc.Key(), n, ok && !at.Before(due) && at.Sub(due) < time.Millisecond))
+		j.Add(fmt.Sprintf("load %s n=%d timer=%v", kc.Key(), n, ok && !at.Before(due) && at.Sub(due) < time.Millisecond))
 		return s, nil
 	})
 	flow := timerFlow(j, func() time.Time { return due }, onLoad)
@@ -210,8 +173,8 @@ func TestOnLoadSeesStateAndTimers(t *testing.T) {
 	p.stop()
 	p2 := runPartitionOn(t, m.Memory, flow, 10*time.Millisecond, 1)
 	p2.send(rec(1, "a", ""))
-	j.await(t, "fold a@1")
-	if got := fmt.Sprint(j.list()); got != "[load a n=-1 timer=false fold a@0 load a n=1 timer=true fold a@1]" {
+	j.Await(t, "fold a@1")
+	if got := fmt.Sprint(j.List()); got != "[load a n=-1 timer=false fold a@0 load a n=1 timer=true fold a@1]" {
 		t.Fatalf("calls %s", got)
 	}
 }

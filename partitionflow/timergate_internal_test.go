@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -59,41 +57,6 @@ func TestTimerGate(t *testing.T) {
 	}
 }
 
-// gateJournal records a flow's folds and timers in order.
-type gateJournal struct {
-	mu    sync.Mutex
-	calls []string
-	ch    chan string
-}
-
-func (j *gateJournal) add(s string) {
-	j.mu.Lock()
-	j.calls = append(j.calls, s)
-	j.mu.Unlock()
-	j.ch <- s
-}
-
-func (j *gateJournal) await(t *testing.T, want string) {
-	t.Helper()
-	timeout := time.After(10 * time.Second)
-	for {
-		select {
-		case got := <-j.ch:
-			if got == want {
-				return
-			}
-		case <-timeout:
-			t.Fatalf("%s never happened (calls: %v)", want, j.list())
-		}
-	}
-}
-
-func (j *gateJournal) list() []string {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	return slices.Clone(j.calls)
-}
-
 // After a restart, an overdue timer waits for the backlog's records up to
 // its due time, so that its key's records there, produced before the due
 // time, fold first (they would have reset an inactivity timer): it fires
@@ -124,13 +87,13 @@ func TestOverdueTimersWaitForTheBacklogUpToTheirDueTime(t *testing.T) {
 	if err := store.Commit(context.Background(), snapshotstore.Batch{Writes: writes, Offset: 1}); err != nil {
 		t.Fatal(err)
 	}
-	j := &gateJournal{ch: make(chan string, 64)}
+	j := testkit.NewJournal()
 	fold := func(kc *keyflow.Context, s *int, r *kgo.Record) (*int, error) {
-		j.add(fmt.Sprintf("fold %s@%d", kc.Key(), r.Offset))
+		j.Add(fmt.Sprintf("fold %s@%d", kc.Key(), r.Offset))
 		return s, nil
 	}
 	onTimer := func(kc *keyflow.Context, s *int, name string) (*int, error) {
-		j.add("timer " + kc.Key() + ":" + name)
+		j.Add("timer " + kc.Key() + ":" + name)
 		return s, nil
 	}
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
@@ -141,29 +104,29 @@ func TestOverdueTimersWaitForTheBacklogUpToTheirDueTime(t *testing.T) {
 	send := func(atEnd bool, off int64, key string, ts time.Time) {
 		sys.Root.Send(pid, &Records{Records: []*kgo.Record{{Topic: "in", Offset: off, Key: []byte(key), Timestamp: ts}}, AtEnd: atEnd})
 	}
-	fired := func(key string) bool { return slices.Contains(j.list(), "timer "+key+":t") }
+	fired := func(key string) bool { return j.Has("timer " + key + ":t") }
 	send(false, 1, "h", due.Add(-10*time.Second)) // loads h
-	j.await(t, "fold h@1")
+	j.Await(t, "fold h@1")
 	send(false, 2, "f", due.Add(-9*time.Second)) // loads f, its timer armed
-	j.await(t, "fold f@2")
+	j.Await(t, "fold f@2")
 	send(false, 3, "c", due.Add(-5*time.Second)) // loads c: its own record, produced before its due time
-	j.await(t, "fold c@3")
+	j.Await(t, "fold c@3")
 	send(false, 4, "h", due.Add(-4*time.Second)) // h's second record, before its due time too
-	j.await(t, "fold h@4")
+	j.Await(t, "fold h@4")
 	if fired("c") || fired("d") || fired("e") || fired("h") {
-		t.Fatalf("calls %v: a timer fired before the records delivered reached its due time", j.list())
+		t.Fatalf("calls %v: a timer fired before the records delivered reached its due time", j.List())
 	}
 	send(false, 5, "b", due.Add(time.Second)) // the stream passes the due time: c's, d's and h's timers go
 	testkit.Eventually(t, 10*time.Second, "c's, d's and h's timers fired", func() (bool, string) {
-		return fired("c") && fired("d") && fired("h"), fmt.Sprint(j.list())
+		return fired("c") && fired("d") && fired("h"), fmt.Sprint(j.List())
 	})
 	// f's timer's wall-clock due time passes (nothing to await: it must
 	// not fire), the backlog's records still far from it.
 	time.Sleep(time.Until(fDue) + 100*time.Millisecond)
 	if fired("e") || fired("f") {
-		t.Fatalf("calls %v: e's or f's timer, due after every record delivered, fired before the input's end", j.list())
+		t.Fatalf("calls %v: e's or f's timer, due after every record delivered, fired before the input's end", j.List())
 	}
 	send(true, 6, "b", due.Add(2*time.Second)) // the input's end: e's and f's go
-	j.await(t, "timer e:t")
-	testkit.Eventually(t, 10*time.Second, "f's timer fired", func() (bool, string) { return fired("f"), fmt.Sprint(j.list()) })
+	j.Await(t, "timer e:t")
+	testkit.Eventually(t, 10*time.Second, "f's timer fired", func() (bool, string) { return fired("f"), fmt.Sprint(j.List()) })
 }
