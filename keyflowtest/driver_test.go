@@ -606,6 +606,38 @@ func TestRestartAfterFiresAnOverdueTimerBeforeARecordProducedAfterItsDueTime(t *
 	}
 }
 
+// A timer a fold sets due already (an event-time session's end, computed
+// from an old record's timestamp during a catch-up) fires before the
+// delivery's next record stamped after it, as a timer due before the load
+// does: the record opens a new session. Armed, it fired after the whole
+// delivery, and the later record joined the ended session.
+func TestATimerAFoldSetsInThePastFiresBeforeTheDeliverysLaterRecords(t *testing.T) {
+	const gap = 10 * time.Minute
+	flow := keyflow.New(func(kc *keyflow.Context, s *int, r *kgo.Record) (*int, error) {
+		if s == nil {
+			s = new(int)
+		}
+		*s++
+		return s, kc.SetTimer("end", r.Timestamp.Add(gap))
+	}, keyflow.WithTimers(func(kc *keyflow.Context, s *int, _ string) (*int, error) {
+		return nil, kc.Emit(&kgo.Record{Key: []byte(kc.Key()), Value: fmt.Append(nil, *s)})
+	}), keyflow.WithOutput(nil, "sessions"))
+	d := newDriver(t, flow)
+	at := func(m time.Duration) time.Time { return keyflowtest.DefaultStart.Add(m) }
+	must(t, d.PipeRecord(&kgo.Record{Key: []byte("k"), Timestamp: at(0)})) // session 1 ends at 10m
+	// Down 30 minutes: a click at 5m (session 1 now ends at 15m, already
+	// past at the restart), one at 20m (a new session).
+	must(t, d.RestartAfter(30*time.Minute, &kgo.Record{Key: []byte("k"), Timestamp: at(5 * time.Minute)},
+		&kgo.Record{Key: []byte("k"), Timestamp: at(20 * time.Minute)}))
+	var got []string
+	for _, o := range d.TakeOutputs() {
+		got = append(got, string(o.Value))
+	}
+	if fmt.Sprint(got) != "[2 1]" {
+		t.Fatalf("sessions closed with %v clicks, want [2 1]: the session ended at 15m, before the click at 20m", got)
+	}
+}
+
 // A start between two milliseconds is truncated: timers are kept at
 // millisecond precision, and one set for Now fired only at the next Advance,
 // one for Now+1m only after Advance(1m+1ms).

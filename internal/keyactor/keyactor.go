@@ -448,13 +448,18 @@ func (a *keyActor[S]) unstash(ctx actor.Context, d *Deliver) {
 // partition wakes the key when the backlog reaches it (OverdueHeld). An
 // armed timer coming due during a long catch-up fired before them.
 func (a *keyActor[S]) holdForBacklog(ctx actor.Context, kt *keyTimer) {
-	i, _ := slices.BinarySearchFunc(a.overdue, kt.at, func(o *keyTimer, at time.Time) int { return o.at.Compare(at) })
-	// After those due at the same time: in due order, ties as they came.
-	for i < len(a.overdue) && a.overdue[i].at.Equal(kt.at) {
+	a.addOverdue(kt)
+	a.tellHeld(ctx)
+}
+
+// addOverdue puts kt among the overdue timers, in due order (after those
+// due at the same time: ties as they came).
+func (k *Core) addOverdue(kt *keyTimer) {
+	i, _ := slices.BinarySearchFunc(k.overdue, kt.at, func(o *keyTimer, at time.Time) int { return o.at.Compare(at) })
+	for i < len(k.overdue) && k.overdue[i].at.Equal(kt.at) {
 		i++
 	}
-	a.overdue = slices.Insert(a.overdue, i, kt)
-	a.tellHeld(ctx)
+	k.overdue = slices.Insert(k.overdue, i, kt)
 }
 
 // tellHeld tells the partition the earliest overdue timer the key holds
@@ -1065,6 +1070,17 @@ func (k *Core) setTimer(name string, at time.Time) {
 		at = ms
 	}
 	t := &keyTimer{name: name, at: at}
+	if k.rec != nil && !at.After(k.Now()) {
+		// Set by a fold and due already: with the overdue timers, so that
+		// it fires before the delivery's next record stamped after it
+		// (deliver), or after the delivery. Armed, its message came after
+		// the whole delivery: a session closed by event time took in the
+		// batch's next click past its end (scenario SessionsAcrossABacklog
+		// on kfake, whose fetch brought a user's clicks together).
+		k.timers[name] = t
+		k.addOverdue(t)
+		return
+	}
 	self := k.toSelf()
 	fire := func() { self.send(&timerFired{name: name, t: t}) }
 	if c := k.env.Clock; c != nil {

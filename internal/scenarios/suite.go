@@ -44,6 +44,7 @@ func Suite() []Case {
 		{Name: "SupersededForeignSnapshotSkipped", Parallel: true, Run: SupersededForeignSnapshotSkipped},
 		{Name: "AbortedOutputsReemittedOnce", Parallel: true, Run: AbortedOutputsReemittedOnce},
 		{Name: "InactivityAcrossRestart", Parallel: true, Run: InactivityAcrossRestart},
+		{Name: "SessionsAcrossABacklog", Parallel: true, Run: SessionsAcrossABacklog},
 		{Name: "DeletedKeyTimerKept/format3", Parallel: true, Run: func(t *testing.T, b []string) { DeletedKeyTimerKept(t, b, 3) }},
 		{Name: "DeletedKeyTimerKept/format2", Parallel: true, Run: func(t *testing.T, b []string) { DeletedKeyTimerKept(t, b, 2) }},
 	}

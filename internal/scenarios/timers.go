@@ -38,7 +38,14 @@ type sessionClosed struct {
 // sessionClosed to out when gap passes without an event (a timer per user,
 // re-set by every event).
 func InactivityFlow(out string, gap time.Duration, folds *atomic.Int64) *keyflow.Flow[session] {
-	fold := func(kc *keyflow.Context, s *session, _ *kgo.Record) (*session, error) {
+	return sessionFlow(out, folds, func(*kgo.Record) time.Time { return time.Now().Add(gap) })
+}
+
+// sessionFlow is InactivityFlow with each event's close timer due at
+// closeAt(event): gap after the event's timestamp makes sessions of event
+// time, which a replay after an outage folds alike.
+func sessionFlow(out string, folds *atomic.Int64, closeAt func(*kgo.Record) time.Time) *keyflow.Flow[session] {
+	fold := func(kc *keyflow.Context, s *session, r *kgo.Record) (*session, error) {
 		if s == nil {
 			s = &session{}
 		}
@@ -47,7 +54,7 @@ func InactivityFlow(out string, gap time.Duration, folds *atomic.Int64) *keyflow
 		}
 		s.Events++
 		folds.Add(1)
-		return s, kc.SetTimer("idle", time.Now().Add(gap))
+		return s, kc.SetTimer("idle", closeAt(r))
 	}
 	onTimer := func(kc *keyflow.Context, s *session, _ string) (*session, error) {
 		if s == nil || !s.Open {
@@ -226,6 +233,77 @@ func InactivityAcrossRestart(t *testing.T, brokers []string) {
 		user := fmt.Sprintf("user-%d", u)
 		if fmt.Sprint(got[user]) != "map[1:1 2:1]" {
 			t.Errorf("%s: sessions closed %v, want sessions 1 and 2 exactly once each", user, got[user])
+		}
+	}
+}
+
+// SessionsAcrossABacklog: users' sessions, closed gap after their last
+// click by its timestamp (event time), stay open across a restart whose
+// backlog holds their later clicks, produced while no worker ran, and then
+// one click each produced after the session's end. The restarted worker
+// reads the backlog in many small fetches, and every close timer persisted
+// by worker 1 is overdue at its start: it must wait for the user's clicks
+// produced before its due time, whichever fetch brings them (each moves
+// the session's end on), and the session must close before the click
+// produced after its end. Every session 1 closes once, with its four
+// clicks, and the last click opens session 2. Before the backlog gate
+// (partitionflow/timergate.go) the overdue timers fired right after the
+// recovery, before the first fetch: each session 1 closed with one click.
+func SessionsAcrossABacklog(t *testing.T, brokers []string) {
+	const users, later = 40, 3
+	// Longer than worker 1's start and stop (seconds on a real broker):
+	// its sessions must all be open when it stops.
+	const gap = 15 * time.Second
+	input, snaps, group := Topics(t, brokers, 1)
+	out := CreateOutputTopic(t, brokers, 1)
+	closes := collectOutputs(t, brokers, out)
+	var folds atomic.Int64
+	flow := func() *keyflow.Flow[session] {
+		return sessionFlow(out, &folds, func(r *kgo.Record) time.Time { return r.Timestamp.Add(gap) })
+	}
+	produce := func(at time.Time) {
+		t.Helper()
+		// One record per produce request: a batch each, so that the
+		// worker's small fetches bring a few at a time.
+		cl := testkit.Client(t, brokers, kgo.DefaultProduceTopic(input), kgo.ProducerLinger(0))
+		for u := range users {
+			r := &kgo.Record{Key: fmt.Appendf(nil, "user-%d", u), Value: []byte("click"), Timestamp: at}
+			if err := cl.ProduceSync(t.Context(), r).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t0 := time.Now().Truncate(time.Millisecond)
+	produce(t0)
+	w := StartWorker(t, flow(), brokers, group, input, snaps, snapshotstore.Transactional)
+	awaitFolds(t, &folds, users)
+	if err := w.Stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if n := closes.count(); n != 0 {
+		t.Fatalf("%d sessions closed before the restart (worker 1's start and stop took longer than the %s gap): nothing to test", n, gap)
+	}
+	step := gap / (later + 1)
+	for i := 1; i <= later; i++ { // while no worker runs, each within gap of the one before
+		produce(t0.Add(time.Duration(i) * step))
+	}
+	end := t0.Add(later*step + gap) // every session's end
+	time.Sleep(time.Until(end.Add(time.Second)))
+	produce(end.Add(time.Second)) // after every session's end: opens session 2
+	w = StartWorker(t, flow(), brokers, group, input, snaps, snapshotstore.Transactional,
+		actorflow.WithClientOpts(kgo.FetchMaxPartitionBytes(512), kgo.FetchMaxBytes(512), kgo.FetchMaxWait(100*time.Millisecond)))
+	awaitFolds(t, &folds, users*(later+2))
+	closes.await(t, users, time.Minute, "sessions 1 closed after the restart")
+	if err := w.Stop(t); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range testkit.ReadTopic(t, brokers, out, true) {
+		var c sessionClosed
+		if err := json.Unmarshal(r.Value, &c); err != nil {
+			t.Fatal(err)
+		}
+		if c.Session != 1 || c.Events != later+1 {
+			t.Errorf("%s session %d closed with %d clicks, want session 1 with %d (its clicks before its end)", c.User, c.Session, c.Events, later+1)
 		}
 	}
 }
