@@ -92,26 +92,28 @@ func (c *Context) Now() time.Time { return c.k.Now() }
 // Timers are durable: persisted with the key's snapshot (the snapshot
 // written after the call) and re-armed whenever the key is loaded again; a
 // timer due while its partition was away — moved, restarting — or while the
-// key was unloaded fires on load among the records delivered with the
-// load, by their timestamps: after those produced up to its due time
-// (which may reset or cancel it), before the first one produced after it.
-// So does a timer that fired live but whose key wrote no snapshot before a
-// crash (a key that emitted nothing persists every WithPersistEvery): it
-// fires again on load, in the same place. While a partition reads the
-// backlog it started with (a restart, a rebalance, a takeover), a due
-// timer (overdue at its key's load, or coming due meanwhile) waits until
-// a record stamped after its due time was delivered, or the input was read to its end (or no record came for two
-// seconds), so that the key's own records produced before it fold first,
-// whichever batch they come in. The due time is wall-clock time all the
-// same: a lagging consumer fires a live timer before records produced
-// before its due time that it has not read yet, and Now during a catch-up
-// is the fold's time, not the record's. Where that matters (a dedup window,
-// a session gap), compare the record's timestamp with a due time kept in the
-// state, and let the timer only clean up. A key deleted (its fold returned
-// nil) keeps its timers: they fire with a nil state (its snapshot is then an
-// empty value marked deleted, which compaction keeps, and a tombstone once
-// no timer is left). Cancel them (CancelTimer) in the call that deletes the
-// key where they should not outlive it.
+// key was unloaded fires on load among the records delivered with the load,
+// by their timestamps: after those produced up to its due time (which may
+// reset or cancel it), before the first one produced after it. So does a
+// timer that fired live but whose key wrote no snapshot before a crash (a
+// key that emitted nothing persists every WithPersistEvery): it fires again
+// on load, in the same place. While a partition reads the backlog it started
+// with (a restart, a rebalance, a takeover), a due timer (overdue at its
+// key's load, or coming due meanwhile) waits until a record stamped after
+// its due time was delivered, or the input was read to its end (or no record
+// came for two seconds), so that the key's own records produced before it
+// fold first, whichever batch they come in; a timer a fold sets due already
+// (an event-time window's end during a catch-up) goes the same way. The due
+// time is wall-clock time all the same: a lagging consumer fires a live
+// timer before records produced before its due time that it has not read
+// yet, and Now during a catch-up is the fold's time, not the record's. Where
+// that matters (a dedup window, a session gap), compare the record's
+// timestamp with a due time kept in the state, and let the timer only clean
+// up. A key deleted (its fold returned nil) keeps its timers: they fire with
+// a nil state (its snapshot is then an empty value marked deleted, which
+// compaction keeps, and a tombstone once no timer is left). Cancel them
+// (CancelTimer) in the call that deletes the key where they should not
+// outlive it.
 func (c *Context) SetTimer(name string, at time.Time) error {
 	if !c.k.TimersEnabled() {
 		return ErrNoTimerHandler
