@@ -182,8 +182,13 @@ func (p *partition) ungated(ctx actor.Context) {
 	}
 	for t, ok := p.heldTimers.firstDue(time.Now()); ok && p.gate.admits(t.at); t, ok = p.heldTimers.firstDue(time.Now()) {
 		p.heldTimers.pop()
-		if s := p.keys[t.key]; s != nil && s.e != nil {
-			s.e.send(&keyactor.Wake{}) // a key unloaded since took its timers along (its cold entry)
+		// Only a key with an actor: one unloaded since took its timers
+		// along (its cold entry), and one held again for the budget has
+		// no mailbox yet (a held entry's send was a nil dereference; a
+		// review found it: a key whose overdue timer a record stamped past
+		// it fired could leave before the gate moved on).
+		if e := p.entry(t.key, nil); e != nil {
+			e.send(&keyactor.Wake{})
 		}
 	}
 	if p.coldGated {

@@ -13,6 +13,7 @@ import (
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
 )
 
 func TestTimerGate(t *testing.T) {
@@ -129,4 +130,24 @@ func TestOverdueTimersWaitForTheBacklogUpToTheirDueTime(t *testing.T) {
 	send(true, 6, "b", due.Add(2*time.Second)) // the input's end: e's and f's go
 	j.Await(t, "timer e:t")
 	testkit.Eventually(t, 10*time.Second, "f's timer fired", func() (bool, string) { return fired("f"), fmt.Sprint(j.List()) })
+}
+
+// The gate wakes only the held-timer keys that have an actor: one held
+// again for the live-key budget since it said it held a timer has no
+// mailbox (the Wake was a nil dereference), one unloaded has no entry.
+func TestUngatedWakesOnlyKeysWithAnActor(t *testing.T) {
+	p := newPartition(Config{Topic: "in", Logger: zap.NewNop()})
+	p.phase = phaseRunning
+	held := &keySlot{}
+	held.e = &keyEntry{key: "held", slot: held, held: true}
+	p.keys = map[string]*keySlot{"held": held, "unloaded": {}}
+	past := time.Now().Add(-time.Minute)
+	p.heldTimers.add("held", past, 0)
+	p.heldTimers.add("unloaded", past, 0)
+	p.heldTimers.add("gone", past, 0)
+	p.gate.open = true
+	p.ungated(nil) // no cold key waits: coldDue, which needs the context, does not run
+	if n := p.heldTimers.len(); n != 0 {
+		t.Fatalf("%d held-timer entries left after the gate opened", n)
+	}
 }
