@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/actorflow/actorflow/internal/journal"
 	"github.com/actorflow/actorflow/internal/keyactor"
-	"github.com/actorflow/actorflow/internal/testkit"
 	"github.com/actorflow/actorflow/keyflow"
 	"github.com/actorflow/actorflow/partitionflow"
 	"github.com/actorflow/actorflow/snapshotstore"
@@ -19,7 +19,7 @@ import (
 
 // timerFlow sets timer "t" at due(record) on records whose value is "arm",
 // and emits "key:t" when it fires (transactional outputs: no producer).
-func timerFlow(j *testkit.Journal, due func() time.Time, opts ...keyflow.Option) *keyflow.Flow[counter] {
+func timerFlow(j *journal.Journal, due func() time.Time, opts ...keyflow.Option) *keyflow.Flow[counter] {
 	fold := func(kc *keyflow.Context, s *counter, r *kgo.Record) (*counter, error) {
 		j.Add(fmt.Sprintf("fold %s@%d", kc.Key(), r.Offset))
 		if string(r.Value) == "arm" {
@@ -50,7 +50,7 @@ func (p *part) stop() {
 // the key — and it fires once, at its due time, emitting once.
 func TestTimerSurvivesRestartAndFiresOnce(t *testing.T) {
 	m := newTxnMem()
-	j := testkit.NewJournal()
+	j := journal.New()
 	due := time.Now().Add(300 * time.Millisecond)
 	flow := timerFlow(j, func() time.Time { return due })
 	p := runPartitionOn(t, m.Memory, flow, 10*time.Millisecond, 0)
@@ -81,7 +81,7 @@ func TestTimerSurvivesRestartAndFiresOnce(t *testing.T) {
 // apart merged).
 func TestOverdueTimerFiresOnLoadAmongTheLoadingRecordsByTimestamp(t *testing.T) {
 	m := newTxnMem()
-	j := testkit.NewJournal()
+	j := journal.New()
 	due := time.Now().Add(time.Hour)
 	flow := timerFlow(j, func() time.Time { return due })
 	p := runPartitionOn(t, m.Memory, flow, 10*time.Millisecond, 0)
@@ -133,7 +133,7 @@ func commitSnapshot(m *snapshotstore.Memory, s snapshotstore.Snapshot) error {
 func TestKeyWithFarTimerUnloadsAndIsReloadedWhenDue(t *testing.T) {
 	t.Cleanup(keyactor.SetMinTimerUnloadHorizon(50 * time.Millisecond))
 	m := newTxnMem()
-	j := testkit.NewJournal()
+	j := journal.New()
 	var due time.Time
 	flow := timerFlow(j, func() time.Time { due = time.Now().Add(400 * time.Millisecond); return due }, keyflow.WithMaxIdle(20*time.Millisecond))
 	p := runPartitionOn(t, m.Memory, flow, 10*time.Millisecond, 0)
@@ -155,7 +155,7 @@ func TestKeyWithFarTimerUnloadsAndIsReloadedWhenDue(t *testing.T) {
 // visible, before any record is folded.
 func TestOnLoadSeesStateAndTimers(t *testing.T) {
 	m := newTxnMem()
-	j := testkit.NewJournal()
+	j := journal.New()
 	due := time.Now().Add(time.Hour)
 	onLoad := keyflow.WithOnLoad(func(kc *keyflow.Context, s *counter) (*counter, error) {
 		at, ok := kc.Timer("t")

@@ -87,6 +87,14 @@ func (c *coldTimers) firstDue(now time.Time) (coldTimer, bool) {
 	return c.h.items[0], true
 }
 
+// first returns the earliest entry, leaving it scheduled.
+func (c *coldTimers) first() (coldTimer, bool) {
+	if len(c.h.items) == 0 {
+		return coldTimer{}, false
+	}
+	return c.h.items[0], true
+}
+
 // pop removes the earliest entry (there must be one).
 func (c *coldTimers) pop() { c.timers -= heap.Pop(&c.h).(coldTimer).n }
 

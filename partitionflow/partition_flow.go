@@ -180,7 +180,9 @@ func (p *partition) ungated(ctx actor.Context) {
 	if !p.live() {
 		return
 	}
-	for t, ok := p.heldTimers.firstDue(time.Now()); ok && p.gate.admits(t.at); t, ok = p.heldTimers.firstDue(time.Now()) {
+	// By the gate alone, not the wall clock: an entry's time can be after
+	// now if the clock stepped back, and an open gate is not asked again.
+	for t, ok := p.heldTimers.first(); ok && p.gate.admits(t.at); t, ok = p.heldTimers.first() {
 		p.heldTimers.pop()
 		// Only a key with an actor: one unloaded since took its timers
 		// along (its cold entry), and one held again for the budget has
@@ -204,7 +206,7 @@ func (p *partition) checkGate(ctx actor.Context) {
 	if !p.live() {
 		return
 	}
-	left, ok := p.gate.quietLeft(time.Now())
+	left, ok := p.gate.quietLeft(time.Now(), p.busy())
 	switch {
 	case !ok:
 	case left == 0:

@@ -68,18 +68,29 @@ func (g *timerGate) batch(recs []*kgo.Record, atEnd bool, now time.Time) bool {
 	return false
 }
 
-// admits: a cold key's timer due at at may fire now.
-func (g *timerGate) admits(at time.Time) bool { return g.open || at.Before(g.stream) }
+// admits: a timer due at at may fire now. In milliseconds, a record's
+// precision and a timer's, as keyactor.Backlog.Admits: the keys and the
+// partition must agree, or a key the partition wakes holds its timer again
+// and tells it so, for ever.
+func (g *timerGate) admits(at time.Time) bool {
+	return g.open || !g.stream.IsZero() && at.UnixMilli() < g.stream.UnixMilli()
+}
 
 // quietLeft is how long until the quiet check may open the gate at now
 // (0: it opens it now, and the gate is open after); ok false once open.
-func (g *timerGate) quietLeft(now time.Time) (left time.Duration, ok bool) {
+// busy: the partition's keys have records not folded yet. No batch came
+// then because the consumer paused on the in-flight budget, in the middle
+// of a backlog maybe: the gate waits another backlogQuiet.
+func (g *timerGate) quietLeft(now time.Time, busy bool) (left time.Duration, ok bool) {
 	if g.open {
 		return 0, false
 	}
-	if left = backlogQuiet - now.Sub(g.last); left <= 0 {
-		g.open = true
-		return 0, true
+	if left = backlogQuiet - now.Sub(g.last); left > 0 {
+		return left, true
 	}
-	return left, true
+	if busy {
+		return backlogQuiet, true
+	}
+	g.open = true
+	return 0, true
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/actorflow/actorflow/internal/journal"
 	"github.com/actorflow/actorflow/internal/keyactor"
 	"github.com/actorflow/actorflow/internal/testkit"
 	"github.com/actorflow/actorflow/keyflow"
@@ -38,13 +40,18 @@ func TestTimerGate(t *testing.T) {
 	if g.batch(stamped(3), false, at(0)) || g.admits(at(5)) {
 		t.Fatal("a batch stamped earlier moved the stream time back or let more through")
 	}
-	if left, ok := g.quietLeft(at(0).Add(backlogQuiet / 2)); !ok || left != backlogQuiet/2 {
+	if left, ok := g.quietLeft(at(0).Add(backlogQuiet/2), false); !ok || left != backlogQuiet/2 {
 		t.Fatalf("quietLeft half-way = %v %v, want %v", left, ok, backlogQuiet/2)
 	}
-	if left, ok := g.quietLeft(at(0).Add(backlogQuiet)); !ok || left != 0 || !g.admits(at(1000)) {
+	// No batch because the consumer paused on the in-flight budget (the
+	// keys have records to fold): still in the backlog.
+	if left, ok := g.quietLeft(at(0).Add(backlogQuiet), true); !ok || left != backlogQuiet || g.admits(at(1000)) {
+		t.Fatalf("quietLeft after backlogQuiet with records unfolded = %v %v, admits later timers %v: want another wait, the gate closed", left, ok, g.admits(at(1000)))
+	}
+	if left, ok := g.quietLeft(at(0).Add(backlogQuiet), false); !ok || left != 0 || !g.admits(at(1000)) {
 		t.Fatalf("quietLeft after backlogQuiet without a batch = %v %v, admits later timers %v: want the gate open", left, ok, g.admits(at(1000)))
 	}
-	if _, ok := g.quietLeft(at(10000)); ok {
+	if _, ok := g.quietLeft(at(10000), false); ok {
 		t.Fatal("an open gate asks for another quiet check")
 	}
 
@@ -83,12 +90,12 @@ func TestOverdueTimersWaitForTheBacklogUpToTheirDueTime(t *testing.T) {
 	writes = append(writes, snapshotstore.Snapshot{Key: "e", Value: []byte("1"), Offset: 0, Timers: []snapshotstore.Timer{{Name: "t", At: due.Add(30 * time.Second)}}})
 	// f's is not due yet when its record loads it: armed, it comes due
 	// while the backlog is read, and waits as an overdue one does.
-	fDue := time.Now().Add(300 * time.Millisecond)
+	fDue := time.Now().Add(time.Second)
 	writes = append(writes, snapshotstore.Snapshot{Key: "f", Value: []byte("1"), Offset: 0, Timers: []snapshotstore.Timer{{Name: "t", At: fDue}}})
 	if err := store.Commit(context.Background(), snapshotstore.Batch{Writes: writes, Offset: 1}); err != nil {
 		t.Fatal(err)
 	}
-	j := testkit.NewJournal()
+	j := journal.New()
 	fold := func(kc *keyflow.Context, s *int, r *kgo.Record) (*int, error) {
 		j.Add(fmt.Sprintf("fold %s@%d", kc.Key(), r.Offset))
 		return s, nil
@@ -134,7 +141,8 @@ func TestOverdueTimersWaitForTheBacklogUpToTheirDueTime(t *testing.T) {
 
 // The gate wakes only the held-timer keys that have an actor: one held
 // again for the live-key budget since it said it held a timer has no
-// mailbox (the Wake was a nil dereference), one unloaded has no entry.
+// mailbox (the Wake was a nil dereference), one unloaded has no entry. And
+// it goes by its own judgement, not the wall clock's.
 func TestUngatedWakesOnlyKeysWithAnActor(t *testing.T) {
 	p := newPartition(Config{Topic: "in", Logger: zap.NewNop()})
 	p.phase = phaseRunning
@@ -144,10 +152,88 @@ func TestUngatedWakesOnlyKeysWithAnActor(t *testing.T) {
 	past := time.Now().Add(-time.Minute)
 	p.heldTimers.add("held", past, 0)
 	p.heldTimers.add("unloaded", past, 0)
-	p.heldTimers.add("gone", past, 0)
+	// Told before the wall clock stepped back: its time is after now. The
+	// gate lets it through all the same (an open gate is not asked again).
+	p.heldTimers.add("gone", time.Now().Add(time.Hour), 0)
 	p.gate.open = true
 	p.ungated(nil) // no cold key waits: coldDue, which needs the context, does not run
 	if n := p.heldTimers.len(); n != 0 {
 		t.Fatalf("%d held-timer entries left after the gate opened", n)
+	}
+}
+
+// The keys' view of the gate (keyactor.Backlog) agrees with the gate's:
+// a key the partition wakes must not hold its timer again (and tell the
+// partition so, for ever). It stored nanoseconds, which overflow past
+// 2262, and compared in them where the gate compared instants (a review).
+func TestTheKeysViewOfTheGateAgreesWithIt(t *testing.T) {
+	base := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	streams := []time.Time{base, base.Add(500 * time.Microsecond), time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)}
+	timers := []time.Time{base.Add(-time.Millisecond), base, base.Add(time.Millisecond), base.Add(time.Hour), time.Date(2299, 1, 1, 0, 0, 0, 0, time.UTC)}
+	for _, stream := range streams {
+		var g timerGate
+		g.batch([]*kgo.Record{{Timestamp: stream}}, false, base)
+		b := keyactor.NewBacklog()
+		b.Set(g.stream, g.open)
+		for _, at := range timers {
+			if g.admits(at) != b.Admits(at) {
+				t.Errorf("stream %v, timer at %v: the gate admits %v, the keys' view %v", stream, at, g.admits(at), b.Admits(at))
+			}
+		}
+	}
+}
+
+// Under a live-key budget, keys holding overdue timers for the backlog
+// leave when evicted (their timers go to the cold-timer heap): every key
+// of the batch is admitted and folds. They answered every eviction Busy,
+// the budget evicted the next key tens of thousands of times a second, and
+// the keys waiting for it never folded (a review).
+func TestKeysHoldingTimersForTheBacklogLeaveUnderTheBudget(t *testing.T) {
+	defer func(q time.Duration) { backlogQuiet = q }(backlogQuiet)
+	backlogQuiet = time.Hour // the gate stays closed
+	due := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
+	mem := snapshotstore.NewMemory()
+	store, err := mem.Open(context.Background(), snapshotstore.PartitionInfo{Topic: "in"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := []string{"a", "b", "c", "d", "e", "f"}
+	var writes []snapshotstore.Snapshot
+	var recs []*kgo.Record
+	for i, k := range keys {
+		writes = append(writes, snapshotstore.Snapshot{Key: k, Value: []byte("1"), Timers: []snapshotstore.Timer{{Name: "t", At: due}}})
+		recs = append(recs, &kgo.Record{Topic: "in", Offset: int64(1 + i), Key: []byte(k), Timestamp: due.Add(-10 * time.Second)})
+	}
+	if err := store.Commit(context.Background(), snapshotstore.Batch{Writes: writes, Offset: 1}); err != nil {
+		t.Fatal(err)
+	}
+	j := journal.New()
+	fold := func(kc *keyflow.Context, s *int, r *kgo.Record) (*int, error) {
+		j.Add(fmt.Sprintf("fold %s@%d", kc.Key(), r.Offset))
+		return s, nil
+	}
+	onTimer := func(kc *keyflow.Context, s *int, _ string) (*int, error) {
+		j.Add("timer " + kc.Key())
+		return s, nil
+	}
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	t.Cleanup(sys.Shutdown)
+	pid := sys.Root.Spawn(Props(Config{Topic: "in", Store: store, AssignedOffset: 1,
+		Handler:      keyactor.MustOf(keyflow.New(fold, keyflow.WithTimers(onTimer), keyflow.WithMaxLiveKeys(2))),
+		PersistEvery: 10 * time.Millisecond, CommitOffsetsInterval: 10 * time.Millisecond}))
+	sys.Root.Send(pid, &Records{Records: recs})
+	for i, k := range keys { // in any order across keys
+		c := fmt.Sprintf("fold %s@%d", k, 1+i)
+		testkit.Eventually(t, 10*time.Second, c, func() (bool, string) { return j.Has(c), fmt.Sprint(j.List()) })
+	}
+	// The input's end: every timer fires, once.
+	sys.Root.Send(pid, &Records{Records: []*kgo.Record{{Topic: "in", Offset: 7, Key: []byte("z"), Timestamp: due.Add(time.Second)}}, AtEnd: true})
+	for _, k := range keys {
+		testkit.Eventually(t, 10*time.Second, k+"'s timer fired", func() (bool, string) { return j.Has("timer " + k), fmt.Sprint(j.List()) })
+	}
+	for _, k := range keys {
+		if n := len(slices.DeleteFunc(j.List(), func(c string) bool { return c != "timer "+k })); n != 1 {
+			t.Errorf("%s's timer fired %d times, want once", k, n)
+		}
 	}
 }

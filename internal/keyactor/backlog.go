@@ -15,7 +15,7 @@ import (
 // partition, read by its keys: goroutine-safe. A nil *Backlog admits every
 // timer (keyflowtest, which delivers no backlog).
 type Backlog struct {
-	stream atomic.Int64 // the latest record timestamp delivered, in Unix ns; math.MinInt64: none
+	stream atomic.Int64 // the latest record timestamp delivered, in Unix ms (a record's precision; ns overflowed past 2262); math.MinInt64: none
 	open   atomic.Bool  // caught up: every timer goes
 }
 
@@ -30,12 +30,14 @@ func NewBacklog() *Backlog {
 // delivered, and whether the partition caught up.
 func (b *Backlog) Set(stream time.Time, open bool) {
 	if !stream.IsZero() {
-		b.stream.Store(stream.UnixNano())
+		b.stream.Store(stream.UnixMilli())
 	}
 	b.open.Store(open)
 }
 
 // Admits: an overdue timer due at at may fire now.
 func (b *Backlog) Admits(at time.Time) bool {
-	return b == nil || b.open.Load() || at.UnixNano() < b.stream.Load()
+	// A timer is kept at millisecond precision (setTimer): at < stream
+	// in ms is the gate's at.Before(stream).
+	return b == nil || b.open.Load() || at.UnixMilli() < b.stream.Load()
 }

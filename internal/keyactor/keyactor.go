@@ -176,7 +176,12 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 		a.onDeliver(ctx, m)
 	case *Wake:
 		a.heldAt = time.Time{}
-		a.fireOverdue(ctx)
+		if !a.holding() {
+			// A key holding deliveries fires them after those (the drain
+			// that empties its stash): before, its own records delivered
+			// earlier, stamped before the timers' due time, folded after.
+			a.fireOverdue(ctx)
+		}
 	case *Query:
 		a.query(m)
 	case *Flush:
@@ -219,12 +224,15 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 			a.maybePersist(ctx)
 			stash := a.stash
 			a.stash = nil
-			for i, d := range stash {
+			for _, d := range stash {
 				a.unstash(ctx, d)
-				if i == 0 {
-					a.fireOverdue(ctx) // after the first delivery, as unheld
-				}
 			}
+			// After the held deliveries, as unheld (those due before a
+			// record's timestamp fired before it), and a timer a fold of
+			// any of them set due already: after the first alone, a later
+			// one's was never fired, and the key could never leave (a
+			// review).
+			a.fireOverdue(ctx)
 		}
 		a.reportUnlessLeaving(ctx)
 		a.maybeFlushDone(ctx)
@@ -363,7 +371,7 @@ func (a *keyActor[S]) stopTimers() {
 // evict answers Unload{Evict}: at once when nothing is unpersisted, else
 // after the key's write (started here, as a flush would) commits.
 func (a *keyActor[S]) evict(ctx actor.Context) {
-	if a.failed != nil || len(a.overdue) > 0 {
+	if a.failed != nil || a.overdueToFire() {
 		ctx.Send(ctx.Parent(), &Busy{Key: a.key})
 		return
 	}
@@ -394,7 +402,7 @@ func (a *keyActor[S]) maybeEvict(ctx actor.Context) {
 
 // canLeave: nothing of the key is unpersisted or unacknowledged.
 func (a *keyActor[S]) canLeave() bool {
-	return !a.dirty && !a.persisting && !a.outputsPending() && len(a.outbox) == 0 && !a.waitAcks && len(a.overdue) == 0 &&
+	return !a.dirty && !a.persisting && !a.outputsPending() && len(a.outbox) == 0 && !a.waitAcks && !a.overdueToFire() &&
 		len(a.stash) == 0
 }
 
@@ -483,9 +491,6 @@ func (a *keyActor[S]) unstashHeld(ctx actor.Context) bool {
 		d := a.stash[n]
 		a.stash[n] = nil
 		a.unstash(ctx, d)
-		if n == 0 {
-			a.fireOverdue(ctx) // after the first delivery, as unheld
-		}
 		a.maybePersist(ctx)
 	}
 	if n == 0 {
@@ -494,6 +499,7 @@ func (a *keyActor[S]) unstashHeld(ctx actor.Context) bool {
 	a.stash = a.stash[n:]
 	if len(a.stash) == 0 {
 		a.stash = nil
+		a.fireOverdue(ctx) // after every held delivery, as above
 	}
 	return true
 }
@@ -603,7 +609,12 @@ func (a *keyActor[S]) fireOverdue(ctx actor.Context) {
 	if len(a.overdue) == 0 || a.revoked {
 		return
 	}
-	a.fireOverdueBefore(ctx, time.Time{})
+	if a.fireOverdueBefore(ctx, time.Time{}) && a.evicting {
+		// The eviction's write must cover what they changed (a Wake
+		// fires them during it): the key was left evicting, dirty, with
+		// nothing to persist it (a review).
+		a.flushWaiting = true
+	}
 	a.tellHeld(ctx)
 	a.maybePersist(ctx)
 	a.report(ctx)
@@ -618,7 +629,7 @@ func (a *keyActor[S]) fireOverdue(ctx actor.Context) {
 // inactivity timer's click). Firing every overdue timer after the load's
 // records folded the records of the whole outage first: a dedup window
 // closed late, two sessions merged (helper-118's trial).
-func (a *keyActor[S]) fireOverdueBefore(ctx actor.Context, t time.Time) {
+func (a *keyActor[S]) fireOverdueBefore(ctx actor.Context, t time.Time) (fired bool) {
 	n := 0
 	for ; n < len(a.overdue) && !a.revoked; n++ {
 		kt := a.overdue[n]
@@ -635,11 +646,31 @@ func (a *keyActor[S]) fireOverdueBefore(ctx actor.Context, t time.Time) {
 		}
 		delete(a.timers, kt.name)
 		a.fireTimer(ctx, kt.name)
+		fired = true
 	}
 	a.overdue = a.overdue[n:]
 	if len(a.overdue) == 0 {
 		a.overdue = nil
 	}
+	return fired
+}
+
+// overdueToFire: the key has an overdue timer still to fire that the
+// partition's backlog gate lets through. Such a key stays until it fires
+// it. One whose overdue timers wait for the backlog may leave: they are in
+// its snapshot, and the partition's cold-timer heap loads it again when
+// the gate lets them through. Keeping it loaded, as any key with overdue
+// timers was, made it answer every eviction Busy while the backlog was
+// read: the live-key budget then evicted the next key, tens of thousands
+// of times a second, the held keys never admitted, and an eviction under
+// way never ended (a review).
+func (k *Core) overdueToFire() bool {
+	for _, kt := range k.overdue {
+		if k.timers[kt.name] == kt && k.env.Backlog.Admits(kt.at) {
+			return true
+		}
+	}
+	return false
 }
 
 func (a *keyActor[S]) deliver(ctx actor.Context, m *Deliver) {

@@ -1,4 +1,6 @@
-package testkit
+// Package journal records a flow's calls in order, for tests of their
+// order. Standard library only: the key actor's own tests import it.
+package journal
 
 import (
 	"slices"
@@ -15,8 +17,8 @@ type Journal struct {
 	ch    chan string
 }
 
-// NewJournal returns an empty Journal.
-func NewJournal() *Journal { return &Journal{ch: make(chan string, 1024)} }
+// New returns an empty Journal.
+func New() *Journal { return &Journal{ch: make(chan string, 1024)} }
 
 // Add records a call. It blocks once 1024 calls wait unread by Await.
 func (j *Journal) Add(call string) {

@@ -1,0 +1,205 @@
+package keyactor
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/actorflow/actorflow/internal/journal"
+	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+)
+
+// backlogRig runs key "k" of a flow under a parent that forwards what the
+// test sends to the key and journals what the key tells it (OverdueHeld,
+// Busy, Unloaded). Its writes wait for release.
+type backlogRig struct {
+	sys    *actor.ActorSystem
+	parent *actor.PID
+	j      *journal.Journal
+	mu     sync.Mutex
+	dones  []func(error)
+	last   *Unloaded
+}
+
+// newBacklogRig: txn makes outputs go with the key's writes, under an
+// outbox budget of one byte (an emitting key holds its next deliveries
+// until its write commits).
+func newBacklogRig(t *testing.T, flow *Flow[int], snap *snapshotstore.Snapshot, txn bool, b *Backlog) *backlogRig {
+	t.Helper()
+	r := &backlogRig{sys: actor.NewActorSystem(), j: journal.New()}
+	t.Cleanup(r.sys.Shutdown)
+	env := &Env{Topic: "in", System: r.sys, Logger: zap.NewNop(), Processed: func(int, int) {}, Backlog: b, TxnOutputs: txn}
+	if txn {
+		env.Outbox = NewOutboxBudget(1)
+	}
+	env.Persist = func(w *WriteMsg) {
+		done := w.Done
+		w.Release()
+		r.mu.Lock()
+		r.dones = append(r.dones, done)
+		r.mu.Unlock()
+		r.j.Add("persist")
+	}
+	var child *actor.PID
+	r.parent = r.sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		switch m := ctx.Message().(type) {
+		case *actor.Started:
+			child = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return flow.NewKeyActor("k", snap, env) }))
+		case *OverdueHeld:
+			r.j.Add("held")
+		case *Busy:
+			r.j.Add("busy")
+		case *Unloaded:
+			r.mu.Lock()
+			r.last = m
+			r.mu.Unlock()
+			r.j.Add("unloaded")
+		case *Progress, *FlushDone, *actor.Stopping, *actor.Stopped, *actor.Restarting, *actor.Terminated:
+		default:
+			ctx.Send(child, m)
+		}
+	}))
+	return r
+}
+
+func (r *backlogRig) send(m any) { r.sys.Root.Send(r.parent, m) }
+
+// release commits the writes in flight.
+func (r *backlogRig) release() {
+	r.mu.Lock()
+	ds := r.dones
+	r.dones = nil
+	r.mu.Unlock()
+	for _, d := range ds {
+		d(nil)
+	}
+}
+
+// settle returns once the key has handled what was sent before (its
+// mailbox is in order: a Query's answer comes after them).
+func (r *backlogRig) settle(t *testing.T) {
+	t.Helper()
+	reply := make(chan QueryAnswer, 1)
+	r.send(&Query{Reply: reply})
+	select {
+	case <-reply:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the key did not answer a query")
+	}
+}
+
+func stamped(off int64, ts time.Time) *kgo.Record {
+	return &kgo.Record{Topic: "in", Offset: off, Key: []byte("k"), Timestamp: ts}
+}
+
+// journaling is a flow whose folds and timers go to *j, and whose fold
+// also does what also says for the record.
+func journaling(j **journal.Journal, also func(k *Core, r *kgo.Record)) *Flow[int] {
+	flow := &Flow[int]{Codec: intCodec{}, Config: Config{Timers: true}}
+	flow.Fold = func(k *Core, s *int, r *kgo.Record) (*int, error) {
+		(*j).Add(fmt.Sprintf("fold %d", r.Offset))
+		if also != nil {
+			also(k, r)
+		}
+		return s, nil
+	}
+	flow.Timer = func(_ *Core, s *int, name string) (*int, error) {
+		(*j).Add("timer " + name)
+		return s, nil
+	}
+	return flow
+}
+
+// A Wake (the partition's gate moved on) that finds the key holding
+// deliveries (its outputs budget used up under a write in flight) fires
+// its overdue timer after them: before, the timer fired ahead of the key's
+// own held record stamped before its due time (a review).
+func TestAWakeWhileHoldingFiresAfterTheHeldRecords(t *testing.T) {
+	due := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
+	var j *journal.Journal
+	flow := journaling(&j, func(k *Core, r *kgo.Record) {
+		if r.Offset == 1 {
+			k.Emit(&kgo.Record{Topic: "out", Value: []byte("x")}) // the outbox budget used up
+		}
+	})
+	b := NewBacklog()
+	b.Set(due.Add(-30*time.Second), false)
+	snap := &snapshotstore.Snapshot{Key: "k", Value: []byte("1"), Timers: []snapshotstore.Timer{{Name: "t", At: due}}}
+	r := newBacklogRig(t, flow, snap, true, b)
+	j = r.j
+	r.send(&Deliver{Records: []*kgo.Record{stamped(1, due.Add(-20*time.Second))}})
+	j.Await(t, "persist") // the write with its output in flight: the key holds
+	r.send(&Deliver{Records: []*kgo.Record{stamped(2, due.Add(-5*time.Second))}})
+	b.Set(due.Add(time.Second), false) // another key's record passed the due time
+	r.send(&Wake{})
+	r.settle(t)
+	r.release()
+	j.Await(t, "timer t")
+	calls := j.List()
+	if slices.Index(calls, "fold 2") < 0 || slices.Index(calls, "fold 2") > slices.Index(calls, "timer t") {
+		t.Fatalf("calls %v: want the held record 2, stamped before the timer's due time, folded before it", calls)
+	}
+}
+
+// A timer a fold of a held delivery sets due already fires once the held
+// deliveries are folded, whichever of them set it: after the first alone,
+// a later one's never fired, and the key could never leave (a review).
+func TestATimerAHeldFoldSetsDueFires(t *testing.T) {
+	var j *journal.Journal
+	flow := journaling(&j, func(k *Core, r *kgo.Record) {
+		switch r.Offset {
+		case 1:
+			k.Emit(&kgo.Record{Topic: "out", Value: []byte("x")})
+		case 3:
+			k.SetTimer("s", k.Now().Add(-time.Second)) // an event-time session's end, past already
+		}
+	})
+	r := newBacklogRig(t, flow, nil, true, nil) // no gate: every timer may fire
+	j = r.j
+	now := time.Now()
+	r.send(&Deliver{Records: []*kgo.Record{stamped(1, now)}})
+	j.Await(t, "persist")
+	r.send(&Deliver{Records: []*kgo.Record{stamped(2, now)}}) // held
+	r.send(&Deliver{Records: []*kgo.Record{stamped(3, now)}}) // held
+	r.settle(t)
+	r.release()
+	j.Await(t, "timer s")
+}
+
+// A key evicted while it holds a timer for the backlog (an armed timer
+// that came due before the records delivered reached it) leaves with the
+// timer in its snapshot, for the partition's cold-timer heap: it answered
+// every eviction Busy (an eviction storm under the live-key budget), and
+// one already under way never ended (a review).
+func TestAnEvictedKeyLeavesWithTheTimersTheBacklogHolds(t *testing.T) {
+	var j *journal.Journal
+	var due time.Time
+	flow := journaling(&j, func(k *Core, _ *kgo.Record) {
+		due = k.Now().Add(100 * time.Millisecond).Truncate(time.Millisecond).Add(time.Millisecond)
+		k.SetTimer("t", due)
+	})
+	b := NewBacklog() // no record delivered yet in the partition's backlog
+	r := newBacklogRig(t, flow, nil, false, b)
+	j = r.j
+	r.send(&Deliver{Records: []*kgo.Record{stamped(1, time.Now().Add(-time.Hour))}})
+	j.Await(t, "fold 1")
+	r.send(&Unload{Evict: true}) // its write starts
+	j.Await(t, "persist")
+	j.Await(t, "held") // the armed timer came due: held for the backlog
+	r.release()
+	j.Await(t, "unloaded")
+	r.mu.Lock()
+	got := r.last.Snapshot.Timers
+	r.mu.Unlock()
+	if len(got) != 1 || got[0].Name != "t" || !got[0].At.Equal(due) {
+		t.Fatalf("unloaded with timers %+v, want t at %v (the partition schedules it)", got, due)
+	}
+	if j.Has("timer t") {
+		t.Fatal("the held timer fired before the backlog reached it")
+	}
+}
