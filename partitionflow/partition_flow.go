@@ -189,7 +189,10 @@ func (p *partition) ungated(ctx actor.Context) {
 		// no mailbox yet (a held entry's send was a nil dereference; a
 		// review found it: a key whose overdue timer a record stamped past
 		// it fired could leave before the gate moved on).
-		if e := p.entry(t.key, nil); e != nil {
+		// Nor a leaving key with records waiting for it here: their
+		// delivery (its Busy) or its next load fires its timers, after
+		// those stamped before them; a Wake fired them first (a review).
+		if e := p.entry(t.key, nil); e != nil && !(e.unloading && len(e.pending) > 0) {
 			e.send(&keyactor.Wake{})
 		}
 	}

@@ -61,9 +61,17 @@ func (g *timerGate) batch(recs []*kgo.Record, atEnd bool, now time.Time) bool {
 	}
 	// The batch's last record: records are in offset order, and their
 	// timestamps nearly so; the gate needs no more precision than that.
-	if n := len(recs); n > 0 && recs[n-1].Timestamp.After(g.stream) {
-		g.stream = recs[n-1].Timestamp
-		return true
+	// Not a transaction marker, stamped with its commit's wall-clock time:
+	// an input of event-time stamps (a backfill) jumped ahead (a review).
+	for i := len(recs) - 1; i >= 0; i-- {
+		if recs[i].Attrs.IsControl() {
+			continue
+		}
+		if recs[i].Timestamp.After(g.stream) {
+			g.stream = recs[i].Timestamp
+			return true
+		}
+		break
 	}
 	return false
 }

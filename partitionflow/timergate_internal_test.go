@@ -40,6 +40,12 @@ func TestTimerGate(t *testing.T) {
 	if g.batch(stamped(3), false, at(0)) || g.admits(at(5)) {
 		t.Fatal("a batch stamped earlier moved the stream time back or let more through")
 	}
+	// A transaction marker last in a batch carries its commit's wall-clock
+	// time: not the input's.
+	marker := &kgo.Record{Timestamp: at(500), Attrs: kgo.NewRecordAttrs(kgo.RecordAttrsOpts{Transactional: true, Control: true})}
+	if g.batch(append(stamped(5), marker), false, at(0)); g.admits(at(6)) {
+		t.Fatal("a transaction marker's timestamp moved the stream time")
+	}
 	if left, ok := g.quietLeft(at(0).Add(backlogQuiet/2), false); !ok || left != backlogQuiet/2 {
 		t.Fatalf("quietLeft half-way = %v %v, want %v", left, ok, backlogQuiet/2)
 	}
@@ -235,5 +241,26 @@ func TestKeysHoldingTimersForTheBacklogLeaveUnderTheBudget(t *testing.T) {
 		if n := len(slices.DeleteFunc(j.List(), func(c string) bool { return c != "timer "+k })); n != 1 {
 			t.Errorf("%s's timer fired %d times, want once", k, n)
 		}
+	}
+}
+
+// The gate does not wake a leaving key whose records wait here for it:
+// their delivery (its Busy) or its next load fires its timers after those
+// stamped before them. The Wake fired them first (a review).
+func TestUngatedLeavesALeavingKeyWithRecordsPendingToThem(t *testing.T) {
+	p := newPartition(Config{Topic: "in", Logger: zap.NewNop()})
+	p.phase = phaseRunning
+	due := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
+	mb := newKeyMailbox()
+	mb.status.Store(mbRunning) // no dispatcher: the test reads the mailbox
+	s := &keySlot{}
+	s.e = &keyEntry{key: "k", slot: s, mb: mb, unloading: true, evicted: true,
+		pending: []*kgo.Record{{Key: []byte("k"), Offset: 9, Timestamp: due.Add(-time.Second)}}}
+	p.keys = map[string]*keySlot{"k": s}
+	p.heldTimers.add("k", due, 0)
+	p.gate.stream = due.Add(time.Second) // another key's record passed the due time
+	p.ungated(nil)
+	if msg, ok := mb.user.pop(); ok {
+		t.Fatalf("the gate sent %T to key k, leaving with a record stamped before its timer's due time pending", msg)
 	}
 }

@@ -203,3 +203,63 @@ func TestAnEvictedKeyLeavesWithTheTimersTheBacklogHolds(t *testing.T) {
 		t.Fatal("the held timer fired before the backlog reached it")
 	}
 }
+
+// A Wake that finds the key holding only for its outputs budget (a write
+// in flight, nothing stashed) fires the timers: no drain comes to fire
+// them, and the Wake was lost (a review).
+func TestAWakeUnderAWriteInFlightWithNothingHeldFires(t *testing.T) {
+	due := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
+	var j *journal.Journal
+	flow := journaling(&j, func(k *Core, _ *kgo.Record) {
+		k.Emit(&kgo.Record{Topic: "out", Value: []byte("x")}) // the outbox budget used up
+	})
+	b := NewBacklog()
+	b.Set(due.Add(-30*time.Second), false)
+	snap := &snapshotstore.Snapshot{Key: "k", Value: []byte("1"), Timers: []snapshotstore.Timer{{Name: "t", At: due}}}
+	r := newBacklogRig(t, flow, snap, true, b)
+	j = r.j
+	r.send(&Deliver{Records: []*kgo.Record{stamped(1, due.Add(-20*time.Second))}})
+	j.Await(t, "persist")
+	r.settle(t)
+	if !j.Has("held") {
+		t.Fatalf("calls %v: want the timer held for the backlog", j.List())
+	}
+	b.Set(due.Add(time.Second), false) // the gate moved on: the partition wakes the key
+	r.send(&Wake{})
+	r.settle(t)
+	r.release()
+	j.Await(t, "timer t")
+}
+
+// An evicted key leaves with its overdue timers, whatever the gate says,
+// and a Wake during its eviction fires none: the partition holds its
+// records that came meanwhile, and its next load fires the timers among
+// them. It fired them on the Wake, before those records, or waited for a
+// Wake that never came, its eviction never ending (a review).
+func TestAnEvictingKeyLeavesWithItsOverdueTimersAndFiresNoneOnWake(t *testing.T) {
+	due := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
+	var j *journal.Journal
+	flow := journaling(&j, nil)
+	b := NewBacklog()
+	b.Set(due.Add(-30*time.Second), false)
+	snap := &snapshotstore.Snapshot{Key: "k", Value: []byte("1"), Timers: []snapshotstore.Timer{{Name: "t", At: due}}}
+	r := newBacklogRig(t, flow, snap, false, b)
+	j = r.j
+	r.send(&Deliver{Records: []*kgo.Record{stamped(1, due.Add(-20*time.Second))}})
+	r.send(&Unload{Evict: true}) // its write starts
+	j.Await(t, "persist")
+	b.Set(due.Add(time.Second), false) // the gate lets the timer through
+	r.send(&Wake{})
+	r.settle(t)
+	r.release()
+	j.Await(t, "unloaded")
+	if j.Has("timer t") {
+		t.Fatalf("calls %v: the evicting key fired its timer", j.List())
+	}
+	r.mu.Lock()
+	got := r.last.Snapshot.Timers
+	r.mu.Unlock()
+	if len(got) != 1 || got[0].Name != "t" {
+		t.Fatalf("unloaded with timers %+v, want t", got)
+	}
+}

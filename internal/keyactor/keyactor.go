@@ -176,10 +176,20 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 		a.onDeliver(ctx, m)
 	case *Wake:
 		a.heldAt = time.Time{}
-		if !a.holding() {
-			// A key holding deliveries fires them after those (the drain
-			// that empties its stash): before, its own records delivered
-			// earlier, stamped before the timers' due time, folded after.
+		switch {
+		case a.evicting:
+			// Leaving: its overdue timers go with its snapshot, and fire
+			// where it is loaded next, among its records the partition
+			// holds meanwhile (a review found them fired first).
+		case len(a.stash) > 0:
+			// Held deliveries fold first; the drain that empties the
+			// stash fires the timers: before, the key's own records
+			// delivered earlier, stamped before the timers' due time,
+			// folded after them.
+		default:
+			// Also under a write in flight with the outputs budget used
+			// up and nothing stashed: no drain would come to fire them (a
+			// review found the Wake lost).
 			a.fireOverdue(ctx)
 		}
 	case *Query:
@@ -371,7 +381,7 @@ func (a *keyActor[S]) stopTimers() {
 // evict answers Unload{Evict}: at once when nothing is unpersisted, else
 // after the key's write (started here, as a flush would) commits.
 func (a *keyActor[S]) evict(ctx actor.Context) {
-	if a.failed != nil || a.overdueToFire() {
+	if a.failed != nil {
 		ctx.Send(ctx.Parent(), &Busy{Key: a.key})
 		return
 	}
@@ -402,8 +412,8 @@ func (a *keyActor[S]) maybeEvict(ctx actor.Context) {
 
 // canLeave: nothing of the key is unpersisted or unacknowledged.
 func (a *keyActor[S]) canLeave() bool {
-	return !a.dirty && !a.persisting && !a.outputsPending() && len(a.outbox) == 0 && !a.waitAcks && !a.overdueToFire() &&
-		len(a.stash) == 0
+	return !a.dirty && !a.persisting && !a.outputsPending() && len(a.outbox) == 0 && !a.waitAcks &&
+		(a.evicting || !a.overdueToFire()) && len(a.stash) == 0
 }
 
 // holdTimer queues kt, come due, behind the deliveries the key holds
@@ -656,14 +666,15 @@ func (a *keyActor[S]) fireOverdueBefore(ctx actor.Context, t time.Time) (fired b
 }
 
 // overdueToFire: the key has an overdue timer still to fire that the
-// partition's backlog gate lets through. Such a key stays until it fires
-// it. One whose overdue timers wait for the backlog may leave: they are in
-// its snapshot, and the partition's cold-timer heap loads it again when
-// the gate lets them through. Keeping it loaded, as any key with overdue
-// timers was, made it answer every eviction Busy while the backlog was
-// read: the live-key budget then evicted the next key, tens of thousands
-// of times a second, the held keys never admitted, and an eviction under
-// way never ended (a review).
+// partition's backlog gate lets through. Such a key stays (an idle unload)
+// until it fires it. One whose overdue timers wait for the backlog may
+// leave, and an evicted key leaves whatever its overdue timers: they are
+// in its snapshot, and fire where it is loaded next (its records, or the
+// partition's cold-timer heap when the gate lets them through). Keeping
+// such keys loaded made them answer every eviction Busy while the backlog
+// was read: the live-key budget then evicted the next key, tens of
+// thousands of times a second, the held keys never admitted, and an
+// eviction under way never ended (reviews).
 func (k *Core) overdueToFire() bool {
 	for _, kt := range k.overdue {
 		if k.timers[kt.name] == kt && k.env.Backlog.Admits(kt.at) {

@@ -57,9 +57,9 @@ type OverdueHeld struct {
 // persists them — its write joins the next group commit — and unloads once
 // that write is committed (and, in the plain mode, its outputs acknowledged);
 // a timer due later is no obstacle (the partition keeps cold keys' timers).
-// Either way a failed key, or one with overdue timers to fire (not those
-// the partition's backlog gate holds back: they go with its snapshot to
-// the cold-timer heap), answers Busy.
+// Either way a failed key answers Busy, and without Evict one with overdue
+// timers to fire (an evicted key leaves with them in its snapshot: its
+// next load, or the cold-timer heap, fires them).
 type Unload struct{ Evict bool }
 
 // Progress reports a change of a key's progress to its partition. Settled
