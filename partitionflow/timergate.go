@@ -28,7 +28,8 @@ var backlogQuiet = 2 * time.Second
 // the first record). Under the gate a timer due at t fires once a record
 // stamped after t was delivered (records are appended in about their
 // timestamps' order), or once the partition has caught up: a batch that
-// read to the input's end (Records.AtEnd), or backlogQuiet without a batch.
+// read to the input's end (Records.AtEnd), or backlogQuiet without a batch
+// while no record is left unfolded (quietLeft).
 // From then on, for the rest of the partition's life, timers go by the
 // wall clock alone. The cold keys' timers wait in their heap (coldDue); a
 // loaded key keeps its own past its delivery (and an armed timer coming

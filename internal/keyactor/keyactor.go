@@ -80,9 +80,13 @@ type Core struct {
 	outboxBytes, writeOutboxBytes int
 
 	timers map[string]*keyTimer
-	// overdue: timers restored from the snapshot that were due while the
-	// key was away; they fire after the first delivery (or Wake) of this
-	// load, in due order.
+	// overdue: timers due and not fired yet, in due order: restored from
+	// the snapshot (due while the key was away), held for the partition's
+	// backlog gate (holdForBacklog), or set due already by a fold
+	// (setTimer). They fire before a delivered record stamped after them
+	// (deliver), and after a delivery or a Wake once the gate lets them
+	// (fireOverdue). An entry whose timer was replaced or cancelled since
+	// is skipped.
 	overdue []*keyTimer
 	// heldAt: the due time the partition was last told the key holds
 	// overdue timers back from (OverdueHeld; zero: none).
