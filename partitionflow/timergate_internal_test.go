@@ -71,37 +71,23 @@ func TestTimerGate(t *testing.T) {
 	}
 }
 
-// After a restart, an overdue timer waits for the backlog's records up to
-// its due time, so that its key's records there, produced before the due
-// time, fold first (they would have reset an inactivity timer): it fires
-// once a record stamped after its due time was delivered, or once the
-// partition read to the input's end. A cold key's (d) was loaded and fired
-// right after the first batch; a key loaded by its records (c, h) fired
-// right after its first delivery, before its records of later batches; a
-// loaded key's armed timer (f) fired at its wall-clock time.
-func TestOverdueTimersWaitForTheBacklogUpToTheirDueTime(t *testing.T) {
-	defer func(q time.Duration) { backlogQuiet = q }(backlogQuiet)
-	backlogQuiet = time.Hour // caught up only by AtEnd here
-	due := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
-	mem := snapshotstore.NewMemory()
-	store, err := mem.Open(context.Background(), snapshotstore.PartitionInfo{Topic: "in"})
+// gatedPartition runs a partition of "in" from offset 1 over snaps (as
+// recovered after a restart), its flow journaling "fold k@offset" and
+// "timer k:name", with opts; its backlog gate opens only by AtEnd (no
+// quiet). send hands it a batch.
+func gatedPartition(t *testing.T, snaps []snapshotstore.Snapshot, opts ...keyflow.Option) (send func(atEnd bool, recs ...*kgo.Record), j *journal.Journal) {
+	t.Helper()
+	q := backlogQuiet
+	backlogQuiet = time.Hour
+	t.Cleanup(func() { backlogQuiet = q })
+	store, err := snapshotstore.NewMemory().Open(context.Background(), snapshotstore.PartitionInfo{Topic: "in"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var writes []snapshotstore.Snapshot
-	for _, k := range []string{"c", "d", "h"} { // due at due
-		writes = append(writes, snapshotstore.Snapshot{Key: k, Value: []byte("1"), Offset: 0, Timers: []snapshotstore.Timer{{Name: "t", At: due}}})
-	}
-	// e's timer is due after every record below: only the input's end lets it.
-	writes = append(writes, snapshotstore.Snapshot{Key: "e", Value: []byte("1"), Offset: 0, Timers: []snapshotstore.Timer{{Name: "t", At: due.Add(30 * time.Second)}}})
-	// f's is not due yet when its record loads it: armed, it comes due
-	// while the backlog is read, and waits as an overdue one does.
-	fDue := time.Now().Add(time.Second)
-	writes = append(writes, snapshotstore.Snapshot{Key: "f", Value: []byte("1"), Offset: 0, Timers: []snapshotstore.Timer{{Name: "t", At: fDue}}})
-	if err := store.Commit(context.Background(), snapshotstore.Batch{Writes: writes, Offset: 1}); err != nil {
+	if err := store.Commit(context.Background(), snapshotstore.Batch{Writes: snaps, Offset: 1}); err != nil {
 		t.Fatal(err)
 	}
-	j := journal.New()
+	j = journal.New()
 	fold := func(kc *keyflow.Context, s *int, r *kgo.Record) (*int, error) {
 		j.Add(fmt.Sprintf("fold %s@%d", kc.Key(), r.Offset))
 		return s, nil
@@ -113,11 +99,38 @@ func TestOverdueTimersWaitForTheBacklogUpToTheirDueTime(t *testing.T) {
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 	t.Cleanup(sys.Shutdown)
 	pid := sys.Root.Spawn(Props(Config{Topic: "in", Store: store, AssignedOffset: 1,
-		Handler:      keyactor.MustOf(keyflow.New(fold, keyflow.WithTimers(onTimer))),
+		Handler:      keyactor.MustOf(keyflow.New(fold, append([]keyflow.Option{keyflow.WithTimers(onTimer)}, opts...)...)),
 		PersistEvery: 10 * time.Millisecond, CommitOffsetsInterval: 10 * time.Millisecond}))
-	send := func(atEnd bool, off int64, key string, ts time.Time) {
-		sys.Root.Send(pid, &Records{Records: []*kgo.Record{{Topic: "in", Offset: off, Key: []byte(key), Timestamp: ts}}, AtEnd: atEnd})
+	return func(atEnd bool, recs ...*kgo.Record) { sys.Root.Send(pid, &Records{Records: recs, AtEnd: atEnd}) }, j
+}
+
+// timed is a record of "in" at off, key k, stamped ts.
+func timed(off int64, k string, ts time.Time) *kgo.Record {
+	return &kgo.Record{Topic: "in", Offset: off, Key: []byte(k), Timestamp: ts}
+}
+
+// After a restart, an overdue timer waits for the backlog's records up to
+// its due time, so that its key's records there, produced before the due
+// time, fold first (they would have reset an inactivity timer): it fires
+// once a record stamped after its due time was delivered, or once the
+// partition read to the input's end. A cold key's (d) was loaded and fired
+// right after the first batch; a key loaded by its records (c, h) fired
+// right after its first delivery, before its records of later batches; a
+// loaded key's armed timer (f) fired at its wall-clock time.
+func TestOverdueTimersWaitForTheBacklogUpToTheirDueTime(t *testing.T) {
+	due := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
+	var writes []snapshotstore.Snapshot
+	for _, k := range []string{"c", "d", "h"} { // due at due
+		writes = append(writes, snapshotstore.Snapshot{Key: k, Value: []byte("1"), Offset: 0, Timers: []snapshotstore.Timer{{Name: "t", At: due}}})
 	}
+	// e's timer is due after every record below: only the input's end lets it.
+	writes = append(writes, snapshotstore.Snapshot{Key: "e", Value: []byte("1"), Offset: 0, Timers: []snapshotstore.Timer{{Name: "t", At: due.Add(30 * time.Second)}}})
+	// f's is not due yet when its record loads it: armed, it comes due
+	// while the backlog is read, and waits as an overdue one does.
+	fDue := time.Now().Add(time.Second)
+	writes = append(writes, snapshotstore.Snapshot{Key: "f", Value: []byte("1"), Offset: 0, Timers: []snapshotstore.Timer{{Name: "t", At: fDue}}})
+	batch, j := gatedPartition(t, writes)
+	send := func(atEnd bool, off int64, key string, ts time.Time) { batch(atEnd, timed(off, key, ts)) }
 	fired := func(key string) bool { return j.Has("timer " + key + ":t") }
 	send(false, 1, "h", due.Add(-10*time.Second)) // loads h
 	j.Await(t, "fold h@1")
@@ -195,50 +208,27 @@ func TestTheKeysViewOfTheGateAgreesWithIt(t *testing.T) {
 // the budget evicted the next key tens of thousands of times a second, and
 // the keys waiting for it never folded (a review).
 func TestKeysHoldingTimersForTheBacklogLeaveUnderTheBudget(t *testing.T) {
-	defer func(q time.Duration) { backlogQuiet = q }(backlogQuiet)
-	backlogQuiet = time.Hour // the gate stays closed
 	due := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
-	mem := snapshotstore.NewMemory()
-	store, err := mem.Open(context.Background(), snapshotstore.PartitionInfo{Topic: "in"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	keys := []string{"a", "b", "c", "d", "e", "f"}
 	var writes []snapshotstore.Snapshot
 	var recs []*kgo.Record
 	for i, k := range keys {
 		writes = append(writes, snapshotstore.Snapshot{Key: k, Value: []byte("1"), Timers: []snapshotstore.Timer{{Name: "t", At: due}}})
-		recs = append(recs, &kgo.Record{Topic: "in", Offset: int64(1 + i), Key: []byte(k), Timestamp: due.Add(-10 * time.Second)})
+		recs = append(recs, timed(int64(1+i), k, due.Add(-10*time.Second)))
 	}
-	if err := store.Commit(context.Background(), snapshotstore.Batch{Writes: writes, Offset: 1}); err != nil {
-		t.Fatal(err)
-	}
-	j := journal.New()
-	fold := func(kc *keyflow.Context, s *int, r *kgo.Record) (*int, error) {
-		j.Add(fmt.Sprintf("fold %s@%d", kc.Key(), r.Offset))
-		return s, nil
-	}
-	onTimer := func(kc *keyflow.Context, s *int, _ string) (*int, error) {
-		j.Add("timer " + kc.Key())
-		return s, nil
-	}
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	t.Cleanup(sys.Shutdown)
-	pid := sys.Root.Spawn(Props(Config{Topic: "in", Store: store, AssignedOffset: 1,
-		Handler:      keyactor.MustOf(keyflow.New(fold, keyflow.WithTimers(onTimer), keyflow.WithMaxLiveKeys(2))),
-		PersistEvery: 10 * time.Millisecond, CommitOffsetsInterval: 10 * time.Millisecond}))
-	sys.Root.Send(pid, &Records{Records: recs})
+	send, j := gatedPartition(t, writes, keyflow.WithMaxLiveKeys(2))
+	send(false, recs...)
 	for i, k := range keys { // in any order across keys
 		c := fmt.Sprintf("fold %s@%d", k, 1+i)
 		testkit.Eventually(t, 10*time.Second, c, func() (bool, string) { return j.Has(c), fmt.Sprint(j.List()) })
 	}
 	// The input's end: every timer fires, once.
-	sys.Root.Send(pid, &Records{Records: []*kgo.Record{{Topic: "in", Offset: 7, Key: []byte("z"), Timestamp: due.Add(time.Second)}}, AtEnd: true})
+	send(true, timed(7, "z", due.Add(time.Second)))
 	for _, k := range keys {
-		testkit.Eventually(t, 10*time.Second, k+"'s timer fired", func() (bool, string) { return j.Has("timer " + k), fmt.Sprint(j.List()) })
+		testkit.Eventually(t, 10*time.Second, k+"'s timer fired", func() (bool, string) { return j.Has("timer " + k + ":t"), fmt.Sprint(j.List()) })
 	}
 	for _, k := range keys {
-		if n := len(slices.DeleteFunc(j.List(), func(c string) bool { return c != "timer "+k })); n != 1 {
+		if n := len(slices.DeleteFunc(j.List(), func(c string) bool { return c != "timer "+k+":t" })); n != 1 {
 			t.Errorf("%s's timer fired %d times, want once", k, n)
 		}
 	}

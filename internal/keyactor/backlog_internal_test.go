@@ -115,23 +115,33 @@ func journaling(j **journal.Journal, also func(k *Core, r *kgo.Record)) *Flow[in
 	return flow
 }
 
+// overdueKey runs key "k" restored with timer "t" due a minute ago, under
+// a backlog gate whose records have reached 30 s before it (the timer is
+// held), the fold doing also; it returns the rig, the gate and the due time.
+func overdueKey(t *testing.T, txn bool, also func(k *Core, r *kgo.Record)) (*backlogRig, *Backlog, time.Time) {
+	t.Helper()
+	due := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
+	var j *journal.Journal
+	flow := journaling(&j, also)
+	b := NewBacklog()
+	b.Set(due.Add(-30*time.Second), false)
+	snap := &snapshotstore.Snapshot{Key: "k", Value: []byte("1"), Timers: []snapshotstore.Timer{{Name: "t", At: due}}}
+	r := newBacklogRig(t, flow, snap, txn, b)
+	j = r.j
+	return r, b, due
+}
+
 // A Wake (the partition's gate moved on) that finds the key holding
 // deliveries (its outputs budget used up under a write in flight) fires
 // its overdue timer after them: before, the timer fired ahead of the key's
 // own held record stamped before its due time (a review).
 func TestAWakeWhileHoldingFiresAfterTheHeldRecords(t *testing.T) {
-	due := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
-	var j *journal.Journal
-	flow := journaling(&j, func(k *Core, r *kgo.Record) {
+	r, b, due := overdueKey(t, true, func(k *Core, r *kgo.Record) {
 		if r.Offset == 1 {
 			k.Emit(&kgo.Record{Topic: "out", Value: []byte("x")}) // the outbox budget used up
 		}
 	})
-	b := NewBacklog()
-	b.Set(due.Add(-30*time.Second), false)
-	snap := &snapshotstore.Snapshot{Key: "k", Value: []byte("1"), Timers: []snapshotstore.Timer{{Name: "t", At: due}}}
-	r := newBacklogRig(t, flow, snap, true, b)
-	j = r.j
+	j := r.j
 	r.send(&Deliver{Records: []*kgo.Record{stamped(1, due.Add(-20*time.Second))}})
 	j.Await(t, "persist") // the write with its output in flight: the key holds
 	r.send(&Deliver{Records: []*kgo.Record{stamped(2, due.Add(-5*time.Second))}})
@@ -208,16 +218,10 @@ func TestAnEvictedKeyLeavesWithTheTimersTheBacklogHolds(t *testing.T) {
 // in flight, nothing stashed) fires the timers: no drain comes to fire
 // them, and the Wake was lost (a review).
 func TestAWakeUnderAWriteInFlightWithNothingHeldFires(t *testing.T) {
-	due := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
-	var j *journal.Journal
-	flow := journaling(&j, func(k *Core, _ *kgo.Record) {
+	r, b, due := overdueKey(t, true, func(k *Core, _ *kgo.Record) {
 		k.Emit(&kgo.Record{Topic: "out", Value: []byte("x")}) // the outbox budget used up
 	})
-	b := NewBacklog()
-	b.Set(due.Add(-30*time.Second), false)
-	snap := &snapshotstore.Snapshot{Key: "k", Value: []byte("1"), Timers: []snapshotstore.Timer{{Name: "t", At: due}}}
-	r := newBacklogRig(t, flow, snap, true, b)
-	j = r.j
+	j := r.j
 	r.send(&Deliver{Records: []*kgo.Record{stamped(1, due.Add(-20*time.Second))}})
 	j.Await(t, "persist")
 	r.settle(t)
@@ -237,14 +241,8 @@ func TestAWakeUnderAWriteInFlightWithNothingHeldFires(t *testing.T) {
 // them. It fired them on the Wake, before those records, or waited for a
 // Wake that never came, its eviction never ending (a review).
 func TestAnEvictingKeyLeavesWithItsOverdueTimersAndFiresNoneOnWake(t *testing.T) {
-	due := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
-	var j *journal.Journal
-	flow := journaling(&j, nil)
-	b := NewBacklog()
-	b.Set(due.Add(-30*time.Second), false)
-	snap := &snapshotstore.Snapshot{Key: "k", Value: []byte("1"), Timers: []snapshotstore.Timer{{Name: "t", At: due}}}
-	r := newBacklogRig(t, flow, snap, false, b)
-	j = r.j
+	r, b, due := overdueKey(t, false, nil)
+	j := r.j
 	r.send(&Deliver{Records: []*kgo.Record{stamped(1, due.Add(-20*time.Second))}})
 	r.send(&Unload{Evict: true}) // its write starts
 	j.Await(t, "persist")
