@@ -480,23 +480,23 @@ func (d *Driver[S]) Restart() error { return d.RestartAfter(0) }
 
 // RestartAfter is Restart with the partitions down for `down`: the clock
 // moves on by down (in whole milliseconds, the remainder carried, as
-// Advance's) while no key is loaded and no timer fires. Then the
-// records that arrived meanwhile (arrived, taken as PipeRecord takes them,
-// in order; each key's in one delivery; one without a Timestamp stamped
-// with the time the partitions went down) are folded first, and each
-// key's timers that fell due while it was away fire among them by due
-// time: before the first of its records stamped after the timer's due
-// time, after those stamped at or before it — as on a worker, whose first
-// poll after the restart usually brings the waiting records before the
-// cold keys' overdue timers load them (the two race there). So a record
-// produced before the due time that resets a timer (an inactivity flow's
-// click) replaces it before it fires, and one produced after it folds
+// Advance's) while no key is loaded and no timer fires. Then the records
+// that arrived meanwhile (arrived, taken as PipeRecord takes them, in order;
+// each key's in one delivery; one without a Timestamp stamped with the time
+// the partitions went down) are folded first, and each key's timers that
+// fell due while it was away fire among them by timestamp: before the first
+// of its records stamped after the timer's due time, after those stamped at
+// or before it — as on a worker, whose backlog gate holds the overdue timers
+// until the records that waited are read (partitionflow's timer gate). So a
+// record produced before the due time that resets a timer (an inactivity
+// flow's click) replaces it before it fires, and one produced after it folds
 // after the timer fired, as it would have had the partition stayed. Then
-// every other key whose persisted timers fell due is loaded and fires
-// them, late, with Context.Now at the restart's time, once. Such keys are loaded in the
-// order of their earliest timer, and each fires its overdue timers in due
-// order. The error joins those of the partitions that failed while loading
-// or folding (each matching ErrPartitionFailed). down < 0 is an error.
+// every other key whose persisted timers fell due is loaded and fires them,
+// late, with Context.Now at the restart's time, once. Such keys are loaded
+// in the order of their earliest timer, and each fires its overdue timers in
+// due order. The error joins those of the partitions that failed while
+// loading or folding (each matching ErrPartitionFailed). down < 0 is an
+// error.
 func (d *Driver[S]) RestartAfter(down time.Duration, arrived ...*kgo.Record) error {
 	if d.closed {
 		return ErrClosed
