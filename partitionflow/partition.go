@@ -495,9 +495,6 @@ func (p *partition) Receive(ctx actor.Context) {
 		// are sent, so that a key with records here is loaded by them and
 		// fires its overdue timers among them (keyactor.fireOverdueBefore).
 		more := p.gate.batch(m.Records, m.AtEnd, time.Now())
-		if more {
-			p.env.Backlog.Set(p.gate.stream, p.gate.open)
-		}
 		p.records(ctx, m.Records)
 		p.idle.batch(m.AtEnd)
 		if more {
@@ -657,6 +654,7 @@ func (p *partition) releaseDispatcher() {
 func (p *partition) start(ctx actor.Context) {
 	root, self := ctx.ActorSystem().Root, ctx.Self()
 	p.outbox = keyactor.NewOutboxBudget(int64(pendingOutputCap(p.cfg)))
+	p.gate = newTimerGate()
 	p.env = &keyactor.Env{
 		Topic:     p.cfg.Topic,
 		Partition: p.cfg.Partition,
@@ -693,8 +691,8 @@ func (p *partition) start(ctx actor.Context) {
 		// A dead letter near the producer's limit is shrunk to fit it.
 		DeadLetterMaxBytes: recbytes.ProducerLimit(p.cfg.DeadLetters),
 		SnapshotTopic:      p.cfg.SnapshotTopic,
-		Reuse:              true,                  // keypool.go
-		Backlog:            keyactor.NewBacklog(), // the timer gate's (timergate.go)
+		Reuse:              true,     // keypool.go
+		Backlog:            p.gate.b, // the timer gate's (timergate.go)
 	}
 	txn := newTxnActor(p.cfg.Store, p.cfg.MaxWritesPerTransaction, p.cfg.AssignedOffset, p.log)
 	txn.deadLetterTopic = p.env.DeadLetterTopic

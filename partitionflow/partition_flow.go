@@ -213,7 +213,6 @@ func (p *partition) checkGate(ctx actor.Context) {
 	switch {
 	case !ok:
 	case left == 0:
-		p.env.Backlog.Set(p.gate.stream, p.gate.open)
 		p.ungated(ctx)
 	default:
 		root, self := ctx.ActorSystem().Root, ctx.Self()

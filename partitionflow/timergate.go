@@ -3,6 +3,7 @@ package partitionflow
 import (
 	"time"
 
+	"github.com/actorflow/actorflow/internal/keyactor"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -41,10 +42,14 @@ var backlogQuiet = 2 * time.Second
 // Plain logic, without time of its own: the partition passes the batches
 // and the clock, and arms the quiet check (gateCheck) when quietLeft asks.
 type timerGate struct {
-	open   bool      // caught up once: the wall clock alone
-	stream time.Time // the latest record timestamp delivered
-	last   time.Time // when the last batch came, or the partition started
+	// b holds the gate's state (the latest record timestamp delivered,
+	// caught up or not) where the partition's key actors read it too
+	// (Env.Backlog).
+	b    *keyactor.Backlog
+	last time.Time // when the last batch came, or the partition started
 }
+
+func newTimerGate() timerGate { return timerGate{b: keyactor.NewBacklog()} }
 
 // started notes the partition's start (its recovery done) at now.
 func (g *timerGate) started(now time.Time) { g.last = now }
@@ -52,12 +57,12 @@ func (g *timerGate) started(now time.Time) { g.last = now }
 // batch notes a batch of records at now; true when it lets more timers
 // through (the stream time moved on, or the partition caught up).
 func (g *timerGate) batch(recs []*kgo.Record, atEnd bool, now time.Time) bool {
-	if g.open {
+	if g.b.CaughtUp() {
 		return false
 	}
 	g.last = now
 	if atEnd {
-		g.open = true
+		g.b.CatchUp()
 		return true
 	}
 	// The batch's last record: records are in offset order, and their
@@ -65,25 +70,15 @@ func (g *timerGate) batch(recs []*kgo.Record, atEnd bool, now time.Time) bool {
 	// Not a transaction marker, stamped with its commit's wall-clock time:
 	// an input of event-time stamps (a backfill) jumped ahead (a review).
 	for i := len(recs) - 1; i >= 0; i-- {
-		if recs[i].Attrs.IsControl() {
-			continue
+		if !recs[i].Attrs.IsControl() {
+			return g.b.Advance(recs[i].Timestamp)
 		}
-		if recs[i].Timestamp.After(g.stream) {
-			g.stream = recs[i].Timestamp
-			return true
-		}
-		break
 	}
 	return false
 }
 
-// admits: a timer due at at may fire now. In milliseconds, a record's
-// precision and a timer's, as keyactor.Backlog.Admits: the keys and the
-// partition must agree, or a key the partition wakes holds its timer again
-// and tells it so, for ever.
-func (g *timerGate) admits(at time.Time) bool {
-	return g.open || !g.stream.IsZero() && at.UnixMilli() < g.stream.UnixMilli()
-}
+// admits: a timer due at at may fire now.
+func (g *timerGate) admits(at time.Time) bool { return g.b.Admits(at) }
 
 // quietLeft is how long until the quiet check may open the gate at now
 // (0: it opens it now, and the gate is open after); ok false once open.
@@ -91,7 +86,7 @@ func (g *timerGate) admits(at time.Time) bool {
 // then because the consumer paused on the in-flight budget, in the middle
 // of a backlog maybe: the gate waits another backlogQuiet.
 func (g *timerGate) quietLeft(now time.Time, busy bool) (left time.Duration, ok bool) {
-	if g.open {
+	if g.b.CaughtUp() {
 		return 0, false
 	}
 	if left = backlogQuiet - now.Sub(g.last); left > 0 {
@@ -100,6 +95,6 @@ func (g *timerGate) quietLeft(now time.Time, busy bool) (left time.Duration, ok 
 	if busy {
 		return backlogQuiet, true
 	}
-	g.open = true
+	g.b.CatchUp()
 	return 0, true
 }

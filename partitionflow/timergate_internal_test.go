@@ -28,7 +28,7 @@ func TestTimerGate(t *testing.T) {
 		}
 		return recs
 	}
-	var g timerGate
+	g := newTimerGate()
 	g.started(at(0))
 	if g.admits(at(-100)) {
 		t.Fatal("admits a timer before any record was delivered")
@@ -61,7 +61,7 @@ func TestTimerGate(t *testing.T) {
 		t.Fatal("an open gate asks for another quiet check")
 	}
 
-	var h timerGate
+	h := newTimerGate()
 	h.started(at(0))
 	if !h.batch(stamped(1), true, at(0)) || !h.admits(at(1000)) {
 		t.Fatal("a batch that read to the input's end left the gate closed")
@@ -174,30 +174,39 @@ func TestUngatedWakesOnlyKeysWithAnActor(t *testing.T) {
 	// Told before the wall clock stepped back: its time is after now. The
 	// gate lets it through all the same (an open gate is not asked again).
 	p.heldTimers.add("gone", time.Now().Add(time.Hour), 0)
-	p.gate.open = true
+	p.gate = newTimerGate()
+	p.gate.b.CatchUp()
 	p.ungated(nil) // no cold key waits: coldDue, which needs the context, does not run
 	if n := p.heldTimers.len(); n != 0 {
 		t.Fatalf("%d held-timer entries left after the gate opened", n)
 	}
 }
 
-// The keys' view of the gate (keyactor.Backlog) agrees with the gate's:
-// a key the partition wakes must not hold its timer again (and tell the
-// partition so, for ever). It stored nanoseconds, which overflow past
-// 2262, and compared in them where the gate compared instants (a review).
-func TestTheKeysViewOfTheGateAgreesWithIt(t *testing.T) {
+// The gate judges in milliseconds, a record's precision and a timer's:
+// the partition and its keys read one state (keyactor.Backlog), which
+// stored nanoseconds, overflowing past 2262 (a timer of 2299 held behind a
+// record of 2300), while the partition compared instants (a timer due in
+// the millisecond of a sub-millisecond stamp let through by one, held by
+// the other: a Wake/OverdueHeld loop; a review).
+func TestTheGateJudgesInMilliseconds(t *testing.T) {
 	base := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
-	streams := []time.Time{base, base.Add(500 * time.Microsecond), time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)}
-	timers := []time.Time{base.Add(-time.Millisecond), base, base.Add(time.Millisecond), base.Add(time.Hour), time.Date(2299, 1, 1, 0, 0, 0, 0, time.UTC)}
-	for _, stream := range streams {
-		var g timerGate
-		g.batch([]*kgo.Record{{Timestamp: stream}}, false, base)
-		b := keyactor.NewBacklog()
-		b.Set(g.stream, g.open)
-		for _, at := range timers {
-			if g.admits(at) != b.Admits(at) {
-				t.Errorf("stream %v, timer at %v: the gate admits %v, the keys' view %v", stream, at, g.admits(at), b.Admits(at))
-			}
+	far := time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		stream, at time.Time
+		want       bool
+	}{
+		{base, base.Add(-time.Millisecond), true},
+		{base, base, false},
+		{base, base.Add(time.Hour), false},
+		{base.Add(500 * time.Microsecond), base, false}, // the same millisecond
+		{base.Add(500 * time.Microsecond), base.Add(-time.Millisecond), true},
+		{far, time.Date(2299, 1, 1, 0, 0, 0, 0, time.UTC), true},
+		{far, far.Add(time.Millisecond), false},
+	} {
+		g := newTimerGate()
+		g.batch([]*kgo.Record{{Timestamp: c.stream}}, false, base)
+		if got := g.admits(c.at); got != c.want {
+			t.Errorf("stream %v, timer at %v: admits %v, want %v", c.stream, c.at, got, c.want)
 		}
 	}
 }
@@ -248,7 +257,8 @@ func TestUngatedLeavesALeavingKeyWithRecordsPendingToThem(t *testing.T) {
 		pending: []*kgo.Record{{Key: []byte("k"), Offset: 9, Timestamp: due.Add(-time.Second)}}}
 	p.keys = map[string]*keySlot{"k": s}
 	p.heldTimers.add("k", due, 0)
-	p.gate.stream = due.Add(time.Second) // another key's record passed the due time
+	p.gate = newTimerGate()
+	p.gate.b.Advance(due.Add(time.Second)) // another key's record passed the due time
 	p.ungated(nil)
 	if msg, ok := mb.user.pop(); ok {
 		t.Fatalf("the gate sent %T to key k, leaving with a record stamped before its timer's due time pending", msg)

@@ -124,7 +124,7 @@ func overdueKey(t *testing.T, txn bool, also func(k *Core, r *kgo.Record)) (*bac
 	var j *journal.Journal
 	flow := journaling(&j, also)
 	b := NewBacklog()
-	b.Set(due.Add(-30*time.Second), false)
+	b.Advance(due.Add(-30 * time.Second))
 	snap := &snapshotstore.Snapshot{Key: "k", Value: []byte("1"), Timers: []snapshotstore.Timer{{Name: "t", At: due}}}
 	r := newBacklogRig(t, flow, snap, txn, b)
 	j = r.j
@@ -145,7 +145,7 @@ func TestAWakeWhileHoldingFiresAfterTheHeldRecords(t *testing.T) {
 	r.send(&Deliver{Records: []*kgo.Record{stamped(1, due.Add(-20*time.Second))}})
 	j.Await(t, "persist") // the write with its output in flight: the key holds
 	r.send(&Deliver{Records: []*kgo.Record{stamped(2, due.Add(-5*time.Second))}})
-	b.Set(due.Add(time.Second), false) // another key's record passed the due time
+	b.Advance(due.Add(time.Second)) // another key's record passed the due time
 	r.send(&Wake{})
 	r.settle(t)
 	r.release()
@@ -228,7 +228,7 @@ func TestAWakeUnderAWriteInFlightWithNothingHeldFires(t *testing.T) {
 	if !j.Has("held") {
 		t.Fatalf("calls %v: want the timer held for the backlog", j.List())
 	}
-	b.Set(due.Add(time.Second), false) // the gate moved on: the partition wakes the key
+	b.Advance(due.Add(time.Second)) // the gate moved on: the partition wakes the key
 	r.send(&Wake{})
 	r.settle(t)
 	r.release()
@@ -246,7 +246,7 @@ func TestAnEvictingKeyLeavesWithItsOverdueTimersAndFiresNoneOnWake(t *testing.T)
 	r.send(&Deliver{Records: []*kgo.Record{stamped(1, due.Add(-20*time.Second))}})
 	r.send(&Unload{Evict: true}) // its write starts
 	j.Await(t, "persist")
-	b.Set(due.Add(time.Second), false) // the gate lets the timer through
+	b.Advance(due.Add(time.Second)) // the gate lets the timer through
 	r.send(&Wake{})
 	r.settle(t)
 	r.release()
