@@ -1116,7 +1116,8 @@ func (k *Core) setTimer(name string, at time.Time) {
 		at = ms
 	}
 	t := &keyTimer{name: name, at: at}
-	if k.rec != nil && !at.After(k.Now()) {
+	now := k.Now() // once: a flow that sets a timer per record reads the clock per record
+	if k.rec != nil && !at.After(now) {
 		// Set by a fold and due already: with the overdue timers, so that
 		// it fires before the delivery's next record stamped after it
 		// (deliver), or after the delivery. Armed, its message came after
@@ -1132,7 +1133,7 @@ func (k *Core) setTimer(name string, at time.Time) {
 	if c := k.env.Clock; c != nil {
 		t.stop = c.AfterFunc(k.key, at, fire)
 	} else {
-		t.stop = time.AfterFunc(max(at.Sub(wallNow()), 0), fire).Stop
+		t.stop = time.AfterFunc(max(at.Sub(now), 0), fire).Stop // now is wallNow's here
 	}
 	k.timers[name] = t
 }
