@@ -103,7 +103,9 @@ func (c *Context) Now() time.Time { return c.k.Now() }
 // its due time was delivered, or the input was read to its end (or no record
 // came for two seconds), so that the key's own records produced before it
 // fold first, whichever batch they come in; a timer a fold sets due already
-// (an event-time window's end during a catch-up) goes the same way. The due
+// (an event-time window's end during a catch-up) goes the same way, and so
+// does one an overdue timer's handler sets due already (a periodic timer
+// catching up ticks among the records, up to 1 024 ticks in a row). The due
 // time is wall-clock time all the same: a lagging consumer fires a live
 // timer before records produced before its due time that it has not read
 // yet, and Now during a catch-up is the fold's time, not the record's. Where

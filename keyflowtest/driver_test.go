@@ -638,6 +638,56 @@ func TestATimerAFoldSetsInThePastFiresBeforeTheDeliverysLaterRecords(t *testing.
 	}
 }
 
+// A periodic timer catching up after an outage (its handler sets the next
+// tick from its own due time, due already) ticks among the arrived records
+// by timestamp, as it would have had the key stayed: each tick counts the
+// records produced before it. Armed, every tick after the first fired after
+// the whole delivery and counted all of them (helper-123's finding).
+func TestAPeriodicTimerCatchingUpTicksAmongTheArrivedRecords(t *testing.T) {
+	const period = 10 * time.Minute
+	type ticker struct {
+		Next    time.Time `json:"next"`
+		Records int       `json:"records"`
+	}
+	flow := keyflow.New(func(kc *keyflow.Context, s *ticker, r *kgo.Record) (*ticker, error) {
+		if s == nil {
+			s = &ticker{Next: r.Timestamp.Add(period)}
+			if err := kc.SetTimer("tick", s.Next); err != nil {
+				return s, err
+			}
+		}
+		s.Records++
+		return s, nil
+	}, keyflow.WithTimers(func(kc *keyflow.Context, s *ticker, _ string) (*ticker, error) {
+		if err := kc.Emit(&kgo.Record{Key: []byte(kc.Key()), Value: fmt.Appendf(nil, "%s:%d", s.Next.Sub(keyflowtest.DefaultStart), s.Records)}); err != nil {
+			return s, err
+		}
+		s.Next = s.Next.Add(period)
+		return s, kc.SetTimer("tick", s.Next)
+	}), keyflow.WithOutput(nil, "ticks"))
+	d := newDriver(t, flow)
+	at := func(m time.Duration) time.Time { return keyflowtest.DefaultStart.Add(m) }
+	must(t, d.PipeRecord(&kgo.Record{Key: []byte("k"), Timestamp: at(0)})) // ticks from 10m
+	// Down 45 minutes: records produced at 25m and 38m arrive.
+	must(t, d.RestartAfter(45*time.Minute, &kgo.Record{Key: []byte("k"), Timestamp: at(25 * time.Minute)},
+		&kgo.Record{Key: []byte("k"), Timestamp: at(38 * time.Minute)}))
+	var got []string
+	for _, o := range d.TakeOutputs() {
+		got = append(got, string(o.Value))
+	}
+	if want := "[10m0s:1 20m0s:1 30m0s:2 40m0s:3]"; fmt.Sprint(got) != want {
+		t.Fatalf("ticks %v, want %s: each tick counts the records produced before it", got, want)
+	}
+	must(t, d.Advance(10*time.Minute))
+	got = nil
+	for _, o := range d.TakeOutputs() {
+		got = append(got, string(o.Value))
+	}
+	if want := "[50m0s:3]"; fmt.Sprint(got) != want {
+		t.Fatalf("ticks %v after the catch-up, want %s: the next tick is armed", got, want)
+	}
+}
+
 // A start between two milliseconds is truncated: timers are kept at
 // millisecond precision, and one set for Now fired only at the next Advance,
 // one for Now+1m only after Advance(1m+1ms).

@@ -261,3 +261,39 @@ func TestAnEvictingKeyLeavesWithItsOverdueTimersAndFiresNoneOnWake(t *testing.T)
 		t.Fatalf("unloaded with timers %+v, want t", got)
 	}
 }
+
+// A timer an overdue timer's handler sets due already joins the run
+// (overduePass), up to maxPassJoins of them: a periodic timer catching up a
+// long outage a millisecond at a time ticks maxPassJoins+1 times before the
+// delivery's record stamped past them all, and the rest, armed, wait for
+// the backlog as any armed timer coming due does. Without the bound the
+// actor stayed in one turn for every tick of the outage.
+func TestAnOverduePassTakesInABoundedNumberOfTimersItsHandlersSet(t *testing.T) {
+	const ticks = maxPassJoins + 500
+	var j *journal.Journal
+	flow := journaling(&j, nil)
+	due := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
+	next, n := due, 0
+	flow.Timer = func(k *Core, s *int, name string) (*int, error) {
+		n++
+		j.Add(fmt.Sprintf("timer %d", n))
+		if n < ticks {
+			next = next.Add(time.Millisecond)
+			k.SetTimer(name, next)
+		}
+		return s, nil
+	}
+	b := NewBacklog()
+	b.Advance(due.Add(-30 * time.Second)) // the gate holds t
+	snap := &snapshotstore.Snapshot{Key: "k", Value: []byte("1"), Timers: []snapshotstore.Timer{{Name: "t", At: due}}}
+	r := newBacklogRig(t, flow, snap, false, b)
+	j = r.j
+	r.send(&Deliver{Records: []*kgo.Record{stamped(1, due.Add(time.Hour))}})
+	j.Await(t, "fold 1")
+	if got := slices.Index(j.List(), "fold 1"); got != maxPassJoins+1 {
+		t.Fatalf("%d ticks before the record, want %d: the first and the %d it set that joined its run", got, maxPassJoins+1, maxPassJoins)
+	}
+	b.Advance(due.Add(time.Hour))
+	r.send(&Wake{})
+	j.Await(t, fmt.Sprintf("timer %d", ticks))
+}

@@ -82,8 +82,8 @@ type Core struct {
 	timers map[string]*keyTimer
 	// overdue: timers due and not fired yet, in due order: restored from
 	// the snapshot (due while the key was away), held for the partition's
-	// backlog gate (holdForBacklog), or set due already by a fold
-	// (setTimer). They fire before a delivered record stamped after them
+	// backlog gate (holdForBacklog), or set due already by a fold or by
+	// an overdue timer's handler (setTimer, overduePass). They fire before a delivered record stamped after them
 	// (deliver), and after a delivery or a Wake once the gate lets them
 	// (fireOverdue). An entry whose timer was replaced or cancelled since
 	// is skipped.
@@ -91,7 +91,10 @@ type Core struct {
 	// heldAt: the due time the partition was last told the key holds
 	// overdue timers back from (OverdueHeld; zero: none).
 	heldAt time.Time
-	fx     effects // of the call in progress (effects.go)
+	// pass: the overdue timers' firing in progress (fireOverdueBefore),
+	// which a timer its handler sets due already joins (setTimer).
+	pass overduePass
+	fx   effects // of the call in progress (effects.go)
 
 	// keyless: the reserved actor of key-less records
 	// (snapshotstore.KeylessKey), which dead-letters each and folds none.
@@ -111,6 +114,24 @@ type Core struct {
 	// skipped, so the key's Settled stays below it.
 	failedAt int64
 }
+
+// overduePass is a run of overdue timers firing in one turn
+// (fireOverdueBefore). A timer a handler of the run sets due already (a
+// periodic timer catching up: its next tick from its own due time) joins
+// the run, so that it fires before the delivery's next record stamped
+// after it, and before the later overdue timers. Armed, it fired after the
+// whole delivery (a review). At most maxPassJoins join one run: a handler
+// that sets itself again at its own time, or every millisecond of a long
+// outage, would otherwise keep the actor in one turn; the rest are armed,
+// and fire after it as before.
+type overduePass struct {
+	on bool
+	n  int // timers joined so far
+}
+
+// maxPassJoins bounds the timers set due already that join one overdue
+// pass (overduePass).
+const maxPassJoins = 1024
 
 // keyTimer is one pending timer; stop is nil for an overdue one.
 type keyTimer struct {
@@ -643,10 +664,13 @@ func (a *keyActor[S]) fireOverdue(ctx actor.Context) {
 // inactivity timer's click). Firing every overdue timer after the load's
 // records folded the records of the whole outage first: a dedup window
 // closed late, two sessions merged (helper-118's trial).
+//
+// A timer a handler of the run sets due already joins it (overduePass).
 func (a *keyActor[S]) fireOverdueBefore(ctx actor.Context, t time.Time) (fired bool) {
-	n := 0
-	for ; n < len(a.overdue) && !a.revoked; n++ {
-		kt := a.overdue[n]
+	a.pass = overduePass{on: true}
+	defer func() { a.pass = overduePass{} }()
+	for len(a.overdue) > 0 && !a.revoked {
+		kt := a.overdue[0]
 		due := kt.at.Before(t)
 		if t.IsZero() {
 			due = a.env.Backlog.Admits(kt.at)
@@ -654,7 +678,10 @@ func (a *keyActor[S]) fireOverdueBefore(ctx actor.Context, t time.Time) (fired b
 		if !due {
 			break
 		}
-		a.overdue[n] = nil
+		// Popped before the handler runs: a timer it sets joins the list
+		// (addOverdue), in due order among the rest.
+		a.overdue[0] = nil
+		a.overdue = a.overdue[1:]
 		if a.timers[kt.name] != kt {
 			continue
 		}
@@ -662,7 +689,6 @@ func (a *keyActor[S]) fireOverdueBefore(ctx actor.Context, t time.Time) (fired b
 		a.fireTimer(ctx, kt.name)
 		fired = true
 	}
-	a.overdue = a.overdue[n:]
 	if len(a.overdue) == 0 {
 		a.overdue = nil
 	}
@@ -1124,6 +1150,14 @@ func (k *Core) setTimer(name string, at time.Time) {
 		// the whole delivery: a session closed by event time took in the
 		// batch's next click past its end (scenario SessionsAcrossABacklog
 		// on kfake, whose fetch brought a user's clicks together).
+		k.timers[name] = t
+		k.addOverdue(t)
+		return
+	}
+	if p := &k.pass; p.on && k.rec == nil && !at.After(now) && p.n < maxPassJoins {
+		// Set due already by an overdue timer's handler: it joins the
+		// run (overduePass).
+		p.n++
 		k.timers[name] = t
 		k.addOverdue(t)
 		return
