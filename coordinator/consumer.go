@@ -569,7 +569,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 			}
 			c.log.Warn("fetch error", zap.String("topic", t), zap.Int32("partition", p), zap.Error(err))
 		})
-		c.handOver(seq, fs)
+		c.handOver(pctx, seq, fs)
 	}
 	c.stopOnce.Do(func() { close(c.stopping) }) // an assignment still waiting gives up
 	cancel()                                    // the watcher, the restarter and the refresh stop before the shutdown takes the partitions
@@ -613,8 +613,9 @@ func (c *Consumer) beginPoll(ctx context.Context) (context.Context, context.Canc
 
 // handOver delivers poll seq's records to their partitions, counting them
 // in their budgets: only of partitions owned, not failed, and not sought
-// since the poll began.
-func (c *Consumer) handOver(seq uint64, fs kgo.Fetches) {
+// since the poll began. ctx is the run's: its end cuts a read of the
+// input's partition count short (routed).
+func (c *Consumer) handOver(ctx context.Context, seq uint64, fs kgo.Fetches) {
 	c.deliver.Lock()
 	defer c.deliver.Unlock()
 	fs.EachPartition(func(fp kgo.FetchTopicPartition) {
@@ -639,7 +640,7 @@ func (c *Consumer) handOver(seq uint64, fs kgo.Fetches) {
 		if !owned {
 			return // revoked, failed, or sought since the poll began
 		}
-		if !c.routed(tp, parts, fp.Records) {
+		if !c.routed(ctx, tp, parts, fp.Records) {
 			return // partitions added to the input: failed (repartition.go)
 		}
 		// Transaction markers (KeepControlRecords) are not in flight:

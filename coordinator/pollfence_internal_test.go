@@ -142,7 +142,7 @@ func TestAPollFromBeforeARestartsSeekDeliversNothing(t *testing.T) {
 	if failed != nil {
 		t.Fatalf("not started again: %v", failed.Err)
 	}
-	c.handOver(seq, fetchOf(tp, 40, 41)) // ...and hands them over after it
+	c.handOver(context.Background(), seq, fetchOf(tp, 40, 41)) // ...and hands them over after it
 	if len(h.got[tp]) != 0 {
 		t.Fatalf("delivered %v from a poll begun before the seek", h.got[tp])
 	}
@@ -154,7 +154,7 @@ func TestAPollFromBeforeARestartsSeekDeliversNothing(t *testing.T) {
 	if paused := cl.PauseFetchPartitions(nil); len(paused) != 0 {
 		t.Fatalf("still paused at the next poll: %v", paused)
 	}
-	c.handOver(seq, fetchOf(tp, 7, 8))
+	c.handOver(context.Background(), seq, fetchOf(tp, 7, 8))
 	if !slices.Equal(h.got[tp], []int64{7, 8}) {
 		t.Fatalf("delivered %v, want the next poll's [7 8]", h.got[tp])
 	}
@@ -229,7 +229,7 @@ func TestAPollFromBeforeAnAssignmentDeliversNothing(t *testing.T) {
 			if err := c.assign(context.Background(), []TopicPartition{tp}, keptTPs); err != nil { // ...assigned meanwhile...
 				t.Fatal(err)
 			}
-			c.handOver(seq, fetchOf(tp, 40, 41)) // ...and hands them over after it
+			c.handOver(context.Background(), seq, fetchOf(tp, 40, 41)) // ...and hands them over after it
 			if len(h.got[tp]) != 0 || c.fc.InFlight(tp) != 0 {
 				t.Fatalf("delivered %v (in flight %d) from a poll begun before the assignment", h.got[tp], c.fc.InFlight(tp))
 			}
@@ -238,7 +238,7 @@ func TestAPollFromBeforeAnAssignmentDeliversNothing(t *testing.T) {
 			if paused := cl.PauseFetchPartitions(nil); len(paused) != 0 {
 				t.Fatalf("still paused at the next poll: %v", paused)
 			}
-			c.handOver(seq, fetchOf(tp, 7))
+			c.handOver(context.Background(), seq, fetchOf(tp, 7))
 			if !slices.Equal(h.got[tp], []int64{7}) {
 				t.Fatalf("delivered %v, want the next poll's [7]", h.got[tp])
 			}

@@ -160,8 +160,10 @@ func (r *routeCheck) isOtherwise(p int32) bool {
 // partitions) before their delivery: false when they must not be delivered
 // — tp's input grew (tp fails, unless an option accepts it), or the count
 // could not be read to tell (tp fails; its restart fetches the records
-// again).
-func (c *Consumer) routed(tp TopicPartition, parts int32, recs []*kgo.Record) bool {
+// again), or the run ends (ctx) meanwhile: the records go undelivered,
+// uncommitted, and the partition stops with the rest. The read took up to
+// inputCountTimeout of a shutdown, and failed the partition on its way.
+func (c *Consumer) routed(ctx context.Context, tp TopicPartition, parts int32, recs []*kgo.Record) bool {
 	rec, to := c.route.misrouted(tp.Partition, parts, recs)
 	if rec == nil {
 		return true
@@ -177,10 +179,13 @@ func (c *Consumer) routed(tp TopicPartition, parts int32, recs []*kgo.Record) bo
 	}
 	now := c.route.count()
 	if now <= parts { // no growth known since the start: ask
-		ctx, cancel := context.WithTimeout(context.Background(), inputCountTimeout)
+		rctx, cancel := context.WithTimeout(ctx, inputCountTimeout)
 		defer cancel()
 		var err error
-		if now, err = inputPartitions(ctx, c.cl, tp.Topic); err != nil {
+		if now, err = inputPartitions(rctx, c.cl, tp.Topic); err != nil {
+			if ctx.Err() != nil {
+				return false // the run ends
+			}
 			c.failPartition(tp, fmt.Errorf("%s: the record at offset %d (key %q) is routed to partition %d under the input's %d partitions, "+
 				"and the input's partition count could not be read to tell partitions added from producers that partition otherwise: %w",
 				tpName(tp), rec.Offset, logkey.Clip(string(rec.Key)), to, parts, err))

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"context"
 	"strconv"
 	"testing"
 
@@ -90,3 +91,24 @@ type panicking struct{}
 func (panicking) ForTopic(string) kgo.TopicPartitioner { return panicking{} }
 func (panicking) RequiresConsistency(*kgo.Record) bool { return true }
 func (panicking) Partition(*kgo.Record, int) int       { panic("a partitioner bug") }
+
+// A record of a key routed elsewhere, handed over as the run ends: the
+// count's read is cut short by the run's context, and the partition is
+// not failed for it (its records go undelivered, uncommitted). The read
+// went on for up to inputCountTimeout of the shutdown, then failed the
+// partition.
+func TestTheRouteCheckEndsWithTheRun(t *testing.T) {
+	tp := TopicPartition{"in", 0}
+	c := testConsumer(offlineClient(t), nopHandler{}, tp)
+	c.route = newRouteCheck(nil, "in")
+	var failed error
+	c.cfg.OnFailure = func(_ TopicPartition, err error) { failed = err }
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if c.routed(ctx, tp, 2, []*kgo.Record{{Key: []byte(keyRoutedTo(t, 1, 2)), Offset: 7}}) {
+		t.Fatal("a record routed elsewhere was delivered with the count unread")
+	}
+	if failed != nil {
+		t.Fatalf("the partition failed as the run ended: %v", failed)
+	}
+}
