@@ -45,6 +45,7 @@ func Suite() []Case {
 		{Name: "AbortedOutputsReemittedOnce", Parallel: true, Run: AbortedOutputsReemittedOnce},
 		{Name: "InactivityAcrossRestart", Parallel: true, Run: InactivityAcrossRestart},
 		{Name: "SessionsAcrossABacklog", Parallel: true, Run: SessionsAcrossABacklog},
+		{Name: "TicksAcrossABacklog", Parallel: true, Run: TicksAcrossABacklog},
 		{Name: "DeletedKeyTimerKept/format3", Parallel: true, Run: func(t *testing.T, b []string) { DeletedKeyTimerKept(t, b, 3) }},
 		{Name: "DeletedKeyTimerKept/format2", Parallel: true, Run: func(t *testing.T, b []string) { DeletedKeyTimerKept(t, b, 2) }},
 	}

@@ -308,6 +308,118 @@ func SessionsAcrossABacklog(t *testing.T, brokers []string) {
 	}
 }
 
+// ticker is a user's state in TicksAcrossABacklog's flow.
+type ticker struct {
+	Next   time.Time `json:"next"` // the next tick's due time
+	Ticks  int       `json:"ticks"`
+	Clicks int       `json:"clicks"`
+}
+
+// tick is that flow's output: a user's tick n, and the clicks folded
+// before it.
+type tick struct {
+	User   string `json:"user"`
+	N      int    `json:"n"`
+	Clicks int    `json:"clicks"`
+}
+
+// TicksAcrossABacklog: a periodic timer per user, in event time (the first
+// tick period after the user's first click, each tick setting the next
+// from its own due time), counts the user's clicks at every tick. Worker 1
+// folds each user's first click and stops before the second tick is due;
+// while no worker runs, three more clicks are produced, stamped between
+// ticks 2 to 4, and all four ticks fall due. The restarted worker reads the
+// clicks in one fetch, a user's three in one delivery, with the persisted
+// tick overdue: each tick must count the clicks stamped before it (1, 2, 3,
+// 4). The ticks a tick's handler sets are due already: armed, they fired
+// after the whole delivery, and ticks 2 and 3 counted all four clicks.
+func TicksAcrossABacklog(t *testing.T, brokers []string) {
+	const users = 40
+	// Longer than worker 1's stop: its second tick must not fire before
+	// the clicks stamped before it are produced.
+	const period = 5 * time.Second
+	input, snaps, group := Topics(t, brokers, 1)
+	out := CreateOutputTopic(t, brokers, 1)
+	ticks := collectOutputs(t, brokers, out)
+	var folds atomic.Int64
+	flow := keyflow.New(func(kc *keyflow.Context, s *ticker, r *kgo.Record) (*ticker, error) {
+		defer folds.Add(1)
+		if s == nil {
+			s = &ticker{Next: r.Timestamp.Add(period)}
+			if err := kc.SetTimer("tick", s.Next); err != nil {
+				return s, err
+			}
+		}
+		s.Clicks++
+		return s, nil
+	}, keyflow.WithTimers(func(kc *keyflow.Context, s *ticker, _ string) (*ticker, error) {
+		s.Ticks++
+		v, err := json.Marshal(tick{User: kc.Key(), N: s.Ticks, Clicks: s.Clicks})
+		if err != nil {
+			return s, err
+		}
+		if err := kc.Emit(&kgo.Record{Key: []byte(kc.Key()), Value: v}); err != nil {
+			return s, err
+		}
+		s.Next = s.Next.Add(period)
+		return s, kc.SetTimer("tick", s.Next)
+	}), keyflow.WithOutput(nil, out))
+	pcl := testkit.Client(t, brokers, kgo.DefaultProduceTopic(input))
+	produce := func(at time.Time) {
+		t.Helper()
+		var rs []*kgo.Record
+		for u := range users {
+			rs = append(rs, &kgo.Record{Key: fmt.Appendf(nil, "user-%d", u), Value: []byte("click"), Timestamp: at})
+		}
+		if err := pcl.ProduceSync(t.Context(), rs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := StartWorker(t, flow, brokers, group, input, snaps, snapshotstore.Transactional)
+	t0 := time.Now().Truncate(time.Millisecond)
+	produce(t0)
+	awaitFolds(t, &folds, users)
+	if err := w.Stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if since := time.Since(t0); since >= 2*period {
+		t.Fatalf("worker 1 stopped %s after the first clicks, after the second ticks were due (%s): nothing to test", since.Round(time.Millisecond), 2*period)
+	}
+	for _, at := range []time.Duration{3 * period / 2, 5 * period / 2, 7 * period / 2} {
+		produce(t0.Add(at))
+	}
+	time.Sleep(time.Until(t0.Add(4*period + time.Second))) // ticks 1 to 4 due
+	w = StartWorker(t, flow, brokers, group, input, snaps, snapshotstore.Transactional)
+	ticks.await(t, 4*users, time.Minute, "ticks 1 to 4")
+	if err := w.Stop(t); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]map[int]int{} // user → tick → outputs
+	for _, r := range testkit.ReadTopic(t, brokers, out, true) {
+		var k tick
+		if err := json.Unmarshal(r.Value, &k); err != nil {
+			t.Fatal(err)
+		}
+		if want := min(k.N, 4); k.Clicks != want {
+			t.Errorf("%s's tick %d counted %d clicks, want %d (those stamped before it)", k.User, k.N, k.Clicks, want)
+		}
+		if got[k.User] == nil {
+			got[k.User] = map[int]int{}
+		}
+		if got[k.User][k.N]++; got[k.User][k.N] > 1 {
+			t.Errorf("%s's tick %d came %d times", k.User, k.N, got[k.User][k.N])
+		}
+	}
+	for u := range users {
+		user := fmt.Sprintf("user-%d", u)
+		for n := 1; n <= 4; n++ {
+			if got[user][n] != 1 {
+				t.Errorf("%s: tick %d came %d times, want once", user, n, got[user][n])
+			}
+		}
+	}
+}
+
 // DeletedKeyTimerKept: a key deleted (its fold returned nil) with a timer
 // pending was written as a tombstone carrying the timer, which compaction
 // removes after the topic's delete.retention.ms (a day by default), the
