@@ -105,7 +105,8 @@ func (c *Context) Now() time.Time { return c.k.Now() }
 // fold first, whichever batch they come in; a timer a fold sets due already
 // (an event-time window's end during a catch-up) goes the same way, and so
 // does one an overdue timer's handler sets due already (a periodic timer
-// catching up ticks among the records, up to 1 024 ticks in a row). The due
+// catching up ticks among the records, up to 1 024 ticks between two of
+// them, and not while the key holds for its outputs budget). The due
 // time is wall-clock time all the same: a lagging consumer fires a live
 // timer before records produced before its due time that it has not read
 // yet, and Now during a catch-up is the fold's time, not the record's. Where

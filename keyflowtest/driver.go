@@ -494,7 +494,8 @@ func (d *Driver[S]) Restart() error { return d.RestartAfter(0) }
 // every other key whose persisted timers fell due is loaded and fires them,
 // late, with Context.Now at the restart's time, once. Such keys are loaded
 // in the order of their earliest timer, and each fires its overdue timers in
-// due order. The error joins those of the partitions that failed while
+// due order, with the timers its handlers set due already (a periodic timer
+// catching up: up to 1 024 in a row), before the next key's. The error joins those of the partitions that failed while
 // loading or folding (each matching ErrPartitionFailed). down < 0 is an
 // error.
 func (d *Driver[S]) RestartAfter(down time.Duration, arrived ...*kgo.Record) error {

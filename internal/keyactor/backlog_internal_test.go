@@ -3,6 +3,7 @@ package keyactor
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -296,4 +297,52 @@ func TestAnOverduePassTakesInABoundedNumberOfTimersItsHandlersSet(t *testing.T) 
 	b.Advance(due.Add(time.Hour))
 	r.send(&Wake{})
 	j.Await(t, fmt.Sprintf("timer %d", ticks))
+}
+
+// A timer an overdue timer's handler sets due already does not join the
+// run while the key holds for its outputs (a write in flight with the
+// budget used up): armed, it waits behind the write (holdTimer), one tick
+// per write. Joined, a ticker catching up put a run's every output past the
+// budget (a review).
+func TestAnOverduePassTakesInNoTimerWhileTheKeyHoldsForItsOutputs(t *testing.T) {
+	const ticks = 10
+	var j *journal.Journal
+	flow := journaling(&j, func(k *Core, _ *kgo.Record) {
+		k.Emit(&kgo.Record{Topic: "out", Value: []byte("x")}) // the outbox budget used up
+	})
+	due := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
+	next, n := due, 0
+	flow.Timer = func(k *Core, s *int, name string) (*int, error) {
+		n++
+		j.Add(fmt.Sprintf("timer %d", n))
+		k.Emit(&kgo.Record{Topic: "out", Value: []byte("tick")})
+		if n < ticks {
+			next = next.Add(time.Millisecond)
+			k.SetTimer(name, next)
+		}
+		return s, nil
+	}
+	b := NewBacklog()
+	b.Advance(due.Add(-30 * time.Second)) // the gate holds t
+	snap := &snapshotstore.Snapshot{Key: "k", Value: []byte("1"), Timers: []snapshotstore.Timer{{Name: "t", At: due}}}
+	r := newBacklogRig(t, flow, snap, true, b)
+	j = r.j
+	r.send(&Deliver{Records: []*kgo.Record{stamped(1, due.Add(-20*time.Second))}})
+	j.Await(t, "persist") // the write with its output in flight: the key holds
+	b.Advance(due.Add(time.Hour))
+	r.send(&Wake{}) // nothing stashed: fires t
+	r.settle(t)
+	fired := 0
+	for _, c := range j.List() {
+		if strings.HasPrefix(c, "timer ") {
+			fired++
+		}
+	}
+	if fired != 1 {
+		t.Fatalf("%d ticks fired under a write in flight with the outputs budget used up, want 1: calls %v", fired, j.List())
+	}
+	for !j.Has(fmt.Sprintf("timer %d", ticks)) { // a tick per write
+		r.release()
+		j.Await(t, "persist")
+	}
 }

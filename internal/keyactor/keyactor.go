@@ -83,10 +83,10 @@ type Core struct {
 	// overdue: timers due and not fired yet, in due order: restored from
 	// the snapshot (due while the key was away), held for the partition's
 	// backlog gate (holdForBacklog), or set due already by a fold or by
-	// an overdue timer's handler (setTimer, overduePass). They fire before a delivered record stamped after them
-	// (deliver), and after a delivery or a Wake once the gate lets them
-	// (fireOverdue). An entry whose timer was replaced or cancelled since
-	// is skipped.
+	// an overdue timer's handler (setTimer, overduePass). They fire
+	// before a delivered record stamped after them (deliver), and after a
+	// delivery or a Wake once the gate lets them (fireOverdue). An entry
+	// whose timer was replaced or cancelled since is skipped.
 	overdue []*keyTimer
 	// heldAt: the due time the partition was last told the key holds
 	// overdue timers back from (OverdueHeld; zero: none).
@@ -120,10 +120,12 @@ type Core struct {
 // periodic timer catching up: its next tick from its own due time) joins
 // the run, so that it fires before the delivery's next record stamped
 // after it, and before the later overdue timers. Armed, it fired after the
-// whole delivery (a review). At most maxPassJoins join one run: a handler
-// that sets itself again at its own time, or every millisecond of a long
-// outage, would otherwise keep the actor in one turn; the rest are armed,
-// and fire after it as before.
+// whole delivery (a review). At most maxPassJoins join one run (the timers
+// due before one record, or those the gate lets through after a delivery):
+// a handler that sets itself again at its own time, or every millisecond
+// of a long outage, would otherwise keep the actor in one turn; the rest
+// are armed, and fire after it as before. None joins while the key holds
+// for its outputs (holding): armed, it waits behind the write.
 type overduePass struct {
 	on bool
 	n  int // timers joined so far
@@ -459,7 +461,7 @@ func (a *keyActor[S]) holdTimer(kt *keyTimer) bool {
 // holding: the key holds its deliveries (and timers come due) in its stash —
 // outputs await their acks, the outputs budget is used up under its write in
 // flight, or earlier ones wait there.
-func (a *keyActor[S]) holding() bool { return a.waitAcks || a.outboxHeld() || len(a.stash) > 0 }
+func (k *Core) holding() bool { return k.waitAcks || k.outboxHeld() || len(k.stash) > 0 }
 
 // unstash folds a held delivery, or fires a held timer unless a fold since
 // replaced or cancelled it, or the partition's revoke flush began (the next
@@ -1154,9 +1156,12 @@ func (k *Core) setTimer(name string, at time.Time) {
 		k.addOverdue(t)
 		return
 	}
-	if p := &k.pass; p.on && k.rec == nil && !at.After(now) && p.n < maxPassJoins {
+	if p := &k.pass; p.on && k.rec == nil && !at.After(now) && p.n < maxPassJoins && !k.holding() {
 		// Set due already by an overdue timer's handler: it joins the
-		// run (overduePass).
+		// run (overduePass). Not while the key holds (its outputs budget
+		// used up, or acks awaited): armed, it waits behind the write
+		// (holdTimer), or a ticker catching up put a run's every output
+		// past the budget (a review).
 		p.n++
 		k.timers[name] = t
 		k.addOverdue(t)
