@@ -1,9 +1,19 @@
 package partitionflow
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/actorflow/actorflow/internal/keyactor"
+	"github.com/actorflow/actorflow/internal/testkit"
+	"github.com/actorflow/actorflow/keyflow"
+	"github.com/actorflow/actorflow/snapshotstore"
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 func TestColdTimersDueInOrder(t *testing.T) {
@@ -80,4 +90,74 @@ func TestColdTimersRemove(t *testing.T) {
 	if got := fmt.Sprint(d); c.len() != 0 || len(d) != 3 || d[0].key != "k1" || d[1].key != "k2" || d[2].key != "k4" {
 		t.Fatalf("due after removing k0 and k3 = %s, want k1, k2, k4", got)
 	}
+}
+
+// One turn of the partition loads at most coldPerTurn cold keys for their
+// due timers; the rest go on in the next turns, behind the messages that
+// came meanwhile. A restart after downtime had a million keys' timers due at
+// once: with no live-key budget one turn loaded them all, and the
+// partition's records, progress and commits waited 25–48 s (helper-125's
+// trial). Here the gate holds n cold keys' timers until a batch reads to the
+// input's end; a status request sent right behind that batch is answered
+// after one turn's loads, not all of them, and every timer fires once.
+func TestColdKeysLoadAtMostATurnsWorthAtATime(t *testing.T) {
+	const n = 2*coldPerTurn + 10
+	q := backlogQuiet
+	backlogQuiet = time.Hour
+	t.Cleanup(func() { backlogQuiet = q })
+	now := time.Now().Truncate(time.Millisecond)
+	early, due := now.Add(-2*time.Minute), now.Add(-time.Minute)
+	snaps := []snapshotstore.Snapshot{{Key: "a", Value: []byte("1"), Timers: []snapshotstore.Timer{{Name: "t", At: early}}}}
+	for i := range n {
+		snaps = append(snaps, snapshotstore.Snapshot{Key: fmt.Sprintf("b%04d", i), Value: []byte("1"), Timers: []snapshotstore.Timer{{Name: "t", At: due}}})
+	}
+	store, err := snapshotstore.NewMemory().Open(context.Background(), snapshotstore.PartitionInfo{Topic: "in"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Commit(context.Background(), snapshotstore.Batch{Writes: snaps, Offset: 1}); err != nil {
+		t.Fatal(err)
+	}
+	aFired := make(chan struct{})
+	var fired atomic.Int64
+	flow := keyflow.New(func(_ *keyflow.Context, s *int, _ *kgo.Record) (*int, error) { return s, nil },
+		keyflow.WithTimers(func(kc *keyflow.Context, s *int, _ string) (*int, error) {
+			if kc.Key() == "a" {
+				close(aFired)
+			} else {
+				fired.Add(1)
+			}
+			return s, nil
+		}))
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	t.Cleanup(sys.Shutdown)
+	pid := sys.Root.Spawn(Props(Config{Topic: "in", Store: store, AssignedOffset: 1, Handler: keyactor.MustOf(flow),
+		PersistEvery: 10 * time.Millisecond, CommitOffsetsInterval: 10 * time.Millisecond}))
+	// Stopped, so that it lets go of the shared dispatcher (a later test
+	// checks who holds it), before the system shuts down.
+	t.Cleanup(func() { _ = sys.Root.StopFuture(pid).Wait() })
+	// The stream passes a's timer, not the others': once a's fires, the
+	// partition has run coldDue, and the gate holds the rest.
+	sys.Root.Send(pid, &Records{Records: []*kgo.Record{timed(1, "y", early.Add(time.Second))}})
+	select {
+	case <-aFired:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a's timer never fired")
+	}
+	sys.Root.Send(pid, &Records{Records: []*kgo.Record{timed(2, "z", due.Add(time.Second))}, AtEnd: true})
+	reply := make(chan Status, 1)
+	sys.Root.Send(pid, &StatusRequest{Reply: reply})
+	var st Status
+	select {
+	case st = <-reply:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no status")
+	}
+	// Loaded: y, a, z and one turn's cold keys.
+	if st.KeysLoaded > coldPerTurn+3 {
+		t.Fatalf("%d keys loaded when the status request behind the gate's opening was answered, want at most %d: one turn loaded every due cold key", st.KeysLoaded, coldPerTurn+3)
+	}
+	testkit.Eventually(t, 30*time.Second, "every cold key's timer fired", func() (bool, string) {
+		return fired.Load() == n, fmt.Sprint(fired.Load())
+	})
 }

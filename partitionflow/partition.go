@@ -326,6 +326,10 @@ const (
 // coldDue: the earliest timer of an unloaded key may be due.
 type coldDue struct{ gen uint64 } // the arming's p.ctGen
 
+// coldMore: coldDue stopped at coldPerTurn loads with more cold keys due;
+// it goes on in this turn, behind what came meanwhile.
+type coldMore struct{}
+
 // gateCheck: the backlog may have been read (timergate.go's quiet check).
 type gateCheck struct{}
 
@@ -348,6 +352,7 @@ type partition struct {
 	// coldWaiting: cold keys' due timers wait for the budget's admission
 	// (coldDue); admitColdDue loads them as keys leave.
 	coldWaiting bool
+	coldMore    bool                   // a coldMore is on its way
 	coldSrc     snapshotstore.Position // where the recovered snapshots were read from (cold.go)
 	// dirty lists the loaded keys to flush at the next persist tick, each
 	// once (keyEntry.dirty): no map of key strings to look up per record.
@@ -505,7 +510,7 @@ func (p *partition) Receive(ctx actor.Context) {
 	case *keyactor.OverdueHeld:
 		if e := p.entry(m.Key, m.Tag); e != nil {
 			if p.gate.admits(m.At) {
-				e.send(&keyactor.Wake{}) // the gate moved on since the key read it
+				e.send(&keyactor.Wake{Gate: p.gate.b.View()}) // the gate moved on since the key read it
 			} else {
 				p.heldTimers.add(m.Key, m.At, 0)
 			}
@@ -532,6 +537,9 @@ func (p *partition) Receive(ctx actor.Context) {
 		p.deadLetters += int64(m.deadLetters)
 	case *coldDue:
 		p.coldDue(ctx, -1, m.gen)
+	case *coldMore:
+		p.coldMore = false
+		p.coldDue(ctx, -1, 0)
 	case *offsetCommit:
 		if m.err == nil && m.offset > p.committed {
 			p.committed = m.offset

@@ -117,6 +117,14 @@ func (p *partition) scheduleCold(ctx actor.Context) {
 	p.ctT = time.AfterFunc(time.Until(at), func() { root.Send(self, due) })
 }
 
+// coldPerTurn bounds the cold keys one turn of the partition loads for
+// their due timers. A restart after downtime has every key's timer due at
+// once: with no live-key budget, or a large one, one turn loaded them all,
+// 25–48 s per partition at a million keys, its records, its keys' progress
+// and its commits waiting behind it, and nothing logged (helper-125's
+// trial on Kafka 4.4.0).
+const coldPerTurn = 1024
+
 // coldDue loads the cold keys whose earliest timer is due, at most max of
 // them (max < 0: all); each fires its overdue timers on Wake. An entry
 // whose key was loaded meanwhile (or whose timers changed) is stale and
@@ -126,7 +134,8 @@ func (p *partition) scheduleCold(ctx actor.Context) {
 // until its write commits — far past the budget. The keys not admitted stay
 // scheduled and wait (coldWaiting) until keys leave; each entry is looked at
 // once per load, not the whole due set per load (a review found that
-// quadratic in a first version).
+// quadratic in a first version). One turn loads at most coldPerTurn; the
+// rest go on in the next (coldMore).
 func (p *partition) coldDue(ctx actor.Context, max int, gen uint64) {
 	if gen != 0 && gen != p.ctGen {
 		// A timer scheduleCold replaced after it had fired: the new one is
@@ -139,7 +148,15 @@ func (p *partition) coldDue(ctx actor.Context, max int, gen uint64) {
 		return
 	}
 	now := time.Now()
+	turn := coldPerTurn
 	for t, ok := p.ctimers.firstDue(now); ok && max != 0; t, ok = p.ctimers.firstDue(now) {
+		if turn == 0 {
+			if !p.coldMore {
+				p.coldMore = true
+				ctx.Send(ctx.Self(), &coldMore{})
+			}
+			return
+		}
 		if !p.gate.admits(t.at) {
 			// The backlog's records up to t.at are still to come (the
 			// heap's later entries are due later still).
@@ -163,9 +180,10 @@ func (p *partition) coldDue(ctx actor.Context, max int, gen uint64) {
 		}
 		p.ctimers.pop()
 		max--
+		turn--
 		p.coldN--
 		e := p.spawnKey(ctx, t.key, s, nil, &s.cold)
-		e.send(&keyactor.Wake{})
+		e.send(&keyactor.Wake{Gate: p.gate.b.View()})
 	}
 	if _, ok := p.ctimers.firstDue(now); ok {
 		p.coldWaiting = true // max reached: the next admission goes on
@@ -193,7 +211,7 @@ func (p *partition) ungated(ctx actor.Context) {
 		// delivery (its Busy) or its next load fires its timers, after
 		// those stamped before them; a Wake fired them first (a review).
 		if e := p.entry(t.key, nil); e != nil && !(e.unloading && len(e.pending) > 0) {
-			e.send(&keyactor.Wake{})
+			e.send(&keyactor.Wake{Gate: p.gate.b.View()})
 		}
 	}
 	if p.coldGated {
@@ -390,7 +408,7 @@ func (p *partition) deliver(ctx actor.Context, e *keyEntry, rs []*kgo.Record) {
 		e.pending = append(e.pending, rs...)
 		return
 	}
-	e.send(&keyactor.Deliver{Records: rs})
+	e.send(&keyactor.Deliver{Records: rs, Gate: p.gate.b.View()})
 }
 
 // spawnKey loads k (from the snapshot the partition keeps for it, if any)
@@ -426,7 +444,7 @@ func (p *partition) load(ctx actor.Context, e *keyEntry, rs []*kgo.Record) {
 		if mb.load == nil {
 			mb.load = new(keyactor.Load)
 		}
-		*mb.load = keyactor.Load{Key: k, Tag: e, Snapshot: snap, Deliver: keyactor.Deliver{Records: rs}}
+		*mb.load = keyactor.Load{Key: k, Tag: e, Snapshot: snap, Deliver: keyactor.Deliver{Records: rs, Gate: p.gate.b.View()}}
 		// Before any other message to it: one sender, in order.
 		e.send(mb.load)
 	} else {
@@ -437,7 +455,7 @@ func (p *partition) load(ctx actor.Context, e *keyEntry, rs []*kgo.Record) {
 		e.mb.pid = ctx.Spawn(p.keyProps)
 		p.spawnName, p.spawnSnap, p.spawnTag, p.spawnMB = "", nil, nil, nil
 		if len(rs) > 0 {
-			e.send(&keyactor.Deliver{Records: rs})
+			e.send(&keyactor.Deliver{Records: rs, Gate: p.gate.b.View()})
 		}
 	}
 	e.active = p.sweep
@@ -521,7 +539,7 @@ func (p *partition) markDirty(e *keyEntry) {
 // offset forever.
 func (p *partition) flushPending(ctx actor.Context, e *keyEntry) {
 	if len(e.pending) > 0 {
-		e.send(&keyactor.Deliver{Records: e.pending})
+		e.send(&keyactor.Deliver{Records: e.pending, Gate: p.gate.b.View()})
 		e.pending = nil
 		p.markDirty(e)
 	}

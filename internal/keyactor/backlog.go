@@ -7,15 +7,16 @@ import (
 )
 
 // Backlog is the state of a partition's timer gate
-// (partitionflow/timergate.go), which the partition moves and its key
-// actors read: while the partition reads the backlog it
-// started with, an overdue timer that no record of its own key passed
-// waits until the records delivered reach its due time, or the partition
-// caught up. A key holding such timers tells the partition (OverdueHeld),
-// which sends it Wake when the backlog reaches them. One state for both,
-// so that they agree (a key the partition wakes must not hold its timer
-// again): goroutine-safe. A nil *Backlog admits every
-// timer (keyflowtest, which delivers no backlog).
+// (partitionflow/timergate.go), which the partition moves: while the
+// partition reads the backlog it started with, an overdue timer that no
+// record of its own key passed waits until the records delivered reach its
+// due time, or the partition caught up. A key holding such timers tells
+// the partition (OverdueHeld), which sends it Wake when the backlog
+// reaches them. Each Deliver and Wake carries the gate as the partition
+// sent it (View), and the key judges by the last it took in (Core.admits):
+// the live state may be past records of the key still in its mailbox.
+// Goroutine-safe. A nil *Backlog admits every timer (keyflowtest, which
+// delivers no backlog).
 type Backlog struct {
 	stream atomic.Int64 // the latest record timestamp delivered, in Unix ms (a record's precision; ns overflowed past 2262); math.MinInt64: none
 	open   atomic.Bool  // caught up: every timer goes
@@ -45,8 +46,22 @@ func (b *Backlog) CatchUp() { b.open.Store(true) }
 func (b *Backlog) CaughtUp() bool { return b.open.Load() }
 
 // Admits: an overdue timer due at at may fire now.
-func (b *Backlog) Admits(at time.Time) bool {
+func (b *Backlog) Admits(at time.Time) bool { return gateAdmits(b.View(), at) }
+
+// View is the gate's state in one number, which the partition puts in each
+// Deliver and Wake it sends a key (their Gate): the latest record timestamp
+// delivered, in Unix ms (math.MinInt64: none), or math.MaxInt64 once
+// caught up (and for a nil Backlog). It only grows.
+func (b *Backlog) View() int64 {
+	if b == nil || b.open.Load() {
+		return math.MaxInt64
+	}
+	return b.stream.Load()
+}
+
+// gateAdmits: a gate whose View is v lets a timer due at at through.
+func gateAdmits(v int64, at time.Time) bool {
 	// A timer is kept at millisecond precision (setTimer), a record's
 	// timestamp too.
-	return b == nil || b.open.Load() || at.UnixMilli() < b.stream.Load()
+	return v == math.MaxInt64 || at.UnixMilli() < v
 }

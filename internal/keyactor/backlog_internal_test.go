@@ -16,7 +16,8 @@ import (
 )
 
 // backlogRig runs key "k" of a flow under a parent that forwards what the
-// test sends to the key and journals what the key tells it (OverdueHeld,
+// test sends to the key (a Deliver or Wake stamped with the gate, as the
+// partition sends them) and journals what the key tells it (OverdueHeld,
 // Busy, Unloaded). Its writes wait for release.
 type backlogRig struct {
 	sys    *actor.ActorSystem
@@ -61,6 +62,18 @@ func newBacklogRig(t *testing.T, flow *Flow[int], snap *snapshotstore.Snapshot, 
 			r.mu.Unlock()
 			r.j.Add("unloaded")
 		case *Progress, *FlushDone, *actor.Stopping, *actor.Stopped, *actor.Restarting, *actor.Terminated:
+		case *Deliver:
+			// Stamped with the gate as the partition does, unless the
+			// test says which gate the partition had.
+			if m.Gate == 0 {
+				m.Gate = b.View()
+			}
+			ctx.Send(child, m)
+		case *Wake:
+			if m.Gate == 0 {
+				m.Gate = b.View()
+			}
+			ctx.Send(child, m)
 		default:
 			ctx.Send(child, m)
 		}
@@ -344,5 +357,35 @@ func TestAnOverduePassTakesInNoTimerWhileTheKeyHoldsForItsOutputs(t *testing.T) 
 	for !j.Has(fmt.Sprintf("timer %d", ticks)) { // a tick per write
 		r.release()
 		j.Await(t, "persist")
+	}
+}
+
+// A key judges its overdue timers by the gate its partition's last message
+// carried (Deliver.Gate), not by the gate's live state: the partition may
+// have read later batches already (other keys' records stamped past the
+// timer), and sent this key's next records, still in its mailbox. Judged
+// live, a session's end that a fold set due already fired after the first
+// delivery, before the key's record that moved it on (the fast suite's
+// SessionsAcrossABacklog, 1 run in 4).
+func TestAKeyJudgesTheGateAsItsPartitionSentItsRecords(t *testing.T) {
+	const gap = 10 * time.Second
+	var j *journal.Journal
+	flow := journaling(&j, func(k *Core, r *kgo.Record) {
+		k.SetTimer("t", r.Timestamp.Add(gap)) // a session's end, due already
+	})
+	base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	b := NewBacklog()
+	b.Advance(base.Add(30 * time.Second)) // live: later batches read
+	r := newBacklogRig(t, flow, nil, false, b)
+	j = r.j
+	// As the partition sent them: record 1 when its batch was the latest
+	// read, record 2 (stamped before record 1's end) with a later batch.
+	r.send(&Deliver{Records: []*kgo.Record{stamped(1, base)}, Gate: base.UnixMilli()})
+	r.send(&Deliver{Records: []*kgo.Record{stamped(2, base.Add(5*time.Second))}, Gate: base.Add(30 * time.Second).UnixMilli()})
+	j.Await(t, "timer t")
+	r.settle(t)
+	calls := slices.DeleteFunc(j.List(), func(c string) bool { return c == "held" }) // told after record 1: the partition's affair
+	if got := fmt.Sprint(calls); got != "[fold 1 fold 2 timer t]" {
+		t.Fatalf("calls %s, want [fold 1 fold 2 timer t]: record 2 moved the end on before it was due", got)
 	}
 }

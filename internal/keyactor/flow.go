@@ -3,6 +3,7 @@ package keyactor
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/actorflow/actorflow/snapshotstore"
@@ -297,6 +298,7 @@ func (a *keyActor[S]) init(key string, snap *snapshotstore.Snapshot, env *Env) {
 	a.lastSeen, a.lastFolded = -1, -1
 	a.firstDirty, a.inflightFirst, a.failedAt, a.cur = -1, -1, -1, -1
 	a.persistedOffset, a.persistingOffset = -1, -1
+	a.gate = math.MinInt64 // no record delivered yet: the first Deliver or Wake says
 	if snap != nil {
 		a.snap = snap
 		a.lastFolded, a.lastSeen = snap.Offset, snap.Offset

@@ -91,6 +91,10 @@ type Core struct {
 	// heldAt: the due time the partition was last told the key holds
 	// overdue timers back from (OverdueHeld; zero: none).
 	heldAt time.Time
+	// gate: the partition's timer gate as of the last delivery folded or
+	// Wake taken (Deliver.Gate, Backlog.View), by which the key judges its
+	// overdue timers (admits).
+	gate int64
 	// pass: the overdue timers' firing in progress (fireOverdueBefore),
 	// which a timer its handler sets due already joins (setTimer).
 	pass overduePass
@@ -203,6 +207,14 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 		a.onDeliver(ctx, m)
 	case *Wake:
 		a.heldAt = time.Time{}
+		if len(a.stash) > 0 {
+			// Its gate in its turn, after the held deliveries: a timer
+			// held among them (holdTimer) is judged by the gate of the
+			// records before it.
+			a.stash = append(a.stash, &Deliver{Gate: m.Gate})
+		} else {
+			a.seeGate(m.Gate)
+		}
 		switch {
 		case a.evicting:
 			// Leaving: its overdue timers go with its snapshot, and fire
@@ -284,7 +296,7 @@ func (a *keyActor[S]) Receive(ctx actor.Context) {
 		if a.holdTimer(m.t) {
 			return
 		}
-		if !a.env.Backlog.Admits(m.t.at) {
+		if !a.admits(m.t.at) {
 			a.holdForBacklog(ctx, m.t)
 			return
 		}
@@ -326,7 +338,7 @@ func (a *keyActor[S]) onDeliver(ctx actor.Context, m *Deliver) {
 		// stashed slice would pin, with every record of the batch, for as
 		// long as the acks take (up to the output timeout), or the write
 		// in flight (outboxHeld). Behind earlier stashed ones: in order.
-		a.stash = append(a.stash, &Deliver{Records: slices.Clone(m.Records)})
+		a.stash = append(a.stash, &Deliver{Records: slices.Clone(m.Records), Gate: m.Gate})
 	} else {
 		a.deliver(ctx, m)
 		// After the records that loaded the key, as promised: not while
@@ -475,7 +487,7 @@ func (a *keyActor[S]) unstash(ctx actor.Context, d *Deliver) {
 	if a.timers[kt.name] != kt || a.revoked {
 		return
 	}
-	if !a.env.Backlog.Admits(kt.at) {
+	if !a.admits(kt.at) {
 		a.holdForBacklog(ctx, kt)
 		return
 	}
@@ -675,7 +687,7 @@ func (a *keyActor[S]) fireOverdueBefore(ctx actor.Context, t time.Time) (fired b
 		kt := a.overdue[0]
 		due := kt.at.Before(t)
 		if t.IsZero() {
-			due = a.env.Backlog.Admits(kt.at)
+			due = a.admits(kt.at)
 		}
 		if !due {
 			break
@@ -697,6 +709,14 @@ func (a *keyActor[S]) fireOverdueBefore(ctx actor.Context, t time.Time) (fired b
 	return fired
 }
 
+// admits: the partition's timer gate, as the key last heard of it (gate),
+// lets a timer due at at through; every timer without a gate (Env.Backlog
+// nil: keyflowtest).
+func (k *Core) admits(at time.Time) bool { return k.env.Backlog == nil || gateAdmits(k.gate, at) }
+
+// seeGate takes in the gate a delivery or a Wake carried; it only grows.
+func (k *Core) seeGate(v int64) { k.gate = max(k.gate, v) }
+
 // overdueToFire: the key has an overdue timer still to fire that the
 // partition's backlog gate lets through. Such a key stays (an idle unload)
 // until it fires it. One whose overdue timers wait for the backlog may
@@ -709,7 +729,7 @@ func (a *keyActor[S]) fireOverdueBefore(ctx actor.Context, t time.Time) (fired b
 // eviction under way never ended (reviews).
 func (k *Core) overdueToFire() bool {
 	for _, kt := range k.overdue {
-		if k.timers[kt.name] == kt && k.env.Backlog.Admits(kt.at) {
+		if k.timers[kt.name] == kt && k.admits(kt.at) {
 			return true
 		}
 	}
@@ -717,7 +737,11 @@ func (k *Core) overdueToFire() bool {
 }
 
 func (a *keyActor[S]) deliver(ctx actor.Context, m *Deliver) {
+	a.seeGate(m.Gate)
 	recs := m.Records
+	if len(recs) == 0 {
+		return // a Wake's gate, held in turn
+	}
 	// The records' bytes are summed as each comes up, before its fold
 	// (which may change the record): the release must match what the
 	// consumer added, or the partition's budget would drift.

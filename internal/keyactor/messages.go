@@ -16,6 +16,13 @@ import (
 // message to an idle actor.
 type Deliver struct {
 	Records []*kgo.Record
+	// Gate is the partition's timer gate as it sent them (Backlog.View):
+	// the key judges its overdue timers by the Gate of the last delivery
+	// it folded (Core.admits). The gate's live state may be past records
+	// of the key still in its mailbox, read in later batches: judged by
+	// it, a timer fired before them (the fast suite's
+	// SessionsAcrossABacklog, 1 run in 4).
+	Gate int64
 	// timer: a stash entry of the key's own, a timer that came due while
 	// deliveries were held (holdTimer), not records.
 	timer *keyTimer
@@ -36,8 +43,9 @@ type Flush struct {
 // Wake is sent to a key loaded only because one of its persisted timers is
 // due (the partition keeps the timers of unloaded keys), or holding overdue
 // timers the partition's backlog now reaches (OverdueHeld): the key fires
-// its overdue timers that Env.Backlog admits.
-type Wake struct{}
+// its overdue timers that the gate, as it was when the partition sent the
+// Wake (Gate, as Deliver's), admits.
+type Wake struct{ Gate int64 }
 
 // OverdueHeld tells the partition that the key holds overdue timers, the
 // earliest due at At, until the records of the partition's backlog reach
