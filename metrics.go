@@ -52,7 +52,9 @@ import (
 //     actorflow_keys_evicted_total{topic,partition} (counter, keys unloaded
 //     by the live-key budget, keyflow.WithMaxLiveKeys),
 //     actorflow_keys_held{topic,partition} (gauge, keys waiting for the
-//     budget to load them), actorflow_in_flight_records{topic,partition}
+//     budget to load them), actorflow_timers_gated{topic,partition} (gauge,
+//     1 while the partition's due timers wait for the backlog it started
+//     with, the timer gate), actorflow_in_flight_records{topic,partition}
 //     and actorflow_in_flight_bytes{topic,partition} (gauges, records
 //     delivered and not yet processed and their bytes: the backpressure
 //     budget in use, WithMaxInFlight, WithMaxInFlightBytes),

@@ -24,6 +24,8 @@ var (
 		"Records and calls skipped under a Skip policy (folds, undecodable records, timers, load hooks, records without a usable key; and timers and load hooks failing under DeadLetter, which have no record to dead-letter), in this process (as actorflow_keys_evicted_total): each left no effect, logged at warn.", partitionLabels, nil)
 	descKeysHeld = prometheus.NewDesc("actorflow_keys_held",
 		"Keys whose records wait for the live-key budget to load them, per owned partition: a budget too small for the hot keys shows here.", partitionLabels, nil)
+	descTimersGated = prometheus.NewDesc("actorflow_timers_gated",
+		"1 while the partition reads the backlog it started with, its due timers waiting for the records up to their due time (the timer gate); 0 once it caught up, for the rest of its life.", partitionLabels, nil)
 	descInFlight = prometheus.NewDesc("actorflow_in_flight_records",
 		"Input records delivered to the partition and not yet processed: its backpressure budget in use (WithMaxInFlight).", partitionLabels, nil)
 	descInFlightBytes = prometheus.NewDesc("actorflow_in_flight_bytes",
@@ -76,6 +78,7 @@ func (c statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descKeysEvicted
 	ch <- descSkipped
 	ch <- descKeysHeld
+	ch <- descTimersGated
 	ch <- descInFlight
 	ch <- descInFlightBytes
 	ch <- descLag
@@ -99,6 +102,11 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 			c.counters.value(sc.name, tp, p.Start, sc.count(p))
 		}
 		ch <- prometheus.MustNewConstMetric(descKeysHeld, prometheus.GaugeValue, float64(p.KeysHeld), p.Topic, part)
+		gated := 0.0
+		if p.TimersGated {
+			gated = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descTimersGated, prometheus.GaugeValue, gated, p.Topic, part)
 		ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(p.InFlight), p.Topic, part)
 		ch <- prometheus.MustNewConstMetric(descInFlightBytes, prometheus.GaugeValue, float64(p.InFlightBytes), p.Topic, part)
 		ch <- prometheus.MustNewConstMetric(descCommitted, prometheus.GaugeValue, float64(p.Committed), p.Topic, part)

@@ -14,6 +14,8 @@ import (
 	"github.com/actorflow/actorflow/snapshotstore"
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 func TestColdTimersDueInOrder(t *testing.T) {
@@ -100,6 +102,8 @@ func TestColdTimersRemove(t *testing.T) {
 // trial). Here the gate holds n cold keys' timers until a batch reads to the
 // input's end; a status request sent right behind that batch is answered
 // after one turn's loads, not all of them, and every timer fires once.
+// Status.TimersGated and the log say when the gate opened (the trial could
+// not tell).
 func TestColdKeysLoadAtMostATurnsWorthAtATime(t *testing.T) {
 	const n = 2*coldPerTurn + 10
 	q := backlogQuiet
@@ -131,7 +135,8 @@ func TestColdKeysLoadAtMostATurnsWorthAtATime(t *testing.T) {
 		}))
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 	t.Cleanup(sys.Shutdown)
-	pid := sys.Root.Spawn(Props(Config{Topic: "in", Store: store, AssignedOffset: 1, Handler: keyactor.MustOf(flow),
+	core, logs := observer.New(zap.InfoLevel)
+	pid := sys.Root.Spawn(Props(Config{Topic: "in", Store: store, AssignedOffset: 1, Handler: keyactor.MustOf(flow), Logger: zap.New(core),
 		PersistEvery: 10 * time.Millisecond, CommitOffsetsInterval: 10 * time.Millisecond}))
 	// Stopped, so that it lets go of the shared dispatcher (a later test
 	// checks who holds it), before the system shuts down.
@@ -144,14 +149,28 @@ func TestColdKeysLoadAtMostATurnsWorthAtATime(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("a's timer never fired")
 	}
+	status := func() Status {
+		t.Helper()
+		reply := make(chan Status, 1)
+		sys.Root.Send(pid, &StatusRequest{Reply: reply})
+		select {
+		case st := <-reply:
+			return st
+		case <-time.After(10 * time.Second):
+			t.Fatal("no status")
+		}
+		return Status{}
+	}
+	if !status().TimersGated {
+		t.Fatal("Status.TimersGated false while the gate holds the cold keys' timers")
+	}
 	sys.Root.Send(pid, &Records{Records: []*kgo.Record{timed(2, "z", due.Add(time.Second))}, AtEnd: true})
-	reply := make(chan Status, 1)
-	sys.Root.Send(pid, &StatusRequest{Reply: reply})
-	var st Status
-	select {
-	case st = <-reply:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no status")
+	st := status()
+	if st.TimersGated {
+		t.Fatal("Status.TimersGated true after a batch read the input to its end")
+	}
+	if l := logs.FilterMessageSnippet("caught up with its backlog").All(); len(l) != 1 || l[0].ContextMap()["how"] != "a fetch read the input to its end" {
+		t.Fatalf("the gate's opening logged %v, want once, by the input's end", l)
 	}
 	// Loaded: y, a, z and one turn's cold keys.
 	if st.KeysLoaded > coldPerTurn+3 {

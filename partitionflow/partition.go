@@ -199,6 +199,11 @@ type Status struct {
 	DeadLetters int64 `json:"dead_letters"`
 	// TimersCold counts the scheduled timers of unloaded keys.
 	TimersCold int `json:"timers_cold"`
+	// TimersGated: the partition reads the backlog it started with, and
+	// its due timers wait for the records up to their due time (its timer
+	// gate, timergate.go); false once it caught up, for the rest of its
+	// life (logged: "partition caught up with its backlog").
+	TimersGated bool `json:"timers_gated"`
 	// Evictions counts the keys asked to unload because the partition's
 	// live-key budget was full (keyflow.WithMaxLiveKeys).
 	Evictions int64 `json:"keys_evicted"`
@@ -499,9 +504,13 @@ func (p *partition) Receive(ctx actor.Context) {
 		// held keys it lets through are woken after the batch's records
 		// are sent, so that a key with records here is loaded by them and
 		// fires its overdue timers among them (keyactor.fireOverdueBefore).
+		gated := !p.gate.b.CaughtUp()
 		more := p.gate.batch(m.Records, m.AtEnd, time.Now())
 		p.records(ctx, m.Records)
 		p.idle.batch(m.AtEnd)
+		if gated && p.gate.b.CaughtUp() {
+			p.gateOpened("a fetch read the input to its end")
+		}
 		if more {
 			p.ungated(ctx)
 		}

@@ -231,11 +231,20 @@ func (p *partition) checkGate(ctx actor.Context) {
 	switch {
 	case !ok:
 	case left == 0:
+		p.gateOpened("no batch came for " + backlogQuiet.String())
 		p.ungated(ctx)
 	default:
 		root, self := ctx.ActorSystem().Root, ctx.Self()
 		p.gateT = time.AfterFunc(left, func() { root.Send(self, &gateCheck{}) })
 	}
+}
+
+// gateOpened logs the timer gate's opening: from now on the partition's
+// timers go by the wall clock alone.
+func (p *partition) gateOpened(how string) {
+	p.log.Info("partition caught up with its backlog: timers go by the wall clock from now on",
+		zap.String("how", how), zap.Duration("took", time.Since(p.gate.start).Round(time.Millisecond)),
+		zap.Int("keys_holding_timers", p.heldTimers.len()), zap.Int("cold_timers", p.ctimers.timers))
 }
 
 // admitColdDue loads up to max (< 0: all) cold keys whose timers are due
@@ -796,7 +805,8 @@ func (p *partition) status() Status {
 		Keys: len(p.keys), KeysLoaded: p.loaded, KeysCold: p.coldN,
 		Committable: p.tracker.Committable(), Committed: p.committed,
 		Recovered: p.recoveredN, Skipped: p.skipped + p.keySkips.Load(), Outputs: p.outputs, DeadLetters: p.deadLetters + p.keyDeadLetters.Load(), TimersCold: p.ctimers.timers,
-		LastBatch: p.lastBatch, Txns: p.txns, OutputBytesPending: p.outbox.Bytes(), Evictions: p.evictions, KeysHeld: p.held.len(),
+		TimersGated: p.phase == phaseRunning && !p.gate.b.CaughtUp(),
+		LastBatch:   p.lastBatch, Txns: p.txns, OutputBytesPending: p.outbox.Bytes(), Evictions: p.evictions, KeysHeld: p.held.len(),
 	}
 	if phase == phaseRunning { // the watch runs at the running phase's ticks: stale after it
 		st.CommitHeldMs, st.CommitHeldBy = p.heldFor.Milliseconds(), p.heldBy

@@ -35,9 +35,11 @@ var backlogQuiet = 2 * time.Second
 // wall clock alone. The cold keys' timers wait in their heap (coldDue); a
 // loaded key keeps its own past its delivery (and an armed timer coming
 // due meanwhile: keyactor's holdForBacklog) and says so
-// (keyactor.OverdueHeld), reading the gate through keyactor.Backlog, and
-// the partition wakes it (heldTimers); a key's record stamped after its
-// timer's due time fires it first (internal/keyactor's fireOverdueBefore).
+// (keyactor.OverdueHeld), judging by the gate as its partition's last
+// message to it carried (keyactor.Backlog.View), and the partition wakes
+// it (heldTimers); a key's record stamped after its timer's due time fires
+// it first (internal/keyactor's fireOverdueBefore). The partition logs the
+// gate's opening, and Status.TimersGated says whether it is closed.
 //
 // Plain logic, without time of its own: the partition passes the batches
 // and the clock, and arms the quiet check (gateCheck) when quietLeft asks.
@@ -45,14 +47,15 @@ type timerGate struct {
 	// b holds the gate's state (the latest record timestamp delivered,
 	// caught up or not) where the partition's key actors read it too
 	// (Env.Backlog).
-	b    *keyactor.Backlog
-	last time.Time // when the last batch came, or the partition started
+	b     *keyactor.Backlog
+	last  time.Time // when the last batch came, or the partition started
+	start time.Time // when the partition started
 }
 
 func newTimerGate() timerGate { return timerGate{b: keyactor.NewBacklog()} }
 
 // started notes the partition's start (its recovery done) at now.
-func (g *timerGate) started(now time.Time) { g.last = now }
+func (g *timerGate) started(now time.Time) { g.last, g.start = now, now }
 
 // batch notes a batch of records at now; true when it lets more timers
 // through (the stream time moved on, or the partition caught up).

@@ -42,8 +42,9 @@ func (b *Backlog) Advance(ts time.Time) bool {
 // CatchUp notes that the partition caught up: every timer goes from now on.
 func (b *Backlog) CatchUp() { b.open.Store(true) }
 
-// CaughtUp: CatchUp was called.
-func (b *Backlog) CaughtUp() bool { return b.open.Load() }
+// CaughtUp: CatchUp was called (a nil Backlog: always, as it admits every
+// timer).
+func (b *Backlog) CaughtUp() bool { return b == nil || b.open.Load() }
 
 // Admits: an overdue timer due at at may fire now.
 func (b *Backlog) Admits(at time.Time) bool { return gateAdmits(b.View(), at) }
