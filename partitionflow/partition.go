@@ -672,6 +672,9 @@ func (p *partition) start(ctx actor.Context) {
 	root, self := ctx.ActorSystem().Root, ctx.Self()
 	p.outbox = keyactor.NewOutboxBudget(int64(pendingOutputCap(p.cfg)))
 	p.gate = newTimerGate()
+	// From here, not from the recovery's end: a batch read during the
+	// recovery may open the gate (logged with how long it took).
+	p.gate.start = time.Now()
 	p.env = &keyactor.Env{
 		Topic:     p.cfg.Topic,
 		Partition: p.cfg.Partition,

@@ -243,7 +243,7 @@ func (p *partition) checkGate(ctx actor.Context) {
 // timers go by the wall clock alone.
 func (p *partition) gateOpened(how string) {
 	p.log.Info("partition caught up with its backlog: timers go by the wall clock from now on",
-		zap.String("how", how), zap.Duration("took", time.Since(p.gate.start).Round(time.Millisecond)),
+		zap.String("how", how), zap.Duration("since_start", time.Since(p.gate.start).Round(time.Millisecond)),
 		zap.Int("keys_holding_timers", p.heldTimers.len()), zap.Int("cold_timers", p.ctimers.timers))
 }
 

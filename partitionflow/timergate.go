@@ -49,13 +49,13 @@ type timerGate struct {
 	// (Env.Backlog).
 	b     *keyactor.Backlog
 	last  time.Time // when the last batch came, or the partition started
-	start time.Time // when the partition started
+	start time.Time // when the partition's actor started (its recovery ahead)
 }
 
 func newTimerGate() timerGate { return timerGate{b: keyactor.NewBacklog()} }
 
 // started notes the partition's start (its recovery done) at now.
-func (g *timerGate) started(now time.Time) { g.last, g.start = now, now }
+func (g *timerGate) started(now time.Time) { g.last = now }
 
 // batch notes a batch of records at now; true when it lets more timers
 // through (the stream time moved on, or the partition caught up).
