@@ -88,8 +88,12 @@ func runPartitionWrapped(t *testing.T, mem *snapshotstore.Memory, h keyflow.Hand
 	return p
 }
 
+// send delivers recs as a caught-up consumer's fetch does: read to the
+// input's end (AtEnd), so that the partition's timer gate is open, as on a
+// live worker (after a batch short of the end it holds due timers for 30 s
+// without another: partitionflow's backlogStalled).
 func (p *part) send(recs ...*kgo.Record) {
-	p.sys.Root.Send(p.pid, &partitionflow.Records{Records: recs})
+	p.sys.Root.Send(p.pid, &partitionflow.Records{Records: recs, AtEnd: true})
 }
 
 // awaitCommitted waits for a committed input offset of at least offset.

@@ -389,7 +389,10 @@ type partition struct {
 	idle      idleFlush
 	// unfolded counts the records sent to keys and not yet folded (the
 	// keys' Processed; read by the idle flush).
-	unfolded  atomic.Int64
+	unfolded atomic.Int64
+	// idleAt is when unfolded last fell to 0, in Unix ns (0: never): the
+	// timer gate's quiet starts there (timergate.go).
+	idleAt    atomic.Int64
 	sweep     uint32
 	round     uint64
 	flushN    int // keys yet to answer the revoke flush
@@ -683,8 +686,13 @@ func (p *partition) start(ctx actor.Context) {
 		Processed: func(n, bytes int) {
 			// The fold that empties a backlog the idle flush waits for
 			// sends its tickIdle (idle.go).
-			if p.unfolded.Add(-int64(n)) == 0 && p.idle.folded() {
-				root.Send(self, &tick{tickIdle})
+			if p.unfolded.Add(-int64(n)) == 0 {
+				if !p.gate.b.CaughtUp() {
+					p.idleAt.Store(time.Now().UnixNano())
+				}
+				if p.idle.folded() {
+					root.Send(self, &tick{tickIdle})
+				}
 			}
 			p.cfg.OnProcessed(n, bytes)
 		},

@@ -221,17 +221,25 @@ func (p *partition) ungated(ctx actor.Context) {
 }
 
 // checkGate is the gate's quiet check: it opens the gate once the partition
-// has gone backlogQuiet without a batch, and arms itself again until then.
+// has gone quiet (timerGate.quietLeft), and arms itself again until then.
 func (p *partition) checkGate(ctx actor.Context) {
 	p.gateT = nil
 	if !p.live() {
 		return
 	}
-	left, ok := p.gate.quietLeft(time.Now(), p.busy())
+	var idle time.Time
+	if ns := p.idleAt.Load(); ns != 0 {
+		idle = time.Unix(0, ns)
+	}
+	left, ok := p.gate.quietLeft(time.Now(), p.busy(), idle)
 	switch {
 	case !ok:
 	case left == 0:
-		p.gateOpened("no batch came for " + backlogQuiet.String())
+		how := "no batch came for " + backlogQuiet.String() + " (nothing read since the start)"
+		if p.gate.behind {
+			how = "no batch came for " + backlogStalled.String() + " after one that did not read to the input's end"
+		}
+		p.gateOpened(how)
 		p.ungated(ctx)
 	default:
 		root, self := ctx.ActorSystem().Root, ctx.Self()

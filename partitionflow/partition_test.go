@@ -74,8 +74,13 @@ func newHarnessWith(t *testing.T, mem *snapshotstore.Memory, h any, assigned int
 	return hs
 }
 
+// send delivers recs as a caught-up consumer's fetch does: read to the
+// input's end (AtEnd), so the partition's timer gate is open, as on a live
+// worker. Without it the gate opened only by its quiet rule, which no
+// longer opens after a batch short of the input's end within 30 s
+// (backlogStalled); the gate's own tests send AtEnd as they need.
 func (h *harness) send(recs ...*kgo.Record) {
-	h.sys.Root.Send(h.pid, &partitionflow.Records{Records: recs})
+	h.sys.Root.Send(h.pid, &partitionflow.Records{Records: recs, AtEnd: true})
 }
 
 // awaitCommitted waits for a commit of at least offset.

@@ -16,6 +16,16 @@ import (
 // 18 ms after the recovery in helper-120's trial). A variable for tests.
 var backlogQuiet = 2 * time.Second
 
+// backlogStalled is backlogQuiet once a batch came that did not read to the
+// input's end: the backlog is not read, and only a stall this long (a tail
+// the consumer never hands over, such as compacted-away offsets) takes it
+// for caught up. Under 2 s there a partition whose next fetch came late
+// (the consumer paused on its in-flight budget until the keys folded, a
+// loaded host) opened with 150 000 records unread: 32 545 timers fired
+// before records stamped before their due time (helper-127's 1M-key trial
+// on Kafka 4.4.0). A variable for tests.
+var backlogStalled = 30 * time.Second
+
 // timerGate holds the overdue timers back while the partition reads the
 // backlog it started with (a restart, a rebalance, a takeover: the records
 // produced while no one owned it), until the records it delivered reach
@@ -29,8 +39,9 @@ var backlogQuiet = 2 * time.Second
 // the first record). Under the gate a timer due at t fires once a record
 // stamped after t was delivered (records are appended in about their
 // timestamps' order), or once the partition has caught up: a batch that
-// read to the input's end (Records.AtEnd), or backlogQuiet without a batch
-// while no record is left unfolded (quietLeft).
+// read to the input's end (Records.AtEnd), or a quiet without a batch and
+// without records to fold: backlogQuiet if none came since the start,
+// backlogStalled after one short of the end (quietLeft).
 // From then on, for the rest of the partition's life, timers go by the
 // wall clock alone. The cold keys' timers wait in their heap (coldDue); a
 // loaded key keeps its own past its delivery (and an armed timer coming
@@ -50,6 +61,9 @@ type timerGate struct {
 	b     *keyactor.Backlog
 	last  time.Time // when the last batch came, or the partition started
 	start time.Time // when the partition's actor started (its recovery ahead)
+	// behind: a batch came that did not read to the input's end (the quiet
+	// check then waits backlogStalled).
+	behind bool
 }
 
 func newTimerGate() timerGate { return timerGate{b: keyactor.NewBacklog()} }
@@ -68,6 +82,7 @@ func (g *timerGate) batch(recs []*kgo.Record, atEnd bool, now time.Time) bool {
 		g.b.CatchUp()
 		return true
 	}
+	g.behind = true
 	// The batch's last record: records are in offset order, and their
 	// timestamps nearly so; the gate needs no more precision than that.
 	// Not a transaction marker, stamped with its commit's wall-clock time:
@@ -85,19 +100,37 @@ func (g *timerGate) admits(at time.Time) bool { return g.b.Admits(at) }
 
 // quietLeft is how long until the quiet check may open the gate at now
 // (0: it opens it now, and the gate is open after); ok false once open.
-// busy: the partition's keys have records not folded yet. No batch came
-// then because the consumer paused on the in-flight budget, in the middle
-// of a backlog maybe: the gate waits another backlogQuiet.
-func (g *timerGate) quietLeft(now time.Time, busy bool) (left time.Duration, ok bool) {
+// The quiet is backlogQuiet, or backlogStalled once a batch said more is
+// to read (behind), without a batch and without records to fold: counted
+// from the last batch or from idle, when the keys last folded every record
+// delivered (zero: never). busy: they have records not folded yet. No batch
+// came then because the consumer paused on the in-flight budget, in the
+// middle of a backlog maybe, and it fetches again only once they fold: the
+// quiet starts then. Counted from the last batch alone, a check right after
+// the keys folded a long delivery opened the gate before the next fetch
+// came (helper-127's trial).
+func (g *timerGate) quietLeft(now time.Time, busy bool, idle time.Time) (left time.Duration, ok bool) {
 	if g.b.CaughtUp() {
 		return 0, false
 	}
-	if left = backlogQuiet - now.Sub(g.last); left > 0 {
-		return left, true
+	quiet := backlogQuiet
+	if g.behind {
+		quiet = backlogStalled
 	}
 	if busy {
-		return backlogQuiet, true
+		return quiet, true
+	}
+	if left = quiet - now.Sub(latest(g.last, idle)); left > 0 {
+		return left, true
 	}
 	g.b.CatchUp()
 	return 0, true
+}
+
+// latest is the later of a and b.
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

@@ -46,19 +46,39 @@ func TestTimerGate(t *testing.T) {
 	if g.batch(append(stamped(5), marker), false, at(0)); g.admits(at(6)) {
 		t.Fatal("a transaction marker's timestamp moved the stream time")
 	}
-	if left, ok := g.quietLeft(at(0).Add(backlogQuiet/2), false); !ok || left != backlogQuiet/2 {
-		t.Fatalf("quietLeft half-way = %v %v, want %v", left, ok, backlogQuiet/2)
+	// Batches came that did not read to the input's end: the backlog is
+	// not read, and 2 s without a batch do not say it is (the next fetch
+	// came late: 32 545 timers fired early in helper-127's trial).
+	var never time.Time
+	if left, ok := g.quietLeft(at(0).Add(backlogQuiet), false, never); !ok || left != backlogStalled-backlogQuiet || g.admits(at(1000)) {
+		t.Fatalf("quietLeft %v after a batch short of the input's end = %v %v: want %v more, the gate closed", backlogQuiet, left, ok, backlogStalled-backlogQuiet)
 	}
 	// No batch because the consumer paused on the in-flight budget (the
 	// keys have records to fold): still in the backlog.
-	if left, ok := g.quietLeft(at(0).Add(backlogQuiet), true); !ok || left != backlogQuiet || g.admits(at(1000)) {
-		t.Fatalf("quietLeft after backlogQuiet with records unfolded = %v %v, admits later timers %v: want another wait, the gate closed", left, ok, g.admits(at(1000)))
+	if left, ok := g.quietLeft(at(0).Add(backlogStalled), true, never); !ok || left != backlogStalled || g.admits(at(1000)) {
+		t.Fatalf("quietLeft after backlogStalled with records unfolded = %v %v, admits later timers %v: want another wait, the gate closed", left, ok, g.admits(at(1000)))
 	}
-	if left, ok := g.quietLeft(at(0).Add(backlogQuiet), false); !ok || left != 0 || !g.admits(at(1000)) {
-		t.Fatalf("quietLeft after backlogQuiet without a batch = %v %v, admits later timers %v: want the gate open", left, ok, g.admits(at(1000)))
+	// The keys folded the last records at idle: the quiet counts from
+	// there, when the consumer fetches again.
+	idle := at(0).Add(backlogStalled)
+	if left, ok := g.quietLeft(idle.Add(time.Second), false, idle); !ok || left != backlogStalled-time.Second || g.admits(at(1000)) {
+		t.Fatalf("quietLeft a second after the keys went idle = %v %v: want %v, the gate closed", left, ok, backlogStalled-time.Second)
 	}
-	if _, ok := g.quietLeft(at(10000), false); ok {
+	if left, ok := g.quietLeft(idle.Add(backlogStalled), false, idle); !ok || left != 0 || !g.admits(at(1000)) {
+		t.Fatalf("quietLeft backlogStalled after the last batch and idle = %v %v, admits later timers %v: want the gate open", left, ok, g.admits(at(1000)))
+	}
+	if _, ok := g.quietLeft(at(10000), false, never); ok {
 		t.Fatal("an open gate asks for another quiet check")
+	}
+
+	// No batch at all: nothing to read at the start.
+	e := newTimerGate()
+	e.started(at(0))
+	if left, ok := e.quietLeft(at(0).Add(backlogQuiet/2), false, never); !ok || left != backlogQuiet/2 {
+		t.Fatalf("quietLeft half-way without a batch = %v %v, want %v", left, ok, backlogQuiet/2)
+	}
+	if left, ok := e.quietLeft(at(0).Add(backlogQuiet), false, never); !ok || left != 0 || !e.admits(at(1000)) {
+		t.Fatalf("quietLeft after backlogQuiet without a batch = %v %v: want the gate open", left, ok)
 	}
 
 	h := newTimerGate()
