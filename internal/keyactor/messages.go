@@ -20,8 +20,8 @@ type Deliver struct {
 	// the key judges its overdue timers by the Gate of the last delivery
 	// it folded (Core.admits). The gate's live state may be past records
 	// of the key still in its mailbox, read in later batches: judged by
-	// it, a timer fired before them (the fast suite's
-	// SessionsAcrossABacklog, 1 run in 4).
+	// it, a timer fired before them (scenario SessionsAcrossABacklog on
+	// kfake failed 1 run in 8).
 	Gate int64
 	// timer: a stash entry of the key's own, a timer that came due while
 	// deliveries were held (holdTimer), not records.
