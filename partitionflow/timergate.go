@@ -16,10 +16,10 @@ import (
 // 18 ms after the recovery in helper-120's trial). A variable for tests.
 var backlogQuiet = 2 * time.Second
 
-// backlogStalled is backlogQuiet once a batch came that did not read to the
-// input's end: the backlog is not read, and only a stall this long (a tail
-// the consumer never hands over, such as compacted-away offsets) takes it
-// for caught up. Under 2 s there a partition whose next fetch came late
+// backlogStalled replaces backlogQuiet once a batch came that did not read
+// to the input's end: the backlog is not read, and only a stall this long (a
+// tail the consumer never hands over, such as compacted-away offsets) takes
+// it for caught up. With 2 s there, a partition whose next fetch came late
 // (the consumer paused on its in-flight budget until the keys folded, a
 // loaded host) opened with 150 000 records unread: 32 545 timers fired
 // before records stamped before their due time (helper-127's 1M-key trial
@@ -56,8 +56,8 @@ var backlogStalled = 30 * time.Second
 // and the clock, and arms the quiet check (gateCheck) when quietLeft asks.
 type timerGate struct {
 	// b holds the gate's state (the latest record timestamp delivered,
-	// caught up or not) where the partition's key actors read it too
-	// (Env.Backlog).
+	// caught up or not); the partition's messages to its keys carry its
+	// View (Deliver.Gate, Wake.Gate), and Env.Backlog is b (nil: no gate).
 	b     *keyactor.Backlog
 	last  time.Time // when the last batch came, or the partition started
 	start time.Time // when the partition's actor started (its recovery ahead)
