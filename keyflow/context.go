@@ -101,8 +101,8 @@ func (c *Context) Now() time.Time { return c.k.Now() }
 // with (a restart, a rebalance, a takeover), a due timer (overdue at its
 // key's load, or coming due meanwhile) waits until a record stamped after
 // its due time was delivered, or the input was read to its end (or no record
-// came for two seconds having read none, or for 30 s after a batch short of
-// the end), so that the key's own records produced before it
+// came for 30 s: a partition with an empty backlog fires its overdue timers
+// 30 s after its start), so that the key's own records produced before it
 // fold first, whichever batch they come in; a timer a fold sets due already
 // (an event-time window's end during a catch-up) goes the same way, and so
 // does one an overdue timer's handler sets due already (a periodic timer

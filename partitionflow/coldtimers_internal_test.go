@@ -106,9 +106,9 @@ func TestColdTimersRemove(t *testing.T) {
 // not tell).
 func TestColdKeysLoadAtMostATurnsWorthAtATime(t *testing.T) {
 	const n = 2*coldPerTurn + 10
-	q := backlogQuiet
-	backlogQuiet = time.Hour
-	t.Cleanup(func() { backlogQuiet = q })
+	q := backlogStalled
+	backlogStalled = time.Hour
+	t.Cleanup(func() { backlogStalled = q })
 	now := time.Now().Truncate(time.Millisecond)
 	early, due := now.Add(-2*time.Minute), now.Add(-time.Minute)
 	snaps := []snapshotstore.Snapshot{{Key: "a", Value: []byte("1"), Timers: []snapshotstore.Timer{{Name: "t", At: early}}}}

@@ -235,7 +235,7 @@ func (p *partition) checkGate(ctx actor.Context) {
 	switch {
 	case !ok:
 	case left == 0:
-		how := "no batch came for " + backlogQuiet.String() + " (nothing read since the start)"
+		how := "no batch came for " + backlogStalled.String() + " (nothing read since the start)"
 		if p.gate.behind {
 			how = "no batch came for " + backlogStalled.String() + " after one that did not read to the input's end"
 		}

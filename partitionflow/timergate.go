@@ -7,23 +7,22 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// backlogQuiet is how long a partition that has not read its input to the
-// end may go without a batch before timerGate takes it for caught up: a
-// partition with nothing to read at its start gets no batch at all (the
-// consumer hands over records only), and a backlog's batches come far
-// closer than this (the consumer's fetches wait at most 500 ms,
-// coordinator.Consumer's kgo.FetchMaxWait; a takeover's first batch came
-// 18 ms after the recovery in helper-120's trial). A variable for tests.
-var backlogQuiet = 2 * time.Second
-
-// backlogStalled replaces backlogQuiet once a batch came that did not read
-// to the input's end: the backlog is not read, and only a stall this long (a
-// tail the consumer never hands over, such as compacted-away offsets) takes
-// it for caught up. With 2 s there, a partition whose next fetch came late
+// backlogStalled is how long a partition that has not read its input to
+// the end may go without a batch, its keys folding nothing, before
+// timerGate takes it for caught up. A batch short of the end says the
+// backlog is not read; none at all may mean an empty backlog (the consumer
+// hands over records only, so a partition with nothing to read gets no
+// batch) or a first fetch that comes late. Only a stall this long (or a
+// tail the consumer never hands over, such as compacted-away offsets)
+// opens the gate then. It was 2 s: a partition whose next fetch came late
 // (the consumer paused on its in-flight budget until the keys folded, a
-// loaded host) opened with 150 000 records unread: 32 545 timers fired
-// before records stamped before their due time (helper-127's 1M-key trial
-// on Kafka 4.4.0). A variable for tests.
+// loaded host) opened with 150 000 records unread, and after a takeover
+// whose old copies outlived their teardown bound, partitions that had read
+// nothing opened 2 s after their recovery with 245 000 unread: 32 545 and
+// 270 660 timers fired before records stamped before their due time
+// (helper-127's and helper-128's 1M-key trials on Kafka 4.4.0). A partition
+// with an empty backlog now fires its overdue timers 30 s after its start,
+// unless a record comes. A variable for tests.
 var backlogStalled = 30 * time.Second
 
 // timerGate holds the overdue timers back while the partition reads the
@@ -39,9 +38,8 @@ var backlogStalled = 30 * time.Second
 // the first record). Under the gate a timer due at t fires once a record
 // stamped after t was delivered (records are appended in about their
 // timestamps' order), or once the partition has caught up: a batch that
-// read to the input's end (Records.AtEnd), or a quiet without a batch and
-// without records to fold: backlogQuiet if none came since the start,
-// backlogStalled after one short of the end (quietLeft).
+// read to the input's end (Records.AtEnd), or backlogStalled without a
+// batch and without records to fold (quietLeft).
 // From then on, for the rest of the partition's life, timers go by the
 // wall clock alone. The cold keys' timers wait in their heap (coldDue); a
 // loaded key keeps its own past its delivery (and an armed timer coming
@@ -61,8 +59,8 @@ type timerGate struct {
 	b     *keyactor.Backlog
 	last  time.Time // when the last batch came, or the partition started
 	start time.Time // when the partition's actor started (its recovery ahead)
-	// behind: a batch came that did not read to the input's end (the quiet
-	// check then waits backlogStalled).
+	// behind: a batch came that did not read to the input's end (logged
+	// when the quiet check opens the gate).
 	behind bool
 }
 
@@ -100,8 +98,8 @@ func (g *timerGate) admits(at time.Time) bool { return g.b.Admits(at) }
 
 // quietLeft is how long until the quiet check may open the gate at now
 // (0: it opens it now, and the gate is open after); ok false once open.
-// The quiet is backlogQuiet, or backlogStalled once a batch said more is
-// to read (behind), without a batch and without records to fold: counted
+// The quiet is backlogStalled without a batch and without records to fold:
+// counted
 // from the last batch or from idle, when the keys last folded every record
 // delivered (zero: never). busy: they have records not folded yet. No batch
 // came then because the consumer paused on the in-flight budget, in the
@@ -113,10 +111,7 @@ func (g *timerGate) quietLeft(now time.Time, busy bool, idle time.Time) (left ti
 	if g.b.CaughtUp() {
 		return 0, false
 	}
-	quiet := backlogQuiet
-	if g.behind {
-		quiet = backlogStalled
-	}
+	quiet := backlogStalled
 	if busy {
 		return quiet, true
 	}
