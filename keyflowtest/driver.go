@@ -495,9 +495,9 @@ func (d *Driver[S]) Restart() error { return d.RestartAfter(0) }
 // late, with Context.Now at the restart's time, once. Such keys are loaded
 // in the order of their earliest timer, and each fires its overdue timers in
 // due order, with the timers its handlers set due already (a periodic timer
-// catching up: up to 1 024 in a row), before the next key's. The error joins those of the partitions that failed while
-// loading or folding (each matching ErrPartitionFailed). down < 0 is an
-// error.
+// catching up: up to 1 024 in a row), before the next key's. The error
+// joins those of the partitions that failed while loading or folding (each
+// matching ErrPartitionFailed). down < 0 is an error.
 func (d *Driver[S]) RestartAfter(down time.Duration, arrived ...*kgo.Record) error {
 	if d.closed {
 		return ErrClosed
