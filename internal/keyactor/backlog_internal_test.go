@@ -284,24 +284,8 @@ func TestAnEvictingKeyLeavesWithItsOverdueTimersAndFiresNoneOnWake(t *testing.T)
 // actor stayed in one turn for every tick of the outage.
 func TestAnOverduePassTakesInABoundedNumberOfTimersItsHandlersSet(t *testing.T) {
 	const ticks = maxPassJoins + 500
-	var j *journal.Journal
-	flow := journaling(&j, nil)
-	due := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
-	next, n := due, 0
-	flow.Timer = func(k *Core, s *int, name string) (*int, error) {
-		n++
-		j.Add(fmt.Sprintf("timer %d", n))
-		if n < ticks {
-			next = next.Add(time.Millisecond)
-			k.SetTimer(name, next)
-		}
-		return s, nil
-	}
-	b := NewBacklog()
-	b.Advance(due.Add(-30 * time.Second)) // the gate holds t
-	snap := &snapshotstore.Snapshot{Key: "k", Value: []byte("1"), Timers: []snapshotstore.Timer{{Name: "t", At: due}}}
-	r := newBacklogRig(t, flow, snap, false, b)
-	j = r.j
+	r, b, due := tickerKey(t, ticks, false, nil)
+	j := r.j
 	r.send(&Deliver{Records: []*kgo.Record{stamped(1, due.Add(time.Hour))}})
 	j.Await(t, "fold 1")
 	if got := slices.Index(j.List(), "fold 1"); got != maxPassJoins+1 {
@@ -319,27 +303,10 @@ func TestAnOverduePassTakesInABoundedNumberOfTimersItsHandlersSet(t *testing.T) 
 // budget (a review).
 func TestAnOverduePassTakesInNoTimerWhileTheKeyHoldsForItsOutputs(t *testing.T) {
 	const ticks = 10
-	var j *journal.Journal
-	flow := journaling(&j, func(k *Core, _ *kgo.Record) {
+	r, b, due := tickerKey(t, ticks, true, func(k *Core, _ *kgo.Record) {
 		k.Emit(&kgo.Record{Topic: "out", Value: []byte("x")}) // the outbox budget used up
 	})
-	due := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
-	next, n := due, 0
-	flow.Timer = func(k *Core, s *int, name string) (*int, error) {
-		n++
-		j.Add(fmt.Sprintf("timer %d", n))
-		k.Emit(&kgo.Record{Topic: "out", Value: []byte("tick")})
-		if n < ticks {
-			next = next.Add(time.Millisecond)
-			k.SetTimer(name, next)
-		}
-		return s, nil
-	}
-	b := NewBacklog()
-	b.Advance(due.Add(-30 * time.Second)) // the gate holds t
-	snap := &snapshotstore.Snapshot{Key: "k", Value: []byte("1"), Timers: []snapshotstore.Timer{{Name: "t", At: due}}}
-	r := newBacklogRig(t, flow, snap, true, b)
-	j = r.j
+	j := r.j
 	r.send(&Deliver{Records: []*kgo.Record{stamped(1, due.Add(-20*time.Second))}})
 	j.Await(t, "persist") // the write with its output in flight: the key holds
 	b.Advance(due.Add(time.Hour))
@@ -388,4 +355,36 @@ func TestAKeyJudgesTheGateAsItsPartitionSentItsRecords(t *testing.T) {
 	if got := fmt.Sprint(calls); got != "[fold 1 fold 2 timer t]" {
 		t.Fatalf("calls %s, want [fold 1 fold 2 timer t]: record 2 moved the end on before it was due", got)
 	}
+}
+
+// tickerKey runs key "k" restored with a periodic timer "t" due a minute
+// ago, held by the backlog gate: its handler journals "timer n" (emitting
+// an output if emit; txn: outputs go with the key's writes, as
+// newBacklogRig's) and sets the next tick a millisecond after the last,
+// until tick n; the fold does also. It returns the rig, the gate and the
+// first tick's due time.
+func tickerKey(t *testing.T, ticks int, emit bool, also func(k *Core, r *kgo.Record)) (*backlogRig, *Backlog, time.Time) {
+	t.Helper()
+	var j *journal.Journal
+	flow := journaling(&j, also)
+	due := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
+	next, n := due, 0
+	flow.Timer = func(k *Core, s *int, name string) (*int, error) {
+		n++
+		j.Add(fmt.Sprintf("timer %d", n))
+		if emit {
+			k.Emit(&kgo.Record{Topic: "out", Value: []byte("tick")})
+		}
+		if n < ticks {
+			next = next.Add(time.Millisecond)
+			k.SetTimer(name, next)
+		}
+		return s, nil
+	}
+	b := NewBacklog()
+	b.Advance(due.Add(-30 * time.Second)) // the gate holds t
+	snap := &snapshotstore.Snapshot{Key: "k", Value: []byte("1"), Timers: []snapshotstore.Timer{{Name: "t", At: due}}}
+	r := newBacklogRig(t, flow, snap, emit, b)
+	j = r.j
+	return r, b, due
 }
