@@ -62,6 +62,7 @@ func TestTimerSurvivesRestartAndFiresOnce(t *testing.T) {
 		t.Fatalf("persisted timers %+v, want t at %v", s.Timers, due)
 	}
 	p2 := runPartitionOn(t, m.Memory, flow, 10*time.Millisecond, m.Committed(inTopic, 0))
+	p2.send() // the input read to its end, nothing new: the timer gate opens
 	p2.awaitOutputs(1)
 	if time.Now().Before(due) {
 		t.Fatalf("the re-armed timer fired before its due time %v", due)

@@ -940,6 +940,7 @@ func TestDueTimerWithoutHandlerNamesTheCause(t *testing.T) {
 	}
 
 	h2 := newHarness(t, h.mem, keyflow.New(traceFold), 1)
+	h2.send() // the input read to its end, nothing new: the timer gate opens
 	err = h2.awaitFailure()
 	if !errors.Is(err, keyflow.ErrNoTimerHandler) || !strings.Contains(err.Error(), `key "a": timer "t"`) {
 		t.Fatalf("partition failed with %v; want ErrNoTimerHandler naming key a's timer t", err)
